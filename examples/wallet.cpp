@@ -1,0 +1,199 @@
+// The wallet demo: the classic scenarios of distributed locking, played on the
+// in-process store with real time. Each "server" is a coroutine with its own mutex
+// object; the wallet balance lives in a fenced register, standing for the database
+// that owns the data. Exits non-zero if a scenario does not turn out as described.
+#include <distlock/distlock.hpp>
+#include <distlock/memory.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace dl = distlock;
+using namespace std::chrono_literals;
+using asio::awaitable;
+
+namespace {
+
+int failures = 0;
+
+void verdict(bool ok, const char* what)
+{
+    std::printf("  %s %s\n", ok ? "[ok]  " : "[FAIL]", what);
+    if (!ok)
+        ++failures;
+}
+
+awaitable<void> pause(dl::duration d)
+{
+    asio::steady_timer t{co_await asio::this_coro::executor, d};
+    co_await t.async_wait(asio::use_awaitable);
+}
+
+using wallet_mutex = dl::basic_distributed_mutex<dl::memory::store, dl::retry::exponential_backoff,
+                                                 dl::renew::watchdog>;
+
+// Reads the balance, "thinks" for a while (a network call), writes balance - cents.
+awaitable<void> debit_unlocked(dl::memory::fenced_register<long>& wallet, long cents)
+{
+    const long seen = wallet.read();
+    co_await pause(20ms);
+    (void)wallet.write(0, seen - cents);
+}
+
+awaitable<void> debit_locked(dl::memory::store& store, dl::memory::fenced_register<long>& wallet, long cents)
+{
+    wallet_mutex m{store, "wallet:42", {.ttl = 2s},
+                   dl::retry::exponential_backoff{.initial = 5ms, .max = 100ms, .deadline = 5s}};
+    auto lease = co_await m.lock();
+    if (!lease) {
+        std::printf("  lock failed: %s\n", lease.error().message().c_str());
+        ++failures;
+        co_return;
+    }
+    const long seen = wallet.read();
+    co_await pause(20ms);
+    auto written = wallet.write(lease->fence(), seen - cents);
+    std::printf("  server debits %ld with fencing token %llu: %s\n", cents,
+                static_cast<unsigned long long>(lease->fence()), written ? "written" : "rejected");
+    (void)co_await lease->unlock();
+}
+
+awaitable<void> lost_update(dl::memory::store& store)
+{
+    std::puts("\n1. Two servers debit one wallet of 100: 30 and 50.");
+    dl::memory::fenced_register<long> plain{100};
+    auto ex = co_await asio::this_coro::executor;
+    int done = 0;
+    for (long cents : {30L, 50L})
+        asio::co_spawn(ex, [&, cents]() -> awaitable<void> { co_await debit_unlocked(plain, cents); ++done; }, asio::detached);
+    while (done < 2)
+        co_await pause(5ms);
+    std::printf("  without a lock the balance ends at %ld: one debit was lost\n", plain.read());
+    verdict(plain.read() != 20, "without a lock, an update is lost");
+
+    dl::memory::fenced_register<long> guarded{100};
+    done = 0;
+    for (long cents : {30L, 50L})
+        asio::co_spawn(ex, [&, cents]() -> awaitable<void> { co_await debit_locked(store, guarded, cents); ++done; }, asio::detached);
+    while (done < 2)
+        co_await pause(5ms);
+    std::printf("  with the lock the balance ends at %ld\n", guarded.read());
+    verdict(guarded.read() == 20, "with the lock, both debits land");
+}
+
+awaitable<void> stalled_holder(dl::memory::store& store)
+{
+    std::puts("\n2. A holder stalls (a GC pause) past its 200 ms TTL, then writes.");
+    dl::memory::fenced_register<long> wallet{100};
+    dl::basic_distributed_mutex<dl::memory::store> m{store, "wallet:7", {.ttl = 200ms}};
+    auto first = co_await m.lock();
+    if (!first)
+        co_return verdict(false, "first holder locks");
+    const long seen = wallet.read();
+    std::printf("  server A holds the lock with token %llu and pauses...\n",
+                static_cast<unsigned long long>(first->fence()));
+    co_await pause(300ms);
+    auto second = co_await m.lock();
+    if (!second)
+        co_return verdict(false, "second holder locks after the TTL");
+    std::printf("  server B takes the expired lock with token %llu and debits 10\n",
+                static_cast<unsigned long long>(second->fence()));
+    (void)wallet.write(second->fence(), wallet.read() - 10);
+    auto late = wallet.write(first->fence(), seen - 50);
+    std::printf("  server A wakes up and writes with token %llu: %s\n",
+                static_cast<unsigned long long>(first->fence()),
+                late ? "accepted" : late.error().message().c_str());
+    verdict(!late && wallet.read() == 90, "the stale write is rejected by its fencing token");
+    auto released = co_await first->unlock();
+    verdict(!released && released.error() == dl::errc::lease_lost,
+            "A's unlock reports that its lease had been lost, and does not remove B's lock");
+    verdict(store.inspect("wallet:7") && store.inspect("wallet:7")->owner == second->owner(),
+            "B still holds the lock");
+    (void)co_await second->unlock();
+}
+
+awaitable<void> transfers(dl::memory::store& store)
+{
+    std::puts("\n3. Transfers 42->7 and 7->42 at the same time, 50 each way.");
+    dl::memory::fenced_register<long> w42{500}, w7{500};
+    auto ex = co_await asio::this_coro::executor;
+    int done = 0;
+    auto transfer = [&](std::string from, std::string to) -> awaitable<void> {
+        for (int i = 0; i < 50; ++i) {
+            auto ids = dl::resources(from, to); // locked in sorted order, whatever the order here
+            auto both = co_await dl::lock_all(store, ids, {.ttl = 2s},
+                                              dl::retry::exponential_backoff{.initial = 1ms, .max = 20ms});
+            if (!both) {
+                ++failures;
+                break;
+            }
+            auto& src = from == "wallet:42" ? w42 : w7;
+            auto& dst = from == "wallet:42" ? w7 : w42;
+            const long s = src.read(), d = dst.read();
+            co_await asio::post(ex, asio::use_awaitable);
+            (void)src.write(*both->fence(from), s - 1);
+            (void)dst.write(*both->fence(to), d + 1);
+            (void)co_await both->unlock();
+        }
+        ++done;
+    };
+    asio::co_spawn(ex, transfer("wallet:42", "wallet:7"), asio::detached);
+    asio::co_spawn(ex, transfer("wallet:7", "wallet:42"), asio::detached);
+    for (int i = 0; i < 2000 && done < 2; ++i)
+        co_await pause(5ms);
+    std::printf("  balances: wallet:42 = %ld, wallet:7 = %ld\n", w42.read(), w7.read());
+    verdict(done == 2, "both directions finish: sorted multi-lock cannot deadlock");
+    verdict(w42.read() == 500 && w7.read() == 500, "no money created or lost");
+}
+
+awaitable<void> crashed_holder(dl::memory::store& store)
+{
+    std::puts("\n4. A holder crashes while holding the lock (its release never arrives).");
+    dl::basic_distributed_mutex<dl::memory::store> m{store, "job:nightly", {.ttl = 300ms},
+                                                     dl::retry::exponential_backoff{.initial = 10ms, .max = 50ms, .deadline = 2s}};
+    auto held = co_await m.lock();
+    if (!held)
+        co_return verdict(false, "the first holder locks");
+    store.set_online(false); // the crash: nothing more from this holder reaches the store
+    (void)co_await held->unlock();
+    store.set_online(true);
+    const auto start = dl::clock::now();
+    auto next = co_await m.lock();
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(dl::clock::now() - start);
+    std::printf("  another server waited %lld ms and got the lock with token %llu\n",
+                static_cast<long long>(waited.count()),
+                next ? static_cast<unsigned long long>(next->fence()) : 0ULL);
+    verdict(next.has_value(), "the lock freed itself when the TTL ran out");
+    if (next)
+        (void)co_await next->unlock();
+}
+
+} // namespace
+
+int main()
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    std::puts("distlock wallet demo (in-process store)");
+    asio::co_spawn(io, [&]() -> awaitable<void> {
+        co_await lost_update(store);
+        co_await stalled_holder(store);
+        co_await transfers(store);
+        co_await crashed_holder(store);
+    }, [](std::exception_ptr e) {
+        if (e) {
+            std::puts("unexpected exception");
+            ++failures;
+        }
+    });
+    io.run();
+    std::printf("\n%s\n", failures == 0 ? "all scenarios behaved as described" : "SOME SCENARIOS FAILED");
+    return failures == 0 ? 0 : 1;
+}

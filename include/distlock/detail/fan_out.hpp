@@ -1,0 +1,99 @@
+// distlock/detail/fan_out.hpp: run one operation on every node of a quorum in
+// parallel and decide as soon as the replies so far settle the question.
+//
+// Design note. Each node's operation runs as its own detached coroutine on that
+// node's executor and owns copies of its arguments, because it may outlive the
+// caller: a slow or blackholed node answers after the decision, or after the caller
+// was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
+// grant gets released instead of staying held until its TTL. Replies are collected
+// under a mutex because nodes may run on different threads; the caller waits on a
+// concurrent channel, which is safe to signal from any thread and honours the
+// caller's cancellation.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace distlock::detail {
+
+/// One node's answer and how long it took.
+template <class T>
+struct reply {
+    result<T> value = errc::outcome_unknown;
+    duration latency{};
+};
+
+template <class T>
+using replies = std::vector<std::optional<reply<T>>>;
+
+/// Runs `op(node, i)` on every node, returns the replies received when `settled(replies)`
+/// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
+/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine.
+template <class T, class Nodes, class Op, class Settled, class OnLate>
+awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_late,
+                              bool* cancelled = nullptr)
+{
+    struct shared {
+        std::mutex mutex;
+        replies<T> got;
+        std::size_t answered = 0;
+        bool decided = false;
+        asio::experimental::concurrent_channel<void(std::error_code, bool)> done;
+        shared(asio::any_io_executor ex, std::size_t n) : got(n), done(ex, 1) {}
+    };
+    const auto n = nodes.size();
+    auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
+
+    for (std::size_t i = 0; i < n; ++i) {
+        auto& node = nodes.node(i);
+        asio::co_spawn(
+            node.get_executor(),
+            [](std::shared_ptr<shared> state, decltype(node) node, std::size_t i, Op op,
+               Settled settled, OnLate on_late) -> awaitable<void> {
+                const auto start = clock::now();
+                reply<T> r{co_await op(node, i), clock::now() - start};
+                bool late = false;
+                {
+                    std::lock_guard lock{state->mutex};
+                    late = state->decided;
+                    if (!late) {
+                        state->got[i] = r;
+                        ++state->answered;
+                        if (state->answered == state->got.size() || settled(state->got)) {
+                            state->decided = true;
+                            state->done.try_send(std::error_code{}, true);
+                        }
+                    }
+                }
+                if (late)
+                    co_await on_late(node, i, std::move(r));
+            }(state, node, i, op, settled, on_late),
+            asio::detached);
+    }
+
+    auto [ec, unused] = co_await state->done.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+    std::lock_guard lock{state->mutex};
+    if (ec) {
+        // Cancelled: whatever answers later is a straggler.
+        state->decided = true;
+        if (cancelled)
+            *cancelled = true;
+    }
+    co_return state->got;
+}
+
+} // namespace distlock::detail

@@ -1,0 +1,365 @@
+// distlock/detail/lease_state.hpp: the shared state behind a lease, and its keeper.
+//
+// Design note: states of a lease.
+//  - mode_ passive: nobody watches the lease and nothing renews it. Validity is
+//    computed from the clock when asked; unlock() releases directly, with no strand
+//    hop, which keeps an uncontended lock/unlock cheap.
+//  - mode_ active: a keeper coroutine runs on the lease's strand. It extends the lease
+//    on schedule (if renewal is on) and declares it lost when an extension fails or
+//    when the local validity runs out before an extension succeeded, whichever is
+//    first. An extension runs as its own coroutine so that the keeper can declare the
+//    loss at the deadline while the extension is still in flight; a success that
+//    arrives after the deadline does not revive the lease.
+//  - mode_ released: unlock() ran (or started).
+// In active mode every Asio object of the lease (timers, the loss signal) is touched
+// only on the strand. unlock() sets stopping_, wakes the keeper, and waits until the
+// keeper has exited and no extension is in flight before it sends the release, so no
+// extension can reach the store after the release.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/observe.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/policy/acquire.hpp>
+#include <distlock/result.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/strand.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace distlock::detail {
+
+/// How a lease is kept: TTL, safety margin, renewal schedule.
+struct keep_plan {
+    duration ttl{};
+    duration drift{};
+    std::optional<duration> renew_every;
+    std::optional<duration> max_hold;
+};
+
+class lease_state : public std::enable_shared_from_this<lease_state> {
+public:
+    lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
+                fence_token fence, time_point acquired_at, keep_plan plan)
+        : ex_{std::move(ex)}, resource_{std::move(resource)}, owner_{owner}, fence_{fence},
+          acquired_at_{acquired_at}, plan_{plan},
+          valid_until_ns_{(acquired_at + plan.ttl - plan.drift).time_since_epoch().count()}
+    {}
+    virtual ~lease_state() = default;
+    lease_state(const lease_state&) = delete;
+    lease_state& operator=(const lease_state&) = delete;
+
+    const std::string& resource() const noexcept { return resource_; }
+    const owner_token& owner() const noexcept { return owner_; }
+    fence_token fence() const noexcept { return fence_; }
+    asio::any_io_executor executor() const { return ex_; }
+
+    time_point valid_until() const noexcept
+    {
+        return time_point{duration{valid_until_ns_.load(std::memory_order_acquire)}};
+    }
+
+    bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
+    bool released() const noexcept { return mode_.load(std::memory_order_acquire) == released_mode; }
+
+    /// Starts the keeper (renewal and loss detection) if it is not running yet.
+    void activate()
+    {
+        int expected = passive_mode;
+        mode_.compare_exchange_strong(expected, active_mode, std::memory_order_acq_rel);
+        if (expected != released_mode)
+            parts();
+    }
+
+    asio::cancellation_slot lost_slot()
+    {
+        activate();
+        return parts().lost_signal.slot();
+    }
+
+    /// Completes when the lease ends: with why it was lost, or errc::released.
+    awaitable<std::error_code> wait_ended()
+    {
+        activate();
+        if (mode_.load(std::memory_order_acquire) == released_mode && !parts_ready())
+            co_return errc::released;
+        co_return co_await asio::co_spawn(
+            parts().strand,
+            [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
+                auto& p = self->parts();
+                while (!p.ended) {
+                    p.ended_event.expires_at(time_point::max());
+                    (void)co_await p.ended_event.async_wait(
+                        asio::experimental::as_tuple(asio::use_awaitable));
+                    auto cs = co_await asio::this_coro::cancellation_state;
+                    if (cs.cancelled() != asio::cancellation_type::none)
+                        co_return errc::cancelled;
+                }
+                co_return p.end_reason;
+            }(shared_from_this()),
+            asio::use_awaitable);
+    }
+
+    /// Releases the lease in the store. Not cancellable once started: it waits for an
+    /// in-flight extension, then sends the release (each bounded by the store's own
+    /// request timeout). Returns errc::lease_lost if the lease did not stay valid all
+    /// the way to the release, errc::released if it was already released.
+    awaitable<result<void>> unlock()
+    {
+        int expected = passive_mode;
+        if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel))
+            co_return co_await release_passive();
+        if (expected == released_mode)
+            co_return errc::released;
+        co_return co_await asio::co_spawn(
+            parts().strand,
+            [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
+                co_return co_await self->release_active();
+            }(shared_from_this()),
+            asio::use_awaitable);
+    }
+
+    /// Releases in the background (a lease that went out of scope while held).
+    void release_detached()
+    {
+        asio::co_spawn(
+            ex_,
+            [](std::shared_ptr<lease_state> self) -> awaitable<void> {
+                (void)co_await self->unlock();
+            }(shared_from_this()),
+            asio::detached);
+    }
+
+protected:
+    const keep_plan& plan() const noexcept { return plan_; }
+    virtual awaitable<result<void>> store_extend() = 0;
+    virtual awaitable<result<void>> store_release() = 0;
+    virtual void report(const event& e) const = 0;
+
+private:
+    static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
+
+    struct active_parts {
+        explicit active_parts(const asio::any_io_executor& ex)
+            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand}
+        {}
+        asio::strand<asio::any_io_executor> strand;
+        timer wake;         // the keeper sleeps on it
+        timer quiet;        // unlock() waits on it for the keeper and extensions to stop
+        timer ended_event;  // wait_ended() waits on it
+        asio::cancellation_signal lost_signal;
+        bool keeper_running = false;
+        bool stopping = false;
+        bool ended = false;
+        std::error_code end_reason;
+        bool extend_in_flight = false;
+        bool extend_done = false;
+        result<void> extend_result = success();
+        time_point extend_started{};
+        time_point extend_finished{};
+        time_point next_renew{};
+        bool renewing = false;
+    };
+
+    bool parts_ready() const noexcept { return parts_ready_.load(std::memory_order_acquire); }
+
+    active_parts& parts()
+    {
+        std::call_once(parts_once_, [this] {
+            parts_ = std::make_unique<active_parts>(ex_);
+            parts_->renewing = plan_.renew_every.has_value();
+            parts_->next_renew = acquired_at_ + plan_.renew_every.value_or(duration::zero());
+            parts_->keeper_running = true;
+            parts_ready_.store(true, std::memory_order_release);
+            asio::co_spawn(parts_->strand, keep(shared_from_this()), asio::detached);
+        });
+        return *parts_;
+    }
+
+    void set_valid_until(time_point t) noexcept
+    {
+        valid_until_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
+    }
+
+    // On the strand: the lease is gone for reason `why`.
+    void end(std::error_code why, bool by_loss)
+    {
+        auto& p = *parts_;
+        if (p.ended)
+            return;
+        p.ended = true;
+        p.end_reason = why;
+        if (by_loss) {
+            lost_.store(true, std::memory_order_release);
+            report(release_event{resource_, valid_until() - clock::now(), why});
+            p.lost_signal.emit(asio::cancellation_type::all);
+        }
+        p.ended_event.cancel();
+    }
+
+    static awaitable<void> keep(std::shared_ptr<lease_state> self)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        auto& p = *self->parts_;
+        const auto& plan = self->plan_;
+        for (;;) {
+            if (p.stopping || p.ended)
+                break;
+            if (p.extend_done) {
+                p.extend_done = false;
+                const auto deadline = self->valid_until();
+                if (!p.extend_result) {
+                    self->end(p.extend_result.error() == errc::not_owner ? make_error_code(errc::lease_lost)
+                                                                         : p.extend_result.error(),
+                              true);
+                    break;
+                }
+                // A success that arrives after the local deadline does not revive the lease.
+                if (p.extend_finished < deadline) {
+                    self->set_valid_until(p.extend_started + plan.ttl - plan.drift);
+                    p.next_renew = p.extend_started + *plan.renew_every;
+                }
+            }
+            const auto now = clock::now();
+            const auto deadline = self->valid_until();
+            if (now >= deadline) {
+                self->end(errc::lease_lost, true);
+                break;
+            }
+            if (p.renewing && !p.extend_in_flight && now >= p.next_renew) {
+                if (plan.max_hold && now - self->acquired_at_ >= *plan.max_hold)
+                    p.renewing = false; // a stuck holder must not keep the lock forever
+                else
+                    self->start_extend(now);
+            }
+            auto wake_at = deadline;
+            if (p.renewing && !p.extend_in_flight)
+                wake_at = std::min(wake_at, p.next_renew);
+            p.wake.expires_at(wake_at);
+            (void)co_await p.wake.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        }
+        p.keeper_running = false;
+        p.quiet.cancel();
+    }
+
+    void start_extend(time_point now)
+    {
+        auto& p = *parts_;
+        p.extend_in_flight = true;
+        p.extend_started = now;
+        asio::co_spawn(
+            p.strand,
+            [](std::shared_ptr<lease_state> self, duration lag) -> awaitable<void> {
+                auto& p = *self->parts_;
+                auto r = co_await self->store_extend();
+                p.extend_finished = clock::now();
+                p.extend_result = r;
+                p.extend_in_flight = false;
+                p.extend_done = true;
+                self->report(renewal_event{self->resource_, lag, p.extend_finished - p.extend_started,
+                                           r ? std::error_code{} : r.error()});
+                p.wake.cancel();
+                p.quiet.cancel();
+            }(shared_from_this(), now - p.next_renew),
+            asio::detached);
+    }
+
+    awaitable<result<void>> release_passive()
+    {
+        const bool expired = clock::now() >= valid_until();
+        auto r = co_await store_release();
+        report(release_event{resource_, valid_until() - clock::now(),
+                             r ? std::error_code{} : r.error()});
+        co_return finish(r, expired);
+    }
+
+    // On the strand.
+    awaitable<result<void>> release_active()
+    {
+        co_await asio::this_coro::reset_cancellation_state(
+            [](asio::cancellation_type) { return asio::cancellation_type::none; });
+        co_await asio::this_coro::throw_if_cancelled(false);
+        auto& p = *parts_;
+        if (released_flag_)
+            co_return errc::released;
+        released_flag_ = true;
+        mode_.store(released_mode, std::memory_order_release);
+        p.stopping = true;
+        p.wake.cancel();
+        while (p.keeper_running || p.extend_in_flight) {
+            p.quiet.expires_at(time_point::max());
+            (void)co_await p.quiet.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        }
+        const bool lost_before = p.ended || clock::now() >= valid_until();
+        auto r = co_await store_release();
+        if (!p.ended)
+            report(release_event{resource_, valid_until() - clock::now(),
+                                 r ? std::error_code{} : r.error()});
+        end(errc::released, false);
+        co_return finish(r, lost_before);
+    }
+
+    static result<void> finish(const result<void>& r, bool lost_before)
+    {
+        if (lost_before || (!r && r.error() == errc::not_owner))
+            return errc::lease_lost;
+        return r;
+    }
+
+    asio::any_io_executor ex_;
+    std::string resource_;
+    owner_token owner_;
+    fence_token fence_;
+    time_point acquired_at_;
+    keep_plan plan_;
+    std::atomic<time_point::rep> valid_until_ns_;
+    std::atomic<int> mode_{passive_mode};
+    std::atomic<bool> lost_{false};
+    std::once_flag parts_once_;
+    std::atomic<bool> parts_ready_{false};
+    std::unique_ptr<active_parts> parts_;
+    bool released_flag_ = false; // on the strand
+};
+
+/// The lease state of one backend and acquisition policy.
+template <class Backend, class Acquire, class Observer>
+class lease_state_for final : public lease_state {
+public:
+    lease_state_for(Backend& backend, const Acquire& acquire, const Observer& observer,
+                    std::string resource, owner_token owner, fence_token fence,
+                    time_point acquired_at, keep_plan plan)
+        : lease_state{backend.get_executor(), std::move(resource), owner, fence, acquired_at, plan},
+          backend_{backend}, acquire_{acquire}, observer_{observer}
+    {}
+
+private:
+    awaitable<result<void>> store_extend() override
+    {
+        co_return co_await acquire_.extend(backend_, lock_request{resource(), owner(), plan().ttl});
+    }
+    awaitable<result<void>> store_release() override
+    {
+        co_return co_await acquire_.release(backend_, lock_request{resource(), owner(), plan().ttl});
+    }
+    void report(const event& e) const override { observer_(e); }
+
+    Backend& backend_;
+    Acquire acquire_;
+    Observer observer_;
+};
+
+} // namespace distlock::detail

@@ -1,0 +1,20 @@
+// distlock/distlock.hpp: the whole core of distlock. Store adapters have headers of
+// their own (distlock/memory.hpp, ...).
+#pragma once
+
+#include <distlock/basic_distributed_mutex.hpp>
+#include <distlock/blocking.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+#include <distlock/lease.hpp>
+#include <distlock/multi_lock.hpp>
+#include <distlock/observe.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/policy/acquire.hpp>
+#include <distlock/policy/order.hpp>
+#include <distlock/policy/renew.hpp>
+#include <distlock/policy/retry.hpp>
+#include <distlock/quorum.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>

@@ -1,0 +1,85 @@
+// distlock/error.hpp: the error codes every distlock operation reports.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace distlock {
+
+/// Errors reported by distlock operations, in the `distlock` category.
+/// Zero is never an error. Each message says what happened and what to do.
+enum class errc {
+    contended = 1,       ///< Another owner holds the lock; retry later or wait.
+    timeout,             ///< The deadline passed before the lock was acquired.
+    lease_lost,          ///< The lease ended before it was released: an extension failed or its validity ran out.
+    not_owner,           ///< The store does not hold this lock for this owner (expired or taken by another).
+    quorum_not_reached,  ///< Fewer than a majority of the quorum's stores granted the request in time.
+    store_unavailable,   ///< The store could not be reached or refused service.
+    outcome_unknown,     ///< A request was sent but no reply came: it may or may not have been applied.
+    protocol_error,      ///< The store replied with something this client cannot interpret.
+    invalid_argument,    ///< An argument was rejected before any I/O (empty id, non-positive TTL, ...).
+    cancelled,           ///< The operation was cancelled; nothing it acquired is left held.
+    released,            ///< The lease was already released by its holder.
+    validity_exhausted,  ///< The lock was granted but too late: no validity was left, so it was given back.
+    stale_fence,         ///< A fenced write carried an older token than one already accepted.
+};
+
+namespace detail {
+
+class error_category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "distlock"; }
+
+    std::string message(int value) const override
+    {
+        switch (static_cast<errc>(value)) {
+        case errc::contended:
+            return "lock is held by another owner";
+        case errc::timeout:
+            return "deadline passed before the lock could be acquired";
+        case errc::lease_lost:
+            return "lease lost: it could not be extended, or its validity ran out; "
+                   "work done under it since then is not protected";
+        case errc::not_owner:
+            return "the store does not hold this lock for this owner";
+        case errc::quorum_not_reached:
+            return "a majority of the quorum's stores did not grant the request in time";
+        case errc::store_unavailable:
+            return "store unavailable: it could not be reached or refused service";
+        case errc::outcome_unknown:
+            return "request sent but no reply received: it may have been applied";
+        case errc::protocol_error:
+            return "the store sent a reply this client cannot interpret";
+        case errc::invalid_argument:
+            return "invalid argument (check the resource id, TTL, deadline and policy settings)";
+        case errc::cancelled:
+            return "operation cancelled; nothing it acquired is left held";
+        case errc::released:
+            return "the lease was already released";
+        case errc::validity_exhausted:
+            return "lock granted too late to be useful: no validity was left, so it was released";
+        case errc::stale_fence:
+            return "write rejected: a newer fencing token has already written";
+        }
+        return "unknown distlock error";
+    }
+};
+
+} // namespace detail
+
+/// The `distlock` error category (one instance, also in header-only use).
+inline const std::error_category& error_category() noexcept
+{
+    static const detail::error_category instance;
+    return instance;
+}
+
+inline std::error_code make_error_code(errc e) noexcept
+{
+    return {static_cast<int>(e), error_category()};
+}
+
+} // namespace distlock
+
+template <>
+struct std::is_error_code_enum<distlock::errc> : std::true_type {};

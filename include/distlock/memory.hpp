@@ -1,0 +1,5 @@
+// distlock/memory.hpp: the in-process store and fenced register.
+#pragma once
+
+#include <distlock/memory/fenced_register.hpp>
+#include <distlock/memory/store.hpp>

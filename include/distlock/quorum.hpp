@@ -1,0 +1,45 @@
+// distlock/quorum.hpp: N independent stores acting as one backend (Redlock).
+#pragma once
+
+#include <distlock/store.hpp>
+
+#include <asio/any_io_executor.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace distlock {
+
+/// A quorum of independent stores of one type. A lock on it holds when a majority
+/// (size/2 + 1) of the stores granted it. The stores are referenced, not owned: they
+/// must outlive the quorum and every lease taken through it.
+template <store Store>
+class quorum {
+public:
+    using store_type = Store;
+
+    template <class... Stores>
+        requires(std::same_as<Stores, Store> && ...)
+    explicit quorum(Stores&... nodes) : nodes_{&nodes...}
+    {}
+
+    explicit quorum(std::span<Store* const> nodes) : nodes_(nodes.begin(), nodes.end()) {}
+
+    std::size_t size() const noexcept { return nodes_.size(); }
+    std::size_t majority() const noexcept { return nodes_.size() / 2 + 1; }
+    Store& node(std::size_t i) const noexcept { return *nodes_[i]; }
+
+    /// The first node's executor; each node's own operations run on its own executor.
+    /// An empty quorum has no executor; locking on it fails with invalid_argument.
+    asio::any_io_executor get_executor() const
+    {
+        return nodes_.empty() ? asio::any_io_executor{} : nodes_.front()->get_executor();
+    }
+
+private:
+    std::vector<Store*> nodes_;
+};
+
+} // namespace distlock

@@ -1,0 +1,88 @@
+// distlock/store.hpp: what a store adapter provides, as concepts.
+//
+// A store models some of these primitives, not necessarily all; each acquisition
+// policy names the ones it needs, so a wrong combination fails to compile with the
+// name of the missing requirement. Every primitive is a coroutine returning
+// asio::awaitable<result<...>>; arguments passed by reference must stay alive until
+// the awaitable completes (they do with `co_await`).
+//
+// Error contract for every primitive:
+//  - errc::contended / errc::not_owner: the store answered, and the answer is no.
+//  - errc::store_unavailable: the request was not applied (connection refused, ...).
+//  - errc::outcome_unknown: the request may have been applied (reply lost or abandoned
+//    after cancellation). Callers clean up by owner token.
+//  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/result.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+
+#include <concepts>
+#include <optional>
+#include <string_view>
+
+namespace distlock {
+
+/// Anything with an executor on which its operations run.
+template <class S>
+concept store = requires(S& s) {
+    { s.get_executor() } -> std::convertible_to<asio::any_io_executor>;
+};
+
+/// Put-if-absent with a TTL and an owner value, which also advances the resource's
+/// fencing counter in the same atomic step and returns the new value
+/// (Redis SET NX PX + INCR in one script).
+template <class S>
+concept put_if_absent_store = store<S> && requires(S& s, std::string_view resource,
+                                                   const owner_token& owner, duration ttl) {
+    { s.put_if_absent(resource, owner, ttl) } -> std::same_as<awaitable<result<fence_token>>>;
+};
+
+/// Compare-owner-and-extend and compare-owner-and-delete.
+template <class S>
+concept owner_checked_store = store<S> && requires(S& s, std::string_view resource,
+                                                   const owner_token& owner, duration ttl) {
+    { s.extend(resource, owner, ttl) } -> std::same_as<awaitable<result<void>>>;
+    { s.release(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+};
+
+/// A conditional write: succeeds only if the record is absent or expired
+/// (expected_version empty) or carries the given version; the new version, one
+/// above the old, is the fencing token (DynamoDB ConditionExpression, etcd txn).
+template <class S>
+concept conditional_write_store =
+    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, duration ttl,
+                         std::optional<fence_token> expected_version) {
+        {
+            s.conditional_write(resource, owner, ttl, expected_version)
+        } -> std::same_as<awaitable<result<fence_token>>>;
+    };
+
+/// A per-resource fencing counter that only ever grows.
+template <class S>
+concept fencing_counter_store = store<S> && requires(S& s, std::string_view resource,
+                                                     fence_token floor) {
+    /// Increments and returns the counter.
+    { s.next_fence(resource) } -> std::same_as<awaitable<result<fence_token>>>;
+    /// Raises the counter to at least `floor`; returns its value afterwards.
+    { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
+};
+
+/// A store that tells waiters when a lock is released, so they need not poll.
+/// `watch(resource)` starts listening at once (before the caller's next try, so a
+/// release between a failed try and the wait is not missed); the returned watcher's
+/// `wait(until)` completes with true when a release was seen, false at `until`.
+template <class S>
+concept release_notifying_store = store<S> && requires(S& s, std::string_view resource) {
+    { s.watch(resource) };
+    requires requires(decltype(s.watch(resource)) & w, time_point until) {
+        { w.wait(until) } -> std::same_as<awaitable<bool>>;
+    };
+};
+
+} // namespace distlock

@@ -1,0 +1,102 @@
+// Completion tokens other than coroutines, and the blocking Lockable adapter.
+#include "support.hpp"
+
+#include <future>
+#include <mutex>
+
+using namespace test;
+using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
+
+TEST_CASE("async_lock accepts a callback and never calls it inline", "[async]")
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    memory_mutex m{store, "r"};
+    bool called = false;
+    std::error_code got_ec;
+    dl::lease got;
+    m.async_lock([&](std::error_code ec, dl::lease l) {
+        called = true;
+        got_ec = ec;
+        got = std::move(l);
+    });
+    CHECK_FALSE(called); // posted, not run from the initiating function
+    io.run();
+    REQUIRE(called);
+    CHECK_FALSE(got_ec);
+    REQUIRE(got);
+    CHECK(got.fence() == 1);
+
+    bool second_called = false;
+    m.async_try_lock([&](std::error_code ec, dl::lease l) {
+        second_called = true;
+        CHECK(ec == dl::errc::contended);
+        CHECK_FALSE(l);
+    });
+    io.restart();
+    io.run();
+    CHECK(second_called);
+
+    bool unlocked = false;
+    got.async_unlock([&](std::error_code ec) { unlocked = !ec; });
+    io.restart();
+    io.run();
+    CHECK(unlocked);
+    CHECK(store.live_locks() == 0);
+}
+
+TEST_CASE("async_lock with use_future, from a thread that is not the io thread", "[async][concurrency]")
+{
+    dl::io_thread worker;
+    dl::memory::store store{worker.context()};
+    memory_mutex m{store, "r"};
+    std::future<dl::lease> f = m.async_lock(asio::use_future);
+    dl::lease l = f.get();
+    CHECK(l.fence() == 1);
+    std::future<dl::lease> busy = m.async_try_lock(asio::use_future);
+    try {
+        busy.get();
+        FAIL("a held lock was granted twice");
+    } catch (const std::system_error& e) {
+        CHECK(e.code() == dl::errc::contended);
+    }
+    l.async_unlock(asio::use_future).get();
+    CHECK(store.live_locks() == 0);
+}
+
+TEST_CASE("blocking adapters work with std::scoped_lock across threads", "[blocking][concurrency]")
+{
+    dl::io_thread worker;
+    dl::memory::store store{worker.context()};
+    using wallet_mutex = dl::basic_distributed_mutex<dl::memory::store, dl::retry::fixed>;
+    dl::memory::fenced_register<long> wallet_a{100}, wallet_b{100};
+    auto move_money = [&](bool forward) {
+        dl::blocking<wallet_mutex> a{worker, store, "wallet:42", {.ttl = 10s}, dl::retry::fixed{.delay = 200us}};
+        dl::blocking<wallet_mutex> b{worker, store, "wallet:7", {.ttl = 10s}, dl::retry::fixed{.delay = 200us}};
+        for (int i = 0; i < 30; ++i) {
+            std::scoped_lock both(a, b);
+            auto& from = forward ? wallet_a : wallet_b;
+            auto& to = forward ? wallet_b : wallet_a;
+            const auto f = forward ? a.fence() : b.fence();
+            const auto t = forward ? b.fence() : a.fence();
+            REQUIRE(from.write(f, from.read() - 1));
+            REQUIRE(to.write(t, to.read() + 1));
+        }
+        CHECK_FALSE(a.last_unlock_error());
+    };
+    std::thread t1{move_money, true}, t2{move_money, false};
+    t1.join();
+    t2.join();
+    CHECK(wallet_a.read() == 100);
+    CHECK(wallet_b.read() == 100);
+    CHECK(store.live_locks() == 0);
+
+    dl::blocking<memory_mutex> c{worker, store, "c"};
+    dl::blocking<memory_mutex> c2{worker, store, "c", {}, dl::retry::exponential_backoff{.deadline = 20ms}};
+    c.lock();
+    CHECK_FALSE(c2.try_lock());
+    CHECK_THROWS_AS(c2.lock(), std::system_error);
+    c.unlock();
+    CHECK(c2.try_lock());
+    c2.unlock();
+}

@@ -1,0 +1,122 @@
+// Multi-resource locks: sorted order, all or nothing, no deadlock.
+#include "support.hpp"
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+
+using namespace test;
+
+TEST_CASE("A->B and B->A transfers finish: sorted multi-lock cannot deadlock", "[multi]")
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    dl::memory::fenced_register<long> a{1000}, b{1000};
+    int finished = 0;
+    auto transfer = [&](std::string from, std::string to) -> asio::awaitable<void> {
+        for (int i = 0; i < 40; ++i) {
+            auto ids = dl::resources(from, to);
+            auto both = co_await dl::lock_all(store, ids, {.ttl = 10s},
+                                              dl::retry::exponential_backoff{.initial = 100us, .max = 2ms});
+            REQUIRE(both);
+            CHECK(both->resources() == dl::resources("wallet:42", "wallet:7")); // byte-wise order
+            auto& src = from == "wallet:42" ? a : b;
+            auto& dst = from == "wallet:42" ? b : a;
+            const long s = src.read(), d = dst.read();
+            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+            REQUIRE(src.write(*both->fence(from), s - 1));
+            REQUIRE(dst.write(*both->fence(to), d + 1));
+            REQUIRE(co_await both->unlock());
+        }
+        ++finished;
+    };
+    asio::co_spawn(io, transfer("wallet:42", "wallet:7"), asio::detached);
+    asio::co_spawn(io, transfer("wallet:7", "wallet:42"), asio::detached);
+    asio::co_spawn(io, transfer("wallet:42", "wallet:7"), asio::detached);
+    io.run_for(60s);
+    CHECK(finished == 3);
+    CHECK(a.read() + b.read() == 2000);
+    CHECK(a.read() == 1000 - 40);
+    CHECK(store.live_locks() == 0);
+}
+
+TEST_CASE("multi-lock is all or nothing", "[multi]")
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> other{store, "c"};
+        auto c = co_await other.lock();
+        REQUIRE(c);
+        auto ids = dl::resources("c", "a", "b", "a");
+        dl::basic_multi_lock<dl::memory::store, dl::retry::none> set{store, ids};
+        CHECK(set.ordered_resources() == dl::resources("a", "b", "c"));
+        auto r = co_await set.lock();
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::contended);
+        CHECK(store.live_locks() == 1); // only the other holder's "c"
+        REQUIRE(co_await c->unlock());
+        auto ok = co_await set.lock();
+        REQUIRE(ok);
+        CHECK(ok->size() == 3);
+        CHECK(ok->valid());
+        CHECK(ok->fence("b").has_value());
+        CHECK_FALSE(ok->fence("zzz").has_value());
+        REQUIRE(co_await ok->unlock());
+        CHECK(store.live_locks() == 0);
+    });
+}
+
+TEST_CASE("a multi-lock cancelled while waiting releases what it took", "[multi][cancel]")
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> other{store, "b"};
+        auto b = co_await other.lock();
+        REQUIRE(b);
+        auto ids = dl::resources("a", "b");
+        dl::basic_multi_lock<dl::memory::store> set{store, ids};
+        asio::cancellation_signal cancel;
+        std::optional<dl::result<dl::multi_lease>> got;
+        asio::co_spawn(co_await asio::this_coro::executor, set.lock(),
+                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, dl::result<dl::multi_lease> r) {
+                           got = std::move(r);
+                       }));
+        co_await settle(20ms);
+        CHECK(store.inspect("a").has_value()); // "a" taken, waiting for "b"
+        cancel.emit(asio::cancellation_type::terminal);
+        for (int i = 0; i < 100 && !got; ++i)
+            co_await settle(2ms);
+        REQUIRE(got);
+        REQUIRE_FALSE(*got);
+        CHECK(got->error() == dl::errc::cancelled);
+        CHECK_FALSE(store.inspect("a").has_value());
+        REQUIRE(co_await b->unlock());
+    });
+}
+
+TEST_CASE("one deadline covers the whole set", "[multi][deadline]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> other{store, "b", {.ttl = 60s}};
+        auto b = co_await other.lock();
+        REQUIRE(b);
+        auto ids = dl::resources("a", "b");
+        dl::basic_multi_lock<dl::memory::store> set{store, ids, {.ttl = 60s},
+                                                   dl::retry::exponential_backoff{.deadline = 1s}};
+        const auto start = clock.now();
+        std::optional<dl::result<dl::multi_lease>> got;
+        asio::co_spawn(co_await asio::this_coro::executor,
+                       [&]() -> asio::awaitable<void> { got = co_await set.lock(); }, asio::detached);
+        while (!got && clock.now() - start < 5s)
+            co_await advance(clock, 50ms, 50ms);
+        REQUIRE(got);
+        REQUIRE_FALSE(*got);
+        CHECK(got->error() == dl::errc::timeout);
+        CHECK(clock.now() - start <= 1s + 50ms);
+        CHECK_FALSE(store.inspect("a").has_value());
+    });
+}

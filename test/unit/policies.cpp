@@ -1,0 +1,188 @@
+// Retry, renewal and ordering policies; custom policies plug in through the concepts.
+#include "support.hpp"
+
+#include <numeric>
+
+using namespace test;
+
+TEST_CASE("exponential backoff grows, is capped, and stops after max_attempts", "[policy][retry]")
+{
+    const dl::retry::exponential_backoff b{.initial = 10ms, .max = 1s, .multiplier = 2.0,
+                                           .jitter = dl::retry::jitter::none, .max_attempts = 12};
+    CHECK(b.next_delay({.number = 1}) == 10ms);
+    CHECK(b.next_delay({.number = 2}) == 20ms);
+    CHECK(b.next_delay({.number = 4}) == 80ms);
+    CHECK(b.next_delay({.number = 8}) == 1s); // 1280ms capped
+    CHECK(b.next_delay({.number = 11}) == 1s);
+    CHECK_FALSE(b.next_delay({.number = 12}));
+}
+
+TEST_CASE("jitter stays within its bounds and spreads", "[policy][retry]")
+{
+    using dl::retry::jitter;
+    constexpr int samples = 20000;
+    const auto d = 100ms; // ceiling of the 4th retry below
+    auto draw = [&](jitter j, dl::duration previous = {}) {
+        const dl::retry::exponential_backoff b{.initial = 12500us, .max = 1s, .jitter = j};
+        std::vector<dl::duration> out;
+        for (int i = 0; i < samples; ++i)
+            out.push_back(*b.next_delay({.number = 4, .previous_delay = previous}));
+        return out;
+    };
+    auto mean = [](const std::vector<dl::duration>& v) {
+        return std::accumulate(v.begin(), v.end(), dl::duration{}) / v.size();
+    };
+    SECTION("full: uniform in [0, d]")
+    {
+        const auto v = draw(jitter::full);
+        CHECK(*std::min_element(v.begin(), v.end()) >= 0ms);
+        CHECK(*std::max_element(v.begin(), v.end()) <= d);
+        CHECK(mean(v) > 45ms);
+        CHECK(mean(v) < 55ms);
+        CHECK(*std::min_element(v.begin(), v.end()) < 5ms);
+        CHECK(*std::max_element(v.begin(), v.end()) > 95ms);
+    }
+    SECTION("equal: in [d/2, d]")
+    {
+        const auto v = draw(jitter::equal);
+        CHECK(*std::min_element(v.begin(), v.end()) >= 50ms);
+        CHECK(*std::max_element(v.begin(), v.end()) <= d);
+        CHECK(mean(v) > 70ms);
+        CHECK(mean(v) < 80ms);
+    }
+    SECTION("decorrelated: in [initial, min(max, 3 * previous)]")
+    {
+        const auto v = draw(jitter::decorrelated, 200ms);
+        CHECK(*std::min_element(v.begin(), v.end()) >= 12500us);
+        CHECK(*std::max_element(v.begin(), v.end()) <= 600ms);
+        CHECK(*std::max_element(v.begin(), v.end()) > 550ms);
+        const auto capped = [&] {
+            const dl::retry::exponential_backoff b{.initial = 10ms, .max = 50ms, .jitter = jitter::decorrelated};
+            dl::duration top{};
+            for (int i = 0; i < samples; ++i)
+                top = std::max(top, *b.next_delay({.number = 3, .previous_delay = 1s}));
+            return top;
+        }();
+        CHECK(capped <= 50ms);
+    }
+    SECTION("none: exactly the ceiling")
+    {
+        const auto v = draw(jitter::none);
+        CHECK(*std::min_element(v.begin(), v.end()) == d);
+        CHECK(*std::max_element(v.begin(), v.end()) == d);
+    }
+}
+
+namespace {
+// The custom policy from the docs: every 50 ms for five seconds.
+struct retry_every_50ms {
+    using policy_kind = dl::retry_policy_tag;
+    std::optional<dl::duration> next_delay(const dl::attempt& a) const
+    {
+        return a.elapsed < 5s ? std::optional{50ms} : std::nullopt;
+    }
+};
+
+// Reverse byte order: any deterministic order works for deadlock freedom.
+struct descending {
+    using policy_kind = dl::order_policy_tag;
+    void arrange(std::vector<std::string>& ids) const
+    {
+        std::sort(ids.begin(), ids.end(), std::greater<>{});
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    }
+};
+
+struct not_a_policy {};
+} // namespace
+
+static_assert(dl::retry_policy<retry_every_50ms>);
+static_assert(dl::retry_policy<dl::retry::none>);
+static_assert(dl::retry_policy<dl::retry::fixed>);
+static_assert(dl::retry_policy<dl::retry::exponential_backoff>);
+static_assert(!dl::retry_policy<not_a_policy>);
+static_assert(dl::renew_policy<dl::renew::watchdog>);
+static_assert(dl::order_policy<descending>);
+static_assert(!dl::order_policy<retry_every_50ms>);
+static_assert(dl::acquire_policy_for<dl::acquire::setnx, dl::memory::store>);
+static_assert(dl::acquire_policy_for<dl::acquire::conditional_write, dl::memory::store>);
+static_assert(dl::acquire_policy_for<dl::acquire::quorum<>, dl::quorum<dl::memory::store>>);
+// Redlock needs a quorum backend; SET NX needs a single store.
+static_assert(!dl::acquire_policy_for<dl::acquire::quorum<>, dl::memory::store>);
+static_assert(!dl::acquire_policy_for<dl::acquire::setnx, dl::quorum<dl::memory::store>>);
+
+TEST_CASE("policies are picked by kind, in any order, with defaults", "[policy]")
+{
+    using a = dl::basic_distributed_mutex<dl::memory::store, dl::renew::watchdog, retry_every_50ms>;
+    using b = dl::basic_distributed_mutex<dl::memory::store, retry_every_50ms, dl::renew::watchdog>;
+    STATIC_REQUIRE(std::is_same_v<a::retry_policy_type, b::retry_policy_type>);
+    STATIC_REQUIRE(std::is_same_v<a::renew_policy_type, dl::renew::watchdog>);
+    STATIC_REQUIRE(std::is_same_v<a::acquire_policy, dl::acquire::setnx>);
+    STATIC_REQUIRE(std::is_same_v<a::observer_type, dl::observe::none>);
+    using q = dl::basic_distributed_mutex<dl::quorum<dl::memory::store>>;
+    STATIC_REQUIRE(std::is_same_v<q::acquire_policy, dl::acquire::quorum<dl::acquire::setnx>>);
+    using plain = dl::basic_distributed_mutex<dl::memory::store>;
+    STATIC_REQUIRE(std::is_same_v<plain::retry_policy_type, dl::retry::exponential_backoff>);
+    STATIC_REQUIRE(std::is_same_v<plain::renew_policy_type, dl::renew::none>);
+}
+
+TEST_CASE("a custom retry policy drives lock()", "[policy][retry]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    recorder rec;
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> holder{store, "r", {.ttl = 60s}};
+        auto held = co_await holder.lock();
+        REQUIRE(held);
+        dl::basic_distributed_mutex<dl::memory::store, retry_every_50ms, dl::observe::callback> waiter{
+            store, "r", {.ttl = 60s}, rec.observer()};
+        std::optional<dl::result<dl::lease>> got;
+        asio::co_spawn(co_await asio::this_coro::executor,
+                       [&]() -> asio::awaitable<void> { got = co_await waiter.lock(); }, asio::detached);
+        while (!got)
+            co_await advance(clock, 10ms, 10ms);
+        REQUIRE_FALSE(*got);
+        // No deadline of its own: the policy gave up (after 5 s), with the contention error.
+        CHECK(got->error() == dl::errc::timeout);
+        for (const auto& w : rec.of<dl::wait_event>())
+            CHECK(w.planned == 50ms);
+        CHECK(rec.of<dl::attempt_event>().size() > 90);
+    });
+}
+
+TEST_CASE("the conditional-write acquisition policy takes versioned locks", "[policy][acquire]")
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store, dl::acquire::conditional_write> m{store, "row:9"};
+        auto a = co_await m.lock();
+        REQUIRE(a);
+        auto busy = co_await m.try_lock();
+        REQUIRE_FALSE(busy);
+        CHECK(busy.error() == dl::errc::contended);
+        REQUIRE(co_await a->unlock());
+        auto b = co_await m.lock();
+        REQUIRE(b);
+        CHECK(b->fence() == a->fence() + 1);
+        // The store-level conditional write with an explicit version.
+        auto stale = co_await store.conditional_write("row:9", dl::owner_token::generate(), 1s, dl::fence_token{1});
+        REQUIRE_FALSE(stale);
+        CHECK(stale.error() == dl::errc::contended);
+        auto exact = co_await store.conditional_write("row:9", b->owner(), 1s, b->fence());
+        REQUIRE(exact);
+        CHECK(exact.value() == b->fence() + 1);
+    });
+}
+
+TEST_CASE("ordering: byte-wise, duplicates collapsed, custom pluggable", "[policy][order]")
+{
+    std::vector<std::string> ids{"wallet:7", "wallet:42", std::string{"\xff"}, "wallet:7", "a", std::string{"\x01"}};
+    dl::order::by_resource_id{}.arrange(ids);
+    CHECK(ids == std::vector<std::string>{std::string{"\x01"}, "a", "wallet:42", "wallet:7", std::string{"\xff"}});
+    std::vector<std::string> other{"b", "c", "a", "c"};
+    descending{}.arrange(other);
+    CHECK(other == std::vector<std::string>{"c", "b", "a"});
+}
