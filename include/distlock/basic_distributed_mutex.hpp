@@ -109,7 +109,8 @@ public:
     const observer_type& observer() const noexcept { return observer_; }
 
     /// Acquires the lock, retrying per the retry policy until its deadline.
-    /// Fails with errc::timeout (still contended at the deadline), the last store error
+    /// Fails with errc::timeout (still contended at the deadline), the last attempt's
+    /// error when the retry policy gives up (errc::contended, ...), the last store error
     /// (store unavailable, quorum not reached, ...), errc::invalid_argument (before any
     /// I/O) or errc::cancelled.
     /// \par Per-Operation Cancellation
@@ -276,8 +277,8 @@ private:
 
             history.elapsed = clock::now() - start;
             const auto delay = retry_.next_delay(history);
-            if (!delay)
-                co_return give_up(failure);
+            if (!delay) // the policy gave up: report why the last attempt failed
+                co_return failure;
             history.previous_delay = *delay;
             auto until = clock::now() + std::max(*delay, duration::zero());
             if (deadline) {
@@ -304,6 +305,7 @@ private:
         }
     }
 
+    // At the deadline: timeout if the lock was held elsewhere, else the store's error.
     static std::error_code give_up(const std::error_code& last)
     {
         return last == errc::contended ? make_error_code(errc::timeout) : last;

@@ -796,6 +796,7 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
 #include <asio/use_awaitable.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -813,12 +814,50 @@ struct reply {
 template <class T>
 using replies = std::vector<std::optional<reply<T>>>;
 
+/// What the caller decided, for replies that arrive after it decided: a late grant is
+/// kept when the caller's operation succeeded (it is part of the lease) and released
+/// when it failed. Replies that arrive before the caller concluded are parked.
+class late_verdict {
+public:
+    void on_late(std::function<void()> release)
+    {
+        std::unique_lock lock{mutex_};
+        if (!keep_) {
+            parked_.push_back(std::move(release));
+            return;
+        }
+        const bool keep = *keep_;
+        lock.unlock();
+        if (!keep)
+            release();
+    }
+
+    void conclude(bool keep)
+    {
+        std::vector<std::function<void()>> parked;
+        {
+            std::lock_guard lock{mutex_};
+            keep_ = keep;
+            parked.swap(parked_);
+        }
+        if (!keep)
+            for (auto& release : parked)
+                release();
+    }
+
+private:
+    std::mutex mutex_;
+    std::optional<bool> keep_;
+    std::vector<std::function<void()>> parked_;
+};
+
 /// Runs `op(node, i)` on every node, returns the replies received when `settled(replies)`
 /// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
-/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine.
+/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine:
+/// at once, or, with a `verdict`, once the caller concluded that they are to be released.
 template <class T, class Nodes, class Op, class Settled, class OnLate>
 awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_late,
-                              bool* cancelled = nullptr)
+                              bool* cancelled = nullptr, std::shared_ptr<late_verdict> verdict = nullptr)
 {
     struct shared {
         std::mutex mutex;
@@ -836,7 +875,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
         asio::co_spawn(
             node.get_executor(),
             [](std::shared_ptr<shared> state, decltype(node) node, std::size_t i, Op op,
-               Settled settled, OnLate on_late) -> awaitable<void> {
+               Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
                 const auto start = clock::now();
                 reply<T> r{co_await op(node, i), clock::now() - start};
                 bool late = false;
@@ -852,9 +891,16 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                         }
                     }
                 }
-                if (late)
+                if (!late)
+                    co_return;
+                if (!verdict) {
                     co_await on_late(node, i, std::move(r));
-            }(state, node, i, op, settled, on_late),
+                    co_return;
+                }
+                verdict->on_late([&node, i, on_late, r] {
+                    asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
+                });
+            }(state, node, i, op, settled, on_late, verdict),
             asio::detached);
     }
 
@@ -1178,7 +1224,10 @@ struct quorum {
 
         const detail::acquire_on_node<Inner, S> ask{inner, resource, owner, r.ttl};
         const detail::release_late_grant<Inner, S> late{inner, resource, owner};
-        auto votes = co_await detail::fan_out<fence_token>(q, ask, detail::majority_settled{n, need}, late);
+        const auto verdict = std::make_shared<detail::late_verdict>();
+        bool cancelled = false;
+        auto votes = co_await detail::fan_out<fence_token>(q, ask, detail::majority_settled{n, need}, late,
+                                                           &cancelled, verdict);
 
         std::size_t granted = 0, contended = 0;
         fence_token top = 0;
@@ -1196,8 +1245,11 @@ struct quorum {
                 ++contended;
             }
         }
-        if (granted < need) {
+        if (cancelled || granted < need) {
+            verdict->conclude(false);
             co_await release_everywhere(q, resource, owner);
+            if (cancelled)
+                co_return errc::cancelled;
             co_return contended > n - need ? errc::contended : errc::quorum_not_reached;
         }
 
@@ -1213,10 +1265,14 @@ struct quorum {
                 if (fences[i] && raised[i] && raised[i]->value && raised[i]->value.value() >= top)
                     ++at_top;
             if (at_top < need) {
+                verdict->conclude(false);
                 co_await release_everywhere(q, resource, owner);
                 co_return errc::quorum_not_reached;
             }
         }
+        // Grants that arrive from here on are part of this lease (extended and released
+        // with it on every node).
+        verdict->conclude(true);
         co_return top;
     }
 
@@ -2086,7 +2142,8 @@ public:
     const observer_type& observer() const noexcept { return observer_; }
 
     /// Acquires the lock, retrying per the retry policy until its deadline.
-    /// Fails with errc::timeout (still contended at the deadline), the last store error
+    /// Fails with errc::timeout (still contended at the deadline), the last attempt's
+    /// error when the retry policy gives up (errc::contended, ...), the last store error
     /// (store unavailable, quorum not reached, ...), errc::invalid_argument (before any
     /// I/O) or errc::cancelled.
     /// \par Per-Operation Cancellation
@@ -2253,8 +2310,8 @@ private:
 
             history.elapsed = clock::now() - start;
             const auto delay = retry_.next_delay(history);
-            if (!delay)
-                co_return give_up(failure);
+            if (!delay) // the policy gave up: report why the last attempt failed
+                co_return failure;
             history.previous_delay = *delay;
             auto until = clock::now() + std::max(*delay, duration::zero());
             if (deadline) {
@@ -2281,6 +2338,7 @@ private:
         }
     }
 
+    // At the deadline: timeout if the lock was held elsewhere, else the store's error.
     static std::error_code give_up(const std::error_code& last)
     {
         return last == errc::contended ? make_error_code(errc::timeout) : last;

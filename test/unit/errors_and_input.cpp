@@ -159,7 +159,10 @@ TEST_CASE("resource ids are binary-safe", "[input]")
         // Ids that differ only after a NUL byte are distinct locks.
         CHECK(store.live_locks() == ids.size());
         for (auto& l : held)
-            CHECK(co_await l.unlock());
+            {
+                auto outcome = co_await l.unlock();
+                CHECK(outcome);
+            }
     });
     CHECK(store.live_locks() == 0);
 }

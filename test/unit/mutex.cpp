@@ -45,7 +45,10 @@ TEST_CASE("many contending coroutines never lose an update", "[mutex]")
                     auto lease = co_await m.lock();
                     REQUIRE(lease);
                     co_await slow_increment(counter);
-                    REQUIRE(co_await lease->unlock());
+                    {
+                        auto outcome = co_await lease->unlock();
+                        REQUIRE(outcome);
+                    }
                 }
                 ++finished;
             }, asio::detached);
@@ -87,7 +90,10 @@ TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
                 co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
                 counter = seen + 1;
                 inside.fetch_sub(1);
-                REQUIRE(co_await lease->unlock());
+                {
+                    auto outcome = co_await lease->unlock();
+                    REQUIRE(outcome);
+                }
             }
             ++finished;
         }, asio::detached);
@@ -113,7 +119,10 @@ TEST_CASE("fencing tokens strictly increase across holders", "[mutex][fencing]")
             REQUIRE(lease);
             CHECK(lease->fence() > last);
             last = lease->fence();
-            REQUIRE(co_await lease->unlock());
+            {
+                auto outcome = co_await lease->unlock();
+                REQUIRE(outcome);
+            }
         }
         CHECK(last == 50);
     });
@@ -130,7 +139,10 @@ TEST_CASE("a lock whose holder vanished frees itself when its TTL runs out", "[m
         REQUIRE(held);
         // The holder "crashes": its release never reaches the store.
         store.set_online(false);
-        CHECK_FALSE(co_await held->unlock());
+        {
+            auto outcome = co_await held->unlock();
+            CHECK_FALSE(outcome);
+        }
         store.set_online(true);
         REQUIRE(store.inspect("seat:12"));
 
@@ -177,7 +189,10 @@ TEST_CASE("a stalled holder's late write is rejected by its fencing token", "[mu
         CHECK(r.error() == dl::errc::lease_lost);
         REQUIRE(store.inspect("wallet:7"));
         CHECK(store.inspect("wallet:7")->owner == second->owner());
-        CHECK(co_await second->unlock());
+        {
+            auto outcome = co_await second->unlock();
+            CHECK(outcome);
+        }
     });
 }
 
@@ -229,7 +244,10 @@ TEST_CASE("a waiter wakes on release, before its backoff runs out", "[mutex][not
         co_await settle(20ms);
         CHECK_FALSE(got);
         CHECK(store.watchers() == 1);
-        REQUIRE(co_await held->unlock());
+        {
+            auto outcome = co_await held->unlock();
+            REQUIRE(outcome);
+        }
         for (int i = 0; i < 100 && !got; ++i)
             co_await settle(2ms);
         REQUIRE(got);
@@ -267,7 +285,10 @@ TEST_CASE("cancellation leaves nothing held", "[mutex][cancel]")
             REQUIRE(got);
             REQUIRE_FALSE(*got);
             CHECK(got->error() == dl::errc::cancelled);
-            REQUIRE(co_await held->unlock());
+            {
+                auto outcome = co_await held->unlock();
+                REQUIRE(outcome);
+            }
             CHECK(store.live_locks() == 0);
             CHECK(store.watchers() == 0);
         });
@@ -305,7 +326,10 @@ TEST_CASE("cancellation leaves nothing held", "[mutex][cancel]")
             asio::steady_timer t{co_await asio::this_coro::executor, 20ms};
             auto first = co_await (waiter.lock() || t.async_wait(asio::use_awaitable));
             CHECK(first.index() == 1);
-            REQUIRE(co_await held->unlock());
+            {
+                auto outcome = co_await held->unlock();
+                REQUIRE(outcome);
+            }
             CHECK(store.live_locks() == 0);
         });
     }

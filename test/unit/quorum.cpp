@@ -37,7 +37,10 @@ TEST_CASE("quorum: 2 of 5 stores down still locks; 3 of 5 down fails cleanly", "
             CHECK(q.holding("job:nightly") == 3);
             CHECK(rec.of<dl::vote_event>().size() >= 3);
             // Extensions count with a majority too.
-            REQUIRE(co_await lease->unlock());
+            {
+                auto outcome = co_await lease->unlock();
+                REQUIRE(outcome);
+            }
             CHECK(q.holding("job:nightly") == 0);
         });
     }
@@ -75,7 +78,10 @@ TEST_CASE("quorum: a slow node's late grant is released, not left held", "[quoru
     run(q.io, [&]() -> asio::awaitable<void> {
         auto lease = co_await m.lock();
         REQUIRE(lease); // decided by the three fast nodes
-        REQUIRE(co_await lease->unlock());
+        {
+            auto outcome = co_await lease->unlock();
+            REQUIRE(outcome);
+        }
         co_await settle(300ms); // the slow nodes answer
         CHECK(q.holding("r") == 0);
     });
@@ -95,7 +101,10 @@ TEST_CASE("quorum: fencing tokens keep growing when a minority restarts empty", 
             REQUIRE(lease);
             CHECK(lease->fence() > last);
             last = lease->fence();
-            REQUIRE(co_await lease->unlock());
+            {
+                auto outcome = co_await lease->unlock();
+                REQUIRE(outcome);
+            }
             q.all[round % 5]->set_online(true);
             q.all[(round + 1) % 5]->set_online(true);
             // ...and another restarts empty.
@@ -113,7 +122,10 @@ TEST_CASE("quorum: a majority restarting empty can make tokens go back (document
         auto first = co_await m.lock();
         REQUIRE(first);
         const auto token = first->fence();
-        REQUIRE(co_await first->unlock());
+        {
+            auto outcome = co_await first->unlock();
+            REQUIRE(outcome);
+        }
         q.n1.set_online(false);
         q.n2.set_online(false);
         for (auto* s : {&q.n3, &q.n4, &q.n5})

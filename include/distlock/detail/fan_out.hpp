@@ -23,6 +23,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,12 +41,50 @@ struct reply {
 template <class T>
 using replies = std::vector<std::optional<reply<T>>>;
 
+/// What the caller decided, for replies that arrive after it decided: a late grant is
+/// kept when the caller's operation succeeded (it is part of the lease) and released
+/// when it failed. Replies that arrive before the caller concluded are parked.
+class late_verdict {
+public:
+    void on_late(std::function<void()> release)
+    {
+        std::unique_lock lock{mutex_};
+        if (!keep_) {
+            parked_.push_back(std::move(release));
+            return;
+        }
+        const bool keep = *keep_;
+        lock.unlock();
+        if (!keep)
+            release();
+    }
+
+    void conclude(bool keep)
+    {
+        std::vector<std::function<void()>> parked;
+        {
+            std::lock_guard lock{mutex_};
+            keep_ = keep;
+            parked.swap(parked_);
+        }
+        if (!keep)
+            for (auto& release : parked)
+                release();
+    }
+
+private:
+    std::mutex mutex_;
+    std::optional<bool> keep_;
+    std::vector<std::function<void()>> parked_;
+};
+
 /// Runs `op(node, i)` on every node, returns the replies received when `settled(replies)`
 /// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
-/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine.
+/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine:
+/// at once, or, with a `verdict`, once the caller concluded that they are to be released.
 template <class T, class Nodes, class Op, class Settled, class OnLate>
 awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_late,
-                              bool* cancelled = nullptr)
+                              bool* cancelled = nullptr, std::shared_ptr<late_verdict> verdict = nullptr)
 {
     struct shared {
         std::mutex mutex;
@@ -63,7 +102,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
         asio::co_spawn(
             node.get_executor(),
             [](std::shared_ptr<shared> state, decltype(node) node, std::size_t i, Op op,
-               Settled settled, OnLate on_late) -> awaitable<void> {
+               Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
                 const auto start = clock::now();
                 reply<T> r{co_await op(node, i), clock::now() - start};
                 bool late = false;
@@ -79,9 +118,16 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                         }
                     }
                 }
-                if (late)
+                if (!late)
+                    co_return;
+                if (!verdict) {
                     co_await on_late(node, i, std::move(r));
-            }(state, node, i, op, settled, on_late),
+                    co_return;
+                }
+                verdict->on_late([&node, i, on_late, r] {
+                    asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
+                });
+            }(state, node, i, op, settled, on_late, verdict),
             asio::detached);
     }
 

@@ -240,7 +240,10 @@ struct quorum {
 
         const detail::acquire_on_node<Inner, S> ask{inner, resource, owner, r.ttl};
         const detail::release_late_grant<Inner, S> late{inner, resource, owner};
-        auto votes = co_await detail::fan_out<fence_token>(q, ask, detail::majority_settled{n, need}, late);
+        const auto verdict = std::make_shared<detail::late_verdict>();
+        bool cancelled = false;
+        auto votes = co_await detail::fan_out<fence_token>(q, ask, detail::majority_settled{n, need}, late,
+                                                           &cancelled, verdict);
 
         std::size_t granted = 0, contended = 0;
         fence_token top = 0;
@@ -258,8 +261,11 @@ struct quorum {
                 ++contended;
             }
         }
-        if (granted < need) {
+        if (cancelled || granted < need) {
+            verdict->conclude(false);
             co_await release_everywhere(q, resource, owner);
+            if (cancelled)
+                co_return errc::cancelled;
             co_return contended > n - need ? errc::contended : errc::quorum_not_reached;
         }
 
@@ -275,10 +281,14 @@ struct quorum {
                 if (fences[i] && raised[i] && raised[i]->value && raised[i]->value.value() >= top)
                     ++at_top;
             if (at_top < need) {
+                verdict->conclude(false);
                 co_await release_everywhere(q, resource, owner);
                 co_return errc::quorum_not_reached;
             }
         }
+        // Grants that arrive from here on are part of this lease (extended and released
+        // with it on every node).
+        verdict->conclude(true);
         co_return top;
     }
 
