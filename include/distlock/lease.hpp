@@ -10,6 +10,7 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
+#include <asio/system_executor.hpp>
 
 #include <memory>
 #include <string>
@@ -95,17 +96,21 @@ public:
     auto async_unlock(CompletionToken&& token)
     {
         auto state = state_;
+        // An empty lease completes on the system executor with errc::released.
+        auto ex = state ? state->executor() : asio::any_io_executor{asio::system_executor{}};
         return detail::initiate<void>(
-            state ? state->executor() : asio::any_io_executor{},
-            [state]() -> awaitable<result<void>> {
-                if (!state)
-                    co_return errc::released;
-                co_return co_await state->unlock();
-            },
-            std::forward<CompletionToken>(token));
+            std::move(ex), [state] { return unlock_state(state); }, std::forward<CompletionToken>(token));
     }
 
 private:
+    // A coroutine that owns what it uses (a capturing lambda coroutine would not).
+    static awaitable<result<void>> unlock_state(std::shared_ptr<detail::lease_state> state)
+    {
+        if (!state)
+            co_return errc::released;
+        co_return co_await state->unlock();
+    }
+
     void drop() noexcept
     {
         if (state_ && !state_->released())
