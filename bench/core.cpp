@@ -44,9 +44,9 @@ struct stats {
 // Runs `one()` (a coroutine doing one operation) `warmup` times unrecorded, then up
 // to `count` times or until `limit` has passed, recording each latency.
 template <class One>
-stats measure(const char* name, One one, std::size_t warmup, std::size_t count, std::chrono::seconds limit)
+stats measure(asio::io_context& io, const char* name, One one, std::size_t warmup, std::size_t count,
+              std::chrono::seconds limit)
 {
-    asio::io_context io;
     stats s{name};
     s.samples_us.reserve(count);
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -63,6 +63,7 @@ stats measure(const char* name, One one, std::size_t warmup, std::size_t count, 
         s.seconds = std::chrono::duration<double>(steady::now() - start).count();
     }, asio::detached);
     io.run();
+    io.restart();
     return s;
 }
 
@@ -95,20 +96,20 @@ int main(int argc, char** argv)
     std::printf("%-46s %10s %12s %9s %8s %8s %8s %9s\n", "workload", "ops", "ops/s", "ns/op", "p50 us",
                 "p90 us", "p99 us", "max us");
 
-    asio::io_context store_io;
-    dl::memory::store store{store_io};
+    asio::io_context io;
+    dl::memory::store store{io};
 
     // Baseline: the store's own primitives, put-if-absent then compare-and-delete,
     // with no lock library in between.
     const auto owner = dl::owner_token::generate();
-    auto baseline = measure("memory store: put_if_absent + release (floor)", [&]() -> asio::awaitable<void> {
+    auto baseline = measure(io, "memory store: put_if_absent + release (floor)", [&]() -> asio::awaitable<void> {
         (void)co_await store.put_if_absent("bench:floor", owner, 10s);
         (void)co_await store.release("bench:floor", owner);
     }, warmup, count, limit);
     report(json, baseline, nullptr);
 
     dl::basic_distributed_mutex<dl::memory::store, dl::retry::none> m{store, "bench:lock", {.ttl = 10s}};
-    auto pair = measure("distlock: lock() + unlock(), uncontended", [&]() -> asio::awaitable<void> {
+    auto pair = measure(io, "distlock: lock() + unlock(), uncontended", [&]() -> asio::awaitable<void> {
         auto lease = co_await m.lock();
         (void)co_await lease->unlock();
     }, warmup, count, limit);
@@ -116,7 +117,7 @@ int main(int argc, char** argv)
 
     dl::basic_distributed_mutex<dl::memory::store, dl::retry::none, dl::renew::watchdog> w{
         store, "bench:watchdog", {.ttl = 10s}};
-    auto watched = measure("distlock: lock() + unlock() with watchdog", [&]() -> asio::awaitable<void> {
+    auto watched = measure(io, "distlock: lock() + unlock() with watchdog", [&]() -> asio::awaitable<void> {
         auto lease = co_await w.lock();
         (void)co_await lease->unlock();
     }, warmup / 10, count / 10, limit);
