@@ -35,6 +35,16 @@ template <class B>
 struct is_quorum : std::false_type {};
 template <class S>
 struct is_quorum<distlock::quorum<S>> : std::true_type {};
+
+// The watcher a store hands out, or a placeholder for stores without notifications.
+template <class B>
+struct watcher_of {
+    using type = int;
+};
+template <release_notifying_store B>
+struct watcher_of<B> {
+    using type = typename awaited<decltype(std::declval<B&>().watch(std::string_view{}))>::type;
+};
 } // namespace detail
 
 /// The acquisition policy used when none is named: Redlock for a quorum, SET NX otherwise.
@@ -222,7 +232,7 @@ private:
         const detail::observer_ref observe{observer_};
         attempt history;
 
-        using watcher_type = decltype(watch_type());
+        using watcher_type = typename detail::watcher_of<Backend>::type;
         std::optional<watcher_type> watcher;
         bool listened_before_try = false;
 
@@ -267,7 +277,7 @@ private:
             // wait cannot be missed.
             if constexpr (release_notifying_store<Backend>) {
                 if (!watcher && failure == errc::contended) {
-                    watcher.emplace(backend_.watch(resource_));
+                    watcher.emplace(co_await backend_.watch(resource_));
                     if (!listened_before_try) {
                         listened_before_try = true;
                         continue;
@@ -309,14 +319,6 @@ private:
     static std::error_code give_up(const std::error_code& last)
     {
         return last == errc::contended ? make_error_code(errc::timeout) : last;
-    }
-
-    auto watch_type()
-    {
-        if constexpr (release_notifying_store<Backend>)
-            return backend_.watch(resource_);
-        else
-            return 0;
     }
 
     static awaitable<void> sleep_until(time_point until)

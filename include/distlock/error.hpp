@@ -22,6 +22,7 @@ enum class errc {
     released,            ///< The lease was already released by its holder.
     validity_exhausted,  ///< The lock was granted but too late: no validity was left, so it was given back.
     stale_fence,         ///< A fenced write carried an older token than one already accepted.
+    auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
 };
 
 namespace detail {
@@ -60,6 +61,8 @@ public:
             return "lock granted too late to be useful: no validity was left, so it was released";
         case errc::stale_fence:
             return "write rejected: a newer fencing token has already written";
+        case errc::auth_failed:
+            return "the store rejected the credentials: check user name, password or certificate";
         }
         return "unknown distlock error";
     }

@@ -73,14 +73,24 @@ concept fencing_counter_store = store<S> && requires(S& s, std::string_view reso
     { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
 };
 
+namespace detail {
+template <class A>
+struct awaited;
+template <class T>
+struct awaited<asio::awaitable<T>> {
+    using type = T;
+};
+} // namespace detail
+
 /// A store that tells waiters when a lock is released, so they need not poll.
-/// `watch(resource)` starts listening at once (before the caller's next try, so a
-/// release between a failed try and the wait is not missed); the returned watcher's
-/// `wait(until)` completes with true when a release was seen, false at `until`.
+/// `co_await watch(resource)` completes once the store listens (before the caller's
+/// next try, so a release between a failed try and the wait is not missed); the
+/// watcher's `wait(until)` completes with true when a release was seen, false at
+/// `until`. Destroying the watcher stops listening.
 template <class S>
 concept release_notifying_store = store<S> && requires(S& s, std::string_view resource) {
-    { s.watch(resource) };
-    requires requires(decltype(s.watch(resource)) & w, time_point until) {
+    typename detail::awaited<decltype(s.watch(resource))>::type;
+    requires requires(typename detail::awaited<decltype(s.watch(resource))>::type& w, time_point until) {
         { w.wait(until) } -> std::same_as<awaitable<bool>>;
     };
 };

@@ -158,6 +158,7 @@ enum class errc {
     released,            ///< The lease was already released by its holder.
     validity_exhausted,  ///< The lock was granted but too late: no validity was left, so it was given back.
     stale_fence,         ///< A fenced write carried an older token than one already accepted.
+    auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
 };
 
 namespace detail {
@@ -196,6 +197,8 @@ public:
             return "lock granted too late to be useful: no validity was left, so it was released";
         case errc::stale_fence:
             return "write rejected: a newer fencing token has already written";
+        case errc::auth_failed:
+            return "the store rejected the credentials: check user name, password or certificate";
         }
         return "unknown distlock error";
     }
@@ -773,14 +776,24 @@ concept fencing_counter_store = store<S> && requires(S& s, std::string_view reso
     { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
 };
 
+namespace detail {
+template <class A>
+struct awaited;
+template <class T>
+struct awaited<asio::awaitable<T>> {
+    using type = T;
+};
+} // namespace detail
+
 /// A store that tells waiters when a lock is released, so they need not poll.
-/// `watch(resource)` starts listening at once (before the caller's next try, so a
-/// release between a failed try and the wait is not missed); the returned watcher's
-/// `wait(until)` completes with true when a release was seen, false at `until`.
+/// `co_await watch(resource)` completes once the store listens (before the caller's
+/// next try, so a release between a failed try and the wait is not missed); the
+/// watcher's `wait(until)` completes with true when a release was seen, false at
+/// `until`. Destroying the watcher stops listening.
 template <class S>
 concept release_notifying_store = store<S> && requires(S& s, std::string_view resource) {
-    { s.watch(resource) };
-    requires requires(decltype(s.watch(resource)) & w, time_point until) {
+    typename detail::awaited<decltype(s.watch(resource))>::type;
+    requires requires(typename detail::awaited<decltype(s.watch(resource))>::type& w, time_point until) {
         { w.wait(until) } -> std::same_as<awaitable<bool>>;
     };
 };
@@ -1409,8 +1422,9 @@ public:
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
+                // ended_event never expires (see active_parts); several waiters may
+                // wait on it, and end() cancels them all.
                 while (!p.ended) {
-                    p.ended_event.expires_at(time_point::max());
                     (void)co_await p.ended_event.async_wait(
                         asio::experimental::as_tuple(asio::use_awaitable));
                     auto cs = co_await asio::this_coro::cancellation_state;
@@ -1463,7 +1477,7 @@ private:
 
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
-            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand}
+            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
         {}
         asio::strand<asio::any_io_executor> strand;
         timer wake;         // the keeper sleeps on it
@@ -2073,6 +2087,16 @@ template <class B>
 struct is_quorum : std::false_type {};
 template <class S>
 struct is_quorum<distlock::quorum<S>> : std::true_type {};
+
+// The watcher a store hands out, or a placeholder for stores without notifications.
+template <class B>
+struct watcher_of {
+    using type = int;
+};
+template <release_notifying_store B>
+struct watcher_of<B> {
+    using type = typename awaited<decltype(std::declval<B&>().watch(std::string_view{}))>::type;
+};
 } // namespace detail
 
 /// The acquisition policy used when none is named: Redlock for a quorum, SET NX otherwise.
@@ -2260,7 +2284,7 @@ private:
         const detail::observer_ref observe{observer_};
         attempt history;
 
-        using watcher_type = decltype(watch_type());
+        using watcher_type = typename detail::watcher_of<Backend>::type;
         std::optional<watcher_type> watcher;
         bool listened_before_try = false;
 
@@ -2305,7 +2329,7 @@ private:
             // wait cannot be missed.
             if constexpr (release_notifying_store<Backend>) {
                 if (!watcher && failure == errc::contended) {
-                    watcher.emplace(backend_.watch(resource_));
+                    watcher.emplace(co_await backend_.watch(resource_));
                     if (!listened_before_try) {
                         listened_before_try = true;
                         continue;
@@ -2347,14 +2371,6 @@ private:
     static std::error_code give_up(const std::error_code& last)
     {
         return last == errc::contended ? make_error_code(errc::timeout) : last;
-    }
-
-    auto watch_type()
-    {
-        if constexpr (release_notifying_store<Backend>)
-            return backend_.watch(resource_);
-        else
-            return 0;
     }
 
     static awaitable<void> sleep_until(time_point until)
@@ -2796,6 +2812,53 @@ private:
 // concept; the embedded default for demos and tests, with fault injection so that
 // users can test their own failure handling.
 
+// ---- begin distlock/detail/wakeup.hpp
+// distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
+//
+// A concurrent channel with room for one message: safe to signal from any thread, and
+// a signal sent before the waiter starts waiting is kept, so a release that happens
+// between a failed attempt and the wait is not lost. Signalling never runs the waiter
+// inline (the channel posts its completion), so a store may signal under its own lock.
+
+
+#include <asio/any_io_executor.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <system_error>
+#include <variant>
+
+namespace distlock::detail {
+
+class wakeup {
+public:
+    explicit wakeup(asio::any_io_executor ex) : channel_{std::move(ex), 1} {}
+
+    /// Wakes the waiter (or the next wait, if none is waiting now).
+    void signal() { channel_.try_send(std::error_code{}, true); }
+
+    /// True when signalled, false when `until` came first or on cancellation.
+    awaitable<bool> wait(time_point until)
+    {
+        using namespace asio::experimental::awaitable_operators;
+        using asio::experimental::as_tuple;
+        timer fallback{co_await asio::this_coro::executor, until};
+        auto first = co_await (channel_.async_receive(as_tuple(asio::use_awaitable)) ||
+                               fallback.async_wait(as_tuple(asio::use_awaitable)));
+        co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
+    }
+
+private:
+    // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
+    // tell the single-argument form apart.
+    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+};
+
+} // namespace distlock::detail
+// ---- end distlock/detail/wakeup.hpp
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -2837,14 +2900,6 @@ struct lock_state {
 };
 
 namespace detail {
-
-// Wakes one waiter when its resource is released. The channel is safe to signal from
-// any thread and keeps one pending notification, so a release that happens before the
-// waiter starts waiting is not lost.
-struct wakeup {
-    explicit wakeup(asio::any_io_executor ex) : channel(std::move(ex), 1) {}
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel;
-};
 
 struct string_hash {
     using is_transparent = void;
@@ -2940,7 +2995,7 @@ public:
         });
     }
 
-    /// Listens for releases of `resource` from now until the watcher is destroyed.
+    /// A registration for release notifications of one resource.
     class watcher {
     public:
         watcher(watcher&& other) noexcept
@@ -2955,29 +3010,24 @@ public:
         }
 
         /// True when a release was seen, false when `until` came first or on cancellation.
-        awaitable<bool> wait(time_point until)
-        {
-            using namespace asio::experimental::awaitable_operators;
-            using asio::experimental::as_tuple;
-            timer fallback{co_await asio::this_coro::executor, until};
-            auto first = co_await (wakeup_->channel.async_receive(as_tuple(asio::use_awaitable)) ||
-                                   fallback.async_wait(as_tuple(asio::use_awaitable)));
-            co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
-        }
+        awaitable<bool> wait(time_point until) { return wakeup_->wait(until); }
 
     private:
         friend class store;
-        watcher(store* s, std::string resource, std::shared_ptr<detail::wakeup> w)
+        watcher(store* s, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
             : store_{s}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
         store* store_;
         std::string resource_;
-        std::shared_ptr<detail::wakeup> wakeup_;
+        std::shared_ptr<distlock::detail::wakeup> wakeup_;
     };
 
-    watcher watch(std::string_view resource)
+    /// Listens for releases of `resource` from now until the watcher is destroyed.
+    awaitable<watcher> watch(std::string_view resource) { co_return watch_now(resource); }
+
+    watcher watch_now(std::string_view resource)
     {
-        auto w = std::make_shared<detail::wakeup>(ex_);
+        auto w = std::make_shared<distlock::detail::wakeup>(ex_);
         std::lock_guard lock{mutex_};
         slot_for(resource).watchers.push_back(w);
         return watcher{this, std::string{resource}, std::move(w)};
@@ -3062,7 +3112,7 @@ private:
         time_point expires{};
         fence_token fence = 0;  // survives release: tokens must keep growing
         bool held = false;
-        std::vector<std::shared_ptr<detail::wakeup>> watchers;
+        std::vector<std::shared_ptr<distlock::detail::wakeup>> watchers;
     };
 
     struct gate {
@@ -3083,10 +3133,9 @@ private:
 
     static void notify(slot& s)
     {
-        // try_send never blocks and completes a waiting receive by posting it, so
-        // calling it under the store's mutex cannot re-enter the store.
+        // Signalling never runs the waiter inline, so it is safe under the mutex.
         for (auto& w : s.watchers)
-            w->channel.try_send(std::error_code{}, true);
+            w->signal();
     }
 
     slot* find(std::string_view resource)
@@ -3104,7 +3153,7 @@ private:
         return slots_.emplace(std::string{resource}, slot{}).first->second;
     }
 
-    void unwatch(const std::string& resource, const std::shared_ptr<detail::wakeup>& w)
+    void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         if (auto* s = find(resource))

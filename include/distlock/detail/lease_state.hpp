@@ -101,8 +101,9 @@ public:
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
+                // ended_event never expires (see active_parts); several waiters may
+                // wait on it, and end() cancels them all.
                 while (!p.ended) {
-                    p.ended_event.expires_at(time_point::max());
                     (void)co_await p.ended_event.async_wait(
                         asio::experimental::as_tuple(asio::use_awaitable));
                     auto cs = co_await asio::this_coro::cancellation_state;
@@ -155,7 +156,7 @@ private:
 
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
-            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand}
+            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
         {}
         asio::strand<asio::any_io_executor> strand;
         timer wake;         // the keeper sleeps on it

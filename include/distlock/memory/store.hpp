@@ -4,6 +4,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/wakeup.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
 #include <distlock/result.hpp>
@@ -49,14 +50,6 @@ struct lock_state {
 };
 
 namespace detail {
-
-// Wakes one waiter when its resource is released. The channel is safe to signal from
-// any thread and keeps one pending notification, so a release that happens before the
-// waiter starts waiting is not lost.
-struct wakeup {
-    explicit wakeup(asio::any_io_executor ex) : channel(std::move(ex), 1) {}
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel;
-};
 
 struct string_hash {
     using is_transparent = void;
@@ -152,7 +145,7 @@ public:
         });
     }
 
-    /// Listens for releases of `resource` from now until the watcher is destroyed.
+    /// A registration for release notifications of one resource.
     class watcher {
     public:
         watcher(watcher&& other) noexcept
@@ -167,29 +160,24 @@ public:
         }
 
         /// True when a release was seen, false when `until` came first or on cancellation.
-        awaitable<bool> wait(time_point until)
-        {
-            using namespace asio::experimental::awaitable_operators;
-            using asio::experimental::as_tuple;
-            timer fallback{co_await asio::this_coro::executor, until};
-            auto first = co_await (wakeup_->channel.async_receive(as_tuple(asio::use_awaitable)) ||
-                                   fallback.async_wait(as_tuple(asio::use_awaitable)));
-            co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
-        }
+        awaitable<bool> wait(time_point until) { return wakeup_->wait(until); }
 
     private:
         friend class store;
-        watcher(store* s, std::string resource, std::shared_ptr<detail::wakeup> w)
+        watcher(store* s, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
             : store_{s}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
         store* store_;
         std::string resource_;
-        std::shared_ptr<detail::wakeup> wakeup_;
+        std::shared_ptr<distlock::detail::wakeup> wakeup_;
     };
 
-    watcher watch(std::string_view resource)
+    /// Listens for releases of `resource` from now until the watcher is destroyed.
+    awaitable<watcher> watch(std::string_view resource) { co_return watch_now(resource); }
+
+    watcher watch_now(std::string_view resource)
     {
-        auto w = std::make_shared<detail::wakeup>(ex_);
+        auto w = std::make_shared<distlock::detail::wakeup>(ex_);
         std::lock_guard lock{mutex_};
         slot_for(resource).watchers.push_back(w);
         return watcher{this, std::string{resource}, std::move(w)};
@@ -274,7 +262,7 @@ private:
         time_point expires{};
         fence_token fence = 0;  // survives release: tokens must keep growing
         bool held = false;
-        std::vector<std::shared_ptr<detail::wakeup>> watchers;
+        std::vector<std::shared_ptr<distlock::detail::wakeup>> watchers;
     };
 
     struct gate {
@@ -295,10 +283,9 @@ private:
 
     static void notify(slot& s)
     {
-        // try_send never blocks and completes a waiting receive by posting it, so
-        // calling it under the store's mutex cannot re-enter the store.
+        // Signalling never runs the waiter inline, so it is safe under the mutex.
         for (auto& w : s.watchers)
-            w->channel.try_send(std::error_code{}, true);
+            w->signal();
     }
 
     slot* find(std::string_view resource)
@@ -316,7 +303,7 @@ private:
         return slots_.emplace(std::string{resource}, slot{}).first->second;
     }
 
-    void unwatch(const std::string& resource, const std::shared_ptr<detail::wakeup>& w)
+    void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         if (auto* s = find(resource))

@@ -1,0 +1,48 @@
+// distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
+//
+// A concurrent channel with room for one message: safe to signal from any thread, and
+// a signal sent before the waiter starts waiting is kept, so a release that happens
+// between a failed attempt and the wait is not lost. Signalling never runs the waiter
+// inline (the channel posts its completion), so a store may signal under its own lock.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/result.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <system_error>
+#include <variant>
+
+namespace distlock::detail {
+
+class wakeup {
+public:
+    explicit wakeup(asio::any_io_executor ex) : channel_{std::move(ex), 1} {}
+
+    /// Wakes the waiter (or the next wait, if none is waiting now).
+    void signal() { channel_.try_send(std::error_code{}, true); }
+
+    /// True when signalled, false when `until` came first or on cancellation.
+    awaitable<bool> wait(time_point until)
+    {
+        using namespace asio::experimental::awaitable_operators;
+        using asio::experimental::as_tuple;
+        timer fallback{co_await asio::this_coro::executor, until};
+        auto first = co_await (channel_.async_receive(as_tuple(asio::use_awaitable)) ||
+                               fallback.async_wait(as_tuple(asio::use_awaitable)));
+        co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
+    }
+
+private:
+    // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
+    // tell the single-argument form apart.
+    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+};
+
+} // namespace distlock::detail

@@ -1,0 +1,10 @@
+// distlock/redis.hpp: Redis as a distlock store (needs OpenSSL for TLS: link
+// distlock::redis, or OpenSSL::SSL).
+#pragma once
+
+#include <distlock/redis/config.hpp>
+#include <distlock/redis/resp/command.hpp>
+#include <distlock/redis/resp/parser.hpp>
+#include <distlock/redis/resp/value.hpp>
+#include <distlock/redis/scripts.hpp>
+#include <distlock/redis/store.hpp>

@@ -1,0 +1,227 @@
+// distlock/redis/detail/stream.hpp: one byte stream to a Redis server: TCP, a Unix
+// socket or TLS over TCP, with connect timeout and the AUTH/SELECT handshake.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+#include <distlock/redis/config.hpp>
+#include <distlock/redis/resp/command.hpp>
+#include <distlock/redis/resp/parser.hpp>
+#include <distlock/result.hpp>
+
+#include <asio/buffer.hpp>
+#include <asio/connect.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/read.hpp>
+#include <asio/ssl.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+namespace distlock::redis::detail {
+
+using asio::experimental::as_tuple;
+using tcp = asio::ip::tcp;
+using unix_stream = asio::local::stream_protocol;
+using tls_stream = asio::ssl::stream<tcp::socket>;
+
+/// Creates the TLS context a config asks for (nullptr when it does not ask for TLS).
+inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const config& c)
+{
+    if (!c.tls)
+        return std::shared_ptr<asio::ssl::context>{};
+    auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+    std::error_code ec;
+    if (c.tls_ca_file.empty())
+        ctx->set_default_verify_paths(ec);
+    else
+        ctx->load_verify_file(c.tls_ca_file, ec);
+    if (!ec && !c.tls_cert_file.empty())
+        ctx->use_certificate_chain_file(c.tls_cert_file, ec);
+    if (!ec && !c.tls_key_file.empty())
+        ctx->use_private_key_file(c.tls_key_file, asio::ssl::context::pem, ec);
+    if (ec)
+        return errc::invalid_argument;
+    ctx->set_verify_mode(c.tls_verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
+    return ctx;
+}
+
+class stream {
+public:
+    bool is_open() const noexcept
+    {
+        return std::visit(
+            [](const auto& s) {
+                using T = std::decay_t<decltype(s)>;
+                if constexpr (std::is_same_v<T, std::monostate>)
+                    return false;
+                else if constexpr (std::is_same_v<T, tls_stream>)
+                    return s.lowest_layer().is_open();
+                else
+                    return s.is_open();
+            },
+            s_);
+    }
+
+    void close() noexcept
+    {
+        std::error_code ignored;
+        std::visit(
+            [&](auto& s) {
+                using T = std::decay_t<decltype(s)>;
+                if constexpr (std::is_same_v<T, tls_stream>)
+                    s.lowest_layer().close(ignored);
+                else if constexpr (!std::is_same_v<T, std::monostate>)
+                    s.close(ignored);
+            },
+            s_);
+        s_.emplace<std::monostate>();
+    }
+
+    /// Connects within cfg.connect_timeout. `diagnostic` receives the server's or the
+    /// system's words when it fails.
+    awaitable<std::error_code> connect(const config& cfg, asio::ssl::context* tls, std::string& diagnostic)
+    {
+        close();
+        auto ex = co_await asio::this_coro::executor;
+        timer deadline{ex, cfg.connect_timeout};
+        using namespace asio::experimental::awaitable_operators;
+        std::error_code ec;
+        if (!cfg.unix_socket.empty()) {
+            auto& s = s_.emplace<unix_stream::socket>(ex);
+            auto r = co_await (s.async_connect(unix_stream::endpoint{cfg.unix_socket}, as_tuple(asio::use_awaitable)) ||
+                               deadline.async_wait(as_tuple(asio::use_awaitable)));
+            ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
+        } else {
+            tcp::resolver resolver{ex};
+            auto [rec, endpoints] =
+                co_await resolver.async_resolve(cfg.host, std::to_string(cfg.port), as_tuple(asio::use_awaitable));
+            if (rec) {
+                diagnostic = "cannot resolve " + cfg.host + ": " + rec.message();
+                co_return make_error_code(errc::store_unavailable);
+            }
+            tcp::socket socket{ex};
+            auto r = co_await (asio::async_connect(socket, endpoints, as_tuple(asio::use_awaitable)) ||
+                               deadline.async_wait(as_tuple(asio::use_awaitable)));
+            ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
+            if (!ec) {
+                socket.set_option(tcp::no_delay{true}, ec);
+                if (cfg.tls) {
+                    auto& s = s_.emplace<tls_stream>(std::move(socket), *tls);
+                    const auto& name = cfg.tls_server_name.empty() ? cfg.host : cfg.tls_server_name;
+                    SSL_set_tlsext_host_name(s.native_handle(), name.c_str());
+                    if (cfg.tls_verify_peer)
+                        s.set_verify_callback(asio::ssl::host_name_verification{name});
+                    deadline.expires_after(cfg.connect_timeout);
+                    auto h = co_await (s.async_handshake(asio::ssl::stream_base::client, as_tuple(asio::use_awaitable)) ||
+                                       deadline.async_wait(as_tuple(asio::use_awaitable)));
+                    ec = h.index() == 0 ? std::get<0>(std::get<0>(h)) : make_error_code(asio::error::timed_out);
+                    if (ec) {
+                        diagnostic = "TLS handshake with " + name + " failed: " + ec.message();
+                        close();
+                        co_return make_error_code(errc::auth_failed);
+                    }
+                } else {
+                    s_.emplace<tcp::socket>(std::move(socket));
+                }
+            }
+        }
+        if (ec) {
+            diagnostic = "cannot connect to " + describe(cfg) + ": " + ec.message();
+            close();
+            co_return make_error_code(errc::store_unavailable);
+        }
+        co_return std::error_code{};
+    }
+
+    awaitable<std::tuple<std::error_code, std::size_t>> read_some(asio::mutable_buffer b)
+    {
+        return std::visit(
+            [&](auto& s) -> awaitable<std::tuple<std::error_code, std::size_t>> {
+                using T = std::decay_t<decltype(s)>;
+                if constexpr (std::is_same_v<T, std::monostate>)
+                    return not_open();
+                else
+                    return s.async_read_some(b, as_tuple(asio::use_awaitable));
+            },
+            s_);
+    }
+
+    awaitable<std::tuple<std::error_code, std::size_t>> write(asio::const_buffer b)
+    {
+        return std::visit(
+            [&](auto& s) -> awaitable<std::tuple<std::error_code, std::size_t>> {
+                using T = std::decay_t<decltype(s)>;
+                if constexpr (std::is_same_v<T, std::monostate>)
+                    return not_open();
+                else
+                    return asio::async_write(s, b, as_tuple(asio::use_awaitable));
+            },
+            s_);
+    }
+
+    /// Sends `payload` and reads `count` replies, before the connection is shared
+    /// (the handshake). Bounded by `timeout`.
+    awaitable<result<std::vector<resp::value>>> roundtrip(const std::string& payload, std::size_t count,
+                                                        duration timeout)
+    {
+        using namespace asio::experimental::awaitable_operators;
+        timer deadline{co_await asio::this_coro::executor, timeout};
+        auto r = co_await (exchange(payload, count) || deadline.async_wait(as_tuple(asio::use_awaitable)));
+        if (r.index() == 1) {
+            close();
+            co_return errc::outcome_unknown;
+        }
+        co_return std::move(std::get<0>(r));
+    }
+
+    static std::string describe(const config& cfg)
+    {
+        return cfg.unix_socket.empty() ? cfg.host + ":" + std::to_string(cfg.port) : cfg.unix_socket;
+    }
+
+private:
+    static awaitable<std::tuple<std::error_code, std::size_t>> not_open()
+    {
+        co_return std::tuple{make_error_code(asio::error::not_connected), std::size_t{0}};
+    }
+
+    awaitable<result<std::vector<resp::value>>> exchange(const std::string& payload, std::size_t count)
+    {
+        auto [wec, written] = co_await write(asio::buffer(payload));
+        if (wec)
+            co_return errc::store_unavailable;
+        std::vector<resp::value> replies;
+        std::string buffer;
+        std::size_t offset = 0;
+        char chunk[4096];
+        while (replies.size() < count) {
+            auto parsed = resp::parse(std::string_view{buffer}.substr(offset));
+            if (parsed.status == resp::status::malformed)
+                co_return errc::protocol_error;
+            if (parsed.status == resp::status::complete) {
+                offset += parsed.consumed;
+                replies.push_back(std::move(parsed.value));
+                continue;
+            }
+            auto [rec, n] = co_await read_some(asio::buffer(chunk));
+            if (rec)
+                co_return errc::outcome_unknown;
+            buffer.append(chunk, n);
+        }
+        co_return replies;
+    }
+
+    std::variant<std::monostate, tcp::socket, unix_stream::socket, tls_stream> s_;
+};
+
+} // namespace distlock::redis::detail

@@ -1,0 +1,73 @@
+// distlock/redis/resp/command.hpp: encoding commands as RESP arrays of bulk strings.
+// Binary-safe: arguments may hold any bytes.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace distlock::redis::resp {
+
+namespace detail {
+inline void append_number(std::string& out, std::size_t n)
+{
+    char digits[24];
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+    out.append(digits, end);
+}
+} // namespace detail
+
+/// Appends one command (`args[0]` is its name) to `out`.
+inline void append_command(std::string& out, std::initializer_list<std::string_view> args)
+{
+    out.push_back('*');
+    detail::append_number(out, args.size());
+    out.append("\r\n");
+    for (const auto a : args) {
+        out.push_back('$');
+        detail::append_number(out, a.size());
+        out.append("\r\n");
+        out.append(a);
+        out.append("\r\n");
+    }
+}
+
+/// Appends a command whose arguments are in a range of string-like values.
+template <class Range>
+void append_command_range(std::string& out, const Range& args)
+{
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& a : args)
+        ++n;
+    out.push_back('*');
+    detail::append_number(out, n);
+    out.append("\r\n");
+    for (const auto& a : args) {
+        const std::string_view s{a};
+        out.push_back('$');
+        detail::append_number(out, s.size());
+        out.append("\r\n");
+        out.append(s);
+        out.append("\r\n");
+    }
+}
+
+/// A single command as a string.
+inline std::string command(std::initializer_list<std::string_view> args)
+{
+    std::string out;
+    append_command(out, args);
+    return out;
+}
+
+/// Decimal text of an integer, for command arguments.
+inline std::string to_arg(std::int64_t v)
+{
+    char digits[24];
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+    return std::string(digits, end);
+}
+
+} // namespace distlock::redis::resp

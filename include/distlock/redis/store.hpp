@@ -1,0 +1,384 @@
+// distlock/redis/store.hpp: Redis as a distlock store (single node; several make a
+// Redlock quorum through distlock::quorum<redis::store>).
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/detail/wakeup.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/redis/config.hpp>
+#include <distlock/redis/detail/connection.hpp>
+#include <distlock/redis/detail/sha1.hpp>
+#include <distlock/redis/detail/subscriber.hpp>
+#include <distlock/redis/resp/command.hpp>
+#include <distlock/redis/resp/value.hpp>
+#include <distlock/redis/scripts.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/strand.hpp>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::redis {
+
+/// A Redis server used as a lock store. One pipelined connection carries every
+/// request of every coroutine using the store, and a second one listens for release
+/// notifications. Neither is opened before the first request; both reconnect on
+/// the next request after a failure.
+///
+/// Models put_if_absent_store, owner_checked_store, fencing_counter_store and
+/// release_notifying_store.
+///
+/// \par Thread safety
+/// Safe to use from several threads: all connection state lives on a strand.
+class store {
+public:
+    using executor_type = asio::any_io_executor;
+
+    /// Fails (throws std::system_error with errc::invalid_argument) only when the TLS
+    /// files in `cfg` cannot be loaded; connecting happens on first use.
+    store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    {
+        auto tls = detail::make_tls_context(cfg_);
+        if (!tls)
+            throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
+        auto strand = asio::make_strand(ex_);
+        connection_ = std::make_shared<detail::connection>(strand, cfg_, tls.value());
+        subscriber_ = std::make_shared<detail::subscriber>(strand, cfg_, tls.value());
+    }
+
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    {}
+
+    ~store()
+    {
+        connection_->close();
+        subscriber_->close();
+    }
+    store(const store&) = delete;
+    store& operator=(const store&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    const config& settings() const noexcept { return cfg_; }
+
+    /// The server's or the system's words about the last failure.
+    std::string last_error() const { return connection_->last_error(); }
+
+    /// Closes both connections; the next request reconnects.
+    void disconnect()
+    {
+        connection_->close();
+        subscriber_->close();
+    }
+
+    // -- Key layout (see scripts.hpp) ---------------------------------------------
+
+    std::string lock_key(std::string_view resource) const { return key(resource, "lock"); }
+    std::string fence_key(std::string_view resource) const { return key(resource, "fence"); }
+    std::string channel(std::string_view resource) const { return key(resource, "released"); }
+
+    // -- Store primitives (distlock/store.hpp) --------------------------------------
+
+    awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl)
+    {
+        const auto keys = std::array{lock_key(resource), fence_key(resource)};
+        const auto args = std::array{owner.to_hex(), millis(ttl)};
+        auto reply = co_await eval(script::acquire, keys, args);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer ||
+            v.elements[1].type != resp::type::integer)
+            co_return errc::protocol_error;
+        if (v.elements[0].integer != 1)
+            co_return errc::contended;
+        if (v.elements[1].integer < 1)
+            co_return errc::protocol_error;
+        co_return static_cast<fence_token>(v.elements[1].integer);
+    }
+
+    awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl)
+    {
+        const auto keys = std::array{lock_key(resource)};
+        const auto args = std::array{owner.to_hex(), millis(ttl)};
+        co_return owned(co_await eval(script::extend, keys, args));
+    }
+
+    awaitable<result<void>> release(std::string_view resource, const owner_token& owner)
+    {
+        const auto keys = std::array{lock_key(resource)};
+        const auto args = std::array{owner.to_hex(), channel(resource)};
+        co_return owned(co_await eval(script::release, keys, args));
+    }
+
+    awaitable<result<fence_token>> next_fence(std::string_view resource)
+    {
+        auto command = resp::command({"INCR", fence_key(resource)});
+        auto reply = co_await execute_command(std::move(command));
+        co_return as_fence(reply);
+    }
+
+    awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor)
+    {
+        const auto keys = std::array{fence_key(resource)};
+        const auto args = std::array{std::to_string(floor)};
+        co_return as_fence(co_await eval(script::raise_fence, keys, args));
+    }
+
+    /// Listens for releases of one resource, until destroyed.
+    class watcher {
+    public:
+        watcher(watcher&& other) noexcept = default;
+        watcher& operator=(watcher&&) = delete;
+        ~watcher()
+        {
+            if (subscriber_)
+                subscriber_->unsubscribe(channel_, wakeup_);
+        }
+
+        /// True when a release was published, false when `until` came first. If the
+        /// subscription was lost (connection dropped) it is renewed first.
+        awaitable<bool> wait(time_point until)
+        {
+            if (lost_) {
+                if (co_await subscriber_->subscribe(channel_, wakeup_))
+                    co_return false; // still down: the caller's timer fallback applies
+                lost_ = false;
+            }
+            co_return co_await wakeup_->wait(until);
+        }
+
+    private:
+        friend class store;
+        watcher(std::shared_ptr<detail::subscriber> s, std::string channel,
+                std::shared_ptr<distlock::detail::wakeup> w, bool lost)
+            : subscriber_{std::move(s)}, channel_{std::move(channel)}, wakeup_{std::move(w)}, lost_{lost}
+        {}
+        std::shared_ptr<detail::subscriber> subscriber_;
+        std::string channel_;
+        std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        bool lost_ = false;
+    };
+
+    /// Subscribes to the resource's release channel; completes once Redis confirmed.
+    /// If the subscription fails, the watcher still works as a plain timer.
+    awaitable<watcher> watch(std::string_view resource)
+    {
+        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto ch = channel(resource);
+        const auto ec = co_await subscriber_->subscribe(ch, w);
+        co_return watcher{subscriber_, std::move(ch), std::move(w), static_cast<bool>(ec)};
+    }
+
+    /// Channels currently subscribed (they must not accumulate).
+    std::size_t subscribed_channels() const { return subscriber_->channels(); }
+
+    // -- Beyond the store concepts -----------------------------------------------
+
+    /// Put-if-absent on several resources in one round trip, all or nothing (a single
+    /// Redis node; in a cluster the keys of different resources are in different slots).
+    /// Returns one fencing token per resource, in the given order.
+    awaitable<result<std::vector<fence_token>>> put_if_absent_all(const std::vector<std::string>& resources,
+                                                                  const owner_token& owner, duration ttl)
+    {
+        std::vector<std::string> keys;
+        for (const auto& r : resources) {
+            keys.push_back(lock_key(r));
+            keys.push_back(fence_key(r));
+        }
+        const auto args = std::array{owner.to_hex(), millis(ttl)};
+        auto reply = co_await eval(script::acquire_all, keys, args);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.empty() || v.elements[0].type != resp::type::integer)
+            co_return errc::protocol_error;
+        if (v.elements[0].integer != 1)
+            co_return errc::contended;
+        if (v.elements.size() != resources.size() + 1)
+            co_return errc::protocol_error;
+        std::vector<fence_token> fences;
+        for (std::size_t i = 1; i < v.elements.size(); ++i) {
+            if (v.elements[i].type != resp::type::integer || v.elements[i].integer < 1)
+                co_return errc::protocol_error;
+            fences.push_back(static_cast<fence_token>(v.elements[i].integer));
+        }
+        co_return fences;
+    }
+
+    /// Writes `value` under `key` (a hash with fields value and fence) unless a write
+    /// with a newer fencing token has already happened: errc::stale_fence then. This
+    /// is how data kept in Redis enforces the lease's fencing token atomically.
+    /// Tokens are compared as Lua numbers: exact up to 2^53.
+    awaitable<result<void>> fenced_write(std::string_view key, std::string_view value, fence_token fence)
+    {
+        const auto keys = std::array{std::string{key}};
+        const auto args = std::array{std::string{value}, std::to_string(fence)};
+        auto reply = co_await eval(script::fenced_write, keys, args);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer)
+            co_return errc::protocol_error;
+        if (v.elements[0].integer != 1)
+            co_return errc::stale_fence;
+        co_return success();
+    }
+
+    /// Reads a value written by fenced_write (nullopt if none).
+    awaitable<result<std::optional<std::string>>> fenced_read(std::string_view key)
+    {
+        auto command = resp::command({"HGET", key, "value"});
+        auto reply = co_await execute_command(std::move(command));
+        if (!reply)
+            co_return reply.error();
+        if (reply.value().is_null())
+            co_return std::optional<std::string>{};
+        if (!reply.value().is_string())
+            co_return errc::protocol_error;
+        co_return std::optional<std::string>{std::move(reply.value().text)};
+    }
+
+    /// Runs one command and returns its reply; an error reply becomes
+    /// errc::store_unavailable with the server's words in last_error().
+    awaitable<result<resp::value>> execute(std::initializer_list<std::string_view> args)
+    {
+        return execute_command(resp::command(args));
+    }
+
+    /// execute() for a command already encoded (resp::command).
+    awaitable<result<resp::value>> execute_command(std::string encoded)
+    {
+        auto replies = co_await connection_->exec(std::move(encoded), 1);
+        if (!replies)
+            co_return replies.error();
+        co_return checked(std::move(replies.value().front()));
+    }
+
+private:
+    enum class script { acquire, extend, release, raise_fence, acquire_all, fenced_write };
+
+    struct script_text {
+        std::string_view text;
+        std::string sha;
+    };
+
+    static const script_text& source(script s)
+    {
+        static const std::array<script_text, 6> all{
+            script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
+            script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
+            script_text{scripts::release, detail::sha1_hex(scripts::release)},
+            script_text{scripts::raise_fence, detail::sha1_hex(scripts::raise_fence)},
+            script_text{scripts::acquire_all, detail::sha1_hex(scripts::acquire_all)},
+            script_text{scripts::fenced_write, detail::sha1_hex(scripts::fenced_write)},
+        };
+        return all[static_cast<std::size_t>(s)];
+    }
+
+    std::string key(std::string_view resource, std::string_view kind) const
+    {
+        std::string k;
+        k.reserve(cfg_.key_prefix.size() + resource.size() + kind.size() + 4);
+        k.append(cfg_.key_prefix).append(":{").append(resource).append("}:").append(kind);
+        return k;
+    }
+
+    // TTLs go to Redis in whole milliseconds, rounded up: the store never expires a
+    // lock before the client's own (shorter) validity ends.
+    static std::string millis(duration ttl)
+    {
+        return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(ttl).count());
+    }
+
+    // EVALSHA, falling back to EVAL when the server does not know the script (after a
+    // restart or SCRIPT FLUSH), which also caches it again.
+    template <class Keys, class Args>
+    awaitable<result<resp::value>> eval(script which, const Keys& keys, const Args& args)
+    {
+        const auto& s = source(which);
+        auto reply = co_await run_script("EVALSHA", s.sha, keys, args);
+        if (reply && reply.value().is_error() && reply.value().text.starts_with("NOSCRIPT"))
+            reply = co_await run_script("EVAL", s.text, keys, args);
+        if (!reply)
+            co_return reply.error();
+        co_return checked(std::move(reply.value()));
+    }
+
+    template <class Keys, class Args>
+    awaitable<result<resp::value>> run_script(std::string_view verb, std::string_view body, const Keys& keys,
+                                              const Args& args)
+    {
+        std::vector<std::string_view> parts;
+        const auto numkeys = std::to_string(std::size(keys));
+        parts.reserve(3 + std::size(keys) + std::size(args));
+        parts.push_back(verb);
+        parts.push_back(body);
+        parts.push_back(numkeys);
+        for (const auto& k : keys)
+            parts.push_back(k);
+        for (const auto& a : args)
+            parts.push_back(a);
+        std::string payload;
+        resp::append_command_range(payload, parts);
+        auto replies = co_await connection_->exec(std::move(payload), 1);
+        if (!replies)
+            co_return replies.error();
+        co_return std::move(replies.value().front());
+    }
+
+    // Error replies: the request was refused and not applied (READONLY, LOADING,
+    // NOAUTH, OOM, BUSY, ...). NOSCRIPT never gets here.
+    result<resp::value> checked(resp::value v) const
+    {
+        if (!v.is_error())
+            return v;
+        last_refusal_ = v.text;
+        if (v.text.starts_with("NOAUTH") || v.text.starts_with("WRONGPASS") || v.text.starts_with("NOPERM"))
+            return errc::auth_failed;
+        return errc::store_unavailable;
+    }
+
+    static result<void> owned(const result<resp::value>& reply)
+    {
+        if (!reply)
+            return reply.error();
+        if (reply.value().type != resp::type::integer)
+            return errc::protocol_error;
+        return reply.value().integer == 1 ? result<void>{success()} : result<void>{errc::not_owner};
+    }
+
+    static result<fence_token> as_fence(const result<resp::value>& reply)
+    {
+        if (!reply)
+            return reply.error();
+        if (reply.value().type != resp::type::integer || reply.value().integer < 0)
+            return errc::protocol_error;
+        return static_cast<fence_token>(reply.value().integer);
+    }
+
+    executor_type ex_;
+    config cfg_;
+    std::shared_ptr<detail::connection> connection_;
+    std::shared_ptr<detail::subscriber> subscriber_;
+    mutable std::string last_refusal_; // not synchronised: diagnostics only
+};
+
+static_assert(put_if_absent_store<store>);
+static_assert(owner_checked_store<store>);
+static_assert(fencing_counter_store<store>);
+static_assert(release_notifying_store<store>);
+
+} // namespace distlock::redis
