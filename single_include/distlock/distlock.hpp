@@ -1263,7 +1263,8 @@ struct quorum {
             co_await release_everywhere(q, resource, owner);
             if (cancelled)
                 co_return errc::cancelled;
-            co_return contended > n - need ? errc::contended : errc::quorum_not_reached;
+            // Any node that says "held" makes this contention; otherwise the nodes failed.
+            co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
         }
 
         // Bring lagging counters of the granting nodes up to the lease's token.

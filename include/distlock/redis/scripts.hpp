@@ -2,11 +2,12 @@
 // arguments are always passed as script parameters, never spliced into the text.
 //
 // Key layout for resource R (binary-safe; R is never escaped or parsed):
-//   <prefix>:{R}:lock    the lock: a string holding the owner token (32 hex chars), with a TTL
-//   <prefix>:{R}:fence   the fencing counter: an integer that only grows, no TTL
-//   <prefix>:{R}:released  the pub/sub channel a release publishes on
-// Both keys carry the hash tag {R}, so they live in one Redis Cluster slot. If R
-// itself contains '}', the tag is cut at that brace, identically for both keys.
+//   <prefix>:{#R}:lock      the lock: a string holding the owner token (32 hex chars), with a TTL
+//   <prefix>:{#R}:fence     the fencing counter: an integer that only grows, no TTL
+//   <prefix>:{#R}:released  the pub/sub channel a release publishes on
+// Both keys carry the hash tag {#R}, so they live in one Redis Cluster slot. If R
+// itself contains '}', the tag is cut at that brace, identically for both keys; the
+// '#' keeps the tag from ever being empty (an empty tag would hash the whole key).
 #pragma once
 
 #include <string_view>

@@ -153,11 +153,16 @@ public:
         awaitable<bool> wait(time_point until)
         {
             if (lost_) {
-                if (co_await subscriber_->subscribe(channel_, wakeup_))
-                    co_return false; // still down: the caller's timer fallback applies
+                const auto ec = co_await subscriber_->subscribe(channel_, wakeup_);
+                if (ec) { // still down: wait as a plain timer
+                    timer t{co_await asio::this_coro::executor, until};
+                    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                    co_return false;
+                }
                 lost_ = false;
             }
-            co_return co_await wakeup_->wait(until);
+            const bool notified = co_await wakeup_->wait(until);
+            co_return notified;
         }
 
     private:
@@ -291,8 +296,9 @@ private:
     std::string key(std::string_view resource, std::string_view kind) const
     {
         std::string k;
-        k.reserve(cfg_.key_prefix.size() + resource.size() + kind.size() + 4);
-        k.append(cfg_.key_prefix).append(":{").append(resource).append("}:").append(kind);
+        k.reserve(cfg_.key_prefix.size() + resource.size() + kind.size() + 5);
+        // '#' keeps the hash tag non-empty even for ids that start with '}'.
+        k.append(cfg_.key_prefix).append(":{#").append(resource).append("}:").append(kind);
         return k;
     }
 

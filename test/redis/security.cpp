@@ -1,0 +1,179 @@
+// Connection security and transports: AUTH with ACL users, wrong passwords, TLS with a
+// self-signed certificate made here, Unix sockets, and a server that replies garbage.
+#include "redis_support.hpp"
+
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace test;
+using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
+
+namespace {
+// Takes and releases one lock; returns the error of the first step that failed.
+std::error_code lock_once(asio::io_context& io, dl::redis::store& store)
+{
+    std::error_code out;
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "secured"};
+        auto l = co_await m.lock();
+        if (!l) {
+            out = l.error();
+            co_return;
+        }
+        auto r = co_await l->unlock();
+        if (!r)
+            out = r.error();
+    });
+    return out;
+}
+} // namespace
+
+TEST_CASE("redis: AUTH with an ACL user; a wrong password is a clear error", "[redis][auth]")
+{
+    redis_server server{{"--user", "default", "off", "--user", "locker", "on", ">s3cret", "~*", "&*", "+@all"}};
+    asio::io_context io;
+    auto good = server.config();
+    good.username = "locker";
+    good.password = "s3cret";
+    dl::redis::store ok{io, good};
+    CHECK_FALSE(lock_once(io, ok));
+
+    auto bad = good;
+    bad.password = "wrong";
+    dl::redis::store refused{io, bad};
+    CHECK(lock_once(io, refused) == dl::errc::auth_failed);
+    CHECK(refused.last_error().find("WRONGPASS") != std::string::npos);
+
+    dl::redis::store anonymous{io, server.config()};
+    CHECK(lock_once(io, anonymous) == dl::errc::auth_failed);
+}
+
+TEST_CASE("redis: requirepass with a password only, and SELECT of a database", "[redis][auth]")
+{
+    redis_server server{{"--requirepass", "pw"}};
+    asio::io_context io;
+    auto cfg = dl::redis::config::from_url("redis://:pw@127.0.0.1:" + std::to_string(server.port()) + "/3");
+    REQUIRE(cfg);
+    CHECK(cfg->database == 3);
+    dl::redis::store store{io, *cfg};
+    CHECK_FALSE(lock_once(io, store));
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "in-db-3"};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+    });
+    // The lock went to database 3, not 0.
+    asio::io_context probe_io;
+    auto db0 = server.config();
+    db0.password = "pw";
+    dl::redis::store probe{probe_io, db0};
+    CHECK_FALSE(peek(probe_io, db0, probe.lock_key("in-db-3")));
+}
+
+TEST_CASE("redis: TLS with a self-signed certificate made for the test", "[redis][tls]")
+{
+    temp_dir certs;
+    const auto key = (certs.path() / "key.pem").string(), cert = (certs.path() / "cert.pem").string();
+    const auto make = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+                      " -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null";
+    REQUIRE(std::system(make.c_str()) == 0);
+    redis_server server{{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
+                         "--tls-auth-clients", "no"},
+                        true};
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.tls = true;
+    cfg.tls_ca_file = cert;
+    cfg.tls_server_name = "localhost";
+    dl::redis::store secure{io, cfg};
+    CHECK_FALSE(lock_once(io, secure));
+
+    // A client that does not trust the certificate is refused.
+    auto untrusting = cfg;
+    untrusting.tls_ca_file = cert + ".missing";
+    CHECK_THROWS_AS((dl::redis::store{io, untrusting}), std::system_error);
+    auto wrong_ca = cfg;
+    wrong_ca.tls_ca_file.clear(); // system CAs: do not include our self-signed one
+    dl::redis::store distrusting{io, wrong_ca};
+    CHECK(lock_once(io, distrusting) == dl::errc::auth_failed);
+
+    // Plain text to a TLS port fails cleanly, without hanging.
+    auto plain = server.config();
+    plain.request_timeout = 500ms;
+    dl::redis::store cleartext{io, plain};
+    const auto ec = lock_once(io, cleartext);
+    CHECK(ec);
+}
+
+TEST_CASE("redis: over a Unix socket", "[redis][unix]")
+{
+    temp_dir dir;
+    const auto path = (dir.path() / "redis.sock").string();
+    redis_server server{{"--unixsocket", path, "--unixsocketperm", "700"}};
+    asio::io_context io;
+    auto cfg = dl::redis::config::from_url("unix://" + path);
+    REQUIRE(cfg);
+    dl::redis::store store{io, *cfg};
+    CHECK_FALSE(lock_once(io, store));
+}
+
+TEST_CASE("redis: a server that replies garbage gives protocol_error, never a hang", "[redis][input]")
+{
+    for (const std::string garbage : {std::string{"hello world\r\n"}, std::string{"*2\r\n:1\r\n$-7\r\n"},
+                                      std::string{"+OK\r\n"}, std::string(70000, '*'),
+                                      std::string{"$999999999999\r\n"}}) {
+        // The fake server runs on the test's io_context: it answers whatever arrives on
+        // each connection with the garbage.
+        asio::io_context io;
+        asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+        dl::redis::config cfg;
+        cfg.port = acceptor.local_endpoint().port();
+        cfg.request_timeout = 1s;
+        asio::co_spawn(io, [&acceptor, garbage]() -> asio::awaitable<void> {
+            for (;;) {
+                auto [ec, socket] = co_await acceptor.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+                if (ec)
+                    co_return;
+                asio::co_spawn(acceptor.get_executor(), [](asio::ip::tcp::socket s, std::string reply) -> asio::awaitable<void> {
+                    char buf[4096];
+                    for (;;) {
+                        auto [rec, n] = co_await s.async_read_some(asio::buffer(buf), asio::experimental::as_tuple(asio::use_awaitable));
+                        if (rec)
+                            co_return;
+                        auto [wec, m] = co_await asio::async_write(s, asio::buffer(reply), asio::experimental::as_tuple(asio::use_awaitable));
+                        if (wec)
+                            co_return;
+                    }
+                }(std::move(socket), garbage), asio::detached);
+            }
+        }, asio::detached);
+        dl::redis::store store{io, cfg};
+        const auto ec = lock_once(io, store);
+        CHECK((ec == dl::errc::protocol_error || ec == dl::errc::outcome_unknown));
+        acceptor.close();
+    }
+}
+
+TEST_CASE("redis: URLs parse, bad ones are invalid_argument", "[redis][input]")
+{
+    auto a = dl::redis::config::from_url("redis://user:pw@localhost:7000/2");
+    REQUIRE(a);
+    CHECK(a->username == "user");
+    CHECK(a->password == "pw");
+    CHECK(a->host == "localhost");
+    CHECK(a->port == 7000);
+    CHECK(a->database == 2);
+    auto b = dl::redis::config::from_url("rediss://[::1]:6380");
+    REQUIRE(b);
+    CHECK(b->tls);
+    CHECK(b->host == "::1");
+    CHECK(b->port == 6380);
+    for (auto bad : {"http://x", "redis://", "redis://h:notaport", "redis://h:99999", "redis://h/x", "unix://"}) {
+        auto r = dl::redis::config::from_url(bad);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::invalid_argument);
+    }
+}

@@ -1,0 +1,273 @@
+// The Redis store against a real redis-server: locking, fencing, notifications,
+// bad input, one-round-trip multi-lock, fenced writes.
+#include "redis_support.hpp"
+
+using namespace test;
+using redis_mutex = dl::basic_distributed_mutex<dl::redis::store>;
+using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
+
+TEST_CASE("redis: lock, contention, fencing, release", "[redis]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "seat:12", {.ttl = 10s}};
+        auto first = co_await m.lock();
+        REQUIRE(first);
+        CHECK(first->fence() == 1);
+        auto second = co_await m.try_lock();
+        REQUIRE_FALSE(second);
+        CHECK(second.error() == dl::errc::contended);
+        {
+            auto released = co_await first->unlock();
+            REQUIRE(released);
+        }
+        auto third = co_await m.lock();
+        REQUIRE(third);
+        CHECK(third->fence() == 2);
+        // The store holds the owner token with a TTL, in the documented key.
+        auto get = dl::redis::resp::command({"GET", store.lock_key("seat:12")});
+        auto held = co_await store.execute_command(std::move(get));
+        REQUIRE(held);
+        CHECK(held.value().text == third->owner().to_hex());
+        auto pttl = dl::redis::resp::command({"PTTL", store.lock_key("seat:12")});
+        auto left = co_await store.execute_command(std::move(pttl));
+        REQUIRE(left);
+        CHECK(left.value().integer > 9000);
+        CHECK(left.value().integer <= 10000);
+        // Owner safety: releasing with another owner token does nothing.
+        auto foreign = co_await store.release("seat:12", dl::owner_token::generate());
+        REQUIRE_FALSE(foreign);
+        CHECK(foreign.error() == dl::errc::not_owner);
+        {
+            auto released = co_await third->unlock();
+            REQUIRE(released);
+        }
+    });
+}
+
+namespace {
+// The part of a key Redis Cluster hashes: between the first '{' and the next '}', if
+// that is not empty; otherwise the whole key.
+std::string hash_tag(const std::string& key)
+{
+    const auto open = key.find('{');
+    if (open == std::string::npos)
+        return key;
+    const auto close = key.find('}', open + 1);
+    if (close == std::string::npos || close == open + 1)
+        return key;
+    return key.substr(open + 1, close - open - 1);
+}
+} // namespace
+
+TEST_CASE("redis: the lock key and fence counter share a cluster hash tag", "[redis]")
+{
+    asio::io_context io;
+    dl::redis::store store{io, dl::redis::config{}}; // never connects: key layout only
+    for (std::string id : {"plain", "with}brace", "{already}tagged", "a{b}c", "}", "{}"}) {
+        CHECK(hash_tag(store.lock_key(id)) == hash_tag(store.fence_key(id)));
+        CHECK(store.lock_key(id) != store.fence_key(id));
+    }
+    CHECK(hash_tag(store.lock_key("plain")) == "#plain");
+}
+
+TEST_CASE("redis: resource ids are binary-safe", "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    const std::vector<std::string> ids{std::string{"a\0b", 3}, std::string{"a\0c", 3}, "with space", "new\nline\r\n",
+                                       "{braces}", "}{", std::string(dl::max_resource_size, 'x'), "\xff\xfe"};
+    run(io, [&]() -> asio::awaitable<void> {
+        std::vector<dl::lease> held;
+        for (const auto& id : ids) {
+            one_shot m{store, id};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            CHECK(l->fence() == 1); // every id is its own lock with its own counter
+            held.push_back(std::move(*l));
+        }
+        for (auto& l : held) {
+            auto released = co_await l.unlock();
+            CHECK(released);
+        }
+        auto keys = dl::redis::resp::command({"KEYS", "distlock:*:lock"});
+        auto left = co_await store.execute_command(std::move(keys));
+        REQUIRE(left);
+        CHECK(left.value().elements.empty());
+    });
+}
+
+TEST_CASE("redis: bad TTLs are rejected before any I/O", "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    const std::array<dl::duration, 4> ttls{dl::duration{500us}, dl::duration{0}, dl::duration{-1s}, dl::max_ttl + 1s};
+    run(io, [&]() -> asio::awaitable<void> {
+        for (auto ttl : ttls) {
+            redis_mutex m{store, "r", {.ttl = ttl}};
+            auto l = co_await m.lock();
+            REQUIRE_FALSE(l);
+            CHECK(l.error() == dl::errc::invalid_argument);
+        }
+        auto keys = dl::redis::resp::command({"DBSIZE"});
+        auto size = co_await store.execute_command(std::move(keys));
+        REQUIRE(size);
+        CHECK(size.value().integer == 0);
+    });
+}
+
+TEST_CASE("redis: a waiter is woken by the release notification", "[redis][notify]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    recorder rec;
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot holder{store, "job", {.ttl = 30s}};
+        auto held = co_await holder.lock();
+        REQUIRE(held);
+        // A backoff far longer than the test: only the notification can wake it in time.
+        dl::basic_distributed_mutex<dl::redis::store, dl::observe::callback> waiter{
+            store, "job", {.ttl = 30s},
+            dl::retry::exponential_backoff{.initial = 20s, .max = 20s, .jitter = dl::retry::jitter::none, .deadline = 25s},
+            rec.observer()};
+        std::optional<dl::result<dl::lease>> got;
+        asio::co_spawn(co_await asio::this_coro::executor,
+                       [&]() -> asio::awaitable<void> { got = co_await waiter.lock(); }, asio::detached);
+        while (rec.of<dl::wait_event>().empty())
+            co_await settle(2ms);
+        CHECK(store.subscribed_channels() == 1);
+        {
+            auto released = co_await held->unlock();
+            REQUIRE(released);
+        }
+        for (int i = 0; i < 500 && !got; ++i)
+            co_await settle(2ms);
+        REQUIRE(got);
+        REQUIRE(*got);
+        const auto wakes = rec.of<dl::wake_event>();
+        REQUIRE(wakes.size() == 1);
+        CHECK(wakes.front().notified);
+        co_await settle(20ms);
+        CHECK(store.subscribed_channels() == 0); // unsubscribed when the waiter left
+    });
+}
+
+TEST_CASE("redis: many coroutines on one connection never lose an update", "[redis][mutex]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    constexpr int workers = 8, rounds = 25;
+    int finished = 0, errors = 0;
+    auto worker = [&]() -> asio::awaitable<void> {
+        redis_mutex m{store, "wallet", {.ttl = 10s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
+        for (int i = 0; i < rounds; ++i) {
+            auto lease = co_await m.lock();
+            if (!lease) {
+                ++errors;
+                continue;
+            }
+            auto get = dl::redis::resp::command({"GET", "balance"});
+            auto got = co_await store.execute_command(std::move(get));
+            const long value = got && got.value().is_string() ? std::stol(got.value().text) : 0;
+            auto next = std::to_string(value + 1);
+            auto set = dl::redis::resp::command({"SET", "balance", next});
+            (void)co_await store.execute_command(std::move(set));
+            auto written = co_await store.fenced_write("ledger", next, lease->fence());
+            if (!written)
+                ++errors;
+            auto released = co_await lease->unlock();
+            if (!released)
+                ++errors;
+        }
+        ++finished;
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        for (int w = 0; w < workers; ++w)
+            asio::co_spawn(io, worker, asio::detached);
+        while (finished < workers)
+            co_await settle(5ms);
+    }, std::chrono::seconds{120});
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    CHECK(peek(io, server.config(), "balance") == std::to_string(workers * rounds));
+}
+
+TEST_CASE("redis: fenced writes reject older tokens atomically", "[redis][fencing]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        {
+            auto w = co_await store.fenced_write("row", "v5", 5);
+            REQUIRE(w);
+        }
+        {
+            auto same = co_await store.fenced_write("row", "v5b", 5); // one holder writes twice
+            REQUIRE(same);
+        }
+        {
+            auto stale = co_await store.fenced_write("row", "v4", 4);
+            REQUIRE_FALSE(stale);
+            CHECK(stale.error() == dl::errc::stale_fence);
+        }
+        auto value = co_await store.fenced_read("row");
+        REQUIRE(value);
+        CHECK(value.value() == std::optional<std::string>{"v5b"});
+        auto none = co_await store.fenced_read("missing");
+        REQUIRE(none);
+        CHECK_FALSE(none.value().has_value());
+    });
+}
+
+TEST_CASE("redis: several resources in one round trip, all or nothing", "[redis][multi]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        const auto ids = dl::resources("a", "b", "c");
+        auto all = co_await store.put_if_absent_all(ids, owner, 10s);
+        REQUIRE(all);
+        CHECK(all.value() == std::vector<dl::fence_token>{1, 1, 1});
+        const auto overlapping = dl::resources("c", "d");
+        auto busy = co_await store.put_if_absent_all(overlapping, dl::owner_token::generate(), 10s);
+        REQUIRE_FALSE(busy);
+        CHECK(busy.error() == dl::errc::contended);
+        auto d = dl::redis::resp::command({"EXISTS", store.lock_key("d")});
+        auto d_exists = co_await store.execute_command(std::move(d));
+        REQUIRE(d_exists);
+        CHECK(d_exists.value().integer == 0); // nothing taken when one was held
+        for (const auto& id : ids) {
+            auto r = co_await store.release(id, owner);
+            CHECK(r);
+        }
+    });
+}
+
+TEST_CASE("redis: scripts are reloaded after SCRIPT FLUSH", "[redis]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "r"};
+        auto a = co_await m.lock();
+        REQUIRE(a);
+        auto flush = dl::redis::resp::command({"SCRIPT", "FLUSH"});
+        auto flushed = co_await store.execute_command(std::move(flush));
+        REQUIRE(flushed);
+        auto released = co_await a->unlock(); // EVALSHA gets NOSCRIPT, EVAL follows
+        CHECK(released);
+        auto b = co_await m.lock();
+        REQUIRE(b);
+        CHECK(b->fence() == 2);
+    });
+}
