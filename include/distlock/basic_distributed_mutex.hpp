@@ -150,6 +150,14 @@ public:
             backend_.get_executor(), [this] { return try_lock(); }, std::forward<CompletionToken>(token));
     }
 
+    /// Wraps a lock that was granted to `owner` with `fence` by an attempt that started
+    /// at `started` (for batch acquisitions that bypass lock()). The lease is managed
+    /// like one from lock(): renewed, watched, released by its owner token.
+    lease adopt(const owner_token& owner, fence_token fence, time_point started)
+    {
+        return make_lease(lock_request{resource_, owner, options_.ttl}, fence, started);
+    }
+
     /// Checks every setting without I/O; what lock() reports as errc::invalid_argument.
     std::error_code validate() const noexcept
     {
@@ -332,7 +340,7 @@ private:
         (void)co_await acquire_.release(backend_, request);
     }
 
-    result<lease> make_lease(const lock_request& request, fence_token fence, time_point started)
+    lease make_lease(const lock_request& request, fence_token fence, time_point started)
     {
         using state_type = detail::lease_state_for<Backend, acquire_policy, observer_type>;
         const detail::keep_plan plan{options_.ttl, options_.drift(), renew_.interval(options_.ttl),

@@ -154,6 +154,16 @@ private:
         if constexpr (requires { prototype_.retry().deadline; })
             deadline = clock::now() + prototype_.retry().deadline;
 
+        if constexpr (batch_put_if_absent_store<Backend> &&
+                      std::is_same_v<typename mutex_type::acquire_policy, acquire::setnx>) {
+            // One round trip for the whole set when nothing is held; under contention,
+            // the per-resource path below waits in order.
+            if (ids.size() > 1) {
+                auto batch = co_await take_batch(ids);
+                if (batch || batch.error() != errc::contended)
+                    co_return batch;
+            }
+        }
         std::vector<lease> held;
         held.reserve(ids.size());
         for (const auto& id : ids) {
@@ -166,6 +176,34 @@ private:
             held.push_back(std::move(*got));
         }
         co_return multi_lease{std::move(held)};
+    }
+
+    awaitable<result<multi_lease>> take_batch(const std::vector<std::string>& ids)
+    {
+        const auto owner = owner_token::generate();
+        const auto& options = prototype_.options();
+        const auto started = clock::now();
+        auto fences = co_await prototype_.backend().put_if_absent_all(ids, owner, options.ttl);
+        if (!fences) {
+            if (fences.error() == errc::outcome_unknown || fences.error() == errc::protocol_error)
+                co_await release_all(ids, owner);
+            co_return fences.error();
+        }
+        std::vector<lease> held;
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            held.push_back(with_resource(ids[i]).adopt(owner, fences.value()[i], started));
+        if (clock::now() >= started + options.ttl - options.drift()) {
+            multi_lease late{std::move(held)};
+            (void)co_await late.unlock();
+            co_return errc::validity_exhausted;
+        }
+        co_return multi_lease{std::move(held)};
+    }
+
+    awaitable<void> release_all(const std::vector<std::string>& ids, owner_token owner)
+    {
+        for (const auto& id : ids)
+            (void)co_await prototype_.backend().release(id, owner);
     }
 
     static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)

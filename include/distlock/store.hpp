@@ -24,6 +24,8 @@
 
 #include <concepts>
 #include <optional>
+#include <string>
+#include <vector>
 #include <string_view>
 
 namespace distlock {
@@ -72,6 +74,15 @@ concept fencing_counter_store = store<S> && requires(S& s, std::string_view reso
     /// Raises the counter to at least `floor`; returns its value afterwards.
     { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
 };
+
+/// Put-if-absent on several resources in one atomic step (one round trip), all or
+/// nothing; one fencing token per resource, in the given order.
+template <class S>
+concept batch_put_if_absent_store =
+    put_if_absent_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner,
+                                       duration ttl) {
+        { s.put_if_absent_all(resources, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+    };
 
 namespace detail {
 template <class A>

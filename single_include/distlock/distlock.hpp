@@ -727,6 +727,8 @@ private:
 
 #include <concepts>
 #include <optional>
+#include <string>
+#include <vector>
 #include <string_view>
 
 namespace distlock {
@@ -775,6 +777,15 @@ concept fencing_counter_store = store<S> && requires(S& s, std::string_view reso
     /// Raises the counter to at least `floor`; returns its value afterwards.
     { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
 };
+
+/// Put-if-absent on several resources in one atomic step (one round trip), all or
+/// nothing; one fencing token per resource, in the given order.
+template <class S>
+concept batch_put_if_absent_store =
+    put_if_absent_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner,
+                                       duration ttl) {
+        { s.put_if_absent_all(resources, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+    };
 
 namespace detail {
 template <class A>
@@ -2203,6 +2214,14 @@ public:
             backend_.get_executor(), [this] { return try_lock(); }, std::forward<CompletionToken>(token));
     }
 
+    /// Wraps a lock that was granted to `owner` with `fence` by an attempt that started
+    /// at `started` (for batch acquisitions that bypass lock()). The lease is managed
+    /// like one from lock(): renewed, watched, released by its owner token.
+    lease adopt(const owner_token& owner, fence_token fence, time_point started)
+    {
+        return make_lease(lock_request{resource_, owner, options_.ttl}, fence, started);
+    }
+
     /// Checks every setting without I/O; what lock() reports as errc::invalid_argument.
     std::error_code validate() const noexcept
     {
@@ -2385,7 +2404,7 @@ private:
         (void)co_await acquire_.release(backend_, request);
     }
 
-    result<lease> make_lease(const lock_request& request, fence_token fence, time_point started)
+    lease make_lease(const lock_request& request, fence_token fence, time_point started)
     {
         using state_type = detail::lease_state_for<Backend, acquire_policy, observer_type>;
         const detail::keep_plan plan{options_.ttl, options_.drift(), renew_.interval(options_.ttl),
@@ -2677,6 +2696,16 @@ private:
         if constexpr (requires { prototype_.retry().deadline; })
             deadline = clock::now() + prototype_.retry().deadline;
 
+        if constexpr (batch_put_if_absent_store<Backend> &&
+                      std::is_same_v<typename mutex_type::acquire_policy, acquire::setnx>) {
+            // One round trip for the whole set when nothing is held; under contention,
+            // the per-resource path below waits in order.
+            if (ids.size() > 1) {
+                auto batch = co_await take_batch(ids);
+                if (batch || batch.error() != errc::contended)
+                    co_return batch;
+            }
+        }
         std::vector<lease> held;
         held.reserve(ids.size());
         for (const auto& id : ids) {
@@ -2689,6 +2718,34 @@ private:
             held.push_back(std::move(*got));
         }
         co_return multi_lease{std::move(held)};
+    }
+
+    awaitable<result<multi_lease>> take_batch(const std::vector<std::string>& ids)
+    {
+        const auto owner = owner_token::generate();
+        const auto& options = prototype_.options();
+        const auto started = clock::now();
+        auto fences = co_await prototype_.backend().put_if_absent_all(ids, owner, options.ttl);
+        if (!fences) {
+            if (fences.error() == errc::outcome_unknown || fences.error() == errc::protocol_error)
+                co_await release_all(ids, owner);
+            co_return fences.error();
+        }
+        std::vector<lease> held;
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            held.push_back(with_resource(ids[i]).adopt(owner, fences.value()[i], started));
+        if (clock::now() >= started + options.ttl - options.drift()) {
+            multi_lease late{std::move(held)};
+            (void)co_await late.unlock();
+            co_return errc::validity_exhausted;
+        }
+        co_return multi_lease{std::move(held)};
+    }
+
+    awaitable<void> release_all(const std::vector<std::string>& ids, owner_token owner)
+    {
+        for (const auto& id : ids)
+            (void)co_await prototype_.backend().release(id, owner);
     }
 
     static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)

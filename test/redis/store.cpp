@@ -271,3 +271,51 @@ TEST_CASE("redis: scripts are reloaded after SCRIPT FLUSH", "[redis]")
         CHECK(b->fence() == 2);
     });
 }
+
+TEST_CASE("redis: lock_all takes a set on one node in a single round trip", "[redis][multi]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto evalsha_calls = [&]() -> asio::awaitable<long> {
+            auto info = dl::redis::resp::command({"INFO", "commandstats"});
+            auto reply = co_await store.execute_command(std::move(info));
+            const auto& text = reply.value().text;
+            const auto at = text.find("cmdstat_evalsha:calls=");
+            co_return at == std::string::npos ? 0 : std::stol(text.substr(at + 22));
+        };
+        const auto before = co_await evalsha_calls();
+        auto ids = dl::resources("wallet:7", "wallet:42", "wallet:9");
+        auto all = co_await dl::lock_all(store, ids, {.ttl = 10s});
+        REQUIRE(all);
+        const auto after = co_await evalsha_calls();
+        CHECK(after - before == 1);
+        CHECK(all->resources() == dl::resources("wallet:42", "wallet:7", "wallet:9"));
+        CHECK(all->valid());
+        // Contended: the per-resource path waits, then takes them in order.
+        auto busy = co_await dl::lock_all(store, ids, {.ttl = 10s}, dl::retry::exponential_backoff{.deadline = 300ms});
+        REQUIRE_FALSE(busy);
+        CHECK(busy.error() == dl::errc::timeout);
+        auto released = co_await all->unlock();
+        CHECK(released);
+        auto keys = dl::redis::resp::command({"KEYS", "distlock:*:lock"});
+        auto left = co_await store.execute_command(std::move(keys));
+        REQUIRE(left);
+        CHECK(left.value().elements.empty());
+    });
+}
+
+TEST_CASE("redis: the wallet demo plays every scenario on Redis and on a Redlock quorum", "[redis][demo]")
+{
+    redis_server a, b, c;
+    const auto url = [](const redis_server& s) { return "redis://127.0.0.1:" + std::to_string(s.port()); };
+    {
+        child demo{{DISTLOCK_WALLET_PATH, "--redis", url(a)}};
+        CHECK(demo.wait(std::chrono::seconds{60}) == std::optional<int>{0});
+    }
+    {
+        child demo{{DISTLOCK_WALLET_PATH, "--redis", url(a), "--redis", url(b), "--redis", url(c)}};
+        CHECK(demo.wait(std::chrono::seconds{60}) == std::optional<int>{0});
+    }
+}
