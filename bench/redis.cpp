@@ -1,0 +1,344 @@
+// distlock benchmarks on Redis, each next to a baseline in the same run: the same
+// Redis commands issued by hiredis with no lock library in between. Starts its own
+// redis-server processes on loopback. Every workload is bounded in count and time.
+// Prints a table; appends JSON lines to the file named by the first argument.
+#include <distlock/distlock.hpp>
+#include <distlock/redis.hpp>
+
+#include "process.hpp" // test/redis: redis-server on a free loopback port
+
+#include <hiredis/hiredis.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dl = distlock;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+struct result_row {
+    std::string name;
+    std::size_t operations = 0;
+    double seconds = 0;
+    std::vector<double> us; // per-operation latency samples
+    std::string extra;      // workload-specific JSON fields
+
+    double pct(double p)
+    {
+        if (us.empty())
+            return 0;
+        std::sort(us.begin(), us.end());
+        return us[static_cast<std::size_t>(p * static_cast<double>(us.size() - 1))];
+    }
+    double rate() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
+};
+
+std::ofstream json;
+
+void print(result_row& r, const result_row* base = nullptr, bool by_rate = false)
+{
+    const double p50 = r.pct(0.5), p90 = r.pct(0.9), p99 = r.pct(0.99), max = r.pct(1.0);
+    std::printf("%-58s %8zu %10.0f %9.1f %9.1f %9.1f %10.1f", r.name.c_str(), r.operations, r.rate(), p50, p90,
+                p99, max);
+    double ratio = 0;
+    if (base) {
+        ratio = by_rate ? r.rate() / base->rate() : p50 / base->pct(0.5);
+        std::printf("   %s x%.2f", by_rate ? "rate" : "p50", ratio);
+    }
+    std::printf("\n");
+    json << "{\"name\":\"" << r.name << "\",\"operations\":" << r.operations << ",\"seconds\":" << r.seconds
+         << ",\"ops_per_s\":" << r.rate() << ",\"p50_us\":" << p50 << ",\"p90_us\":" << p90 << ",\"p99_us\":" << p99
+         << ",\"max_us\":" << max;
+    if (base)
+        json << ",\"ratio\":" << ratio << ",\"ratio_of\":\"" << (by_rate ? "ops_per_s" : "p50") << "\"";
+    json << r.extra << "}\n";
+    json.flush();
+}
+
+double micros(steady::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// -- hiredis baseline -------------------------------------------------------------
+
+const char* release_lua = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+struct hiredis_client {
+    redisContext* c;
+    std::string release_sha;
+    explicit hiredis_client(std::uint16_t port) : c{redisConnect("127.0.0.1", port)}
+    {
+        auto* r = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", release_lua));
+        release_sha.assign(r->str, r->len);
+        freeReplyObject(r);
+    }
+    ~hiredis_client() { redisFree(c); }
+    // SET NX PX, then the compare-and-delete script: the two round trips of a lock pair.
+    bool pair(const std::string& key)
+    {
+        auto* a = static_cast<redisReply*>(redisCommand(c, "SET %b owner-token-0123456789abcdef NX PX 10000",
+                                                        key.data(), key.size()));
+        const bool ok = a && a->type == REDIS_REPLY_STATUS;
+        freeReplyObject(a);
+        auto* b = static_cast<redisReply*>(redisCommand(c, "EVALSHA %s 1 %b owner-token-0123456789abcdef",
+                                                        release_sha.c_str(), key.data(), key.size()));
+        freeReplyObject(b);
+        return ok;
+    }
+};
+
+result_row baseline_sequential(std::uint16_t port, std::size_t count)
+{
+    hiredis_client h{port};
+    result_row r{"baseline hiredis: SET NX PX + EVALSHA release"};
+    for (std::size_t i = 0; i < 1000; ++i)
+        h.pair("warm:" + std::to_string(i));
+    const auto start = steady::now();
+    for (std::size_t i = 0; i < count && steady::now() - start < 20s; ++i) {
+        const auto t0 = steady::now();
+        h.pair("base:" + std::to_string(i));
+        r.us.push_back(micros(steady::now() - t0));
+    }
+    r.operations = r.us.size();
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    return r;
+}
+
+result_row baseline_threads(std::uint16_t port, int threads, std::chrono::seconds span)
+{
+    result_row r{"baseline hiredis: 64 threads x 64 connections, pairs"};
+    std::atomic<std::size_t> total{0};
+    std::vector<std::thread> pool;
+    const auto start = steady::now();
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            hiredis_client h{port};
+            std::size_t n = 0;
+            while (steady::now() - start < span)
+                h.pair("thread:" + std::to_string(t) + ":" + std::to_string(n++));
+            total += n;
+        });
+    for (auto& t : pool)
+        t.join();
+    r.operations = total;
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    return r;
+}
+
+// -- distlock workloads -----------------------------------------------------------
+
+template <class Body>
+void run_coroutine(asio::io_context& io, Body body)
+{
+    bool done = false;
+    asio::co_spawn(io, body, [&](std::exception_ptr) { done = true; });
+    while (!done)
+        io.run_one();
+    io.restart();
+}
+
+template <class Backend>
+result_row sequential_pairs(const char* name, asio::io_context& io, Backend& backend, std::size_t count)
+{
+    result_row r{name};
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        using mutex = dl::basic_distributed_mutex<Backend, dl::retry::none>;
+        for (std::size_t i = 0; i < 1000; ++i) {
+            mutex m{backend, "warm:" + std::to_string(i)};
+            auto l = co_await m.lock();
+            (void)co_await l->unlock();
+        }
+        const auto start = steady::now();
+        for (std::size_t i = 0; i < count && steady::now() - start < 20s; ++i) {
+            mutex m{backend, "seq:" + std::to_string(i)};
+            const auto t0 = steady::now();
+            auto l = co_await m.lock();
+            if (!l)
+                continue;
+            (void)co_await l->unlock();
+            r.us.push_back(micros(steady::now() - t0));
+        }
+        r.operations = r.us.size();
+        r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    });
+    return r;
+}
+
+result_row concurrent_pairs(asio::io_context& io, dl::redis::store& store, int coroutines, std::chrono::seconds span)
+{
+    result_row r{"distlock: 64 coroutines, one connection, pairs"};
+    std::size_t total = 0;
+    int finished = 0;
+    const auto start = steady::now();
+    for (int c = 0; c < coroutines; ++c)
+        asio::co_spawn(io, [&, c]() -> asio::awaitable<void> {
+            std::size_t n = 0;
+            while (steady::now() - start < span) {
+                dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{
+                    store, "co:" + std::to_string(c) + ":" + std::to_string(n++)};
+                auto l = co_await m.lock();
+                if (l)
+                    (void)co_await l->unlock();
+            }
+            total += n;
+            ++finished;
+        }, asio::detached);
+    while (finished < coroutines)
+        io.run_one();
+    io.restart();
+    r.operations = total;
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    return r;
+}
+
+// 8 workers on one key; each critical section is a GET/SET increment. Measures time to
+// acquire, hand-off (release to the next holder's grant) and how often the lock
+// changed hands; verifies that no update was lost.
+result_row contended(asio::io_context& io, dl::redis::store& store, std::size_t sections)
+{
+    result_row r{"distlock: 8 workers, one key, GET/SET increment"};
+    std::vector<double> handoff_us;
+    std::size_t done = 0, changes = 0;
+    int last_worker = -1;
+    steady::time_point last_release{};
+    int finished = 0;
+    const auto start = steady::now();
+    for (int w = 0; w < 8; ++w)
+        asio::co_spawn(io, [&, w]() -> asio::awaitable<void> {
+            dl::basic_distributed_mutex<dl::redis::store> m{
+                store, "contended", {.ttl = 10s}, dl::retry::exponential_backoff{.initial = 10ms, .max = 200ms, .deadline = 30s}};
+            while (done < sections && steady::now() - start < 30s) {
+                const auto t0 = steady::now();
+                auto l = co_await m.lock();
+                if (!l)
+                    break;
+                const auto granted = steady::now();
+                r.us.push_back(micros(granted - t0));
+                if (last_worker != -1 && last_worker != w) {
+                    ++changes;
+                    handoff_us.push_back(micros(granted - last_release));
+                }
+                auto get = dl::redis::resp::command({"GET", "counter"});
+                auto v = co_await store.execute_command(std::move(get));
+                const long n = v && v.value().is_string() ? std::stol(v.value().text) : 0;
+                auto set = dl::redis::resp::command({"SET", "counter", std::to_string(n + 1)});
+                (void)co_await store.execute_command(std::move(set));
+                ++done;
+                last_worker = w;
+                last_release = steady::now();
+                (void)co_await l->unlock();
+            }
+            ++finished;
+        }, asio::detached);
+    while (finished < 8)
+        io.run_one();
+    io.restart();
+    r.operations = done;
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    long counter = -1;
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        auto get = dl::redis::resp::command({"GET", "counter"});
+        auto v = co_await store.execute_command(std::move(get));
+        counter = v && v.value().is_string() ? std::stol(v.value().text) : -1;
+    });
+    std::sort(handoff_us.begin(), handoff_us.end());
+    const double h50 = handoff_us.empty() ? 0 : handoff_us[handoff_us.size() / 2];
+    const double h99 = handoff_us.empty() ? 0 : handoff_us[handoff_us.size() * 99 / 100];
+    char extra[256];
+    std::snprintf(extra, sizeof extra, ",\"handoff_p50_us\":%.1f,\"handoff_p99_us\":%.1f,\"changed_hands\":%zu,\"counter_ok\":%s",
+                  h50, h99, changes, counter == static_cast<long>(done) ? "true" : "false");
+    r.extra = extra;
+    std::printf("    hand-off p50 %.1f us, p99 %.1f us; changed hands %zu of %zu; counter %ld (%s)\n", h50, h99,
+                changes, done, counter, counter == static_cast<long>(done) ? "no update lost" : "LOST UPDATES");
+    if (counter != static_cast<long>(done))
+        std::exit(1);
+    return r;
+}
+
+result_row multi(asio::io_context& io, dl::redis::store& store, std::size_t size, std::size_t count)
+{
+    result_row r{"distlock: lock_all of " + std::to_string(size) + " + unlock"};
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        const auto start = steady::now();
+        for (std::size_t i = 0; i < count && steady::now() - start < 20s; ++i) {
+            std::vector<std::string> ids;
+            for (std::size_t k = 0; k < size; ++k)
+                ids.push_back("multi:" + std::to_string(i) + ":" + std::to_string(k));
+            const auto t0 = steady::now();
+            auto all = co_await dl::lock_all(store, ids, {.ttl = 10s}, dl::retry::none{});
+            if (!all)
+                continue;
+            (void)co_await all->unlock();
+            r.us.push_back(micros(steady::now() - t0));
+        }
+        r.operations = r.us.size();
+        r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    });
+    return r;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
+    std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (Redis on loopback)", "ops", "ops/s", "p50 us",
+                "p90 us", "p99 us", "max us");
+    test::redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    constexpr std::size_t count = 20000;
+
+    auto base = baseline_sequential(server.port(), count);
+    print(base);
+    auto seq = sequential_pairs("distlock: lock() + unlock(), sequential, distinct keys", io, store, count);
+    print(seq, &base);
+
+    auto base64 = baseline_threads(server.port(), 64, 5s);
+    print(base64);
+    auto co64 = concurrent_pairs(io, store, 64, 5s);
+    print(co64, &base64, true);
+
+    auto cont = contended(io, store, 2000);
+    print(cont);
+
+    std::vector<std::unique_ptr<test::redis_server>> servers;
+    std::vector<std::unique_ptr<dl::redis::store>> stores;
+    std::vector<dl::redis::store*> nodes;
+    for (int i = 0; i < 5; ++i) {
+        servers.push_back(std::make_unique<test::redis_server>());
+        stores.push_back(std::make_unique<dl::redis::store>(io, servers.back()->config()));
+        nodes.push_back(stores.back().get());
+    }
+    for (std::size_t n : {3u, 5u}) {
+        dl::quorum<dl::redis::store> q{std::span<dl::redis::store* const>{nodes.data(), n}};
+        auto name = "distlock: Redlock over " + std::to_string(n) + " nodes, sequential";
+        auto ql = sequential_pairs(name.c_str(), io, q, count / 4);
+        print(ql, &seq);
+    }
+
+    auto one = multi(io, store, 1, count / 4);
+    print(one);
+    for (std::size_t size : {2u, 8u, 32u}) {
+        auto m = multi(io, store, size, count / 4);
+        print(m, &one);
+    }
+
+    store.disconnect();
+    for (auto& s : stores)
+        s->disconnect();
+    io.run();
+    return 0;
+}
