@@ -49,7 +49,7 @@ struct result_row {
 
 std::ofstream json;
 
-void print(result_row& r, const result_row* base = nullptr, bool by_rate = false)
+void print(result_row& r, result_row* base = nullptr, bool by_rate = false)
 {
     const double p50 = r.pct(0.5), p90 = r.pct(0.9), p99 = r.pct(0.99), max = r.pct(1.0);
     std::printf("%-58s %8zu %10.0f %9.1f %9.1f %9.1f %10.1f", r.name.c_str(), r.operations, r.rate(), p50, p90,
