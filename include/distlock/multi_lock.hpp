@@ -8,6 +8,7 @@
 
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/detail/initiate.hpp>
+#include <distlock/detail/when_all.hpp>
 #include <distlock/lease.hpp>
 
 #include <asio/this_coro.hpp>
@@ -72,18 +73,23 @@ public:
                std::all_of(leases_.begin(), leases_.end(), [](const lease& l) { return l.valid(); });
     }
 
-    /// Releases every lease, last taken first. Reports the first failure
-    /// (errc::lease_lost if any lease did not stay valid to the end).
+    /// Releases every lease, all at once (over a pipelined connection, in one round
+    /// trip). Reports the first failure in locking order (errc::lease_lost if any
+    /// lease did not stay valid to the end).
+    /// \par Per-Operation Cancellation
+    /// None: once started, every release completes.
     awaitable<result<void>> unlock()
     {
-        result<void> overall = success();
-        for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
-            auto r = co_await it->unlock();
-            if (!r && overall)
-                overall = r;
-        }
+        std::vector<awaitable<result<void>>> releases;
+        releases.reserve(leases_.size());
+        for (auto& l : leases_)
+            releases.push_back(l.unlock());
+        const auto outcomes = co_await detail::when_all(std::move(releases));
         leases_.clear();
-        co_return overall;
+        for (const auto& r : outcomes)
+            if (!r)
+                co_return r.error();
+        co_return success();
     }
 
 private:

@@ -2551,6 +2551,60 @@ private:
 // the other waits for. One deadline covers the whole set; if any lock fails, the ones
 // already taken are released before the failure is reported.
 
+// ---- begin distlock/detail/when_all.hpp
+// distlock/detail/when_all.hpp: run several coroutines at once and wait for all.
+//
+// Used to release the leases of a multi-lock together: over a pipelined connection
+// the releases share one round trip instead of taking one each. Waiting is not
+// cancellable: the coroutines reference objects the caller owns, so the caller must
+// not move on before every one of them has finished.
+
+
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace distlock::detail {
+
+template <class T>
+awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> operations)
+{
+    if (operations.empty())
+        co_return std::vector<result<T>>{};
+    struct shared {
+        shared(asio::any_io_executor ex, std::size_t n) : out(n), left{n}, done{std::move(ex), 1} {}
+        std::mutex mutex;
+        std::vector<result<T>> out;
+        std::size_t left;
+        asio::experimental::concurrent_channel<void(std::error_code, bool)> done;
+    };
+    auto ex = co_await asio::this_coro::executor;
+    auto state = std::make_shared<shared>(ex, operations.size());
+    for (std::size_t i = 0; i < operations.size(); ++i)
+        asio::co_spawn(ex, std::move(operations[i]), [state, i](std::exception_ptr e, result<T> r) {
+            std::lock_guard lock{state->mutex};
+            state->out[i] = e ? result<T>{errc::outcome_unknown} : std::move(r);
+            if (--state->left == 0)
+                state->done.try_send(std::error_code{}, true);
+        });
+    for (;;) {
+        (void)co_await state->done.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        std::lock_guard lock{state->mutex};
+        if (state->left == 0)
+            co_return std::move(state->out);
+    }
+}
+
+} // namespace distlock::detail
+// ---- end distlock/detail/when_all.hpp
 
 #include <asio/this_coro.hpp>
 
@@ -2614,18 +2668,23 @@ public:
                std::all_of(leases_.begin(), leases_.end(), [](const lease& l) { return l.valid(); });
     }
 
-    /// Releases every lease, last taken first. Reports the first failure
-    /// (errc::lease_lost if any lease did not stay valid to the end).
+    /// Releases every lease, all at once (over a pipelined connection, in one round
+    /// trip). Reports the first failure in locking order (errc::lease_lost if any
+    /// lease did not stay valid to the end).
+    /// \par Per-Operation Cancellation
+    /// None: once started, every release completes.
     awaitable<result<void>> unlock()
     {
-        result<void> overall = success();
-        for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
-            auto r = co_await it->unlock();
-            if (!r && overall)
-                overall = r;
-        }
+        std::vector<awaitable<result<void>>> releases;
+        releases.reserve(leases_.size());
+        for (auto& l : leases_)
+            releases.push_back(l.unlock());
+        const auto outcomes = co_await detail::when_all(std::move(releases));
         leases_.clear();
-        co_return overall;
+        for (const auto& r : outcomes)
+            if (!r)
+                co_return r.error();
+        co_return success();
     }
 
 private:
