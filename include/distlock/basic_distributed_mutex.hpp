@@ -5,6 +5,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/lease_state.hpp>
+#include <distlock/detail/local_line.hpp>
 #include <distlock/detail/observer_ref.hpp>
 #include <distlock/detail/select_policy.hpp>
 #include <distlock/lease.hpp>
@@ -244,6 +245,14 @@ private:
         std::optional<watcher_type> watcher;
         bool listened_before_try = false;
 
+        // Coroutines of this process already waiting for this resource go first.
+        detail::local_line::ticket place;
+        if (!single && detail::local_line::instance().busy(&backend_, resource_)) {
+            place.join(&backend_, resource_, co_await asio::this_coro::executor);
+            if (auto ec = co_await wait_for_turn(place, deadline, cs))
+                co_return ec;
+        }
+
         for (;;) {
             if (is_cancelled(cs))
                 co_return errc::cancelled;
@@ -280,6 +289,17 @@ private:
             history.error = failure;
             if (single || !retryable(failure))
                 co_return failure;
+
+            // Waiting from now on: take a place in this process's line, and if others
+            // were there first, let them go first.
+            if (failure == errc::contended && !place.joined()) {
+                place.join(&backend_, resource_, co_await asio::this_coro::executor);
+                if (!place.at_head()) {
+                    if (auto ec = co_await wait_for_turn(place, deadline, cs))
+                        co_return ec;
+                    continue;
+                }
+            }
 
             // Listen before trying again, so a release between the failed try and the
             // wait cannot be missed.
@@ -321,6 +341,22 @@ private:
             if (deadline && clock::now() >= *deadline)
                 co_return give_up(failure);
         }
+    }
+
+    // Sleeps until `place` is at the head of this process's line for the resource.
+    static awaitable<std::error_code> wait_for_turn(detail::local_line::ticket& place,
+                                                    std::optional<time_point> deadline,
+                                                    const asio::cancellation_state& cs)
+    {
+        while (!place.at_head()) {
+            if (is_cancelled(cs))
+                co_return make_error_code(errc::cancelled);
+            const auto now = clock::now();
+            if (deadline && now >= *deadline)
+                co_return make_error_code(errc::timeout);
+            co_await place.wait(deadline.value_or(now + std::chrono::seconds{1}));
+        }
+        co_return std::error_code{};
     }
 
     // At the deadline: timeout if the lock was held elsewhere, else the store's error.

@@ -1045,16 +1045,8 @@ concept acquire_policy_for =
 
 namespace acquire {
 
-/// Put-if-absent with a TTL (Redis SET NX PX), owner-checked extend and release.
-struct setnx {
-    using policy_kind = acquire_policy_tag;
-
-    template <class S>
-        requires put_if_absent_store<S> && owner_checked_store<S>
-    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
-    {
-        return s.put_if_absent(r.resource, r.owner, r.ttl);
-    }
+/// Owner-checked extend and release, shared by the single-store policies.
+struct owner_checked {
     template <class S>
         requires owner_checked_store<S>
     awaitable<result<void>> extend(S& s, const lock_request& r) const
@@ -1069,9 +1061,21 @@ struct setnx {
     }
 };
 
+/// Put-if-absent with a TTL (Redis SET NX PX), owner-checked extend and release.
+struct setnx : owner_checked {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires put_if_absent_store<S> && owner_checked_store<S>
+    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
+    {
+        return s.put_if_absent(r.resource, r.owner, r.ttl);
+    }
+};
+
 /// A conditional write that succeeds only if the record is absent or expired
 /// (DynamoDB, etcd); the record's new version is the fencing token.
-struct conditional_write {
+struct conditional_write : owner_checked {
     using policy_kind = acquire_policy_tag;
 
     template <class S>
@@ -1079,18 +1083,6 @@ struct conditional_write {
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
         return s.conditional_write(r.resource, r.owner, r.ttl, std::nullopt);
-    }
-    template <class S>
-        requires owner_checked_store<S>
-    awaitable<result<void>> extend(S& s, const lock_request& r) const
-    {
-        return s.extend(r.resource, r.owner, r.ttl);
-    }
-    template <class S>
-        requires owner_checked_store<S>
-    awaitable<result<void>> release(S& s, const lock_request& r) const
-    {
-        return s.release(r.resource, r.owner);
     }
 };
 
@@ -1698,6 +1690,174 @@ private:
 
 } // namespace distlock::detail
 // ---- end distlock/detail/lease_state.hpp
+// ---- begin distlock/detail/local_line.hpp
+// distlock/detail/local_line.hpp: waiters of one process for one resource of one
+// store, served in arrival order.
+//
+// Design note. Without it, a holder that releases and asks again at once nearly
+// always wins: its next request is already on the wire while a waiter still has to
+// be told of the release and send its own. So the coroutines of one process that
+// wait for the same resource on the same store queue up here: only the head of the
+// line tries the store (and listens for releases); the others sleep until they reach
+// the head. A lock() that finds others already waiting joins the back of the line
+// instead of trying first. Between processes the store decides, as before. The check
+// on the uncontended path is one relaxed atomic load.
+
+// ---- begin distlock/detail/wakeup.hpp
+// distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
+//
+// A concurrent channel with room for one message: safe to signal from any thread, and
+// a signal sent before the waiter starts waiting is kept, so a release that happens
+// between a failed attempt and the wait is not lost. Signalling never runs the waiter
+// inline (the channel posts its completion), so a store may signal under its own lock.
+
+
+#include <asio/any_io_executor.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <system_error>
+#include <variant>
+
+namespace distlock::detail {
+
+class wakeup {
+public:
+    explicit wakeup(asio::any_io_executor ex) : channel_{std::move(ex), 1} {}
+
+    /// Wakes the waiter (or the next wait, if none is waiting now).
+    void signal() { channel_.try_send(std::error_code{}, true); }
+
+    /// True when signalled, false when `until` came first or on cancellation.
+    awaitable<bool> wait(time_point until)
+    {
+        using namespace asio::experimental::awaitable_operators;
+        using asio::experimental::as_tuple;
+        timer fallback{co_await asio::this_coro::executor, until};
+        auto first = co_await (channel_.async_receive(as_tuple(asio::use_awaitable)) ||
+                               fallback.async_wait(as_tuple(asio::use_awaitable)));
+        co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
+    }
+
+private:
+    // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
+    // tell the single-argument form apart.
+    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+};
+
+} // namespace distlock::detail
+// ---- end distlock/detail/wakeup.hpp
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace distlock::detail {
+
+class local_line {
+public:
+    static local_line& instance()
+    {
+        static local_line line;
+        return line;
+    }
+
+    /// Whether anyone waits for `resource` of `store` in this process.
+    bool busy(const void* store, std::string_view resource)
+    {
+        if (waiting_.load(std::memory_order_relaxed) == 0)
+            return false;
+        std::lock_guard lock{mutex_};
+        return lines_.find(key{store, std::string{resource}}) != lines_.end();
+    }
+
+    /// A place in the line; leaving (destruction) hands the head to the next.
+    class ticket {
+    public:
+        ticket() = default;
+        ticket(const ticket&) = delete;
+        ticket& operator=(const ticket&) = delete;
+        ~ticket() { leave(); }
+
+        bool joined() const noexcept { return wakeup_ != nullptr; }
+
+        void join(const void* store, std::string_view resource, asio::any_io_executor ex)
+        {
+            if (joined())
+                return;
+            store_ = store;
+            resource_ = std::string{resource};
+            wakeup_ = std::make_shared<wakeup>(std::move(ex));
+            instance().enter(store_, resource_, wakeup_);
+        }
+
+        bool at_head() const { return joined() && instance().head(store_, resource_) == wakeup_.get(); }
+
+        /// Sleeps until this ticket may be at the head, or until `until`.
+        awaitable<void> wait(time_point until) { (void)co_await wakeup_->wait(until); }
+
+        void leave()
+        {
+            if (joined())
+                instance().exit(store_, resource_, wakeup_);
+            wakeup_.reset();
+        }
+
+    private:
+        const void* store_ = nullptr;
+        std::string resource_;
+        std::shared_ptr<wakeup> wakeup_;
+    };
+
+private:
+    using key = std::pair<const void*, std::string>;
+
+    void enter(const void* store, const std::string& resource, const std::shared_ptr<wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        lines_[key{store, resource}].push_back(w);
+        waiting_.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    const wakeup* head(const void* store, const std::string& resource)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = lines_.find(key{store, resource});
+        return it == lines_.end() || it->second.empty() ? nullptr : it->second.front().get();
+    }
+
+    void exit(const void* store, const std::string& resource, const std::shared_ptr<wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = lines_.find(key{store, resource});
+        if (it == lines_.end())
+            return;
+        auto& line = it->second;
+        const bool was_head = !line.empty() && line.front() == w;
+        line.erase(std::remove(line.begin(), line.end(), w), line.end());
+        waiting_.fetch_sub(1, std::memory_order_relaxed);
+        if (line.empty())
+            lines_.erase(it);
+        else if (was_head)
+            line.front()->signal();
+    }
+
+    std::mutex mutex_;
+    std::map<key, std::deque<std::shared_ptr<wakeup>>> lines_;
+    std::atomic<std::size_t> waiting_{0};
+};
+
+} // namespace distlock::detail
+// ---- end distlock/detail/local_line.hpp
 // ---- begin distlock/detail/select_policy.hpp
 // distlock/detail/select_policy.hpp: pick, from a pack of policies given in any order,
 // the one of each kind, or a default.
@@ -2308,6 +2468,14 @@ private:
         std::optional<watcher_type> watcher;
         bool listened_before_try = false;
 
+        // Coroutines of this process already waiting for this resource go first.
+        detail::local_line::ticket place;
+        if (!single && detail::local_line::instance().busy(&backend_, resource_)) {
+            place.join(&backend_, resource_, co_await asio::this_coro::executor);
+            if (auto ec = co_await wait_for_turn(place, deadline, cs))
+                co_return ec;
+        }
+
         for (;;) {
             if (is_cancelled(cs))
                 co_return errc::cancelled;
@@ -2344,6 +2512,17 @@ private:
             history.error = failure;
             if (single || !retryable(failure))
                 co_return failure;
+
+            // Waiting from now on: take a place in this process's line, and if others
+            // were there first, let them go first.
+            if (failure == errc::contended && !place.joined()) {
+                place.join(&backend_, resource_, co_await asio::this_coro::executor);
+                if (!place.at_head()) {
+                    if (auto ec = co_await wait_for_turn(place, deadline, cs))
+                        co_return ec;
+                    continue;
+                }
+            }
 
             // Listen before trying again, so a release between the failed try and the
             // wait cannot be missed.
@@ -2385,6 +2564,22 @@ private:
             if (deadline && clock::now() >= *deadline)
                 co_return give_up(failure);
         }
+    }
+
+    // Sleeps until `place` is at the head of this process's line for the resource.
+    static awaitable<std::error_code> wait_for_turn(detail::local_line::ticket& place,
+                                                    std::optional<time_point> deadline,
+                                                    const asio::cancellation_state& cs)
+    {
+        while (!place.at_head()) {
+            if (is_cancelled(cs))
+                co_return make_error_code(errc::cancelled);
+            const auto now = clock::now();
+            if (deadline && now >= *deadline)
+                co_return make_error_code(errc::timeout);
+            co_await place.wait(deadline.value_or(now + std::chrono::seconds{1}));
+        }
+        co_return std::error_code{};
     }
 
     // At the deadline: timeout if the lock was held elsewhere, else the store's error.
@@ -2929,53 +3124,6 @@ private:
 // concept; the embedded default for demos and tests, with fault injection so that
 // users can test their own failure handling.
 
-// ---- begin distlock/detail/wakeup.hpp
-// distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
-//
-// A concurrent channel with room for one message: safe to signal from any thread, and
-// a signal sent before the waiter starts waiting is kept, so a release that happens
-// between a failed attempt and the wait is not lost. Signalling never runs the waiter
-// inline (the channel posts its completion), so a store may signal under its own lock.
-
-
-#include <asio/any_io_executor.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
-#include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
-
-#include <system_error>
-#include <variant>
-
-namespace distlock::detail {
-
-class wakeup {
-public:
-    explicit wakeup(asio::any_io_executor ex) : channel_{std::move(ex), 1} {}
-
-    /// Wakes the waiter (or the next wait, if none is waiting now).
-    void signal() { channel_.try_send(std::error_code{}, true); }
-
-    /// True when signalled, false when `until` came first or on cancellation.
-    awaitable<bool> wait(time_point until)
-    {
-        using namespace asio::experimental::awaitable_operators;
-        using asio::experimental::as_tuple;
-        timer fallback{co_await asio::this_coro::executor, until};
-        auto first = co_await (channel_.async_receive(as_tuple(asio::use_awaitable)) ||
-                               fallback.async_wait(as_tuple(asio::use_awaitable)));
-        co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
-    }
-
-private:
-    // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
-    // tell the single-argument form apart.
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
-};
-
-} // namespace distlock::detail
-// ---- end distlock/detail/wakeup.hpp
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>

@@ -37,16 +37,8 @@ concept acquire_policy_for =
 
 namespace acquire {
 
-/// Put-if-absent with a TTL (Redis SET NX PX), owner-checked extend and release.
-struct setnx {
-    using policy_kind = acquire_policy_tag;
-
-    template <class S>
-        requires put_if_absent_store<S> && owner_checked_store<S>
-    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
-    {
-        return s.put_if_absent(r.resource, r.owner, r.ttl);
-    }
+/// Owner-checked extend and release, shared by the single-store policies.
+struct owner_checked {
     template <class S>
         requires owner_checked_store<S>
     awaitable<result<void>> extend(S& s, const lock_request& r) const
@@ -61,9 +53,21 @@ struct setnx {
     }
 };
 
+/// Put-if-absent with a TTL (Redis SET NX PX), owner-checked extend and release.
+struct setnx : owner_checked {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires put_if_absent_store<S> && owner_checked_store<S>
+    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
+    {
+        return s.put_if_absent(r.resource, r.owner, r.ttl);
+    }
+};
+
 /// A conditional write that succeeds only if the record is absent or expired
 /// (DynamoDB, etcd); the record's new version is the fencing token.
-struct conditional_write {
+struct conditional_write : owner_checked {
     using policy_kind = acquire_policy_tag;
 
     template <class S>
@@ -71,18 +75,6 @@ struct conditional_write {
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
         return s.conditional_write(r.resource, r.owner, r.ttl, std::nullopt);
-    }
-    template <class S>
-        requires owner_checked_store<S>
-    awaitable<result<void>> extend(S& s, const lock_request& r) const
-    {
-        return s.extend(r.resource, r.owner, r.ttl);
-    }
-    template <class S>
-        requires owner_checked_store<S>
-    awaitable<result<void>> release(S& s, const lock_request& r) const
-    {
-        return s.release(r.resource, r.owner);
     }
 };
 

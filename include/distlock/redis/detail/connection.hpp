@@ -219,38 +219,22 @@ private:
     static awaitable<void> reader(std::shared_ptr<connection> self, std::uint64_t generation)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
-        std::string buffer;
-        std::size_t offset = 0;
-        std::vector<char> chunk(16 * 1024);
-        for (;;) {
-            auto [ec, n] = co_await self->stream_.read_some(asio::buffer(chunk));
-            if (self->generation_ != generation)
-                co_return;
-            if (ec) {
-                self->note("connection to " + stream::describe(self->cfg_) + " lost: " + ec.message());
-                self->fail(errc::outcome_unknown);
-                co_return;
-            }
-            buffer.append(chunk.data(), n);
-            for (;;) {
-                auto parsed = resp::parse(std::string_view{buffer}.substr(offset));
-                if (parsed.status == resp::status::need_more)
-                    break;
-                if (parsed.status == resp::status::malformed || self->in_flight_.empty()) {
-                    self->note("unparseable or unexpected reply from " + stream::describe(self->cfg_));
-                    self->fail_with_protocol_error();
-                    co_return;
-                }
-                offset += parsed.consumed;
-                self->deliver(std::move(parsed.value));
-            }
-            if (offset == buffer.size()) {
-                buffer.clear();
-                offset = 0;
-            } else if (offset > 64 * 1024) {
-                buffer.erase(0, offset);
-                offset = 0;
-            }
+        const auto end = co_await self->stream_.read_replies(
+            [&] { return self->generation_ == generation; },
+            [&](resp::value v) {
+                if (self->in_flight_.empty())
+                    return false; // a reply nobody asked for
+                self->deliver(std::move(v));
+                return true;
+            });
+        if (!end)
+            co_return; // superseded by a newer connection
+        if (*end == errc::protocol_error) {
+            self->note("unparseable or unexpected reply from " + stream::describe(self->cfg_));
+            self->fail_with_protocol_error();
+        } else {
+            self->note("connection to " + stream::describe(self->cfg_) + " lost: " + end->message());
+            self->fail(errc::outcome_unknown);
         }
     }
 

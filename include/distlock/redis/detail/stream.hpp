@@ -22,6 +22,7 @@
 #include <asio/write.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <variant>
@@ -182,6 +183,43 @@ public:
             co_return errc::outcome_unknown;
         }
         co_return std::move(std::get<0>(r));
+    }
+
+    /// Reads replies until the stream fails, handing each to `on_reply` (which returns
+    /// false for a reply it did not expect). Returns why it stopped: the read error,
+    /// errc::protocol_error for a malformed or unexpected reply, or nullopt when
+    /// `current()` says a newer connection has taken over (then it touched nothing).
+    template <class Current, class OnReply>
+    awaitable<std::optional<std::error_code>> read_replies(Current current, OnReply on_reply)
+    {
+        std::string buffer;
+        std::size_t offset = 0;
+        std::vector<char> chunk(16 * 1024);
+        for (;;) {
+            auto [ec, n] = co_await read_some(asio::buffer(chunk));
+            if (!current())
+                co_return std::nullopt;
+            if (ec)
+                co_return ec;
+            buffer.append(chunk.data(), n);
+            for (;;) {
+                auto parsed = resp::parse(std::string_view{buffer}.substr(offset));
+                if (parsed.status == resp::status::need_more)
+                    break;
+                if (parsed.status == resp::status::malformed)
+                    co_return make_error_code(errc::protocol_error);
+                offset += parsed.consumed;
+                if (!on_reply(std::move(parsed.value)))
+                    co_return make_error_code(errc::protocol_error);
+            }
+            if (offset == buffer.size()) {
+                buffer.clear();
+                offset = 0;
+            } else if (offset > 64 * 1024) {
+                buffer.erase(0, offset);
+                offset = 0;
+            }
+        }
     }
 
     static std::string describe(const config& cfg)

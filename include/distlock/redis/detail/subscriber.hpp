@@ -190,34 +190,13 @@ private:
 
     static awaitable<void> reader(std::shared_ptr<subscriber> self, std::uint64_t generation)
     {
-        std::string buffer;
-        std::size_t offset = 0;
-        std::vector<char> chunk(8 * 1024);
-        for (;;) {
-            auto [ec, n] = co_await self->stream_.read_some(asio::buffer(chunk));
-            if (self->generation_ != generation)
-                co_return;
-            if (ec) {
-                self->drop();
-                co_return;
-            }
-            buffer.append(chunk.data(), n);
-            for (;;) {
-                auto parsed = resp::parse(std::string_view{buffer}.substr(offset));
-                if (parsed.status == resp::status::need_more)
-                    break;
-                if (parsed.status == resp::status::malformed) {
-                    self->drop();
-                    co_return;
-                }
-                offset += parsed.consumed;
-                self->on_message(parsed.value);
-            }
-            if (offset == buffer.size()) {
-                buffer.clear();
-                offset = 0;
-            }
-        }
+        const auto end = co_await self->stream_.read_replies([&] { return self->generation_ == generation; },
+                                                             [&](resp::value v) {
+                                                                 self->on_message(v);
+                                                                 return true;
+                                                             });
+        if (end)
+            self->drop();
     }
 
     void on_message(const resp::value& v)
