@@ -14,7 +14,10 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -135,6 +138,44 @@ result_row baseline_threads(std::uint16_t port, int threads, std::chrono::second
     r.operations = total;
     r.seconds = std::chrono::duration<double>(steady::now() - start).count();
     return r;
+}
+
+// redis-benchmark on the same server: the server's own floor for plain SET, one
+// client and 64 clients. Printed for reference next to the hiredis baseline.
+void redis_benchmark_reference(std::uint16_t port)
+{
+    for (int clients : {1, 64}) {
+        const auto cmd = "redis-benchmark -h 127.0.0.1 -p " + std::to_string(port) + " -c " +
+                         std::to_string(clients) + " -n " + std::to_string(clients == 1 ? 20000 : 200000) +
+                         " -t set --csv 2>/dev/null";
+        std::FILE* out = ::popen(cmd.c_str(), "r");
+        if (!out)
+            return;
+        char line[512];
+        std::string last;
+        while (std::fgets(line, sizeof line, out))
+            last = line;
+        ::pclose(out);
+        // "SET","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+        std::vector<std::string> fields;
+        std::string field;
+        for (char c : last) {
+            if (c == ',') {
+                fields.push_back(field);
+                field.clear();
+            } else if (c != '"' && c != '\n') {
+                field += c;
+            }
+        }
+        fields.push_back(field);
+        if (fields.size() < 5 || fields[0] != "SET")
+            continue;
+        std::printf("%-58s %8s %10.0f %9.1f   (reference: plain SET, no lock)\n",
+                    ("redis-benchmark: SET, " + std::to_string(clients) + " client(s)").c_str(), "",
+                    std::stod(fields[1]), std::stod(fields[4]) * 1000.0);
+        json << "{\"name\":\"redis-benchmark SET " << clients << " clients\",\"ops_per_s\":" << fields[1]
+             << ",\"p50_us\":" << std::stod(fields[4]) * 1000.0 << "}\n";
+    }
 }
 
 // -- distlock workloads -----------------------------------------------------------
@@ -289,6 +330,96 @@ result_row multi(asio::io_context& io, dl::redis::store& store, std::size_t size
     return r;
 }
 
+// 10,000 leases held with a watchdog (TTL 3 s: an extension each per second) on one
+// connection, for 5 s: the client's CPU share and the commands Redis processed.
+result_row watchdog_cost(asio::io_context& io, dl::redis::store& store, std::size_t leases)
+{
+    result_row r{"distlock: 10,000 held leases renewing (watchdog)"};
+    std::vector<dl::lease> held;
+    held.reserve(leases);
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        for (std::size_t i = 0; i < leases; ++i) {
+            dl::basic_distributed_mutex<dl::redis::store, dl::retry::none, dl::renew::watchdog> m{
+                store, "held:" + std::to_string(i), {.ttl = 3s}};
+            auto l = co_await m.lock();
+            if (l)
+                held.push_back(std::move(*l));
+        }
+    });
+    auto commands = [&] {
+        long n = 0;
+        run_coroutine(io, [&]() -> asio::awaitable<void> {
+            auto info = dl::redis::resp::command({"INFO", "stats"});
+            auto reply = co_await store.execute_command(std::move(info));
+            const auto& text = reply.value().text;
+            const auto at = text.find("total_commands_processed:");
+            n = at == std::string::npos ? 0 : std::stol(text.substr(at + 25));
+        });
+        return n;
+    };
+    auto cpu = [] {
+        rusage u{};
+        getrusage(RUSAGE_SELF, &u);
+        return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    };
+    const long commands_before = commands();
+    const double cpu_before = cpu();
+    const auto start = steady::now();
+    io.run_for(5s);
+    io.restart();
+    const double wall = std::chrono::duration<double>(steady::now() - start).count();
+    const double cpu_share = (cpu() - cpu_before) / wall * 100.0;
+    const long per_second = static_cast<long>(static_cast<double>(commands() - commands_before) / wall);
+    std::size_t still_valid = 0;
+    for (auto& l : held)
+        still_valid += l.valid();
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        for (auto& l : held)
+            (void)co_await l.unlock();
+    });
+    r.operations = held.size();
+    r.seconds = wall;
+    char extra[160];
+    std::snprintf(extra, sizeof extra, ",\"client_cpu_percent\":%.1f,\"redis_commands_per_s\":%ld,\"still_valid\":%zu",
+                  cpu_share, per_second, still_valid);
+    r.extra = extra;
+    std::printf("    client CPU %.1f%% of one core; Redis %ld commands/s; %zu of %zu leases still valid\n", cpu_share,
+                per_second, still_valid, held.size());
+    return r;
+}
+
+// Time to compile a translation unit with the umbrella header, against one with only
+// <asio.hpp>: the median of three g++ runs each.
+void compile_cost()
+{
+    auto time_compile = [](const std::string& source) {
+        const auto dir = std::filesystem::temp_directory_path();
+        const auto file = dir / "distlock_compile_cost.cpp";
+        std::ofstream{file} << source;
+        std::vector<double> runs;
+        for (int i = 0; i < 3; ++i) {
+            const auto t0 = steady::now();
+            const auto cmd = "g++ -std=c++20 -O0 -I" DISTLOCK_SOURCE_DIR "/include -c " + file.string() +
+                             " -o " + (dir / "distlock_compile_cost.o").string();
+            if (std::system(cmd.c_str()) != 0)
+                return -1.0;
+            runs.push_back(std::chrono::duration<double>(steady::now() - t0).count());
+        }
+        std::sort(runs.begin(), runs.end());
+        return runs[1];
+    };
+    const double asio_only = time_compile("#include <asio.hpp>\nint main() {}\n");
+    const double umbrella = time_compile(
+        "#include <asio.hpp>\n#include <distlock/distlock.hpp>\n#include <distlock/memory.hpp>\n"
+        "int main() { asio::io_context io; distlock::memory::store s{io};\n"
+        "  distlock::basic_distributed_mutex<distlock::memory::store> m{s, \"r\"};\n"
+        "  asio::co_spawn(io, m.lock(), asio::detached); io.run(); }\n");
+    std::printf("%-58s %8s %10s   asio only %.2f s, distlock %.2f s   x%.2f\n", "compile: a TU using distlock vs <asio.hpp> alone",
+                "", "", asio_only, umbrella, umbrella / asio_only);
+    json << "{\"name\":\"compile cost\",\"asio_only_s\":" << asio_only << ",\"distlock_s\":" << umbrella
+         << ",\"ratio\":" << umbrella / asio_only << "}\n";
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -301,6 +432,7 @@ int main(int argc, char** argv)
     dl::redis::store store{io, server.config()};
     constexpr std::size_t count = 20000;
 
+    redis_benchmark_reference(server.port());
     auto base = baseline_sequential(server.port(), count);
     print(base);
     auto seq = sequential_pairs("distlock: lock() + unlock(), sequential, distinct keys", io, store, count);
@@ -335,6 +467,11 @@ int main(int argc, char** argv)
         auto m = multi(io, store, size, count / 4);
         print(m, &one);
     }
+
+    auto watched = watchdog_cost(io, store, 10000);
+    print(watched);
+
+    compile_cost();
 
     store.disconnect();
     for (auto& s : stores)
