@@ -177,3 +177,13 @@ TEST_CASE("redis: URLs parse, bad ones are invalid_argument", "[redis][input]")
         CHECK(r.error() == dl::errc::invalid_argument);
     }
 }
+
+TEST_CASE("redis: an error reply is store_unavailable with the server's words beside it", "[redis][fault]")
+{
+    // Out of memory: every write is refused with -OOM.
+    redis_server server{{"--maxmemory", "1", "--maxmemory-policy", "noeviction"}};
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    CHECK(lock_once(io, store) == dl::errc::store_unavailable);
+    CHECK(store.last_error().find("OOM") != std::string::npos);
+}

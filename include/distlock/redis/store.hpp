@@ -351,7 +351,7 @@ private:
     {
         if (!v.is_error())
             return v;
-        last_refusal_ = v.text;
+        connection_->note(v.text);
         if (v.text.starts_with("NOAUTH") || v.text.starts_with("WRONGPASS") || v.text.starts_with("NOPERM"))
             return errc::auth_failed;
         return errc::store_unavailable;
@@ -379,7 +379,6 @@ private:
     config cfg_;
     std::shared_ptr<detail::connection> connection_;
     std::shared_ptr<detail::subscriber> subscriber_;
-    mutable std::string last_refusal_; // not synchronised: diagnostics only
 };
 
 static_assert(put_if_absent_store<store>);

@@ -55,6 +55,13 @@ public:
         asio::dispatch(strand_, [self = shared_from_this()] { self->fail(errc::store_unavailable); });
     }
 
+    /// Records the server's or the system's words about a failure (diagnostics).
+    void note(std::string words)
+    {
+        std::lock_guard lock{diag_mutex_};
+        last_error_ = std::move(words);
+    }
+
     /// The server's or the system's words about the last failure (diagnostics).
     std::string last_error() const
     {
@@ -80,12 +87,6 @@ private:
     };
 
     enum class state { idle, connecting, ready };
-
-    void note(std::string words)
-    {
-        std::lock_guard lock{diag_mutex_};
-        last_error_ = std::move(words);
-    }
 
     static awaitable<result<std::vector<resp::value>>> run(std::shared_ptr<connection> self, std::string payload,
                                                            std::size_t count)
