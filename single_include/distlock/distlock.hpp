@@ -1406,8 +1406,7 @@ public:
     {
         int expected = passive_mode;
         mode_.compare_exchange_strong(expected, active_mode, std::memory_order_acq_rel);
-        if (expected != released_mode)
-            parts();
+        parts();
     }
 
     asio::cancellation_slot lost_slot()
@@ -1420,8 +1419,6 @@ public:
     awaitable<std::error_code> wait_ended()
     {
         activate();
-        if (mode_.load(std::memory_order_acquire) == released_mode && !parts_ready())
-            co_return errc::released;
         co_return co_await asio::co_spawn(
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
@@ -1507,6 +1504,14 @@ private:
     {
         std::call_once(parts_once_, [this] {
             parts_ = std::make_unique<active_parts>(ex_);
+            if (mode_.load(std::memory_order_acquire) == released_mode) {
+                // Released before anyone watched it: nothing to keep, never "lost".
+                parts_->ended = true;
+                parts_->end_reason = errc::released;
+                released_flag_ = true;
+                parts_ready_.store(true, std::memory_order_release);
+                return;
+            }
             parts_->renewing = plan_.renew_every.has_value();
             parts_->next_renew = acquired_at_ + plan_.renew_every.value_or(duration::zero());
             parts_->keeper_running = true;

@@ -183,6 +183,26 @@ TEST_CASE("unlock reports how the lease ended", "[lease]")
                 CHECK(outcome == dl::errc::released);
             }
         }
+        SECTION("a released lease is never reported lost")
+        {
+            auto lease = co_await m.lock();
+            REQUIRE(lease);
+            {
+                auto released = co_await lease->unlock();
+                REQUIRE(released);
+            }
+            asio::steady_timer work{co_await asio::this_coro::executor, std::chrono::hours{1}};
+            bool cancelled = false;
+            work.async_wait(asio::bind_cancellation_slot(lease->lost_slot(), [&](std::error_code ec) {
+                cancelled = ec == asio::error::operation_aborted;
+            }));
+            const auto why = co_await lease->lost();
+            CHECK(why == dl::errc::released);
+            co_await advance(clock, 5s, 250ms);
+            CHECK_FALSE(cancelled);
+            work.cancel();
+            co_await settle();
+        }
         SECTION("validity ran out before the release: lease_lost")
         {
             auto lease = co_await m.lock();
