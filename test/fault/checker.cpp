@@ -1,0 +1,147 @@
+// The checker is tested before it is trusted: each rule on a history that keeps it
+// and on one that breaks it.
+#include "history.hpp"
+#include "tally.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace fault;
+
+namespace {
+
+constexpr nanos ms = 1'000'000;
+
+op grant(int process, std::uint64_t fence, nanos at, nanos valid_until, std::string resource = "r")
+{
+    return op{.process = process, .kind = kind::acquire, .resource = std::move(resource), .invoke = at - ms,
+              .complete = at, .result = outcome::ok, .fence = fence, .valid_until = valid_until};
+}
+
+op of(int process, kind k, std::uint64_t fence, nanos invoke, nanos complete, outcome r = outcome::ok)
+{
+    return op{.process = process, .kind = k, .resource = "r", .invoke = invoke, .complete = complete, .result = r,
+              .fence = fence};
+}
+
+bool mentions(const report& r, const std::string& rule)
+{
+    for (const auto& v : r.violations)
+        if (v.starts_with(rule))
+            return true;
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("checker: a clean hand-over has no violation", "[checker]")
+{
+    const std::vector<op> h{
+        grant(1, 1, 10 * ms, 100 * ms),
+        of(1, kind::write, 1, 20 * ms, 20 * ms),
+        of(1, kind::release, 1, 30 * ms, 31 * ms),
+        of(1, kind::removed, 1, 30 * ms, 31 * ms),
+        grant(2, 2, 32 * ms, 130 * ms),
+        of(2, kind::write, 2, 40 * ms, 40 * ms),
+        of(1, kind::write, 1, 50 * ms, 50 * ms, outcome::fail), // stale, rejected
+        of(2, kind::release, 2, 60 * ms, 61 * ms),
+    };
+    const auto r = check(h);
+    CHECK(r.clean());
+    CHECK(r.grants == 2);
+    CHECK(r.operations == h.size());
+}
+
+TEST_CASE("checker: overlapping validity is an exclusion violation", "[checker]")
+{
+    // Process 1 still trusts its lease (valid until 100 ms) when process 2 gets it.
+    const auto r = check({grant(1, 1, 10 * ms, 100 * ms), grant(2, 2, 60 * ms, 150 * ms)});
+    CHECK(mentions(r, "exclusion"));
+    // Ending the first lease by unlock() before the second grant clears it...
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms), of(1, kind::release, 1, 50 * ms, 51 * ms),
+                 grant(2, 2, 60 * ms, 150 * ms)})
+              .clean());
+    // ...and so does a loss reported before it.
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms), of(1, kind::lost, 1, 55 * ms, 55 * ms),
+                 grant(2, 2, 60 * ms, 150 * ms)})
+              .clean());
+    // An extension moves validity forward: now it overlaps.
+    auto extended = of(1, kind::extend, 1, 40 * ms, 41 * ms);
+    extended.valid_until = 70 * ms;
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 50 * ms), extended, grant(2, 2, 60 * ms, 150 * ms)}), "exclusion"));
+    // A long lease overlapping a later one, not only the next.
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 500 * ms), grant(2, 2, 20 * ms, 25 * ms),
+                          of(2, kind::release, 2, 22 * ms, 23 * ms), grant(3, 3, 300 * ms, 350 * ms)}),
+                   "exclusion"));
+    // Other resources do not interfere.
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms), grant(2, 1, 60 * ms, 150 * ms, "other")}).clean());
+}
+
+TEST_CASE("checker: fences must grow from grant to grant", "[checker]")
+{
+    const std::vector<op> h{grant(1, 5, 10 * ms, 20 * ms), grant(2, 5, 30 * ms, 40 * ms), grant(3, 4, 50 * ms, 60 * ms)};
+    const auto r = check(h);
+    CHECK(mentions(r, "fencing"));
+    CHECK(r.violations.size() == 2);
+    // Unless the run says the store lost its counters.
+    CHECK(check(h, check_options{.fences_grow = false}).clean());
+}
+
+TEST_CASE("checker: a stale fenced write accepted after a newer one is a violation", "[checker]")
+{
+    const auto r = check({of(2, kind::write, 2, 10 * ms, 11 * ms), of(1, kind::write, 1, 20 * ms, 21 * ms)});
+    CHECK(mentions(r, "fenced write"));
+    // Concurrent writes (the older sent before the newer completed) may land either way.
+    CHECK(check({of(2, kind::write, 2, 10 * ms, 30 * ms), of(1, kind::write, 1, 20 * ms, 21 * ms)}).clean());
+}
+
+TEST_CASE("checker: removing another holder's lock, or extending after a newer grant, breaks owner safety",
+          "[checker]")
+{
+    auto removed = of(1, kind::removed, 1, 50 * ms, 51 * ms);
+    removed.holder = 2;
+    removed.holder_fence = 2;
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), removed}), "owner safety"));
+    // Removing its own lock (from a node the next holder did not win) is fine...
+    removed.holder = 1;
+    removed.holder_fence = 1;
+    CHECK(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), removed}).clean());
+    // ...and so is the store refusing.
+    removed.holder_fence = 2;
+    removed.result = outcome::fail;
+    CHECK(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), removed}).clean());
+
+    auto extended = of(1, kind::extend, 1, 50 * ms, 51 * ms);
+    extended.valid_until = 30 * ms;
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), extended}), "owner safety"));
+    extended.invoke = 30 * ms;
+    CHECK(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), extended}).clean());
+}
+
+TEST_CASE("checker: state left behind and a stalled hand-over are found", "[checker]")
+{
+    CHECK(mentions(check({of(0, kind::probe, 0, 10 * ms, 10 * ms, outcome::fail)}), "leak"));
+    CHECK(check({of(0, kind::probe, 0, 10 * ms, 10 * ms)}).clean());
+
+    // Process 1 crashes at 100 ms; process 2 waits from 50 ms.
+    auto waiting = op{.process = 2, .kind = kind::acquire, .resource = "r", .invoke = 50 * ms, .complete = 900 * ms,
+                      .result = outcome::ok, .fence = 2, .valid_until = 1000 * ms};
+    const std::vector<op> late{grant(1, 1, 10 * ms, 500 * ms), of(1, kind::crash, 1, 100 * ms, 100 * ms), waiting};
+    const check_options bound{.liveness_bound = 600 * ms};
+    CHECK(mentions(check(late, bound), "liveness"));
+    waiting.complete = 600 * ms;
+    CHECK(check({grant(1, 1, 10 * ms, 500 * ms), of(1, kind::crash, 1, 100 * ms, 100 * ms), waiting}, bound).clean());
+}
+
+TEST_CASE("checker: history lines round-trip", "[checker]")
+{
+    const auto o = grant(3, 42, 1234567890123, 1234567990123, "wallet");
+    const auto line = to_line(o);
+    const auto back = from_line(line);
+    REQUIRE(back);
+    CHECK(to_line(*back) == line);
+    CHECK(back->fence == 42);
+    CHECK(back->valid_until == o.valid_until);
+    CHECK_FALSE(from_line("op 1 nonsense r 1 2 ok 3 4"));
+    CHECK_FALSE(from_line("locked 7"));
+    CHECK_FALSE(from_line("op 1 acquire r 1 2 maybe 3 4"));
+}

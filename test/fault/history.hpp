@@ -1,0 +1,305 @@
+// A history of lock operations on one timeline, and the checker of distlock's
+// promises over it. No I/O and no Asio: histories come from real processes (one line
+// per operation on stdout) or from the in-process simulation, and the checker is
+// tested on hand-built histories that break each rule.
+//
+// Every process on one machine reads the same CLOCK_MONOTONIC, and distlock::clock
+// counts nanoseconds since that clock's epoch, so times from different processes (and
+// the valid-until the library reports) can be compared directly.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace fault {
+
+using nanos = std::int64_t;
+
+enum class kind {
+    acquire,   ///< lock(): ok with fence and valid_until, or fail
+    release,   ///< the holder called unlock() on the lease with `fence` (at `invoke`)
+    extend,    ///< the store extended the lease with `fence`; valid_until is the new one
+    removed,   ///< the store removed a lock (ok) at the request of the lease with `fence`;
+               ///< holder/holder_fence: whose lock it was
+    lost,      ///< the library reported the lease with `fence` lost (at `complete`)
+    write,     ///< a fenced write with `fence` to the store that owns the data
+    crash,     ///< the process was killed or paused for good at `invoke`
+    probe,     ///< the harness looked for lock state left behind: ok means none
+};
+
+enum class outcome { ok, fail, unknown };
+
+struct op {
+    int process = 0;
+    fault::kind kind = kind::acquire;
+    std::string resource;
+    nanos invoke = 0;
+    nanos complete = 0;
+    fault::outcome result = outcome::ok;
+    std::uint64_t fence = 0;
+    nanos valid_until = 0;   ///< acquire ok: what the library reported
+    int holder = 0;                  ///< removed: the process whose lock the store removed
+    std::uint64_t holder_fence = 0;  ///< removed: the fence of that lock
+    std::string detail;      ///< error message or note
+};
+
+inline const char* name(kind k)
+{
+    switch (k) {
+    case kind::acquire: return "acquire";
+    case kind::release: return "release";
+    case kind::extend: return "extend";
+    case kind::removed: return "removed";
+    case kind::lost: return "lost";
+    case kind::write: return "write";
+    case kind::crash: return "crash";
+    case kind::probe: return "probe";
+    }
+    return "?";
+}
+
+inline const char* name(outcome o)
+{
+    return o == outcome::ok ? "ok" : o == outcome::fail ? "fail" : "unknown";
+}
+
+/// One line per operation, as worker processes print them (resource ids in the
+/// fault suite are plain words):
+///   op PROCESS KIND RESOURCE INVOKE COMPLETE RESULT FENCE VALID_UNTIL
+inline std::string to_line(const op& o)
+{
+    std::ostringstream s;
+    s << "op " << o.process << ' ' << name(o.kind) << ' ' << o.resource << ' ' << o.invoke << ' ' << o.complete
+      << ' ' << name(o.result) << ' ' << o.fence << ' ' << o.valid_until;
+    return s.str();
+}
+
+inline std::optional<op> from_line(const std::string& line)
+{
+    std::istringstream s{line};
+    std::string tag, k, r;
+    op o;
+    if (!(s >> tag >> o.process >> k >> o.resource >> o.invoke >> o.complete >> r >> o.fence >> o.valid_until) ||
+        tag != "op")
+        return std::nullopt;
+    bool known = false;
+    for (auto candidate : {kind::acquire, kind::release, kind::extend, kind::removed, kind::lost, kind::write, kind::crash,
+                           kind::probe})
+        if (k == name(candidate)) {
+            o.kind = candidate;
+            known = true;
+        }
+    if (!known)
+        return std::nullopt;
+    if (r == "ok")
+        o.result = outcome::ok;
+    else if (r == "fail")
+        o.result = outcome::fail;
+    else if (r == "unknown")
+        o.result = outcome::unknown;
+    else
+        return std::nullopt;
+    return o;
+}
+
+/// What the checker found.
+struct report {
+    std::size_t operations = 0;
+    std::size_t grants = 0;
+    std::vector<std::string> violations;
+
+    bool clean() const { return violations.empty(); }
+    std::string summary() const
+    {
+        std::ostringstream s;
+        s << operations << " operations, " << grants << " grants, " << violations.size() << " violations";
+        for (std::size_t i = 0; i < violations.size() && i < 5; ++i)
+            s << "\n  " << violations[i];
+        return s.str();
+    }
+};
+
+/// What the checker may assume about a run.
+struct check_options {
+    /// Fences must grow across every grant of a resource. Off for runs where the
+    /// store lost its counters (restart without persistence): distlock does not
+    /// promise it there, and the run checks exclusion alone.
+    bool fences_grow = true;
+    /// After a crash of a holder, a waiter must acquire within this bound (TTL plus
+    /// drift plus retry delay); zero: liveness not checked.
+    nanos liveness_bound = 0;
+};
+
+namespace detail {
+
+/// A lease as the holder saw it: from the grant to the first of reported validity,
+/// its release being called, or its loss being reported.
+struct held {
+    const op* grant;
+    nanos from, to;
+};
+
+inline std::string ms(nanos n)
+{
+    std::ostringstream s;
+    s.precision(3);
+    s << std::fixed << static_cast<double>(n) / 1e6 << " ms";
+    return s.str();
+}
+
+inline std::string who(const op& o)
+{
+    return "process " + std::to_string(o.process) + " (fence " + std::to_string(o.fence) + ")";
+}
+
+} // namespace detail
+
+/// Checks a history against distlock's promises:
+///  - exclusion: the validity windows the library reported for one resource never
+///    overlap (each window runs from the grant to the earliest of valid_until, the
+///    call to unlock(), and the reported loss);
+///  - fencing: fences of a resource grow strictly from grant to grant, and a fenced
+///    write is never accepted after a write with a newer fence had been accepted;
+///  - owner safety: a release removes only the lock of the lease that asked for it,
+///    and an extension never succeeds once a newer grant of the resource completed;
+///  - no leaks: every probe found nothing left behind;
+///  - liveness: after a crash, a waiting process acquires within the bound.
+inline report check(const std::vector<op>& history, const check_options& options = {})
+{
+    report out;
+    out.operations = history.size();
+    std::map<std::string, std::vector<const op*>> grants;
+    for (const auto& o : history)
+        if (o.kind == kind::acquire && o.result == outcome::ok)
+            grants[o.resource].push_back(&o);
+
+    // When each lease stopped being trusted by its holder: its reported validity
+    // (moved on by extensions), cut short by unlock() or by a reported loss.
+    auto end_of = [&](const op& g) {
+        nanos valid = g.valid_until, cut = g.valid_until;
+        bool was_cut = false;
+        for (const auto& o : history) {
+            if (o.process != g.process || o.resource != g.resource || o.fence != g.fence || o.invoke < g.complete)
+                continue;
+            if (o.kind == kind::extend && o.result == outcome::ok) {
+                valid = std::max(valid, o.valid_until);
+            } else if (o.kind == kind::release || o.kind == kind::lost) {
+                const nanos at = o.kind == kind::release ? o.invoke : o.complete;
+                cut = was_cut ? std::min(cut, at) : at;
+                was_cut = true;
+            }
+        }
+        return was_cut ? std::min(valid, cut) : valid;
+    };
+
+    for (auto& [resource, list] : grants) {
+        std::sort(list.begin(), list.end(),
+                  [](const op* a, const op* b) { return std::tie(a->complete, a->fence) < std::tie(b->complete, b->fence); });
+        out.grants += list.size();
+        std::vector<detail::held> windows;
+        for (const op* g : list)
+            windows.push_back({g, g->complete, end_of(*g)});
+
+        // Exclusion: each window ends before the next one starts, against the latest
+        // end seen so far (a long lease may overlap a later one, not just the next).
+        const detail::held* latest = nullptr;
+        for (const auto& w : windows) {
+            if (latest && latest->to > w.from)
+                out.violations.push_back("exclusion: " + resource + ": " + detail::who(*latest->grant) +
+                                         " valid until " + std::to_string(latest->to) + " overlaps " +
+                                         detail::who(*w.grant) + " granted at " + std::to_string(w.from) + " by " +
+                                         detail::ms(latest->to - w.from));
+            if (!latest || w.to > latest->to)
+                latest = &w;
+        }
+
+        // Fencing across grants.
+        if (options.fences_grow)
+            for (std::size_t i = 1; i < list.size(); ++i)
+                if (list[i]->fence <= list[i - 1]->fence)
+                    out.violations.push_back("fencing: " + resource + ": " + detail::who(*list[i]) + " granted after " +
+                                             detail::who(*list[i - 1]));
+
+        // Owner safety: an extension that succeeded after a newer grant completed.
+        for (const auto& o : history) {
+            if (o.resource != resource || o.result != outcome::ok || o.kind != kind::extend)
+                continue;
+            for (const op* g : list)
+                if (g->fence > o.fence && g->complete < o.invoke) {
+                    out.violations.push_back(std::string{"owner safety: "} + resource + ": " + name(o.kind) + " by " +
+                                             detail::who(o) + " succeeded after " + detail::who(*g) + " was granted");
+                    break;
+                }
+        }
+    }
+
+    // Owner safety at the store: a release that removed someone else's lock. (Per
+    // store node: a quorum lease's release reaches nodes at different times, and
+    // removing its own lock from a node the next holder did not win is fine.)
+    for (const auto& o : history)
+        if (o.kind == kind::removed && o.result == outcome::ok && o.holder_fence != 0 && o.holder_fence != o.fence)
+            out.violations.push_back("owner safety: " + o.resource + ": a release by " + detail::who(o) +
+                                     " removed the lock of process " + std::to_string(o.holder) + " (fence " +
+                                     std::to_string(o.holder_fence) + ")");
+
+    // Fenced writes: an accepted write must not follow (in real time) an accepted
+    // write with a newer token.
+    std::map<std::string, std::vector<const op*>> accepted;
+    for (const auto& o : history)
+        if (o.kind == kind::write && o.result == outcome::ok)
+            accepted[o.resource].push_back(&o);
+    for (auto& [resource, writes] : accepted) {
+        std::sort(writes.begin(), writes.end(), [](const op* a, const op* b) { return a->complete < b->complete; });
+        std::uint64_t newest = 0;
+        nanos newest_at = 0;
+        std::size_t next = 0;
+        for (const op* w : writes) {
+            // Writes completed before this one was sent are ordered before it.
+            while (next < writes.size() && writes[next]->complete < w->invoke) {
+                if (writes[next]->fence > newest) {
+                    newest = writes[next]->fence;
+                    newest_at = writes[next]->complete;
+                }
+                ++next;
+            }
+            if (w->fence < newest)
+                out.violations.push_back("fenced write: " + resource + ": write by " + detail::who(*w) +
+                                         " accepted after fence " + std::to_string(newest) + " was, at " +
+                                         std::to_string(newest_at));
+        }
+    }
+
+    for (const auto& o : history)
+        if (o.kind == kind::probe && o.result != outcome::ok)
+            out.violations.push_back("leak: " + o.resource + ": lock state left behind at " +
+                                     std::to_string(o.invoke) + (o.detail.empty() ? "" : " (" + o.detail + ")"));
+
+    if (options.liveness_bound > 0)
+        for (const auto& c : history) {
+            if (c.kind != kind::crash)
+                continue;
+            const nanos limit = c.invoke + options.liveness_bound;
+            bool waiting = false, served = false;
+            for (const auto& o : history) {
+                if (o.kind != kind::acquire || o.resource != c.resource || o.process == c.process)
+                    continue;
+                if (o.invoke <= limit && o.complete >= c.invoke)
+                    waiting = true;
+                if (o.result == outcome::ok && o.complete >= c.invoke && o.complete <= limit)
+                    served = true;
+            }
+            if (waiting && !served)
+                out.violations.push_back("liveness: " + c.resource + ": nobody acquired within " +
+                                         detail::ms(options.liveness_bound) + " of the crash of process " +
+                                         std::to_string(c.process));
+        }
+    return out;
+}
+
+} // namespace fault

@@ -1,0 +1,287 @@
+// The simulation's clients and driver (see sim.hpp).
+#include "sim.hpp"
+
+#include <asio/experimental/as_tuple.hpp>
+
+#include <sstream>
+#include <cstdio>
+#include <cstdlib>
+
+namespace fault::sim {
+
+namespace {
+
+dl::awaitable<void> sleep_for(dl::duration d)
+{
+    dl::timer t{co_await asio::this_coro::executor};
+    t.expires_after(d);
+    co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+}
+
+/// One simulated process: what it holds now, for the observer's records.
+struct process_state {
+    int id = 0;
+    bool done = false;
+    bool crashed = false;
+    bool unlocking = false;
+    dl::lease* lease = nullptr;
+    std::vector<std::unique_ptr<link>> links;
+};
+
+dl::observe::callback observer_for(world& w, process_state& me)
+{
+    return dl::observe::callback{[&w, &me](const dl::event& e) {
+        if (!me.lease || !*me.lease)
+            return;
+        if (const auto* r = std::get_if<dl::renewal_event>(&e); r && !r->error && r->resource == me.lease->resource()) {
+            if (w.cfg.defects.validity_from_reply)
+                return;
+            const auto t = now_ns();
+            w.record(op{.process = me.id, .kind = kind::extend, .resource = me.lease->resource(),
+                        .invoke = t - r->latency.count(), .complete = t, .result = outcome::ok,
+                        .fence = me.lease->fence(),
+                        .valid_until = me.lease->valid_until().time_since_epoch().count()});
+        }
+        if (const auto* r = std::get_if<dl::release_event>(&e);
+            r && !me.unlocking && r->error && r->resource == me.lease->resource()) {
+            const auto t = now_ns();
+            w.record(op{.process = me.id, .kind = kind::lost, .resource = me.lease->resource(), .invoke = t,
+                        .complete = t, .result = outcome::ok, .fence = me.lease->fence(), .detail = r->error.message()});
+        }
+    }};
+}
+
+template <class Mutex>
+dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
+                           std::map<std::string, dl::memory::fenced_register<int>>& data)
+{
+    const auto& cfg = w.cfg;
+    for (int round = 0; round < cfg.rounds; ++round) {
+        const auto resource =
+            "r" + std::to_string(std::uniform_int_distribution<int>{0, cfg.resources - 1}(w.random));
+        auto m = prototype.with_resource(resource);
+        const auto invoke = now_ns();
+        auto got = co_await m.lock();
+        if (!got) {
+            w.record(op{.process = me.id, .kind = kind::acquire, .resource = resource, .invoke = invoke,
+                        .complete = now_ns(), .result = outcome::fail, .detail = got.error().message()});
+            co_await sleep_for(w.uniform(20ms));
+            continue;
+        }
+        dl::lease lease = std::move(*got);
+        const auto granted = now_ns();
+        auto valid = lease.valid_until().time_since_epoch().count();
+        if (cfg.defects.validity_from_reply)
+            valid = granted + cfg.ttl.count();
+        w.holders[lease.owner()] = {me.id, lease.fence()};
+        w.record(op{.process = me.id, .kind = kind::acquire, .resource = resource, .invoke = invoke,
+                    .complete = granted, .result = outcome::ok, .fence = lease.fence(), .valid_until = valid});
+        me.lease = &lease;
+
+        // The critical section: usually short, sometimes a stall past the TTL.
+        const bool stall = w.chance(cfg.faults.pause);
+        const auto hold = stall ? cfg.ttl + w.uniform(cfg.ttl) : w.uniform(cfg.ttl / 3);
+        if (stall)
+            ++w.faults_injected;
+        if (w.chance(cfg.faults.crash)) {
+            co_await sleep_for(w.uniform(hold));
+            // Dies holding the lease: nothing it sends arrives any more.
+            ++w.faults_injected;
+            for (auto& l : me.links)
+                l->cut();
+            w.record(op{.process = me.id, .kind = kind::crash, .resource = resource, .invoke = now_ns(),
+                        .complete = now_ns(), .fence = lease.fence()});
+            me.lease = nullptr;
+            me.crashed = true;
+            break;
+        }
+        co_await sleep_for(hold);
+
+        const auto write_at = now_ns();
+        auto written = data[resource].write(lease.fence(), me.id);
+        w.record(op{.process = me.id, .kind = kind::write, .resource = resource, .invoke = write_at,
+                    .complete = write_at, .result = written ? outcome::ok : outcome::fail, .fence = lease.fence()});
+
+        me.unlocking = true;
+        const auto release_at = now_ns();
+        auto released = co_await lease.unlock();
+        me.unlocking = false;
+        me.lease = nullptr;
+        w.record(op{.process = me.id, .kind = kind::release, .resource = resource, .invoke = release_at,
+                    .complete = now_ns(), .result = released ? outcome::ok : outcome::fail, .fence = lease.fence(),
+                    .detail = released ? "" : released.error().message()});
+        co_await sleep_for(w.uniform(10ms));
+    }
+    me.done = true;
+}
+
+dl::awaitable<void> restarts(world& w, const std::vector<std::unique_ptr<process_state>>& processes)
+{
+    auto running = [&] {
+        for (const auto& p : processes)
+            if (!p->done && !p->crashed)
+                return true;
+        return false;
+    };
+    while (running()) {
+        co_await sleep_for(1ms);
+        if (!w.chance(w.cfg.faults.restart))
+            continue;
+        ++w.faults_injected;
+        auto& node = *w.nodes[std::uniform_int_distribution<std::size_t>{0, w.nodes.size() - 1}(w.random)];
+        if (w.cfg.faults.restart_after > dl::duration::zero()) {
+            node.set_online(false);
+            co_await sleep_for(w.cfg.faults.restart_after);
+        }
+        node.lose_state();
+        node.set_online(true);
+    }
+}
+
+// Runs everything that is due at the current (manual) time. A timer that expired
+// before every other (at the clock's epoch) becomes the earliest in the queue, which
+// makes the reactor look at the queue at once instead of at its next millisecond
+// poll; every other timer that is due fires in the same pass, so when that probe
+// runs alone, nothing is left to do.
+void drain(asio::io_context& io)
+{
+    for (;;) {
+        bool fired = false;
+        dl::timer probe{io};
+        probe.expires_at(dl::time_point{});
+        probe.async_wait([&](std::error_code) { fired = true; });
+        std::size_t others = 0;
+        while (!fired) {
+            if (io.stopped())
+                io.restart();
+            others += io.run_one();
+        }
+        if (io.stopped())
+            io.restart();
+        others += io.poll();
+        if (others <= 1) // the probe itself
+            return;
+    }
+}
+
+template <class Backend, class Acquire, class Renew>
+using sim_mutex = dl::basic_distributed_mutex<Backend, Acquire, seeded_backoff, Renew, dl::observe::callback>;
+
+template <class Renew>
+void spawn_clients(world& w, std::vector<std::unique_ptr<process_state>>& processes,
+                   std::vector<std::unique_ptr<dl::quorum<link>>>& quorums,
+                   std::map<std::string, dl::memory::fenced_register<int>>& data)
+{
+    const auto& cfg = w.cfg;
+    const dl::lock_options options{.ttl = cfg.ttl};
+    for (auto& p : processes) {
+        seeded_backoff retry{.w = &w};
+        switch (cfg.how) {
+        case acquisition::setnx: {
+            sim_mutex<link, dl::acquire::setnx, Renew> m{*p->links[0], "", options, retry, observer_for(w, *p)};
+            asio::co_spawn(w.io, client(w, *p, m, data), asio::detached);
+            break;
+        }
+        case acquisition::conditional_write: {
+            sim_mutex<link, dl::acquire::conditional_write, Renew> m{*p->links[0], "", options, retry,
+                                                                     observer_for(w, *p)};
+            asio::co_spawn(w.io, client(w, *p, m, data), asio::detached);
+            break;
+        }
+        case acquisition::quorum: {
+            std::vector<link*> nodes;
+            for (auto& l : p->links)
+                nodes.push_back(l.get());
+            quorums.push_back(std::make_unique<dl::quorum<link>>(std::span<link* const>{nodes}));
+            sim_mutex<dl::quorum<link>, dl::acquire::quorum<dl::acquire::setnx>, Renew> m{
+                *quorums.back(), "", options, retry, observer_for(w, *p)};
+            asio::co_spawn(w.io, client(w, *p, m, data), asio::detached);
+            break;
+        }
+        }
+    }
+}
+
+} // namespace
+
+outcome_of_run run(const config& c)
+{
+    world w{c};
+    const auto start = now_ns();
+    std::map<std::string, dl::memory::fenced_register<int>> data;
+    std::vector<std::unique_ptr<process_state>> processes;
+    std::vector<std::unique_ptr<dl::quorum<link>>> quorums;
+    for (int i = 0; i < c.clients; ++i) {
+        auto p = std::make_unique<process_state>();
+        p->id = i + 1;
+        for (int n = 0; n < c.nodes; ++n)
+            p->links.push_back(std::make_unique<link>(w, p->id, static_cast<std::size_t>(n)));
+        processes.push_back(std::move(p));
+    }
+    if (c.watchdog)
+        spawn_clients<dl::renew::watchdog>(w, processes, quorums, data);
+    else
+        spawn_clients<dl::renew::none>(w, processes, quorums, data);
+    if (c.faults.restart > 0)
+        asio::co_spawn(w.io, restarts(w, processes), asio::detached);
+
+    auto finished = [&] {
+        for (const auto& p : processes)
+            if (!p->done && !p->crashed)
+                return false;
+        return true;
+    };
+    // Bounded: every lock() has a deadline, so clients finish long before this.
+    const auto limit = dl::clock::now() + std::chrono::seconds{c.rounds * 10};
+    drain(w.io);
+    while (!finished() && dl::clock::now() < limit) {
+        w.clock.advance(1ms);
+        drain(w.io);
+    }
+    // Let late replies land, background releases finish and every TTL run out.
+    const auto settle_until = dl::clock::now() + c.ttl * 2 + c.faults.timeout + c.faults.max_delay * 2 +
+                              c.faults.restart_after;
+    while (dl::clock::now() < settle_until) {
+        w.clock.advance(1ms);
+        drain(w.io);
+    }
+
+    outcome_of_run out;
+    if (std::getenv("SIM_DEBUG")) std::fprintf(stderr, "simulated %lld ms\n", (long long)((now_ns() - start) / 1000000));
+    const auto probe_at = now_ns();
+    if (!finished())
+        w.record(op{.kind = kind::probe, .resource = "clients", .invoke = probe_at, .complete = probe_at,
+                    .result = outcome::fail, .detail = "a client did not finish"});
+    for (int r = 0; r < c.resources; ++r)
+        for (std::size_t n = 0; n < w.nodes.size(); ++n) {
+            const auto resource = "r" + std::to_string(r);
+            const bool left = w.nodes[n]->inspect(resource).has_value();
+            w.record(op{.kind = kind::probe, .resource = resource, .invoke = probe_at, .complete = probe_at,
+                        .result = left ? outcome::fail : outcome::ok,
+                        .detail = left ? "held on node " + std::to_string(n) : ""});
+        }
+    // No renewal timer, retry or release may still be pending in the clients.
+    w.io.restart();
+    w.io.poll();
+    const bool idle = w.io.stopped();
+    w.record(op{.kind = kind::probe, .resource = "io", .invoke = probe_at, .complete = probe_at,
+                .result = idle ? outcome::ok : outcome::fail, .detail = idle ? "" : "work still pending"});
+
+    check_options options;
+    options.fences_grow = c.faults.restart == 0;
+    out.checked = check(w.history, options);
+    out.faults_injected = w.faults_injected;
+    std::ostringstream digest;
+    for (auto o : w.history) {
+        o.invoke -= start;
+        o.complete -= start;
+        if (o.valid_until)
+            o.valid_until -= start;
+        digest << to_line(o) << '\n';
+    }
+    out.digest = digest.str();
+    out.history = std::move(w.history);
+    return out;
+}
+
+} // namespace fault::sim
