@@ -237,7 +237,7 @@ private:
                 deadline = start + retry_.deadline;
 
         const auto cs = co_await asio::this_coro::cancellation_state;
-        const lock_request request{resource_, owner_token::generate(), options_.ttl};
+        lock_request request{resource_, owner_token::generate(), options_.ttl};
         const detail::observer_ref observe{observer_};
         attempt history;
 
@@ -256,6 +256,12 @@ private:
         for (;;) {
             if (is_cancelled(cs))
                 co_return errc::cancelled;
+            // Every attempt has its own owner token. A release that cleans up after a
+            // failed attempt may reach a node late (after a reordering network, or a
+            // reconnect); with a shared token it would remove the grant of a later
+            // attempt of the same call, and the lease would hold less than a quorum.
+            if (history.number > 0)
+                request.owner = owner_token::generate();
             const auto t0 = clock::now();
             auto granted = co_await acquire_.acquire(backend_, request, observe);
             const auto t1 = clock::now();

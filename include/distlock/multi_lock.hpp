@@ -170,18 +170,30 @@ private:
                     co_return batch;
             }
         }
-        std::vector<lease> held;
-        held.reserve(ids.size());
-        for (const auto& id : ids) {
-            auto got = co_await take_one(with_resource(id), deadline, single);
-            if (!got) {
-                multi_lease partial{std::move(held)};
-                (void)co_await partial.unlock();
-                co_return got.error();
+        for (;;) {
+            std::vector<lease> held;
+            held.reserve(ids.size());
+            for (const auto& id : ids) {
+                auto got = co_await take_one(with_resource(id), deadline, single);
+                if (!got) {
+                    multi_lease partial{std::move(held)};
+                    (void)co_await partial.unlock();
+                    co_return got.error();
+                }
+                held.push_back(std::move(*got));
             }
-            held.push_back(std::move(*got));
+            // A lease taken early can run out (or be lost) while a later resource is
+            // awaited; a set is handed over only if every lease in it is still valid.
+            // Otherwise start again, within the same deadline.
+            if (std::all_of(held.begin(), held.end(), [](const lease& l) { return l.valid(); }))
+                co_return multi_lease{std::move(held)};
+            multi_lease stale{std::move(held)};
+            (void)co_await stale.unlock();
+            if (single)
+                co_return errc::validity_exhausted;
+            if (deadline && clock::now() >= *deadline)
+                co_return errc::timeout;
         }
-        co_return multi_lease{std::move(held)};
     }
 
     awaitable<result<multi_lease>> take_batch(const std::vector<std::string>& ids)

@@ -2465,7 +2465,7 @@ private:
                 deadline = start + retry_.deadline;
 
         const auto cs = co_await asio::this_coro::cancellation_state;
-        const lock_request request{resource_, owner_token::generate(), options_.ttl};
+        lock_request request{resource_, owner_token::generate(), options_.ttl};
         const detail::observer_ref observe{observer_};
         attempt history;
 
@@ -2484,6 +2484,12 @@ private:
         for (;;) {
             if (is_cancelled(cs))
                 co_return errc::cancelled;
+            // Every attempt has its own owner token. A release that cleans up after a
+            // failed attempt may reach a node late (after a reordering network, or a
+            // reconnect); with a shared token it would remove the grant of a later
+            // attempt of the same call, and the lease would hold less than a quorum.
+            if (history.number > 0)
+                request.owner = owner_token::generate();
             const auto t0 = clock::now();
             auto granted = co_await acquire_.acquire(backend_, request, observe);
             const auto t1 = clock::now();
@@ -2965,18 +2971,30 @@ private:
                     co_return batch;
             }
         }
-        std::vector<lease> held;
-        held.reserve(ids.size());
-        for (const auto& id : ids) {
-            auto got = co_await take_one(with_resource(id), deadline, single);
-            if (!got) {
-                multi_lease partial{std::move(held)};
-                (void)co_await partial.unlock();
-                co_return got.error();
+        for (;;) {
+            std::vector<lease> held;
+            held.reserve(ids.size());
+            for (const auto& id : ids) {
+                auto got = co_await take_one(with_resource(id), deadline, single);
+                if (!got) {
+                    multi_lease partial{std::move(held)};
+                    (void)co_await partial.unlock();
+                    co_return got.error();
+                }
+                held.push_back(std::move(*got));
             }
-            held.push_back(std::move(*got));
+            // A lease taken early can run out (or be lost) while a later resource is
+            // awaited; a set is handed over only if every lease in it is still valid.
+            // Otherwise start again, within the same deadline.
+            if (std::all_of(held.begin(), held.end(), [](const lease& l) { return l.valid(); }))
+                co_return multi_lease{std::move(held)};
+            multi_lease stale{std::move(held)};
+            (void)co_await stale.unlock();
+            if (single)
+                co_return errc::validity_exhausted;
+            if (deadline && clock::now() >= *deadline)
+                co_return errc::timeout;
         }
-        co_return multi_lease{std::move(held)};
     }
 
     awaitable<result<multi_lease>> take_batch(const std::vector<std::string>& ids)

@@ -164,8 +164,9 @@ inline std::string who(const op& o)
 ///  - exclusion: the validity windows the library reported for one resource never
 ///    overlap (each window runs from the grant to the earliest of valid_until, the
 ///    call to unlock(), and the reported loss);
-///  - fencing: fences of a resource grow strictly from grant to grant, and a fenced
-///    write is never accepted after a write with a newer fence had been accepted;
+///  - fencing: a grant completed before another acquisition of the resource started
+///    has the smaller fence, and a fenced write is never accepted after a write with
+///    a newer fence had been accepted;
 ///  - owner safety: a release removes only the lock of the lease that asked for it,
 ///    and an extension never succeeds once a newer grant of the resource completed;
 ///  - no leaks: every probe found nothing left behind;
@@ -219,12 +220,16 @@ inline report check(const std::vector<op>& history, const check_options& options
                 latest = &w;
         }
 
-        // Fencing across grants.
+        // Fencing: a grant that completed before another acquisition even started has
+        // the smaller token. (Grants whose calls overlapped in time are ordered by the
+        // exclusion rule instead: a multi-lock's grant of its first resource happens
+        // long before the call returns.)
         if (options.fences_grow)
-            for (std::size_t i = 1; i < list.size(); ++i)
-                if (list[i]->fence <= list[i - 1]->fence)
-                    out.violations.push_back("fencing: " + resource + ": " + detail::who(*list[i]) + " granted after " +
-                                             detail::who(*list[i - 1]));
+            for (const op* a : list)
+                for (const op* b : list)
+                    if (a != b && a->complete < b->invoke && a->fence >= b->fence)
+                        out.violations.push_back("fencing: " + resource + ": " + detail::who(*b) +
+                                                 " asked after " + detail::who(*a) + " was granted");
 
         // Owner safety: an extension that succeeded after a newer grant completed.
         for (const auto& o : history) {

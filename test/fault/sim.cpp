@@ -4,8 +4,6 @@
 #include <asio/experimental/as_tuple.hpp>
 
 #include <sstream>
-#include <cstdio>
-#include <cstdlib>
 
 namespace fault::sim {
 
@@ -247,7 +245,6 @@ outcome_of_run run(const config& c)
     }
 
     outcome_of_run out;
-    if (std::getenv("SIM_DEBUG")) std::fprintf(stderr, "simulated %lld ms\n", (long long)((now_ns() - start) / 1000000));
     const auto probe_at = now_ns();
     if (!finished())
         w.record(op{.kind = kind::probe, .resource = "clients", .invoke = probe_at, .complete = probe_at,

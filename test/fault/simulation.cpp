@@ -215,3 +215,23 @@ TEST_CASE("simulation finds: a Redlock node restarted empty at once breaks exclu
     c.faults.restart_after = 0ms;
     must_break(c, 9000, "exclusion");
 }
+
+TEST_CASE("simulation regression: a late cleanup of a failed attempt cannot remove the next attempt's grant", "[sim]")
+{
+    // Seed 4026 of the quorum run above, found by this simulation: a release sent to
+    // clean up after a failed attempt reached one node after the next attempt of the
+    // same lock() call had won it. While attempts shared an owner token, that release
+    // removed the new grant and a second client won a majority beside the holder.
+    // Every attempt now has its own token.
+    sim::config c;
+    c.how = sim::acquisition::quorum;
+    c.nodes = 5;
+    c.faults = network();
+    c.faults.restart = 0.004;
+    c.faults.restart_after = c.ttl + 10ms;
+    c.seed = 4026;
+    const auto run = sim::run(c);
+    tally::get().add(run.checked, run.faults_injected);
+    INFO(run.checked.summary());
+    CHECK(run.checked.clean());
+}

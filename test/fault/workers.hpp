@@ -92,6 +92,7 @@ dl::awaitable<void> hold(hold_args a, dl::redis::store& store, Mutex& mutex, dl:
 
     asio::posix::stream_descriptor input{ex, ::dup(0)};
     asio::streambuf buffer;
+    bool unlocked = false;
     for (;;) {
         auto [ec, n] = co_await asio::async_read_until(input, buffer, '\n',
                                                        asio::experimental::as_tuple(asio::use_awaitable));
@@ -106,12 +107,21 @@ dl::awaitable<void> hold(hold_args a, dl::redis::store& store, Mutex& mutex, dl:
                     .result = w ? outcome::ok : outcome::fail, .fence = lease.fence()});
         } else if (line == "unlock") {
             const auto t = now_ns();
+            unlocked = true;
             auto r = co_await lease.unlock();
             emit(op{.process = a.id, .kind = kind::release, .resource = a.resource, .invoke = t,
                     .complete = now_ns(), .result = r ? outcome::ok : outcome::fail, .fence = lease.fence()});
         } else if (line == "exit") {
             break;
         }
+    }
+    // Let go before disconnecting: a lease dropped later would reconnect to release
+    // itself, and the open connection would keep this process alive.
+    if (!unlocked) {
+        const auto t = now_ns();
+        auto r = co_await lease.unlock();
+        emit(op{.process = a.id, .kind = kind::release, .resource = a.resource, .invoke = t, .complete = now_ns(),
+                .result = r ? outcome::ok : outcome::fail, .fence = lease.fence()});
     }
     current = nullptr;
     status = 0;

@@ -132,3 +132,36 @@ TEST_CASE("one deadline covers the whole set", "[multi][deadline]")
         CHECK_FALSE(store.inspect("a").has_value());
     });
 }
+
+TEST_CASE("multi-lock never hands over a set whose first lease ran out while it waited for the next", "[multi]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> other{store, "b"};
+        auto b = co_await other.lock();
+        REQUIRE(b);
+        std::optional<dl::result<dl::multi_lease>> outcome;
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [](dl::memory::store& s) -> asio::awaitable<dl::result<dl::multi_lease>> {
+                co_return co_await dl::lock_all(s, dl::resources("a", "b"), {.ttl = 1s},
+                                                dl::retry::fixed{.delay = 100ms, .deadline = 30s});
+            }(store),
+            [&](std::exception_ptr, dl::result<dl::multi_lease> r) { outcome = std::move(r); });
+        // "a" is taken at once, then its TTL runs out while "b" is still held.
+        co_await test::advance(clock, 1500ms);
+        CHECK_FALSE(outcome);
+        CHECK(store.current_fence("a") == 1);
+        co_await b->unlock();
+        co_await test::advance(clock, 500ms);
+        REQUIRE(outcome);
+        REQUIRE(*outcome);
+        auto& set = outcome->value();
+        CHECK(set.valid());
+        CHECK(set.fence("a") == std::optional<dl::fence_token>{2}); // taken again
+        co_await set.unlock();
+    });
+    CHECK(store.live_locks() == 0);
+}

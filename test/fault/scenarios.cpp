@@ -1,0 +1,692 @@
+// Fault scenarios against real redis-server processes: holders that are separate
+// processes (paused with SIGSTOP, killed with SIGKILL), servers killed and restarted,
+// and the network between them broken by the fault proxy. Every scenario records a
+// history (worker processes print theirs) and the checker judges it.
+#include "history.hpp"
+#include "proxy.hpp"
+#include "redis_support.hpp"
+#include "tally.hpp"
+
+#include <distlock/redis.hpp>
+
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <signal.h>
+
+#include <functional>
+#include <span>
+#include <thread>
+
+using namespace test;
+using fault::op;
+using fault::kind;
+using fault::outcome;
+using fault::nanos;
+
+namespace {
+
+using backoff = dl::retry::exponential_backoff;
+using redis_mutex = dl::basic_distributed_mutex<dl::redis::store, backoff>;
+using redlock = dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, backoff>;
+
+nanos now_ns() { return dl::clock::now().time_since_epoch().count(); }
+nanos ns(dl::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+
+std::unique_ptr<child> worker(std::vector<std::string> args)
+{
+    args.insert(args.begin(), {self_path(), "--worker"});
+    return std::make_unique<child>(std::move(args));
+}
+
+/// Reads a worker's history lines into `into` until one satisfies `stop` (true), the
+/// worker's output ends or `limit` passes (false).
+bool read_until(child& c, std::vector<op>& into, const std::function<bool(const op&)>& stop,
+                std::chrono::seconds limit = std::chrono::seconds{20})
+{
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto line = c.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now()));
+        if (!line)
+            return false;
+        if (auto o = fault::from_line(*line)) {
+            into.push_back(*o);
+            if (stop(*o))
+                return true;
+        }
+    }
+    return false;
+}
+
+std::function<bool(const op&)> is(kind k)
+{
+    return [k](const op& o) { return o.kind == k; };
+}
+
+/// The last operation of kind `k` by `process`.
+const op* last(const std::vector<op>& h, int process, kind k)
+{
+    const op* found = nullptr;
+    for (const auto& o : h)
+        if (o.process == process && o.kind == k)
+            found = &o;
+    return found;
+}
+
+// In-process clients record their own operations.
+
+template <class Mutex>
+dl::awaitable<dl::result<dl::lease>> locked(Mutex& m, int process, std::vector<op>& h, bool once = false)
+{
+    const auto t = now_ns();
+    dl::result<dl::lease> got = dl::errc::outcome_unknown;
+    if (once)
+        got = co_await m.try_lock();
+    else
+        got = co_await m.lock();
+    op o{.process = process, .kind = kind::acquire, .resource = m.resource(), .invoke = t, .complete = now_ns()};
+    if (got) {
+        o.fence = got->fence();
+        o.valid_until = got->valid_until().time_since_epoch().count();
+    } else {
+        o.result = outcome::fail;
+        o.detail = got.error().message();
+    }
+    h.push_back(o);
+    co_return got;
+}
+
+dl::awaitable<dl::result<void>> unlocked(dl::lease& l, int process, std::vector<op>& h)
+{
+    const auto t = now_ns();
+    const auto resource = l.resource();
+    const auto fence = l.fence();
+    auto r = co_await l.unlock();
+    h.push_back(op{.process = process, .kind = kind::release, .resource = resource, .invoke = t,
+                   .complete = now_ns(), .result = r ? outcome::ok : outcome::fail, .fence = fence});
+    co_return r;
+}
+
+dl::awaitable<dl::result<void>> written(dl::redis::store& data, const dl::lease& l, int process, std::vector<op>& h)
+{
+    const auto t = now_ns();
+    auto w = co_await data.fenced_write("data:" + l.resource(), std::to_string(process), l.fence());
+    h.push_back(op{.process = process, .kind = kind::write, .resource = l.resource(), .invoke = t,
+                   .complete = now_ns(), .result = w ? outcome::ok : outcome::fail, .fence = l.fence()});
+    co_return w;
+}
+
+dl::awaitable<void> sleep_for(std::chrono::milliseconds d)
+{
+    asio::steady_timer t{co_await asio::this_coro::executor, d};
+    co_await t.async_wait(asio::use_awaitable);
+}
+
+dl::redis::config via(std::uint16_t port, std::chrono::milliseconds request_timeout = std::chrono::seconds{5})
+{
+    dl::redis::config c;
+    c.port = port;
+    c.connect_timeout = std::chrono::seconds{2};
+    c.request_timeout = request_timeout;
+    return c;
+}
+
+/// Whether a server still holds lock state for `resource` (read outside any lock).
+bool lock_left(const dl::redis::config& cfg, const std::string& resource)
+{
+    asio::io_context io;
+    return peek(io, cfg, "distlock:{#" + resource + "}:lock").has_value();
+}
+
+void probe(std::vector<op>& h, const dl::redis::config& cfg, const std::string& resource)
+{
+    const auto t = now_ns();
+    const bool left = lock_left(cfg, resource);
+    h.push_back(op{.kind = kind::probe, .resource = resource, .invoke = t, .complete = t,
+                   .result = left ? outcome::fail : outcome::ok, .detail = "port " + std::to_string(cfg.port)});
+}
+
+/// Checks a scenario's history, counts it in the summary and fails on a violation.
+fault::report judge(const std::vector<op>& h, std::size_t faults, fault::check_options options = {})
+{
+    auto r = fault::check(h, options);
+    fault::tally::get().add(r, faults);
+    INFO(r.summary());
+    CHECK(r.clean());
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("faults: a holder paused past its TTL is fenced off, and told on resume", "[fault][process]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    std::vector<op> h;
+    // Process 1 renews with a watchdog: the pause starves it too.
+    auto a = worker({"hold", "1", std::to_string(server.port()), "job", "400", "1"});
+    REQUIRE(read_until(*a, h, is(kind::acquire)));
+    REQUIRE(h.back().result == outcome::ok);
+    a->kill(SIGSTOP); // the GC pause
+
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    dl::lease b;
+    run(io, [&]() -> asio::awaitable<void> {
+        redis_mutex m{store, "job", {.ttl = 5s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
+        auto got = co_await locked(m, 2, h);
+        REQUIRE(got);
+        b = std::move(*got);
+        auto w = co_await written(store, b, 2, h);
+        REQUIRE(w);
+    });
+
+    a->kill(SIGCONT);
+    REQUIRE(read_until(*a, h, is(kind::lost))); // reported when it runs again
+    a->write_line("write");
+    REQUIRE(read_until(*a, h, is(kind::write)));
+    a->write_line("unlock");
+    REQUIRE(read_until(*a, h, is(kind::release)));
+    a->write_line("exit");
+    CHECK(a->wait() == std::optional<int>{0});
+    CHECK(last(h, 1, kind::write)->result == outcome::fail);   // its fence is older
+    CHECK(last(h, 1, kind::release)->result == outcome::fail); // lease_lost, nothing removed
+    run(io, [&]() -> asio::awaitable<void> {
+        auto r = co_await unlocked(b, 2, h);
+        CHECK(r.has_value()); // process 1's release left process 2's lock alone
+    });
+    probe(h, server.config(), "job");
+    judge(h, 2);
+}
+
+TEST_CASE("faults: a holder killed with SIGKILL is replaced within TTL plus retry delay", "[fault][process]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    std::vector<op> h;
+    constexpr auto ttl = 500ms;
+    auto a = worker({"hold", "1", std::to_string(server.port()), "job", "500", "0"});
+    REQUIRE(read_until(*a, h, is(kind::acquire)));
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        redis_mutex m{store, "job", {.ttl = 2s}, backoff{.initial = 5ms, .max = 50ms, .deadline = 10s}};
+        const auto killed = now_ns();
+        a->kill(SIGKILL);
+        h.push_back(op{.process = 1, .kind = kind::crash, .resource = "job", .invoke = killed, .complete = killed});
+        auto got = co_await locked(m, 2, h);
+        REQUIRE(got);
+        co_await unlocked(*got, 2, h);
+    });
+    // The bound: TTL, the drift margin, one retry delay, and a second of scheduling
+    // slack for a loaded machine (a liveness bound, not a performance claim).
+    judge(h, 1, {.liveness_bound = ns(ttl + 50ms + 12ms + 1s)});
+}
+
+TEST_CASE("faults: a partitioned holder reports loss at its local deadline, before the store hands the lock on",
+          "[fault][process][proxy]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    fault::proxy net{server.port()};
+    std::vector<op> h;
+    auto a = worker({"hold", "1", std::to_string(net.port()), "job", "600", "1"});
+    REQUIRE(read_until(*a, h, is(kind::acquire)));
+    net.set(fault::direction::to_server, {.blackhole = true});
+    net.set(fault::direction::to_client, {.blackhole = true});
+
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    dl::lease b;
+    run(io, [&]() -> asio::awaitable<void> {
+        redis_mutex m{store, "job", {.ttl = 5s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
+        auto got = co_await locked(m, 2, h);
+        REQUIRE(got);
+        b = std::move(*got);
+        co_await written(store, b, 2, h);
+    });
+    REQUIRE(read_until(*a, h, is(kind::lost)));
+    const auto lost_at = last(h, 1, kind::lost)->complete;
+    const auto granted_at = last(h, 2, kind::acquire)->complete;
+    CHECK(lost_at < granted_at); // the holder knew before anyone else could have the lock
+
+    net.heal();
+    a->write_line("write");
+    REQUIRE(read_until(*a, h, is(kind::write)));
+    CHECK(last(h, 1, kind::write)->result == outcome::fail);
+    a->write_line("exit");
+    CHECK(a->wait().value_or(-1) == 0);
+    run(io, [&]() -> asio::awaitable<void> { co_await unlocked(b, 2, h); });
+    probe(h, server.config(), "job");
+    judge(h, net.faults_injected());
+}
+
+TEST_CASE("faults: replies so slow that validity runs out: not acquired, and released on every node",
+          "[fault][proxy][redlock]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server s0, s1, s2;
+    fault::proxy p0{s0.port()}, p1{s1.port()};
+    asio::io_context io;
+    dl::redis::store n0{io, via(p0.port())}, n1{io, via(p1.port())}, n2{io, via(s2.port())};
+    dl::quorum<dl::redis::store> nodes{n0, n1, n2};
+    std::vector<op> h;
+    // Connected, with the scripts loaded: from now on every exchange is one slow trip.
+    run(io, [&]() -> asio::awaitable<void> {
+        redlock warm{nodes, "warm-up"};
+        auto got = co_await warm.lock();
+        REQUIRE(got);
+        co_await got->unlock();
+    });
+    p0.set(fault::direction::to_client, {.latency = 1500ms});
+    p1.set(fault::direction::to_client, {.latency = 1500ms});
+    // TTL 6 s with a drift margin of 80 %: 1.2 s of validity, gone when the second
+    // grant arrives after 1.5 s, while the keys would live on for 6 s.
+    const dl::lock_options options{.ttl = 6s, .drift_factor = 0.8};
+    const auto started = std::chrono::steady_clock::now();
+    run(io, [&]() -> asio::awaitable<void> {
+        redlock m{nodes, "job", options};
+        auto got = co_await locked(m, 1, h, true);
+        REQUIRE_FALSE(got);
+        CHECK(got.error() == dl::errc::validity_exhausted);
+    });
+    // Well before the TTL, no node still holds the lock: it was given back.
+    REQUIRE(std::chrono::steady_clock::now() - started < 5s);
+    for (const auto* s : {&s0, &s1, &s2})
+        probe(h, s->config(), "job");
+    judge(h, 2);
+}
+
+namespace {
+
+std::string render(const dl::redis::resp::value& v)
+{
+    std::string out = std::to_string(static_cast<int>(v.type)) + ":" + v.text + ":" + std::to_string(v.integer);
+    for (const auto& e : v.elements)
+        out += "[" + render(e) + "]";
+    return out;
+}
+
+/// Runs a fixed sequence of commands and lock operations; returns what came back.
+std::vector<std::string> exercise(asio::io_context& io, dl::redis::store& store, const std::string& tag)
+{
+    std::vector<std::string> seen;
+    run(io, [&]() -> asio::awaitable<void> {
+        std::string binary{"a\0b\r\n$5\r\n*1\r\n", 14};
+        const std::string big(3000, 'x'); // sent a few bytes at a time
+        const std::vector<std::vector<std::string>> commands{
+            {"SET", tag + ":bin", binary},
+            {"GET", tag + ":bin"},
+            {"SET", tag + ":big", big},
+            {"GET", tag + ":big"},
+            {"RPUSH", tag + ":list", "1", "", "three"},
+            {"LRANGE", tag + ":list", "0", "-1"},
+            {"HSET", tag + ":hash", "f", "v"},
+            {"HGETALL", tag + ":hash"},
+            {"INCRBY", tag + ":n", "-42"},
+            {"GET", tag + ":missing"},
+            {"NOSUCHCOMMAND"},
+            {"EVAL", "return {1, {2, 'x'}, redis.status_reply('OK'), false}", "0"},
+        };
+        for (const auto& c : commands) {
+            std::string encoded;
+            dl::redis::resp::append_command_range(encoded, c);
+            auto r = co_await store.execute_command(std::move(encoded));
+            seen.push_back(r ? render(r.value()) : "error " + r.error().message() + " " + store.last_error());
+        }
+        redis_mutex m{store, tag + ":lock", {.ttl = 5s}};
+        for (int i = 0; i < 10; ++i) {
+            auto got = co_await m.lock();
+            seen.push_back(got ? "locked" : got.error().message());
+            if (!got)
+                continue;
+            auto w = co_await store.fenced_write(tag + ":data", binary, got->fence());
+            seen.push_back(w ? "written" : w.error().message());
+            auto released = co_await got->unlock();
+            seen.push_back(released ? "released" : released.error().message());
+        }
+    });
+    return seen;
+}
+
+} // namespace
+
+TEST_CASE("faults: replies sliced into 1-3 byte segments and delayed are parsed identically", "[fault][proxy]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    fault::proxy net{server.port()};
+    for (auto d : {fault::direction::to_server, fault::direction::to_client})
+        net.set(d, {.latency = 1ms, .jitter = 3ms, .slice = 3});
+    asio::io_context io;
+    dl::redis::store direct{io, server.config()}, sliced{io, via(net.port())};
+    const auto expected = exercise(io, direct, "direct");
+    const auto got = exercise(io, sliced, "sliced");
+    REQUIRE(expected.size() == got.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        INFO("step " << i);
+        CHECK(got[i] == expected[i]);
+    }
+    fault::tally::get().faults += 2;
+}
+
+TEST_CASE("faults: an extension answered after the local deadline does not revive the lease", "[fault][proxy]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    fault::proxy net{server.port()};
+    asio::io_context io;
+    dl::redis::store slow{io, via(net.port())}, direct{io, server.config()};
+    std::vector<op> h;
+    std::vector<dl::renewal_event> renewals;
+    dl::observe::callback observer{[&](const dl::event& e) {
+        if (auto* r = std::get_if<dl::renewal_event>(&e))
+            renewals.push_back(*r);
+    }};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog, dl::observe::callback> m{
+            slow, "job", {.ttl = 600ms}, observer};
+        // Connected with every script loaded, so that each exchange below is one trip.
+        {
+            dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> warm{slow, "warm-up", {.ttl = 90ms}};
+            auto w = co_await warm.lock();
+            REQUIRE(w);
+            co_await sleep_for(100ms); // an extension at 30 and 60 ms
+            co_await w->unlock();
+        }
+        auto got = co_await locked(m, 1, h);
+        REQUIRE(got);
+        auto lease = std::move(*got);
+        // The first extension goes out at 200 ms; its reply will take 900 ms.
+        net.set(fault::direction::to_client, {.latency = 900ms});
+        const auto why = co_await lease.lost();
+        const auto t = now_ns();
+        h.push_back(op{.process = 1, .kind = kind::lost, .resource = "job", .invoke = t, .complete = t,
+                       .fence = lease.fence()});
+        CHECK(why == dl::errc::lease_lost);
+        CHECK(renewals.empty()); // lost at the deadline, with the extension still out
+        // The extension's reply arrives late (the server applied it) ...
+        co_await sleep_for(1500ms);
+        CHECK(renewals.size() >= 1);
+        // ... and changes nothing: the lease stays lost.
+        CHECK_FALSE(lease.valid());
+        auto r = co_await unlocked(lease, 1, h);
+        CHECK(r.error() == dl::errc::lease_lost);
+        net.heal();
+
+        redis_mutex next{direct, "job", {.ttl = 5s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
+        auto other = co_await locked(next, 2, h);
+        REQUIRE(other);
+        co_await unlocked(*other, 2, h);
+    });
+    probe(h, server.config(), "job");
+    judge(h, 1);
+}
+
+TEST_CASE("faults: Redlock with 2 of 5 nodes blackholed locks; with 3 it fails and leaves nothing behind",
+          "[fault][proxy][redlock]")
+{
+    ++fault::tally::get().scenarios;
+    std::vector<std::unique_ptr<redis_server>> servers;
+    std::vector<std::unique_ptr<fault::proxy>> nets;
+    asio::io_context io;
+    std::vector<std::unique_ptr<dl::redis::store>> stores;
+    std::vector<dl::redis::store*> refs;
+    for (int i = 0; i < 5; ++i) {
+        servers.push_back(std::make_unique<redis_server>());
+        nets.push_back(std::make_unique<fault::proxy>(servers.back()->port()));
+        stores.push_back(std::make_unique<dl::redis::store>(io, via(nets.back()->port(), 1s)));
+        refs.push_back(stores.back().get());
+    }
+    dl::quorum<dl::redis::store> nodes{std::span<dl::redis::store* const>{refs}};
+    auto blackhole = [&](int i) {
+        nets[i]->set(fault::direction::to_server, {.blackhole = true});
+        nets[i]->set(fault::direction::to_client, {.blackhole = true});
+    };
+    std::vector<op> h;
+    blackhole(0);
+    blackhole(1);
+    run(io, [&]() -> asio::awaitable<void> {
+        redlock m{nodes, "job", {.ttl = 1s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 5s}};
+        auto got = co_await locked(m, 1, h);
+        REQUIRE(got);
+        co_await written(*stores[2], *got, 1, h);
+        co_await unlocked(*got, 1, h);
+        blackhole(2);
+        redlock short_wait{nodes, "job", {.ttl = 1s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 2s}};
+        auto refused = co_await locked(short_wait, 2, h);
+        REQUIRE_FALSE(refused);
+        CHECK((refused.error() == dl::errc::quorum_not_reached || refused.error() == dl::errc::timeout));
+    });
+    // The held requests now reach the servers late: whatever they set, nobody tracks,
+    // and the TTL must clear it.
+    for (auto& n : nets)
+        n->heal();
+    std::this_thread::sleep_for(1500ms);
+    for (auto& s : servers)
+        probe(h, s->config(), "job");
+    std::size_t faults = 0;
+    for (auto& n : nets)
+        faults += n->faults_injected();
+    judge(h, faults);
+}
+
+namespace {
+
+/// A server that answers every command with `-LOADING`, as Redis does while it loads
+/// its dataset. Runs on `io`; commands are counted with the library's RESP parser.
+void loading_server(asio::io_context& io, asio::ip::tcp::acceptor& acceptor)
+{
+    asio::co_spawn(io, [&acceptor]() -> asio::awaitable<void> {
+        for (;;) {
+            auto [ec, socket] = co_await acceptor.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+            if (ec)
+                co_return;
+            asio::co_spawn(acceptor.get_executor(), [](asio::ip::tcp::socket s) -> asio::awaitable<void> {
+                std::string pending;
+                char buf[4096];
+                for (;;) {
+                    auto [rec, n] = co_await s.async_read_some(asio::buffer(buf), asio::experimental::as_tuple(asio::use_awaitable));
+                    if (rec)
+                        co_return;
+                    pending.append(buf, n);
+                    std::string replies;
+                    for (;;) {
+                        const auto r = dl::redis::resp::parse(pending);
+                        if (r.status != dl::redis::resp::status::complete)
+                            break;
+                        pending.erase(0, r.consumed);
+                        replies += "-LOADING Redis is loading the dataset in memory\r\n";
+                    }
+                    auto [wec, m] = co_await asio::async_write(s, asio::buffer(replies), asio::experimental::as_tuple(asio::use_awaitable));
+                    if (wec)
+                        co_return;
+                }
+            }(std::move(socket)), asio::detached);
+        }
+    }, asio::detached);
+}
+
+} // namespace
+
+TEST_CASE("faults: Redlock nodes answering READONLY, NOAUTH and LOADING count as refusals", "[fault][redlock]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server h0, h1, h2, master;
+    redis_server replica{{"--replicaof", "127.0.0.1", std::to_string(master.port())}};
+    redis_server locked_out{{"--requirepass", "secret"}};
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+    loading_server(io, acceptor);
+    dl::redis::store a{io, via(h0.port(), 1s)}, b{io, via(h1.port(), 1s)}, c{io, via(h2.port(), 1s)},
+        readonly{io, via(replica.port(), 1s)}, noauth{io, via(locked_out.port(), 1s)},
+        loading{io, via(acceptor.local_endpoint().port(), 1s)};
+    std::vector<op> h;
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::quorum<dl::redis::store> three_healthy{a, b, c, readonly, noauth};
+        redlock m{three_healthy, "job", {.ttl = 30s}};
+        auto got = co_await locked(m, 1, h, true);
+        REQUIRE(got);
+        co_await unlocked(*got, 1, h);
+
+        dl::quorum<dl::redis::store> two_healthy{a, b, readonly, noauth, loading};
+        redlock n{two_healthy, "job", {.ttl = 30s}};
+        auto refused = co_await locked(n, 2, h, true);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::quorum_not_reached);
+    });
+    CHECK(readonly.last_error().find("READONLY") != std::string::npos);
+    CHECK(noauth.last_error().find("NOAUTH") != std::string::npos);
+    CHECK(loading.last_error().find("LOADING") != std::string::npos);
+    // The two grants were given back at once: the 30 s TTL cannot explain their absence.
+    probe(h, h0.config(), "job");
+    probe(h, h1.config(), "job");
+    judge(h, 3);
+    acceptor.close();
+}
+
+namespace {
+
+/// Process 1 takes a Redlock lease on nodes 0 and 1 only (node 2 blackholed, its
+/// request then dropped by a reset); returns it.
+dl::lease bare_majority(asio::io_context& io, dl::quorum<dl::redis::store>& nodes, fault::proxy& third,
+                        std::vector<op>& h, dl::duration ttl)
+{
+    dl::lease out;
+    third.set(fault::direction::to_server, {.blackhole = true});
+    run(io, [&]() -> asio::awaitable<void> {
+        redlock m{nodes, "job", {.ttl = ttl}};
+        auto got = co_await locked(m, 1, h, true);
+        REQUIRE(got);
+        out = std::move(*got);
+    });
+    third.reset_all(); // the held request never arrives
+    third.heal();
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("faults: a Redlock node restarted empty at once lets a second holder in; after a TTL it does not",
+          "[fault][redlock][negative]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server s0, s1, s2;
+    fault::proxy p0{s0.port()}, p1{s1.port()}, p2{s2.port()};
+    asio::io_context io;
+    dl::redis::store n0{io, via(p0.port(), 1s)}, n1{io, via(p1.port(), 1s)}, n2{io, via(p2.port(), 1s)};
+    dl::quorum<dl::redis::store> nodes{n0, n1, n2};
+
+    SECTION("at once: the documented limit, and the checker sees it")
+    {
+        std::vector<op> h;
+        auto first = bare_majority(io, nodes, p2, h, 10s);
+        s1.restart(); // without persistence: node 1 forgets process 1's lock
+        run(io, [&]() -> asio::awaitable<void> {
+            // (The first try meets the connection the restart broke, and reconnects.)
+            redlock m{nodes, "job", {.ttl = 1s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 5s}};
+            auto second = co_await locked(m, 2, h);
+            CHECK(second.has_value()); // nodes 1 and 2 grant it: two holders
+        });
+        const auto r = fault::check(h, {.fences_grow = false});
+        fault::tally::get().add(r, 2, true);
+        bool exclusion = false;
+        for (const auto& v : r.violations)
+            exclusion = exclusion || v.starts_with("exclusion");
+        INFO(r.summary());
+        CHECK(exclusion);
+    }
+    SECTION("after a TTL: no overlap")
+    {
+        std::vector<op> h;
+        auto first = bare_majority(io, nodes, p2, h, 1s);
+        s1.kill();
+        std::this_thread::sleep_for(1100ms); // down for longer than the TTL
+        s1.start();
+        run(io, [&]() -> asio::awaitable<void> {
+            redlock m{nodes, "job", {.ttl = 1s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 5s}};
+            auto second = co_await locked(m, 2, h);
+            REQUIRE(second);
+            co_await unlocked(*second, 2, h);
+        });
+        // Fences are not promised across an empty restart (the node's counter is gone).
+        judge(h, 2, {.fences_grow = false});
+    }
+}
+
+TEST_CASE("faults: dozens of processes on one fenced counter lose nothing", "[fault][process][contention]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    constexpr int processes = 24, rounds = 5;
+    std::vector<std::unique_ptr<child>> workers;
+    for (int i = 1; i <= processes; ++i)
+        workers.push_back(worker({"contend", std::to_string(i), std::to_string(server.port()), "counter", "2000",
+                                  std::to_string(rounds)}));
+    std::vector<op> h;
+    for (auto& w : workers) {
+        read_until(*w, h, [](const op&) { return false; }, std::chrono::seconds{120});
+        CHECK(w->wait(std::chrono::seconds{10}) == std::optional<int>{0});
+    }
+    std::size_t writes = 0;
+    for (const auto& o : h)
+        writes += o.kind == kind::write && o.result == outcome::ok;
+    CHECK(writes == processes * rounds);
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    std::optional<std::string> counter;
+    run(io, [&]() -> asio::awaitable<void> {
+        auto v = co_await store.fenced_read("counter:counter");
+        if (v)
+            counter = v.value();
+    });
+    CHECK(counter == std::to_string(processes * rounds));
+    probe(h, server.config(), "counter");
+    judge(h, 0);
+}
+
+TEST_CASE("faults: sorted multi-locks under contention, with a resource held too long and a holder killed",
+          "[fault][process][multi]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    std::vector<op> h;
+    // Process 100 holds r3 for longer than the workers' 3 s deadline: every set that
+    // includes r3 fails for a while, and must leave none of its other resources held.
+    dl::lease blocker;
+    run(io, [&]() -> asio::awaitable<void> {
+        redis_mutex m{store, "r3", {.ttl = 10s}};
+        auto got = co_await locked(m, 100, h);
+        REQUIRE(got);
+        blocker = std::move(*got);
+    });
+    constexpr int processes = 6;
+    std::vector<std::unique_ptr<child>> workers;
+    for (int i = 1; i <= processes; ++i)
+        workers.push_back(worker({"multi", std::to_string(i), std::to_string(server.port()), "1500", "6"}));
+    // Kill process 1 once it holds a set.
+    REQUIRE(read_until(*workers[0], h, [](const op& o) { return o.kind == kind::acquire && o.result == outcome::ok; }));
+    const auto killed = now_ns();
+    workers[0]->kill(SIGKILL);
+    for (const auto r : {"r0", "r1", "r2", "r3"})
+        h.push_back(op{.process = 1, .kind = kind::crash, .resource = r, .invoke = killed, .complete = killed});
+    std::this_thread::sleep_for(3500ms);
+    run(io, [&]() -> asio::awaitable<void> { co_await unlocked(blocker, 100, h); });
+    for (int i = 1; i < processes; ++i) {
+        read_until(*workers[i], h, [](const op&) { return false; }, std::chrono::seconds{120});
+        CHECK(workers[i]->wait(std::chrono::seconds{10}) == std::optional<int>{0});
+    }
+    std::size_t refused = 0, granted = 0;
+    for (const auto& o : h)
+        if (o.kind == kind::acquire && o.process != 100)
+            (o.result == outcome::ok ? granted : refused) += 1;
+    CHECK(refused > 0); // some sets ran into r3
+    CHECK(granted > 0);
+    std::this_thread::sleep_for(1600ms); // the killed holder's TTL
+    for (const auto r : {"r0", "r1", "r2", "r3"})
+        probe(h, server.config(), r);
+    judge(h, 2);
+}
