@@ -23,6 +23,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -172,7 +173,7 @@ public:
             if (*every <= duration::zero() || *every >= options_.ttl - options_.drift())
                 return errc::invalid_argument;
         }
-        if (const auto hold = renew_.max_hold_time(); hold && *hold <= duration::zero())
+        if (const auto hold = renew_.max_hold_time(); hold && (*hold <= duration::zero() || *hold > max_wait))
             return errc::invalid_argument;
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
@@ -324,7 +325,8 @@ private:
             if (!delay) // the policy gave up: report why the last attempt failed
                 co_return failure;
             history.previous_delay = *delay;
-            auto until = clock::now() + std::max(*delay, duration::zero());
+            // A custom policy's delay is clamped, so that the sum cannot overflow.
+            auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
             if (deadline) {
                 if (clock::now() >= *deadline)
                     co_return give_up(failure);

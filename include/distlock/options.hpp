@@ -27,6 +27,11 @@ inline constexpr duration max_ttl = std::chrono::hours{24};
 /// Shortest TTL accepted: stores count TTLs in whole milliseconds.
 inline constexpr duration min_ttl = std::chrono::milliseconds{1};
 
+/// Longest retry deadline, retry delay or watchdog hold accepted: 366 days. Longer
+/// ones are taken for mistakes; near the clock's range (292 years of nanoseconds)
+/// "now + duration" would overflow.
+inline constexpr duration max_wait = std::chrono::hours{24 * 366};
+
 /// Settings of one lock.
 struct lock_options {
     /// How long the store keeps the lock if its holder vanishes.

@@ -394,6 +394,11 @@ inline constexpr duration max_ttl = std::chrono::hours{24};
 /// Shortest TTL accepted: stores count TTLs in whole milliseconds.
 inline constexpr duration min_ttl = std::chrono::milliseconds{1};
 
+/// Longest retry deadline, retry delay or watchdog hold accepted: 366 days. Longer
+/// ones are taken for mistakes; near the clock's range (292 years of nanoseconds)
+/// "now + duration" would overflow.
+inline constexpr duration max_wait = std::chrono::hours{24 * 366};
+
 /// Settings of one lock.
 struct lock_options {
     /// How long the store keeps the lock if its holder vanishes.
@@ -2227,18 +2232,18 @@ struct exponential_backoff {
 } // namespace retry
 
 /// Whether a retry policy's settings make sense: non-negative delays, a positive
-/// deadline, a multiplier of at least 1, initial <= max.
+/// deadline, a multiplier of at least 1, initial <= max, nothing above max_wait.
 template <class P>
 bool retry_settings_valid(const P& p) noexcept
 {
     if constexpr (requires { p.deadline; })
-        if (p.deadline <= duration::zero())
+        if (p.deadline <= duration::zero() || p.deadline > max_wait)
             return false;
     if constexpr (requires { p.delay; })
-        if (p.delay < duration::zero())
+        if (p.delay < duration::zero() || p.delay > max_wait)
             return false;
     if constexpr (requires { p.initial; p.max; p.multiplier; })
-        if (p.initial < duration::zero() || p.max < p.initial || !(p.multiplier >= 1.0))
+        if (p.initial < duration::zero() || p.max < p.initial || p.max > max_wait || !(p.multiplier >= 1.0))
             return false;
     return true;
 }
@@ -2251,6 +2256,7 @@ bool retry_settings_valid(const P& p) noexcept
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -2400,7 +2406,7 @@ public:
             if (*every <= duration::zero() || *every >= options_.ttl - options_.drift())
                 return errc::invalid_argument;
         }
-        if (const auto hold = renew_.max_hold_time(); hold && *hold <= duration::zero())
+        if (const auto hold = renew_.max_hold_time(); hold && (*hold <= duration::zero() || *hold > max_wait))
             return errc::invalid_argument;
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
@@ -2552,7 +2558,8 @@ private:
             if (!delay) // the policy gave up: report why the last attempt failed
                 co_return failure;
             history.previous_delay = *delay;
-            auto until = clock::now() + std::max(*delay, duration::zero());
+            // A custom policy's delay is clamped, so that the sum cannot overflow.
+            auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
             if (deadline) {
                 if (clock::now() >= *deadline)
                     co_return give_up(failure);

@@ -97,6 +97,19 @@ TEST_CASE("bad input gives invalid_argument and no side effect", "[errors][input
         memory_mutex m{store, "r", {}, dl::retry::exponential_backoff{.initial = 1s, .max = 1ms}};
         expect_rejected(io, store, m, "r");
     }
+    SECTION("durations that would overflow the clock")
+    {
+        memory_mutex deadline{store, "r", {}, dl::retry::exponential_backoff{.deadline = dl::duration::max()}};
+        expect_rejected(io, store, deadline, "r");
+        memory_mutex cap{store, "r", {}, dl::retry::exponential_backoff{.max = dl::duration::max()}};
+        expect_rejected(io, store, cap, "r");
+        dl::basic_distributed_mutex<dl::memory::store, dl::retry::fixed> fixed{
+            store, "r", {}, dl::retry::fixed{.delay = dl::max_wait + 1s}};
+        expect_rejected(io, store, fixed, "r");
+        dl::basic_distributed_mutex<dl::memory::store, dl::renew::watchdog> hold{
+            store, "r", {.ttl = 1s}, dl::renew::watchdog{.max_hold = dl::duration::max()}};
+        expect_rejected(io, store, hold, "r");
+    }
     SECTION("quorum of zero nodes")
     {
         dl::quorum<dl::memory::store> none{std::span<dl::memory::store* const>{}};
@@ -180,4 +193,37 @@ TEST_CASE("owner tokens are random, 128-bit and round-trip through hex", "[input
     std::set<dl::owner_token> seen;
     for (int i = 0; i < 5000; ++i)
         CHECK(seen.insert(dl::owner_token::generate()).second);
+}
+
+namespace {
+// A custom retry policy that asks for an absurd delay: the loop clamps it rather than
+// overflow "now + delay" (UBSan would report the overflow).
+struct forever {
+    using policy_kind = dl::retry_policy_tag;
+    std::optional<dl::duration> next_delay(const dl::attempt&) const { return dl::duration::max(); }
+};
+} // namespace
+
+TEST_CASE("a custom retry delay near the clock's range is clamped, not overflowed", "[errors][input]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> holder{store, "r"};
+        auto held = co_await holder.lock();
+        REQUIRE(held);
+        dl::basic_distributed_mutex<dl::memory::store, forever> waiter{store, "r"};
+        std::optional<dl::result<dl::lease>> outcome;
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [](dl::basic_distributed_mutex<dl::memory::store, forever> m) -> asio::awaitable<dl::result<dl::lease>> {
+                co_return co_await m.lock_until(dl::clock::now() + 2s);
+            }(waiter),
+            [&](std::exception_ptr, dl::result<dl::lease> r) { outcome = std::move(r); });
+        co_await test::advance(clock, 2500ms);
+        REQUIRE(outcome);
+        REQUIRE_FALSE(*outcome);
+        CHECK(outcome->error() == dl::errc::timeout);
+    });
 }

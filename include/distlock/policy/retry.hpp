@@ -2,6 +2,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/options.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -125,18 +126,18 @@ struct exponential_backoff {
 } // namespace retry
 
 /// Whether a retry policy's settings make sense: non-negative delays, a positive
-/// deadline, a multiplier of at least 1, initial <= max.
+/// deadline, a multiplier of at least 1, initial <= max, nothing above max_wait.
 template <class P>
 bool retry_settings_valid(const P& p) noexcept
 {
     if constexpr (requires { p.deadline; })
-        if (p.deadline <= duration::zero())
+        if (p.deadline <= duration::zero() || p.deadline > max_wait)
             return false;
     if constexpr (requires { p.delay; })
-        if (p.delay < duration::zero())
+        if (p.delay < duration::zero() || p.delay > max_wait)
             return false;
     if constexpr (requires { p.initial; p.max; p.multiplier; })
-        if (p.initial < duration::zero() || p.max < p.initial || !(p.multiplier >= 1.0))
+        if (p.initial < duration::zero() || p.max < p.initial || p.max > max_wait || !(p.multiplier >= 1.0))
             return false;
     return true;
 }
