@@ -1227,8 +1227,9 @@ namespace acquire {
 /// when nodes miss acquisitions or restart empty, so the largest granted token F is
 /// the lease's token, and before the lease is reported every granting node whose
 /// counter is below F is raised to F. Any later majority overlaps this one in at
-/// least one node whose counter is then >= F, so the next token exceeds F. This
-/// holds unless a majority of nodes lose their counters (restart without persistence).
+/// least one node whose counter is then >= F, so the next token exceeds F, as long
+/// as that node kept its counter: a node restarted empty (without persistence) can
+/// make the token go back when it was the only node the two majorities shared.
 template <class Inner = setnx>
 struct quorum {
     using policy_kind = acquire_policy_tag;
@@ -1689,7 +1690,19 @@ private:
     }
     awaitable<result<void>> store_release() override
     {
-        co_return co_await acquire_.release(backend_, lock_request{resource(), owner(), plan().ttl});
+        const lock_request request{resource(), owner(), plan().ttl};
+        auto first = co_await acquire_.release(backend_, request);
+        if (first || !(first.error() == errc::store_unavailable || first.error() == errc::outcome_unknown ||
+                       first.error() == errc::protocol_error))
+            co_return first;
+        // A connection error (a reset, a restart): the release may not have arrived.
+        // It is idempotent by owner token, so try once more (stores reconnect on the
+        // next request) rather than leave the lock held until its TTL. "Not the owner"
+        // then means the first one did arrive: the caller checks validity by its clock.
+        auto second = co_await acquire_.release(backend_, request);
+        if (!second && second.error() == errc::not_owner)
+            co_return success();
+        co_return second;
     }
     void report(const event& e) const override { observer_(e); }
 

@@ -265,7 +265,7 @@ outcome_of_run run(const config& c)
                 .result = idle ? outcome::ok : outcome::fail, .detail = idle ? "" : "work still pending"});
 
     check_options options;
-    options.fences_grow = c.faults.restart == 0;
+    options.fences_grow = c.check_fences.value_or(c.faults.restart == 0);
     out.checked = check(w.history, options);
     out.faults_injected = w.faults_injected;
     std::ostringstream digest;

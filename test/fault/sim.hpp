@@ -69,6 +69,9 @@ struct config {
     dl::duration ttl = 200ms;
     sim::faults faults;
     sim::defects defects;
+    /// Whether the checker holds fences to growing; by default only in runs where no
+    /// node restarts empty (distlock does not promise it there).
+    std::optional<bool> check_fences;
 };
 
 struct outcome_of_run {

@@ -122,7 +122,7 @@ TEST_CASE("redis: over a Unix socket", "[redis][unix]")
 
 TEST_CASE("redis: a server that replies garbage gives protocol_error, never a hang", "[redis][input]")
 {
-    for (const std::string garbage : {std::string{"hello world\r\n"}, std::string{"*2\r\n:1\r\n$-7\r\n"},
+    for (std::string garbage : {std::string{"hello world\r\n"}, std::string{"*2\r\n:1\r\n$-7\r\n"},
                                       std::string{"+OK\r\n"}, std::string(70000, '*'),
                                       std::string{"$999999999999\r\n"}}) {
         // The fake server runs on the test's io_context: it answers whatever arrives on

@@ -359,7 +359,19 @@ private:
     }
     awaitable<result<void>> store_release() override
     {
-        co_return co_await acquire_.release(backend_, lock_request{resource(), owner(), plan().ttl});
+        const lock_request request{resource(), owner(), plan().ttl};
+        auto first = co_await acquire_.release(backend_, request);
+        if (first || !(first.error() == errc::store_unavailable || first.error() == errc::outcome_unknown ||
+                       first.error() == errc::protocol_error))
+            co_return first;
+        // A connection error (a reset, a restart): the release may not have arrived.
+        // It is idempotent by owner token, so try once more (stores reconnect on the
+        // next request) rather than leave the lock held until its TTL. "Not the owner"
+        // then means the first one did arrive: the caller checks validity by its clock.
+        auto second = co_await acquire_.release(backend_, request);
+        if (!second && second.error() == errc::not_owner)
+            co_return success();
+        co_return second;
     }
     void report(const event& e) const override { observer_(e); }
 

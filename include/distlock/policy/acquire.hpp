@@ -214,8 +214,9 @@ namespace acquire {
 /// when nodes miss acquisitions or restart empty, so the largest granted token F is
 /// the lease's token, and before the lease is reported every granting node whose
 /// counter is below F is raised to F. Any later majority overlaps this one in at
-/// least one node whose counter is then >= F, so the next token exceeds F. This
-/// holds unless a majority of nodes lose their counters (restart without persistence).
+/// least one node whose counter is then >= F, so the next token exceeds F, as long
+/// as that node kept its counter: a node restarted empty (without persistence) can
+/// make the token go back when it was the only node the two majorities shared.
 template <class Inner = setnx>
 struct quorum {
     using policy_kind = acquire_policy_tag;

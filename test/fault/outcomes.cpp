@@ -1,0 +1,156 @@
+// Unknown outcomes and restarts against real servers: a request applied whose reply
+// is lost, a connection reset mid-request, and a server restarted with and without
+// persistence. Also: no file descriptors left behind by a faulty run.
+#include "history.hpp"
+#include "proxy.hpp"
+#include "redis_support.hpp"
+#include "tally.hpp"
+
+#include <distlock/redis.hpp>
+
+#include <filesystem>
+#include <signal.h>
+#include <thread>
+
+using namespace test;
+using fault::op;
+using fault::kind;
+using fault::outcome;
+
+namespace {
+
+using backoff = dl::retry::exponential_backoff;
+using redis_mutex = dl::basic_distributed_mutex<dl::redis::store, backoff>;
+
+dl::redis::config through(const fault::proxy& p)
+{
+    dl::redis::config c;
+    c.port = p.port();
+    c.connect_timeout = std::chrono::seconds{2};
+    c.request_timeout = std::chrono::seconds{2};
+    return c;
+}
+
+bool lock_left(const dl::redis::config& cfg, const std::string& resource)
+{
+    asio::io_context io;
+    return peek(io, cfg, "distlock:{#" + resource + "}:lock").has_value();
+}
+
+std::size_t open_fds()
+{
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator{"/proc/self/fd"})
+        ++n;
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("faults: an acquisition whose reply is lost is not a grant, and leaves nothing behind",
+          "[fault][proxy][unknown]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    std::vector<op> h;
+    const auto fds_before = open_fds();
+    {
+        fault::proxy net{server.port()};
+        asio::io_context io;
+        dl::redis::store store{io, through(net)};
+        // Connected and scripts loaded, so that the next request is the acquisition.
+        run(io, [&]() -> asio::awaitable<void> {
+            redis_mutex warm{store, "warm-up"};
+            auto w = co_await warm.lock();
+            REQUIRE(w);
+            co_await w->unlock();
+        });
+
+        // The server applies the acquisition; the connection closes before the reply.
+        net.set(fault::direction::to_client, {.close_after = 0});
+        run(io, [&]() -> asio::awaitable<void> {
+            redis_mutex m{store, "job", {.ttl = 30s}};
+            const auto t = dl::clock::now().time_since_epoch().count();
+            auto got = co_await m.try_lock();
+            h.push_back(op{.process = 1, .kind = kind::acquire, .resource = "job", .invoke = t,
+                           .complete = dl::clock::now().time_since_epoch().count(),
+                           .result = got ? outcome::ok : outcome::unknown});
+            REQUIRE_FALSE(got);
+            CHECK(got.error() == dl::errc::outcome_unknown);
+        });
+        // It was cleaned up by owner token at once: the 30 s TTL cannot explain this.
+        CHECK_FALSE(lock_left(server.config(), "job"));
+
+        // A reset in the middle of a waiting lock(): it reconnects and acquires, and
+        // the fence shows the lost attempt's increment was not reused.
+        run(io, [&]() -> asio::awaitable<void> {
+            redis_mutex holder{store, "job", {.ttl = 30s}};
+            auto first = co_await holder.lock();
+            REQUIRE(first);
+            const auto first_fence = first->fence();
+            CHECK(first_fence >= 2);
+            net.reset_all();
+            auto r = co_await first->unlock(); // reconnects
+            CHECK(r.has_value());
+            auto again = co_await holder.lock();
+            REQUIRE(again);
+            CHECK(again->fence() > first_fence);
+            co_await again->unlock();
+        });
+        CHECK(net.faults_injected() == 2);
+        fault::tally::get().faults += net.faults_injected();
+    }
+    CHECK(open_fds() == fds_before); // sockets, timers and the proxy's thread are gone
+    const auto t = dl::clock::now().time_since_epoch().count();
+    h.push_back(op{.kind = kind::probe, .resource = "job", .invoke = t, .complete = t,
+                   .result = lock_left(server.config(), "job") ? outcome::fail : outcome::ok});
+    auto report = fault::check(h);
+    fault::tally::get().add(report, 0);
+    CHECK(report.clean());
+}
+
+TEST_CASE("faults: a server restarted with appendfsync always keeps its locks and its fences",
+          "[fault][restart][fencing]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server{{"--appendonly", "yes", "--appendfsync", "always"}};
+    std::vector<op> h;
+    // A holder process takes the lock, then it and the server are killed together.
+    child holder{{self_path(), "--worker", "hold", "1", std::to_string(server.port()), "job", "1500", "0"}};
+    for (;;) {
+        const auto line = holder.read_line();
+        REQUIRE(line);
+        if (auto o = fault::from_line(*line)) {
+            h.push_back(*o);
+            break;
+        }
+    }
+    REQUIRE(h.back().result == outcome::ok);
+    const auto killed = dl::clock::now().time_since_epoch().count();
+    holder.kill(SIGKILL);
+    h.push_back(op{.process = 1, .kind = kind::crash, .resource = "job", .invoke = killed, .complete = killed});
+    server.restart(); // SIGKILL, then the same directory: the AOF is replayed
+
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> now{store, "job"};
+        auto early = co_await now.lock();
+        REQUIRE_FALSE(early); // the lock survived the restart...
+        CHECK(early.error() == dl::errc::contended);
+        redis_mutex later{store, "job", {.ttl = 5s}, backoff{.initial = 20ms, .max = 100ms, .deadline = 10s}};
+        const auto t = dl::clock::now().time_since_epoch().count();
+        auto got = co_await later.lock(); // ...until its TTL ran out
+        REQUIRE(got);
+        h.push_back(op{.process = 2, .kind = kind::acquire, .resource = "job", .invoke = t,
+                       .complete = dl::clock::now().time_since_epoch().count(), .result = outcome::ok,
+                       .fence = got->fence(), .valid_until = got->valid_until().time_since_epoch().count()});
+        co_await got->unlock();
+    });
+    // The checker's fencing rule covers the counter: the new grant's token is larger.
+    auto report = fault::check(h);
+    fault::tally::get().add(report, 2);
+    INFO(report.summary());
+    CHECK(report.clean());
+    CHECK(h.back().fence > h.front().fence);
+}
