@@ -46,7 +46,7 @@ class proxy {
 public:
     explicit proxy(std::uint16_t upstream_port)
         : upstream_{asio::ip::make_address("127.0.0.1"), upstream_port},
-          acceptor_{io_, {asio::ip::make_address("127.0.0.1"), 0}}
+          acceptor_{io_, {asio::ip::make_address("127.0.0.1"), 0}}, port_{acceptor_.local_endpoint().port()}
     {
         asio::co_spawn(io_, accept(), asio::detached);
         thread_ = std::thread{[this] { io_.run(); }};
@@ -64,7 +64,7 @@ public:
         thread_.join();
     }
 
-    std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+    std::uint16_t port() const { return port_; }
 
     /// Sets the faults of one direction, for live and future connections.
     void set(direction d, link_faults f)
@@ -237,6 +237,7 @@ private:
     asio::io_context io_;
     tcp::endpoint upstream_;
     tcp::acceptor acceptor_;
+    std::uint16_t port_; // read once: the acceptor belongs to the proxy's thread
     std::thread thread_;
     std::mutex mutex_;
     std::array<link_faults, 2> faults_{};
