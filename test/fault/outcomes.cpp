@@ -1,9 +1,8 @@
 // Unknown outcomes and restarts against real servers: a request applied whose reply
 // is lost, a connection reset mid-request, and a server restarted with and without
 // persistence. Also: no file descriptors left behind by a faulty run.
-#include "history.hpp"
+#include "fault_support.hpp"
 #include "proxy.hpp"
-#include "redis_support.hpp"
 #include "tally.hpp"
 
 #include <distlock/redis.hpp>
@@ -13,29 +12,9 @@
 #include <thread>
 
 using namespace test;
-using fault::op;
-using fault::kind;
-using fault::outcome;
+using namespace fault;
 
 namespace {
-
-using backoff = dl::retry::exponential_backoff;
-using redis_mutex = dl::basic_distributed_mutex<dl::redis::store, backoff>;
-
-dl::redis::config through(const fault::proxy& p)
-{
-    dl::redis::config c;
-    c.port = p.port();
-    c.connect_timeout = std::chrono::seconds{2};
-    c.request_timeout = std::chrono::seconds{2};
-    return c;
-}
-
-bool lock_left(const dl::redis::config& cfg, const std::string& resource)
-{
-    asio::io_context io;
-    return peek(io, cfg, "distlock:{#" + resource + "}:lock").has_value();
-}
 
 std::size_t open_fds()
 {
@@ -57,7 +36,7 @@ TEST_CASE("faults: an acquisition whose reply is lost is not a grant, and leaves
     {
         fault::proxy net{server.port()};
         asio::io_context io;
-        dl::redis::store store{io, through(net)};
+        dl::redis::store store{io, via(net.port(), std::chrono::seconds{2})};
         // Connected and scripts loaded, so that the next request is the acquisition.
         run(io, [&]() -> asio::awaitable<void> {
             redis_mutex warm{store, "warm-up"};

@@ -2,9 +2,8 @@
 // processes (paused with SIGSTOP, killed with SIGKILL), servers killed and restarted,
 // and the network between them broken by the fault proxy. Every scenario records a
 // history (worker processes print theirs) and the checker judges it.
-#include "history.hpp"
+#include "fault_support.hpp"
 #include "proxy.hpp"
-#include "redis_support.hpp"
 #include "tally.hpp"
 
 #include <distlock/redis.hpp>
@@ -19,50 +18,9 @@
 #include <thread>
 
 using namespace test;
-using fault::op;
-using fault::kind;
-using fault::outcome;
-using fault::nanos;
+using namespace fault;
 
 namespace {
-
-using backoff = dl::retry::exponential_backoff;
-using redis_mutex = dl::basic_distributed_mutex<dl::redis::store, backoff>;
-using redlock = dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, backoff>;
-
-nanos now_ns() { return dl::clock::now().time_since_epoch().count(); }
-nanos ns(dl::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
-
-std::unique_ptr<child> worker(std::vector<std::string> args)
-{
-    args.insert(args.begin(), {self_path(), "--worker"});
-    return std::make_unique<child>(std::move(args));
-}
-
-/// Reads a worker's history lines into `into` until one satisfies `stop` (true), the
-/// worker's output ends or `limit` passes (false).
-bool read_until(child& c, std::vector<op>& into, const std::function<bool(const op&)>& stop,
-                std::chrono::seconds limit = std::chrono::seconds{20})
-{
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-        const auto line = c.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now()));
-        if (!line)
-            return false;
-        if (auto o = fault::from_line(*line)) {
-            into.push_back(*o);
-            if (stop(*o))
-                return true;
-        }
-    }
-    return false;
-}
-
-std::function<bool(const op&)> is(kind k)
-{
-    return [k](const op& o) { return o.kind == k; };
-}
 
 /// The last operation of kind `k` by `process`.
 const op* last(const std::vector<op>& h, int process, kind k)
@@ -117,34 +75,25 @@ dl::awaitable<dl::result<void>> written(dl::redis::store& data, const dl::lease&
     co_return w;
 }
 
-dl::awaitable<void> sleep_for(std::chrono::milliseconds d)
+/// Process 2 waits for "job", takes it and writes under it.
+dl::lease take_over(asio::io_context& io, dl::redis::store& store, std::vector<op>& h)
+{
+    dl::lease out;
+    run(io, [&]() -> asio::awaitable<void> {
+        redis_mutex m{store, "job", {.ttl = 5s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
+        auto got = co_await locked(m, 2, h);
+        REQUIRE(got);
+        out = std::move(*got);
+        auto w = co_await written(store, out, 2, h);
+        REQUIRE(w);
+    });
+    return out;
+}
+
+asio::awaitable<void> sleep_for(std::chrono::milliseconds d)
 {
     asio::steady_timer t{co_await asio::this_coro::executor, d};
     co_await t.async_wait(asio::use_awaitable);
-}
-
-dl::redis::config via(std::uint16_t port, std::chrono::milliseconds request_timeout = std::chrono::seconds{5})
-{
-    dl::redis::config c;
-    c.port = port;
-    c.connect_timeout = std::chrono::seconds{2};
-    c.request_timeout = request_timeout;
-    return c;
-}
-
-/// Whether a server still holds lock state for `resource` (read outside any lock).
-bool lock_left(const dl::redis::config& cfg, const std::string& resource)
-{
-    asio::io_context io;
-    return peek(io, cfg, "distlock:{#" + resource + "}:lock").has_value();
-}
-
-void probe(std::vector<op>& h, const dl::redis::config& cfg, const std::string& resource)
-{
-    const auto t = now_ns();
-    const bool left = lock_left(cfg, resource);
-    h.push_back(op{.kind = kind::probe, .resource = resource, .invoke = t, .complete = t,
-                   .result = left ? outcome::fail : outcome::ok, .detail = "port " + std::to_string(cfg.port)});
 }
 
 /// Checks a scenario's history, counts it in the summary and fails on a violation.
@@ -172,15 +121,7 @@ TEST_CASE("faults: a holder paused past its TTL is fenced off, and told on resum
 
     asio::io_context io;
     dl::redis::store store{io, server.config()};
-    dl::lease b;
-    run(io, [&]() -> asio::awaitable<void> {
-        redis_mutex m{store, "job", {.ttl = 5s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
-        auto got = co_await locked(m, 2, h);
-        REQUIRE(got);
-        b = std::move(*got);
-        auto w = co_await written(store, b, 2, h);
-        REQUIRE(w);
-    });
+    dl::lease b = take_over(io, store, h);
 
     a->kill(SIGCONT);
     REQUIRE(read_until(*a, h, is(kind::lost))); // reported when it runs again
@@ -238,14 +179,7 @@ TEST_CASE("faults: a partitioned holder reports loss at its local deadline, befo
 
     asio::io_context io;
     dl::redis::store store{io, server.config()};
-    dl::lease b;
-    run(io, [&]() -> asio::awaitable<void> {
-        redis_mutex m{store, "job", {.ttl = 5s}, backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
-        auto got = co_await locked(m, 2, h);
-        REQUIRE(got);
-        b = std::move(*got);
-        co_await written(store, b, 2, h);
-    });
+    dl::lease b = take_over(io, store, h);
     REQUIRE(read_until(*a, h, is(kind::lost)));
     const auto lost_at = last(h, 1, kind::lost)->complete;
     const auto granted_at = last(h, 2, kind::acquire)->complete;

@@ -82,6 +82,10 @@ report must_break(sim::config c, std::uint64_t base, const std::string& rule)
     return {};
 }
 
+/// Redlock on `nodes` in-process nodes over the faulty network; nodes restart empty
+/// with probability `restart` per millisecond, staying down for `down` first.
+sim::config redlock(int nodes, double restart = 0, std::chrono::milliseconds down = 0ms);
+
 sim::faults network()
 {
     sim::faults f;
@@ -95,6 +99,17 @@ sim::faults network()
     f.rate_max = 1.015;
     f.crash = 0.05;
     return f;
+}
+
+sim::config redlock(int nodes, double restart, std::chrono::milliseconds down)
+{
+    sim::config c;
+    c.how = sim::acquisition::quorum;
+    c.nodes = nodes;
+    c.faults = network();
+    c.faults.restart = restart;
+    c.faults.restart_after = down;
+    return c;
 }
 
 } // namespace
@@ -129,22 +144,13 @@ TEST_CASE("simulation: renewed leases report loss in time when extensions are la
 TEST_CASE("simulation: a Redlock quorum of 5 keeps exclusion and fencing under delays, drops, stalls and crashes",
           "[sim]")
 {
-    sim::config c;
-    c.how = sim::acquisition::quorum;
-    c.nodes = 5;
-    c.faults = network();
-    must_hold(c, 4500);
+    must_hold(redlock(5), 4500);
 }
 
 TEST_CASE("simulation: a Redlock quorum of 5 survives delays, drops and nodes restarted after a TTL", "[sim]")
 {
-    sim::config c;
-    c.how = sim::acquisition::quorum;
-    c.nodes = 5;
-    c.faults = network();
-    c.faults.restart = 0.004;
-    c.faults.restart_after = c.ttl + 10ms; // restarted empty, but only after its locks expired
-    must_hold(c, 4000);
+    // Restarted empty, but only after its locks expired (TTL 200 ms).
+    must_hold(redlock(5, 0.004, 210ms), 4000);
 }
 
 TEST_CASE("simulation: liveness after holders crash, on a quiet network", "[sim]")
@@ -167,11 +173,8 @@ TEST_CASE("simulation: liveness after holders crash, on a quiet network", "[sim]
 
 TEST_CASE("simulation: the same seed replays the same history", "[sim]")
 {
-    sim::config c;
-    c.how = sim::acquisition::quorum;
-    c.nodes = 3;
+    auto c = redlock(3);
     c.watchdog = true;
-    c.faults = network();
     c.seed = 77;
     const auto first = sim::run(c);
     const auto second = sim::run(c);
@@ -217,13 +220,8 @@ TEST_CASE("simulation finds: a Redlock node restarted empty at once breaks exclu
 {
     // The documented limit: without persistence, a restarted node must stay down for
     // a TTL. Restarting at once lets a second client win a majority.
-    sim::config c;
-    c.how = sim::acquisition::quorum;
-    c.nodes = 3;
-    c.faults = network();
+    auto c = redlock(3, 0.03);
     c.faults.crash = 0;
-    c.faults.restart = 0.03;
-    c.faults.restart_after = 0ms;
     must_break(c, 9000, "exclusion");
 }
 
@@ -234,12 +232,7 @@ TEST_CASE("simulation regression: a late cleanup of a failed attempt cannot remo
     // same lock() call had won it. While attempts shared an owner token, that release
     // removed the new grant and a second client won a majority beside the holder.
     // Every attempt now has its own token.
-    sim::config c;
-    c.how = sim::acquisition::quorum;
-    c.nodes = 5;
-    c.faults = network();
-    c.faults.restart = 0.004;
-    c.faults.restart_after = c.ttl + 10ms;
+    auto c = redlock(5, 0.004, 210ms);
     c.seed = 4026;
     const auto run = sim::run(c);
     tally::get().add(run.checked, run.faults_injected);
@@ -251,12 +244,7 @@ TEST_CASE("simulation finds: a quorum node restarted empty can make the next tok
 {
     // Exclusion holds when a node stays down for a TTL, but its fencing counter is
     // gone: when it was the only node two majorities shared, the token goes back.
-    sim::config c;
-    c.how = sim::acquisition::quorum;
-    c.nodes = 3;
-    c.faults = network();
-    c.faults.restart = 0.01;
-    c.faults.restart_after = c.ttl + 10ms;
+    auto c = redlock(3, 0.01, 210ms);
     c.check_fences = true;
     const auto r = must_break(c, 10000, "fencing");
     for (const auto& v : r.violations)
