@@ -43,6 +43,7 @@ struct renewal_event {
     duration lag;              ///< How late the extension started against its schedule.
     duration latency;          ///< Round trip of the extension.
     std::error_code error;
+    time_point valid_until;    ///< The lease's validity after it (unchanged when it failed or came too late).
 };
 
 /// A lease ended: released by its holder, or lost.

@@ -480,6 +480,7 @@ struct renewal_event {
     duration lag;              ///< How late the extension started against its schedule.
     duration latency;          ///< Round trip of the extension.
     std::error_code error;
+    time_point valid_until;    ///< The lease's validity after it (unchanged when it failed or came too late).
 };
 
 /// A lease ended: released by its holder, or lost.
@@ -1497,6 +1498,7 @@ private:
         std::error_code end_reason;
         bool extend_in_flight = false;
         bool extend_done = false;
+        bool extend_applied = false;
         result<void> extend_result = success();
         time_point extend_started{};
         time_point extend_finished{};
@@ -1558,18 +1560,14 @@ private:
                 break;
             if (p.extend_done) {
                 p.extend_done = false;
-                const auto deadline = self->valid_until();
                 if (!p.extend_result) {
                     self->end(p.extend_result.error() == errc::not_owner ? make_error_code(errc::lease_lost)
                                                                          : p.extend_result.error(),
                               true);
                     break;
                 }
-                // A success that arrives after the local deadline does not revive the lease.
-                if (p.extend_finished < deadline) {
-                    self->set_valid_until(p.extend_started + plan.ttl - plan.drift);
+                if (p.extend_applied)
                     p.next_renew = p.extend_started + *plan.renew_every;
-                }
             }
             const auto now = clock::now();
             const auto deadline = self->valid_until();
@@ -1607,8 +1605,14 @@ private:
                 p.extend_result = r;
                 p.extend_in_flight = false;
                 p.extend_done = true;
+                // Validity moves on only for a success that arrives before the local
+                // deadline: a late one does not revive the lease. Applied here, on the
+                // strand, so that the event below reports the validity that holds.
+                p.extend_applied = r && !p.ended && p.extend_finished < self->valid_until();
+                if (p.extend_applied)
+                    self->set_valid_until(p.extend_started + self->plan_.ttl - self->plan_.drift);
                 self->report(renewal_event{self->resource_, lag, p.extend_finished - p.extend_started,
-                                           r ? std::error_code{} : r.error()});
+                                           r ? std::error_code{} : r.error(), self->valid_until()});
                 p.wake.cancel();
                 p.quiet.cancel();
             }(shared_from_this(), now - p.next_renew),

@@ -69,9 +69,10 @@ TEST_CASE("checker: overlapping validity is an exclusion violation", "[checker]"
     extended.valid_until = 70 * ms;
     CHECK(mentions(check({grant(1, 1, 10 * ms, 50 * ms), extended, grant(2, 2, 60 * ms, 150 * ms)}), "exclusion"));
     // A long lease overlapping a later one, not only the next.
-    CHECK(mentions(check({grant(1, 1, 10 * ms, 500 * ms), grant(2, 2, 20 * ms, 25 * ms),
-                          of(2, kind::release, 2, 22 * ms, 23 * ms), grant(3, 3, 300 * ms, 350 * ms)}),
-                   "exclusion"));
+    const auto long_lease = check({grant(1, 1, 10 * ms, 500 * ms), grant(2, 2, 20 * ms, 25 * ms),
+                                   of(2, kind::release, 2, 22 * ms, 23 * ms), grant(3, 3, 300 * ms, 350 * ms)});
+    REQUIRE(long_lease.violations.size() == 2);
+    CHECK(long_lease.violations[1].find("process 3") != std::string::npos);
     // Other resources do not interfere.
     CHECK(check({grant(1, 1, 10 * ms, 100 * ms), grant(2, 1, 60 * ms, 150 * ms, "other")}).clean());
 }
@@ -96,21 +97,26 @@ TEST_CASE("checker: a stale fenced write accepted after a newer one is a violati
     CHECK(mentions(r, "fenced write"));
     // Concurrent writes (the older sent before the newer completed) may land either way.
     CHECK(check({of(2, kind::write, 2, 10 * ms, 30 * ms), of(1, kind::write, 1, 20 * ms, 21 * ms)}).clean());
+    // Send times need not follow completion times: B (sent at 5) overlapped C and A.
+    CHECK(check({of(1, kind::write, 5, 5 * ms, 60 * ms), of(2, kind::write, 9, 6 * ms, 7 * ms),
+                 of(3, kind::write, 9, 10 * ms, 50 * ms)})
+              .clean());
+    CHECK(mentions(check({of(2, kind::write, 9, 6 * ms, 7 * ms), of(3, kind::write, 9, 10 * ms, 50 * ms),
+                          of(1, kind::write, 5, 55 * ms, 60 * ms)}),
+                   "fenced write"));
 }
 
 TEST_CASE("checker: removing another holder's lock, or extending after a newer grant, breaks owner safety",
           "[checker]")
 {
     auto removed = of(1, kind::removed, 1, 50 * ms, 51 * ms);
-    removed.holder = 2;
-    removed.holder_fence = 2;
+    removed.foreign = true;
     CHECK(mentions(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), removed}), "owner safety"));
     // Removing its own lock (from a node the next holder did not win) is fine...
-    removed.holder = 1;
-    removed.holder_fence = 1;
+    removed.foreign = false;
     CHECK(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), removed}).clean());
     // ...and so is the store refusing.
-    removed.holder_fence = 2;
+    removed.foreign = true;
     removed.result = outcome::fail;
     CHECK(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), removed}).clean());
 
@@ -119,6 +125,12 @@ TEST_CASE("checker: removing another holder's lock, or extending after a newer g
     CHECK(mentions(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), extended}), "owner safety"));
     extended.invoke = 30 * ms;
     CHECK(check({grant(1, 1, 10 * ms, 20 * ms), grant(2, 2, 40 * ms, 90 * ms), extended}).clean());
+    // Judged by time, not by fence: an older grant with a larger fence (a store that
+    // lost its counter) is not "newer".
+    extended.invoke = 50 * ms;
+    CHECK(check({grant(2, 9, 5 * ms, 8 * ms), grant(1, 1, 10 * ms, 60 * ms), extended},
+                check_options{.fences_grow = false})
+              .clean());
 }
 
 TEST_CASE("checker: state left behind and a stalled hand-over are found", "[checker]")
@@ -134,6 +146,23 @@ TEST_CASE("checker: state left behind and a stalled hand-over are found", "[chec
     CHECK(mentions(check(late, bound), "liveness"));
     waiting.complete = 600 * ms;
     CHECK(check({grant(1, 1, 10 * ms, 500 * ms), of(1, kind::crash, 1, 100 * ms, 100 * ms), waiting}, bound).clean());
+    // A waiter that gave up at its own deadline, before the bound, was not left waiting.
+    waiting.result = outcome::fail;
+    waiting.complete = 300 * ms;
+    CHECK(check({grant(1, 1, 10 * ms, 500 * ms), of(1, kind::crash, 1, 100 * ms, 100 * ms), waiting}, bound).clean());
+}
+
+TEST_CASE("checker: a lease that ran out unreported is a loss-report violation", "[checker]")
+{
+    const check_options slack{.loss_report_slack = 2 * ms};
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 100 * ms)}, slack), "loss report"));
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 100 * ms), of(1, kind::lost, 1, 150 * ms, 150 * ms)}, slack),
+                   "loss report"));
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms), of(1, kind::lost, 1, 101 * ms, 101 * ms)}, slack).clean());
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms), of(1, kind::release, 1, 50 * ms, 51 * ms)}, slack).clean());
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms), of(1, kind::crash, 0, 50 * ms, 50 * ms)}, slack).clean());
+    // Not checked unless asked.
+    CHECK(check({grant(1, 1, 10 * ms, 100 * ms)}).clean());
 }
 
 TEST_CASE("checker: history lines round-trip", "[checker]")

@@ -25,8 +25,8 @@ enum class kind {
     acquire,   ///< lock(): ok with fence and valid_until, or fail
     release,   ///< the holder called unlock() on the lease with `fence` (at `invoke`)
     extend,    ///< the store extended the lease with `fence`; valid_until is the new one
-    removed,   ///< the store removed a lock (ok) at the request of the lease with `fence`;
-               ///< holder/holder_fence: whose lock it was
+    removed,   ///< the store removed a lock (ok) at the request of `process` (lease
+               ///< `fence`, 0 for the clean-up of an attempt); `foreign`: not its own
     lost,      ///< the library reported the lease with `fence` lost (at `complete`)
     write,     ///< a fenced write with `fence` to the store that owns the data
     crash,     ///< the process was killed or paused for good at `invoke`
@@ -44,8 +44,7 @@ struct op {
     fault::outcome result = outcome::ok;
     std::uint64_t fence = 0;
     nanos valid_until = 0;   ///< acquire ok: what the library reported
-    int holder = 0;                  ///< removed: the process whose lock the store removed
-    std::uint64_t holder_fence = 0;  ///< removed: the fence of that lock
+    bool foreign = false;    ///< removed: the lock belonged to another owner token
     std::string detail;      ///< error message or note
 };
 
@@ -134,6 +133,9 @@ struct check_options {
     /// After a crash of a holder, a waiter must acquire within this bound (TTL plus
     /// drift plus retry delay); zero: liveness not checked.
     nanos liveness_bound = 0;
+    /// A lease its holder did not end (unlock, crash) must be reported lost no later
+    /// than this after its validity ran out; negative: not checked.
+    nanos loss_report_slack = -1;
 };
 
 namespace detail {
@@ -170,7 +172,8 @@ inline std::string who(const op& o)
 ///  - owner safety: a release removes only the lock of the lease that asked for it,
 ///    and an extension never succeeds once a newer grant of the resource completed;
 ///  - no leaks: every probe found nothing left behind;
-///  - liveness: after a crash, a waiting process acquires within the bound.
+///  - liveness: after a crash, a waiting process acquires within the bound;
+///  - loss reports: a lease neither released nor outlived is reported lost in time.
 inline report check(const std::vector<op>& history, const check_options& options = {})
 {
     report out;
@@ -231,27 +234,50 @@ inline report check(const std::vector<op>& history, const check_options& options
                         out.violations.push_back("fencing: " + resource + ": " + detail::who(*b) +
                                                  " asked after " + detail::who(*a) + " was granted");
 
-        // Owner safety: an extension that succeeded after a newer grant completed.
+        // Owner safety: an extension that succeeded although another lease was granted
+        // after this one and before the extension was sent.
         for (const auto& o : history) {
             if (o.resource != resource || o.result != outcome::ok || o.kind != kind::extend)
                 continue;
+            const op* own = nullptr;
             for (const op* g : list)
-                if (g->fence > o.fence && g->complete < o.invoke) {
-                    out.violations.push_back(std::string{"owner safety: "} + resource + ": " + name(o.kind) + " by " +
+                if (g->process == o.process && g->fence == o.fence)
+                    own = g;
+            if (!own)
+                continue;
+            for (const op* g : list)
+                if (g != own && g->complete > own->complete && g->complete < o.invoke) {
+                    out.violations.push_back(std::string{"owner safety: "} + resource + ": extension by " +
                                              detail::who(o) + " succeeded after " + detail::who(*g) + " was granted");
                     break;
                 }
         }
+
+        // Loss is reported in time: a lease that its holder neither released nor
+        // outlived (crash) is reported lost by the end of its validity (plus slack).
+        if (options.loss_report_slack >= 0)
+            for (const auto& w : windows) {
+                const op& g = *w.grant;
+                bool ended = false;
+                for (const auto& o : history)
+                    if (o.process == g.process && o.resource == g.resource && o.invoke >= g.complete &&
+                        ((o.kind == kind::release && o.fence == g.fence && o.invoke <= w.to) ||
+                         (o.kind == kind::lost && o.fence == g.fence && o.complete <= w.to + options.loss_report_slack) ||
+                         (o.kind == kind::crash && o.invoke <= w.to)))
+                        ended = true;
+                if (!ended)
+                    out.violations.push_back("loss report: " + resource + ": " + detail::who(g) +
+                                             " was not told its lease ended at " + std::to_string(w.to));
+            }
     }
 
-    // Owner safety at the store: a release that removed someone else's lock. (Per
-    // store node: a quorum lease's release reaches nodes at different times, and
-    // removing its own lock from a node the next holder did not win is fine.)
+    // Owner safety at the store: a release that removed a lock of another owner.
+    // (Judged per store node: a quorum lease's release reaches nodes at different
+    // times, and removing its own lock from a node the next holder did not win is fine.)
     for (const auto& o : history)
-        if (o.kind == kind::removed && o.result == outcome::ok && o.holder_fence != 0 && o.holder_fence != o.fence)
+        if (o.kind == kind::removed && o.result == outcome::ok && o.foreign)
             out.violations.push_back("owner safety: " + o.resource + ": a release by " + detail::who(o) +
-                                     " removed the lock of process " + std::to_string(o.holder) + " (fence " +
-                                     std::to_string(o.holder_fence) + ")");
+                                     " removed another owner's lock" + (o.detail.empty() ? "" : " (" + o.detail + ")"));
 
     // Fenced writes: an accepted write must not follow (in real time) an accepted
     // write with a newer token.
@@ -260,23 +286,19 @@ inline report check(const std::vector<op>& history, const check_options& options
         if (o.kind == kind::write && o.result == outcome::ok)
             accepted[o.resource].push_back(&o);
     for (auto& [resource, writes] : accepted) {
+        // By completion time, with the newest fence among all writes completed so far.
         std::sort(writes.begin(), writes.end(), [](const op* a, const op* b) { return a->complete < b->complete; });
-        std::uint64_t newest = 0;
-        nanos newest_at = 0;
-        std::size_t next = 0;
+        std::vector<std::uint64_t> newest(writes.size());
+        for (std::size_t i = 0; i < writes.size(); ++i)
+            newest[i] = std::max(i ? newest[i - 1] : 0, writes[i]->fence);
         for (const op* w : writes) {
-            // Writes completed before this one was sent are ordered before it.
-            while (next < writes.size() && writes[next]->complete < w->invoke) {
-                if (writes[next]->fence > newest) {
-                    newest = writes[next]->fence;
-                    newest_at = writes[next]->complete;
-                }
-                ++next;
-            }
-            if (w->fence < newest)
+            // The writes that completed before this one was sent are ordered before it.
+            const auto before = std::lower_bound(writes.begin(), writes.end(), w->invoke,
+                                                 [](const op* a, nanos t) { return a->complete < t; }) -
+                                writes.begin();
+            if (before > 0 && w->fence < newest[before - 1])
                 out.violations.push_back("fenced write: " + resource + ": write by " + detail::who(*w) +
-                                         " accepted after fence " + std::to_string(newest) + " was, at " +
-                                         std::to_string(newest_at));
+                                         " accepted after one with fence " + std::to_string(newest[before - 1]));
         }
     }
 
@@ -294,7 +316,8 @@ inline report check(const std::vector<op>& history, const check_options& options
             for (const auto& o : history) {
                 if (o.kind != kind::acquire || o.resource != c.resource || o.process == c.process)
                     continue;
-                if (o.invoke <= limit && o.complete >= c.invoke)
+                // Waiting at some point within the bound, and not given up before it.
+                if (o.invoke <= limit && o.complete >= c.invoke && (o.result == outcome::ok || o.complete >= limit))
                     waiting = true;
                 if (o.result == outcome::ok && o.complete >= c.invoke && o.complete <= limit)
                     served = true;

@@ -60,22 +60,18 @@ TEST_CASE("faults: an acquisition whose reply is lost is not a grant, and leaves
         // It was cleaned up by owner token at once: the 30 s TTL cannot explain this.
         CHECK_FALSE(lock_left(server.config(), "job"));
 
-        // A reset in the middle of a waiting lock(): it reconnects and acquires, and
-        // the fence shows the lost attempt's increment was not reused.
+        // The connection is reset while a lease is held: its release meets the dead
+        // connection, is tried again on a new one, and the lock is gone at once.
         run(io, [&]() -> asio::awaitable<void> {
             redis_mutex holder{store, "job", {.ttl = 30s}};
             auto first = co_await holder.lock();
             REQUIRE(first);
-            const auto first_fence = first->fence();
-            CHECK(first_fence >= 2);
+            CHECK(first->fence() >= 2); // the lost acquisition used a token too
             net.reset_all();
-            auto r = co_await first->unlock(); // reconnects
+            auto r = co_await first->unlock();
             CHECK(r.has_value());
-            auto again = co_await holder.lock();
-            REQUIRE(again);
-            CHECK(again->fence() > first_fence);
-            co_await again->unlock();
         });
+        CHECK_FALSE(lock_left(server.config(), "job"));
         CHECK(net.faults_injected() == 2);
         fault::tally::get().faults += net.faults_injected();
     }

@@ -9,6 +9,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -49,7 +50,11 @@ public:
           acceptor_{io_, {asio::ip::make_address("127.0.0.1"), 0}}, port_{acceptor_.local_endpoint().port()}
     {
         asio::co_spawn(io_, accept(), asio::detached);
-        thread_ = std::thread{[this] { io_.run(); }};
+        thread_ = std::thread{[this] {
+            // Kept running until the destructor stops it, with or without connections.
+            auto guard = asio::make_work_guard(io_);
+            io_.run();
+        }};
     }
     proxy(const proxy&) = delete;
     proxy& operator=(const proxy&) = delete;
@@ -166,15 +171,21 @@ private:
     {
         for (;;) {
             auto [ec, client] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
-            if (ec)
+            if (ec == asio::error::operation_aborted || !acceptor_.is_open())
                 co_return;
+            if (ec) { // out of descriptors, a connection reset before accept: keep serving
+                asio::steady_timer t{io_};
+                co_await pause(t, std::chrono::milliseconds{10});
+                continue;
+            }
             ++accepted_;
             tcp::socket server{io_};
             auto [cec] = co_await server.async_connect(upstream_, asio::experimental::as_tuple(asio::use_awaitable));
             if (cec)
                 continue; // the client sees its connection closed
-            client.set_option(tcp::no_delay{true});
-            server.set_option(tcp::no_delay{true});
+            std::error_code ignored;
+            client.set_option(tcp::no_delay{true}, ignored);
+            server.set_option(tcp::no_delay{true}, ignored);
             auto c = std::make_shared<connection>(std::move(client), std::move(server));
             std::erase_if(connections_, [](const auto& w) { return w.expired(); });
             connections_.push_back(c);

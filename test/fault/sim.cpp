@@ -3,6 +3,7 @@
 
 #include <asio/experimental/as_tuple.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 namespace fault::sim {
@@ -37,8 +38,7 @@ dl::observe::callback observer_for(world& w, process_state& me)
             const auto t = now_ns();
             w.record(op{.process = me.id, .kind = kind::extend, .resource = me.lease->resource(),
                         .invoke = t - r->latency.count(), .complete = t, .result = outcome::ok,
-                        .fence = me.lease->fence(),
-                        .valid_until = me.lease->valid_until().time_since_epoch().count()});
+                        .fence = me.lease->fence(), .valid_until = r->valid_until.time_since_epoch().count()});
         }
         if (const auto* r = std::get_if<dl::release_event>(&e);
             r && !me.unlocking && r->error && r->resource == me.lease->resource()) {
@@ -105,6 +105,8 @@ dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
         auto released = co_await lease.unlock();
         me.unlocking = false;
         me.lease = nullptr;
+        if (released)
+            w.released.push_back(lease.owner());
         w.record(op{.process = me.id, .kind = kind::release, .resource = resource, .invoke = release_at,
                     .complete = now_ns(), .result = released ? outcome::ok : outcome::fail, .fence = lease.fence(),
                     .detail = released ? "" : released.error().message()});
@@ -236,6 +238,22 @@ outcome_of_run run(const config& c)
         w.clock.advance(1ms);
         drain(w.io);
     }
+    // A lease released successfully leaves nothing on a single store, at once (on a
+    // quorum, a release succeeds when any node had the lock: others may keep theirs
+    // until the TTL when their release was lost).
+    outcome_of_run out;
+    if (c.nodes == 1) {
+        const auto t = now_ns();
+        for (int r = 0; r < c.resources; ++r) {
+            const auto resource = "r" + std::to_string(r);
+            const auto held = w.nodes[0]->inspect(resource);
+            const bool left = held && std::find(w.released.begin(), w.released.end(), held->owner) != w.released.end();
+            w.record(op{.kind = kind::probe, .resource = resource, .invoke = t, .complete = t,
+                        .result = left ? outcome::fail : outcome::ok,
+                        .detail = left ? "a released lease's lock is still held" : ""});
+        }
+    }
+
     // Let late replies land, background releases finish and every TTL run out.
     const auto settle_until = dl::clock::now() + c.ttl * 2 + c.faults.timeout + c.faults.max_delay * 2 +
                               c.faults.restart_after;
@@ -244,7 +262,6 @@ outcome_of_run run(const config& c)
         drain(w.io);
     }
 
-    outcome_of_run out;
     const auto probe_at = now_ns();
     if (!finished())
         w.record(op{.kind = kind::probe, .resource = "clients", .invoke = probe_at, .complete = probe_at,
@@ -266,6 +283,10 @@ outcome_of_run run(const config& c)
 
     check_options options;
     options.fences_grow = c.check_fences.value_or(c.faults.restart == 0);
+    // A watched lease (the watchdog's keeper runs) is told of its end by its validity;
+    // the simulated clock moves in 1 ms steps.
+    if (c.watchdog)
+        options.loss_report_slack = std::chrono::nanoseconds{1ms}.count();
     out.checked = check(w.history, options);
     out.faults_injected = w.faults_injected;
     std::ostringstream digest;

@@ -112,6 +112,7 @@ struct world {
     std::vector<double> rates;
     std::vector<op> history;
     std::map<dl::owner_token, std::pair<int, dl::fence_token>> holders; ///< owner -> (process, fence)
+    std::vector<dl::owner_token> released; ///< leases whose unlock() succeeded
     std::size_t faults_injected = 0;
 };
 
@@ -164,14 +165,20 @@ public:
                 as = held->owner; // a plain DEL: whoever holds it
             const auto before = now_ns();
             auto removed = co_await node.release(r, as);
-            // What the store did, seen at the store: whose lock went, at whose request.
-            const auto asking = w_.holders.find(owner);
-            const auto victim = held ? w_.holders.find(held->owner) : w_.holders.end();
-            if (removed && asking != w_.holders.end())
+            // What the store did, seen at the store: every removal, and whether the
+            // lock it removed belonged to another owner.
+            if (removed) {
+                const auto asking = w_.holders.find(owner);
+                const bool foreign = held && held->owner != owner;
+                const auto victim = held ? w_.holders.find(held->owner) : w_.holders.end();
                 w_.record(op{.process = process_, .kind = kind::removed, .resource = r, .invoke = before,
-                             .complete = now_ns(), .result = outcome::ok, .fence = asking->second.second,
-                             .holder = victim != w_.holders.end() ? victim->second.first : 0,
-                             .holder_fence = victim != w_.holders.end() ? victim->second.second : 0});
+                             .complete = now_ns(), .result = outcome::ok,
+                             .fence = asking != w_.holders.end() ? asking->second.second : 0,
+                             .foreign = foreign,
+                             .detail = victim != w_.holders.end() && foreign
+                                           ? "the lock of process " + std::to_string(victim->second.first)
+                                           : ""});
+            }
             co_return removed;
         });
     }

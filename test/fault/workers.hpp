@@ -140,7 +140,7 @@ inline int run_hold(hold_args a)
             const auto t = now_ns();
             emit(op{.process = a.id, .kind = kind::extend, .resource = a.resource, .invoke = t - r->latency.count(),
                     .complete = t, .result = outcome::ok, .fence = current->fence(),
-                    .valid_until = ns(current->valid_until())});
+                    .valid_until = ns(r->valid_until)});
         }
     }};
     int status = 1;
