@@ -34,6 +34,8 @@ TEST_CASE("the watchdog keeps a lease alive for 10x its TTL, then reports loss w
         REQUIRE(store.inspect("job"));
         CHECK(store.inspect("job")->owner == lease->owner());
         CHECK(rec.of<dl::renewal_event>().size() >= 25);
+        // Each event reports the validity the extension left.
+        CHECK(rec.of<dl::renewal_event>().back().valid_until == lease->valid_until());
         CHECK_FALSE(work_cancelled);
 
         store.set_online(false);
