@@ -23,30 +23,81 @@ struct process_state {
     bool done = false;
     bool crashed = false;
     bool unlocking = false;
-    dl::lease* lease = nullptr;
+    std::vector<dl::lease*> leases;
     std::vector<std::unique_ptr<link>> links;
+
+    dl::lease* holding(std::string_view resource) const
+    {
+        for (auto* l : leases)
+            if (*l && l->resource() == resource)
+                return l;
+        return nullptr;
+    }
 };
 
 dl::observe::callback observer_for(world& w, process_state& me)
 {
     return dl::observe::callback{[&w, &me](const dl::event& e) {
-        if (!me.lease || !*me.lease)
-            return;
-        if (const auto* r = std::get_if<dl::renewal_event>(&e); r && !r->error && r->resource == me.lease->resource()) {
-            if (w.cfg.defects.validity_from_reply)
+        if (const auto* r = std::get_if<dl::renewal_event>(&e); r && !r->error) {
+            auto* lease = me.holding(r->resource);
+            if (!lease || w.cfg.defects.validity_from_reply)
                 return;
             const auto t = now_ns();
-            w.record(op{.process = me.id, .kind = kind::extend, .resource = me.lease->resource(),
+            w.record(op{.process = me.id, .kind = kind::extend, .resource = lease->resource(),
                         .invoke = t - r->latency.count(), .complete = t, .result = outcome::ok,
-                        .fence = me.lease->fence(), .valid_until = r->valid_until.time_since_epoch().count()});
+                        .fence = lease->fence(), .valid_until = r->valid_until.time_since_epoch().count()});
         }
-        if (const auto* r = std::get_if<dl::release_event>(&e);
-            r && !me.unlocking && r->error && r->resource == me.lease->resource()) {
+        if (const auto* r = std::get_if<dl::release_event>(&e); r && !me.unlocking && r->error) {
+            auto* lease = me.holding(r->resource);
+            if (!lease)
+                return;
             const auto t = now_ns();
-            w.record(op{.process = me.id, .kind = kind::lost, .resource = me.lease->resource(), .invoke = t,
-                        .complete = t, .result = outcome::ok, .fence = me.lease->fence(), .detail = r->error.message()});
+            w.record(op{.process = me.id, .kind = kind::lost, .resource = lease->resource(), .invoke = t,
+                        .complete = t, .result = outcome::ok, .fence = lease->fence(), .detail = r->error.message()});
         }
     }};
+}
+
+/// A multi-lock with the policies of `m` (renewal and acquisition default-constructed,
+/// as in the mutexes the simulation builds).
+template <class Backend, class... Policies>
+auto multi_lock_like(const dl::basic_distributed_mutex<Backend, Policies...>& m, std::vector<std::string> ids)
+{
+    return dl::basic_multi_lock<Backend, Policies...>{m.backend(), std::move(ids), m.options(), m.retry(),
+                                                      m.observer()};
+}
+
+/// Work under `leases`: usually short, sometimes a stall past the TTL, then a fenced
+/// write to each resource. False when the process crashed in it instead.
+dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vector<dl::lease>& leases,
+                                     std::map<std::string, dl::memory::fenced_register<int>>& data)
+{
+    const auto& cfg = w.cfg;
+    const bool stall = w.chance(cfg.faults.pause);
+    const auto hold = stall ? cfg.ttl + w.uniform(cfg.ttl) : w.uniform(cfg.ttl / 3);
+    if (stall)
+        ++w.faults_injected;
+    if (w.chance(cfg.faults.crash)) {
+        co_await sleep_for(w.uniform(hold));
+        // Dies holding the leases: nothing it sends arrives any more.
+        ++w.faults_injected;
+        for (auto& l : me.links)
+            l->cut();
+        for (const auto& l : leases)
+            w.record(op{.process = me.id, .kind = kind::crash, .resource = l.resource(), .invoke = now_ns(),
+                        .complete = now_ns(), .fence = l.fence()});
+        me.leases.clear();
+        me.crashed = true;
+        co_return false;
+    }
+    co_await sleep_for(hold);
+    for (const auto& l : leases) {
+        const auto write_at = now_ns();
+        auto written = data[l.resource()].write(l.fence(), me.id);
+        w.record(op{.process = me.id, .kind = kind::write, .resource = l.resource(), .invoke = write_at,
+                    .complete = write_at, .result = written ? outcome::ok : outcome::fail, .fence = l.fence()});
+    }
+    co_return true;
 }
 
 template <class Mutex>
@@ -55,59 +106,93 @@ dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
 {
     const auto& cfg = w.cfg;
     for (int round = 0; round < cfg.rounds; ++round) {
-        const auto resource =
-            "r" + std::to_string(std::uniform_int_distribution<int>{0, cfg.resources - 1}(w.random));
-        auto m = prototype.with_resource(resource);
+        // One resource, or (sometimes) every resource at once with a sorted multi-lock.
+        std::vector<std::string> resources;
+        const bool several = cfg.resources > 1 && w.chance(cfg.multi);
+        if (several)
+            for (int r = cfg.resources - 1; r >= 0; --r)
+                resources.push_back("r" + std::to_string(r));
+        else
+            resources.push_back("r" + std::to_string(std::uniform_int_distribution<int>{0, cfg.resources - 1}(w.random)));
+
         const auto invoke = now_ns();
-        auto got = co_await m.lock();
-        if (!got) {
-            w.record(op{.process = me.id, .kind = kind::acquire, .resource = resource, .invoke = invoke,
-                        .complete = now_ns(), .result = outcome::fail, .detail = got.error().message()});
+        std::vector<dl::lease> held;
+        std::error_code failure;
+        if (several) {
+            auto set = multi_lock_like(prototype, resources);
+            auto got = co_await set.lock();
+            if (got) {
+                dl::multi_lease leases = std::move(*got);
+                const auto granted = now_ns();
+                const auto order = leases.resources(); // the locking order
+                const auto fences = leases.fences();
+                std::vector<dl::owner_token> owners;
+                me.leases.clear();
+                for (const auto& l : leases.leases()) {
+                    auto valid = l.valid_until().time_since_epoch().count();
+                    if (cfg.defects.validity_from_reply)
+                        valid = granted + cfg.ttl.count();
+                    w.holders[l.owner()] = {me.id, l.fence()};
+                    owners.push_back(l.owner());
+                    w.record(op{.process = me.id, .kind = kind::acquire, .resource = l.resource(), .invoke = invoke,
+                                .complete = granted, .result = outcome::ok, .fence = l.fence(), .valid_until = valid});
+                    me.leases.push_back(const_cast<dl::lease*>(&l)); // read only, by the observer
+                }
+                const bool alive = co_await critical_section(w, me, leases.leases(), data);
+                if (!alive)
+                    break;
+                me.unlocking = true;
+                const auto release_at = now_ns();
+                auto released = co_await leases.unlock();
+                me.unlocking = false;
+                me.leases.clear();
+                for (std::size_t i = 0; i < order.size(); ++i) {
+                    if (released)
+                        w.released.push_back(owners[i]);
+                    w.record(op{.process = me.id, .kind = kind::release, .resource = order[i], .invoke = release_at,
+                                .complete = now_ns(), .result = released ? outcome::ok : outcome::fail,
+                                .fence = fences[i]});
+                }
+                co_await sleep_for(w.uniform(10ms));
+                continue;
+            }
+            failure = got.error();
+        } else {
+            auto m = prototype.with_resource(resources.front());
+            auto got = co_await m.lock();
+            if (got)
+                held.push_back(std::move(*got));
+            else
+                failure = got.error();
+        }
+        if (held.empty()) {
+            for (const auto& r : resources)
+                w.record(op{.process = me.id, .kind = kind::acquire, .resource = r, .invoke = invoke,
+                            .complete = now_ns(), .result = outcome::fail, .detail = failure.message()});
             co_await sleep_for(w.uniform(20ms));
             continue;
         }
-        dl::lease lease = std::move(*got);
+        dl::lease& lease = held.front();
         const auto granted = now_ns();
         auto valid = lease.valid_until().time_since_epoch().count();
         if (cfg.defects.validity_from_reply)
             valid = granted + cfg.ttl.count();
         w.holders[lease.owner()] = {me.id, lease.fence()};
-        w.record(op{.process = me.id, .kind = kind::acquire, .resource = resource, .invoke = invoke,
+        w.record(op{.process = me.id, .kind = kind::acquire, .resource = lease.resource(), .invoke = invoke,
                     .complete = granted, .result = outcome::ok, .fence = lease.fence(), .valid_until = valid});
-        me.lease = &lease;
-
-        // The critical section: usually short, sometimes a stall past the TTL.
-        const bool stall = w.chance(cfg.faults.pause);
-        const auto hold = stall ? cfg.ttl + w.uniform(cfg.ttl) : w.uniform(cfg.ttl / 3);
-        if (stall)
-            ++w.faults_injected;
-        if (w.chance(cfg.faults.crash)) {
-            co_await sleep_for(w.uniform(hold));
-            // Dies holding the lease: nothing it sends arrives any more.
-            ++w.faults_injected;
-            for (auto& l : me.links)
-                l->cut();
-            w.record(op{.process = me.id, .kind = kind::crash, .resource = resource, .invoke = now_ns(),
-                        .complete = now_ns(), .fence = lease.fence()});
-            me.lease = nullptr;
-            me.crashed = true;
+        me.leases = {&lease};
+        const bool alive = co_await critical_section(w, me, held, data);
+        if (!alive)
             break;
-        }
-        co_await sleep_for(hold);
-
-        const auto write_at = now_ns();
-        auto written = data[resource].write(lease.fence(), me.id);
-        w.record(op{.process = me.id, .kind = kind::write, .resource = resource, .invoke = write_at,
-                    .complete = write_at, .result = written ? outcome::ok : outcome::fail, .fence = lease.fence()});
 
         me.unlocking = true;
         const auto release_at = now_ns();
         auto released = co_await lease.unlock();
         me.unlocking = false;
-        me.lease = nullptr;
+        me.leases.clear();
         if (released)
             w.released.push_back(lease.owner());
-        w.record(op{.process = me.id, .kind = kind::release, .resource = resource, .invoke = release_at,
+        w.record(op{.process = me.id, .kind = kind::release, .resource = lease.resource(), .invoke = release_at,
                     .complete = now_ns(), .result = released ? outcome::ok : outcome::fail, .fence = lease.fence(),
                     .detail = released ? "" : released.error().message()});
         co_await sleep_for(w.uniform(10ms));

@@ -65,6 +65,7 @@ struct config {
     int clients = 4;
     int rounds = 8;
     int resources = 2;
+    double multi = 0;    ///< per round: lock every resource at once with a multi-lock
     bool watchdog = false;
     dl::duration ttl = 200ms;
     sim::faults faults;

@@ -130,6 +130,21 @@ TEST_CASE("simulation: conditional-write locks keep their promises under the sam
     must_hold(c, 2000);
 }
 
+TEST_CASE("simulation: sorted multi-locks keep their promises under the same faults", "[sim]")
+{
+    sim::config c;
+    c.resources = 3;
+    c.multi = 0.5; // half the rounds lock r2, r1, r0 at once (taken in sorted order)
+    c.faults = network();
+    must_hold(c, 1500);
+    c.watchdog = true;
+    must_hold(c, 1600);
+    auto q = redlock(3);
+    q.resources = 3;
+    q.multi = 0.5;
+    must_hold(q, 1700);
+}
+
 TEST_CASE("simulation: renewed leases report loss in time when extensions are late or lost", "[sim]")
 {
     sim::config c;
