@@ -23,10 +23,10 @@ struct process_state {
     bool done = false;
     bool crashed = false;
     bool unlocking = false;
-    std::vector<dl::lease*> leases;
+    std::vector<const dl::lease*> leases;
     std::vector<std::unique_ptr<link>> links;
 
-    dl::lease* holding(std::string_view resource) const
+    const dl::lease* holding(std::string_view resource) const
     {
         for (auto* l : leases)
             if (*l && l->resource() == resource)
@@ -136,7 +136,7 @@ dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
                     owners.push_back(l.owner());
                     w.record(op{.process = me.id, .kind = kind::acquire, .resource = l.resource(), .invoke = invoke,
                                 .complete = granted, .result = outcome::ok, .fence = l.fence(), .valid_until = valid});
-                    me.leases.push_back(const_cast<dl::lease*>(&l)); // read only, by the observer
+                    me.leases.push_back(&l);
                 }
                 const bool alive = co_await critical_section(w, me, leases.leases(), data);
                 if (!alive)
