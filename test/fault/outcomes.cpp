@@ -49,10 +49,10 @@ TEST_CASE("faults: an acquisition whose reply is lost is not a grant, and leaves
         net.set(fault::direction::to_client, {.close_after = 0});
         run(io, [&]() -> asio::awaitable<void> {
             redis_mutex m{store, "job", {.ttl = 30s}};
-            const auto t = dl::clock::now().time_since_epoch().count();
+            const auto t = now_ns();
             auto got = co_await m.try_lock();
             h.push_back(op{.process = 1, .kind = kind::acquire, .resource = "job", .invoke = t,
-                           .complete = dl::clock::now().time_since_epoch().count(),
+                           .complete = now_ns(),
                            .result = got ? outcome::ok : outcome::unknown});
             REQUIRE_FALSE(got);
             CHECK(got.error() == dl::errc::outcome_unknown);
@@ -76,9 +76,7 @@ TEST_CASE("faults: an acquisition whose reply is lost is not a grant, and leaves
         fault::tally::get().faults += net.faults_injected();
     }
     CHECK(open_fds() == fds_before); // sockets, timers and the proxy's thread are gone
-    const auto t = dl::clock::now().time_since_epoch().count();
-    h.push_back(op{.kind = kind::probe, .resource = "job", .invoke = t, .complete = t,
-                   .result = lock_left(server.config(), "job") ? outcome::fail : outcome::ok});
+    probe(h, server.config(), "job");
     auto report = fault::check(h);
     fault::tally::get().add(report, 0);
     CHECK(report.clean());
@@ -91,18 +89,11 @@ TEST_CASE("faults: a server restarted with appendfsync always keeps its locks an
     redis_server server{{"--appendonly", "yes", "--appendfsync", "always"}};
     std::vector<op> h;
     // A holder process takes the lock, then it and the server are killed together.
-    child holder{{self_path(), "--worker", "hold", "1", std::to_string(server.port()), "job", "1500", "0"}};
-    for (;;) {
-        const auto line = holder.read_line();
-        REQUIRE(line);
-        if (auto o = fault::from_line(*line)) {
-            h.push_back(*o);
-            break;
-        }
-    }
+    auto holder = worker({"hold", "1", std::to_string(server.port()), "job", "1500", "0"});
+    REQUIRE(read_until(*holder, h, is(kind::acquire)));
     REQUIRE(h.back().result == outcome::ok);
-    const auto killed = dl::clock::now().time_since_epoch().count();
-    holder.kill(SIGKILL);
+    const auto killed = now_ns();
+    holder->kill(SIGKILL);
     h.push_back(op{.process = 1, .kind = kind::crash, .resource = "job", .invoke = killed, .complete = killed});
     server.restart(); // SIGKILL, then the same directory: the AOF is replayed
 
@@ -114,11 +105,11 @@ TEST_CASE("faults: a server restarted with appendfsync always keeps its locks an
         REQUIRE_FALSE(early); // the lock survived the restart...
         CHECK(early.error() == dl::errc::contended);
         redis_mutex later{store, "job", {.ttl = 5s}, backoff{.initial = 20ms, .max = 100ms, .deadline = 10s}};
-        const auto t = dl::clock::now().time_since_epoch().count();
+        const auto t = now_ns();
         auto got = co_await later.lock(); // ...until its TTL ran out
         REQUIRE(got);
         h.push_back(op{.process = 2, .kind = kind::acquire, .resource = "job", .invoke = t,
-                       .complete = dl::clock::now().time_since_epoch().count(), .result = outcome::ok,
+                       .complete = now_ns(), .result = outcome::ok,
                        .fence = got->fence(), .valid_until = got->valid_until().time_since_epoch().count()});
         co_await got->unlock();
     });

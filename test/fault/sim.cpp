@@ -4,6 +4,7 @@
 #include <asio/experimental/as_tuple.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 namespace fault::sim {
@@ -116,85 +117,71 @@ dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
             resources.push_back("r" + std::to_string(std::uniform_int_distribution<int>{0, cfg.resources - 1}(w.random)));
 
         const auto invoke = now_ns();
-        std::vector<dl::lease> held;
+        std::optional<dl::multi_lease> set; // several resources...
+        std::vector<dl::lease> one;         // ...or one
         std::error_code failure;
         if (several) {
-            auto set = multi_lock_like(prototype, resources);
-            auto got = co_await set.lock();
-            if (got) {
-                dl::multi_lease leases = std::move(*got);
-                const auto granted = now_ns();
-                const auto order = leases.resources(); // the locking order
-                const auto fences = leases.fences();
-                std::vector<dl::owner_token> owners;
-                me.leases.clear();
-                for (const auto& l : leases.leases()) {
-                    auto valid = l.valid_until().time_since_epoch().count();
-                    if (cfg.defects.validity_from_reply)
-                        valid = granted + cfg.ttl.count();
-                    w.holders[l.owner()] = {me.id, l.fence()};
-                    owners.push_back(l.owner());
-                    w.record(op{.process = me.id, .kind = kind::acquire, .resource = l.resource(), .invoke = invoke,
-                                .complete = granted, .result = outcome::ok, .fence = l.fence(), .valid_until = valid});
-                    me.leases.push_back(&l);
-                }
-                const bool alive = co_await critical_section(w, me, leases.leases(), data);
-                if (!alive)
-                    break;
-                me.unlocking = true;
-                const auto release_at = now_ns();
-                auto released = co_await leases.unlock();
-                me.unlocking = false;
-                me.leases.clear();
-                for (std::size_t i = 0; i < order.size(); ++i) {
-                    if (released)
-                        w.released.push_back(owners[i]);
-                    w.record(op{.process = me.id, .kind = kind::release, .resource = order[i], .invoke = release_at,
-                                .complete = now_ns(), .result = released ? outcome::ok : outcome::fail,
-                                .fence = fences[i]});
-                }
-                co_await sleep_for(w.uniform(10ms));
-                continue;
-            }
-            failure = got.error();
+            auto multi = multi_lock_like(prototype, resources);
+            auto got = co_await multi.lock();
+            if (got)
+                set = std::move(*got);
+            else
+                failure = got.error();
         } else {
             auto m = prototype.with_resource(resources.front());
             auto got = co_await m.lock();
             if (got)
-                held.push_back(std::move(*got));
+                one.push_back(std::move(*got));
             else
                 failure = got.error();
         }
-        if (held.empty()) {
+        const std::vector<dl::lease>& leases = set ? set->leases() : one;
+        if (leases.empty()) {
             for (const auto& r : resources)
                 w.record(op{.process = me.id, .kind = kind::acquire, .resource = r, .invoke = invoke,
                             .complete = now_ns(), .result = outcome::fail, .detail = failure.message()});
             co_await sleep_for(w.uniform(20ms));
             continue;
         }
-        dl::lease& lease = held.front();
+
         const auto granted = now_ns();
-        auto valid = lease.valid_until().time_since_epoch().count();
-        if (cfg.defects.validity_from_reply)
-            valid = granted + cfg.ttl.count();
-        w.holders[lease.owner()] = {me.id, lease.fence()};
-        w.record(op{.process = me.id, .kind = kind::acquire, .resource = lease.resource(), .invoke = invoke,
-                    .complete = granted, .result = outcome::ok, .fence = lease.fence(), .valid_until = valid});
-        me.leases = {&lease};
-        const bool alive = co_await critical_section(w, me, held, data);
+        std::vector<op> releases; // filled in once unlocked: the leases are gone by then
+        std::vector<dl::owner_token> owners;
+        me.leases.clear();
+        for (const auto& l : leases) {
+            auto valid = l.valid_until().time_since_epoch().count();
+            if (cfg.defects.validity_from_reply)
+                valid = granted + cfg.ttl.count();
+            w.holders[l.owner()] = {me.id, l.fence()};
+            w.record(op{.process = me.id, .kind = kind::acquire, .resource = l.resource(), .invoke = invoke,
+                        .complete = granted, .result = outcome::ok, .fence = l.fence(), .valid_until = valid});
+            releases.push_back(op{.process = me.id, .kind = kind::release, .resource = l.resource(), .fence = l.fence()});
+            owners.push_back(l.owner());
+            me.leases.push_back(&l);
+        }
+        const bool alive = co_await critical_section(w, me, leases, data);
         if (!alive)
             break;
 
         me.unlocking = true;
         const auto release_at = now_ns();
-        auto released = co_await lease.unlock();
+        dl::result<void> released = dl::errc::outcome_unknown;
+        if (set)
+            released = co_await set->unlock();
+        else
+            released = co_await one.front().unlock();
         me.unlocking = false;
         me.leases.clear();
-        if (released)
-            w.released.push_back(lease.owner());
-        w.record(op{.process = me.id, .kind = kind::release, .resource = lease.resource(), .invoke = release_at,
-                    .complete = now_ns(), .result = released ? outcome::ok : outcome::fail, .fence = lease.fence(),
-                    .detail = released ? "" : released.error().message()});
+        for (std::size_t i = 0; i < releases.size(); ++i) {
+            if (released)
+                w.released.push_back(owners[i]);
+            auto& o = releases[i];
+            o.invoke = release_at;
+            o.complete = now_ns();
+            o.result = released ? outcome::ok : outcome::fail;
+            o.detail = released ? "" : released.error().message();
+            w.record(std::move(o));
+        }
         co_await sleep_for(w.uniform(10ms));
     }
     me.done = true;
