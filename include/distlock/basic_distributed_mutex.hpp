@@ -287,7 +287,7 @@ private:
             } else {
                 failure = granted.error();
                 // The request may have been applied: clean up by owner token.
-                if (failure == errc::outcome_unknown || failure == errc::protocol_error)
+                if (detail::maybe_applied(failure))
                     co_await give_back(request);
                 if (is_cancelled(cs))
                     co_return errc::cancelled;

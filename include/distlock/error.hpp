@@ -86,3 +86,13 @@ inline std::error_code make_error_code(errc e) noexcept
 
 template <>
 struct std::is_error_code_enum<distlock::errc> : std::true_type {};
+
+// After the specialisation above, so that errc compares with std::error_code.
+namespace distlock::detail {
+/// The store's error contract (store.hpp): after these, the request may have been
+/// applied, so whatever it may have taken is given back by owner token.
+inline bool maybe_applied(const std::error_code& ec) noexcept
+{
+    return ec == errc::outcome_unknown || ec == errc::protocol_error;
+}
+} // namespace distlock::detail

@@ -203,7 +203,7 @@ private:
         const auto started = clock::now();
         auto fences = co_await prototype_.backend().put_if_absent_all(ids, owner, options.ttl);
         if (!fences) {
-            if (fences.error() == errc::outcome_unknown || fences.error() == errc::protocol_error)
+            if (detail::maybe_applied(fences.error()))
                 co_await release_all(ids, owner);
             co_return fences.error();
         }

@@ -222,6 +222,16 @@ inline std::error_code make_error_code(errc e) noexcept
 
 template <>
 struct std::is_error_code_enum<distlock::errc> : std::true_type {};
+
+// After the specialisation above, so that errc compares with std::error_code.
+namespace distlock::detail {
+/// The store's error contract (store.hpp): after these, the request may have been
+/// applied, so whatever it may have taken is given back by owner token.
+inline bool maybe_applied(const std::error_code& ec) noexcept
+{
+    return ec == errc::outcome_unknown || ec == errc::protocol_error;
+}
+} // namespace distlock::detail
 // ---- end distlock/error.hpp
 
 #include <asio/awaitable.hpp>
@@ -1696,8 +1706,7 @@ private:
     {
         const lock_request request{resource(), owner(), plan().ttl};
         auto first = co_await acquire_.release(backend_, request);
-        if (first || !(first.error() == errc::store_unavailable || first.error() == errc::outcome_unknown ||
-                       first.error() == errc::protocol_error))
+        if (first || !(first.error() == errc::store_unavailable || maybe_applied(first.error())))
             co_return first;
         // A connection error (a reset, a restart): the release may not have arrived.
         // It is idempotent by owner token, so try once more (stores reconnect on the
@@ -2537,7 +2546,7 @@ private:
             } else {
                 failure = granted.error();
                 // The request may have been applied: clean up by owner token.
-                if (failure == errc::outcome_unknown || failure == errc::protocol_error)
+                if (detail::maybe_applied(failure))
                     co_await give_back(request);
                 if (is_cancelled(cs))
                     co_return errc::cancelled;
@@ -3028,7 +3037,7 @@ private:
         const auto started = clock::now();
         auto fences = co_await prototype_.backend().put_if_absent_all(ids, owner, options.ttl);
         if (!fences) {
-            if (fences.error() == errc::outcome_unknown || fences.error() == errc::protocol_error)
+            if (detail::maybe_applied(fences.error()))
                 co_await release_all(ids, owner);
             co_return fences.error();
         }

@@ -364,8 +364,7 @@ private:
     {
         const lock_request request{resource(), owner(), plan().ttl};
         auto first = co_await acquire_.release(backend_, request);
-        if (first || !(first.error() == errc::store_unavailable || first.error() == errc::outcome_unknown ||
-                       first.error() == errc::protocol_error))
+        if (first || !(first.error() == errc::store_unavailable || maybe_applied(first.error())))
             co_return first;
         // A connection error (a reset, a restart): the release may not have arrived.
         // It is idempotent by owner token, so try once more (stores reconnect on the
