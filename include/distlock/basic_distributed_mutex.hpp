@@ -20,6 +20,7 @@
 
 #include <asio/cancellation_type.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -38,21 +39,37 @@ struct is_quorum : std::false_type {};
 template <class S>
 struct is_quorum<distlock::quorum<S>> : std::true_type {};
 
-// The watcher a store hands out, or a placeholder for stores without notifications.
+// A store may say how long any operation can take before it completes it itself
+// (its request timeout); an attempt that surely ends before the deadline needs no
+// timer of its own.
 template <class B>
-struct watcher_of {
-    using type = int;
-};
-template <release_notifying_store B>
-struct watcher_of<B> {
-    using type = typename awaited<decltype(std::declval<B&>().watch(std::string_view{}))>::type;
-};
+std::optional<duration> operation_bound(const B& b)
+{
+    if constexpr (requires { { b.operation_timeout() } -> std::convertible_to<duration>; })
+        return b.operation_timeout();
+    else
+        return std::nullopt;
+}
 } // namespace detail
 
 /// The acquisition policy used when none is named: Redlock for a quorum, SET NX otherwise.
+namespace detail {
+template <class B>
+struct default_acquire {
+    using type = std::conditional_t<is_quorum<B>::value, acquire::quorum<acquire::setnx>, acquire::setnx>;
+};
+template <class B>
+    requires requires { typename B::default_acquire_policy; }
+struct default_acquire<B> {
+    using type = typename B::default_acquire_policy;
+};
+} // namespace detail
+
+/// The acquisition policy used when none is named: the backend's own
+/// (`Backend::default_acquire_policy`, e.g. a session store's queue), else Redlock for
+/// a quorum and SET NX otherwise.
 template <class Backend>
-using default_acquire_policy =
-    std::conditional_t<detail::is_quorum<Backend>::value, acquire::quorum<acquire::setnx>, acquire::setnx>;
+using default_acquire_policy = typename detail::default_acquire<Backend>::type;
 
 /// A lock on one resource of `Backend`, shaped by `Policies` given in any order, at
 /// most one of each kind; omitted kinds take defaults:
@@ -116,6 +133,7 @@ public:
     Backend& backend() const noexcept { return backend_; }
     const std::string& resource() const noexcept { return resource_; }
     const lock_options& options() const noexcept { return options_; }
+    const acquire_policy& acquisition() const noexcept { return acquire_; }
     const retry_policy_type& retry() const noexcept { return retry_; }
     const order_policy_type& order() const noexcept { return order_; }
     const observer_type& observer() const noexcept { return observer_; }
@@ -152,12 +170,13 @@ public:
             backend_.get_executor(), [this] { return try_lock(); }, std::forward<CompletionToken>(token));
     }
 
-    /// Wraps a lock that was granted to `owner` with `fence` by an attempt that started
-    /// at `started` (for batch acquisitions that bypass lock()). The lease is managed
-    /// like one from lock(): renewed, watched, released by its owner token.
-    lease adopt(const owner_token& owner, fence_token fence, time_point started)
+    /// Wraps a lock that a batch acquisition (multi-locks) took with `fence` by an
+    /// attempt that started at `started`, kept by `hold`. The lease is managed like one
+    /// from lock(): renewed, watched, released through the hold.
+    template <lease_hold Hold>
+    lease adopt(Hold hold, fence_token fence, time_point started)
     {
-        return make_lease(lock_request{resource_, owner, options_.ttl}, fence, started);
+        return make_lease(std::move(hold), fence, started);
     }
 
     /// Checks every setting without I/O; what lock() reports as errc::invalid_argument.
@@ -211,8 +230,8 @@ private:
     // Errors after which another attempt may succeed.
     static bool retryable(const std::error_code& ec)
     {
-        return ec == errc::contended || ec == errc::store_unavailable || ec == errc::outcome_unknown ||
-               ec == errc::quorum_not_reached || ec == errc::validity_exhausted;
+        return ec == condition::contended || ec == condition::not_applied || ec == condition::maybe_applied ||
+               ec == condition::session_lost || ec == errc::validity_exhausted;
     }
 
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single)
@@ -236,19 +255,37 @@ private:
         if constexpr (requires { retry_.deadline; })
             if (!deadline)
                 deadline = start + retry_.deadline;
+        // retry::none is one attempt: no waiting in the local line, no second try after
+        // listening.
+        if constexpr (std::is_same_v<retry_policy_type, retry::none>)
+            single = true;
 
+        const store_ref<Backend> store{backend_};
+        if (!store.open()) // closed or closing: no new locks
+            co_return errc::store_unavailable;
         const auto cs = co_await asio::this_coro::cancellation_state;
-        lock_request request{resource_, owner_token::generate(), options_.ttl};
         const detail::observer_ref observe{observer_};
-        attempt history;
+        auto claim = acquire_.open(store, claim_request{resource_, options_, observe});
+        auto r = co_await run_claim(claim, store, start, deadline, single, cs, observe);
+        // What the claim may still hold (a grant whose reply was lost or cut off by the
+        // deadline) is given back as work owned by the store, not within this call.
+        if (claim.unsettled())
+            store.spawn(claim.abandon());
+        co_return r;
+    }
 
-        using watcher_type = typename detail::watcher_of<Backend>::type;
-        std::optional<watcher_type> watcher;
+    template <class Claim>
+    awaitable<result<lease>> run_claim(Claim& claim, const store_ref<Backend>& store, time_point start,
+                                       std::optional<time_point> deadline, bool single,
+                                       const asio::cancellation_state& cs, const detail::observer_ref& observe)
+    {
+        attempt history;
         bool listened_before_try = false;
 
-        // Coroutines of this process already waiting for this resource go first.
+        // Coroutines of this process already waiting for this resource go first (unless
+        // the store keeps a fair queue of its own).
         detail::local_line::ticket place;
-        if (!single && detail::local_line::instance().busy(&backend_, resource_)) {
+        if (!Claim::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
             place.join(&backend_, resource_, co_await asio::this_coro::executor);
             if (auto ec = co_await wait_for_turn(place, deadline, cs))
                 co_return ec;
@@ -257,38 +294,34 @@ private:
         for (;;) {
             if (is_cancelled(cs))
                 co_return errc::cancelled;
-            // Every attempt has its own owner token. A release that cleans up after a
-            // failed attempt may reach a node late (after a reordering network, or a
-            // reconnect); with a shared token it would remove the grant of a later
-            // attempt of the same call, and the lease would hold less than a quorum.
-            if (history.number > 0)
-                request.owner = owner_token::generate();
             const auto t0 = clock::now();
-            auto granted = co_await acquire_.acquire(backend_, request, observe);
+            auto got = co_await within(claim.attempt(), attempt_bound(deadline));
             const auto t1 = clock::now();
             ++history.number;
-            observe(attempt_event{resource_, history.number, t1 - t0,
-                                  granted ? std::error_code{} : granted.error(),
-                                  granted ? granted.value() : fence_token{0}});
-
+            if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
+                observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
+                co_return give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
+            }
+            const result<answer>& a = *got;
             std::error_code failure;
-            if (granted) {
+            if (a && a.value().is_granted()) {
+                const auto fence = a.value().fence();
+                observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
                 const auto valid_until = t0 + options_.ttl - options_.drift();
                 if (is_cancelled(cs)) {
-                    co_await give_back(request);
+                    co_await give_back(claim.hold());
                     co_return errc::cancelled;
                 }
                 if (t1 >= valid_until) {
-                    co_await give_back(request);
+                    co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    co_return make_lease(request, granted.value(), t0);
+                    co_return make_lease(claim.hold(), fence, t0);
                 }
             } else {
-                failure = granted.error();
-                // The request may have been applied: clean up by owner token.
-                if (detail::maybe_applied(failure))
-                    co_await give_back(request);
+                failure = a ? make_error_code(errc::contended) : a.error();
+                observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
+                history.held_until = a ? a.value().not_before() : std::nullopt;
                 if (is_cancelled(cs))
                     co_return errc::cancelled;
             }
@@ -296,10 +329,12 @@ private:
             history.error = failure;
             if (single || !retryable(failure))
                 co_return failure;
+            if (!store.open()) // closed while this call waited: nothing more to try
+                co_return errc::store_unavailable;
 
             // Waiting from now on: take a place in this process's line, and if others
             // were there first, let them go first.
-            if (failure == errc::contended && !place.joined()) {
+            if (!Claim::fair && failure == condition::contended && !place.joined()) {
                 place.join(&backend_, resource_, co_await asio::this_coro::executor);
                 if (!place.at_head()) {
                     if (auto ec = co_await wait_for_turn(place, deadline, cs))
@@ -310,13 +345,13 @@ private:
 
             // Listen before trying again, so a release between the failed try and the
             // wait cannot be missed.
-            if constexpr (release_notifying_store<Backend>) {
-                if (!watcher && failure == errc::contended) {
-                    watcher.emplace(co_await backend_.watch(resource_));
-                    if (!listened_before_try) {
-                        listened_before_try = true;
-                        continue;
-                    }
+            if (failure == condition::contended) {
+                auto began = co_await within(claim.listen(), deadline);
+                if (!began)
+                    co_return give_up(failure);
+                if (*began && !listened_before_try) {
+                    listened_before_try = true;
+                    continue;
                 }
             }
 
@@ -334,21 +369,42 @@ private:
             }
             observe(wait_event{resource_, until - clock::now()});
             const auto wait_start = clock::now();
-            bool notified = false;
-            if constexpr (release_notifying_store<Backend>) {
-                if (watcher)
-                    notified = co_await watcher->wait(until);
-                else
-                    co_await sleep_until(until);
-            } else {
-                co_await sleep_until(until);
-            }
+            const auto woke = co_await within(claim.wait(until), until);
+            const bool notified = woke.value_or(false);
             observe(wake_event{resource_, clock::now() - wait_start, notified});
             if (is_cancelled(cs))
                 co_return errc::cancelled;
             if (deadline && clock::now() >= *deadline)
                 co_return give_up(failure);
         }
+    }
+
+    // The deadline an attempt must be cut off at, if the store's own timeout might not
+    // end it before.
+    std::optional<time_point> attempt_bound(std::optional<time_point> deadline) const
+    {
+        if (!deadline)
+            return std::nullopt;
+        if (const auto bound = detail::operation_bound(backend_); bound && *bound >= duration::zero() &&
+                                                                  *bound <= max_wait &&
+                                                                  clock::now() + *bound < *deadline)
+            return std::nullopt;
+        return deadline;
+    }
+
+    // `op`, cut off at `until` (cancelled, then awaited until it completes, which the
+    // stores' operations do at once on cancellation). nullopt when cut off.
+    template <class T>
+    static awaitable<std::optional<T>> within(awaitable<T> op, std::optional<time_point> until)
+    {
+        if (!until)
+            co_return co_await std::move(op);
+        using namespace asio::experimental::awaitable_operators;
+        timer t{co_await asio::this_coro::executor, *until};
+        auto first = co_await (std::move(op) || t.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+        if (first.index() == 0)
+            co_return std::move(std::get<0>(first));
+        co_return std::nullopt;
     }
 
     // Sleeps until `place` is at the head of this process's line for the resource.
@@ -370,29 +426,32 @@ private:
     // At the deadline: timeout if the lock was held elsewhere, else the store's error.
     static std::error_code give_up(const std::error_code& last)
     {
-        return last == errc::contended ? make_error_code(errc::timeout) : last;
+        return last == condition::contended ? make_error_code(errc::timeout) : last;
     }
 
-    static awaitable<void> sleep_until(time_point until)
+    template <lease_hold Hold>
+    static awaitable<void> give_back(Hold hold)
     {
-        timer t{co_await asio::this_coro::executor, until};
-        (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        (void)co_await hold.release();
     }
 
-    awaitable<void> give_back(const lock_request& request)
+    template <lease_hold Hold>
+    lease make_lease(Hold hold, fence_token fence, time_point started)
     {
-        (void)co_await acquire_.release(backend_, request);
-    }
-
-    lease make_lease(const lock_request& request, fence_token fence, time_point started)
-    {
-        using state_type = detail::lease_state_for<Backend, acquire_policy, observer_type>;
-        const detail::keep_plan plan{options_.ttl, options_.drift(), renew_.interval(options_.ttl),
-                                     renew_.max_hold_time()};
-        auto state = std::make_shared<state_type>(backend_, acquire_, observer_, resource_, request.owner,
+        using state_type = detail::lease_state_for<Hold, observer_type>;
+        constexpr bool by_session = session_hold<Hold>;
+        const detail::keep_plan plan{options_.ttl, options_.drift(),
+                                     by_session ? std::nullopt : renew_.interval(options_.ttl),
+                                     renew_.max_hold_time(), by_session};
+        auto state = std::make_shared<state_type>(std::move(hold), observer_, backend_.get_executor(), resource_,
                                                   fence, started, plan);
-        if (plan.renew_every)
+        if constexpr (by_session) {
+            // The session keeps the lease: its validity, not the TTL's, and its loss.
+            const auto valid = state->hold().bind(std::weak_ptr<session_listener>{state});
+            state->start_session(valid.value_or(started));
+        } else if (plan.renew_every) {
             state->activate();
+        }
         return lease{std::move(state)};
     }
 

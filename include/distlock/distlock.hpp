@@ -3,6 +3,7 @@
 #pragma once
 
 #include <distlock/basic_distributed_mutex.hpp>
+#include <distlock/claim.hpp>
 #include <distlock/blocking.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
@@ -13,6 +14,7 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/policy/order.hpp>
+#include <distlock/policy/queue.hpp>
 #include <distlock/policy/renew.hpp>
 #include <distlock/policy/retry.hpp>
 #include <distlock/quorum.hpp>

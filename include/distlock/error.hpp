@@ -23,13 +23,110 @@ enum class errc {
     validity_exhausted,  ///< The lock was granted but too late: no validity was left, so it was given back.
     stale_fence,         ///< A fenced write carried an older token than one already accepted.
     auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
+    session_lost,        ///< The store session that kept the lock ended (expired, closed, or in doubt).
 };
+
+/// What the core decides by. Every store's own error codes (distlock's errc, or a
+/// store category: SQLSTATEs, HTTP statuses, gRPC or ZooKeeper codes) map onto these
+/// conditions through their category's equivalence, so the core never needs to know
+/// a store's codes: `if (ec == distlock::condition::maybe_applied) ...`.
+enum class condition {
+    contended = 1,    ///< The store answered no: another owner holds the lock.
+    not_applied,      ///< The request surely had no effect (refused, unreachable): retrying is safe.
+    maybe_applied,    ///< The request may have had effect (no reply, garbled reply): clean up by owner token.
+    not_owner,        ///< The store does not hold this lock for this owner.
+    session_lost,     ///< The store session that kept the lock ended or cannot be vouched for.
+    lease_lost,       ///< The lease ended before its holder released it.
+    invalid_argument, ///< Rejected before any I/O.
+    timeout,          ///< A deadline passed.
+    cancelled,        ///< The caller cancelled.
+    denied,           ///< The store refused the credentials or the permission.
+};
+
+namespace detail {
+
+class condition_category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "distlock.condition"; }
+    std::string message(int value) const override
+    {
+        switch (static_cast<condition>(value)) {
+        case condition::contended:
+            return "held by another owner";
+        case condition::not_applied:
+            return "the request was not applied";
+        case condition::maybe_applied:
+            return "the request may have been applied";
+        case condition::not_owner:
+            return "not the owner of the lock";
+        case condition::session_lost:
+            return "the store session ended";
+        case condition::lease_lost:
+            return "the lease was lost";
+        case condition::invalid_argument:
+            return "invalid argument";
+        case condition::timeout:
+            return "deadline passed";
+        case condition::cancelled:
+            return "cancelled";
+        case condition::denied:
+            return "credentials or permission refused";
+        }
+        return "unknown distlock condition";
+    }
+};
+
+} // namespace detail
+
+/// The category of distlock::condition (one instance, also in header-only use).
+inline const std::error_category& condition_category() noexcept
+{
+    static const detail::condition_category instance;
+    return instance;
+}
+
+inline std::error_condition make_error_condition(condition c) noexcept
+{
+    return {static_cast<int>(c), condition_category()};
+}
 
 namespace detail {
 
 class error_category final : public std::error_category {
 public:
     const char* name() const noexcept override { return "distlock"; }
+
+    // Each errc is one condition (or none, for the few the core never decides by).
+    std::error_condition default_error_condition(int value) const noexcept override
+    {
+        switch (static_cast<errc>(value)) {
+        case errc::contended:
+            return make_error_condition(condition::contended);
+        case errc::store_unavailable:
+        case errc::quorum_not_reached:
+            return make_error_condition(condition::not_applied);
+        case errc::outcome_unknown:
+        case errc::protocol_error:
+            return make_error_condition(condition::maybe_applied);
+        case errc::not_owner:
+            return make_error_condition(condition::not_owner);
+        case errc::session_lost:
+            return make_error_condition(condition::session_lost);
+        case errc::lease_lost:
+        case errc::validity_exhausted:
+            return make_error_condition(condition::lease_lost);
+        case errc::invalid_argument:
+            return make_error_condition(condition::invalid_argument);
+        case errc::timeout:
+            return make_error_condition(condition::timeout);
+        case errc::cancelled:
+            return make_error_condition(condition::cancelled);
+        case errc::auth_failed:
+            return make_error_condition(condition::denied);
+        default:
+            return {value, *this};
+        }
+    }
 
     std::string message(int value) const override
     {
@@ -63,6 +160,9 @@ public:
             return "write rejected: a newer fencing token has already written";
         case errc::auth_failed:
             return "the store rejected the credentials: check user name, password or certificate";
+        case errc::session_lost:
+            return "the store session that kept the lock ended (expired, closed or in doubt): "
+                   "the lock is gone or cannot be vouched for";
         }
         return "unknown distlock error";
     }
@@ -86,6 +186,8 @@ inline std::error_code make_error_code(errc e) noexcept
 
 template <>
 struct std::is_error_code_enum<distlock::errc> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<distlock::condition> : std::true_type {};
 
 // After the specialisation above, so that errc compares with std::error_code.
 namespace distlock::detail {
@@ -93,6 +195,6 @@ namespace distlock::detail {
 /// applied, so whatever it may have taken is given back by owner token.
 inline bool maybe_applied(const std::error_code& ec) noexcept
 {
-    return ec == errc::outcome_unknown || ec == errc::protocol_error;
+    return ec == condition::maybe_applied;
 }
 } // namespace distlock::detail

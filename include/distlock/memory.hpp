@@ -2,4 +2,5 @@
 #pragma once
 
 #include <distlock/memory/fenced_register.hpp>
+#include <distlock/memory/session_store.hpp>
 #include <distlock/memory/store.hpp>

@@ -160,13 +160,12 @@ private:
         if constexpr (requires { prototype_.retry().deadline; })
             deadline = clock::now() + prototype_.retry().deadline;
 
-        if constexpr (batch_put_if_absent_store<Backend> &&
-                      std::is_same_v<typename mutex_type::acquire_policy, acquire::setnx>) {
+        if constexpr (has_batch_path) {
             // One round trip for the whole set when nothing is held; under contention,
             // the per-resource path below waits in order.
             if (ids.size() > 1) {
                 auto batch = co_await take_batch(ids);
-                if (batch || batch.error() != errc::contended)
+                if (batch || batch.error() != condition::contended)
                     co_return batch;
             }
         }
@@ -196,20 +195,34 @@ private:
         }
     }
 
+    using acquire_policy = typename mutex_type::acquire_policy;
+
+    // The acquisition policy offers a batch path on this store (all resources in one
+    // atomic step), e.g. acquire::setnx on a store with put_if_absent_all.
+    static constexpr bool has_batch_path =
+        requires(const acquire_policy& p, const store_ref<Backend>& s, const std::vector<std::string>& ids,
+                 const owner_token& owner, duration ttl) {
+            { p.acquire_all(s, ids, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+            p.hold(s, std::string{}, owner, ttl);
+        };
+
     awaitable<result<multi_lease>> take_batch(const std::vector<std::string>& ids)
     {
+        const acquire_policy& policy = prototype_.acquisition();
+        const store_ref<Backend> store{prototype_.backend()};
         const auto owner = owner_token::generate();
         const auto& options = prototype_.options();
         const auto started = clock::now();
-        auto fences = co_await prototype_.backend().put_if_absent_all(ids, owner, options.ttl);
+        auto fences = co_await policy.acquire_all(store, ids, owner, options.ttl);
         if (!fences) {
             if (detail::maybe_applied(fences.error()))
-                co_await release_all(ids, owner);
+                co_await release_all(policy, store, ids, owner);
             co_return fences.error();
         }
         std::vector<lease> held;
         for (std::size_t i = 0; i < ids.size(); ++i)
-            held.push_back(with_resource(ids[i]).adopt(owner, fences.value()[i], started));
+            held.push_back(
+                with_resource(ids[i]).adopt(policy.hold(store, ids[i], owner, options.ttl), fences.value()[i], started));
         if (clock::now() >= started + options.ttl - options.drift()) {
             multi_lease late{std::move(held)};
             (void)co_await late.unlock();
@@ -218,10 +231,13 @@ private:
         co_return multi_lease{std::move(held)};
     }
 
-    awaitable<void> release_all(const std::vector<std::string>& ids, owner_token owner)
+    static awaitable<void> release_all(const acquire_policy& policy, const store_ref<Backend>& store,
+                                       const std::vector<std::string>& ids, owner_token owner)
     {
-        for (const auto& id : ids)
-            (void)co_await prototype_.backend().release(id, owner);
+        for (const auto& id : ids) {
+            auto hold = policy.hold(store, id, owner, duration{});
+            (void)co_await hold.release();
+        }
     }
 
     static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)

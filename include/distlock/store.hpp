@@ -14,6 +14,7 @@
 //  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
 #pragma once
 
+#include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -23,6 +24,7 @@
 #include <asio/awaitable.hpp>
 
 #include <concepts>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,5 +107,34 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
         { w.wait(until) } -> std::same_as<awaitable<bool>>;
     };
 };
+
+/// Where an entry of a resource's queue stands (see session_queue_store).
+struct queue_place {
+    fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.
+    bool first = false;                     ///< The oldest entry: its owner holds the lock.
+    std::optional<fence_token> predecessor; ///< The entry just before it, when not first.
+};
+
+/// A store with client sessions and a fair queue per resource (etcd leases and
+/// revisions, ZooKeeper sessions and sequential ephemeral nodes): one entry per
+/// waiter, bound to the client's session and ordered by creation; the oldest entry
+/// holds the lock; an entry goes when its owner deletes it or its session ends. One
+/// session (one keepalive) serves every lock of the client.
+template <class S>
+concept session_queue_store =
+    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, fence_token entry,
+                         time_point until, std::weak_ptr<session_listener> listener) {
+        /// Creates the owner's entry, or finds it if it exists (so a lost reply can be
+        /// retried without queueing twice), and says where it stands.
+        { s.enqueue(resource, owner) } -> std::same_as<awaitable<result<queue_place>>>;
+        /// True once entry `entry` is gone, false at `until`.
+        { s.wait_gone(resource, entry, until) } -> std::same_as<awaitable<bool>>;
+        /// Deletes the owner's entry: leaves the queue, or releases the lock.
+        { s.dequeue(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        /// Binds a lease to the session that keeps `entry`; returns until when the
+        /// session is known alive (nullopt: it is gone). The listener hears of every
+        /// change of the session's state.
+        { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
+    };
 
 } // namespace distlock

@@ -159,13 +159,110 @@ enum class errc {
     validity_exhausted,  ///< The lock was granted but too late: no validity was left, so it was given back.
     stale_fence,         ///< A fenced write carried an older token than one already accepted.
     auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
+    session_lost,        ///< The store session that kept the lock ended (expired, closed, or in doubt).
 };
+
+/// What the core decides by. Every store's own error codes (distlock's errc, or a
+/// store category: SQLSTATEs, HTTP statuses, gRPC or ZooKeeper codes) map onto these
+/// conditions through their category's equivalence, so the core never needs to know
+/// a store's codes: `if (ec == distlock::condition::maybe_applied) ...`.
+enum class condition {
+    contended = 1,    ///< The store answered no: another owner holds the lock.
+    not_applied,      ///< The request surely had no effect (refused, unreachable): retrying is safe.
+    maybe_applied,    ///< The request may have had effect (no reply, garbled reply): clean up by owner token.
+    not_owner,        ///< The store does not hold this lock for this owner.
+    session_lost,     ///< The store session that kept the lock ended or cannot be vouched for.
+    lease_lost,       ///< The lease ended before its holder released it.
+    invalid_argument, ///< Rejected before any I/O.
+    timeout,          ///< A deadline passed.
+    cancelled,        ///< The caller cancelled.
+    denied,           ///< The store refused the credentials or the permission.
+};
+
+namespace detail {
+
+class condition_category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "distlock.condition"; }
+    std::string message(int value) const override
+    {
+        switch (static_cast<condition>(value)) {
+        case condition::contended:
+            return "held by another owner";
+        case condition::not_applied:
+            return "the request was not applied";
+        case condition::maybe_applied:
+            return "the request may have been applied";
+        case condition::not_owner:
+            return "not the owner of the lock";
+        case condition::session_lost:
+            return "the store session ended";
+        case condition::lease_lost:
+            return "the lease was lost";
+        case condition::invalid_argument:
+            return "invalid argument";
+        case condition::timeout:
+            return "deadline passed";
+        case condition::cancelled:
+            return "cancelled";
+        case condition::denied:
+            return "credentials or permission refused";
+        }
+        return "unknown distlock condition";
+    }
+};
+
+} // namespace detail
+
+/// The category of distlock::condition (one instance, also in header-only use).
+inline const std::error_category& condition_category() noexcept
+{
+    static const detail::condition_category instance;
+    return instance;
+}
+
+inline std::error_condition make_error_condition(condition c) noexcept
+{
+    return {static_cast<int>(c), condition_category()};
+}
 
 namespace detail {
 
 class error_category final : public std::error_category {
 public:
     const char* name() const noexcept override { return "distlock"; }
+
+    // Each errc is one condition (or none, for the few the core never decides by).
+    std::error_condition default_error_condition(int value) const noexcept override
+    {
+        switch (static_cast<errc>(value)) {
+        case errc::contended:
+            return make_error_condition(condition::contended);
+        case errc::store_unavailable:
+        case errc::quorum_not_reached:
+            return make_error_condition(condition::not_applied);
+        case errc::outcome_unknown:
+        case errc::protocol_error:
+            return make_error_condition(condition::maybe_applied);
+        case errc::not_owner:
+            return make_error_condition(condition::not_owner);
+        case errc::session_lost:
+            return make_error_condition(condition::session_lost);
+        case errc::lease_lost:
+        case errc::validity_exhausted:
+            return make_error_condition(condition::lease_lost);
+        case errc::invalid_argument:
+            return make_error_condition(condition::invalid_argument);
+        case errc::timeout:
+            return make_error_condition(condition::timeout);
+        case errc::cancelled:
+            return make_error_condition(condition::cancelled);
+        case errc::auth_failed:
+            return make_error_condition(condition::denied);
+        default:
+            return {value, *this};
+        }
+    }
 
     std::string message(int value) const override
     {
@@ -199,6 +296,9 @@ public:
             return "write rejected: a newer fencing token has already written";
         case errc::auth_failed:
             return "the store rejected the credentials: check user name, password or certificate";
+        case errc::session_lost:
+            return "the store session that kept the lock ended (expired, closed or in doubt): "
+                   "the lock is gone or cannot be vouched for";
         }
         return "unknown distlock error";
     }
@@ -222,6 +322,8 @@ inline std::error_code make_error_code(errc e) noexcept
 
 template <>
 struct std::is_error_code_enum<distlock::errc> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<distlock::condition> : std::true_type {};
 
 // After the specialisation above, so that errc compares with std::error_code.
 namespace distlock::detail {
@@ -229,7 +331,7 @@ namespace distlock::detail {
 /// applied, so whatever it may have taken is given back by owner token.
 inline bool maybe_applied(const std::error_code& ec) noexcept
 {
-    return ec == errc::outcome_unknown || ec == errc::protocol_error;
+    return ec == condition::maybe_applied;
 }
 } // namespace distlock::detail
 // ---- end distlock/error.hpp
@@ -373,9 +475,33 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 // keeper has exited and no extension is in flight before it sends the release, so no
 // extension can reach the store after the release.
 
-// ---- begin distlock/observe.hpp
-// distlock/observe.hpp: events a lock reports, for the user's own metrics and logs.
-// The library itself prints nothing.
+// ---- begin distlock/claim.hpp
+// distlock/claim.hpp: what an acquisition policy opens for one lock() call, and what
+// a lease keeps.
+//
+// Design note. The mutex does not run an acquisition itself: for each lock() it asks
+// the acquisition policy to open a *claim*, an object that keeps its state across the
+// attempts of that call. The mutex decides when to try, how long to wait (the retry
+// policy and the deadline) and when to give up; the claim decides what an attempt is
+// and what waiting means:
+//  - attempt(): one try. The answer is data: granted (with a fencing token) or held
+//    (optionally "not before" a time the store reported, such as the holder's
+//    remaining TTL). Store failures are errors, decided by condition.
+//  - listen(): start listening for a chance (a release notification, a watch on the
+//    predecessor). True when listening began just now, so that the caller tries once
+//    more before it waits: a release between the failed try and the start of
+//    listening cannot be missed.
+//  - wait(until): wait for a chance, or until `until` (the mutex bounds it by the
+//    retry policy's delay and the deadline).
+//  - hold(): after a grant, what the lease keeps: how to extend and release it, or
+//    the session it is bound to. Taking it settles the grant.
+//  - unsettled(): whether abandon() has anything to do (the common case has not).
+//  - abandon(): an awaitable, run as work owned by the store after the lock() call
+//    has ended, that gives back whatever the claim may still hold: grants whose
+//    replies were lost or cut off by the deadline, its place in a queue.
+// A claim on a store with a fair queue of its own (etcd, ZooKeeper) keeps one entry
+// across attempts and says so with `fair`; elsewhere the mutex keeps waiters of one
+// process in arrival order (detail/local_line.hpp).
 
 // ---- begin distlock/options.hpp
 // distlock/options.hpp: what a lock asks of the store, and the limits checked
@@ -451,93 +577,6 @@ inline std::error_code validate_options(const lock_options& o) noexcept
 
 } // namespace distlock
 // ---- end distlock/options.hpp
-
-#include <cstddef>
-#include <functional>
-#include <string_view>
-#include <system_error>
-#include <variant>
-
-namespace distlock {
-
-struct observer_policy_tag {};
-
-/// One acquisition attempt finished.
-struct attempt_event {
-    std::string_view resource;
-    std::size_t number;        ///< 1 for the first attempt of a lock() call.
-    duration latency;          ///< Time the attempt took.
-    std::error_code error;     ///< Empty when the lock was acquired.
-    fence_token fence;         ///< The token granted, when acquired.
-};
-
-/// lock() is about to wait before its next attempt.
-struct wait_event {
-    std::string_view resource;
-    duration planned;          ///< How long it will wait at most.
-};
-
-/// lock() woke up before its next attempt.
-struct wake_event {
-    std::string_view resource;
-    duration waited;           ///< How long it actually waited.
-    bool notified;             ///< True when a release notification woke it.
-};
-
-/// A watchdog extension finished.
-struct renewal_event {
-    std::string_view resource;
-    duration lag;              ///< How late the extension started against its schedule.
-    duration latency;          ///< Round trip of the extension.
-    std::error_code error;
-    time_point valid_until;    ///< The lease's validity after it (unchanged when it failed or came too late).
-};
-
-/// A lease ended: released by its holder, or lost.
-struct release_event {
-    std::string_view resource;
-    duration remaining_validity; ///< Local validity left when it ended (negative: overrun).
-    std::error_code error;       ///< Why it ended, when lost; the release's error otherwise.
-};
-
-/// One node of a quorum answered an acquisition attempt.
-struct vote_event {
-    std::string_view resource;
-    std::size_t node;
-    duration latency;
-    std::error_code error;     ///< Empty when the node granted the lock.
-};
-
-using event = std::variant<attempt_event, wait_event, wake_event, renewal_event, release_event,
-                           vote_event>;
-
-/// An observer accepts every event type.
-template <class O>
-concept observer = requires(const O& o, const event& e) { o(e); };
-
-namespace observe {
-
-/// Sees nothing; costs nothing.
-struct none {
-    using policy_kind = observer_policy_tag;
-    void operator()(const event&) const noexcept {}
-};
-
-/// Calls a function with every event. Events reference data that lives only for the
-/// call: copy what you keep.
-struct callback {
-    using policy_kind = observer_policy_tag;
-    std::function<void(const event&)> fn;
-    void operator()(const event& e) const
-    {
-        if (fn)
-            fn(e);
-    }
-};
-
-} // namespace observe
-} // namespace distlock
-// ---- end distlock/observe.hpp
 // ---- begin distlock/owner_token.hpp
 // distlock/owner_token.hpp: the random value that says who holds a lock.
 
@@ -705,21 +744,112 @@ private:
 
 } // namespace distlock
 // ---- end distlock/owner_token.hpp
-// ---- begin distlock/policy/acquire.hpp
-// distlock/policy/acquire.hpp: how a lock is taken, extended and released on a backend.
 
-// ---- begin distlock/detail/fan_out.hpp
-// distlock/detail/fan_out.hpp: run one operation on every node of a quorum in
-// parallel and decide as soon as the replies so far settle the question.
+#include <asio/awaitable.hpp>
+
+#include <concepts>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace distlock {
+
+/// The answer to one acquisition attempt that the store gave.
+class answer {
+public:
+    /// The lock is held by this claim, with `fence`.
+    static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt}; }
+    /// Another owner holds the lock; trying before `not_before` (when known) is futile
+    /// unless the holder releases early.
+    static answer held(std::optional<time_point> not_before = std::nullopt) noexcept
+    {
+        return answer{false, 0, not_before};
+    }
+
+    bool is_granted() const noexcept { return granted_; }
+    fence_token fence() const noexcept { return fence_; }
+    std::optional<time_point> not_before() const noexcept { return not_before_; }
+
+private:
+    answer(bool g, fence_token f, std::optional<time_point> nb) noexcept : granted_{g}, fence_{f}, not_before_{nb} {}
+    bool granted_;
+    fence_token fence_;
+    std::optional<time_point> not_before_;
+};
+
+/// How a session store reports the state of the session a lease is bound to.
+enum class session_state {
+    held,     ///< The session is alive; the lease is valid until the reported time.
+    in_doubt, ///< The client cannot tell (disconnected, keepalives unanswered): treated as lost.
+    lost,     ///< The session expired or was closed: its locks are gone.
+};
+
+/// What a session-bound lease listens to. Calls may come from any thread.
+class session_listener {
+public:
+    virtual ~session_listener() = default;
+    virtual void session_changed(session_state state, time_point valid_until) noexcept = 0;
+};
+
+/// What a lease keeps after a grant: how to extend it and how to release it. Both
+/// return awaitables that own what they use (they run after lock() returned).
+template <class H>
+concept lease_hold = std::move_constructible<H> && requires(H& h, const H& ch) {
+    { h.extend() } -> std::same_as<awaitable<result<void>>>;
+    { h.release() } -> std::same_as<awaitable<result<void>>>;
+    { ch.owner() } -> std::convertible_to<owner_token>;
+};
+
+/// A hold bound to a store session: the session keeps it alive and reports its loss.
+/// `bind` registers the lease's listener and returns the current validity (nullopt
+/// when the session is already gone).
+template <class H>
+concept session_hold = lease_hold<H> && requires(H& h, std::weak_ptr<session_listener> l) {
+    { h.bind(l) } -> std::same_as<std::optional<time_point>>;
+};
+
+/// One lock() call's claim on a resource; see the design note above.
+template <class C>
+concept claim = requires(C& c, time_point until) {
+    { c.attempt() } -> std::same_as<awaitable<result<answer>>>;
+    { c.listen() } -> std::same_as<awaitable<bool>>;
+    { c.wait(until) } -> std::same_as<awaitable<bool>>;
+    { c.abandon() } -> std::same_as<awaitable<void>>;
+    { std::as_const(c).unsettled() } -> std::convertible_to<bool>;
+    { c.hold() } -> lease_hold;
+    { C::fair } -> std::convertible_to<bool>;
+};
+
+} // namespace distlock
+// ---- end distlock/claim.hpp
+// ---- begin distlock/detail/lifetime.hpp
+// distlock/detail/lifetime.hpp: how a store owns the work its leases start, and how
+// that work reaches a store without ever touching one that is gone.
 //
-// Design note. Each node's operation runs as its own detached coroutine on that
-// node's executor and owns copies of its arguments, because it may outlive the
-// caller: a slow or blackholed node answers after the decision, or after the caller
-// was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
-// grant gets released instead of staying held until its TTL. Replies are collected
-// under a mutex because nodes may run on different threads; the caller waits on a
-// concurrent channel, which is safe to signal from any thread and honours the
-// caller's cancellation.
+// Design note. A lease outlives the call that made it, and so does what it starts:
+// the watchdog's extensions, a release sent after the lease went out of scope, the
+// clean-up of an attempt cut off by its deadline. Each of them needs the store. They
+// do not hold `Store&`; they hold a backend_ref: a pointer to the store plus shared
+// ownership of the store's `lifetime`, the one object that says whether the store is
+// still there.
+//  - A call through a backend_ref enters the lifetime (a short critical section, no
+//    suspension inside), checks that the store is open, and starts the operation.
+//    Stores that take part keep one rule: an operation, once started, owns what it
+//    needs (shared state, copies) and never touches the store object again. So the
+//    store may be destroyed while the operation is in flight; it completes against
+//    the store's shared state or with an error.
+//  - A closed lifetime starts nothing: the call completes with
+//    errc::store_unavailable, without I/O.
+//  - Background work is spawned through the lifetime, which counts it. The store's
+//    async close() waits until that count is zero (so pending releases finish), then
+//    ends every lease still kept (they are reported lost and released) and closes.
+//  - The store's destructor shuts the lifetime at once: it waits only for calls that
+//    are between entering and starting (never for I/O), stops the keepers of held
+//    leases (they report loss) and wakes watchers; background work still pending
+//    then finds the store closed and touches nothing.
+// A store that does not take part (a user's own adapter without `lifetime()`) is
+// used through a plain pointer: it must outlive every lease and lock() using it.
 
 // ---- begin distlock/store.hpp
 // distlock/store.hpp: what a store adapter provides, as concepts.
@@ -742,6 +872,7 @@ private:
 #include <asio/awaitable.hpp>
 
 #include <concepts>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -825,8 +956,442 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
     };
 };
 
+/// Where an entry of a resource's queue stands (see session_queue_store).
+struct queue_place {
+    fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.
+    bool first = false;                     ///< The oldest entry: its owner holds the lock.
+    std::optional<fence_token> predecessor; ///< The entry just before it, when not first.
+};
+
+/// A store with client sessions and a fair queue per resource (etcd leases and
+/// revisions, ZooKeeper sessions and sequential ephemeral nodes): one entry per
+/// waiter, bound to the client's session and ordered by creation; the oldest entry
+/// holds the lock; an entry goes when its owner deletes it or its session ends. One
+/// session (one keepalive) serves every lock of the client.
+template <class S>
+concept session_queue_store =
+    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, fence_token entry,
+                         time_point until, std::weak_ptr<session_listener> listener) {
+        /// Creates the owner's entry, or finds it if it exists (so a lost reply can be
+        /// retried without queueing twice), and says where it stands.
+        { s.enqueue(resource, owner) } -> std::same_as<awaitable<result<queue_place>>>;
+        /// True once entry `entry` is gone, false at `until`.
+        { s.wait_gone(resource, entry, until) } -> std::same_as<awaitable<bool>>;
+        /// Deletes the owner's entry: leaves the queue, or releases the lock.
+        { s.dequeue(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        /// Binds a lease to the session that keeps `entry`; returns until when the
+        /// session is known alive (nullopt: it is gone). The listener hears of every
+        /// change of the session's state.
+        { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
+    };
+
 } // namespace distlock
 // ---- end distlock/store.hpp
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace distlock::detail {
+
+/// Something that must hear when its store closes: a lease keeper, a watcher.
+class closing_listener {
+public:
+    virtual ~closing_listener() = default;
+    /// Called once, from the thread that closes the store, outside every store lock.
+    /// Must not block; may post work.
+    virtual void store_closing() noexcept = 0;
+};
+
+class lifetime : public std::enable_shared_from_this<lifetime> {
+public:
+    /// A permission to start one operation on the store; empty when it is closed.
+    class entry {
+    public:
+        entry() = default;
+        entry(entry&& o) noexcept : owner_{std::exchange(o.owner_, nullptr)} {}
+        entry& operator=(entry&&) = delete;
+        ~entry() { reset(); }
+        explicit operator bool() const noexcept { return owner_ != nullptr; }
+        void reset() noexcept
+        {
+            if (auto* o = std::exchange(owner_, nullptr))
+                o->leave();
+        }
+
+    private:
+        friend class lifetime;
+        explicit entry(lifetime* o) noexcept : owner_{o} {}
+        lifetime* owner_ = nullptr;
+    };
+
+    static std::shared_ptr<lifetime> make(asio::any_io_executor ex)
+    {
+        return std::shared_ptr<lifetime>{new lifetime{std::move(ex)}};
+    }
+
+    /// Enters the store for one synchronous step (starting an operation).
+    entry enter()
+    {
+        std::lock_guard lock{mutex_};
+        if (closed_)
+            return entry{};
+        ++entered_;
+        return entry{this};
+    }
+
+    bool open() const
+    {
+        std::lock_guard lock{mutex_};
+        return !closed_;
+    }
+
+    /// True once close() started: new locks are refused, pending work still runs.
+    bool closing() const
+    {
+        std::lock_guard lock{mutex_};
+        return closing_ || closed_;
+    }
+
+    /// Runs `work` as background work owned by the store (counted until it ends).
+    /// Work spawned after shutdown is dropped: it could only find the store closed.
+    void spawn(awaitable<void> work)
+    {
+        {
+            std::lock_guard lock{mutex_};
+            if (closed_)
+                return;
+            ++background_;
+        }
+        asio::co_spawn(ex_, run(shared_from_this(), std::move(work)), asio::detached);
+    }
+
+    std::size_t background_work() const
+    {
+        std::lock_guard lock{mutex_};
+        return background_;
+    }
+
+    /// Registers a listener told when the store closes; returns false if it is closed.
+    bool listen(std::weak_ptr<closing_listener> l)
+    {
+        std::lock_guard lock{mutex_};
+        if (closed_)
+            return false;
+        std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+        listeners_.push_back(std::move(l));
+        return true;
+    }
+
+    /// The store's async close: refuses new locks, tells the listeners (keepers end
+    /// their leases and release them as background work), waits for every piece of
+    /// background work to finish, then shuts.
+    awaitable<void> close()
+    {
+        std::vector<std::weak_ptr<closing_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            if (closed_)
+                co_return;
+            closing_ = true;
+            told.swap(listeners_);
+        }
+        tell(told);
+        for (;;) {
+            {
+                std::lock_guard lock{mutex_};
+                if (background_ == 0)
+                    break;
+            }
+            (void)co_await idle_.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        }
+        shut();
+    }
+
+    /// The store's destructor: closed now; waits only for steps already entered.
+    void shut()
+    {
+        std::vector<std::weak_ptr<closing_listener>> told;
+        {
+            std::unique_lock lock{mutex_};
+            closed_ = true;
+            told.swap(listeners_);
+            left_.wait(lock, [this] { return entered_ == 0; });
+        }
+        tell(told);
+        idle_.try_send(std::error_code{}, true);
+    }
+
+private:
+    explicit lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
+
+    static void tell(std::vector<std::weak_ptr<closing_listener>>& listeners)
+    {
+        for (auto& w : listeners)
+            if (auto l = w.lock())
+                l->store_closing();
+    }
+
+    void leave() noexcept
+    {
+        std::lock_guard lock{mutex_};
+        if (--entered_ == 0)
+            left_.notify_all();
+    }
+
+    static awaitable<void> run(std::shared_ptr<lifetime> self, awaitable<void> work)
+    {
+        try {
+            co_await std::move(work);
+        } catch (...) {
+            // Background work reports through leases and observers; nothing is
+            // allowed to escape into the io_context's run().
+        }
+        std::lock_guard lock{self->mutex_};
+        if (--self->background_ == 0)
+            self->idle_.try_send(std::error_code{}, true);
+    }
+
+    asio::any_io_executor ex_;
+    mutable std::mutex mutex_;
+    std::condition_variable left_;
+    std::size_t entered_ = 0;
+    std::size_t background_ = 0;
+    bool closing_ = false;
+    bool closed_ = false;
+    std::vector<std::weak_ptr<closing_listener>> listeners_;
+    asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
+};
+
+/// Stores that own their background work expose `lifetime()`.
+template <class S>
+concept has_lifetime = requires(S& s) {
+    { s.lifetime() } -> std::convertible_to<std::shared_ptr<lifetime>>;
+};
+
+template <class T>
+awaitable<result<T>> closed_store()
+{
+    co_return errc::store_unavailable;
+}
+
+/// How the core reaches a store: see the design note above.
+template <class S>
+class backend_ref {
+public:
+    backend_ref() = default;
+    explicit backend_ref(S& s) : store_{&s}
+    {
+        if constexpr (has_lifetime<S>)
+            life_ = s.lifetime();
+    }
+
+    /// Starts `op(store)` (which returns an awaitable<result<T>>) if the store is open;
+    /// otherwise the awaitable completes with errc::store_unavailable, without I/O.
+    template <class Op>
+    auto call(Op&& op) const -> decltype(op(std::declval<S&>()))
+    {
+        using awaitable_type = decltype(op(std::declval<S&>()));
+        if constexpr (has_lifetime<S>) {
+            auto in = life_->enter();
+            if (!in)
+                return closed_result<awaitable_type>();
+            return op(*store_);
+        } else {
+            return op(*store_);
+        }
+    }
+
+    /// Runs `fn(store)` synchronously if the store is open: std::nullopt otherwise.
+    template <class Fn>
+    auto with(Fn&& fn) const -> std::optional<decltype(fn(std::declval<S&>()))>
+    {
+        if constexpr (has_lifetime<S>) {
+            auto in = life_->enter();
+            if (!in || life_->closing())
+                return std::nullopt;
+            return fn(*store_);
+        } else {
+            return fn(*store_);
+        }
+    }
+
+    /// Spawns work owned by the store (on its executor); dropped if it is closed.
+    void spawn(awaitable<void> work) const
+    {
+        if constexpr (has_lifetime<S>)
+            life_->spawn(std::move(work));
+        else
+            asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
+    }
+
+    /// Registers a listener for the store's closing (no-op for stores without one).
+    bool listen(std::weak_ptr<closing_listener> l) const
+    {
+        if constexpr (has_lifetime<S>)
+            return life_->listen(std::move(l));
+        else
+            return true;
+    }
+
+    bool open() const
+    {
+        if constexpr (has_lifetime<S>)
+            return life_->open() && !life_->closing();
+        else
+            return true;
+    }
+
+    /// Valid only while the store is open; for identity (the local line's key) and
+    /// synchronous use inside call().
+    S* get() const noexcept { return store_; }
+    asio::any_io_executor get_executor() const { return executor_; }
+
+private:
+    template <class A>
+    static A closed_result()
+    {
+        using value = typename awaited<A>::type; // result<T>
+        return closed_value<value>();
+    }
+    template <class R>
+    static awaitable<R> closed_value()
+    {
+        co_return R{make_error_code(errc::store_unavailable)};
+    }
+
+    S* store_ = nullptr;
+    std::shared_ptr<lifetime> life_;
+    asio::any_io_executor executor_ = store_ ? store_->get_executor() : asio::any_io_executor{};
+};
+
+} // namespace distlock::detail
+// ---- end distlock/detail/lifetime.hpp
+// ---- begin distlock/observe.hpp
+// distlock/observe.hpp: events a lock reports, for the user's own metrics and logs.
+// The library itself prints nothing.
+
+
+#include <cstddef>
+#include <functional>
+#include <string_view>
+#include <system_error>
+#include <variant>
+
+namespace distlock {
+
+struct observer_policy_tag {};
+
+/// One acquisition attempt finished.
+struct attempt_event {
+    std::string_view resource;
+    std::size_t number;        ///< 1 for the first attempt of a lock() call.
+    duration latency;          ///< Time the attempt took.
+    std::error_code error;     ///< Empty when the lock was acquired.
+    fence_token fence;         ///< The token granted, when acquired.
+};
+
+/// lock() is about to wait before its next attempt.
+struct wait_event {
+    std::string_view resource;
+    duration planned;          ///< How long it will wait at most.
+};
+
+/// lock() woke up before its next attempt.
+struct wake_event {
+    std::string_view resource;
+    duration waited;           ///< How long it actually waited.
+    bool notified;             ///< True when a release notification woke it.
+};
+
+/// A watchdog extension finished.
+struct renewal_event {
+    std::string_view resource;
+    duration lag;              ///< How late the extension started against its schedule.
+    duration latency;          ///< Round trip of the extension.
+    std::error_code error;
+    time_point valid_until;    ///< The lease's validity after it (unchanged when it failed or came too late).
+};
+
+/// A lease ended: released by its holder, or lost.
+struct release_event {
+    std::string_view resource;
+    duration remaining_validity; ///< Local validity left when it ended (negative: overrun).
+    std::error_code error;       ///< Why it ended, when lost; the release's error otherwise.
+};
+
+/// One node of a quorum answered an acquisition attempt.
+struct vote_event {
+    std::string_view resource;
+    std::size_t node;
+    duration latency;
+    std::error_code error;     ///< Empty when the node granted the lock.
+};
+
+using event = std::variant<attempt_event, wait_event, wake_event, renewal_event, release_event,
+                           vote_event>;
+
+/// An observer accepts every event type.
+template <class O>
+concept observer = requires(const O& o, const event& e) { o(e); };
+
+namespace observe {
+
+/// Sees nothing; costs nothing.
+struct none {
+    using policy_kind = observer_policy_tag;
+    void operator()(const event&) const noexcept {}
+};
+
+/// Calls a function with every event. Events reference data that lives only for the
+/// call: copy what you keep.
+struct callback {
+    using policy_kind = observer_policy_tag;
+    std::function<void(const event&)> fn;
+    void operator()(const event& e) const
+    {
+        if (fn)
+            fn(e);
+    }
+};
+
+} // namespace observe
+} // namespace distlock
+// ---- end distlock/observe.hpp
+// ---- begin distlock/policy/acquire.hpp
+// distlock/policy/acquire.hpp: how a lock is taken, kept and given back on a backend.
+//
+// An acquisition policy opens a claim (claim.hpp) for every lock() call. The policies
+// here are claims over TTL primitives: each attempt puts the lock with a fresh owner
+// token and a TTL; the lease extends and releases it by that token.
+
+// ---- begin distlock/detail/fan_out.hpp
+// distlock/detail/fan_out.hpp: run one operation on every node of a quorum in
+// parallel and decide as soon as the replies so far settle the question.
+//
+// Design note. Each node's operation runs as its own detached coroutine on that
+// node's executor and owns copies of its arguments, because it may outlive the
+// caller: a slow or blackholed node answers after the decision, or after the caller
+// was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
+// grant gets released instead of staying held until its TTL. Replies are collected
+// under a mutex because nodes may run on different threads; the caller waits on a
+// concurrent channel, which is safe to signal from any thread and honours the
+// caller's cancellation.
+
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -891,7 +1456,8 @@ private:
     std::vector<std::function<void()>> parked_;
 };
 
-/// Runs `op(node, i)` on every node, returns the replies received when `settled(replies)`
+/// Runs `op(node, i)` on every node (`nodes.node(i)` is copied into each node's
+/// coroutine: a reference such as store_ref, never the store itself), returns the replies received when `settled(replies)`
 /// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
 /// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine:
 /// at once, or, with a `verdict`, once the caller concluded that they are to be released.
@@ -911,10 +1477,12 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
     auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
 
     for (std::size_t i = 0; i < n; ++i) {
-        auto& node = nodes.node(i);
+        // A copy of the node's reference: a straggler may outlive `nodes`.
+        auto node = nodes.node(i);
+        using node_type = decltype(node);
         asio::co_spawn(
             node.get_executor(),
-            [](std::shared_ptr<shared> state, decltype(node) node, std::size_t i, Op op,
+            [](std::shared_ptr<shared> state, node_type node, std::size_t i, Op op,
                Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
                 const auto start = clock::now();
                 reply<T> r{co_await op(node, i), clock::now() - start};
@@ -937,7 +1505,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                     co_await on_late(node, i, std::move(r));
                     co_return;
                 }
-                verdict->on_late([&node, i, on_late, r] {
+                verdict->on_late([node, i, on_late, r] {
                     asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
                 });
             }(state, node, i, op, settled, on_late, verdict),
@@ -971,10 +1539,16 @@ public:
     explicit observer_ref(const O& o) noexcept
         : object_{&o}, call_{[](const void* obj, const event& e) { (*static_cast<const O*>(obj))(e); }}
     {}
-    void operator()(const event& e) const
+    // An observer that throws must not break a lock's bookkeeping (a grant left
+    // unreleased, a keeper that stopped): its exception ends here.
+    void operator()(const event& e) const noexcept
     {
-        if (call_)
+        if (!call_)
+            return;
+        try {
             call_(object_, e);
+        } catch (...) {
+        }
     }
 
 private:
@@ -1030,34 +1604,246 @@ private:
 } // namespace distlock
 // ---- end distlock/quorum.hpp
 
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace distlock {
 
 struct acquire_policy_tag {};
 
-/// One request against a backend: which resource, for which owner, for how long.
+/// One request against a store: which resource, for which owner, for how long.
 struct lock_request {
     std::string_view resource;
     owner_token owner;
     duration ttl{};
 };
 
-/// An acquisition policy takes, extends and releases a lock on backend B.
-/// `acquire` returns the fencing token of the new lease.
+/// How the core reaches a store (a pointer plus the store's lifetime, so that work
+/// left running never touches a store that is gone; see detail/lifetime.hpp).
+template <class S>
+using store_ref = detail::backend_ref<S>;
+
+/// What a claim is opened for.
+struct claim_request {
+    std::string resource;
+    lock_options options;
+    detail::observer_ref observe;
+};
+
+/// TTL primitives: take the lock for an owner, extend and release it by that owner.
+/// What acquire::setnx and acquire::conditional_write provide, and what
+/// acquire::quorum<Inner> runs on every node. The awaitables they return may refer
+/// to `r` and `s`, which the caller keeps alive until they complete.
+template <class P, class S>
+concept ttl_acquisition_for = requires(const P& p, S& s, const lock_request& r, detail::observer_ref obs) {
+    { p.acquire(s, r, obs) } -> std::same_as<awaitable<result<fence_token>>>;
+    { p.extend(s, r) } -> std::same_as<awaitable<result<void>>>;
+    { p.release(s, r) } -> std::same_as<awaitable<result<void>>>;
+};
+
+/// An acquisition policy opens a claim on backend B for each lock() call.
 template <class P, class B>
-concept acquire_policy_for =
-    std::same_as<typename P::policy_kind, acquire_policy_tag> &&
-    requires(const P& p, B& b, const lock_request& r, detail::observer_ref obs) {
-        { p.acquire(b, r, obs) } -> std::same_as<awaitable<result<fence_token>>>;
-        { p.extend(b, r) } -> std::same_as<awaitable<result<void>>>;
-        { p.release(b, r) } -> std::same_as<awaitable<result<void>>>;
-    };
+concept acquire_policy_for = std::same_as<typename P::policy_kind, acquire_policy_tag> &&
+                             requires(const P& p, const store_ref<B>& b, claim_request r) {
+                                 { p.open(b, std::move(r)) } -> claim;
+                             };
+
+namespace detail {
+
+// The watcher a store hands out, or a placeholder for stores without notifications.
+template <class S>
+struct watcher_of {
+    using type = int;
+};
+template <release_notifying_store S>
+struct watcher_of<S> {
+    using type = typename awaited<decltype(std::declval<S&>().watch(std::string_view{}))>::type;
+};
+
+inline awaitable<void> sleep_until(time_point until)
+{
+    timer t{co_await asio::this_coro::executor, until};
+    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+}
+
+inline bool connection_error(const std::error_code& ec)
+{
+    return ec == condition::not_applied || ec == condition::maybe_applied;
+}
+
+// Releases `owner`'s lock on `resource`. A connection error (a reset, a restart) may
+// mean the release did not arrive; it is idempotent by owner token, so it is tried
+// once more (stores reconnect on the next request). "Not the owner" after that means
+// the first one did arrive.
+template <class Inner, class S>
+awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, const lock_request& r)
+{
+    auto first = co_await store.call([&](S& s) { return policy.release(s, r); });
+    if (first || !connection_error(first.error()))
+        co_return first;
+    auto second = co_await store.call([&](S& s) { return policy.release(s, r); });
+    if (!second && second.error() == condition::not_owner)
+        co_return success();
+    co_return second;
+}
+
+/// A lease on one store, kept by owner token.
+template <class Inner, class S>
+class ttl_hold {
+public:
+    ttl_hold(Inner policy, store_ref<S> store, std::string resource, owner_token owner, duration ttl)
+        : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(resource)}, owner_{owner},
+          ttl_{ttl}
+    {}
+    ttl_hold(ttl_hold&& o) noexcept
+        : policy_{std::move(o.policy_)}, store_{std::move(o.store_)}, resource_{std::move(o.resource_)},
+          owner_{o.owner_}, ttl_{o.ttl_}
+    {}
+
+    awaitable<result<void>> extend() { return extend_impl(this); }
+    awaitable<result<void>> release() { return release_impl(this); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
+    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+
+private:
+    // The request lives in the frame, so the store's operation may refer to it.
+    static awaitable<result<void>> extend_impl(ttl_hold* self)
+    {
+        const lock_request r{self->resource_, self->owner_, self->ttl_};
+        co_return co_await self->store_.call([&](S& s) { return self->policy_.extend(s, r); });
+    }
+    static awaitable<result<void>> release_impl(ttl_hold* self)
+    {
+        const lock_request r{self->resource_, self->owner_, self->ttl_};
+        co_return co_await release_by_owner(self->policy_, self->store_, r);
+    }
+
+    Inner policy_;
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    duration ttl_;
+};
+
+/// One lock() call's claim on one store through TTL primitives.
+template <class Inner, class S>
+class ttl_claim {
+public:
+    static constexpr bool fair = false;
+
+    ttl_claim(Inner policy, store_ref<S> store, claim_request r)
+        : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(r.resource)},
+          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+    {}
+
+    // Every attempt has its own owner token. A release that cleans up after a failed
+    // attempt may reach the store late (a reordering network, a reconnect); with a
+    // shared token it would remove the grant of a later attempt of the same call.
+    awaitable<result<answer>> attempt()
+    {
+        if (attempts_++ > 0)
+            owner_ = owner_token::generate();
+        // Unsettled until the answer is known: if the attempt is cut off, abandon()
+        // gives back whatever it may have taken.
+        unsettled_.push_back(owner_);
+        const lock_request r{resource_, owner_, ttl_};
+        auto got = co_await store_.call([&](S& s) { return policy_.acquire(s, r, observe_); });
+        if (got)
+            co_return answer::granted(got.value());
+        const auto ec = got.error();
+        if (!maybe_applied(ec)) {
+            unsettled_.pop_back();
+            if (ec == condition::contended)
+                co_return answer::held();
+            co_return ec;
+        }
+        // It may have been applied: give it back now, unless the call was cut off
+        // (then abandon() does it as background work).
+        const auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() == asio::cancellation_type::none)
+            co_await settle();
+        co_return ec;
+    }
+
+    awaitable<bool> listen()
+    {
+        if constexpr (release_notifying_store<S>) {
+            if (watcher_)
+                co_return false;
+            auto start = store_.with([&](S& s) { return s.watch(resource_); });
+            if (!start)
+                co_return false;
+            watcher_.emplace(co_await std::move(*start));
+            co_return true;
+        } else {
+            co_return false;
+        }
+    }
+
+    awaitable<bool> wait(time_point until)
+    {
+        if constexpr (release_notifying_store<S>) {
+            if (watcher_)
+                co_return co_await watcher_->wait(until);
+        }
+        co_await sleep_until(until);
+        co_return false;
+    }
+
+    /// Gives back what this call may still hold, as work that owns its arguments.
+    awaitable<void> abandon() { return give_back(policy_, store_, resource_, unsettled_); }
+
+    ttl_hold<Inner, S> hold()
+    {
+        std::erase(unsettled_, owner_);
+        return ttl_hold<Inner, S>{policy_, store_, resource_, owner_, ttl_};
+    }
+
+    bool unsettled() const noexcept { return !unsettled_.empty(); }
+
+private:
+    awaitable<void> settle()
+    {
+        auto pending = unsettled_;
+        for (const auto& owner : pending) {
+            const lock_request r{resource_, owner, ttl_};
+            auto rel = co_await release_by_owner(policy_, store_, r);
+            if (rel || rel.error() == condition::not_owner)
+                std::erase(unsettled_, owner);
+        }
+    }
+
+    static awaitable<void> give_back(Inner policy, store_ref<S> store, std::string resource,
+                                     std::vector<owner_token> owners)
+    {
+        for (const auto& owner : owners) {
+            const lock_request r{resource, owner, {}};
+            (void)co_await release_by_owner(policy, store, r);
+        }
+    }
+
+    Inner policy_;
+    store_ref<S> store_;
+    std::string resource_;
+    duration ttl_;
+    observer_ref observe_;
+    owner_token owner_;
+    std::size_t attempts_ = 0;
+    std::vector<owner_token> unsettled_;
+    std::optional<typename watcher_of<S>::type> watcher_;
+};
+
+} // namespace detail
 
 namespace acquire {
 
@@ -1087,6 +1873,32 @@ struct setnx : owner_checked {
     {
         return s.put_if_absent(r.resource, r.owner, r.ttl);
     }
+
+    template <class S>
+        requires put_if_absent_store<S> && owner_checked_store<S>
+    detail::ttl_claim<setnx, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+
+    /// The batch path of multi-locks: every resource in one atomic step, all or nothing.
+    template <class S>
+        requires batch_put_if_absent_store<S> && owner_checked_store<S>
+    awaitable<result<std::vector<fence_token>>> acquire_all(const store_ref<S>& s,
+                                                            const std::vector<std::string>& resources,
+                                                            const owner_token& owner, duration ttl) const
+    {
+        return s.call([&](S& st) { return st.put_if_absent_all(resources, owner, ttl); });
+    }
+
+    /// What a lease taken by acquire_all() keeps for one of its resources.
+    template <class S>
+        requires owner_checked_store<S>
+    detail::ttl_hold<setnx, S> hold(const store_ref<S>& s, std::string resource, const owner_token& owner,
+                                    duration ttl) const
+    {
+        return {*this, s, std::move(resource), owner, ttl};
+    }
 };
 
 /// A conditional write that succeeds only if the record is absent or expired
@@ -1100,6 +1912,13 @@ struct conditional_write : owner_checked {
     {
         return s.conditional_write(r.resource, r.owner, r.ttl, std::nullopt);
     }
+
+    template <class S>
+        requires conditional_write_store<S> && owner_checked_store<S>
+    detail::ttl_claim<conditional_write, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
 };
 
 } // namespace acquire
@@ -1108,7 +1927,7 @@ namespace detail {
 
 // Per-node steps of the quorum policy. They are function objects rather than lambdas
 // because each runs in a detached coroutine that may outlive the caller: every
-// argument is owned by value.
+// argument is owned by value, and the node is reached through its store_ref.
 
 template <class Inner, class S>
 struct acquire_on_node {
@@ -1116,14 +1935,15 @@ struct acquire_on_node {
     std::string resource;
     owner_token owner;
     duration ttl;
-    awaitable<result<fence_token>> operator()(S& node, std::size_t) const
+    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t) const
     {
         return run(policy, node, resource, owner, ttl);
     }
-    static awaitable<result<fence_token>> run(Inner p, S& node, std::string res, owner_token owner,
+    static awaitable<result<fence_token>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
                                               duration ttl)
     {
-        co_return co_await p.acquire(node, lock_request{res, owner, ttl}, {});
+        const lock_request r{res, owner, ttl};
+        co_return co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
     }
 };
 
@@ -1133,13 +1953,15 @@ struct extend_on_node {
     std::string resource;
     owner_token owner;
     duration ttl;
-    awaitable<result<bool>> operator()(S& node, std::size_t) const
+    awaitable<result<bool>> operator()(const store_ref<S>& node, std::size_t) const
     {
         return run(policy, node, resource, owner, ttl);
     }
-    static awaitable<result<bool>> run(Inner p, S& node, std::string res, owner_token owner, duration ttl)
+    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
+                                       duration ttl)
     {
-        BOOST_OUTCOME_CO_TRY(co_await p.extend(node, lock_request{res, owner, ttl}));
+        const lock_request r{res, owner, ttl};
+        BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.extend(s, r); }));
         co_return true;
     }
 };
@@ -1149,10 +1971,14 @@ struct release_on_node {
     Inner policy;
     std::string resource;
     owner_token owner;
-    awaitable<result<bool>> operator()(S& node, std::size_t) const { return run(policy, node, resource, owner); }
-    static awaitable<result<bool>> run(Inner p, S& node, std::string res, owner_token owner)
+    awaitable<result<bool>> operator()(const store_ref<S>& node, std::size_t) const
     {
-        BOOST_OUTCOME_CO_TRY(co_await p.release(node, lock_request{res, owner, {}}));
+        return run(policy, node, resource, owner);
+    }
+    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner)
+    {
+        const lock_request r{res, owner, {}};
+        BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.release(s, r); }));
         co_return true;
     }
 };
@@ -1163,18 +1989,18 @@ struct raise_on_node {
     std::string resource;
     fence_token top;
     std::vector<std::optional<fence_token>> granted;
-    awaitable<result<fence_token>> operator()(S& node, std::size_t i) const
+    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t i) const
     {
         return run(node, resource, top, granted[i]);
     }
-    static awaitable<result<fence_token>> run(S& node, std::string res, fence_token top,
+    static awaitable<result<fence_token>> run(store_ref<S> node, std::string res, fence_token top,
                                               std::optional<fence_token> mine)
     {
         if (!mine)
             co_return fence_token{0};
         if (*mine >= top)
             co_return *mine;
-        co_return co_await node.raise_fence(res, top);
+        co_return co_await node.call([&](S& s) { return s.raise_fence(res, top); });
     }
 };
 
@@ -1185,20 +2011,22 @@ struct release_late_grant {
     Inner policy;
     std::string resource;
     owner_token owner;
-    awaitable<void> operator()(S& node, std::size_t, reply<fence_token> got) const
+    awaitable<void> operator()(const store_ref<S>& node, std::size_t, reply<fence_token> got) const
     {
         return run(policy, node, resource, owner, got.value ? std::error_code{} : got.value.error());
     }
-    static awaitable<void> run(Inner p, S& node, std::string res, owner_token owner, std::error_code ec)
+    static awaitable<void> run(Inner p, store_ref<S> node, std::string res, owner_token owner, std::error_code ec)
     {
-        if (ec != errc::contended)
-            (void)co_await p.release(node, lock_request{res, owner, {}});
+        if (ec != condition::contended) {
+            const lock_request r{res, owner, {}};
+            (void)co_await node.call([&](S& s) { return p.release(s, r); });
+        }
     }
 };
 
 struct ignore_late {
-    template <class S, class T>
-    awaitable<void> operator()(S&, std::size_t, T) const
+    template <class N, class T>
+    awaitable<void> operator()(const N&, std::size_t, T) const
     {
         co_return;
     }
@@ -1227,6 +2055,221 @@ struct all_settled {
     }
 };
 
+/// The nodes of a quorum as the core reaches them.
+template <class S>
+struct node_refs {
+    std::vector<store_ref<S>> refs;
+    std::size_t size() const noexcept { return refs.size(); }
+    std::size_t majority() const noexcept { return refs.size() / 2 + 1; }
+    const store_ref<S>& node(std::size_t i) const noexcept { return refs[i]; }
+};
+
+template <class S>
+node_refs<S> refs_of(const store_ref<distlock::quorum<S>>& q)
+{
+    node_refs<S> out;
+    if (auto* nodes = q.get()) {
+        out.refs.reserve(nodes->size());
+        for (std::size_t i = 0; i < nodes->size(); ++i)
+            out.refs.emplace_back(nodes->node(i));
+    }
+    return out;
+}
+
+// Success when at least `need` nodes succeeded; otherwise the most telling error.
+inline result<void> settle_votes(const replies<bool>& got, std::size_t need)
+{
+    std::size_t ok = 0, not_owner = 0, answered = 0;
+    for (const auto& g : got) {
+        if (!g)
+            continue;
+        ++answered;
+        if (g->value)
+            ++ok;
+        else if (g->value.error() == condition::not_owner)
+            ++not_owner;
+    }
+    if (ok >= need)
+        return success();
+    if (answered > 0 && not_owner > got.size() - std::max<std::size_t>(need, (got.size() / 2) + 1))
+        return errc::not_owner;
+    if (answered > 0 && not_owner == answered)
+        return errc::not_owner;
+    return errc::quorum_not_reached;
+}
+
+template <class Inner, class S>
+awaitable<void> release_everywhere(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner)
+{
+    const release_on_node<Inner, S> rel{policy, std::move(resource), owner};
+    (void)co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
+}
+
+/// A lease on a quorum: extended when a majority extends, released on every node.
+template <class Inner, class S>
+class quorum_hold {
+public:
+    quorum_hold(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner, duration ttl)
+        : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(resource)}, owner_{owner},
+          ttl_{ttl}
+    {}
+
+    awaitable<result<void>> extend() { return extend_on(policy_, nodes_, resource_, owner_, ttl_); }
+    awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const
+    {
+        if (!nodes_.refs.empty())
+            nodes_.refs.front().spawn(std::move(work));
+    }
+    bool listen(std::weak_ptr<closing_listener> l) const
+    {
+        bool open = true;
+        for (const auto& n : nodes_.refs)
+            open = n.listen(l) && open;
+        return open;
+    }
+
+private:
+    static awaitable<result<void>> extend_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
+                                             duration ttl)
+    {
+        const extend_on_node<Inner, S> ext{p, std::move(res), owner, ttl};
+        auto got = co_await fan_out<bool>(nodes, ext, majority_settled{nodes.size(), nodes.majority()},
+                                          ignore_late{});
+        co_return settle_votes(got, nodes.majority());
+    }
+    static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner)
+    {
+        const release_on_node<Inner, S> rel{p, std::move(res), owner};
+        auto got = co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
+        co_return settle_votes(got, 1);
+    }
+
+    Inner policy_;
+    node_refs<S> nodes_;
+    std::string resource_;
+    owner_token owner_;
+    duration ttl_;
+};
+
+/// One lock() call's claim on a quorum (Redlock); see acquire::quorum.
+template <class Inner, class S>
+class quorum_claim {
+public:
+    static constexpr bool fair = false;
+
+    quorum_claim(Inner policy, node_refs<S> nodes, claim_request r)
+        : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(r.resource)},
+          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        if (attempts_++ > 0)
+            owner_ = owner_token::generate();
+        auto got = co_await try_nodes();
+        if (got)
+            co_return answer::granted(got.value());
+        if (got.error() == condition::contended)
+            co_return answer::held();
+        co_return got.error();
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    awaitable<bool> wait(time_point until)
+    {
+        co_await sleep_until(until);
+        co_return false;
+    }
+
+    awaitable<void> abandon()
+    {
+        return give_back(policy_, nodes_, resource_, unsettled_);
+    }
+
+    quorum_hold<Inner, S> hold() { return {policy_, nodes_, resource_, owner_, ttl_}; }
+    bool unsettled() const noexcept { return !unsettled_.empty(); }
+
+private:
+    awaitable<result<fence_token>> try_nodes()
+    {
+        const auto n = nodes_.size(), need = nodes_.majority();
+        const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_};
+        const release_late_grant<Inner, S> late{policy_, resource_, owner_};
+        const auto verdict = std::make_shared<late_verdict>();
+        bool cancelled = false;
+        auto votes = co_await fan_out<fence_token>(nodes_, ask, majority_settled{n, need}, late, &cancelled, verdict);
+
+        std::size_t granted = 0, contended = 0;
+        fence_token top = 0;
+        std::vector<std::optional<fence_token>> fences(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!votes[i])
+                continue;
+            const auto& v = *votes[i];
+            observe_(vote_event{resource_, i, v.latency, v.value ? std::error_code{} : v.value.error()});
+            if (v.value) {
+                ++granted;
+                fences[i] = v.value.value();
+                top = std::max(top, v.value.value());
+            } else if (v.value.error() == condition::contended) {
+                ++contended;
+            }
+        }
+        if (cancelled) {
+            // Cut off (cancelled, or the deadline): the release on every node runs as
+            // background work after lock() returned.
+            verdict->conclude(false);
+            unsettled_.push_back(owner_);
+            co_return errc::cancelled;
+        }
+        if (granted < need) {
+            verdict->conclude(false);
+            co_await release_everywhere(policy_, nodes_, resource_, owner_);
+            // Any node that says "held" makes this contention; otherwise the nodes failed.
+            co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
+        }
+
+        // Bring lagging counters of the granting nodes up to the lease's token.
+        const bool lagging = std::any_of(fences.begin(), fences.end(), [top](const auto& f) { return f && *f < top; });
+        if (lagging) {
+            const raise_on_node<S> raise{resource_, top, fences};
+            auto raised = co_await fan_out<fence_token>(nodes_, raise, all_settled{}, ignore_late{});
+            std::size_t at_top = 0;
+            for (std::size_t i = 0; i < n; ++i)
+                if (fences[i] && raised[i] && raised[i]->value && raised[i]->value.value() >= top)
+                    ++at_top;
+            if (at_top < need) {
+                verdict->conclude(false);
+                co_await release_everywhere(policy_, nodes_, resource_, owner_);
+                co_return errc::quorum_not_reached;
+            }
+        }
+        // Grants that arrive from here on are part of this lease (extended and released
+        // with it on every node).
+        verdict->conclude(true);
+        co_return top;
+    }
+
+    static awaitable<void> give_back(Inner policy, node_refs<S> nodes, std::string resource,
+                                     std::vector<owner_token> owners)
+    {
+        for (const auto& owner : owners)
+            co_await release_everywhere(policy, nodes, resource, owner);
+    }
+
+    Inner policy_;
+    node_refs<S> nodes_;
+    std::string resource_;
+    duration ttl_;
+    observer_ref observe_;
+    owner_token owner_;
+    std::size_t attempts_ = 0;
+    std::vector<owner_token> unsettled_;
+};
+
 } // namespace detail
 
 namespace acquire {
@@ -1247,118 +2290,10 @@ struct quorum {
     Inner inner{};
 
     template <class S>
-        requires acquire_policy_for<Inner, S> && fencing_counter_store<S>
-    awaitable<result<fence_token>> acquire(distlock::quorum<S>& q, const lock_request& r,
-                                           detail::observer_ref observe) const
+        requires ttl_acquisition_for<Inner, S> && fencing_counter_store<S>
+    detail::quorum_claim<Inner, S> open(const store_ref<distlock::quorum<S>>& q, claim_request r) const
     {
-        const auto n = q.size(), need = q.majority();
-        const std::string resource{r.resource};
-        const owner_token owner = r.owner;
-
-        const detail::acquire_on_node<Inner, S> ask{inner, resource, owner, r.ttl};
-        const detail::release_late_grant<Inner, S> late{inner, resource, owner};
-        const auto verdict = std::make_shared<detail::late_verdict>();
-        bool cancelled = false;
-        auto votes = co_await detail::fan_out<fence_token>(q, ask, detail::majority_settled{n, need}, late,
-                                                           &cancelled, verdict);
-
-        std::size_t granted = 0, contended = 0;
-        fence_token top = 0;
-        std::vector<std::optional<fence_token>> fences(n);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (!votes[i])
-                continue;
-            const auto& v = *votes[i];
-            observe(vote_event{resource, i, v.latency, v.value ? std::error_code{} : v.value.error()});
-            if (v.value) {
-                ++granted;
-                fences[i] = v.value.value();
-                top = std::max(top, v.value.value());
-            } else if (v.value.error() == errc::contended) {
-                ++contended;
-            }
-        }
-        if (cancelled || granted < need) {
-            verdict->conclude(false);
-            co_await release_everywhere(q, resource, owner);
-            if (cancelled)
-                co_return errc::cancelled;
-            // Any node that says "held" makes this contention; otherwise the nodes failed.
-            co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
-        }
-
-        // Bring lagging counters of the granting nodes up to the lease's token.
-        const bool lagging =
-            std::any_of(fences.begin(), fences.end(), [top](const auto& f) { return f && *f < top; });
-        if (lagging) {
-            const detail::raise_on_node<S> raise{resource, top, fences};
-            auto raised = co_await detail::fan_out<fence_token>(q, raise, detail::all_settled{},
-                                                                detail::ignore_late{});
-            std::size_t at_top = 0;
-            for (std::size_t i = 0; i < n; ++i)
-                if (fences[i] && raised[i] && raised[i]->value && raised[i]->value.value() >= top)
-                    ++at_top;
-            if (at_top < need) {
-                verdict->conclude(false);
-                co_await release_everywhere(q, resource, owner);
-                co_return errc::quorum_not_reached;
-            }
-        }
-        // Grants that arrive from here on are part of this lease (extended and released
-        // with it on every node).
-        verdict->conclude(true);
-        co_return top;
-    }
-
-    /// Extended when a majority extends; the caller checks it was in time.
-    template <class S>
-        requires acquire_policy_for<Inner, S>
-    awaitable<result<void>> extend(distlock::quorum<S>& q, const lock_request& r) const
-    {
-        const detail::extend_on_node<Inner, S> ext{inner, std::string{r.resource}, r.owner, r.ttl};
-        auto got = co_await detail::fan_out<bool>(q, ext, detail::majority_settled{q.size(), q.majority()},
-                                                  detail::ignore_late{});
-        co_return settle(got, q.majority());
-    }
-
-    /// Released on every node; succeeds if any node still held it.
-    template <class S>
-        requires acquire_policy_for<Inner, S>
-    awaitable<result<void>> release(distlock::quorum<S>& q, const lock_request& r) const
-    {
-        const detail::release_on_node<Inner, S> rel{inner, std::string{r.resource}, r.owner};
-        auto got = co_await detail::fan_out<bool>(q, rel, detail::all_settled{}, detail::ignore_late{});
-        co_return settle(got, 1);
-    }
-
-private:
-    template <class S>
-    awaitable<void> release_everywhere(distlock::quorum<S>& q, std::string resource, owner_token owner) const
-    {
-        const detail::release_on_node<Inner, S> rel{inner, std::move(resource), owner};
-        (void)co_await detail::fan_out<bool>(q, rel, detail::all_settled{}, detail::ignore_late{});
-    }
-
-    // Success when at least `need` nodes succeeded; otherwise the most telling error.
-    static result<void> settle(const detail::replies<bool>& got, std::size_t need)
-    {
-        std::size_t ok = 0, not_owner = 0, answered = 0;
-        for (const auto& g : got) {
-            if (!g)
-                continue;
-            ++answered;
-            if (g->value)
-                ++ok;
-            else if (g->value.error() == errc::not_owner)
-                ++not_owner;
-        }
-        if (ok >= need)
-            return success();
-        if (answered > 0 && not_owner > got.size() - std::max<std::size_t>(need, (got.size() / 2) + 1))
-            return errc::not_owner;
-        if (answered > 0 && not_owner == answered)
-            return errc::not_owner;
-        return errc::quorum_not_reached;
+        return {inner, detail::refs_of(q), std::move(r)};
     }
 };
 
@@ -1378,6 +2313,7 @@ private:
 
 #include <algorithm>
 #include <atomic>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -1391,9 +2327,12 @@ struct keep_plan {
     duration drift{};
     std::optional<duration> renew_every;
     std::optional<duration> max_hold;
+    bool session_bound = false; ///< Kept by a store session, which reports its state.
 };
 
-class lease_state : public std::enable_shared_from_this<lease_state> {
+class lease_state : public std::enable_shared_from_this<lease_state>,
+                    public closing_listener,
+                    public session_listener {
 public:
     lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
                 fence_token fence, time_point acquired_at, keep_plan plan)
@@ -1418,6 +2357,14 @@ public:
     bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
     bool released() const noexcept { return mode_.load(std::memory_order_acquire) == released_mode; }
 
+    /// A session-bound lease takes its validity from the session, and is watched from
+    /// the start (the session reports loss).
+    void start_session(time_point valid_until)
+    {
+        set_valid_until(valid_until);
+        activate();
+    }
+
     /// Starts the keeper (renewal and loss detection) if it is not running yet.
     void activate()
     {
@@ -1426,10 +2373,14 @@ public:
         parts();
     }
 
+    /// A new slot on every call: all of them are emitted on loss, so binding one
+    /// operation never unbinds another.
     asio::cancellation_slot lost_slot()
     {
         activate();
-        return parts().lost_signal.slot();
+        auto& p = parts();
+        std::lock_guard lock{p.signals_mutex};
+        return p.lost_signals.emplace_back().slot();
     }
 
     /// Completes when the lease ends: with why it was lost, or errc::released.
@@ -1476,12 +2427,49 @@ public:
     /// Releases in the background (a lease that went out of scope while held).
     void release_detached()
     {
-        asio::co_spawn(
-            ex_,
-            [](std::shared_ptr<lease_state> self) -> awaitable<void> {
-                (void)co_await self->unlock();
-            }(shared_from_this()),
-            asio::detached);
+        spawn_owned([](std::shared_ptr<lease_state> self) -> awaitable<void> {
+            (void)co_await self->unlock();
+        }(shared_from_this()));
+    }
+
+    // The store closes: the lease cannot be kept. Reported lost, then released as
+    // background work the store waits for (close()), or dropped (destructor).
+    // The loss is posted first, so it is on the strand before the release.
+    void store_closing() noexcept override
+    {
+        if (!parts_ready())
+            return;
+        asio::post(parts_->strand, [self = shared_from_this()] {
+            if (self->parts_->ended)
+                return;
+            self->end(make_error_code(errc::store_unavailable), true);
+            self->parts_->wake.cancel();
+        });
+        // Counted by the store while it closes (so close() waits for it); dropped
+        // when it is already closed (its destructor).
+        if (!released())
+            release_detached();
+    }
+
+    // A session store reports the session this lease is bound to.
+    void session_changed(session_state state, time_point valid_until) noexcept override
+    {
+        if (!parts_ready())
+            return;
+        asio::post(parts_->strand, [self = shared_from_this(), state, valid_until] {
+            auto& p = *self->parts_;
+            if (p.ended)
+                return;
+            if (state == session_state::held) {
+                // Validity only moves on while the lease stands (a late keepalive does
+                // not revive a lease whose deadline passed: the keeper decides that).
+                if (clock::now() < self->valid_until())
+                    self->set_valid_until(valid_until);
+            } else {
+                self->end(make_error_code(errc::lease_lost), true);
+            }
+            p.wake.cancel();
+        });
     }
 
 protected:
@@ -1489,6 +2477,8 @@ protected:
     virtual awaitable<result<void>> store_extend() = 0;
     virtual awaitable<result<void>> store_release() = 0;
     virtual void report(const event& e) const = 0;
+    virtual void spawn_owned(awaitable<void> work) = 0;
+    virtual void listen_closing() = 0;
 
 private:
     static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
@@ -1501,7 +2491,8 @@ private:
         timer wake;         // the keeper sleeps on it
         timer quiet;        // unlock() waits on it for the keeper and extensions to stop
         timer ended_event;  // wait_ended() waits on it
-        asio::cancellation_signal lost_signal;
+        std::mutex signals_mutex; // lost_slot() may be called from the user's thread
+        std::list<asio::cancellation_signal> lost_signals;
         bool keeper_running = false;
         bool stopping = false;
         bool ended = false;
@@ -1534,6 +2525,7 @@ private:
             parts_->next_renew = acquired_at_ + plan_.renew_every.value_or(duration::zero());
             parts_->keeper_running = true;
             parts_ready_.store(true, std::memory_order_release);
+            listen_closing();
             asio::co_spawn(parts_->strand, keep(shared_from_this()), asio::detached);
         });
         return *parts_;
@@ -1555,7 +2547,14 @@ private:
         if (by_loss) {
             lost_.store(true, std::memory_order_release);
             report(release_event{resource_, valid_until() - clock::now(), why});
-            p.lost_signal.emit(asio::cancellation_type::all);
+            std::vector<asio::cancellation_signal*> signals;
+            {
+                std::lock_guard lock{p.signals_mutex};
+                for (auto& sig : p.lost_signals)
+                    signals.push_back(&sig);
+            }
+            for (auto* sig : signals)
+                sig->emit(asio::cancellation_type::all);
         }
         p.ended_event.cancel();
     }
@@ -1571,7 +2570,7 @@ private:
             if (p.extend_done) {
                 p.extend_done = false;
                 if (!p.extend_result) {
-                    self->end(p.extend_result.error() == errc::not_owner ? make_error_code(errc::lease_lost)
+                    self->end(p.extend_result.error() == condition::not_owner ? make_error_code(errc::lease_lost)
                                                                          : p.extend_result.error(),
                               true);
                     break;
@@ -1666,7 +2665,7 @@ private:
 
     static result<void> finish(const result<void>& r, bool lost_before)
     {
-        if (lost_before || (!r && r.error() == errc::not_owner))
+        if (lost_before || (!r && r.error() == condition::not_owner))
             return errc::lease_lost;
         return r;
     }
@@ -1686,41 +2685,47 @@ private:
     bool released_flag_ = false; // on the strand
 };
 
-/// The lease state of one backend and acquisition policy.
-template <class Backend, class Acquire, class Observer>
+/// The lease state of one kind of hold (what the claim handed over) and observer.
+template <lease_hold Hold, class Observer>
 class lease_state_for final : public lease_state {
 public:
-    lease_state_for(Backend& backend, const Acquire& acquire, const Observer& observer,
-                    std::string resource, owner_token owner, fence_token fence,
-                    time_point acquired_at, keep_plan plan)
-        : lease_state{backend.get_executor(), std::move(resource), owner, fence, acquired_at, plan},
-          backend_{backend}, acquire_{acquire}, observer_{observer}
+    lease_state_for(Hold hold, const Observer& observer, asio::any_io_executor ex, std::string resource,
+                    fence_token fence, time_point acquired_at, keep_plan plan)
+        : lease_state{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
+          hold_{std::move(hold)}, observer_{observer}
     {}
 
-private:
-    awaitable<result<void>> store_extend() override
-    {
-        co_return co_await acquire_.extend(backend_, lock_request{resource(), owner(), plan().ttl});
-    }
-    awaitable<result<void>> store_release() override
-    {
-        const lock_request request{resource(), owner(), plan().ttl};
-        auto first = co_await acquire_.release(backend_, request);
-        if (first || !(first.error() == errc::store_unavailable || maybe_applied(first.error())))
-            co_return first;
-        // A connection error (a reset, a restart): the release may not have arrived.
-        // It is idempotent by owner token, so try once more (stores reconnect on the
-        // next request) rather than leave the lock held until its TTL. "Not the owner"
-        // then means the first one did arrive: the caller checks validity by its clock.
-        auto second = co_await acquire_.release(backend_, request);
-        if (!second && second.error() == errc::not_owner)
-            co_return success();
-        co_return second;
-    }
-    void report(const event& e) const override { observer_(e); }
+    Hold& hold() noexcept { return hold_; }
 
-    Backend& backend_;
-    Acquire acquire_;
+private:
+    awaitable<result<void>> store_extend() override { co_return co_await hold_.extend(); }
+    awaitable<result<void>> store_release() override { co_return co_await hold_.release(); }
+
+    // Observers are asked not to throw; one that does must not stop the loss signal,
+    // kill the keeper or leak a grant, so its exception ends here.
+    void report(const event& e) const override
+    {
+        try {
+            observer_(e);
+        } catch (...) {
+        }
+    }
+
+    void spawn_owned(awaitable<void> work) override
+    {
+        if constexpr (requires { hold_.spawn(std::move(work)); })
+            hold_.spawn(std::move(work));
+        else
+            asio::co_spawn(executor(), std::move(work), asio::detached);
+    }
+
+    void listen_closing() override
+    {
+        if constexpr (requires { hold_.listen(std::weak_ptr<closing_listener>{}); })
+            (void)hold_.listen(std::weak_ptr<closing_listener>{shared_from_this()});
+    }
+
+    Hold hold_;
     Observer observer_;
 };
 
@@ -2155,6 +3160,9 @@ struct attempt {
     duration elapsed{};          ///< Since lock() started.
     duration previous_delay{};   ///< The delay chosen last time (zero before the first).
     std::error_code error;       ///< Why the last attempt failed.
+    /// When the store said the holder's lock runs out, if it said (contention as data:
+    /// a policy may sleep until then rather than poll).
+    std::optional<time_point> held_until;
 };
 
 /// A retry policy names its kind and answers "how long until the next attempt?",
@@ -2279,6 +3287,7 @@ bool retry_settings_valid(const P& p) noexcept
 
 #include <asio/cancellation_type.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -2297,21 +3306,37 @@ struct is_quorum : std::false_type {};
 template <class S>
 struct is_quorum<distlock::quorum<S>> : std::true_type {};
 
-// The watcher a store hands out, or a placeholder for stores without notifications.
+// A store may say how long any operation can take before it completes it itself
+// (its request timeout); an attempt that surely ends before the deadline needs no
+// timer of its own.
 template <class B>
-struct watcher_of {
-    using type = int;
-};
-template <release_notifying_store B>
-struct watcher_of<B> {
-    using type = typename awaited<decltype(std::declval<B&>().watch(std::string_view{}))>::type;
-};
+std::optional<duration> operation_bound(const B& b)
+{
+    if constexpr (requires { { b.operation_timeout() } -> std::convertible_to<duration>; })
+        return b.operation_timeout();
+    else
+        return std::nullopt;
+}
 } // namespace detail
 
 /// The acquisition policy used when none is named: Redlock for a quorum, SET NX otherwise.
+namespace detail {
+template <class B>
+struct default_acquire {
+    using type = std::conditional_t<is_quorum<B>::value, acquire::quorum<acquire::setnx>, acquire::setnx>;
+};
+template <class B>
+    requires requires { typename B::default_acquire_policy; }
+struct default_acquire<B> {
+    using type = typename B::default_acquire_policy;
+};
+} // namespace detail
+
+/// The acquisition policy used when none is named: the backend's own
+/// (`Backend::default_acquire_policy`, e.g. a session store's queue), else Redlock for
+/// a quorum and SET NX otherwise.
 template <class Backend>
-using default_acquire_policy =
-    std::conditional_t<detail::is_quorum<Backend>::value, acquire::quorum<acquire::setnx>, acquire::setnx>;
+using default_acquire_policy = typename detail::default_acquire<Backend>::type;
 
 /// A lock on one resource of `Backend`, shaped by `Policies` given in any order, at
 /// most one of each kind; omitted kinds take defaults:
@@ -2375,6 +3400,7 @@ public:
     Backend& backend() const noexcept { return backend_; }
     const std::string& resource() const noexcept { return resource_; }
     const lock_options& options() const noexcept { return options_; }
+    const acquire_policy& acquisition() const noexcept { return acquire_; }
     const retry_policy_type& retry() const noexcept { return retry_; }
     const order_policy_type& order() const noexcept { return order_; }
     const observer_type& observer() const noexcept { return observer_; }
@@ -2411,12 +3437,13 @@ public:
             backend_.get_executor(), [this] { return try_lock(); }, std::forward<CompletionToken>(token));
     }
 
-    /// Wraps a lock that was granted to `owner` with `fence` by an attempt that started
-    /// at `started` (for batch acquisitions that bypass lock()). The lease is managed
-    /// like one from lock(): renewed, watched, released by its owner token.
-    lease adopt(const owner_token& owner, fence_token fence, time_point started)
+    /// Wraps a lock that a batch acquisition (multi-locks) took with `fence` by an
+    /// attempt that started at `started`, kept by `hold`. The lease is managed like one
+    /// from lock(): renewed, watched, released through the hold.
+    template <lease_hold Hold>
+    lease adopt(Hold hold, fence_token fence, time_point started)
     {
-        return make_lease(lock_request{resource_, owner, options_.ttl}, fence, started);
+        return make_lease(std::move(hold), fence, started);
     }
 
     /// Checks every setting without I/O; what lock() reports as errc::invalid_argument.
@@ -2470,8 +3497,8 @@ private:
     // Errors after which another attempt may succeed.
     static bool retryable(const std::error_code& ec)
     {
-        return ec == errc::contended || ec == errc::store_unavailable || ec == errc::outcome_unknown ||
-               ec == errc::quorum_not_reached || ec == errc::validity_exhausted;
+        return ec == condition::contended || ec == condition::not_applied || ec == condition::maybe_applied ||
+               ec == condition::session_lost || ec == errc::validity_exhausted;
     }
 
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single)
@@ -2495,19 +3522,37 @@ private:
         if constexpr (requires { retry_.deadline; })
             if (!deadline)
                 deadline = start + retry_.deadline;
+        // retry::none is one attempt: no waiting in the local line, no second try after
+        // listening.
+        if constexpr (std::is_same_v<retry_policy_type, retry::none>)
+            single = true;
 
+        const store_ref<Backend> store{backend_};
+        if (!store.open()) // closed or closing: no new locks
+            co_return errc::store_unavailable;
         const auto cs = co_await asio::this_coro::cancellation_state;
-        lock_request request{resource_, owner_token::generate(), options_.ttl};
         const detail::observer_ref observe{observer_};
-        attempt history;
+        auto claim = acquire_.open(store, claim_request{resource_, options_, observe});
+        auto r = co_await run_claim(claim, store, start, deadline, single, cs, observe);
+        // What the claim may still hold (a grant whose reply was lost or cut off by the
+        // deadline) is given back as work owned by the store, not within this call.
+        if (claim.unsettled())
+            store.spawn(claim.abandon());
+        co_return r;
+    }
 
-        using watcher_type = typename detail::watcher_of<Backend>::type;
-        std::optional<watcher_type> watcher;
+    template <class Claim>
+    awaitable<result<lease>> run_claim(Claim& claim, const store_ref<Backend>& store, time_point start,
+                                       std::optional<time_point> deadline, bool single,
+                                       const asio::cancellation_state& cs, const detail::observer_ref& observe)
+    {
+        attempt history;
         bool listened_before_try = false;
 
-        // Coroutines of this process already waiting for this resource go first.
+        // Coroutines of this process already waiting for this resource go first (unless
+        // the store keeps a fair queue of its own).
         detail::local_line::ticket place;
-        if (!single && detail::local_line::instance().busy(&backend_, resource_)) {
+        if (!Claim::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
             place.join(&backend_, resource_, co_await asio::this_coro::executor);
             if (auto ec = co_await wait_for_turn(place, deadline, cs))
                 co_return ec;
@@ -2516,38 +3561,34 @@ private:
         for (;;) {
             if (is_cancelled(cs))
                 co_return errc::cancelled;
-            // Every attempt has its own owner token. A release that cleans up after a
-            // failed attempt may reach a node late (after a reordering network, or a
-            // reconnect); with a shared token it would remove the grant of a later
-            // attempt of the same call, and the lease would hold less than a quorum.
-            if (history.number > 0)
-                request.owner = owner_token::generate();
             const auto t0 = clock::now();
-            auto granted = co_await acquire_.acquire(backend_, request, observe);
+            auto got = co_await within(claim.attempt(), attempt_bound(deadline));
             const auto t1 = clock::now();
             ++history.number;
-            observe(attempt_event{resource_, history.number, t1 - t0,
-                                  granted ? std::error_code{} : granted.error(),
-                                  granted ? granted.value() : fence_token{0}});
-
+            if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
+                observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
+                co_return give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
+            }
+            const result<answer>& a = *got;
             std::error_code failure;
-            if (granted) {
+            if (a && a.value().is_granted()) {
+                const auto fence = a.value().fence();
+                observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
                 const auto valid_until = t0 + options_.ttl - options_.drift();
                 if (is_cancelled(cs)) {
-                    co_await give_back(request);
+                    co_await give_back(claim.hold());
                     co_return errc::cancelled;
                 }
                 if (t1 >= valid_until) {
-                    co_await give_back(request);
+                    co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    co_return make_lease(request, granted.value(), t0);
+                    co_return make_lease(claim.hold(), fence, t0);
                 }
             } else {
-                failure = granted.error();
-                // The request may have been applied: clean up by owner token.
-                if (detail::maybe_applied(failure))
-                    co_await give_back(request);
+                failure = a ? make_error_code(errc::contended) : a.error();
+                observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
+                history.held_until = a ? a.value().not_before() : std::nullopt;
                 if (is_cancelled(cs))
                     co_return errc::cancelled;
             }
@@ -2558,7 +3599,7 @@ private:
 
             // Waiting from now on: take a place in this process's line, and if others
             // were there first, let them go first.
-            if (failure == errc::contended && !place.joined()) {
+            if (!Claim::fair && failure == condition::contended && !place.joined()) {
                 place.join(&backend_, resource_, co_await asio::this_coro::executor);
                 if (!place.at_head()) {
                     if (auto ec = co_await wait_for_turn(place, deadline, cs))
@@ -2569,13 +3610,13 @@ private:
 
             // Listen before trying again, so a release between the failed try and the
             // wait cannot be missed.
-            if constexpr (release_notifying_store<Backend>) {
-                if (!watcher && failure == errc::contended) {
-                    watcher.emplace(co_await backend_.watch(resource_));
-                    if (!listened_before_try) {
-                        listened_before_try = true;
-                        continue;
-                    }
+            if (failure == condition::contended) {
+                auto began = co_await within(claim.listen(), deadline);
+                if (!began)
+                    co_return give_up(failure);
+                if (*began && !listened_before_try) {
+                    listened_before_try = true;
+                    continue;
                 }
             }
 
@@ -2593,21 +3634,42 @@ private:
             }
             observe(wait_event{resource_, until - clock::now()});
             const auto wait_start = clock::now();
-            bool notified = false;
-            if constexpr (release_notifying_store<Backend>) {
-                if (watcher)
-                    notified = co_await watcher->wait(until);
-                else
-                    co_await sleep_until(until);
-            } else {
-                co_await sleep_until(until);
-            }
+            const auto woke = co_await within(claim.wait(until), until);
+            const bool notified = woke.value_or(false);
             observe(wake_event{resource_, clock::now() - wait_start, notified});
             if (is_cancelled(cs))
                 co_return errc::cancelled;
             if (deadline && clock::now() >= *deadline)
                 co_return give_up(failure);
         }
+    }
+
+    // The deadline an attempt must be cut off at, if the store's own timeout might not
+    // end it before.
+    std::optional<time_point> attempt_bound(std::optional<time_point> deadline) const
+    {
+        if (!deadline)
+            return std::nullopt;
+        if (const auto bound = detail::operation_bound(backend_); bound && *bound >= duration::zero() &&
+                                                                  *bound <= max_wait &&
+                                                                  clock::now() + *bound < *deadline)
+            return std::nullopt;
+        return deadline;
+    }
+
+    // `op`, cut off at `until` (cancelled, then awaited until it completes, which the
+    // stores' operations do at once on cancellation). nullopt when cut off.
+    template <class T>
+    static awaitable<std::optional<T>> within(awaitable<T> op, std::optional<time_point> until)
+    {
+        if (!until)
+            co_return co_await std::move(op);
+        using namespace asio::experimental::awaitable_operators;
+        timer t{co_await asio::this_coro::executor, *until};
+        auto first = co_await (std::move(op) || t.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+        if (first.index() == 0)
+            co_return std::move(std::get<0>(first));
+        co_return std::nullopt;
     }
 
     // Sleeps until `place` is at the head of this process's line for the resource.
@@ -2629,29 +3691,32 @@ private:
     // At the deadline: timeout if the lock was held elsewhere, else the store's error.
     static std::error_code give_up(const std::error_code& last)
     {
-        return last == errc::contended ? make_error_code(errc::timeout) : last;
+        return last == condition::contended ? make_error_code(errc::timeout) : last;
     }
 
-    static awaitable<void> sleep_until(time_point until)
+    template <lease_hold Hold>
+    static awaitable<void> give_back(Hold hold)
     {
-        timer t{co_await asio::this_coro::executor, until};
-        (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        (void)co_await hold.release();
     }
 
-    awaitable<void> give_back(const lock_request& request)
+    template <lease_hold Hold>
+    lease make_lease(Hold hold, fence_token fence, time_point started)
     {
-        (void)co_await acquire_.release(backend_, request);
-    }
-
-    lease make_lease(const lock_request& request, fence_token fence, time_point started)
-    {
-        using state_type = detail::lease_state_for<Backend, acquire_policy, observer_type>;
-        const detail::keep_plan plan{options_.ttl, options_.drift(), renew_.interval(options_.ttl),
-                                     renew_.max_hold_time()};
-        auto state = std::make_shared<state_type>(backend_, acquire_, observer_, resource_, request.owner,
+        using state_type = detail::lease_state_for<Hold, observer_type>;
+        constexpr bool by_session = session_hold<Hold>;
+        const detail::keep_plan plan{options_.ttl, options_.drift(),
+                                     by_session ? std::nullopt : renew_.interval(options_.ttl),
+                                     renew_.max_hold_time(), by_session};
+        auto state = std::make_shared<state_type>(std::move(hold), observer_, backend_.get_executor(), resource_,
                                                   fence, started, plan);
-        if (plan.renew_every)
+        if constexpr (by_session) {
+            // The session keeps the lease: its validity, not the TTL's, and its loss.
+            const auto valid = state->hold().bind(std::weak_ptr<session_listener>{state});
+            state->start_session(valid.value_or(started));
+        } else if (plan.renew_every) {
             state->activate();
+        }
         return lease{std::move(state)};
     }
 
@@ -2994,13 +4059,12 @@ private:
         if constexpr (requires { prototype_.retry().deadline; })
             deadline = clock::now() + prototype_.retry().deadline;
 
-        if constexpr (batch_put_if_absent_store<Backend> &&
-                      std::is_same_v<typename mutex_type::acquire_policy, acquire::setnx>) {
+        if constexpr (has_batch_path) {
             // One round trip for the whole set when nothing is held; under contention,
             // the per-resource path below waits in order.
             if (ids.size() > 1) {
                 auto batch = co_await take_batch(ids);
-                if (batch || batch.error() != errc::contended)
+                if (batch || batch.error() != condition::contended)
                     co_return batch;
             }
         }
@@ -3030,20 +4094,34 @@ private:
         }
     }
 
+    using acquire_policy = typename mutex_type::acquire_policy;
+
+    // The acquisition policy offers a batch path on this store (all resources in one
+    // atomic step), e.g. acquire::setnx on a store with put_if_absent_all.
+    static constexpr bool has_batch_path =
+        requires(const acquire_policy& p, const store_ref<Backend>& s, const std::vector<std::string>& ids,
+                 const owner_token& owner, duration ttl) {
+            { p.acquire_all(s, ids, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+            p.hold(s, std::string{}, owner, ttl);
+        };
+
     awaitable<result<multi_lease>> take_batch(const std::vector<std::string>& ids)
     {
+        const acquire_policy& policy = prototype_.acquisition();
+        const store_ref<Backend> store{prototype_.backend()};
         const auto owner = owner_token::generate();
         const auto& options = prototype_.options();
         const auto started = clock::now();
-        auto fences = co_await prototype_.backend().put_if_absent_all(ids, owner, options.ttl);
+        auto fences = co_await policy.acquire_all(store, ids, owner, options.ttl);
         if (!fences) {
             if (detail::maybe_applied(fences.error()))
-                co_await release_all(ids, owner);
+                co_await release_all(policy, store, ids, owner);
             co_return fences.error();
         }
         std::vector<lease> held;
         for (std::size_t i = 0; i < ids.size(); ++i)
-            held.push_back(with_resource(ids[i]).adopt(owner, fences.value()[i], started));
+            held.push_back(
+                with_resource(ids[i]).adopt(policy.hold(store, ids[i], owner, options.ttl), fences.value()[i], started));
         if (clock::now() >= started + options.ttl - options.drift()) {
             multi_lease late{std::move(held)};
             (void)co_await late.unlock();
@@ -3052,10 +4130,13 @@ private:
         co_return multi_lease{std::move(held)};
     }
 
-    awaitable<void> release_all(const std::vector<std::string>& ids, owner_token owner)
+    static awaitable<void> release_all(const acquire_policy& policy, const store_ref<Backend>& store,
+                                       const std::vector<std::string>& ids, owner_token owner)
     {
-        for (const auto& id : ids)
-            (void)co_await prototype_.backend().release(id, owner);
+        for (const auto& id : ids) {
+            auto hold = policy.hold(store, id, owner, duration{});
+            (void)co_await hold.release();
+        }
     }
 
     static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)
@@ -3099,6 +4180,152 @@ awaitable<result<multi_lease>> lock_all(Backend& backend, std::vector<std::strin
 
 } // namespace distlock
 // ---- end distlock/multi_lock.hpp
+// ---- begin distlock/policy/queue.hpp
+// distlock/policy/queue.hpp: the claim of a session store with a fair queue (etcd,
+// ZooKeeper, the memory session store).
+//
+// One entry per lock() call, created on the first attempt and kept across attempts
+// (a new entry per attempt would queue again at the back). The entry's creation
+// sequence is its place and its fencing token. The oldest entry holds the lock; a
+// waiter watches only its predecessor (no herd when the holder goes). The lease is
+// bound to the store session, which reports loss; releasing deletes the entry. A
+// lock() that gives up or is cancelled leaves the queue as background work owned by
+// the store.
+
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace distlock {
+namespace detail {
+
+/// A lease kept by the store session: its entry in the queue of its resource.
+template <class S>
+class session_entry_hold {
+public:
+    session_entry_hold(store_ref<S> store, std::string resource, owner_token owner, fence_token entry)
+        : store_{std::move(store)}, resource_{std::move(resource)}, owner_{owner}, entry_{entry}
+    {}
+
+    /// The session keeps the lease; there is nothing to extend per lease.
+    awaitable<result<void>> extend() { return kept(); }
+    awaitable<result<void>> release() { return release_entry(store_, resource_, owner_); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
+    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+
+    std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+    {
+        auto bound = store_.with([&](S& s) { return s.bind(resource_, entry_, l); });
+        return bound ? *bound : std::nullopt;
+    }
+
+private:
+    static awaitable<result<void>> kept() { co_return success(); }
+
+    // Deleting an entry is idempotent by owner: a connection error is tried once more.
+    static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (first || !connection_error(first.error()))
+            co_return first;
+        auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (!second && second.error() == condition::not_owner)
+            co_return success();
+        co_return second;
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    fence_token entry_;
+};
+
+/// One lock() call's place in a session store's queue.
+template <class S>
+class session_queue_claim {
+public:
+    /// The store serves waiters in creation order: no local line is needed.
+    static constexpr bool fair = true;
+
+    session_queue_claim(store_ref<S> store, claim_request r)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, owner_{owner_token::generate()}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        // From the first try on, an entry may exist (a lost reply included): abandon()
+        // deletes it unless the lease takes it over.
+        queued_ = true;
+        auto got = co_await store_.call([&](S& s) { return s.enqueue(resource_, owner_); });
+        if (!got)
+            co_return got.error();
+        place_ = got.value();
+        if (place_.first)
+            co_return answer::granted(place_.entry);
+        co_return answer::held();
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    /// Watches the predecessor only.
+    awaitable<bool> wait(time_point until)
+    {
+        if (place_.predecessor) {
+            auto watch = store_.with([&](S& s) { return s.wait_gone(resource_, *place_.predecessor, until); });
+            if (watch)
+                co_return co_await std::move(*watch);
+        }
+        co_await sleep_until(until);
+        co_return false;
+    }
+
+    bool unsettled() const noexcept { return queued_; }
+
+    awaitable<void> abandon() { return leave(store_, resource_, owner_); }
+
+    session_entry_hold<S> hold()
+    {
+        queued_ = false;
+        return {store_, resource_, owner_, place_.entry};
+    }
+
+private:
+    static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (!first && connection_error(first.error()))
+            (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    queue_place place_{};
+    bool queued_ = false;
+};
+
+} // namespace detail
+
+namespace acquire {
+
+/// A place in a session store's fair queue; the lease is bound to the session. The
+/// default acquisition of session stores.
+struct session_queue {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires session_queue_store<S>
+    detail::session_queue_claim<S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {s, std::move(r)};
+    }
+};
+
+} // namespace acquire
+} // namespace distlock
+// ---- end distlock/policy/queue.hpp
 // ---- end distlock/distlock.hpp
 // ---- begin distlock/memory.hpp
 // distlock/memory.hpp: the in-process store and fenced register.
@@ -3175,6 +4402,19 @@ private:
 
 } // namespace distlock::memory
 // ---- end distlock/memory/fenced_register.hpp
+// ---- begin distlock/memory/session_store.hpp
+// distlock/memory/session_store.hpp: the in-process model of a session store (etcd
+// leases, ZooKeeper sessions): sessions with a TTL kept alive by keepalives, one
+// queue entry per waiter ordered by creation, the oldest entry holding the lock,
+// waiters watching their predecessor, fence = creation sequence, a session's expiry
+// deleting its entries, and an in-doubt state when keepalives go unanswered. With
+// fault injection and the manual clock, so tests and the simulation can drive it
+// exactly.
+//
+// Two objects, as with a real server: a session_server (what the server keeps,
+// shared by several clients) and session_store (one client: its session, its
+// keepalive, its faults).
+
 // ---- begin distlock/memory/store.hpp
 // distlock/memory/store.hpp: the in-process store. Thread-safe; models every store
 // concept; the embedded default for demos and tests, with fault injection so that
@@ -3230,11 +4470,31 @@ struct string_hash {
 
 } // namespace detail
 
+/// The in-process store.
+///
+/// \par Object lifetimes
+/// Operations own the store's state once started, so the store may be destroyed
+/// while one is in flight: it completes normally. Leases, lock() calls and watchers
+/// reach the store through its lifetime (detail/lifetime.hpp): after the store is
+/// destroyed they find it closed, report errc::store_unavailable, and held leases are
+/// reported lost. close() first finishes the releases still pending.
+///
+/// \par Thread safety
+/// Safe to use from several threads.
 class store {
+    struct core;
+
 public:
     using executor_type = asio::any_io_executor;
 
-    explicit store(executor_type ex) : ex_{std::move(ex)} {}
+    explicit store(executor_type ex)
+        : ex_{std::move(ex)}, core_{std::make_shared<core>()}, life_{distlock::detail::lifetime::make(ex_)}
+    {}
+    ~store()
+    {
+        life_->shut();
+        core_->wake_all();
+    }
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
@@ -3246,13 +4506,33 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
 
+    /// What the core uses to reach the store without outliving it.
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+
+    /// The longest an operation takes before the store completes it (the injected
+    /// reply delay): attempts that surely end before a deadline need no timer.
+    duration operation_timeout() const
+    {
+        std::lock_guard lock{core_->mutex};
+        return core_->reply_delay;
+    }
+
+    /// Refuses new locks, finishes the releases still pending, then ends the leases
+    /// still held (reported lost, released). Afterwards every operation through a
+    /// lease or mutex fails with errc::store_unavailable and io.run() can return.
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        core_->wake_all();
+    }
+
     // -- Store primitives (see distlock/store.hpp) ---------------------------------
 
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner,
                                                  duration ttl)
     {
-        return perform<fence_token>([this, resource, owner, ttl]() -> result<fence_token> {
-            auto& s = slot_for(resource);
+        return perform<fence_token>(core_, [c = core_.get(), resource, owner, ttl]() -> result<fence_token> {
+            auto& s = c->slot_for(resource);
             if (live(s))
                 return errc::contended;
             grant(s, owner, ttl);
@@ -3265,8 +4545,8 @@ public:
                                                      std::optional<fence_token> expected_version)
     {
         return perform<fence_token>(
-            [this, resource, owner, ttl, expected_version]() -> result<fence_token> {
-                auto& s = slot_for(resource);
+            core_, [c = core_.get(), resource, owner, ttl, expected_version]() -> result<fence_token> {
+                auto& s = c->slot_for(resource);
                 const bool ok = expected_version ? s.fence == *expected_version : !live(s);
                 if (!ok)
                     return errc::contended;
@@ -3277,8 +4557,8 @@ public:
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl)
     {
-        return perform<void>([this, resource, owner, ttl]() -> result<void> {
-            auto* s = find(resource);
+        return perform<void>(core_, [c = core_.get(), resource, owner, ttl]() -> result<void> {
+            auto* s = c->find(resource);
             if (!s || !live(*s) || s->owner != owner)
                 return errc::not_owner;
             s->expires = clock::now() + ttl;
@@ -3288,8 +4568,8 @@ public:
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner)
     {
-        return perform<void>([this, resource, owner]() -> result<void> {
-            auto* s = find(resource);
+        return perform<void>(core_, [c = core_.get(), resource, owner]() -> result<void> {
+            auto* s = c->find(resource);
             if (!s || !live(*s) || s->owner != owner)
                 return errc::not_owner;
             s->held = false;
@@ -3300,32 +4580,30 @@ public:
 
     awaitable<result<fence_token>> next_fence(std::string_view resource)
     {
-        return perform<fence_token>([this, resource]() -> result<fence_token> {
-            return ++slot_for(resource).fence;
+        return perform<fence_token>(core_, [c = core_.get(), resource]() -> result<fence_token> {
+            return ++c->slot_for(resource).fence;
         });
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor)
     {
-        return perform<fence_token>([this, resource, floor]() -> result<fence_token> {
-            auto& s = slot_for(resource);
+        return perform<fence_token>(core_, [c = core_.get(), resource, floor]() -> result<fence_token> {
+            auto& s = c->slot_for(resource);
             s.fence = std::max(s.fence, floor);
             return s.fence;
         });
     }
 
-    /// A registration for release notifications of one resource.
+    /// A registration for release notifications of one resource. It shares the
+    /// store's state, so it may outlive the store (then it only times out).
     class watcher {
     public:
-        watcher(watcher&& other) noexcept
-            : store_{std::exchange(other.store_, nullptr)}, resource_{std::move(other.resource_)},
-              wakeup_{std::move(other.wakeup_)}
-        {}
+        watcher(watcher&& other) noexcept = default;
         watcher& operator=(watcher&&) = delete;
         ~watcher()
         {
-            if (store_)
-                store_->unwatch(resource_, wakeup_);
+            if (core_)
+                core_->unwatch(resource_, wakeup_);
         }
 
         /// True when a release was seen, false when `until` came first or on cancellation.
@@ -3333,23 +4611,23 @@ public:
 
     private:
         friend class store;
-        watcher(store* s, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
-            : store_{s}, resource_{std::move(resource)}, wakeup_{std::move(w)}
+        watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
+            : core_{std::move(c)}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
-        store* store_;
+        std::shared_ptr<core> core_;
         std::string resource_;
         std::shared_ptr<distlock::detail::wakeup> wakeup_;
     };
 
     /// Listens for releases of `resource` from now until the watcher is destroyed.
-    awaitable<watcher> watch(std::string_view resource) { co_return watch_now(resource); }
+    awaitable<watcher> watch(std::string_view resource) { return ready(watch_now(resource)); }
 
     watcher watch_now(std::string_view resource)
     {
         auto w = std::make_shared<distlock::detail::wakeup>(ex_);
-        std::lock_guard lock{mutex_};
-        slot_for(resource).watchers.push_back(w);
-        return watcher{this, std::string{resource}, std::move(w)};
+        std::lock_guard lock{core_->mutex};
+        core_->slot_for(resource).watchers.push_back(w);
+        return watcher{core_, std::string{resource}, std::move(w)};
     }
 
     // -- Fault injection -----------------------------------------------------------
@@ -3357,30 +4635,30 @@ public:
     /// The next `count` operations suffer `f`.
     void fail_next(fault f, std::size_t count = 1)
     {
-        std::lock_guard lock{mutex_};
-        faults_.insert(faults_.end(), count, f);
+        std::lock_guard lock{core_->mutex};
+        core_->faults.insert(core_->faults.end(), count, f);
     }
 
     /// Every reply is delayed by `d` after the operation was applied (a slow network).
     /// A caller that stops waiting sees errc::outcome_unknown: the operation happened.
     void set_reply_delay(duration d)
     {
-        std::lock_guard lock{mutex_};
-        reply_delay_ = d;
+        std::lock_guard lock{core_->mutex};
+        core_->reply_delay = d;
     }
 
     /// While offline, every operation fails with errc::store_unavailable; state is kept.
     void set_online(bool online)
     {
-        std::lock_guard lock{mutex_};
-        online_ = online;
+        std::lock_guard lock{core_->mutex};
+        core_->online = online;
     }
 
     /// Forgets every lock and fencing counter, as a store restarted without persistence.
     void lose_state()
     {
-        std::lock_guard lock{mutex_};
-        for (auto& [name, s] : slots_) {
+        std::lock_guard lock{core_->mutex};
+        for (auto& [name, s] : core_->slots) {
             s.held = false;
             s.fence = 0;
             notify(s);
@@ -3392,9 +4670,9 @@ public:
     /// The live lock on `resource`, if any.
     std::optional<lock_state> inspect(std::string_view resource) const
     {
-        std::lock_guard lock{mutex_};
-        const auto it = slots_.find(resource);
-        if (it == slots_.end() || !live(it->second))
+        std::lock_guard lock{core_->mutex};
+        const auto it = core_->slots.find(resource);
+        if (it == core_->slots.end() || !live(it->second))
             return std::nullopt;
         return lock_state{it->second.owner, it->second.fence, it->second.expires - clock::now()};
     }
@@ -3402,25 +4680,25 @@ public:
     /// The fencing counter of `resource` (0 if never locked).
     fence_token current_fence(std::string_view resource) const
     {
-        std::lock_guard lock{mutex_};
-        const auto it = slots_.find(resource);
-        return it == slots_.end() ? 0 : it->second.fence;
+        std::lock_guard lock{core_->mutex};
+        const auto it = core_->slots.find(resource);
+        return it == core_->slots.end() ? 0 : it->second.fence;
     }
 
     /// How many locks are live now.
     std::size_t live_locks() const
     {
-        std::lock_guard lock{mutex_};
+        std::lock_guard lock{core_->mutex};
         return static_cast<std::size_t>(std::count_if(
-            slots_.begin(), slots_.end(), [](const auto& kv) { return live(kv.second); }));
+            core_->slots.begin(), core_->slots.end(), [](const auto& kv) { return live(kv.second); }));
     }
 
     /// How many watchers are registered (they must not accumulate).
     std::size_t watchers() const
     {
-        std::lock_guard lock{mutex_};
+        std::lock_guard lock{core_->mutex};
         std::size_t n = 0;
-        for (const auto& [name, s] : slots_)
+        for (const auto& [name, s] : core_->slots)
             n += s.watchers.size();
         return n;
     }
@@ -3434,6 +4712,46 @@ private:
         std::vector<std::shared_ptr<distlock::detail::wakeup>> watchers;
     };
 
+    // Everything an operation touches, shared by the store, its operations in flight
+    // and its watchers.
+    struct core {
+        mutable std::mutex mutex;
+        std::unordered_map<std::string, slot, detail::string_hash, std::equal_to<>> slots;
+        std::deque<fault> faults;
+        duration reply_delay{};
+        bool online = true;
+
+        slot* find(std::string_view resource)
+        {
+            const auto it = slots.find(resource);
+            return it == slots.end() ? nullptr : &it->second;
+        }
+
+        // Slots stay after release so fencing tokens keep growing: one small entry per
+        // resource ever locked.
+        slot& slot_for(std::string_view resource)
+        {
+            if (auto* s = find(resource))
+                return *s;
+            return slots.emplace(std::string{resource}, slot{}).first->second;
+        }
+
+        void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
+        {
+            std::lock_guard lock{mutex};
+            if (auto* s = find(resource))
+                std::erase(s->watchers, w);
+        }
+
+        // A closed store wakes its watchers: their lock() calls then find it closed.
+        void wake_all()
+        {
+            std::lock_guard lock{mutex};
+            for (auto& [name, s] : slots)
+                notify(s);
+        }
+    };
+
     struct gate {
         std::error_code refusal;
         duration delay{};
@@ -3442,7 +4760,7 @@ private:
 
     static bool live(const slot& s) noexcept { return s.held && clock::now() < s.expires; }
 
-    void grant(slot& s, const owner_token& owner, duration ttl)
+    static void grant(slot& s, const owner_token& owner, duration ttl)
     {
         s.owner = owner;
         s.expires = clock::now() + ttl;
@@ -3457,43 +4775,28 @@ private:
             w->signal();
     }
 
-    slot* find(std::string_view resource)
+    template <class T>
+    static awaitable<T> ready(T value)
     {
-        const auto it = slots_.find(resource);
-        return it == slots_.end() ? nullptr : &it->second;
-    }
-
-    // Slots stay after release so fencing tokens keep growing: one small entry per
-    // resource ever locked.
-    slot& slot_for(std::string_view resource)
-    {
-        if (auto* s = find(resource))
-            return *s;
-        return slots_.emplace(std::string{resource}, slot{}).first->second;
-    }
-
-    void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
-    {
-        std::lock_guard lock{mutex_};
-        if (auto* s = find(resource))
-            std::erase(s->watchers, w);
+        co_return value;
     }
 
     // Runs one operation: consults the injected faults, applies `apply` under the
-    // mutex, then delivers the reply (late, or not at all, if so injected).
+    // mutex, then delivers the reply (late, or not at all, if so injected). It holds
+    // the store's state, never the store.
     template <class T, class Apply>
-    awaitable<result<T>> perform(Apply apply)
+    static awaitable<result<T>> perform(std::shared_ptr<core> c, Apply apply)
     {
         gate g;
         result<T> r = errc::outcome_unknown;
         {
-            std::lock_guard lock{mutex_};
-            g.delay = reply_delay_;
-            if (!online_) {
+            std::lock_guard lock{c->mutex};
+            g.delay = c->reply_delay;
+            if (!c->online) {
                 g.refusal = errc::store_unavailable;
-            } else if (!faults_.empty()) {
-                const auto f = faults_.front();
-                faults_.pop_front();
+            } else if (!c->faults.empty()) {
+                const auto f = c->faults.front();
+                c->faults.pop_front();
                 if (f == fault::unavailable)
                     g.refusal = errc::store_unavailable;
                 else if (f == fault::garbage)
@@ -3518,11 +4821,8 @@ private:
     }
 
     executor_type ex_;
-    mutable std::mutex mutex_;
-    std::unordered_map<std::string, slot, detail::string_hash, std::equal_to<>> slots_;
-    std::deque<fault> faults_;
-    duration reply_delay_{};
-    bool online_ = true;
+    std::shared_ptr<core> core_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
 static_assert(put_if_absent_store<store>);
@@ -3533,5 +4833,648 @@ static_assert(release_notifying_store<store>);
 
 } // namespace distlock::memory
 // ---- end distlock/memory/store.hpp
+
+#include <asio/any_io_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace distlock::memory {
+
+/// One entry of a resource's queue, as the server shows it.
+struct queue_entry {
+    fence_token sequence = 0;
+    owner_token owner;
+    std::uint64_t session = 0;
+};
+
+/// What a session server keeps. Thread-safe. It must outlive its clients.
+/// Sessions expire by distlock::clock (the manual clock in tests), checked on every
+/// request and whenever a client's waiter wakes.
+class session_server {
+public:
+    session_server() = default;
+    session_server(const session_server&) = delete;
+    session_server& operator=(const session_server&) = delete;
+
+    // -- Faults and inspection, for tests --------------------------------------------
+
+    /// Ends a session now, as if its TTL had run out: its entries go.
+    void expire(std::uint64_t session)
+    {
+        std::lock_guard lock{mutex_};
+        drop_session(session);
+    }
+
+    /// The oldest entry of `resource` (its owner holds the lock), if any.
+    std::optional<queue_entry> holder(std::string_view resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        if (it == queues_.end() || it->second.empty())
+            return std::nullopt;
+        return it->second.begin()->second;
+    }
+
+    /// Entries queued for `resource` (the holder included).
+    std::size_t entries(std::string_view resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        return it == queues_.end() ? 0 : it->second.size();
+    }
+
+    /// Entries of every resource.
+    std::size_t total_entries()
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        std::size_t n = 0;
+        for (const auto& [name, q] : queues_)
+            n += q.size();
+        return n;
+    }
+
+    std::size_t live_sessions()
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        return sessions_.size();
+    }
+
+    /// Waiters watching an entry (they must not accumulate).
+    std::size_t watches()
+    {
+        std::lock_guard lock{mutex_};
+        std::size_t n = 0;
+        for (const auto& [key, ws] : watches_)
+            n += ws.size();
+        return n;
+    }
+
+private:
+    friend class session_store;
+
+    struct session {
+        duration ttl{};
+        time_point expires{};
+    };
+
+    // -- What clients ask (under the server's mutex) ------------------------------------
+
+    std::uint64_t open_session(duration ttl)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto id = ++next_session_;
+        sessions_[id] = session{ttl, clock::now() + ttl};
+        return id;
+    }
+
+    /// The session's new expiry, or nullopt when it is gone.
+    std::optional<time_point> keepalive(std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = sessions_.find(id);
+        if (it == sessions_.end())
+            return std::nullopt;
+        it->second.expires = clock::now() + it->second.ttl;
+        return it->second.expires;
+    }
+
+    void close_session(std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        drop_session(id);
+    }
+
+    result<queue_place> enqueue(std::string_view resource, const owner_token& owner, std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        if (!sessions_.count(id))
+            return errc::session_lost;
+        auto& q = queues_[std::string{resource}];
+        auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine == q.end()) {
+            const auto seq = ++revision_;
+            mine = q.emplace(seq, queue_entry{seq, owner, id}).first;
+        }
+        queue_place place{mine->first, mine == q.begin(), std::nullopt};
+        if (!place.first)
+            place.predecessor = std::prev(mine)->first;
+        return place;
+    }
+
+    result<void> dequeue(std::string_view resource, const owner_token& owner)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        if (it == queues_.end())
+            return errc::not_owner;
+        auto& q = it->second;
+        const auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine == q.end())
+            return errc::not_owner;
+        const auto seq = mine->first;
+        q.erase(mine);
+        gone(std::string{resource}, seq);
+        if (q.empty())
+            queues_.erase(it);
+        return success();
+    }
+
+    /// Registers `w` to be woken when the entry goes; false when it is gone already.
+    /// Also says when the entry's session expires, so the waiter re-checks by then.
+    bool watch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w,
+               time_point& expires)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end())
+            return false;
+        const auto e = it->second.find(seq);
+        if (e == it->second.end())
+            return false;
+        expires = sessions_.at(e->second.session).expires;
+        watches_[{resource, seq}].push_back(w);
+        return true;
+    }
+
+    void unwatch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = watches_.find({resource, seq});
+        if (it == watches_.end())
+            return;
+        std::erase(it->second, w);
+        if (it->second.empty())
+            watches_.erase(it);
+    }
+
+    bool session_alive(std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        return sessions_.count(id) > 0;
+    }
+
+    // -- Under the mutex ----------------------------------------------------------------
+
+    void reap()
+    {
+        const auto now = clock::now();
+        std::vector<std::uint64_t> expired;
+        for (const auto& [id, s] : sessions_)
+            if (now >= s.expires)
+                expired.push_back(id);
+        for (const auto id : expired)
+            drop_session(id);
+    }
+
+    void drop_session(std::uint64_t id)
+    {
+        sessions_.erase(id);
+        for (auto it = queues_.begin(); it != queues_.end();) {
+            auto& q = it->second;
+            for (auto e = q.begin(); e != q.end();) {
+                if (e->second.session == id) {
+                    gone(it->first, e->first);
+                    e = q.erase(e);
+                } else {
+                    ++e;
+                }
+            }
+            it = q.empty() ? queues_.erase(it) : std::next(it);
+        }
+    }
+
+    void gone(const std::string& resource, fence_token seq)
+    {
+        const auto it = watches_.find({resource, seq});
+        if (it == watches_.end())
+            return;
+        for (auto& w : it->second)
+            w->signal(); // never runs the waiter inline
+        watches_.erase(it);
+    }
+
+    std::mutex mutex_;
+    std::uint64_t next_session_ = 0;
+    fence_token revision_ = 0;
+    std::unordered_map<std::uint64_t, session> sessions_;
+    std::map<std::string, std::map<fence_token, queue_entry>> queues_;
+    std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::detail::wakeup>>> watches_;
+};
+
+/// Settings of a session store client.
+struct session_config {
+    /// How long the server keeps the session without a keepalive.
+    duration session_ttl = std::chrono::seconds{10};
+    /// How often the keepalive is sent; zero: session_ttl / 3.
+    duration keepalive_every{};
+    /// Safety margin subtracted from the session's validity (clock drift, scheduling).
+    duration drift = std::chrono::milliseconds{2};
+};
+
+/// Checks a session config: TTL within [min_ttl, max_ttl], keepalive within (0, ttl),
+/// drift within [0, ttl).
+inline std::error_code validate(const session_config& c) noexcept
+{
+    if (c.session_ttl < min_ttl || c.session_ttl > max_ttl)
+        return errc::invalid_argument;
+    if (c.keepalive_every < duration::zero() || c.keepalive_every >= c.session_ttl)
+        return errc::invalid_argument;
+    if (c.drift < duration::zero() || c.drift >= c.session_ttl)
+        return errc::invalid_argument;
+    return {};
+}
+
+/// One client of a session_server: one session (opened on first use, renewed by one
+/// keepalive for all its locks), and the fault injection of its link.
+///
+/// Models session_queue_store; its default acquisition is acquire::session_queue, so
+/// `basic_distributed_mutex<memory::session_store>` queues fairly, needs no watchdog,
+/// and its leases end when the session does.
+///
+/// Session states a lease hears of: held (each answered keepalive moves its validity
+/// to send time + TTL - drift), in doubt (a keepalive went unanswered: the client
+/// cannot tell whether the session lives; the leases are lost), lost (the server
+/// says the session is gone). A refused keepalive (unavailable) is retried within the
+/// remaining validity; when the validity runs out first, the leases are in doubt.
+///
+/// \par Object lifetimes
+/// As memory::store: operations own the client's state; the server must outlive
+/// the client. close() finishes pending releases, ends the session (its entries go)
+/// and stops the keepalive, so io.run() can return; the destructor stops the
+/// keepalive and leaves the session to expire on the server.
+class session_store {
+    struct core;
+
+public:
+    using executor_type = asio::any_io_executor;
+    using default_acquire_policy = acquire::session_queue;
+
+    /// Throws std::system_error (errc::invalid_argument) for an invalid config.
+    session_store(executor_type ex, session_server& server, session_config cfg = {})
+        : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
+          life_{distlock::detail::lifetime::make(ex_)}
+    {
+        if (auto ec = validate(cfg))
+            throw std::system_error{ec, "distlock::memory::session_store: config"};
+    }
+
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
+        : session_store(executor_type{ctx.get_executor()}, server, cfg)
+    {}
+
+    ~session_store()
+    {
+        life_->shut();
+        core_->stop(false);
+    }
+    session_store(const session_store&) = delete;
+    session_store& operator=(const session_store&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        core_->stop(true);
+    }
+
+    // -- session_queue_store ---------------------------------------------------------
+
+    awaitable<result<queue_place>> enqueue(std::string_view resource, const owner_token& owner)
+    {
+        return send<queue_place>(core_, [c = core_.get(), r = std::string{resource}, owner]() -> result<queue_place> {
+            const auto id = c->session_id();
+            if (!id)
+                return errc::store_unavailable;
+            auto place = c->server.enqueue(r, owner, id);
+            if (!place && place.error() == errc::session_lost)
+                c->session_ended(id, session_state::lost);
+            return place;
+        });
+    }
+
+    awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, owner]() -> result<void> {
+            return c->server.dequeue(r, owner);
+        });
+    }
+
+    awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
+    {
+        return wait_entry(core_, std::string{resource}, entry, until);
+    }
+
+    std::optional<time_point> bind(std::string_view, fence_token, std::weak_ptr<session_listener> listener)
+    {
+        return core_->bind(std::move(listener));
+    }
+
+    // -- Faults and inspection, for tests -------------------------------------------
+
+    /// While unreachable, requests and keepalives go unanswered (a blackholed link):
+    /// they fail with errc::outcome_unknown, and the server hears nothing.
+    void set_reachable(bool reachable)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->reachable = reachable;
+    }
+
+    /// The next `count` requests or keepalives suffer `f` (see memory::fault).
+    void fail_next(fault f, std::size_t count = 1)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->faults.insert(core_->faults.end(), count, f);
+    }
+
+    /// The session now open (0: none yet, or it ended).
+    std::uint64_t session_id() const
+    {
+        std::lock_guard lock{core_->mutex};
+        return core_->session;
+    }
+
+    /// Keepalives sent so far (one per interval for all the client's locks).
+    std::size_t keepalives_sent() const
+    {
+        std::lock_guard lock{core_->mutex};
+        return core_->keepalives;
+    }
+
+private:
+    struct core : std::enable_shared_from_this<core> {
+        core(asio::any_io_executor e, session_server& s, session_config c)
+            : ex{asio::make_strand(e)}, server{s}, cfg{c}, tick{ex}
+        {}
+
+        asio::any_io_executor ex; // a strand: the keepalive loop and its timer live on it
+        session_server& server;
+        session_config cfg;
+        mutable std::mutex mutex;
+        std::uint64_t session = 0;
+        time_point valid_until{};
+        bool keeping = false;
+        bool stopped = false;
+        bool reachable = true;
+        std::deque<fault> faults;
+        std::size_t keepalives = 0;
+        std::vector<std::weak_ptr<session_listener>> listeners;
+        timer tick; // the keepalive loop sleeps on it (touched on the strand only)
+
+        duration every() const
+        {
+            return cfg.keepalive_every > duration::zero() ? cfg.keepalive_every : cfg.session_ttl / 3;
+        }
+
+        // The open session, opened now if there is none (and the keepalive started).
+        std::uint64_t session_id()
+        {
+            std::unique_lock lock{mutex};
+            if (stopped)
+                return 0;
+            if (session)
+                return session;
+            const auto sent = clock::now();
+            session = server.open_session(cfg.session_ttl);
+            valid_until = sent + cfg.session_ttl - cfg.drift;
+            const auto id = session;
+            if (!keeping) {
+                keeping = true;
+                lock.unlock();
+                asio::co_spawn(ex, keep(shared_from_this()), asio::detached);
+            }
+            return id;
+        }
+
+        std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+        {
+            std::lock_guard lock{mutex};
+            if (!session || clock::now() >= valid_until)
+                return std::nullopt;
+            std::erase_if(listeners, [](const auto& w) { return w.expired(); });
+            listeners.push_back(std::move(l));
+            return valid_until;
+        }
+
+        // The session `id` ended (lost) or cannot be vouched for (in doubt): every lease
+        // bound to it hears so; the next lock opens a new session.
+        void session_ended(std::uint64_t id, session_state why)
+        {
+            std::vector<std::weak_ptr<session_listener>> told;
+            {
+                std::lock_guard lock{mutex};
+                if (session != id)
+                    return;
+                session = 0;
+                told.swap(listeners);
+            }
+            // In doubt, the old session may live on at the server until its TTL; its
+            // entries go with it, or when their leases are released.
+            for (auto& w : told)
+                if (auto l = w.lock())
+                    l->session_changed(why, time_point{});
+        }
+
+        void stop(bool end_session)
+        {
+            std::uint64_t id = 0;
+            std::vector<std::weak_ptr<session_listener>> told;
+            {
+                std::lock_guard lock{mutex};
+                stopped = true;
+                id = std::exchange(session, 0);
+                told.swap(listeners);
+            }
+            if (end_session && id)
+                server.close_session(id);
+            asio::post(ex, [self = shared_from_this()] { self->tick.cancel(); });
+            for (auto& w : told)
+                if (auto l = w.lock())
+                    l->session_changed(session_state::lost, time_point{});
+        }
+
+        enum class fate { delivered, refused_unavailable, refused_garbage, reply_lost, blackholed };
+
+        // What the link does to the next request.
+        fate gate()
+        {
+            std::lock_guard lock{mutex};
+            if (!reachable)
+                return fate::blackholed;
+            if (faults.empty())
+                return fate::delivered;
+            const auto f = faults.front();
+            faults.pop_front();
+            if (f == fault::unavailable)
+                return fate::refused_unavailable;
+            if (f == fault::garbage)
+                return fate::refused_garbage;
+            return fate::reply_lost;
+        }
+
+        // One keepalive loop per client serves all its leases.
+        static awaitable<void> keep(std::shared_ptr<core> self)
+        {
+            for (;;) {
+                std::uint64_t id = 0;
+                time_point valid{};
+                {
+                    std::lock_guard lock{self->mutex};
+                    if (self->stopped || !self->session) {
+                        self->keeping = false;
+                        co_return;
+                    }
+                    id = self->session;
+                    valid = self->valid_until;
+                }
+                self->tick.expires_after(self->every());
+                (void)co_await self->tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                if (self->tick_stopped())
+                    continue;
+                co_await self->renew(id, valid);
+            }
+        }
+
+        bool tick_stopped()
+        {
+            std::lock_guard lock{mutex};
+            return stopped;
+        }
+
+        awaitable<void> renew(std::uint64_t id, time_point valid)
+        {
+            // A refused keepalive is tried again, at shorter intervals, while the
+            // session's validity lasts.
+            for (;;) {
+                const auto sent = clock::now();
+                const auto f = gate();
+                {
+                    std::lock_guard lock{mutex};
+                    ++keepalives;
+                }
+                if (f == fate::reply_lost)
+                    (void)server.keepalive(id); // renewed, but the client never hears so
+                if (f == fate::reply_lost || f == fate::blackholed) {
+                    // Unanswered: the client cannot tell whether the session lives.
+                    session_ended(id, session_state::in_doubt);
+                    co_return;
+                }
+                if (f == fate::delivered) {
+                    const auto expires = server.keepalive(id);
+                    if (!expires) {
+                        session_ended(id, session_state::lost);
+                        co_return;
+                    }
+                    announce(id, sent + cfg.session_ttl - cfg.drift);
+                    co_return;
+                }
+                if (clock::now() + every() / 4 >= valid) {
+                    session_ended(id, session_state::in_doubt);
+                    co_return;
+                }
+                tick.expires_after(every() / 4);
+                (void)co_await tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                if (tick_stopped())
+                    co_return;
+            }
+        }
+
+        void announce(std::uint64_t id, time_point valid)
+        {
+            std::vector<std::weak_ptr<session_listener>> told;
+            {
+                std::lock_guard lock{mutex};
+                if (session != id)
+                    return;
+                valid_until = valid;
+                std::erase_if(listeners, [](const auto& w) { return w.expired(); });
+                told = listeners;
+            }
+            for (auto& w : told)
+                if (auto l = w.lock())
+                    l->session_changed(session_state::held, valid);
+        }
+    };
+
+    // A request over the client's link: refused, applied, applied with its reply lost,
+    // or never delivered (blackholed). The last two look the same to the client.
+    template <class T, class Apply>
+    static awaitable<result<T>> send(std::shared_ptr<core> c, Apply apply)
+    {
+        switch (c->gate()) {
+        case core::fate::refused_unavailable:
+            co_return errc::store_unavailable;
+        case core::fate::refused_garbage:
+            co_return errc::protocol_error;
+        case core::fate::reply_lost:
+            (void)apply();
+            co_return errc::outcome_unknown;
+        case core::fate::blackholed:
+            co_return errc::outcome_unknown;
+        case core::fate::delivered:
+            break;
+        }
+        co_return apply();
+    }
+
+    static awaitable<bool> wait_entry(std::shared_ptr<core> c, std::string resource, fence_token entry,
+                                      time_point until)
+    {
+        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        time_point expires{};
+        if (!c->server.watch(resource, entry, w, expires))
+            co_return true;
+        // The entry's session may expire before anyone deletes it: look again by then.
+        const bool woken = co_await w->wait(std::min(until, expires));
+        c->server.unwatch(resource, entry, w);
+        if (woken)
+            co_return true;
+        // Woken by time: the entry is gone if its session expired.
+        time_point again{};
+        auto probe = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        const bool still = c->server.watch(resource, entry, probe, again);
+        if (still)
+            c->server.unwatch(resource, entry, probe);
+        co_return !still;
+    }
+
+    executor_type ex_;
+    std::shared_ptr<core> core_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
+};
+
+static_assert(session_queue_store<session_store>);
+
+} // namespace distlock::memory
+// ---- end distlock/memory/session_store.hpp
 // ---- end distlock/memory.hpp
 #endif // DISTLOCK_SINGLE_INCLUDE_HPP

@@ -78,7 +78,8 @@ private:
     std::vector<std::function<void()>> parked_;
 };
 
-/// Runs `op(node, i)` on every node, returns the replies received when `settled(replies)`
+/// Runs `op(node, i)` on every node (`nodes.node(i)` is copied into each node's
+/// coroutine: a reference such as store_ref, never the store itself), returns the replies received when `settled(replies)`
 /// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
 /// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine:
 /// at once, or, with a `verdict`, once the caller concluded that they are to be released.
@@ -98,10 +99,12 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
     auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
 
     for (std::size_t i = 0; i < n; ++i) {
-        auto& node = nodes.node(i);
+        // A copy of the node's reference: a straggler may outlive `nodes`.
+        auto node = nodes.node(i);
+        using node_type = decltype(node);
         asio::co_spawn(
             node.get_executor(),
-            [](std::shared_ptr<shared> state, decltype(node) node, std::size_t i, Op op,
+            [](std::shared_ptr<shared> state, node_type node, std::size_t i, Op op,
                Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
                 const auto start = clock::now();
                 reply<T> r{co_await op(node, i), clock::now() - start};
@@ -124,7 +127,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                     co_await on_late(node, i, std::move(r));
                     co_return;
                 }
-                verdict->on_late([&node, i, on_late, r] {
+                verdict->on_late([node, i, on_late, r] {
                     asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
                 });
             }(state, node, i, op, settled, on_late, verdict),

@@ -17,7 +17,9 @@
 // extension can reach the store after the release.
 #pragma once
 
+#include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
 #include <distlock/observe.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -36,6 +38,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,9 +52,12 @@ struct keep_plan {
     duration drift{};
     std::optional<duration> renew_every;
     std::optional<duration> max_hold;
+    bool session_bound = false; ///< Kept by a store session, which reports its state.
 };
 
-class lease_state : public std::enable_shared_from_this<lease_state> {
+class lease_state : public std::enable_shared_from_this<lease_state>,
+                    public closing_listener,
+                    public session_listener {
 public:
     lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
                 fence_token fence, time_point acquired_at, keep_plan plan)
@@ -76,6 +82,14 @@ public:
     bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
     bool released() const noexcept { return mode_.load(std::memory_order_acquire) == released_mode; }
 
+    /// A session-bound lease takes its validity from the session, and is watched from
+    /// the start (the session reports loss).
+    void start_session(time_point valid_until)
+    {
+        set_valid_until(valid_until);
+        activate();
+    }
+
     /// Starts the keeper (renewal and loss detection) if it is not running yet.
     void activate()
     {
@@ -84,10 +98,14 @@ public:
         parts();
     }
 
+    /// A new slot on every call: all of them are emitted on loss, so binding one
+    /// operation never unbinds another.
     asio::cancellation_slot lost_slot()
     {
         activate();
-        return parts().lost_signal.slot();
+        auto& p = parts();
+        std::lock_guard lock{p.signals_mutex};
+        return p.lost_signals.emplace_back().slot();
     }
 
     /// Completes when the lease ends: with why it was lost, or errc::released.
@@ -134,12 +152,49 @@ public:
     /// Releases in the background (a lease that went out of scope while held).
     void release_detached()
     {
-        asio::co_spawn(
-            ex_,
-            [](std::shared_ptr<lease_state> self) -> awaitable<void> {
-                (void)co_await self->unlock();
-            }(shared_from_this()),
-            asio::detached);
+        spawn_owned([](std::shared_ptr<lease_state> self) -> awaitable<void> {
+            (void)co_await self->unlock();
+        }(shared_from_this()));
+    }
+
+    // The store closes: the lease cannot be kept. Reported lost, then released as
+    // background work the store waits for (close()), or dropped (destructor).
+    // The loss is posted first, so it is on the strand before the release.
+    void store_closing() noexcept override
+    {
+        if (!parts_ready())
+            return;
+        asio::post(parts_->strand, [self = shared_from_this()] {
+            if (self->parts_->ended)
+                return;
+            self->end(make_error_code(errc::store_unavailable), true);
+            self->parts_->wake.cancel();
+        });
+        // Counted by the store while it closes (so close() waits for it); dropped
+        // when it is already closed (its destructor).
+        if (!released())
+            release_detached();
+    }
+
+    // A session store reports the session this lease is bound to.
+    void session_changed(session_state state, time_point valid_until) noexcept override
+    {
+        if (!parts_ready())
+            return;
+        asio::post(parts_->strand, [self = shared_from_this(), state, valid_until] {
+            auto& p = *self->parts_;
+            if (p.ended)
+                return;
+            if (state == session_state::held) {
+                // Validity only moves on while the lease stands (a late keepalive does
+                // not revive a lease whose deadline passed: the keeper decides that).
+                if (clock::now() < self->valid_until())
+                    self->set_valid_until(valid_until);
+            } else {
+                self->end(make_error_code(errc::lease_lost), true);
+            }
+            p.wake.cancel();
+        });
     }
 
 protected:
@@ -147,6 +202,8 @@ protected:
     virtual awaitable<result<void>> store_extend() = 0;
     virtual awaitable<result<void>> store_release() = 0;
     virtual void report(const event& e) const = 0;
+    virtual void spawn_owned(awaitable<void> work) = 0;
+    virtual void listen_closing() = 0;
 
 private:
     static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
@@ -159,7 +216,8 @@ private:
         timer wake;         // the keeper sleeps on it
         timer quiet;        // unlock() waits on it for the keeper and extensions to stop
         timer ended_event;  // wait_ended() waits on it
-        asio::cancellation_signal lost_signal;
+        std::mutex signals_mutex; // lost_slot() may be called from the user's thread
+        std::list<asio::cancellation_signal> lost_signals;
         bool keeper_running = false;
         bool stopping = false;
         bool ended = false;
@@ -192,6 +250,7 @@ private:
             parts_->next_renew = acquired_at_ + plan_.renew_every.value_or(duration::zero());
             parts_->keeper_running = true;
             parts_ready_.store(true, std::memory_order_release);
+            listen_closing();
             asio::co_spawn(parts_->strand, keep(shared_from_this()), asio::detached);
         });
         return *parts_;
@@ -213,7 +272,14 @@ private:
         if (by_loss) {
             lost_.store(true, std::memory_order_release);
             report(release_event{resource_, valid_until() - clock::now(), why});
-            p.lost_signal.emit(asio::cancellation_type::all);
+            std::vector<asio::cancellation_signal*> signals;
+            {
+                std::lock_guard lock{p.signals_mutex};
+                for (auto& sig : p.lost_signals)
+                    signals.push_back(&sig);
+            }
+            for (auto* sig : signals)
+                sig->emit(asio::cancellation_type::all);
         }
         p.ended_event.cancel();
     }
@@ -229,7 +295,7 @@ private:
             if (p.extend_done) {
                 p.extend_done = false;
                 if (!p.extend_result) {
-                    self->end(p.extend_result.error() == errc::not_owner ? make_error_code(errc::lease_lost)
+                    self->end(p.extend_result.error() == condition::not_owner ? make_error_code(errc::lease_lost)
                                                                          : p.extend_result.error(),
                               true);
                     break;
@@ -324,7 +390,7 @@ private:
 
     static result<void> finish(const result<void>& r, bool lost_before)
     {
-        if (lost_before || (!r && r.error() == errc::not_owner))
+        if (lost_before || (!r && r.error() == condition::not_owner))
             return errc::lease_lost;
         return r;
     }
@@ -344,41 +410,47 @@ private:
     bool released_flag_ = false; // on the strand
 };
 
-/// The lease state of one backend and acquisition policy.
-template <class Backend, class Acquire, class Observer>
+/// The lease state of one kind of hold (what the claim handed over) and observer.
+template <lease_hold Hold, class Observer>
 class lease_state_for final : public lease_state {
 public:
-    lease_state_for(Backend& backend, const Acquire& acquire, const Observer& observer,
-                    std::string resource, owner_token owner, fence_token fence,
-                    time_point acquired_at, keep_plan plan)
-        : lease_state{backend.get_executor(), std::move(resource), owner, fence, acquired_at, plan},
-          backend_{backend}, acquire_{acquire}, observer_{observer}
+    lease_state_for(Hold hold, const Observer& observer, asio::any_io_executor ex, std::string resource,
+                    fence_token fence, time_point acquired_at, keep_plan plan)
+        : lease_state{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
+          hold_{std::move(hold)}, observer_{observer}
     {}
 
-private:
-    awaitable<result<void>> store_extend() override
-    {
-        co_return co_await acquire_.extend(backend_, lock_request{resource(), owner(), plan().ttl});
-    }
-    awaitable<result<void>> store_release() override
-    {
-        const lock_request request{resource(), owner(), plan().ttl};
-        auto first = co_await acquire_.release(backend_, request);
-        if (first || !(first.error() == errc::store_unavailable || maybe_applied(first.error())))
-            co_return first;
-        // A connection error (a reset, a restart): the release may not have arrived.
-        // It is idempotent by owner token, so try once more (stores reconnect on the
-        // next request) rather than leave the lock held until its TTL. "Not the owner"
-        // then means the first one did arrive: the caller checks validity by its clock.
-        auto second = co_await acquire_.release(backend_, request);
-        if (!second && second.error() == errc::not_owner)
-            co_return success();
-        co_return second;
-    }
-    void report(const event& e) const override { observer_(e); }
+    Hold& hold() noexcept { return hold_; }
 
-    Backend& backend_;
-    Acquire acquire_;
+private:
+    awaitable<result<void>> store_extend() override { co_return co_await hold_.extend(); }
+    awaitable<result<void>> store_release() override { co_return co_await hold_.release(); }
+
+    // Observers are asked not to throw; one that does must not stop the loss signal,
+    // kill the keeper or leak a grant, so its exception ends here.
+    void report(const event& e) const override
+    {
+        try {
+            observer_(e);
+        } catch (...) {
+        }
+    }
+
+    void spawn_owned(awaitable<void> work) override
+    {
+        if constexpr (requires { hold_.spawn(std::move(work)); })
+            hold_.spawn(std::move(work));
+        else
+            asio::co_spawn(executor(), std::move(work), asio::detached);
+    }
+
+    void listen_closing() override
+    {
+        if constexpr (requires { hold_.listen(std::weak_ptr<closing_listener>{}); })
+            (void)hold_.listen(std::weak_ptr<closing_listener>{shared_from_this()});
+    }
+
+    Hold hold_;
     Observer observer_;
 };
 

@@ -13,10 +13,16 @@ public:
     explicit observer_ref(const O& o) noexcept
         : object_{&o}, call_{[](const void* obj, const event& e) { (*static_cast<const O*>(obj))(e); }}
     {}
-    void operator()(const event& e) const
+    // An observer that throws must not break a lock's bookkeeping (a grant left
+    // unreleased, a keeper that stopped): its exception ends here.
+    void operator()(const event& e) const noexcept
     {
-        if (call_)
+        if (!call_)
+            return;
+        try {
             call_(object_, e);
+        } catch (...) {
+        }
     }
 
 private:

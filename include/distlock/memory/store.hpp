@@ -4,6 +4,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -59,11 +60,31 @@ struct string_hash {
 
 } // namespace detail
 
+/// The in-process store.
+///
+/// \par Object lifetimes
+/// Operations own the store's state once started, so the store may be destroyed
+/// while one is in flight: it completes normally. Leases, lock() calls and watchers
+/// reach the store through its lifetime (detail/lifetime.hpp): after the store is
+/// destroyed they find it closed, report errc::store_unavailable, and held leases are
+/// reported lost. close() first finishes the releases still pending.
+///
+/// \par Thread safety
+/// Safe to use from several threads.
 class store {
+    struct core;
+
 public:
     using executor_type = asio::any_io_executor;
 
-    explicit store(executor_type ex) : ex_{std::move(ex)} {}
+    explicit store(executor_type ex)
+        : ex_{std::move(ex)}, core_{std::make_shared<core>()}, life_{distlock::detail::lifetime::make(ex_)}
+    {}
+    ~store()
+    {
+        life_->shut();
+        core_->wake_all();
+    }
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
@@ -75,13 +96,33 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
 
+    /// What the core uses to reach the store without outliving it.
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+
+    /// The longest an operation takes before the store completes it (the injected
+    /// reply delay): attempts that surely end before a deadline need no timer.
+    duration operation_timeout() const
+    {
+        std::lock_guard lock{core_->mutex};
+        return core_->reply_delay;
+    }
+
+    /// Refuses new locks, finishes the releases still pending, then ends the leases
+    /// still held (reported lost, released). Afterwards every operation through a
+    /// lease or mutex fails with errc::store_unavailable and io.run() can return.
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        core_->wake_all();
+    }
+
     // -- Store primitives (see distlock/store.hpp) ---------------------------------
 
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner,
                                                  duration ttl)
     {
-        return perform<fence_token>([this, resource, owner, ttl]() -> result<fence_token> {
-            auto& s = slot_for(resource);
+        return perform<fence_token>(core_, [c = core_.get(), resource, owner, ttl]() -> result<fence_token> {
+            auto& s = c->slot_for(resource);
             if (live(s))
                 return errc::contended;
             grant(s, owner, ttl);
@@ -94,8 +135,8 @@ public:
                                                      std::optional<fence_token> expected_version)
     {
         return perform<fence_token>(
-            [this, resource, owner, ttl, expected_version]() -> result<fence_token> {
-                auto& s = slot_for(resource);
+            core_, [c = core_.get(), resource, owner, ttl, expected_version]() -> result<fence_token> {
+                auto& s = c->slot_for(resource);
                 const bool ok = expected_version ? s.fence == *expected_version : !live(s);
                 if (!ok)
                     return errc::contended;
@@ -106,8 +147,8 @@ public:
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl)
     {
-        return perform<void>([this, resource, owner, ttl]() -> result<void> {
-            auto* s = find(resource);
+        return perform<void>(core_, [c = core_.get(), resource, owner, ttl]() -> result<void> {
+            auto* s = c->find(resource);
             if (!s || !live(*s) || s->owner != owner)
                 return errc::not_owner;
             s->expires = clock::now() + ttl;
@@ -117,8 +158,8 @@ public:
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner)
     {
-        return perform<void>([this, resource, owner]() -> result<void> {
-            auto* s = find(resource);
+        return perform<void>(core_, [c = core_.get(), resource, owner]() -> result<void> {
+            auto* s = c->find(resource);
             if (!s || !live(*s) || s->owner != owner)
                 return errc::not_owner;
             s->held = false;
@@ -129,32 +170,30 @@ public:
 
     awaitable<result<fence_token>> next_fence(std::string_view resource)
     {
-        return perform<fence_token>([this, resource]() -> result<fence_token> {
-            return ++slot_for(resource).fence;
+        return perform<fence_token>(core_, [c = core_.get(), resource]() -> result<fence_token> {
+            return ++c->slot_for(resource).fence;
         });
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor)
     {
-        return perform<fence_token>([this, resource, floor]() -> result<fence_token> {
-            auto& s = slot_for(resource);
+        return perform<fence_token>(core_, [c = core_.get(), resource, floor]() -> result<fence_token> {
+            auto& s = c->slot_for(resource);
             s.fence = std::max(s.fence, floor);
             return s.fence;
         });
     }
 
-    /// A registration for release notifications of one resource.
+    /// A registration for release notifications of one resource. It shares the
+    /// store's state, so it may outlive the store (then it only times out).
     class watcher {
     public:
-        watcher(watcher&& other) noexcept
-            : store_{std::exchange(other.store_, nullptr)}, resource_{std::move(other.resource_)},
-              wakeup_{std::move(other.wakeup_)}
-        {}
+        watcher(watcher&& other) noexcept = default;
         watcher& operator=(watcher&&) = delete;
         ~watcher()
         {
-            if (store_)
-                store_->unwatch(resource_, wakeup_);
+            if (core_)
+                core_->unwatch(resource_, wakeup_);
         }
 
         /// True when a release was seen, false when `until` came first or on cancellation.
@@ -162,23 +201,23 @@ public:
 
     private:
         friend class store;
-        watcher(store* s, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
-            : store_{s}, resource_{std::move(resource)}, wakeup_{std::move(w)}
+        watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
+            : core_{std::move(c)}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
-        store* store_;
+        std::shared_ptr<core> core_;
         std::string resource_;
         std::shared_ptr<distlock::detail::wakeup> wakeup_;
     };
 
     /// Listens for releases of `resource` from now until the watcher is destroyed.
-    awaitable<watcher> watch(std::string_view resource) { co_return watch_now(resource); }
+    awaitable<watcher> watch(std::string_view resource) { return ready(watch_now(resource)); }
 
     watcher watch_now(std::string_view resource)
     {
         auto w = std::make_shared<distlock::detail::wakeup>(ex_);
-        std::lock_guard lock{mutex_};
-        slot_for(resource).watchers.push_back(w);
-        return watcher{this, std::string{resource}, std::move(w)};
+        std::lock_guard lock{core_->mutex};
+        core_->slot_for(resource).watchers.push_back(w);
+        return watcher{core_, std::string{resource}, std::move(w)};
     }
 
     // -- Fault injection -----------------------------------------------------------
@@ -186,30 +225,41 @@ public:
     /// The next `count` operations suffer `f`.
     void fail_next(fault f, std::size_t count = 1)
     {
-        std::lock_guard lock{mutex_};
-        faults_.insert(faults_.end(), count, f);
+        std::lock_guard lock{core_->mutex};
+        core_->faults.insert(core_->faults.end(), count, f);
     }
 
     /// Every reply is delayed by `d` after the operation was applied (a slow network).
     /// A caller that stops waiting sees errc::outcome_unknown: the operation happened.
     void set_reply_delay(duration d)
     {
-        std::lock_guard lock{mutex_};
-        reply_delay_ = d;
+        std::lock_guard lock{core_->mutex};
+        core_->reply_delay = d;
     }
 
     /// While offline, every operation fails with errc::store_unavailable; state is kept.
     void set_online(bool online)
     {
-        std::lock_guard lock{mutex_};
-        online_ = online;
+        std::lock_guard lock{core_->mutex};
+        core_->online = online;
+    }
+
+    /// Drops the lock on `resource` as if its TTL had run out now (its fencing counter
+    /// stays): the holder does not know yet.
+    void expire(std::string_view resource)
+    {
+        std::lock_guard lock{core_->mutex};
+        if (auto* s = core_->find(resource); s && s->held) {
+            s->held = false;
+            notify(*s);
+        }
     }
 
     /// Forgets every lock and fencing counter, as a store restarted without persistence.
     void lose_state()
     {
-        std::lock_guard lock{mutex_};
-        for (auto& [name, s] : slots_) {
+        std::lock_guard lock{core_->mutex};
+        for (auto& [name, s] : core_->slots) {
             s.held = false;
             s.fence = 0;
             notify(s);
@@ -221,9 +271,9 @@ public:
     /// The live lock on `resource`, if any.
     std::optional<lock_state> inspect(std::string_view resource) const
     {
-        std::lock_guard lock{mutex_};
-        const auto it = slots_.find(resource);
-        if (it == slots_.end() || !live(it->second))
+        std::lock_guard lock{core_->mutex};
+        const auto it = core_->slots.find(resource);
+        if (it == core_->slots.end() || !live(it->second))
             return std::nullopt;
         return lock_state{it->second.owner, it->second.fence, it->second.expires - clock::now()};
     }
@@ -231,25 +281,25 @@ public:
     /// The fencing counter of `resource` (0 if never locked).
     fence_token current_fence(std::string_view resource) const
     {
-        std::lock_guard lock{mutex_};
-        const auto it = slots_.find(resource);
-        return it == slots_.end() ? 0 : it->second.fence;
+        std::lock_guard lock{core_->mutex};
+        const auto it = core_->slots.find(resource);
+        return it == core_->slots.end() ? 0 : it->second.fence;
     }
 
     /// How many locks are live now.
     std::size_t live_locks() const
     {
-        std::lock_guard lock{mutex_};
+        std::lock_guard lock{core_->mutex};
         return static_cast<std::size_t>(std::count_if(
-            slots_.begin(), slots_.end(), [](const auto& kv) { return live(kv.second); }));
+            core_->slots.begin(), core_->slots.end(), [](const auto& kv) { return live(kv.second); }));
     }
 
     /// How many watchers are registered (they must not accumulate).
     std::size_t watchers() const
     {
-        std::lock_guard lock{mutex_};
+        std::lock_guard lock{core_->mutex};
         std::size_t n = 0;
-        for (const auto& [name, s] : slots_)
+        for (const auto& [name, s] : core_->slots)
             n += s.watchers.size();
         return n;
     }
@@ -263,6 +313,46 @@ private:
         std::vector<std::shared_ptr<distlock::detail::wakeup>> watchers;
     };
 
+    // Everything an operation touches, shared by the store, its operations in flight
+    // and its watchers.
+    struct core {
+        mutable std::mutex mutex;
+        std::unordered_map<std::string, slot, detail::string_hash, std::equal_to<>> slots;
+        std::deque<fault> faults;
+        duration reply_delay{};
+        bool online = true;
+
+        slot* find(std::string_view resource)
+        {
+            const auto it = slots.find(resource);
+            return it == slots.end() ? nullptr : &it->second;
+        }
+
+        // Slots stay after release so fencing tokens keep growing: one small entry per
+        // resource ever locked.
+        slot& slot_for(std::string_view resource)
+        {
+            if (auto* s = find(resource))
+                return *s;
+            return slots.emplace(std::string{resource}, slot{}).first->second;
+        }
+
+        void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
+        {
+            std::lock_guard lock{mutex};
+            if (auto* s = find(resource))
+                std::erase(s->watchers, w);
+        }
+
+        // A closed store wakes its watchers: their lock() calls then find it closed.
+        void wake_all()
+        {
+            std::lock_guard lock{mutex};
+            for (auto& [name, s] : slots)
+                notify(s);
+        }
+    };
+
     struct gate {
         std::error_code refusal;
         duration delay{};
@@ -271,7 +361,7 @@ private:
 
     static bool live(const slot& s) noexcept { return s.held && clock::now() < s.expires; }
 
-    void grant(slot& s, const owner_token& owner, duration ttl)
+    static void grant(slot& s, const owner_token& owner, duration ttl)
     {
         s.owner = owner;
         s.expires = clock::now() + ttl;
@@ -286,43 +376,28 @@ private:
             w->signal();
     }
 
-    slot* find(std::string_view resource)
+    template <class T>
+    static awaitable<T> ready(T value)
     {
-        const auto it = slots_.find(resource);
-        return it == slots_.end() ? nullptr : &it->second;
-    }
-
-    // Slots stay after release so fencing tokens keep growing: one small entry per
-    // resource ever locked.
-    slot& slot_for(std::string_view resource)
-    {
-        if (auto* s = find(resource))
-            return *s;
-        return slots_.emplace(std::string{resource}, slot{}).first->second;
-    }
-
-    void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
-    {
-        std::lock_guard lock{mutex_};
-        if (auto* s = find(resource))
-            std::erase(s->watchers, w);
+        co_return value;
     }
 
     // Runs one operation: consults the injected faults, applies `apply` under the
-    // mutex, then delivers the reply (late, or not at all, if so injected).
+    // mutex, then delivers the reply (late, or not at all, if so injected). It holds
+    // the store's state, never the store.
     template <class T, class Apply>
-    awaitable<result<T>> perform(Apply apply)
+    static awaitable<result<T>> perform(std::shared_ptr<core> c, Apply apply)
     {
         gate g;
         result<T> r = errc::outcome_unknown;
         {
-            std::lock_guard lock{mutex_};
-            g.delay = reply_delay_;
-            if (!online_) {
+            std::lock_guard lock{c->mutex};
+            g.delay = c->reply_delay;
+            if (!c->online) {
                 g.refusal = errc::store_unavailable;
-            } else if (!faults_.empty()) {
-                const auto f = faults_.front();
-                faults_.pop_front();
+            } else if (!c->faults.empty()) {
+                const auto f = c->faults.front();
+                c->faults.pop_front();
                 if (f == fault::unavailable)
                     g.refusal = errc::store_unavailable;
                 else if (f == fault::garbage)
@@ -347,11 +422,8 @@ private:
     }
 
     executor_type ex_;
-    mutable std::mutex mutex_;
-    std::unordered_map<std::string, slot, detail::string_hash, std::equal_to<>> slots_;
-    std::deque<fault> faults_;
-    duration reply_delay_{};
-    bool online_ = true;
+    std::shared_ptr<core> core_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
 static_assert(put_if_absent_store<store>);

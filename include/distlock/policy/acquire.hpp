@@ -1,39 +1,258 @@
-// distlock/policy/acquire.hpp: how a lock is taken, extended and released on a backend.
+// distlock/policy/acquire.hpp: how a lock is taken, kept and given back on a backend.
+//
+// An acquisition policy opens a claim (claim.hpp) for every lock() call. The policies
+// here are claims over TTL primitives: each attempt puts the lock with a fresh owner
+// token and a TTL; the lease extends and releases it by that token.
 #pragma once
 
+#include <distlock/claim.hpp>
 #include <distlock/detail/fan_out.hpp>
+#include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/observer_ref.hpp>
+#include <distlock/error.hpp>
 #include <distlock/quorum.hpp>
 #include <distlock/store.hpp>
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace distlock {
 
 struct acquire_policy_tag {};
 
-/// One request against a backend: which resource, for which owner, for how long.
+/// One request against a store: which resource, for which owner, for how long.
 struct lock_request {
     std::string_view resource;
     owner_token owner;
     duration ttl{};
 };
 
-/// An acquisition policy takes, extends and releases a lock on backend B.
-/// `acquire` returns the fencing token of the new lease.
+/// How the core reaches a store (a pointer plus the store's lifetime, so that work
+/// left running never touches a store that is gone; see detail/lifetime.hpp).
+template <class S>
+using store_ref = detail::backend_ref<S>;
+
+/// What a claim is opened for.
+struct claim_request {
+    std::string resource;
+    lock_options options;
+    detail::observer_ref observe;
+};
+
+/// TTL primitives: take the lock for an owner, extend and release it by that owner.
+/// What acquire::setnx and acquire::conditional_write provide, and what
+/// acquire::quorum<Inner> runs on every node. The awaitables they return may refer
+/// to `r` and `s`, which the caller keeps alive until they complete.
+template <class P, class S>
+concept ttl_acquisition_for = requires(const P& p, S& s, const lock_request& r, detail::observer_ref obs) {
+    { p.acquire(s, r, obs) } -> std::same_as<awaitable<result<fence_token>>>;
+    { p.extend(s, r) } -> std::same_as<awaitable<result<void>>>;
+    { p.release(s, r) } -> std::same_as<awaitable<result<void>>>;
+};
+
+/// An acquisition policy opens a claim on backend B for each lock() call.
 template <class P, class B>
-concept acquire_policy_for =
-    std::same_as<typename P::policy_kind, acquire_policy_tag> &&
-    requires(const P& p, B& b, const lock_request& r, detail::observer_ref obs) {
-        { p.acquire(b, r, obs) } -> std::same_as<awaitable<result<fence_token>>>;
-        { p.extend(b, r) } -> std::same_as<awaitable<result<void>>>;
-        { p.release(b, r) } -> std::same_as<awaitable<result<void>>>;
-    };
+concept acquire_policy_for = std::same_as<typename P::policy_kind, acquire_policy_tag> &&
+                             requires(const P& p, const store_ref<B>& b, claim_request r) {
+                                 { p.open(b, std::move(r)) } -> claim;
+                             };
+
+namespace detail {
+
+// The watcher a store hands out, or a placeholder for stores without notifications.
+template <class S>
+struct watcher_of {
+    using type = int;
+};
+template <release_notifying_store S>
+struct watcher_of<S> {
+    using type = typename awaited<decltype(std::declval<S&>().watch(std::string_view{}))>::type;
+};
+
+inline awaitable<void> sleep_until(time_point until)
+{
+    timer t{co_await asio::this_coro::executor, until};
+    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+}
+
+inline bool connection_error(const std::error_code& ec)
+{
+    return ec == condition::not_applied || ec == condition::maybe_applied;
+}
+
+// Releases `owner`'s lock on `resource`. A connection error (a reset, a restart) may
+// mean the release did not arrive; it is idempotent by owner token, so it is tried
+// once more (stores reconnect on the next request). "Not the owner" after that means
+// the first one did arrive.
+template <class Inner, class S>
+awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, const lock_request& r)
+{
+    auto first = co_await store.call([&](S& s) { return policy.release(s, r); });
+    if (first || !connection_error(first.error()))
+        co_return first;
+    auto second = co_await store.call([&](S& s) { return policy.release(s, r); });
+    if (!second && second.error() == condition::not_owner)
+        co_return success();
+    co_return second;
+}
+
+/// A lease on one store, kept by owner token.
+template <class Inner, class S>
+class ttl_hold {
+public:
+    ttl_hold(Inner policy, store_ref<S> store, std::string resource, owner_token owner, duration ttl)
+        : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(resource)}, owner_{owner},
+          ttl_{ttl}
+    {}
+    ttl_hold(ttl_hold&& o) noexcept
+        : policy_{std::move(o.policy_)}, store_{std::move(o.store_)}, resource_{std::move(o.resource_)},
+          owner_{o.owner_}, ttl_{o.ttl_}
+    {}
+
+    awaitable<result<void>> extend() { return extend_impl(this); }
+    awaitable<result<void>> release() { return release_impl(this); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
+    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+
+private:
+    // The request lives in the frame, so the store's operation may refer to it.
+    static awaitable<result<void>> extend_impl(ttl_hold* self)
+    {
+        const lock_request r{self->resource_, self->owner_, self->ttl_};
+        co_return co_await self->store_.call([&](S& s) { return self->policy_.extend(s, r); });
+    }
+    static awaitable<result<void>> release_impl(ttl_hold* self)
+    {
+        const lock_request r{self->resource_, self->owner_, self->ttl_};
+        co_return co_await release_by_owner(self->policy_, self->store_, r);
+    }
+
+    Inner policy_;
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    duration ttl_;
+};
+
+/// One lock() call's claim on one store through TTL primitives.
+template <class Inner, class S>
+class ttl_claim {
+public:
+    static constexpr bool fair = false;
+
+    ttl_claim(Inner policy, store_ref<S> store, claim_request r)
+        : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(r.resource)},
+          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+    {}
+
+    // Every attempt has its own owner token. A release that cleans up after a failed
+    // attempt may reach the store late (a reordering network, a reconnect); with a
+    // shared token it would remove the grant of a later attempt of the same call.
+    awaitable<result<answer>> attempt()
+    {
+        if (attempts_++ > 0)
+            owner_ = owner_token::generate();
+        // Unsettled until the answer is known: if the attempt is cut off, abandon()
+        // gives back whatever it may have taken.
+        unsettled_.push_back(owner_);
+        const lock_request r{resource_, owner_, ttl_};
+        auto got = co_await store_.call([&](S& s) { return policy_.acquire(s, r, observe_); });
+        if (got)
+            co_return answer::granted(got.value());
+        const auto ec = got.error();
+        if (!maybe_applied(ec)) {
+            unsettled_.pop_back();
+            if (ec == condition::contended)
+                co_return answer::held();
+            co_return ec;
+        }
+        // It may have been applied: give it back now, unless the call was cut off
+        // (then abandon() does it as background work).
+        const auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() == asio::cancellation_type::none)
+            co_await settle();
+        co_return ec;
+    }
+
+    awaitable<bool> listen()
+    {
+        if constexpr (release_notifying_store<S>) {
+            if (watcher_)
+                co_return false;
+            auto start = store_.with([&](S& s) { return s.watch(resource_); });
+            if (!start)
+                co_return false;
+            watcher_.emplace(co_await std::move(*start));
+            co_return true;
+        } else {
+            co_return false;
+        }
+    }
+
+    awaitable<bool> wait(time_point until)
+    {
+        if constexpr (release_notifying_store<S>) {
+            if (watcher_)
+                co_return co_await watcher_->wait(until);
+        }
+        co_await sleep_until(until);
+        co_return false;
+    }
+
+    /// Gives back what this call may still hold, as work that owns its arguments.
+    awaitable<void> abandon() { return give_back(policy_, store_, resource_, unsettled_); }
+
+    ttl_hold<Inner, S> hold()
+    {
+        std::erase(unsettled_, owner_);
+        return ttl_hold<Inner, S>{policy_, store_, resource_, owner_, ttl_};
+    }
+
+    bool unsettled() const noexcept { return !unsettled_.empty(); }
+
+private:
+    awaitable<void> settle()
+    {
+        auto pending = unsettled_;
+        for (const auto& owner : pending) {
+            const lock_request r{resource_, owner, ttl_};
+            auto rel = co_await release_by_owner(policy_, store_, r);
+            if (rel || rel.error() == condition::not_owner)
+                std::erase(unsettled_, owner);
+        }
+    }
+
+    static awaitable<void> give_back(Inner policy, store_ref<S> store, std::string resource,
+                                     std::vector<owner_token> owners)
+    {
+        for (const auto& owner : owners) {
+            const lock_request r{resource, owner, {}};
+            (void)co_await release_by_owner(policy, store, r);
+        }
+    }
+
+    Inner policy_;
+    store_ref<S> store_;
+    std::string resource_;
+    duration ttl_;
+    observer_ref observe_;
+    owner_token owner_;
+    std::size_t attempts_ = 0;
+    std::vector<owner_token> unsettled_;
+    std::optional<typename watcher_of<S>::type> watcher_;
+};
+
+} // namespace detail
 
 namespace acquire {
 
@@ -63,6 +282,32 @@ struct setnx : owner_checked {
     {
         return s.put_if_absent(r.resource, r.owner, r.ttl);
     }
+
+    template <class S>
+        requires put_if_absent_store<S> && owner_checked_store<S>
+    detail::ttl_claim<setnx, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+
+    /// The batch path of multi-locks: every resource in one atomic step, all or nothing.
+    template <class S>
+        requires batch_put_if_absent_store<S> && owner_checked_store<S>
+    awaitable<result<std::vector<fence_token>>> acquire_all(const store_ref<S>& s,
+                                                            const std::vector<std::string>& resources,
+                                                            const owner_token& owner, duration ttl) const
+    {
+        return s.call([&](S& st) { return st.put_if_absent_all(resources, owner, ttl); });
+    }
+
+    /// What a lease taken by acquire_all() keeps for one of its resources.
+    template <class S>
+        requires owner_checked_store<S>
+    detail::ttl_hold<setnx, S> hold(const store_ref<S>& s, std::string resource, const owner_token& owner,
+                                    duration ttl) const
+    {
+        return {*this, s, std::move(resource), owner, ttl};
+    }
 };
 
 /// A conditional write that succeeds only if the record is absent or expired
@@ -76,6 +321,13 @@ struct conditional_write : owner_checked {
     {
         return s.conditional_write(r.resource, r.owner, r.ttl, std::nullopt);
     }
+
+    template <class S>
+        requires conditional_write_store<S> && owner_checked_store<S>
+    detail::ttl_claim<conditional_write, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
 };
 
 } // namespace acquire
@@ -84,7 +336,7 @@ namespace detail {
 
 // Per-node steps of the quorum policy. They are function objects rather than lambdas
 // because each runs in a detached coroutine that may outlive the caller: every
-// argument is owned by value.
+// argument is owned by value, and the node is reached through its store_ref.
 
 template <class Inner, class S>
 struct acquire_on_node {
@@ -92,14 +344,15 @@ struct acquire_on_node {
     std::string resource;
     owner_token owner;
     duration ttl;
-    awaitable<result<fence_token>> operator()(S& node, std::size_t) const
+    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t) const
     {
         return run(policy, node, resource, owner, ttl);
     }
-    static awaitable<result<fence_token>> run(Inner p, S& node, std::string res, owner_token owner,
+    static awaitable<result<fence_token>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
                                               duration ttl)
     {
-        co_return co_await p.acquire(node, lock_request{res, owner, ttl}, {});
+        const lock_request r{res, owner, ttl};
+        co_return co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
     }
 };
 
@@ -109,13 +362,15 @@ struct extend_on_node {
     std::string resource;
     owner_token owner;
     duration ttl;
-    awaitable<result<bool>> operator()(S& node, std::size_t) const
+    awaitable<result<bool>> operator()(const store_ref<S>& node, std::size_t) const
     {
         return run(policy, node, resource, owner, ttl);
     }
-    static awaitable<result<bool>> run(Inner p, S& node, std::string res, owner_token owner, duration ttl)
+    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
+                                       duration ttl)
     {
-        BOOST_OUTCOME_CO_TRY(co_await p.extend(node, lock_request{res, owner, ttl}));
+        const lock_request r{res, owner, ttl};
+        BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.extend(s, r); }));
         co_return true;
     }
 };
@@ -125,10 +380,14 @@ struct release_on_node {
     Inner policy;
     std::string resource;
     owner_token owner;
-    awaitable<result<bool>> operator()(S& node, std::size_t) const { return run(policy, node, resource, owner); }
-    static awaitable<result<bool>> run(Inner p, S& node, std::string res, owner_token owner)
+    awaitable<result<bool>> operator()(const store_ref<S>& node, std::size_t) const
     {
-        BOOST_OUTCOME_CO_TRY(co_await p.release(node, lock_request{res, owner, {}}));
+        return run(policy, node, resource, owner);
+    }
+    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner)
+    {
+        const lock_request r{res, owner, {}};
+        BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.release(s, r); }));
         co_return true;
     }
 };
@@ -139,18 +398,18 @@ struct raise_on_node {
     std::string resource;
     fence_token top;
     std::vector<std::optional<fence_token>> granted;
-    awaitable<result<fence_token>> operator()(S& node, std::size_t i) const
+    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t i) const
     {
         return run(node, resource, top, granted[i]);
     }
-    static awaitable<result<fence_token>> run(S& node, std::string res, fence_token top,
+    static awaitable<result<fence_token>> run(store_ref<S> node, std::string res, fence_token top,
                                               std::optional<fence_token> mine)
     {
         if (!mine)
             co_return fence_token{0};
         if (*mine >= top)
             co_return *mine;
-        co_return co_await node.raise_fence(res, top);
+        co_return co_await node.call([&](S& s) { return s.raise_fence(res, top); });
     }
 };
 
@@ -161,20 +420,22 @@ struct release_late_grant {
     Inner policy;
     std::string resource;
     owner_token owner;
-    awaitable<void> operator()(S& node, std::size_t, reply<fence_token> got) const
+    awaitable<void> operator()(const store_ref<S>& node, std::size_t, reply<fence_token> got) const
     {
         return run(policy, node, resource, owner, got.value ? std::error_code{} : got.value.error());
     }
-    static awaitable<void> run(Inner p, S& node, std::string res, owner_token owner, std::error_code ec)
+    static awaitable<void> run(Inner p, store_ref<S> node, std::string res, owner_token owner, std::error_code ec)
     {
-        if (ec != errc::contended)
-            (void)co_await p.release(node, lock_request{res, owner, {}});
+        if (ec != condition::contended) {
+            const lock_request r{res, owner, {}};
+            (void)co_await node.call([&](S& s) { return p.release(s, r); });
+        }
     }
 };
 
 struct ignore_late {
-    template <class S, class T>
-    awaitable<void> operator()(S&, std::size_t, T) const
+    template <class N, class T>
+    awaitable<void> operator()(const N&, std::size_t, T) const
     {
         co_return;
     }
@@ -203,6 +464,221 @@ struct all_settled {
     }
 };
 
+/// The nodes of a quorum as the core reaches them.
+template <class S>
+struct node_refs {
+    std::vector<store_ref<S>> refs;
+    std::size_t size() const noexcept { return refs.size(); }
+    std::size_t majority() const noexcept { return refs.size() / 2 + 1; }
+    const store_ref<S>& node(std::size_t i) const noexcept { return refs[i]; }
+};
+
+template <class S>
+node_refs<S> refs_of(const store_ref<distlock::quorum<S>>& q)
+{
+    node_refs<S> out;
+    if (auto* nodes = q.get()) {
+        out.refs.reserve(nodes->size());
+        for (std::size_t i = 0; i < nodes->size(); ++i)
+            out.refs.emplace_back(nodes->node(i));
+    }
+    return out;
+}
+
+// Success when at least `need` nodes succeeded; otherwise the most telling error.
+inline result<void> settle_votes(const replies<bool>& got, std::size_t need)
+{
+    std::size_t ok = 0, not_owner = 0, answered = 0;
+    for (const auto& g : got) {
+        if (!g)
+            continue;
+        ++answered;
+        if (g->value)
+            ++ok;
+        else if (g->value.error() == condition::not_owner)
+            ++not_owner;
+    }
+    if (ok >= need)
+        return success();
+    if (answered > 0 && not_owner > got.size() - std::max<std::size_t>(need, (got.size() / 2) + 1))
+        return errc::not_owner;
+    if (answered > 0 && not_owner == answered)
+        return errc::not_owner;
+    return errc::quorum_not_reached;
+}
+
+template <class Inner, class S>
+awaitable<void> release_everywhere(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner)
+{
+    const release_on_node<Inner, S> rel{policy, std::move(resource), owner};
+    (void)co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
+}
+
+/// A lease on a quorum: extended when a majority extends, released on every node.
+template <class Inner, class S>
+class quorum_hold {
+public:
+    quorum_hold(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner, duration ttl)
+        : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(resource)}, owner_{owner},
+          ttl_{ttl}
+    {}
+
+    awaitable<result<void>> extend() { return extend_on(policy_, nodes_, resource_, owner_, ttl_); }
+    awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const
+    {
+        if (!nodes_.refs.empty())
+            nodes_.refs.front().spawn(std::move(work));
+    }
+    bool listen(std::weak_ptr<closing_listener> l) const
+    {
+        bool open = true;
+        for (const auto& n : nodes_.refs)
+            open = n.listen(l) && open;
+        return open;
+    }
+
+private:
+    static awaitable<result<void>> extend_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
+                                             duration ttl)
+    {
+        const extend_on_node<Inner, S> ext{p, std::move(res), owner, ttl};
+        auto got = co_await fan_out<bool>(nodes, ext, majority_settled{nodes.size(), nodes.majority()},
+                                          ignore_late{});
+        co_return settle_votes(got, nodes.majority());
+    }
+    static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner)
+    {
+        const release_on_node<Inner, S> rel{p, std::move(res), owner};
+        auto got = co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
+        co_return settle_votes(got, 1);
+    }
+
+    Inner policy_;
+    node_refs<S> nodes_;
+    std::string resource_;
+    owner_token owner_;
+    duration ttl_;
+};
+
+/// One lock() call's claim on a quorum (Redlock); see acquire::quorum.
+template <class Inner, class S>
+class quorum_claim {
+public:
+    static constexpr bool fair = false;
+
+    quorum_claim(Inner policy, node_refs<S> nodes, claim_request r)
+        : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(r.resource)},
+          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        if (attempts_++ > 0)
+            owner_ = owner_token::generate();
+        auto got = co_await try_nodes();
+        if (got)
+            co_return answer::granted(got.value());
+        if (got.error() == condition::contended)
+            co_return answer::held();
+        co_return got.error();
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    awaitable<bool> wait(time_point until)
+    {
+        co_await sleep_until(until);
+        co_return false;
+    }
+
+    awaitable<void> abandon()
+    {
+        return give_back(policy_, nodes_, resource_, unsettled_);
+    }
+
+    quorum_hold<Inner, S> hold() { return {policy_, nodes_, resource_, owner_, ttl_}; }
+    bool unsettled() const noexcept { return !unsettled_.empty(); }
+
+private:
+    awaitable<result<fence_token>> try_nodes()
+    {
+        const auto n = nodes_.size(), need = nodes_.majority();
+        const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_};
+        const release_late_grant<Inner, S> late{policy_, resource_, owner_};
+        const auto verdict = std::make_shared<late_verdict>();
+        bool cancelled = false;
+        auto votes = co_await fan_out<fence_token>(nodes_, ask, majority_settled{n, need}, late, &cancelled, verdict);
+
+        std::size_t granted = 0, contended = 0;
+        fence_token top = 0;
+        std::vector<std::optional<fence_token>> fences(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!votes[i])
+                continue;
+            const auto& v = *votes[i];
+            observe_(vote_event{resource_, i, v.latency, v.value ? std::error_code{} : v.value.error()});
+            if (v.value) {
+                ++granted;
+                fences[i] = v.value.value();
+                top = std::max(top, v.value.value());
+            } else if (v.value.error() == condition::contended) {
+                ++contended;
+            }
+        }
+        if (cancelled) {
+            // Cut off (cancelled, or the deadline): the release on every node runs as
+            // background work after lock() returned.
+            verdict->conclude(false);
+            unsettled_.push_back(owner_);
+            co_return errc::cancelled;
+        }
+        if (granted < need) {
+            verdict->conclude(false);
+            co_await release_everywhere(policy_, nodes_, resource_, owner_);
+            // Any node that says "held" makes this contention; otherwise the nodes failed.
+            co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
+        }
+
+        // Bring lagging counters of the granting nodes up to the lease's token.
+        const bool lagging = std::any_of(fences.begin(), fences.end(), [top](const auto& f) { return f && *f < top; });
+        if (lagging) {
+            const raise_on_node<S> raise{resource_, top, fences};
+            auto raised = co_await fan_out<fence_token>(nodes_, raise, all_settled{}, ignore_late{});
+            std::size_t at_top = 0;
+            for (std::size_t i = 0; i < n; ++i)
+                if (fences[i] && raised[i] && raised[i]->value && raised[i]->value.value() >= top)
+                    ++at_top;
+            if (at_top < need) {
+                verdict->conclude(false);
+                co_await release_everywhere(policy_, nodes_, resource_, owner_);
+                co_return errc::quorum_not_reached;
+            }
+        }
+        // Grants that arrive from here on are part of this lease (extended and released
+        // with it on every node).
+        verdict->conclude(true);
+        co_return top;
+    }
+
+    static awaitable<void> give_back(Inner policy, node_refs<S> nodes, std::string resource,
+                                     std::vector<owner_token> owners)
+    {
+        for (const auto& owner : owners)
+            co_await release_everywhere(policy, nodes, resource, owner);
+    }
+
+    Inner policy_;
+    node_refs<S> nodes_;
+    std::string resource_;
+    duration ttl_;
+    observer_ref observe_;
+    owner_token owner_;
+    std::size_t attempts_ = 0;
+    std::vector<owner_token> unsettled_;
+};
+
 } // namespace detail
 
 namespace acquire {
@@ -223,118 +699,10 @@ struct quorum {
     Inner inner{};
 
     template <class S>
-        requires acquire_policy_for<Inner, S> && fencing_counter_store<S>
-    awaitable<result<fence_token>> acquire(distlock::quorum<S>& q, const lock_request& r,
-                                           detail::observer_ref observe) const
+        requires ttl_acquisition_for<Inner, S> && fencing_counter_store<S>
+    detail::quorum_claim<Inner, S> open(const store_ref<distlock::quorum<S>>& q, claim_request r) const
     {
-        const auto n = q.size(), need = q.majority();
-        const std::string resource{r.resource};
-        const owner_token owner = r.owner;
-
-        const detail::acquire_on_node<Inner, S> ask{inner, resource, owner, r.ttl};
-        const detail::release_late_grant<Inner, S> late{inner, resource, owner};
-        const auto verdict = std::make_shared<detail::late_verdict>();
-        bool cancelled = false;
-        auto votes = co_await detail::fan_out<fence_token>(q, ask, detail::majority_settled{n, need}, late,
-                                                           &cancelled, verdict);
-
-        std::size_t granted = 0, contended = 0;
-        fence_token top = 0;
-        std::vector<std::optional<fence_token>> fences(n);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (!votes[i])
-                continue;
-            const auto& v = *votes[i];
-            observe(vote_event{resource, i, v.latency, v.value ? std::error_code{} : v.value.error()});
-            if (v.value) {
-                ++granted;
-                fences[i] = v.value.value();
-                top = std::max(top, v.value.value());
-            } else if (v.value.error() == errc::contended) {
-                ++contended;
-            }
-        }
-        if (cancelled || granted < need) {
-            verdict->conclude(false);
-            co_await release_everywhere(q, resource, owner);
-            if (cancelled)
-                co_return errc::cancelled;
-            // Any node that says "held" makes this contention; otherwise the nodes failed.
-            co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
-        }
-
-        // Bring lagging counters of the granting nodes up to the lease's token.
-        const bool lagging =
-            std::any_of(fences.begin(), fences.end(), [top](const auto& f) { return f && *f < top; });
-        if (lagging) {
-            const detail::raise_on_node<S> raise{resource, top, fences};
-            auto raised = co_await detail::fan_out<fence_token>(q, raise, detail::all_settled{},
-                                                                detail::ignore_late{});
-            std::size_t at_top = 0;
-            for (std::size_t i = 0; i < n; ++i)
-                if (fences[i] && raised[i] && raised[i]->value && raised[i]->value.value() >= top)
-                    ++at_top;
-            if (at_top < need) {
-                verdict->conclude(false);
-                co_await release_everywhere(q, resource, owner);
-                co_return errc::quorum_not_reached;
-            }
-        }
-        // Grants that arrive from here on are part of this lease (extended and released
-        // with it on every node).
-        verdict->conclude(true);
-        co_return top;
-    }
-
-    /// Extended when a majority extends; the caller checks it was in time.
-    template <class S>
-        requires acquire_policy_for<Inner, S>
-    awaitable<result<void>> extend(distlock::quorum<S>& q, const lock_request& r) const
-    {
-        const detail::extend_on_node<Inner, S> ext{inner, std::string{r.resource}, r.owner, r.ttl};
-        auto got = co_await detail::fan_out<bool>(q, ext, detail::majority_settled{q.size(), q.majority()},
-                                                  detail::ignore_late{});
-        co_return settle(got, q.majority());
-    }
-
-    /// Released on every node; succeeds if any node still held it.
-    template <class S>
-        requires acquire_policy_for<Inner, S>
-    awaitable<result<void>> release(distlock::quorum<S>& q, const lock_request& r) const
-    {
-        const detail::release_on_node<Inner, S> rel{inner, std::string{r.resource}, r.owner};
-        auto got = co_await detail::fan_out<bool>(q, rel, detail::all_settled{}, detail::ignore_late{});
-        co_return settle(got, 1);
-    }
-
-private:
-    template <class S>
-    awaitable<void> release_everywhere(distlock::quorum<S>& q, std::string resource, owner_token owner) const
-    {
-        const detail::release_on_node<Inner, S> rel{inner, std::move(resource), owner};
-        (void)co_await detail::fan_out<bool>(q, rel, detail::all_settled{}, detail::ignore_late{});
-    }
-
-    // Success when at least `need` nodes succeeded; otherwise the most telling error.
-    static result<void> settle(const detail::replies<bool>& got, std::size_t need)
-    {
-        std::size_t ok = 0, not_owner = 0, answered = 0;
-        for (const auto& g : got) {
-            if (!g)
-                continue;
-            ++answered;
-            if (g->value)
-                ++ok;
-            else if (g->value.error() == errc::not_owner)
-                ++not_owner;
-        }
-        if (ok >= need)
-            return success();
-        if (answered > 0 && not_owner > got.size() - std::max<std::size_t>(need, (got.size() / 2) + 1))
-            return errc::not_owner;
-        if (answered > 0 && not_owner == answered)
-            return errc::not_owner;
-        return errc::quorum_not_reached;
+        return {inner, detail::refs_of(q), std::move(r)};
     }
 };
 

@@ -23,6 +23,9 @@ struct attempt {
     duration elapsed{};          ///< Since lock() started.
     duration previous_delay{};   ///< The delay chosen last time (zero before the first).
     std::error_code error;       ///< Why the last attempt failed.
+    /// When the store said the holder's lock runs out, if it said (contention as data:
+    /// a policy may sleep until then rather than poll).
+    std::optional<time_point> held_until;
 };
 
 /// A retry policy names its kind and answers "how long until the next attempt?",

@@ -1,0 +1,110 @@
+// distlock/claim.hpp: what an acquisition policy opens for one lock() call, and what
+// a lease keeps.
+//
+// Design note. The mutex does not run an acquisition itself: for each lock() it asks
+// the acquisition policy to open a *claim*, an object that keeps its state across the
+// attempts of that call. The mutex decides when to try, how long to wait (the retry
+// policy and the deadline) and when to give up; the claim decides what an attempt is
+// and what waiting means:
+//  - attempt(): one try. The answer is data: granted (with a fencing token) or held
+//    (optionally "not before" a time the store reported, such as the holder's
+//    remaining TTL). Store failures are errors, decided by condition.
+//  - listen(): start listening for a chance (a release notification, a watch on the
+//    predecessor). True when listening began just now, so that the caller tries once
+//    more before it waits: a release between the failed try and the start of
+//    listening cannot be missed.
+//  - wait(until): wait for a chance, or until `until` (the mutex bounds it by the
+//    retry policy's delay and the deadline).
+//  - hold(): after a grant, what the lease keeps: how to extend and release it, or
+//    the session it is bound to. Taking it settles the grant.
+//  - unsettled(): whether abandon() has anything to do (the common case has not).
+//  - abandon(): an awaitable, run as work owned by the store after the lock() call
+//    has ended, that gives back whatever the claim may still hold: grants whose
+//    replies were lost or cut off by the deadline, its place in a queue.
+// A claim on a store with a fair queue of its own (etcd, ZooKeeper) keeps one entry
+// across attempts and says so with `fair`; elsewhere the mutex keeps waiters of one
+// process in arrival order (detail/local_line.hpp).
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/result.hpp>
+
+#include <asio/awaitable.hpp>
+
+#include <concepts>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace distlock {
+
+/// The answer to one acquisition attempt that the store gave.
+class answer {
+public:
+    /// The lock is held by this claim, with `fence`.
+    static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt}; }
+    /// Another owner holds the lock; trying before `not_before` (when known) is futile
+    /// unless the holder releases early.
+    static answer held(std::optional<time_point> not_before = std::nullopt) noexcept
+    {
+        return answer{false, 0, not_before};
+    }
+
+    bool is_granted() const noexcept { return granted_; }
+    fence_token fence() const noexcept { return fence_; }
+    std::optional<time_point> not_before() const noexcept { return not_before_; }
+
+private:
+    answer(bool g, fence_token f, std::optional<time_point> nb) noexcept : granted_{g}, fence_{f}, not_before_{nb} {}
+    bool granted_;
+    fence_token fence_;
+    std::optional<time_point> not_before_;
+};
+
+/// How a session store reports the state of the session a lease is bound to.
+enum class session_state {
+    held,     ///< The session is alive; the lease is valid until the reported time.
+    in_doubt, ///< The client cannot tell (disconnected, keepalives unanswered): treated as lost.
+    lost,     ///< The session expired or was closed: its locks are gone.
+};
+
+/// What a session-bound lease listens to. Calls may come from any thread.
+class session_listener {
+public:
+    virtual ~session_listener() = default;
+    virtual void session_changed(session_state state, time_point valid_until) noexcept = 0;
+};
+
+/// What a lease keeps after a grant: how to extend it and how to release it. Both
+/// return awaitables that own what they use (they run after lock() returned).
+template <class H>
+concept lease_hold = std::move_constructible<H> && requires(H& h, const H& ch) {
+    { h.extend() } -> std::same_as<awaitable<result<void>>>;
+    { h.release() } -> std::same_as<awaitable<result<void>>>;
+    { ch.owner() } -> std::convertible_to<owner_token>;
+};
+
+/// A hold bound to a store session: the session keeps it alive and reports its loss.
+/// `bind` registers the lease's listener and returns the current validity (nullopt
+/// when the session is already gone).
+template <class H>
+concept session_hold = lease_hold<H> && requires(H& h, std::weak_ptr<session_listener> l) {
+    { h.bind(l) } -> std::same_as<std::optional<time_point>>;
+};
+
+/// One lock() call's claim on a resource; see the design note above.
+template <class C>
+concept claim = requires(C& c, time_point until) {
+    { c.attempt() } -> std::same_as<awaitable<result<answer>>>;
+    { c.listen() } -> std::same_as<awaitable<bool>>;
+    { c.wait(until) } -> std::same_as<awaitable<bool>>;
+    { c.abandon() } -> std::same_as<awaitable<void>>;
+    { std::as_const(c).unsettled() } -> std::convertible_to<bool>;
+    { c.hold() } -> lease_hold;
+    { C::fair } -> std::convertible_to<bool>;
+};
+
+} // namespace distlock

@@ -1,0 +1,325 @@
+// distlock/detail/lifetime.hpp: how a store owns the work its leases start, and how
+// that work reaches a store without ever touching one that is gone.
+//
+// Design note. A lease outlives the call that made it, and so does what it starts:
+// the watchdog's extensions, a release sent after the lease went out of scope, the
+// clean-up of an attempt cut off by its deadline. Each of them needs the store. They
+// do not hold `Store&`; they hold a backend_ref: a pointer to the store plus shared
+// ownership of the store's `lifetime`, the one object that says whether the store is
+// still there.
+//  - A call through a backend_ref enters the lifetime (a short critical section, no
+//    suspension inside), checks that the store is open, and starts the operation.
+//    Stores that take part keep one rule: an operation, once started, owns what it
+//    needs (shared state, copies) and never touches the store object again. So the
+//    store may be destroyed while the operation is in flight; it completes against
+//    the store's shared state or with an error.
+//  - A closed lifetime starts nothing: the call completes with
+//    errc::store_unavailable, without I/O.
+//  - Background work is spawned through the lifetime, which counts it. The store's
+//    async close() waits until that count is zero (so pending releases finish), then
+//    ends every lease still kept (they are reported lost and released) and closes.
+//  - The store's destructor shuts the lifetime at once: it waits only for calls that
+//    are between entering and starting (never for I/O), stops the keepers of held
+//    leases (they report loss) and wakes watchers; background work still pending
+//    then finds the store closed and touches nothing.
+// A store that does not take part (a user's own adapter without `lifetime()`) is
+// used through a plain pointer: it must outlive every lease and lock() using it.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/concurrent_channel.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace distlock::detail {
+
+/// Something that must hear when its store closes: a lease keeper, a watcher.
+class closing_listener {
+public:
+    virtual ~closing_listener() = default;
+    /// Called once, from the thread that closes the store, outside every store lock.
+    /// Must not block; may post work.
+    virtual void store_closing() noexcept = 0;
+};
+
+class lifetime : public std::enable_shared_from_this<lifetime> {
+public:
+    /// A permission to start one operation on the store; empty when it is closed.
+    class entry {
+    public:
+        entry() = default;
+        entry(entry&& o) noexcept : owner_{std::exchange(o.owner_, nullptr)} {}
+        entry& operator=(entry&&) = delete;
+        ~entry() { reset(); }
+        explicit operator bool() const noexcept { return owner_ != nullptr; }
+        void reset() noexcept
+        {
+            if (auto* o = std::exchange(owner_, nullptr))
+                o->leave();
+        }
+
+    private:
+        friend class lifetime;
+        explicit entry(lifetime* o) noexcept : owner_{o} {}
+        lifetime* owner_ = nullptr;
+    };
+
+    static std::shared_ptr<lifetime> make(asio::any_io_executor ex)
+    {
+        return std::shared_ptr<lifetime>{new lifetime{std::move(ex)}};
+    }
+
+    /// Enters the store for one synchronous step (starting an operation).
+    entry enter()
+    {
+        std::lock_guard lock{mutex_};
+        if (closed_)
+            return entry{};
+        ++entered_;
+        return entry{this};
+    }
+
+    bool open() const
+    {
+        std::lock_guard lock{mutex_};
+        return !closed_;
+    }
+
+    /// True once close() started: new locks are refused, pending work still runs.
+    bool closing() const
+    {
+        std::lock_guard lock{mutex_};
+        return closing_ || closed_;
+    }
+
+    /// Runs `work` as background work owned by the store (counted until it ends).
+    /// Work spawned after shutdown is dropped: it could only find the store closed.
+    void spawn(awaitable<void> work)
+    {
+        {
+            std::lock_guard lock{mutex_};
+            if (closed_)
+                return;
+            ++background_;
+        }
+        asio::co_spawn(ex_, run(shared_from_this(), std::move(work)), asio::detached);
+    }
+
+    std::size_t background_work() const
+    {
+        std::lock_guard lock{mutex_};
+        return background_;
+    }
+
+    /// Registers a listener told when the store closes; returns false if it is closed.
+    bool listen(std::weak_ptr<closing_listener> l)
+    {
+        std::lock_guard lock{mutex_};
+        if (closed_)
+            return false;
+        std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+        listeners_.push_back(std::move(l));
+        return true;
+    }
+
+    /// The store's async close: refuses new locks, tells the listeners (keepers end
+    /// their leases and release them as background work), waits for every piece of
+    /// background work to finish, then shuts.
+    awaitable<void> close()
+    {
+        std::vector<std::weak_ptr<closing_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            if (closed_)
+                co_return;
+            closing_ = true;
+            told.swap(listeners_);
+        }
+        tell(told);
+        for (;;) {
+            {
+                std::lock_guard lock{mutex_};
+                if (background_ == 0)
+                    break;
+            }
+            (void)co_await idle_.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        }
+        shut();
+    }
+
+    /// The store's destructor: closed now; waits only for steps already entered.
+    void shut()
+    {
+        std::vector<std::weak_ptr<closing_listener>> told;
+        {
+            std::unique_lock lock{mutex_};
+            closed_ = true;
+            told.swap(listeners_);
+            left_.wait(lock, [this] { return entered_ == 0; });
+        }
+        tell(told);
+        idle_.try_send(std::error_code{}, true);
+    }
+
+private:
+    explicit lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
+
+    static void tell(std::vector<std::weak_ptr<closing_listener>>& listeners)
+    {
+        for (auto& w : listeners)
+            if (auto l = w.lock())
+                l->store_closing();
+    }
+
+    void leave() noexcept
+    {
+        std::lock_guard lock{mutex_};
+        if (--entered_ == 0)
+            left_.notify_all();
+    }
+
+    static awaitable<void> run(std::shared_ptr<lifetime> self, awaitable<void> work)
+    {
+        try {
+            co_await std::move(work);
+        } catch (...) {
+            // Background work reports through leases and observers; nothing is
+            // allowed to escape into the io_context's run().
+        }
+        std::lock_guard lock{self->mutex_};
+        if (--self->background_ == 0)
+            self->idle_.try_send(std::error_code{}, true);
+    }
+
+    asio::any_io_executor ex_;
+    mutable std::mutex mutex_;
+    std::condition_variable left_;
+    std::size_t entered_ = 0;
+    std::size_t background_ = 0;
+    bool closing_ = false;
+    bool closed_ = false;
+    std::vector<std::weak_ptr<closing_listener>> listeners_;
+    asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
+};
+
+/// Stores that own their background work expose `lifetime()`.
+template <class S>
+concept has_lifetime = requires(S& s) {
+    { s.lifetime() } -> std::convertible_to<std::shared_ptr<lifetime>>;
+};
+
+template <class T>
+awaitable<result<T>> closed_store()
+{
+    co_return errc::store_unavailable;
+}
+
+/// How the core reaches a store: see the design note above.
+template <class S>
+class backend_ref {
+public:
+    backend_ref() = default;
+    explicit backend_ref(S& s) : store_{&s}
+    {
+        if constexpr (has_lifetime<S>)
+            life_ = s.lifetime();
+    }
+
+    /// Starts `op(store)` (which returns an awaitable<result<T>>) if the store is open;
+    /// otherwise the awaitable completes with errc::store_unavailable, without I/O.
+    template <class Op>
+    auto call(Op&& op) const -> decltype(op(std::declval<S&>()))
+    {
+        using awaitable_type = decltype(op(std::declval<S&>()));
+        if constexpr (has_lifetime<S>) {
+            auto in = life_->enter();
+            if (!in)
+                return closed_result<awaitable_type>();
+            return op(*store_);
+        } else {
+            return op(*store_);
+        }
+    }
+
+    /// Runs `fn(store)` synchronously if the store is open: std::nullopt otherwise.
+    template <class Fn>
+    auto with(Fn&& fn) const -> std::optional<decltype(fn(std::declval<S&>()))>
+    {
+        if constexpr (has_lifetime<S>) {
+            auto in = life_->enter();
+            if (!in || life_->closing())
+                return std::nullopt;
+            return fn(*store_);
+        } else {
+            return fn(*store_);
+        }
+    }
+
+    /// Spawns work owned by the store (on its executor); dropped if it is closed.
+    void spawn(awaitable<void> work) const
+    {
+        if constexpr (has_lifetime<S>)
+            life_->spawn(std::move(work));
+        else
+            asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
+    }
+
+    /// Registers a listener for the store's closing (no-op for stores without one).
+    bool listen(std::weak_ptr<closing_listener> l) const
+    {
+        if constexpr (has_lifetime<S>)
+            return life_->listen(std::move(l));
+        else
+            return true;
+    }
+
+    bool open() const
+    {
+        if constexpr (has_lifetime<S>)
+            return life_->open() && !life_->closing();
+        else
+            return true;
+    }
+
+    /// Valid only while the store is open; for identity (the local line's key) and
+    /// synchronous use inside call().
+    S* get() const noexcept { return store_; }
+    asio::any_io_executor get_executor() const { return executor_; }
+
+private:
+    template <class A>
+    static A closed_result()
+    {
+        using value = typename awaited<A>::type; // result<T>
+        return closed_value<value>();
+    }
+    template <class R>
+    static awaitable<R> closed_value()
+    {
+        co_return R{make_error_code(errc::store_unavailable)};
+    }
+
+    S* store_ = nullptr;
+    std::shared_ptr<lifetime> life_;
+    asio::any_io_executor executor_ = store_ ? store_->get_executor() : asio::any_io_executor{};
+};
+
+} // namespace distlock::detail

@@ -1,0 +1,666 @@
+// distlock/memory/session_store.hpp: the in-process model of a session store (etcd
+// leases, ZooKeeper sessions): sessions with a TTL kept alive by keepalives, one
+// queue entry per waiter ordered by creation, the oldest entry holding the lock,
+// waiters watching their predecessor, fence = creation sequence, a session's expiry
+// deleting its entries, and an in-doubt state when keepalives go unanswered. With
+// fault injection and the manual clock, so tests and the simulation can drive it
+// exactly.
+//
+// Two objects, as with a real server: a session_server (what the server keeps,
+// shared by several clients) and session_store (one client: its session, its
+// keepalive, its faults).
+#pragma once
+
+#include <distlock/claim.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/wakeup.hpp>
+#include <distlock/error.hpp>
+#include <distlock/memory/store.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/policy/queue.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace distlock::memory {
+
+/// One entry of a resource's queue, as the server shows it.
+struct queue_entry {
+    fence_token sequence = 0;
+    owner_token owner;
+    std::uint64_t session = 0;
+};
+
+/// What a session server keeps. Thread-safe. It must outlive its clients.
+/// Sessions expire by distlock::clock (the manual clock in tests), checked on every
+/// request and whenever a client's waiter wakes.
+class session_server {
+public:
+    session_server() = default;
+    session_server(const session_server&) = delete;
+    session_server& operator=(const session_server&) = delete;
+
+    // -- Faults and inspection, for tests --------------------------------------------
+
+    /// Ends a session now, as if its TTL had run out: its entries go.
+    void expire(std::uint64_t session)
+    {
+        std::lock_guard lock{mutex_};
+        drop_session(session);
+    }
+
+    /// The oldest entry of `resource` (its owner holds the lock), if any.
+    std::optional<queue_entry> holder(std::string_view resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        if (it == queues_.end() || it->second.empty())
+            return std::nullopt;
+        return it->second.begin()->second;
+    }
+
+    /// Entries queued for `resource` (the holder included).
+    std::size_t entries(std::string_view resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        return it == queues_.end() ? 0 : it->second.size();
+    }
+
+    /// Entries of every resource.
+    std::size_t total_entries()
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        std::size_t n = 0;
+        for (const auto& [name, q] : queues_)
+            n += q.size();
+        return n;
+    }
+
+    std::size_t live_sessions()
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        return sessions_.size();
+    }
+
+    /// Waiters watching an entry (they must not accumulate).
+    std::size_t watches()
+    {
+        std::lock_guard lock{mutex_};
+        std::size_t n = 0;
+        for (const auto& [key, ws] : watches_)
+            n += ws.size();
+        return n;
+    }
+
+private:
+    friend class session_store;
+
+    struct session {
+        duration ttl{};
+        time_point expires{};
+    };
+
+    // -- What clients ask (under the server's mutex) ------------------------------------
+
+    std::uint64_t open_session(duration ttl)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto id = ++next_session_;
+        sessions_[id] = session{ttl, clock::now() + ttl};
+        return id;
+    }
+
+    /// The session's new expiry, or nullopt when it is gone.
+    std::optional<time_point> keepalive(std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = sessions_.find(id);
+        if (it == sessions_.end())
+            return std::nullopt;
+        it->second.expires = clock::now() + it->second.ttl;
+        return it->second.expires;
+    }
+
+    void close_session(std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        drop_session(id);
+    }
+
+    result<queue_place> enqueue(std::string_view resource, const owner_token& owner, std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        if (!sessions_.count(id))
+            return errc::session_lost;
+        auto& q = queues_[std::string{resource}];
+        auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine == q.end()) {
+            const auto seq = ++revision_;
+            mine = q.emplace(seq, queue_entry{seq, owner, id}).first;
+        }
+        queue_place place{mine->first, mine == q.begin(), std::nullopt};
+        if (!place.first)
+            place.predecessor = std::prev(mine)->first;
+        return place;
+    }
+
+    result<void> dequeue(std::string_view resource, const owner_token& owner)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        if (it == queues_.end())
+            return errc::not_owner;
+        auto& q = it->second;
+        const auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine == q.end())
+            return errc::not_owner;
+        const auto seq = mine->first;
+        q.erase(mine);
+        gone(std::string{resource}, seq);
+        if (q.empty())
+            queues_.erase(it);
+        return success();
+    }
+
+    /// Registers `w` to be woken when the entry goes; false when it is gone already.
+    /// Also says when the entry's session expires, so the waiter re-checks by then.
+    bool watch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w,
+               time_point& expires)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end())
+            return false;
+        const auto e = it->second.find(seq);
+        if (e == it->second.end())
+            return false;
+        expires = sessions_.at(e->second.session).expires;
+        watches_[{resource, seq}].push_back(w);
+        return true;
+    }
+
+    void unwatch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = watches_.find({resource, seq});
+        if (it == watches_.end())
+            return;
+        std::erase(it->second, w);
+        if (it->second.empty())
+            watches_.erase(it);
+    }
+
+    bool session_alive(std::uint64_t id)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        return sessions_.count(id) > 0;
+    }
+
+    // -- Under the mutex ----------------------------------------------------------------
+
+    void reap()
+    {
+        const auto now = clock::now();
+        std::vector<std::uint64_t> expired;
+        for (const auto& [id, s] : sessions_)
+            if (now >= s.expires)
+                expired.push_back(id);
+        for (const auto id : expired)
+            drop_session(id);
+    }
+
+    void drop_session(std::uint64_t id)
+    {
+        sessions_.erase(id);
+        for (auto it = queues_.begin(); it != queues_.end();) {
+            auto& q = it->second;
+            for (auto e = q.begin(); e != q.end();) {
+                if (e->second.session == id) {
+                    gone(it->first, e->first);
+                    e = q.erase(e);
+                } else {
+                    ++e;
+                }
+            }
+            it = q.empty() ? queues_.erase(it) : std::next(it);
+        }
+    }
+
+    void gone(const std::string& resource, fence_token seq)
+    {
+        const auto it = watches_.find({resource, seq});
+        if (it == watches_.end())
+            return;
+        for (auto& w : it->second)
+            w->signal(); // never runs the waiter inline
+        watches_.erase(it);
+    }
+
+    std::mutex mutex_;
+    std::uint64_t next_session_ = 0;
+    fence_token revision_ = 0;
+    std::unordered_map<std::uint64_t, session> sessions_;
+    std::map<std::string, std::map<fence_token, queue_entry>> queues_;
+    std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::detail::wakeup>>> watches_;
+};
+
+/// Settings of a session store client.
+struct session_config {
+    /// How long the server keeps the session without a keepalive.
+    duration session_ttl = std::chrono::seconds{10};
+    /// How often the keepalive is sent; zero: session_ttl / 3.
+    duration keepalive_every{};
+    /// Safety margin subtracted from the session's validity (clock drift, scheduling).
+    duration drift = std::chrono::milliseconds{2};
+};
+
+/// Checks a session config: TTL within [min_ttl, max_ttl], keepalive within (0, ttl),
+/// drift within [0, ttl).
+inline std::error_code validate(const session_config& c) noexcept
+{
+    if (c.session_ttl < min_ttl || c.session_ttl > max_ttl)
+        return errc::invalid_argument;
+    if (c.keepalive_every < duration::zero() || c.keepalive_every >= c.session_ttl)
+        return errc::invalid_argument;
+    if (c.drift < duration::zero() || c.drift >= c.session_ttl)
+        return errc::invalid_argument;
+    return {};
+}
+
+/// One client of a session_server: one session (opened on first use, renewed by one
+/// keepalive for all its locks), and the fault injection of its link.
+///
+/// Models session_queue_store; its default acquisition is acquire::session_queue, so
+/// `basic_distributed_mutex<memory::session_store>` queues fairly, needs no watchdog,
+/// and its leases end when the session does.
+///
+/// Session states a lease hears of: held (each answered keepalive moves its validity
+/// to send time + TTL - drift), in doubt (a keepalive went unanswered: the client
+/// cannot tell whether the session lives; the leases are lost), lost (the server
+/// says the session is gone). A refused keepalive (unavailable) is retried within the
+/// remaining validity; when the validity runs out first, the leases are in doubt.
+///
+/// \par Object lifetimes
+/// As memory::store: operations own the client's state; the server must outlive
+/// the client. close() finishes pending releases, ends the session (its entries go)
+/// and stops the keepalive, so io.run() can return; the destructor stops the
+/// keepalive and leaves the session to expire on the server.
+class session_store {
+    struct core;
+
+public:
+    using executor_type = asio::any_io_executor;
+    using default_acquire_policy = acquire::session_queue;
+
+    /// Throws std::system_error (errc::invalid_argument) for an invalid config.
+    session_store(executor_type ex, session_server& server, session_config cfg = {})
+        : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
+          life_{distlock::detail::lifetime::make(ex_)}
+    {
+        if (auto ec = validate(cfg))
+            throw std::system_error{ec, "distlock::memory::session_store: config"};
+    }
+
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
+        : session_store(executor_type{ctx.get_executor()}, server, cfg)
+    {}
+
+    ~session_store()
+    {
+        life_->shut();
+        core_->stop(false);
+    }
+    session_store(const session_store&) = delete;
+    session_store& operator=(const session_store&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        core_->stop(true);
+    }
+
+    // -- session_queue_store ---------------------------------------------------------
+
+    awaitable<result<queue_place>> enqueue(std::string_view resource, const owner_token& owner)
+    {
+        return send<queue_place>(core_, [c = core_.get(), r = std::string{resource}, owner]() -> result<queue_place> {
+            const auto id = c->session_id();
+            if (!id)
+                return errc::store_unavailable;
+            auto place = c->server.enqueue(r, owner, id);
+            if (!place && place.error() == errc::session_lost)
+                c->session_ended(id, session_state::lost);
+            return place;
+        });
+    }
+
+    awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, owner]() -> result<void> {
+            return c->server.dequeue(r, owner);
+        });
+    }
+
+    awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
+    {
+        return wait_entry(core_, std::string{resource}, entry, until);
+    }
+
+    std::optional<time_point> bind(std::string_view, fence_token, std::weak_ptr<session_listener> listener)
+    {
+        return core_->bind(std::move(listener));
+    }
+
+    // -- Faults and inspection, for tests -------------------------------------------
+
+    /// While unreachable, requests and keepalives go unanswered (a blackholed link):
+    /// they fail with errc::outcome_unknown, and the server hears nothing.
+    void set_reachable(bool reachable)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->reachable = reachable;
+    }
+
+    /// The next `count` requests or keepalives suffer `f` (see memory::fault).
+    void fail_next(fault f, std::size_t count = 1)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->faults.insert(core_->faults.end(), count, f);
+    }
+
+    /// The session now open (0: none yet, or it ended).
+    std::uint64_t session_id() const
+    {
+        std::lock_guard lock{core_->mutex};
+        return core_->session;
+    }
+
+    /// Keepalives sent so far (one per interval for all the client's locks).
+    std::size_t keepalives_sent() const
+    {
+        std::lock_guard lock{core_->mutex};
+        return core_->keepalives;
+    }
+
+private:
+    struct core : std::enable_shared_from_this<core> {
+        core(asio::any_io_executor e, session_server& s, session_config c)
+            : ex{asio::make_strand(e)}, server{s}, cfg{c}, tick{ex}
+        {}
+
+        asio::any_io_executor ex; // a strand: the keepalive loop and its timer live on it
+        session_server& server;
+        session_config cfg;
+        mutable std::mutex mutex;
+        std::uint64_t session = 0;
+        time_point valid_until{};
+        bool keeping = false;
+        bool stopped = false;
+        bool reachable = true;
+        std::deque<fault> faults;
+        std::size_t keepalives = 0;
+        std::vector<std::weak_ptr<session_listener>> listeners;
+        timer tick; // the keepalive loop sleeps on it (touched on the strand only)
+
+        duration every() const
+        {
+            return cfg.keepalive_every > duration::zero() ? cfg.keepalive_every : cfg.session_ttl / 3;
+        }
+
+        // The open session, opened now if there is none (and the keepalive started).
+        std::uint64_t session_id()
+        {
+            std::unique_lock lock{mutex};
+            if (stopped)
+                return 0;
+            if (session)
+                return session;
+            const auto sent = clock::now();
+            session = server.open_session(cfg.session_ttl);
+            valid_until = sent + cfg.session_ttl - cfg.drift;
+            const auto id = session;
+            if (!keeping) {
+                keeping = true;
+                lock.unlock();
+                asio::co_spawn(ex, keep(shared_from_this()), asio::detached);
+            }
+            return id;
+        }
+
+        std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+        {
+            std::lock_guard lock{mutex};
+            if (!session || clock::now() >= valid_until)
+                return std::nullopt;
+            std::erase_if(listeners, [](const auto& w) { return w.expired(); });
+            listeners.push_back(std::move(l));
+            return valid_until;
+        }
+
+        // The session `id` ended (lost) or cannot be vouched for (in doubt): every lease
+        // bound to it hears so; the next lock opens a new session.
+        void session_ended(std::uint64_t id, session_state why)
+        {
+            std::vector<std::weak_ptr<session_listener>> told;
+            {
+                std::lock_guard lock{mutex};
+                if (session != id)
+                    return;
+                session = 0;
+                told.swap(listeners);
+            }
+            // In doubt, the old session may live on at the server until its TTL; its
+            // entries go with it, or when their leases are released.
+            for (auto& w : told)
+                if (auto l = w.lock())
+                    l->session_changed(why, time_point{});
+        }
+
+        void stop(bool end_session)
+        {
+            std::uint64_t id = 0;
+            std::vector<std::weak_ptr<session_listener>> told;
+            {
+                std::lock_guard lock{mutex};
+                stopped = true;
+                id = std::exchange(session, 0);
+                told.swap(listeners);
+            }
+            if (end_session && id)
+                server.close_session(id);
+            asio::post(ex, [self = shared_from_this()] { self->tick.cancel(); });
+            for (auto& w : told)
+                if (auto l = w.lock())
+                    l->session_changed(session_state::lost, time_point{});
+        }
+
+        enum class fate { delivered, refused_unavailable, refused_garbage, reply_lost, blackholed };
+
+        // What the link does to the next request.
+        fate gate()
+        {
+            std::lock_guard lock{mutex};
+            if (!reachable)
+                return fate::blackholed;
+            if (faults.empty())
+                return fate::delivered;
+            const auto f = faults.front();
+            faults.pop_front();
+            if (f == fault::unavailable)
+                return fate::refused_unavailable;
+            if (f == fault::garbage)
+                return fate::refused_garbage;
+            return fate::reply_lost;
+        }
+
+        // One keepalive loop per client serves all its leases.
+        static awaitable<void> keep(std::shared_ptr<core> self)
+        {
+            for (;;) {
+                std::uint64_t id = 0;
+                time_point valid{};
+                {
+                    std::lock_guard lock{self->mutex};
+                    if (self->stopped || !self->session) {
+                        self->keeping = false;
+                        co_return;
+                    }
+                    id = self->session;
+                    valid = self->valid_until;
+                }
+                self->tick.expires_after(self->every());
+                (void)co_await self->tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                if (self->tick_stopped())
+                    continue;
+                co_await self->renew(id, valid);
+            }
+        }
+
+        bool tick_stopped()
+        {
+            std::lock_guard lock{mutex};
+            return stopped;
+        }
+
+        awaitable<void> renew(std::uint64_t id, time_point valid)
+        {
+            // A refused keepalive is tried again, at shorter intervals, while the
+            // session's validity lasts.
+            for (;;) {
+                const auto sent = clock::now();
+                const auto f = gate();
+                {
+                    std::lock_guard lock{mutex};
+                    ++keepalives;
+                }
+                if (f == fate::reply_lost)
+                    (void)server.keepalive(id); // renewed, but the client never hears so
+                if (f == fate::reply_lost || f == fate::blackholed) {
+                    // Unanswered: the client cannot tell whether the session lives.
+                    session_ended(id, session_state::in_doubt);
+                    co_return;
+                }
+                if (f == fate::delivered) {
+                    const auto expires = server.keepalive(id);
+                    if (!expires) {
+                        session_ended(id, session_state::lost);
+                        co_return;
+                    }
+                    announce(id, sent + cfg.session_ttl - cfg.drift);
+                    co_return;
+                }
+                if (clock::now() + every() / 4 >= valid) {
+                    session_ended(id, session_state::in_doubt);
+                    co_return;
+                }
+                tick.expires_after(every() / 4);
+                (void)co_await tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                if (tick_stopped())
+                    co_return;
+            }
+        }
+
+        void announce(std::uint64_t id, time_point valid)
+        {
+            std::vector<std::weak_ptr<session_listener>> told;
+            {
+                std::lock_guard lock{mutex};
+                if (session != id)
+                    return;
+                valid_until = valid;
+                std::erase_if(listeners, [](const auto& w) { return w.expired(); });
+                told = listeners;
+            }
+            for (auto& w : told)
+                if (auto l = w.lock())
+                    l->session_changed(session_state::held, valid);
+        }
+    };
+
+    // A request over the client's link: refused, applied, applied with its reply lost,
+    // or never delivered (blackholed). The last two look the same to the client.
+    template <class T, class Apply>
+    static awaitable<result<T>> send(std::shared_ptr<core> c, Apply apply)
+    {
+        switch (c->gate()) {
+        case core::fate::refused_unavailable:
+            co_return errc::store_unavailable;
+        case core::fate::refused_garbage:
+            co_return errc::protocol_error;
+        case core::fate::reply_lost:
+            (void)apply();
+            co_return errc::outcome_unknown;
+        case core::fate::blackholed:
+            co_return errc::outcome_unknown;
+        case core::fate::delivered:
+            break;
+        }
+        co_return apply();
+    }
+
+    static awaitable<bool> wait_entry(std::shared_ptr<core> c, std::string resource, fence_token entry,
+                                      time_point until)
+    {
+        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        time_point expires{};
+        if (!c->server.watch(resource, entry, w, expires))
+            co_return true;
+        // The entry's session may expire before anyone deletes it: look again by then.
+        const bool woken = co_await w->wait(std::min(until, expires));
+        c->server.unwatch(resource, entry, w);
+        if (woken)
+            co_return true;
+        // Woken by time: the entry is gone if its session expired.
+        time_point again{};
+        auto probe = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        const bool still = c->server.watch(resource, entry, probe, again);
+        if (still)
+            c->server.unwatch(resource, entry, probe);
+        co_return !still;
+    }
+
+    executor_type ex_;
+    std::shared_ptr<core> core_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
+};
+
+static_assert(session_queue_store<session_store>);
+
+} // namespace distlock::memory

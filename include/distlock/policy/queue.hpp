@@ -1,0 +1,149 @@
+// distlock/policy/queue.hpp: the claim of a session store with a fair queue (etcd,
+// ZooKeeper, the memory session store).
+//
+// One entry per lock() call, created on the first attempt and kept across attempts
+// (a new entry per attempt would queue again at the back). The entry's creation
+// sequence is its place and its fencing token. The oldest entry holds the lock; a
+// waiter watches only its predecessor (no herd when the holder goes). The lease is
+// bound to the store session, which reports loss; releasing deletes the entry. A
+// lock() that gives up or is cancelled leaves the queue as background work owned by
+// the store.
+#pragma once
+
+#include <distlock/claim.hpp>
+#include <distlock/detail/lifetime.hpp>
+#include <distlock/policy/acquire.hpp>
+#include <distlock/store.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace distlock {
+namespace detail {
+
+/// A lease kept by the store session: its entry in the queue of its resource.
+template <class S>
+class session_entry_hold {
+public:
+    session_entry_hold(store_ref<S> store, std::string resource, owner_token owner, fence_token entry)
+        : store_{std::move(store)}, resource_{std::move(resource)}, owner_{owner}, entry_{entry}
+    {}
+
+    /// The session keeps the lease; there is nothing to extend per lease.
+    awaitable<result<void>> extend() { return kept(); }
+    awaitable<result<void>> release() { return release_entry(store_, resource_, owner_); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
+    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+
+    std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+    {
+        auto bound = store_.with([&](S& s) { return s.bind(resource_, entry_, l); });
+        return bound ? *bound : std::nullopt;
+    }
+
+private:
+    static awaitable<result<void>> kept() { co_return success(); }
+
+    // Deleting an entry is idempotent by owner: a connection error is tried once more.
+    static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (first || !connection_error(first.error()))
+            co_return first;
+        auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (!second && second.error() == condition::not_owner)
+            co_return success();
+        co_return second;
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    fence_token entry_;
+};
+
+/// One lock() call's place in a session store's queue.
+template <class S>
+class session_queue_claim {
+public:
+    /// The store serves waiters in creation order: no local line is needed.
+    static constexpr bool fair = true;
+
+    session_queue_claim(store_ref<S> store, claim_request r)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, owner_{owner_token::generate()}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        // From the first try on, an entry may exist (a lost reply included): abandon()
+        // deletes it unless the lease takes it over.
+        queued_ = true;
+        auto got = co_await store_.call([&](S& s) { return s.enqueue(resource_, owner_); });
+        if (!got)
+            co_return got.error();
+        place_ = got.value();
+        if (place_.first)
+            co_return answer::granted(place_.entry);
+        co_return answer::held();
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    /// Watches the predecessor only.
+    awaitable<bool> wait(time_point until)
+    {
+        if (place_.predecessor) {
+            auto watch = store_.with([&](S& s) { return s.wait_gone(resource_, *place_.predecessor, until); });
+            if (watch)
+                co_return co_await std::move(*watch);
+        }
+        co_await sleep_until(until);
+        co_return false;
+    }
+
+    bool unsettled() const noexcept { return queued_; }
+
+    awaitable<void> abandon() { return leave(store_, resource_, owner_); }
+
+    session_entry_hold<S> hold()
+    {
+        queued_ = false;
+        return {store_, resource_, owner_, place_.entry};
+    }
+
+private:
+    static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (!first && connection_error(first.error()))
+            (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    queue_place place_{};
+    bool queued_ = false;
+};
+
+} // namespace detail
+
+namespace acquire {
+
+/// A place in a session store's fair queue; the lease is bound to the session. The
+/// default acquisition of session stores.
+struct session_queue {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires session_queue_store<S>
+    detail::session_queue_claim<S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {s, std::move(r)};
+    }
+};
+
+} // namespace acquire
+} // namespace distlock

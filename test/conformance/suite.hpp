@@ -1,0 +1,280 @@
+// The store conformance suite: each behaviour of the store contract (store.hpp,
+// claim.hpp, docs/guarantees.md) written once, run on every store through a fixture.
+//
+// A fixture F provides:
+//   using backend = ...;                      what the mutex locks on
+//   static constexpr bool notifies;           waiters are woken by the store (release
+//                                             notification or predecessor watch)
+//   asio::io_context io;
+//   backend& client(std::size_t i);           i < 3: independent clients of one store
+//   bool held(std::string_view resource);     the store holds a lock on it now
+//   void end_lock(const dl::lease& l);        the store drops l's lock (as if its TTL
+//                                             or session ran out); l does not know yet
+//   optional: void lose_next_reply(std::size_t client);  applied, reply lost
+//   optional: void refuse_next(std::size_t client);      not applied
+//   optional: awaitable<void> close(std::size_t client);
+// and the suite is instantiated with DISTLOCK_CONFORMANCE("[tag]", F1, F2, ...).
+// Real-time stores (Redis) run on the steady clock: the tests wait for conditions with
+// eventually(), never assert on wall-clock durations.
+#pragma once
+
+#include "support.hpp"
+#include "pending.hpp"
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/experimental/as_tuple.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace test::conformance {
+
+/// Waits (real time, bounded) until `pred` holds, running the coroutine's executor
+/// in between; false if it never did. Replaces hand-written polling loops.
+inline asio::awaitable<bool> eventually(std::function<bool()> pred,
+                                        std::chrono::milliseconds limit = std::chrono::milliseconds{5000})
+{
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() >= deadline)
+            co_return false;
+        co_await settle(std::chrono::milliseconds{5});
+    }
+    co_return true;
+}
+
+template <class F>
+using mutex_of = dl::basic_distributed_mutex<typename F::backend, dl::observe::callback, dl::retry::fixed>;
+
+template <class F>
+using single_try_mutex_of = dl::basic_distributed_mutex<typename F::backend, dl::observe::callback, dl::retry::none>;
+
+inline dl::retry::fixed patient()
+{
+    // A long delay: only a notification wakes a waiter in time.
+    return {.delay = std::chrono::seconds{20}, .deadline = std::chrono::seconds{60}};
+}
+
+inline dl::retry::fixed quick()
+{
+    return {.delay = std::chrono::milliseconds{10}, .deadline = std::chrono::seconds{10}};
+}
+
+} // namespace test::conformance
+
+// Each TEMPLATE_TEST_CASE runs on every fixture given.
+#define DISTLOCK_CONFORMANCE(TAG, ...)                                                                            \
+    TEMPLATE_TEST_CASE("conformance: one holder at a time, fences grow across clients", TAG "[conformance]",     \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        TestType f;                                                                                            \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
+            dl::fence_token last = 0;                                                                          \
+            for (std::size_t round = 0; round < 6; ++round) {                                                  \
+                mutex_of<TestType> a{f.client(round % 3), "conf:exclusion", {.ttl = 10s}, dl::observe::callback{}}; \
+                mutex_of<TestType> b{f.client((round + 1) % 3), "conf:exclusion", {.ttl = 10s},               \
+                                     dl::observe::callback{}};                                                 \
+                auto la = co_await a.lock();                                                                   \
+                REQUIRE(la);                                                                                   \
+                CHECK(la->fence() > last);                                                                     \
+                last = la->fence();                                                                            \
+                CHECK(f.held("conf:exclusion"));                                                               \
+                auto lb = co_await b.try_lock();                                                               \
+                REQUIRE_FALSE(lb);                                                                             \
+                CHECK(lb.error() == dl::condition::contended);                                                 \
+                auto r = co_await la->unlock();                                                                \
+                CHECK(r);                                                                                      \
+            }                                                                                                  \
+            { const auto ok_ = co_await eventually([&] { return !f.held("conf:exclusion"); }); CHECK(ok_); }                            \
+        });                                                                                                    \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: a lease whose lock the store dropped never removes the next holder's",      \
+                       TAG "[conformance]", __VA_ARGS__)                                                       \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        TestType f;                                                                                            \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
+            mutex_of<TestType> a{f.client(0), "conf:owner", {.ttl = 10s}, dl::observe::callback{}};           \
+            mutex_of<TestType> b{f.client(1), "conf:owner", {.ttl = 10s}, dl::observe::callback{}, quick()};  \
+            auto first = co_await a.lock();                                                                    \
+            REQUIRE(first);                                                                                    \
+            f.end_lock(*first);                                                                                \
+            auto second = co_await b.lock();                                                                   \
+            REQUIRE(second);                                                                                   \
+            CHECK(second->fence() > first->fence());                                                           \
+            auto stale = co_await first->unlock();                                                             \
+            CHECK_FALSE(stale); /* it was not the owner any more */                                            \
+            CHECK(f.held("conf:owner"));                                                                       \
+            auto third = co_await a.try_lock();                                                                \
+            CHECK_FALSE(third);                                                                                \
+            { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                                \
+        });                                                                                                    \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: validity counts from the request, minus the margin", TAG "[conformance]",   \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        TestType f;                                                                                            \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
+            const dl::lock_options options{.ttl = 10s};                                                        \
+            mutex_of<TestType> a{f.client(0), "conf:validity", options, dl::observe::callback{}};             \
+            const auto before = dl::clock::now();                                                              \
+            auto l = co_await a.lock();                                                                        \
+            REQUIRE(l);                                                                                        \
+            CHECK(l->valid());                                                                                 \
+            const auto after = dl::clock::now();                                                               \
+            CHECK(l->valid_until() > before);                                                                  \
+            CHECK(l->valid_until() <= after + TestType::longest_validity(options));                             \
+            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                                     \
+        });                                                                                                    \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: a waiter is woken by the release, not by its retry delay",                  \
+                       TAG "[conformance]", __VA_ARGS__)                                                       \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        if constexpr (TestType::notifies) {                                                                    \
+            TestType f;                                                                                        \
+            test::recorder rec;                                                                                \
+            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
+                mutex_of<TestType> a{f.client(0), "conf:notify", {.ttl = 10s}, dl::observe::callback{}};       \
+                mutex_of<TestType> b{f.client(1), "conf:notify", {.ttl = 10s}, rec.observer(), patient()};     \
+                auto first = co_await a.lock();                                                                \
+                REQUIRE(first);                                                                                \
+                auto waiting = test::start(co_await asio::this_coro::executor, b.lock());              \
+                { const auto ok_ = co_await eventually([&] { return !rec.of<dl::wait_event>().empty(); }); REQUIRE(ok_); }             \
+                { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                             \
+                { const bool came_ = co_await waiting.wait(); REQUIRE(came_); } auto& second = waiting.get();                                                \
+                REQUIRE(second);                                                                               \
+                REQUIRE_FALSE(rec.of<dl::wake_event>().empty());                                               \
+                CHECK(rec.of<dl::wake_event>().front().notified);                                              \
+                { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                            \
+            });                                                                                                \
+        }                                                                                                      \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: a cancelled or timed-out waiter leaves nothing behind", TAG "[conformance]", \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        TestType f;                                                                                            \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
+            mutex_of<TestType> a{f.client(0), "conf:cancel", {.ttl = 10s}, dl::observe::callback{}};           \
+            mutex_of<TestType> b{f.client(1), "conf:cancel", {.ttl = 10s}, dl::observe::callback{}, quick()};  \
+            auto first = co_await a.lock();                                                                    \
+            REQUIRE(first);                                                                                    \
+            asio::cancellation_signal cancel;                                                                  \
+            std::optional<dl::result<dl::lease>> got;                                                          \
+            asio::co_spawn(co_await asio::this_coro::executor, b.lock(),                                       \
+                           asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, dl::result<dl::lease> r) { \
+                               got.emplace(std::move(r));                                                      \
+                           }));                                                                                \
+            co_await test::settle(50ms);                                                                       \
+            cancel.emit(asio::cancellation_type::all);                                                         \
+            { const auto ok_ = co_await eventually([&] { return got.has_value(); }); REQUIRE(ok_); }                                   \
+            REQUIRE_FALSE(*got);                                                                               \
+            CHECK(got->error() == dl::condition::cancelled);                                                   \
+            auto timed = co_await b.lock_until(dl::clock::now() + 100ms);                                      \
+            REQUIRE_FALSE(timed);                                                                              \
+            CHECK(timed.error() == dl::condition::timeout);                                                    \
+            { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                                 \
+            /* Nothing of the waiters is left: the next lock is granted at once. */                            \
+            { const auto ok_ = co_await eventually([&] { return !f.held("conf:cancel"); }); CHECK(ok_); }                               \
+            auto next = co_await a.try_lock();                                                                 \
+            REQUIRE(next);                                                                                     \
+            { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                                  \
+        });                                                                                                    \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: a request whose reply was lost is cleaned up by owner", TAG "[conformance]", \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        if constexpr (requires(TestType & t) { t.lose_next_reply(0); }) {                                      \
+            TestType f;                                                                                        \
+            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
+                single_try_mutex_of<TestType> a{f.client(0), "conf:lost-reply", {.ttl = 10s},                 \
+                                                dl::observe::callback{}};                                      \
+                f.lose_next_reply(0);                                                                          \
+                auto r = co_await a.lock();                                                                    \
+                REQUIRE_FALSE(r);                                                                              \
+                CHECK(r.error() == dl::condition::maybe_applied);                                              \
+                { const auto ok_ = co_await eventually([&] { return !f.held("conf:lost-reply"); }); CHECK(ok_); }                       \
+                mutex_of<TestType> b{f.client(1), "conf:lost-reply", {.ttl = 10s}, dl::observe::callback{}};   \
+                auto next = co_await b.try_lock();                                                             \
+                REQUIRE(next);                                                                                 \
+                { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                              \
+            });                                                                                                \
+        }                                                                                                      \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: a refused request is retried and not applied twice", TAG "[conformance]",   \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        if constexpr (requires(TestType & t) { t.refuse_next(0); }) {                                          \
+            TestType f;                                                                                        \
+            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
+                mutex_of<TestType> a{f.client(0), "conf:refused", {.ttl = 10s}, dl::observe::callback{}, quick()}; \
+                f.refuse_next(0);                                                                              \
+                auto r = co_await a.lock();                                                                    \
+                REQUIRE(r);                                                                                    \
+                { const auto ok_ = co_await r->unlock(); CHECK(ok_); }                                                                 \
+                CHECK_FALSE(f.held("conf:refused"));                                                           \
+            });                                                                                                \
+        }                                                                                                      \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: bad input is rejected before any I/O; ids are binary-safe",                \
+                       TAG "[conformance]", __VA_ARGS__)                                                       \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        TestType f;                                                                                            \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
+            const std::string binary{"conf:\0bin\n {x}\r\xff", 17};                                            \
+            for (const auto& id : {std::string{}, std::string(dl::max_resource_size + 1, 'x')}) {              \
+                mutex_of<TestType> m{f.client(0), id, {.ttl = 10s}, dl::observe::callback{}};                  \
+                auto r = co_await m.lock();                                                                    \
+                REQUIRE_FALSE(r);                                                                              \
+                CHECK(r.error() == dl::condition::invalid_argument);                                           \
+            }                                                                                                  \
+            for (const auto ttl : {dl::duration::zero(), dl::duration{-1}, dl::duration::max()}) {             \
+                mutex_of<TestType> m{f.client(0), binary, {.ttl = ttl}, dl::observe::callback{}};              \
+                auto r = co_await m.lock();                                                                    \
+                REQUIRE_FALSE(r);                                                                              \
+                CHECK(r.error() == dl::condition::invalid_argument);                                           \
+            }                                                                                                  \
+            mutex_of<TestType> m{f.client(0), binary, {.ttl = 10s}, dl::observe::callback{}};                  \
+            auto past = co_await m.lock_until(dl::clock::now() - 1s);                                          \
+            REQUIRE_FALSE(past);                                                                               \
+            CHECK(past.error() == dl::condition::invalid_argument);                                            \
+            CHECK_FALSE(f.held(binary));                                                                       \
+            auto l = co_await m.lock();                                                                        \
+            REQUIRE(l);                                                                                        \
+            CHECK(f.held(binary));                                                                             \
+            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                                     \
+            { const auto ok_ = co_await eventually([&] { return !f.held(binary); }); CHECK(ok_); }                                      \
+        });                                                                                                    \
+    }                                                                                                          \
+                                                                                                               \
+    TEMPLATE_TEST_CASE("conformance: close() finishes the release of a dropped lease", TAG "[conformance]",      \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        if constexpr (requires(TestType & t) { t.close(0); }) {                                                \
+            TestType f;                                                                                        \
+            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
+                {                                                                                              \
+                    mutex_of<TestType> a{f.client(0), "conf:close", {.ttl = 10s}, dl::observe::callback{}};    \
+                    auto l = co_await a.lock();                                                                \
+                    REQUIRE(l);                                                                                \
+                } /* dropped: released in the background */                                                   \
+                co_await f.close(0);                                                                           \
+                CHECK_FALSE(f.held("conf:close"));                                                             \
+            });                                                                                                \
+        }                                                                                                      \
+    }

@@ -1,0 +1,52 @@
+// The store conformance suite on the in-process stores: the TTL store and the
+// session store (the model of etcd and ZooKeeper).
+#include "conformance/suite.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace dl = distlock;
+
+struct memory_ttl {
+    using backend = dl::memory::store;
+    static constexpr bool notifies = true;
+    asio::io_context io;
+    dl::memory::store store{io};
+
+    // One store object serves every client: it is the server.
+    backend& client(std::size_t) { return store; }
+    bool held(std::string_view resource) const { return store.inspect(resource).has_value(); }
+    void end_lock(const dl::lease& l) { store.expire(l.resource()); }
+    void lose_next_reply(std::size_t) { store.fail_next(dl::memory::fault::reply_lost); }
+    void refuse_next(std::size_t) { store.fail_next(dl::memory::fault::unavailable); }
+    asio::awaitable<void> close(std::size_t) { return store.close(); }
+    static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
+};
+
+struct memory_sessions {
+    using backend = dl::memory::session_store;
+    static constexpr bool notifies = true;
+    static constexpr dl::duration session_ttl = 3s;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store clients[3] = {{io, server, {.session_ttl = session_ttl}},
+                                            {io, server, {.session_ttl = session_ttl}},
+                                            {io, server, {.session_ttl = session_ttl}}};
+
+    backend& client(std::size_t i) { return clients[i]; }
+    bool held(std::string_view resource) { return server.holder(resource).has_value(); }
+    void end_lock(const dl::lease& l)
+    {
+        for (auto& c : clients)
+            if (server.holder(l.resource()) && server.holder(l.resource())->session == c.session_id())
+                server.expire(c.session_id());
+    }
+    void lose_next_reply(std::size_t i) { clients[i].fail_next(dl::memory::fault::reply_lost); }
+    void refuse_next(std::size_t i) { clients[i].fail_next(dl::memory::fault::unavailable); }
+    asio::awaitable<void> close(std::size_t i) { return clients[i].close(); }
+    static dl::duration longest_validity(const dl::lock_options&) { return session_ttl; }
+};
+
+} // namespace
+
+DISTLOCK_CONFORMANCE("[memory]", memory_ttl, memory_sessions)

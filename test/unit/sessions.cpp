@@ -1,0 +1,281 @@
+// Session-bound leases over the memory session store: a fair queue by creation,
+// predecessor watches, one keepalive per session, loss pushed by the session (lost,
+// in doubt), waiters that give up leave the queue, lifetimes.
+#include "support.hpp"
+#include "pending.hpp"
+
+#include <asio/bind_cancellation_slot.hpp>
+
+#include <optional>
+
+using namespace test;
+using session_mutex = dl::basic_distributed_mutex<dl::memory::session_store, dl::observe::callback>;
+static_assert(std::is_same_v<session_mutex::acquire_policy, dl::acquire::session_queue>);
+
+namespace {
+dl::memory::session_config quick_sessions()
+{
+    return {.session_ttl = 3s};
+}
+dl::retry::exponential_backoff patient()
+{
+    return {.initial = 30s, .max = 30s, .deadline = 120s};
+}
+} // namespace
+
+TEST_CASE("session store: waiters of different clients are served in arrival order, each woken by its predecessor",
+          "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()}, b{io, server, quick_sessions()},
+        c{io, server, quick_sessions()};
+    recorder rec_b, rec_c;
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex ma{a, "job", {}, dl::observe::callback{}};
+        session_mutex mb{b, "job", {}, rec_b.observer(), patient()};
+        session_mutex mc{c, "job", {}, rec_c.observer(), patient()};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        const auto ex = co_await asio::this_coro::executor;
+        auto second = test::start(ex, mb.lock());
+        co_await settle();
+        auto third = test::start(ex, mc.lock());
+        co_await settle();
+        CHECK(server.entries("job") == 3);
+        CHECK(server.watches() == 2); // each waiter watches one entry: its predecessor
+
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); } auto& l2 = second.get();
+        REQUIRE(l2);
+        CHECK(l2->fence() > first->fence());
+        // B was woken by the watch; C, watching B, was not woken by A's release.
+        REQUIRE_FALSE(rec_b.of<dl::wake_event>().empty());
+        CHECK(rec_b.of<dl::wake_event>().back().notified);
+        CHECK(rec_c.of<dl::wake_event>().empty());
+
+        { const auto ok_ = co_await l2->unlock(); REQUIRE(ok_); }
+        { const bool came_ = co_await third.wait(); REQUIRE(came_); } auto& l3 = third.get();
+        REQUIRE(l3);
+        CHECK(l3->fence() > l2->fence());
+        CHECK(rec_c.of<dl::attempt_event>().size() == 2);
+        { const auto ok_ = co_await l3->unlock(); REQUIRE(ok_); }
+        CHECK(server.total_entries() == 0);
+        CHECK(server.watches() == 0);
+    });
+}
+
+TEST_CASE("session store: one keepalive per session serves all its leases, which stay valid", "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        std::vector<dl::lease> held;
+        for (int i = 0; i < 5; ++i) {
+            session_mutex m{a, "job:" + std::to_string(i), {.ttl = 1s}, dl::observe::callback{}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            held.push_back(std::move(*l));
+        }
+        co_await advance(clock, 30s, 100ms);
+        for (const auto& l : held)
+            CHECK(l.valid()); // the TTL option (1 s) does not bound a session lease
+        // A keepalive every TTL/3 = 1 s for the one session, not one per lease.
+        CHECK(a.keepalives_sent() >= 25);
+        CHECK(a.keepalives_sent() <= 31);
+        CHECK(server.live_sessions() == 1);
+        for (auto& l : held)
+            { const auto ok_ = co_await l.unlock(); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("session store: an expired session ends its leases (lost) and hands the lock on", "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()}, b{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex ma{a, "job", {}, dl::observe::callback{}};
+        session_mutex mb{b, "job", {}, dl::observe::callback{}, patient()};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        const auto ex = co_await asio::this_coro::executor;
+        auto second = test::start(ex, mb.lock());
+        co_await settle();
+
+        asio::steady_timer work{ex, std::chrono::hours{1}};
+        bool stopped = false;
+        work.async_wait(asio::bind_cancellation_slot(first->lost_slot(), [&](std::error_code ec) {
+            stopped = ec == asio::error::operation_aborted;
+        }));
+        server.expire(a.session_id());
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); } auto& l2 = second.get(); // the entry went with the session
+        REQUIRE(l2);
+        CHECK(l2->fence() > first->fence());
+        co_await advance(clock, 2s, 100ms); // A's next keepalive learns the session is gone
+        const auto why = co_await first->lost();
+        CHECK(why == dl::errc::lease_lost);
+        co_await settle();
+        CHECK(stopped);
+        CHECK_FALSE(first->valid());
+        auto r = co_await first->unlock();
+        REQUIRE_FALSE(r);
+        CHECK(server.holder("job")->owner == l2->owner()); // A's unlock left B's lock alone
+        { const auto ok_ = co_await l2->unlock(); REQUIRE(ok_); }
+    });
+}
+
+TEST_CASE("session store: an unanswered keepalive puts the leases in doubt; the server expires the session later",
+          "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()}, b{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex ma{a, "job", {}, dl::observe::callback{}};
+        session_mutex mb{b, "job", {}, dl::observe::callback{}, patient()};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        const auto before = first->valid_until();
+        a.set_reachable(false); // blackholed: keepalives go unanswered
+        co_await advance(clock, 1100ms, 100ms);
+        const auto why = co_await first->lost();
+        CHECK(why == dl::errc::lease_lost);
+        CHECK(dl::clock::now() < before); // in doubt is reported before the validity ran out
+        // The server still holds A's entry until A's session expires.
+        CHECK(server.holder("job")->owner == first->owner());
+        const auto ex = co_await asio::this_coro::executor;
+        auto second = test::start(ex, mb.lock());
+        co_await advance(clock, 3s, 100ms);
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); } auto& l2 = second.get();
+        REQUIRE(l2);
+        CHECK(l2->fence() > first->fence());
+        a.set_reachable(true);
+        { const auto ok_ = co_await l2->unlock(); REQUIRE(ok_); }
+    });
+}
+
+TEST_CASE("session store: a refused keepalive is retried within the validity", "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex m{a, "job", {}, dl::observe::callback{}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        a.fail_next(dl::memory::fault::unavailable, 2);
+        co_await advance(clock, 10s, 50ms);
+        CHECK(l->valid());
+        CHECK(a.keepalives_sent() >= 11); // 2 refused, then retried
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("session store: a waiter that gives up or is cancelled leaves the queue", "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()}, b{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex ma{a, "job", {}, dl::observe::callback{}};
+        session_mutex mb{b, "job", {}, dl::observe::callback{}, patient()};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        const auto ex = co_await asio::this_coro::executor;
+        auto timed = test::start(ex, mb.lock_until(dl::clock::now() + 2s));
+        co_await settle();
+        CHECK(server.entries("job") == 2);
+        co_await advance(clock, 3s, 100ms);
+        { const bool came_ = co_await timed.wait(); REQUIRE(came_); } auto& r = timed.get();
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::timeout);
+        co_await settle();
+        CHECK(server.entries("job") == 1);
+
+        asio::cancellation_signal cancel;
+        bool done = false;
+        asio::co_spawn(ex, mb.lock(), asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto got) {
+                           done = true;
+                           CHECK_FALSE(got);
+                       }));
+        co_await settle();
+        CHECK(server.entries("job") == 2);
+        cancel.emit(asio::cancellation_type::all);
+        co_await settle();
+        CHECK(done);
+        CHECK(server.entries("job") == 1);
+        CHECK(server.watches() == 0);
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
+    });
+}
+
+TEST_CASE("session store: a lost reply to the enqueue does not queue twice", "[session]")
+{
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex m{a, "job", {}, dl::observe::callback{},
+                        dl::retry::exponential_backoff{.initial = 10ms, .max = 10ms, .deadline = 5s}};
+        a.fail_next(dl::memory::fault::reply_lost);
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        CHECK(server.entries("job") == 1);
+        CHECK(server.holder("job")->sequence == l->fence());
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        CHECK(server.entries("job") == 0);
+    });
+}
+
+TEST_CASE("session store lifetimes: close() ends the session and io.run() returns; destroyed with a lease",
+          "[session][lifetime]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    auto a = std::make_unique<dl::memory::session_store>(io, server, quick_sessions());
+    std::optional<dl::lease> held;
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex m{*a, "job", {}, dl::observe::callback{}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        held.emplace(std::move(*l));
+    });
+    SECTION("close()")
+    {
+        run(io, [&]() -> asio::awaitable<void> {
+            co_await a->close();
+            const auto why = co_await held->lost();
+            CHECK(why != dl::errc::released);
+            CHECK(server.total_entries() == 0);
+            CHECK(server.live_sessions() == 0);
+        });
+        held.reset();
+        io.restart();
+        const auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (!io.stopped() && std::chrono::steady_clock::now() < deadline)
+            io.run_for(20ms);
+        CHECK(io.stopped());
+    }
+    SECTION("destroyed")
+    {
+        a.reset();
+        run(io, [&]() -> asio::awaitable<void> {
+            const auto why = co_await held->lost(); // the client is gone: its session cannot be kept
+            CHECK(why == dl::errc::store_unavailable);
+            auto r = co_await held->unlock();
+            CHECK_FALSE(r);
+        });
+        held.reset();
+        clock.advance(5s);
+        CHECK(server.total_entries() == 0); // the session expired on the server
+    }
+}
