@@ -108,6 +108,23 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
     };
 };
 
+/// What a store says about one resource's lock, read without taking it (for a
+/// status command, and for stores that may take over a lock only after seeing it
+/// unchanged for a full lease).
+struct lock_info {
+    bool held = false;                   ///< A live lock exists.
+    std::string owner;                   ///< The holder's owner token, shortened (8 hex digits), when held.
+    fence_token fence = 0;               ///< The holder's token when held; else the counter's last value.
+    std::optional<duration> remaining;   ///< Time left, where the store keeps a TTL.
+    std::optional<fence_token> version;  ///< The record's version, where the store versions records.
+};
+
+/// A store that can read a resource's lock without taking it.
+template <class S>
+concept inspectable_store = store<S> && requires(S& s, std::string_view resource) {
+    { s.read(resource) } -> std::same_as<awaitable<result<lock_info>>>;
+};
+
 /// Where an entry of a resource's queue stands (see session_queue_store).
 struct queue_place {
     fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.

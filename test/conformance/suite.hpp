@@ -261,6 +261,36 @@ inline dl::retry::fixed quick()
         });                                                                                                    \
     }                                                                                                          \
                                                                                                                \
+    TEMPLATE_TEST_CASE("conformance: read() reports the holder without taking the lock", TAG "[conformance]",    \
+                       __VA_ARGS__)                                                                            \
+    {                                                                                                          \
+        using namespace test::conformance;                                                                     \
+        if constexpr (dl::inspectable_store<typename TestType::backend>) {                                     \
+            TestType f;                                                                                        \
+            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
+                auto& store = f.client(1);                                                                     \
+                auto before = co_await store.read("conf:read");                                                \
+                REQUIRE(before);                                                                               \
+                CHECK_FALSE(before->held);                                                                     \
+                mutex_of<TestType> a{f.client(0), "conf:read", {.ttl = 10s}, dl::observe::callback{}};         \
+                auto l = co_await a.lock();                                                                    \
+                REQUIRE(l);                                                                                    \
+                auto during = co_await store.read("conf:read");                                                \
+                REQUIRE(during);                                                                               \
+                CHECK(during->held);                                                                           \
+                CHECK(during->fence == l->fence());                                                            \
+                CHECK(during->owner == l->owner().to_hex().substr(0, 8));                                      \
+                REQUIRE(during->remaining);                                                                    \
+                CHECK(*during->remaining > dl::duration::zero());                                              \
+                CHECK(f.held("conf:read"));                                                                    \
+                { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                         \
+                auto after = co_await store.read("conf:read");                                                 \
+                REQUIRE(after);                                                                                \
+                CHECK_FALSE(after->held);                                                                      \
+            });                                                                                                \
+        }                                                                                                      \
+    }                                                                                                          \
+                                                                                                               \
     TEMPLATE_TEST_CASE("conformance: close() finishes the release of a dropped lease", TAG "[conformance]",      \
                        __VA_ARGS__)                                                                            \
     {                                                                                                          \

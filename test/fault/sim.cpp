@@ -26,6 +26,7 @@ struct process_state {
     bool unlocking = false;
     std::vector<const dl::lease*> leases;
     std::vector<std::unique_ptr<link>> links;
+    std::unique_ptr<dl::memory::session_store> session; ///< acquisition::session: this client
 
     const dl::lease* holding(std::string_view resource) const
     {
@@ -84,6 +85,8 @@ dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vec
         ++w.faults_injected;
         for (auto& l : me.links)
             l->cut();
+        if (me.session)
+            me.session->set_reachable(false); // its session expires at the server
         for (const auto& l : leases)
             w.record(op{.process = me.id, .kind = kind::crash, .resource = l.resource(), .invoke = now_ns(),
                         .complete = now_ns(), .fence = l.fence()});
@@ -91,7 +94,12 @@ dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vec
         me.crashed = true;
         co_return false;
     }
+    // A stalled process sends nothing, keepalives included.
+    if (stall && me.session)
+        me.session->set_reachable(false);
     co_await sleep_for(hold);
+    if (stall && me.session)
+        me.session->set_reachable(true);
     for (const auto& l : leases) {
         const auto write_at = now_ns();
         auto written = data[l.resource()].write(l.fence(), me.id);
@@ -260,6 +268,12 @@ void spawn_clients(world& w, std::vector<std::unique_ptr<process_state>>& proces
             asio::co_spawn(w.io, client(w, *p, m, data), asio::detached);
             break;
         }
+        case acquisition::session: {
+            dl::basic_distributed_mutex<dl::memory::session_store, seeded_backoff, dl::observe::callback> m{
+                *p->session, "", options, retry, observer_for(w, *p)};
+            asio::co_spawn(w.io, client(w, *p, m, data), asio::detached);
+            break;
+        }
         case acquisition::quorum: {
             std::vector<link*> nodes;
             for (auto& l : p->links)
@@ -288,6 +302,14 @@ outcome_of_run run(const config& c)
         p->id = i + 1;
         for (int n = 0; n < c.nodes; ++n)
             p->links.push_back(std::make_unique<link>(w, p->id, static_cast<std::size_t>(n)));
+        if (c.how == acquisition::session) {
+            p->session = std::make_unique<dl::memory::session_store>(w.io, w.sessions,
+                                                                     dl::memory::session_config{.session_ttl = c.ttl});
+            p->session->set_random_faults({.refuse = c.faults.drop_request,
+                                           .lose_reply = c.faults.drop_reply,
+                                           .max_delay = c.faults.max_delay,
+                                           .seed = c.seed * 1000 + static_cast<std::uint64_t>(p->id)});
+        }
         processes.push_back(std::move(p));
     }
     if (c.watchdog)
@@ -318,8 +340,14 @@ outcome_of_run run(const config& c)
         const auto t = now_ns();
         for (int r = 0; r < c.resources; ++r) {
             const auto resource = "r" + std::to_string(r);
-            const auto held = w.nodes[0]->inspect(resource);
-            const bool left = held && std::find(w.released.begin(), w.released.end(), held->owner) != w.released.end();
+            std::optional<dl::owner_token> holder;
+            if (c.how == acquisition::session) {
+                if (const auto e = w.sessions.holder(resource))
+                    holder = e->owner;
+            } else if (const auto held = w.nodes[0]->inspect(resource)) {
+                holder = held->owner;
+            }
+            const bool left = holder && std::find(w.released.begin(), w.released.end(), *holder) != w.released.end();
             w.record(op{.kind = kind::probe, .resource = resource, .invoke = t, .complete = t,
                         .result = left ? outcome::fail : outcome::ok,
                         .detail = left ? "a released lease's lock is still held" : ""});
@@ -341,12 +369,16 @@ outcome_of_run run(const config& c)
     for (int r = 0; r < c.resources; ++r)
         for (std::size_t n = 0; n < w.nodes.size(); ++n) {
             const auto resource = "r" + std::to_string(r);
-            const bool left = w.nodes[n]->inspect(resource).has_value();
+            const bool left = c.how == acquisition::session ? w.sessions.entries(resource) > 0
+                                                            : w.nodes[n]->inspect(resource).has_value();
             w.record(op{.kind = kind::probe, .resource = resource, .invoke = probe_at, .complete = probe_at,
                         .result = left ? outcome::fail : outcome::ok,
                         .detail = left ? "held on node " + std::to_string(n) : ""});
         }
-    // No renewal timer, retry or release may still be pending in the clients.
+    // No renewal timer, retry or release may still be pending in the clients (a
+    // session client's keepalive stops with the client).
+    for (auto& p : processes)
+        p->session.reset();
     w.io.restart();
     w.io.poll();
     const bool idle = w.io.stopped();

@@ -56,7 +56,9 @@ struct defects {
     bool validity_from_reply = false;         ///< validity counted from the reply, not the request
 };
 
-enum class acquisition { setnx, conditional_write, quorum };
+/// `session`: clients of a memory session server (the model of etcd and ZooKeeper),
+/// queued by creation, their leases bound to their sessions; the session TTL is `ttl`.
+enum class acquisition { setnx, conditional_write, quorum, session };
 
 struct config {
     std::uint64_t seed = 1;
@@ -110,6 +112,7 @@ struct world {
     asio::io_context io;
     std::mt19937_64 random;
     std::vector<std::unique_ptr<dl::memory::store>> nodes;
+    dl::memory::session_server sessions; ///< the server of acquisition::session
     std::vector<double> rates;
     std::vector<op> history;
     std::map<dl::owner_token, std::pair<int, dl::fence_token>> holders; ///< owner -> (process, fence)

@@ -130,6 +130,16 @@ TEST_CASE("simulation: conditional-write locks keep their promises under the sam
     must_hold(c, 2000);
 }
 
+TEST_CASE("simulation: session-bound leases (fair queue, predecessor watches) keep their promises under the same "
+          "faults, stalls cutting keepalives and crashes ending sessions",
+          "[sim][session]")
+{
+    sim::config c;
+    c.how = sim::acquisition::session;
+    c.faults = network();
+    must_hold(c, 3000);
+}
+
 TEST_CASE("simulation: sorted multi-locks keep their promises under the same faults", "[sim]")
 {
     sim::config c;

@@ -38,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -221,6 +222,24 @@ private:
             watches_.erase(it);
     }
 
+    lock_info read(const std::string& resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        lock_info info;
+        info.fence = revision_;
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return info;
+        const auto& first = it->second.begin()->second;
+        info.held = true;
+        info.owner = first.owner.to_hex().substr(0, 8);
+        info.fence = first.sequence;
+        info.version = first.sequence;
+        info.remaining = sessions_.at(first.session).expires - clock::now();
+        return info;
+    }
+
     bool session_alive(std::uint64_t id)
     {
         std::lock_guard lock{mutex_};
@@ -383,6 +402,15 @@ public:
         return wait_entry(core_, std::string{resource}, entry, until);
     }
 
+    /// Reads the lock on `resource` without taking it (inspectable_store): the oldest
+    /// entry, and its session's time left.
+    awaitable<result<lock_info>> read(std::string_view resource)
+    {
+        return send<lock_info>(core_, [c = core_.get(), r = std::string{resource}]() -> result<lock_info> {
+            return c->server.read(r);
+        });
+    }
+
     std::optional<time_point> bind(std::string_view, fence_token, std::weak_ptr<session_listener> listener)
     {
         return core_->bind(std::move(listener));
@@ -403,6 +431,23 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         core_->faults.insert(core_->faults.end(), count, f);
+    }
+
+    /// Random faults on every request and keepalive, from a seeded source (so a
+    /// simulation replays): refused (not applied), reply lost (applied), and replies
+    /// delayed uniformly in [0, max_delay] (a caller that stops waiting sees
+    /// errc::outcome_unknown: the request was applied).
+    struct random_faults {
+        double refuse = 0;
+        double lose_reply = 0;
+        duration max_delay{};
+        std::uint64_t seed = 1;
+    };
+    void set_random_faults(const random_faults& f)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->chances = f;
+        core_->random.seed(f.seed);
     }
 
     /// The session now open (0: none yet, or it ended).
@@ -435,6 +480,8 @@ private:
         bool stopped = false;
         bool reachable = true;
         std::deque<fault> faults;
+        random_faults chances;
+        std::mt19937_64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
@@ -516,11 +563,25 @@ private:
         // What the link does to the next request.
         fate gate()
         {
+            duration ignored{};
+            return gate(ignored);
+        }
+
+        fate gate(duration& delay)
+        {
             std::lock_guard lock{mutex};
             if (!reachable)
                 return fate::blackholed;
-            if (faults.empty())
+            if (chances.max_delay > duration::zero())
+                delay = duration{std::uniform_int_distribution<duration::rep>{0, chances.max_delay.count()}(random)};
+            if (faults.empty()) {
+                std::uniform_real_distribution<double> p{0, 1};
+                if (chances.refuse > 0 && p(random) < chances.refuse)
+                    return fate::refused_unavailable;
+                if (chances.lose_reply > 0 && p(random) < chances.lose_reply)
+                    return fate::reply_lost;
                 return fate::delivered;
+            }
             const auto f = faults.front();
             faults.pop_front();
             if (f == fault::unavailable)
@@ -619,7 +680,24 @@ private:
     template <class T, class Apply>
     static awaitable<result<T>> send(std::shared_ptr<core> c, Apply apply)
     {
-        switch (c->gate()) {
+        duration delay{};
+        const auto fate = c->gate(delay);
+        if (delay > duration::zero() && fate != core::fate::blackholed) {
+            // Applied on arrival; the reply takes `delay` (refusals come back late too).
+            result<T> r = errc::outcome_unknown;
+            if (fate == core::fate::delivered || fate == core::fate::reply_lost)
+                r = apply();
+            timer t{co_await asio::this_coro::executor, delay};
+            auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            if (ec || fate == core::fate::reply_lost)
+                co_return errc::outcome_unknown;
+            if (fate == core::fate::refused_unavailable)
+                co_return errc::store_unavailable;
+            if (fate == core::fate::refused_garbage)
+                co_return errc::protocol_error;
+            co_return r;
+        }
+        switch (fate) {
         case core::fate::refused_unavailable:
             co_return errc::store_unavailable;
         case core::fate::refused_garbage:
@@ -662,5 +740,6 @@ private:
 };
 
 static_assert(session_queue_store<session_store>);
+static_assert(inspectable_store<session_store>);
 
 } // namespace distlock::memory

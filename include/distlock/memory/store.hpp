@@ -184,6 +184,24 @@ public:
         });
     }
 
+    /// Reads the lock on `resource` without taking it (inspectable_store).
+    awaitable<result<lock_info>> read(std::string_view resource)
+    {
+        return perform<lock_info>(core_, [c = core_.get(), resource]() -> result<lock_info> {
+            lock_info info;
+            if (auto* s = c->find(resource)) {
+                info.fence = s->fence;
+                info.version = s->fence;
+                if (live(*s)) {
+                    info.held = true;
+                    info.owner = s->owner.to_hex().substr(0, 8);
+                    info.remaining = s->expires - clock::now();
+                }
+            }
+            return info;
+        });
+    }
+
     /// A registration for release notifications of one resource. It shares the
     /// store's state, so it may outlive the store (then it only times out).
     class watcher {
@@ -431,5 +449,6 @@ static_assert(owner_checked_store<store>);
 static_assert(conditional_write_store<store>);
 static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
+static_assert(inspectable_store<store>);
 
 } // namespace distlock::memory
