@@ -385,6 +385,7 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 namespace distlock {
@@ -421,10 +422,29 @@ struct lock_options {
     /// Fixed part of the safety margin (timer and scheduling slack).
     duration drift_floor = std::chrono::milliseconds{2};
 
-    /// The safety margin subtracted from every validity.
+    /// The safety margin subtracted from every validity: ttl * drift_factor + drift_floor.
+    /// Saturates to duration's range, so that even settings that validate_options()
+    /// rejects (a NaN or huge factor, a drift_floor near duration::max()) give some
+    /// value without a signed overflow.
     duration drift() const noexcept
     {
-        return std::chrono::duration_cast<duration>(ttl * drift_factor) + drift_floor;
+        // The proportional part, truncated to whole nanoseconds, then the floor added
+        // in integers (as duration_cast(ttl * drift_factor) + drift_floor would, for
+        // valid settings).
+        const double scaled = static_cast<double>(ttl.count()) * drift_factor;
+        // 2^63 is exactly representable; anything at or beyond it (or NaN) saturates.
+        constexpr double limit = 9223372036854775808.0;
+        if (!(scaled < limit))
+            return duration::max();
+        if (scaled <= -limit)
+            return duration::min();
+        const auto proportional = static_cast<duration::rep>(scaled);
+        const auto floor = drift_floor.count();
+        if (floor > 0 && proportional > std::numeric_limits<duration::rep>::max() - floor)
+            return duration::max();
+        if (floor < 0 && proportional < std::numeric_limits<duration::rep>::min() - floor)
+            return duration::min();
+        return duration{proportional + floor};
     }
 };
 
@@ -436,15 +456,39 @@ inline std::error_code validate_resource(std::string_view resource) noexcept
     return {};
 }
 
-/// Checks lock options: a TTL within [min_ttl, max_ttl], drift_factor in [0, 1),
-/// a non-negative drift_floor, and a margin that leaves some validity.
+/// Checks lock options: a TTL within [min_ttl, max_ttl], a finite drift_factor in
+/// [0, 1), a drift_floor in [0, ttl), and a margin that leaves some validity.
+/// Every bound is compared before anything is computed from it: a drift_floor near
+/// duration::max() must not overflow into a small margin that passes.
 inline std::error_code validate_options(const lock_options& o) noexcept
 {
     if (o.ttl < min_ttl || o.ttl > max_ttl)
         return errc::invalid_argument;
+    // Written so that NaN fails (every comparison with NaN is false); +inf fails < 1.
     if (!(o.drift_factor >= 0.0 && o.drift_factor < 1.0))
         return errc::invalid_argument;
-    if (o.drift_floor < duration::zero() || o.drift() >= o.ttl)
+    if (o.drift_floor < duration::zero() || o.drift_floor >= o.ttl)
+        return errc::invalid_argument;
+    // Both parts are now below ttl <= max_ttl (about 2^46 ns): the sum cannot overflow.
+    if (o.drift() >= o.ttl)
+        return errc::invalid_argument;
+    return {};
+}
+
+/// Checks a deadline given to lock_until() against `now`: later than now, and no
+/// more than max_wait after it (a deadline near time_point::max() is taken for a
+/// mistake, as a retry deadline beyond max_wait is). No signed overflow for any
+/// pair of time points.
+inline std::error_code validate_deadline(time_point deadline, time_point now) noexcept
+{
+    if (deadline <= now)
+        return errc::invalid_argument;
+    // deadline > now, so the true difference is positive and fits in 64 unsigned
+    // bits, where wrap-around is defined; the signed subtraction could overflow
+    // (time_point::max() minus a negative now).
+    const auto ahead = static_cast<std::uint64_t>(deadline.time_since_epoch().count()) -
+                       static_cast<std::uint64_t>(now.time_since_epoch().count());
+    if (ahead > static_cast<std::uint64_t>(max_wait.count()))
         return errc::invalid_argument;
     return {};
 }
@@ -2119,17 +2163,38 @@ struct none {
 /// forever: the lease then runs out and its holder is told.
 struct watchdog {
     using policy_kind = renew_policy_tag;
-    duration every{};                   ///< Zero: TTL / 3.
-    std::optional<duration> max_hold;   ///< Stop extending after this long.
+    duration every{};                   ///< Zero: TTL / 3. Negative: invalid_argument.
+    std::optional<duration> max_hold;   ///< Stop extending after this long, in (0, max_wait].
 
+    /// A negative `every` is passed through (not replaced by TTL / 3), so that
+    /// validation sees it and refuses it instead of silently renewing on another
+    /// schedule than the one asked for.
     std::optional<duration> interval(duration ttl) const noexcept
     {
-        return every > duration::zero() ? every : ttl / 3;
+        return every != duration::zero() ? every : ttl / 3;
     }
     std::optional<duration> max_hold_time() const noexcept { return max_hold; }
 };
 
 } // namespace renew
+
+/// Whether a renewal policy's settings make sense for a lock with `options` (which
+/// must already be valid, see validate_options()): an interval, if any, in
+/// (0, ttl - drift) so that an extension is due while the lease is still valid, and
+/// a max_hold, if any, in (0, max_wait].
+template <class P>
+bool renew_settings_valid(const P& p, const lock_options& options) noexcept
+{
+    // With valid options, ttl - drift() lies in (0, max_ttl]: no overflow.
+    if (const auto every = p.interval(options.ttl))
+        if (*every <= duration::zero() || *every >= options.ttl - options.drift())
+            return false;
+    if (const auto hold = p.max_hold_time())
+        if (*hold <= duration::zero() || *hold > max_wait)
+            return false;
+    return true;
+}
+
 } // namespace distlock
 // ---- end distlock/policy/renew.hpp
 // ---- begin distlock/policy/retry.hpp
@@ -2138,12 +2203,14 @@ struct watchdog {
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <system_error>
+#include <type_traits>
 
 namespace distlock {
 
@@ -2225,13 +2292,17 @@ struct exponential_backoff {
     duration deadline = std::chrono::seconds{10};
 
     /// The delay before jitter for the n-th retry (n >= 1), capped at max.
+    /// initial * multiplier^(n-1) in double, compared with max before it is converted
+    /// back: a power that reaches max, overflows to infinity or is NaN (settings that
+    /// validation rejects) gives max, never an out-of-range conversion.
     duration ceiling(std::size_t n) const noexcept
     {
-        double d = static_cast<double>(initial.count());
-        for (std::size_t i = 1; i < n && d < static_cast<double>(max.count()); ++i)
-            d *= multiplier;
-        return std::min(max, duration{static_cast<duration::rep>(
-                                 std::min(d, static_cast<double>(max.count())))});
+        const double cap = static_cast<double>(max.count());
+        const double d = static_cast<double>(initial.count()) *
+                         std::pow(multiplier, static_cast<double>(n > 0 ? n - 1 : 0));
+        if (!(d < cap))
+            return max;
+        return std::min(max, duration{static_cast<duration::rep>(d)});
     }
 
     std::optional<duration> next_delay(const attempt& a) const
@@ -2248,7 +2319,9 @@ struct exponential_backoff {
             return d / 2 + detail::uniform(duration::zero(), d - d / 2);
         case retry::jitter::decorrelated: {
             const auto previous = a.previous_delay > duration::zero() ? a.previous_delay : initial;
-            return std::min(max, detail::uniform(initial, previous * 3));
+            // previous_delay comes from the caller: 3 * previous must not overflow.
+            const auto spread = previous > duration::max() / 3 ? duration::max() : previous * 3;
+            return std::min(max, detail::uniform(initial, spread));
         }
         }
         return d;
@@ -2257,8 +2330,15 @@ struct exponential_backoff {
 
 } // namespace retry
 
-/// Whether a retry policy's settings make sense: non-negative delays, a positive
-/// deadline, a multiplier of at least 1, initial <= max, nothing above max_wait.
+/// Whether a retry policy's settings make sense: a deadline in (0, max_wait]; a
+/// fixed delay, and a backoff's initial delay and cap, in (0, max_wait] with
+/// initial <= max; a finite multiplier of at least 1; a known jitter.
+///
+/// A zero delay is refused: it retries the store in a busy loop (and never lets a
+/// manual clock move on). A multiplier of +inf or NaN would turn every delay into
+/// the cap or into an undefined conversion; below 1 the backoff would shrink.
+/// Checks compare the given values with constants only: nothing is computed from
+/// them, so no setting can overflow on its way to being refused.
 template <class P>
 bool retry_settings_valid(const P& p) noexcept
 {
@@ -2266,11 +2346,19 @@ bool retry_settings_valid(const P& p) noexcept
         if (p.deadline <= duration::zero() || p.deadline > max_wait)
             return false;
     if constexpr (requires { p.delay; })
-        if (p.delay < duration::zero() || p.delay > max_wait)
+        if (p.delay <= duration::zero() || p.delay > max_wait)
             return false;
-    if constexpr (requires { p.initial; p.max; p.multiplier; })
-        if (p.initial < duration::zero() || p.max < p.initial || p.max > max_wait || !(p.multiplier >= 1.0))
+    if constexpr (requires { p.initial; p.max; })
+        if (p.initial <= duration::zero() || p.max < p.initial || p.max > max_wait)
             return false;
+    if constexpr (requires { p.multiplier; })
+        if (!std::isfinite(p.multiplier) || !(p.multiplier >= 1.0))
+            return false;
+    if constexpr (requires { p.jitter; })
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p.jitter)>, retry::jitter>)
+            if (p.jitter != retry::jitter::none && p.jitter != retry::jitter::full &&
+                p.jitter != retry::jitter::equal && p.jitter != retry::jitter::decorrelated)
+                return false;
     return true;
 }
 
@@ -2428,11 +2516,8 @@ public:
             return ec;
         if (!retry_settings_valid(retry_))
             return errc::invalid_argument;
-        if (const auto every = renew_.interval(options_.ttl)) {
-            if (*every <= duration::zero() || *every >= options_.ttl - options_.drift())
-                return errc::invalid_argument;
-        }
-        if (const auto hold = renew_.max_hold_time(); hold && (*hold <= duration::zero() || *hold > max_wait))
+        // After validate_options(): the renewal bounds are computed from the options.
+        if (!renew_settings_valid(renew_, options_))
             return errc::invalid_argument;
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
@@ -2490,8 +2575,11 @@ private:
         if (auto ec = validate())
             co_return ec;
         const auto start = clock::now();
-        if (deadline && *deadline <= start)
-            co_return errc::invalid_argument;
+        // A deadline in the past, or beyond max_wait from now (time_point::max()
+        // included), is refused before any I/O; checked without overflow.
+        if (deadline)
+            if (auto ec = validate_deadline(*deadline, start))
+                co_return ec;
         if constexpr (requires { retry_.deadline; })
             if (!deadline)
                 deadline = start + retry_.deadline;
