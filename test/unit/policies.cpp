@@ -1,4 +1,5 @@
 // Retry, renewal and ordering policies; custom policies plug in through the concepts.
+#include "eventually.hpp"
 #include "support.hpp"
 
 #include <cstddef>
@@ -138,14 +139,20 @@ TEST_CASE("a custom retry policy drives lock()", "[policy][retry]")
         dl::basic_distributed_mutex<dl::memory::store> holder{store, "r", {.ttl = 60s}};
         auto held = co_await holder.lock();
         REQUIRE(held);
-        dl::basic_distributed_mutex<dl::memory::store, retry_every_50ms, dl::observe::callback> waiter{
-            store, "r", {.ttl = 60s}, rec.observer()};
+        using waiter_mutex = dl::basic_distributed_mutex<dl::memory::store, retry_every_50ms, dl::observe::callback>;
+        waiter_mutex waiter{store, "r", {.ttl = 60s}, rec.observer()};
         std::optional<dl::result<dl::lease>> got;
-        asio::co_spawn(co_await asio::this_coro::executor,
-                       [&]() -> asio::awaitable<void> { got = co_await waiter.lock(); }, asio::detached);
-        while (!got)
-            co_await advance(clock, 10ms, 10ms);
+        // The coroutine owns its mutex (no captures): it may outlive this frame.
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [](waiter_mutex m) -> asio::awaitable<dl::result<dl::lease>> { co_return co_await m.lock(); }(waiter),
+            [&](std::exception_ptr, dl::result<dl::lease> r) { got = std::move(r); });
+        const auto start = clock.now();
+        co_await eventually("the waiter's lock() completes", [&] { return got.has_value(); },
+                            {.max = 1000, .each = 10ms, .clock = &clock});
         REQUIRE_FALSE(*got);
+        // It gave up once 5 s had passed, not before.
+        CHECK(clock.now() - start >= 5s);
         // No deadline of its own: the policy gave up (after 5 s); the lock was still held.
         CHECK(got->error() == dl::errc::contended);
         for (const auto& w : rec.of<dl::wait_event>())
