@@ -188,11 +188,8 @@ public:
             return ec;
         if (!retry_settings_valid(retry_))
             return errc::invalid_argument;
-        if (const auto every = renew_.interval(options_.ttl)) {
-            if (*every <= duration::zero() || *every >= options_.ttl - options_.drift())
-                return errc::invalid_argument;
-        }
-        if (const auto hold = renew_.max_hold_time(); hold && (*hold <= duration::zero() || *hold > max_wait))
+        // After validate_options(): the renewal bounds are computed from the options.
+        if (!renew_settings_valid(renew_, options_))
             return errc::invalid_argument;
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
@@ -250,8 +247,11 @@ private:
         if (auto ec = validate())
             co_return ec;
         const auto start = clock::now();
-        if (deadline && *deadline <= start)
-            co_return errc::invalid_argument;
+        // A deadline in the past, or beyond max_wait from now (time_point::max()
+        // included), is refused before any I/O; checked without overflow.
+        if (deadline)
+            if (auto ec = validate_deadline(*deadline, start))
+                co_return ec;
         if constexpr (requires { retry_.deadline; })
             if (!deadline)
                 deadline = start + retry_.deadline;

@@ -240,6 +240,12 @@ private:
         }
     }
 
+    // One resource of the set, within the set's deadline. The set's time can run out
+    // between resources; then this is a timeout, never invalid_argument. Checking the
+    // clock here first is not enough: lock_until() reads the clock again and refuses
+    // a deadline that has passed in between (as it must for a caller's deadline). So
+    // its invalid_argument is mapped too: every setting was validated before the
+    // first resource and none changes, so a refusal here can only be the deadline.
     static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)
     {
         if (single)
@@ -248,7 +254,10 @@ private:
             co_return co_await m.lock();
         if (clock::now() >= *deadline)
             co_return errc::timeout;
-        co_return co_await m.lock_until(*deadline);
+        auto got = co_await m.lock_until(*deadline);
+        if (!got && got.error() == errc::invalid_argument && clock::now() >= *deadline)
+            co_return errc::timeout;
+        co_return std::move(got);
     }
 
     mutex_type with_resource(const std::string& id) const { return prototype_.with_resource(id); }

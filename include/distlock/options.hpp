@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 namespace distlock {
@@ -44,10 +45,29 @@ struct lock_options {
     /// Fixed part of the safety margin (timer and scheduling slack).
     duration drift_floor = std::chrono::milliseconds{2};
 
-    /// The safety margin subtracted from every validity.
+    /// The safety margin subtracted from every validity: ttl * drift_factor + drift_floor.
+    /// Saturates to duration's range, so that even settings that validate_options()
+    /// rejects (a NaN or huge factor, a drift_floor near duration::max()) give some
+    /// value without a signed overflow.
     duration drift() const noexcept
     {
-        return std::chrono::duration_cast<duration>(ttl * drift_factor) + drift_floor;
+        // The proportional part, truncated to whole nanoseconds, then the floor added
+        // in integers (as duration_cast(ttl * drift_factor) + drift_floor would, for
+        // valid settings).
+        const double scaled = static_cast<double>(ttl.count()) * drift_factor;
+        // 2^63 is exactly representable; anything at or beyond it (or NaN) saturates.
+        constexpr double limit = 9223372036854775808.0;
+        if (!(scaled < limit))
+            return duration::max();
+        if (scaled <= -limit)
+            return duration::min();
+        const auto proportional = static_cast<duration::rep>(scaled);
+        const auto floor = drift_floor.count();
+        if (floor > 0 && proportional > std::numeric_limits<duration::rep>::max() - floor)
+            return duration::max();
+        if (floor < 0 && proportional < std::numeric_limits<duration::rep>::min() - floor)
+            return duration::min();
+        return duration{proportional + floor};
     }
 };
 
@@ -59,15 +79,39 @@ inline std::error_code validate_resource(std::string_view resource) noexcept
     return {};
 }
 
-/// Checks lock options: a TTL within [min_ttl, max_ttl], drift_factor in [0, 1),
-/// a non-negative drift_floor, and a margin that leaves some validity.
+/// Checks lock options: a TTL within [min_ttl, max_ttl], a finite drift_factor in
+/// [0, 1), a drift_floor in [0, ttl), and a margin that leaves some validity.
+/// Every bound is compared before anything is computed from it: a drift_floor near
+/// duration::max() must not overflow into a small margin that passes.
 inline std::error_code validate_options(const lock_options& o) noexcept
 {
     if (o.ttl < min_ttl || o.ttl > max_ttl)
         return errc::invalid_argument;
+    // Written so that NaN fails (every comparison with NaN is false); +inf fails < 1.
     if (!(o.drift_factor >= 0.0 && o.drift_factor < 1.0))
         return errc::invalid_argument;
-    if (o.drift_floor < duration::zero() || o.drift() >= o.ttl)
+    if (o.drift_floor < duration::zero() || o.drift_floor >= o.ttl)
+        return errc::invalid_argument;
+    // Both parts are now below ttl <= max_ttl (about 2^46 ns): the sum cannot overflow.
+    if (o.drift() >= o.ttl)
+        return errc::invalid_argument;
+    return {};
+}
+
+/// Checks a deadline given to lock_until() against `now`: later than now, and no
+/// more than max_wait after it (a deadline near time_point::max() is taken for a
+/// mistake, as a retry deadline beyond max_wait is). No signed overflow for any
+/// pair of time points.
+inline std::error_code validate_deadline(time_point deadline, time_point now) noexcept
+{
+    if (deadline <= now)
+        return errc::invalid_argument;
+    // deadline > now, so the true difference is positive and fits in 64 unsigned
+    // bits, where wrap-around is defined; the signed subtraction could overflow
+    // (time_point::max() minus a negative now).
+    const auto ahead = static_cast<std::uint64_t>(deadline.time_since_epoch().count()) -
+                       static_cast<std::uint64_t>(now.time_since_epoch().count());
+    if (ahead > static_cast<std::uint64_t>(max_wait.count()))
         return errc::invalid_argument;
     return {};
 }

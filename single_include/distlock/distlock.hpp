@@ -7,6 +7,21 @@
 // distlock/distlock.hpp: the whole core of distlock. Store adapters have headers of
 // their own (distlock/memory.hpp, ...).
 
+// g++ 12 at -O2 reports -Wmaybe-uninitialized inside Asio's co_spawn completion
+// when it moves a result<lease> out of a coroutine frame (Asio recycles frame
+// memory; the value is always constructed): a false positive, reported through
+// lease.hpp and result.hpp. -Wmismatched-new-delete is Asio's own: its awaitable
+// frames are allocated with ::operator new by its recycling allocator and freed by
+// the frame's class operator delete, a matched pair g++ cannot see. Both are
+// contained here, for the library's own code, so that users need not turn them
+// off; the user's code keeps every warning. (GCC checks the pragma state at each
+// inlined location, so this holds whichever of Asio or <memory> came first.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 // ---- begin distlock/basic_distributed_mutex.hpp
 // distlock/basic_distributed_mutex.hpp: a lock on one resource of a store, assembled
 // from policies.
@@ -511,6 +526,7 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 namespace distlock {
@@ -547,10 +563,29 @@ struct lock_options {
     /// Fixed part of the safety margin (timer and scheduling slack).
     duration drift_floor = std::chrono::milliseconds{2};
 
-    /// The safety margin subtracted from every validity.
+    /// The safety margin subtracted from every validity: ttl * drift_factor + drift_floor.
+    /// Saturates to duration's range, so that even settings that validate_options()
+    /// rejects (a NaN or huge factor, a drift_floor near duration::max()) give some
+    /// value without a signed overflow.
     duration drift() const noexcept
     {
-        return std::chrono::duration_cast<duration>(ttl * drift_factor) + drift_floor;
+        // The proportional part, truncated to whole nanoseconds, then the floor added
+        // in integers (as duration_cast(ttl * drift_factor) + drift_floor would, for
+        // valid settings).
+        const double scaled = static_cast<double>(ttl.count()) * drift_factor;
+        // 2^63 is exactly representable; anything at or beyond it (or NaN) saturates.
+        constexpr double limit = 9223372036854775808.0;
+        if (!(scaled < limit))
+            return duration::max();
+        if (scaled <= -limit)
+            return duration::min();
+        const auto proportional = static_cast<duration::rep>(scaled);
+        const auto floor = drift_floor.count();
+        if (floor > 0 && proportional > std::numeric_limits<duration::rep>::max() - floor)
+            return duration::max();
+        if (floor < 0 && proportional < std::numeric_limits<duration::rep>::min() - floor)
+            return duration::min();
+        return duration{proportional + floor};
     }
 };
 
@@ -562,15 +597,39 @@ inline std::error_code validate_resource(std::string_view resource) noexcept
     return {};
 }
 
-/// Checks lock options: a TTL within [min_ttl, max_ttl], drift_factor in [0, 1),
-/// a non-negative drift_floor, and a margin that leaves some validity.
+/// Checks lock options: a TTL within [min_ttl, max_ttl], a finite drift_factor in
+/// [0, 1), a drift_floor in [0, ttl), and a margin that leaves some validity.
+/// Every bound is compared before anything is computed from it: a drift_floor near
+/// duration::max() must not overflow into a small margin that passes.
 inline std::error_code validate_options(const lock_options& o) noexcept
 {
     if (o.ttl < min_ttl || o.ttl > max_ttl)
         return errc::invalid_argument;
+    // Written so that NaN fails (every comparison with NaN is false); +inf fails < 1.
     if (!(o.drift_factor >= 0.0 && o.drift_factor < 1.0))
         return errc::invalid_argument;
-    if (o.drift_floor < duration::zero() || o.drift() >= o.ttl)
+    if (o.drift_floor < duration::zero() || o.drift_floor >= o.ttl)
+        return errc::invalid_argument;
+    // Both parts are now below ttl <= max_ttl (about 2^46 ns): the sum cannot overflow.
+    if (o.drift() >= o.ttl)
+        return errc::invalid_argument;
+    return {};
+}
+
+/// Checks a deadline given to lock_until() against `now`: later than now, and no
+/// more than max_wait after it (a deadline near time_point::max() is taken for a
+/// mistake, as a retry deadline beyond max_wait is). No signed overflow for any
+/// pair of time points.
+inline std::error_code validate_deadline(time_point deadline, time_point now) noexcept
+{
+    if (deadline <= now)
+        return errc::invalid_argument;
+    // deadline > now, so the true difference is positive and fits in 64 unsigned
+    // bits, where wrap-around is defined; the signed subtraction could overflow
+    // (time_point::max() minus a negative now).
+    const auto ahead = static_cast<std::uint64_t>(deadline.time_since_epoch().count()) -
+                       static_cast<std::uint64_t>(now.time_since_epoch().count());
+    if (ahead > static_cast<std::uint64_t>(max_wait.count()))
         return errc::invalid_argument;
     return {};
 }
@@ -954,6 +1013,23 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
     requires requires(typename detail::awaited<decltype(s.watch(resource))>::type& w, time_point until) {
         { w.wait(until) } -> std::same_as<awaitable<bool>>;
     };
+};
+
+/// What a store says about one resource's lock, read without taking it (for a
+/// status command, and for stores that may take over a lock only after seeing it
+/// unchanged for a full lease).
+struct lock_info {
+    bool held = false;                   ///< A live lock exists.
+    std::string owner;                   ///< The holder's owner token, shortened (8 hex digits), when held.
+    fence_token fence = 0;               ///< The holder's token when held; else the counter's last value.
+    std::optional<duration> remaining;   ///< Time left, where the store keeps a TTL.
+    std::optional<fence_token> version;  ///< The record's version, where the store versions records.
+};
+
+/// A store that can read a resource's lock without taking it.
+template <class S>
+concept inspectable_store = store<S> && requires(S& s, std::string_view resource) {
+    { s.read(resource) } -> std::same_as<awaitable<result<lock_info>>>;
 };
 
 /// Where an entry of a resource's queue stands (see session_queue_store).
@@ -3124,17 +3200,38 @@ struct none {
 /// forever: the lease then runs out and its holder is told.
 struct watchdog {
     using policy_kind = renew_policy_tag;
-    duration every{};                   ///< Zero: TTL / 3.
-    std::optional<duration> max_hold;   ///< Stop extending after this long.
+    duration every{};                   ///< Zero: TTL / 3. Negative: invalid_argument.
+    std::optional<duration> max_hold;   ///< Stop extending after this long, in (0, max_wait].
 
+    /// A negative `every` is passed through (not replaced by TTL / 3), so that
+    /// validation sees it and refuses it instead of silently renewing on another
+    /// schedule than the one asked for.
     std::optional<duration> interval(duration ttl) const noexcept
     {
-        return every > duration::zero() ? every : ttl / 3;
+        return every != duration::zero() ? every : ttl / 3;
     }
     std::optional<duration> max_hold_time() const noexcept { return max_hold; }
 };
 
 } // namespace renew
+
+/// Whether a renewal policy's settings make sense for a lock with `options` (which
+/// must already be valid, see validate_options()): an interval, if any, in
+/// (0, ttl - drift) so that an extension is due while the lease is still valid, and
+/// a max_hold, if any, in (0, max_wait].
+template <class P>
+bool renew_settings_valid(const P& p, const lock_options& options) noexcept
+{
+    // With valid options, ttl - drift() lies in (0, max_ttl]: no overflow.
+    if (const auto every = p.interval(options.ttl))
+        if (*every <= duration::zero() || *every >= options.ttl - options.drift())
+            return false;
+    if (const auto hold = p.max_hold_time())
+        if (*hold <= duration::zero() || *hold > max_wait)
+            return false;
+    return true;
+}
+
 } // namespace distlock
 // ---- end distlock/policy/renew.hpp
 // ---- begin distlock/policy/retry.hpp
@@ -3143,12 +3240,14 @@ struct watchdog {
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <system_error>
+#include <type_traits>
 
 namespace distlock {
 
@@ -3233,13 +3332,17 @@ struct exponential_backoff {
     duration deadline = std::chrono::seconds{10};
 
     /// The delay before jitter for the n-th retry (n >= 1), capped at max.
+    /// initial * multiplier^(n-1) in double, compared with max before it is converted
+    /// back: a power that reaches max, overflows to infinity or is NaN (settings that
+    /// validation rejects) gives max, never an out-of-range conversion.
     duration ceiling(std::size_t n) const noexcept
     {
-        double d = static_cast<double>(initial.count());
-        for (std::size_t i = 1; i < n && d < static_cast<double>(max.count()); ++i)
-            d *= multiplier;
-        return std::min(max, duration{static_cast<duration::rep>(
-                                 std::min(d, static_cast<double>(max.count())))});
+        const double cap = static_cast<double>(max.count());
+        const double d = static_cast<double>(initial.count()) *
+                         std::pow(multiplier, static_cast<double>(n > 0 ? n - 1 : 0));
+        if (!(d < cap))
+            return max;
+        return std::min(max, duration{static_cast<duration::rep>(d)});
     }
 
     std::optional<duration> next_delay(const attempt& a) const
@@ -3256,7 +3359,9 @@ struct exponential_backoff {
             return d / 2 + detail::uniform(duration::zero(), d - d / 2);
         case retry::jitter::decorrelated: {
             const auto previous = a.previous_delay > duration::zero() ? a.previous_delay : initial;
-            return std::min(max, detail::uniform(initial, previous * 3));
+            // previous_delay comes from the caller: 3 * previous must not overflow.
+            const auto spread = previous > duration::max() / 3 ? duration::max() : previous * 3;
+            return std::min(max, detail::uniform(initial, spread));
         }
         }
         return d;
@@ -3265,8 +3370,15 @@ struct exponential_backoff {
 
 } // namespace retry
 
-/// Whether a retry policy's settings make sense: non-negative delays, a positive
-/// deadline, a multiplier of at least 1, initial <= max, nothing above max_wait.
+/// Whether a retry policy's settings make sense: a deadline in (0, max_wait]; a
+/// fixed delay, and a backoff's initial delay and cap, in (0, max_wait] with
+/// initial <= max; a finite multiplier of at least 1; a known jitter.
+///
+/// A zero delay is refused: it retries the store in a busy loop (and never lets a
+/// manual clock move on). A multiplier of +inf or NaN would turn every delay into
+/// the cap or into an undefined conversion; below 1 the backoff would shrink.
+/// Checks compare the given values with constants only: nothing is computed from
+/// them, so no setting can overflow on its way to being refused.
 template <class P>
 bool retry_settings_valid(const P& p) noexcept
 {
@@ -3274,11 +3386,19 @@ bool retry_settings_valid(const P& p) noexcept
         if (p.deadline <= duration::zero() || p.deadline > max_wait)
             return false;
     if constexpr (requires { p.delay; })
-        if (p.delay < duration::zero() || p.delay > max_wait)
+        if (p.delay <= duration::zero() || p.delay > max_wait)
             return false;
-    if constexpr (requires { p.initial; p.max; p.multiplier; })
-        if (p.initial < duration::zero() || p.max < p.initial || p.max > max_wait || !(p.multiplier >= 1.0))
+    if constexpr (requires { p.initial; p.max; })
+        if (p.initial <= duration::zero() || p.max < p.initial || p.max > max_wait)
             return false;
+    if constexpr (requires { p.multiplier; })
+        if (!std::isfinite(p.multiplier) || !(p.multiplier >= 1.0))
+            return false;
+    if constexpr (requires { p.jitter; })
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p.jitter)>, retry::jitter>)
+            if (p.jitter != retry::jitter::none && p.jitter != retry::jitter::full &&
+                p.jitter != retry::jitter::equal && p.jitter != retry::jitter::decorrelated)
+                return false;
     return true;
 }
 
@@ -3455,11 +3575,8 @@ public:
             return ec;
         if (!retry_settings_valid(retry_))
             return errc::invalid_argument;
-        if (const auto every = renew_.interval(options_.ttl)) {
-            if (*every <= duration::zero() || *every >= options_.ttl - options_.drift())
-                return errc::invalid_argument;
-        }
-        if (const auto hold = renew_.max_hold_time(); hold && (*hold <= duration::zero() || *hold > max_wait))
+        // After validate_options(): the renewal bounds are computed from the options.
+        if (!renew_settings_valid(renew_, options_))
             return errc::invalid_argument;
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
@@ -3517,8 +3634,11 @@ private:
         if (auto ec = validate())
             co_return ec;
         const auto start = clock::now();
-        if (deadline && *deadline <= start)
-            co_return errc::invalid_argument;
+        // A deadline in the past, or beyond max_wait from now (time_point::max()
+        // included), is refused before any I/O; checked without overflow.
+        if (deadline)
+            if (auto ec = validate_deadline(*deadline, start))
+                co_return ec;
         if constexpr (requires { retry_.deadline; })
             if (!deadline)
                 deadline = start + retry_.deadline;
@@ -3596,6 +3716,8 @@ private:
             history.error = failure;
             if (single || !retryable(failure))
                 co_return failure;
+            if (!store.open()) // closed while this call waited: nothing more to try
+                co_return errc::store_unavailable;
 
             // Waiting from now on: take a place in this process's line, and if others
             // were there first, let them go first.
@@ -4139,6 +4261,12 @@ private:
         }
     }
 
+    // One resource of the set, within the set's deadline. The set's time can run out
+    // between resources; then this is a timeout, never invalid_argument. Checking the
+    // clock here first is not enough: lock_until() reads the clock again and refuses
+    // a deadline that has passed in between (as it must for a caller's deadline). So
+    // its invalid_argument is mapped too: every setting was validated before the
+    // first resource and none changes, so a refusal here can only be the deadline.
     static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)
     {
         if (single)
@@ -4147,7 +4275,10 @@ private:
             co_return co_await m.lock();
         if (clock::now() >= *deadline)
             co_return errc::timeout;
-        co_return co_await m.lock_until(*deadline);
+        auto got = co_await m.lock_until(*deadline);
+        if (!got && got.error() == errc::invalid_argument && clock::now() >= *deadline)
+            co_return errc::timeout;
+        co_return std::move(got);
     }
 
     mutex_type with_resource(const std::string& id) const { return prototype_.with_resource(id); }
@@ -4326,9 +4457,22 @@ struct session_queue {
 } // namespace acquire
 } // namespace distlock
 // ---- end distlock/policy/queue.hpp
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 // ---- end distlock/distlock.hpp
 // ---- begin distlock/memory.hpp
 // distlock/memory.hpp: the in-process store and fenced register.
+
+// See distlock/distlock.hpp: g++ 12 false positives on coroutine frames
+// (-Wmaybe-uninitialized) and Asio's frame allocator (-Wmismatched-new-delete),
+// contained for the library's own code so that users need not turn them off.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 
 // ---- begin distlock/memory/fenced_register.hpp
 // distlock/memory/fenced_register.hpp: an in-process value guarded by fencing tokens,
@@ -4594,6 +4738,24 @@ public:
         });
     }
 
+    /// Reads the lock on `resource` without taking it (inspectable_store).
+    awaitable<result<lock_info>> read(std::string_view resource)
+    {
+        return perform<lock_info>(core_, [c = core_.get(), resource]() -> result<lock_info> {
+            lock_info info;
+            if (auto* s = c->find(resource)) {
+                info.fence = s->fence;
+                info.version = s->fence;
+                if (live(*s)) {
+                    info.held = true;
+                    info.owner = s->owner.to_hex().substr(0, 8);
+                    info.remaining = s->expires - clock::now();
+                }
+            }
+            return info;
+        });
+    }
+
     /// A registration for release notifications of one resource. It shares the
     /// store's state, so it may outlive the store (then it only times out).
     class watcher {
@@ -4652,6 +4814,17 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         core_->online = online;
+    }
+
+    /// Drops the lock on `resource` as if its TTL had run out now (its fencing counter
+    /// stays): the holder does not know yet.
+    void expire(std::string_view resource)
+    {
+        std::lock_guard lock{core_->mutex};
+        if (auto* s = core_->find(resource); s && s->held) {
+            s->held = false;
+            notify(*s);
+        }
     }
 
     /// Forgets every lock and fencing counter, as a store restarted without persistence.
@@ -4830,6 +5003,7 @@ static_assert(owner_checked_store<store>);
 static_assert(conditional_write_store<store>);
 static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
+static_assert(inspectable_store<store>);
 
 } // namespace distlock::memory
 // ---- end distlock/memory/store.hpp
@@ -4849,6 +5023,7 @@ static_assert(release_notifying_store<store>);
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -5032,6 +5207,24 @@ private:
             watches_.erase(it);
     }
 
+    lock_info read(const std::string& resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        lock_info info;
+        info.fence = revision_;
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return info;
+        const auto& first = it->second.begin()->second;
+        info.held = true;
+        info.owner = first.owner.to_hex().substr(0, 8);
+        info.fence = first.sequence;
+        info.version = first.sequence;
+        info.remaining = sessions_.at(first.session).expires - clock::now();
+        return info;
+    }
+
     bool session_alive(std::uint64_t id)
     {
         std::lock_guard lock{mutex_};
@@ -5194,6 +5387,15 @@ public:
         return wait_entry(core_, std::string{resource}, entry, until);
     }
 
+    /// Reads the lock on `resource` without taking it (inspectable_store): the oldest
+    /// entry, and its session's time left.
+    awaitable<result<lock_info>> read(std::string_view resource)
+    {
+        return send<lock_info>(core_, [c = core_.get(), r = std::string{resource}]() -> result<lock_info> {
+            return c->server.read(r);
+        });
+    }
+
     std::optional<time_point> bind(std::string_view, fence_token, std::weak_ptr<session_listener> listener)
     {
         return core_->bind(std::move(listener));
@@ -5214,6 +5416,23 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         core_->faults.insert(core_->faults.end(), count, f);
+    }
+
+    /// Random faults on every request and keepalive, from a seeded source (so a
+    /// simulation replays): refused (not applied), reply lost (applied), and replies
+    /// delayed uniformly in [0, max_delay] (a caller that stops waiting sees
+    /// errc::outcome_unknown: the request was applied).
+    struct random_faults {
+        double refuse = 0;
+        double lose_reply = 0;
+        duration max_delay{};
+        std::uint64_t seed = 1;
+    };
+    void set_random_faults(const random_faults& f)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->chances = f;
+        core_->random.seed(f.seed);
     }
 
     /// The session now open (0: none yet, or it ended).
@@ -5246,6 +5465,8 @@ private:
         bool stopped = false;
         bool reachable = true;
         std::deque<fault> faults;
+        random_faults chances;
+        std::mt19937_64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
@@ -5327,11 +5548,25 @@ private:
         // What the link does to the next request.
         fate gate()
         {
+            duration ignored{};
+            return gate(ignored);
+        }
+
+        fate gate(duration& delay)
+        {
             std::lock_guard lock{mutex};
             if (!reachable)
                 return fate::blackholed;
-            if (faults.empty())
+            if (chances.max_delay > duration::zero())
+                delay = duration{std::uniform_int_distribution<duration::rep>{0, chances.max_delay.count()}(random)};
+            if (faults.empty()) {
+                std::uniform_real_distribution<double> p{0, 1};
+                if (chances.refuse > 0 && p(random) < chances.refuse)
+                    return fate::refused_unavailable;
+                if (chances.lose_reply > 0 && p(random) < chances.lose_reply)
+                    return fate::reply_lost;
                 return fate::delivered;
+            }
             const auto f = faults.front();
             faults.pop_front();
             if (f == fault::unavailable)
@@ -5430,7 +5665,24 @@ private:
     template <class T, class Apply>
     static awaitable<result<T>> send(std::shared_ptr<core> c, Apply apply)
     {
-        switch (c->gate()) {
+        duration delay{};
+        const auto fate = c->gate(delay);
+        if (delay > duration::zero() && fate != core::fate::blackholed) {
+            // Applied on arrival; the reply takes `delay` (refusals come back late too).
+            result<T> r = errc::outcome_unknown;
+            if (fate == core::fate::delivered || fate == core::fate::reply_lost)
+                r = apply();
+            timer t{co_await asio::this_coro::executor, delay};
+            auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            if (ec || fate == core::fate::reply_lost)
+                co_return errc::outcome_unknown;
+            if (fate == core::fate::refused_unavailable)
+                co_return errc::store_unavailable;
+            if (fate == core::fate::refused_garbage)
+                co_return errc::protocol_error;
+            co_return r;
+        }
+        switch (fate) {
         case core::fate::refused_unavailable:
             co_return errc::store_unavailable;
         case core::fate::refused_garbage:
@@ -5473,8 +5725,13 @@ private:
 };
 
 static_assert(session_queue_store<session_store>);
+static_assert(inspectable_store<session_store>);
 
 } // namespace distlock::memory
 // ---- end distlock/memory/session_store.hpp
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 // ---- end distlock/memory.hpp
 #endif // DISTLOCK_SINGLE_INCLUDE_HPP

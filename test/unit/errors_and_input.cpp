@@ -1,5 +1,10 @@
 // Error codes, and bad input rejected before any I/O with no side effect.
+#include "eventually.hpp"
 #include "support.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
 
 using namespace test;
 using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
@@ -221,9 +226,309 @@ TEST_CASE("a custom retry delay near the clock's range is clamped, not overflowe
                 co_return co_await m.lock_until(dl::clock::now() + 2s);
             }(waiter),
             [&](std::exception_ptr, dl::result<dl::lease> r) { outcome = std::move(r); });
-        co_await test::advance(clock, 2500ms);
-        REQUIRE(outcome);
+        const auto start = clock.now();
+        co_await eventually("lock_until() completes", [&] { return outcome.has_value(); },
+                            {.max = 50, .each = 100ms, .clock = &clock});
         REQUIRE_FALSE(*outcome);
         CHECK(outcome->error() == dl::errc::timeout);
+        // It waited out the deadline (clamped, not wrapped to a negative or zero wait).
+        CHECK(clock.now() - start >= 2s);
     });
+}
+
+// -- Every setting at its extremes ---------------------------------------------------
+//
+// Each row is one setting at a value that must be refused (or, in the "accepted"
+// tables, at the last value that must still work). A refused lock has to fail with
+// invalid_argument before any I/O: these tests also run under UBSan
+// (-fno-sanitize-recover=all), where an overflow on the way to a refusal aborts.
+
+namespace {
+using dl::duration;
+using dl::time_point;
+constexpr auto not_a_number = std::numeric_limits<double>::quiet_NaN();
+constexpr auto infinity = std::numeric_limits<double>::infinity();
+
+template <class Settings>
+struct row {
+    const char* name;
+    Settings settings;
+};
+
+// Locks once through lock() and once through try_lock() (or only through
+// lock_until(deadline) when one is given) and expects invalid_argument from each,
+// with no store operation made: a fault injected beforehand is still pending
+// afterwards (an attempt would have used it up), the observer saw no attempt, and
+// nothing is held.
+template <class... Policies>
+void expect_refused_before_io(const dl::lock_options& options, std::optional<time_point> deadline,
+                              Policies... policies)
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    recorder rec;
+    dl::basic_distributed_mutex<dl::memory::store, Policies..., dl::observe::callback> m{
+        store, "r", options, policies..., rec.observer()};
+    if (!deadline)
+        CHECK(m.validate() == dl::errc::invalid_argument);
+    store.fail_next(dl::memory::fault::unavailable);
+    run(io, [&]() -> asio::awaitable<void> {
+        if (deadline) {
+            auto r = co_await m.lock_until(*deadline);
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+        } else {
+            auto r = co_await m.lock();
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+            auto t = co_await m.try_lock();
+            REQUIRE_FALSE(t);
+            CHECK(t.error() == dl::errc::invalid_argument);
+        }
+        auto probe = co_await store.put_if_absent("probe", dl::owner_token::generate(), 1s);
+        REQUIRE_FALSE(probe);
+        CHECK(probe.error() == dl::errc::store_unavailable); // the fault was still pending
+    });
+    CHECK(rec.of<dl::attempt_event>().empty());
+    CHECK(rec.of<dl::wait_event>().empty());
+    CHECK(store.live_locks() == 0);
+    CHECK(store.current_fence("r") == 0);
+}
+
+// The boundary values that are still valid: the lock is taken (the resource is free).
+template <class... Policies>
+void expect_accepted(const dl::lock_options& options, std::optional<time_point> deadline, Policies... policies)
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    dl::basic_distributed_mutex<dl::memory::store, Policies...> m{store, "r", options, policies...};
+    if (!deadline)
+        CHECK_FALSE(m.validate());
+    run(io, [&]() -> asio::awaitable<void> {
+        std::optional<dl::result<dl::lease>> r;
+        if (deadline)
+            r = co_await m.lock_until(*deadline);
+        else
+            r = co_await m.lock();
+        REQUIRE(*r);
+        CHECK(store.current_fence("r") == 1);
+        auto released = co_await (*r)->unlock();
+        CHECK(released);
+    });
+}
+} // namespace
+
+TEST_CASE("lock options at their extremes are refused before any I/O", "[errors][input][extremes]")
+{
+    // Time stands still: the "margin = ttl - 1ns" row leaves 1 ns of validity, which
+    // a real clock would use up before the grant arrives.
+    dl::manual_clock clock;
+    const duration big = duration::max(), small = duration::min();
+    const std::vector<row<dl::lock_options>> refused{
+        {"ttl = duration::min()", {.ttl = small}},
+        {"ttl = -1ns", {.ttl = -1ns}},
+        {"ttl = 0", {.ttl = 0ns}},
+        {"ttl = min_ttl - 1ns", {.ttl = dl::min_ttl - 1ns, .drift_factor = 0, .drift_floor = 0ns}},
+        {"ttl = max_ttl + 1ns", {.ttl = dl::max_ttl + 1ns}},
+        {"ttl = max_wait + 1ns", {.ttl = dl::max_wait + 1ns}},
+        {"ttl = duration::max()", {.ttl = big}},
+        {"drift_factor = NaN", {.drift_factor = not_a_number}},
+        {"drift_factor = +inf", {.drift_factor = infinity}},
+        {"drift_factor = -inf", {.drift_factor = -infinity}},
+        {"drift_factor = 1", {.drift_factor = 1.0}},
+        {"drift_factor = -denormal", {.drift_factor = -std::numeric_limits<double>::denorm_min()}},
+        {"drift_factor = DBL_MAX", {.drift_factor = std::numeric_limits<double>::max()}},
+        {"drift_factor = lowest", {.drift_factor = std::numeric_limits<double>::lowest()}},
+        {"drift_floor = duration::min()", {.drift_floor = small}},
+        {"drift_floor = -1ns", {.drift_floor = -1ns}},
+        {"drift_floor = ttl", {.ttl = 1s, .drift_factor = 0, .drift_floor = 1s}},
+        {"drift_floor = max_wait + 1ns", {.drift_floor = dl::max_wait + 1ns}},
+        // ttl * factor + floor overflowed to a negative margin that passed.
+        {"drift_floor = duration::max()", {.drift_floor = big}},
+        {"drift_floor = duration::max() - ttl * factor",
+         {.ttl = 10s, .drift_factor = 0.5, .drift_floor = big - 4s}},
+        {"margin = ttl exactly", {.ttl = 10s, .drift_factor = 0.5, .drift_floor = 5s}},
+        {"margin = ttl + 1ns", {.ttl = 10s, .drift_factor = 0.5, .drift_floor = 5s + 1ns}},
+    };
+    for (const auto& r : refused) {
+        INFO(r.name);
+        expect_refused_before_io(r.settings, std::nullopt);
+    }
+
+    const std::vector<row<dl::lock_options>> accepted{
+        {"ttl = min_ttl, no margin", {.ttl = dl::min_ttl, .drift_factor = 0, .drift_floor = 0ns}},
+        {"ttl = max_ttl", {.ttl = dl::max_ttl}},
+        {"margin = ttl - 1ns", {.ttl = 10s, .drift_factor = 0.5, .drift_floor = 5s - 1ns}},
+        {"drift_floor = 0", {.drift_floor = 0ns}},
+    };
+    for (const auto& r : accepted) {
+        INFO(r.name);
+        expect_accepted(r.settings, std::nullopt);
+    }
+}
+
+TEST_CASE("lock_options::drift() saturates instead of overflowing", "[errors][input][extremes]")
+{
+    // Named first: a braced list with commas cannot go inside a Catch macro.
+    const dl::lock_options usual{.ttl = 10s, .drift_factor = 0.01, .drift_floor = 2ms};
+    const dl::lock_options huge_floor{.drift_floor = duration::max()};
+    const dl::lock_options lowest_floor{.drift_floor = duration::min()};
+    const dl::lock_options huge_ttl{.ttl = duration::max(), .drift_factor = 2.0};
+    const dl::lock_options lowest_ttl{.ttl = duration::min(), .drift_factor = 2.0};
+    const dl::lock_options nan_factor{.drift_factor = not_a_number};
+    const dl::lock_options below_min{.ttl = duration::min(), .drift_factor = 1.0, .drift_floor = -1ns};
+    CHECK(usual.drift() == 102ms);
+    CHECK(huge_floor.drift() == duration::max());
+    CHECK(lowest_floor.drift() == 100ms + duration::min());
+    CHECK(huge_ttl.drift() == duration::max());
+    CHECK(lowest_ttl.drift() == duration::min());
+    CHECK(nan_factor.drift() == duration::max());
+    CHECK(below_min.drift() == duration::min());
+}
+
+TEST_CASE("retry::fixed at its extremes is refused before any I/O", "[errors][input][extremes]")
+{
+    using dl::retry::fixed;
+    const std::vector<row<fixed>> refused{
+        {"delay = duration::min()", {.delay = duration::min()}},
+        {"delay = -1ns", {.delay = -1ns}},
+        // A zero delay retries in a busy loop (and never lets a manual clock move).
+        {"delay = 0", {.delay = 0ns}},
+        {"delay = max_wait + 1ns", {.delay = dl::max_wait + 1ns}},
+        {"delay = duration::max()", {.delay = duration::max()}},
+        {"deadline = duration::min()", {.deadline = duration::min()}},
+        {"deadline = -1ns", {.deadline = -1ns}},
+        {"deadline = 0", {.deadline = 0ns}},
+        {"deadline = max_wait + 1ns", {.deadline = dl::max_wait + 1ns}},
+        {"deadline = duration::max()", {.deadline = duration::max()}},
+    };
+    for (const auto& r : refused) {
+        INFO(r.name);
+        expect_refused_before_io({}, std::nullopt, r.settings);
+    }
+    const std::vector<row<fixed>> accepted{
+        {"delay = 1ns", {.delay = 1ns}},
+        {"delay = max_wait", {.delay = dl::max_wait}},
+        {"deadline = 1ns", {.deadline = 1ns}},
+        {"deadline = max_wait", {.deadline = dl::max_wait}},
+        {"max_attempts = SIZE_MAX", {.max_attempts = std::numeric_limits<std::size_t>::max()}},
+        {"max_attempts = 1", {.max_attempts = 1}},
+    };
+    for (const auto& r : accepted) {
+        INFO(r.name);
+        expect_accepted({}, std::nullopt, r.settings);
+    }
+}
+
+TEST_CASE("retry::exponential_backoff at its extremes is refused before any I/O", "[errors][input][extremes]")
+{
+    using dl::retry::exponential_backoff;
+    using dl::retry::jitter;
+    const std::vector<row<exponential_backoff>> refused{
+        {"initial = duration::min()", {.initial = duration::min()}},
+        {"initial = -1ns", {.initial = -1ns}},
+        // Zero grows to zero at any multiplier: a busy loop.
+        {"initial = 0", {.initial = 0ns}},
+        {"initial = max_wait + 1ns", {.initial = dl::max_wait + 1ns, .max = dl::max_wait + 1ns}},
+        {"initial = duration::max()", {.initial = duration::max(), .max = duration::max()}},
+        {"max = duration::min()", {.max = duration::min()}},
+        {"max = -1ns", {.max = -1ns}},
+        {"max = 0", {.max = 0ns}},
+        {"max = initial - 1ns", {.initial = 10ms, .max = 10ms - 1ns}},
+        {"max = max_wait + 1ns", {.max = dl::max_wait + 1ns}},
+        {"max = duration::max()", {.max = duration::max()}},
+        {"multiplier = NaN", {.multiplier = not_a_number}},
+        {"multiplier = +inf", {.multiplier = infinity}},
+        {"multiplier = -inf", {.multiplier = -infinity}},
+        {"multiplier = lowest", {.multiplier = std::numeric_limits<double>::lowest()}},
+        {"multiplier = -1", {.multiplier = -1.0}},
+        {"multiplier = 0", {.multiplier = 0.0}},
+        {"multiplier just below 1", {.multiplier = std::nextafter(1.0, 0.0)}},
+        {"jitter out of range", {.jitter = static_cast<jitter>(42)}},
+        {"jitter negative", {.jitter = static_cast<jitter>(-1)}},
+        {"deadline = duration::min()", {.deadline = duration::min()}},
+        {"deadline = -1ns", {.deadline = -1ns}},
+        {"deadline = 0", {.deadline = 0ns}},
+        {"deadline = max_wait + 1ns", {.deadline = dl::max_wait + 1ns}},
+        {"deadline = duration::max()", {.deadline = duration::max()}},
+    };
+    for (const auto& r : refused) {
+        INFO(r.name);
+        expect_refused_before_io({}, std::nullopt, r.settings);
+    }
+    const std::vector<row<exponential_backoff>> accepted{
+        {"initial = 1ns", {.initial = 1ns}},
+        {"initial = max = max_wait", {.initial = dl::max_wait, .max = dl::max_wait}},
+        {"multiplier = 1", {.multiplier = 1.0}},
+        {"multiplier = DBL_MAX", {.multiplier = std::numeric_limits<double>::max()}},
+        {"jitter = decorrelated", {.jitter = jitter::decorrelated}},
+        {"max_attempts = SIZE_MAX", {.max_attempts = std::numeric_limits<std::size_t>::max()}},
+        {"deadline = max_wait", {.deadline = dl::max_wait}},
+    };
+    for (const auto& r : accepted) {
+        INFO(r.name);
+        expect_accepted({}, std::nullopt, r.settings);
+    }
+}
+
+TEST_CASE("renew::watchdog at its extremes is refused before any I/O", "[errors][input][extremes]")
+{
+    using dl::renew::watchdog;
+    const dl::lock_options ten_seconds{.ttl = 10s}; // margin 102 ms: validity 9898 ms
+    const std::vector<row<watchdog>> refused{
+        {"every = duration::min()", {.every = duration::min()}},
+        // Was taken as "TTL / 3": renewal on another schedule than the one asked for.
+        {"every = -1ns", {.every = -1ns}},
+        {"every = validity", {.every = 10s - 102ms}},
+        {"every = ttl", {.every = 10s}},
+        {"every = max_wait + 1ns", {.every = dl::max_wait + 1ns}},
+        {"every = duration::max()", {.every = duration::max()}},
+        {"max_hold = duration::min()", {.max_hold = duration::min()}},
+        {"max_hold = -1ns", {.max_hold = -1ns}},
+        {"max_hold = 0", {.max_hold = 0ns}},
+        {"max_hold = max_wait + 1ns", {.max_hold = dl::max_wait + 1ns}},
+        {"max_hold = duration::max()", {.max_hold = duration::max()}},
+    };
+    for (const auto& r : refused) {
+        INFO(r.name);
+        expect_refused_before_io(ten_seconds, std::nullopt, r.settings);
+    }
+    const std::vector<row<watchdog>> accepted{
+        {"every = 0 (ttl / 3)", {.every = 0ns}},
+        {"every = validity - 1ns", {.every = 10s - 102ms - 1ns}},
+        {"max_hold = 1ns", {.max_hold = 1ns}},
+        {"max_hold = max_wait", {.max_hold = dl::max_wait}},
+    };
+    for (const auto& r : accepted) {
+        INFO(r.name);
+        expect_accepted(ten_seconds, std::nullopt, r.settings);
+    }
+}
+
+TEST_CASE("lock_until deadlines at their extremes are refused before any I/O", "[errors][input][extremes]")
+{
+    // Time stands still, so "now" below is the instant lock_until() checks against.
+    dl::manual_clock clock;
+    const auto now = clock.now();
+    const std::vector<row<time_point>> refused{
+        {"time_point::min()", time_point::min()},
+        {"now - 1ns", now - 1ns},
+        {"now", now},
+        {"now + max_wait + 1ns", now + dl::max_wait + 1ns},
+        {"time_point::max()", time_point::max()},
+    };
+    for (const auto& r : refused) {
+        INFO(r.name);
+        expect_refused_before_io({}, r.settings);
+        // The retry policy's own deadline does not matter: lock_until's replaces it.
+        expect_refused_before_io({}, r.settings, dl::retry::fixed{.delay = 1ms, .deadline = dl::max_wait});
+    }
+    const std::vector<row<time_point>> accepted{
+        {"now + 1ns", now + 1ns},
+        {"now + max_wait", now + dl::max_wait},
+    };
+    for (const auto& r : accepted) {
+        INFO(r.name);
+        expect_accepted({}, r.settings);
+    }
 }

@@ -1,6 +1,9 @@
 // Retry, renewal and ordering policies; custom policies plug in through the concepts.
+#include "eventually.hpp"
 #include "support.hpp"
 
+#include <cstddef>
+#include <limits>
 #include <numeric>
 
 using namespace test;
@@ -136,14 +139,20 @@ TEST_CASE("a custom retry policy drives lock()", "[policy][retry]")
         dl::basic_distributed_mutex<dl::memory::store> holder{store, "r", {.ttl = 60s}};
         auto held = co_await holder.lock();
         REQUIRE(held);
-        dl::basic_distributed_mutex<dl::memory::store, retry_every_50ms, dl::observe::callback> waiter{
-            store, "r", {.ttl = 60s}, rec.observer()};
+        using waiter_mutex = dl::basic_distributed_mutex<dl::memory::store, retry_every_50ms, dl::observe::callback>;
+        waiter_mutex waiter{store, "r", {.ttl = 60s}, rec.observer()};
         std::optional<dl::result<dl::lease>> got;
-        asio::co_spawn(co_await asio::this_coro::executor,
-                       [&]() -> asio::awaitable<void> { got = co_await waiter.lock(); }, asio::detached);
-        while (!got)
-            co_await advance(clock, 10ms, 10ms);
+        // The coroutine owns its mutex (no captures): it may outlive this frame.
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [](waiter_mutex m) -> asio::awaitable<dl::result<dl::lease>> { co_return co_await m.lock(); }(waiter),
+            [&](std::exception_ptr, dl::result<dl::lease> r) { got = std::move(r); });
+        const auto start = clock.now();
+        co_await eventually("the waiter's lock() completes", [&] { return got.has_value(); },
+                            {.max = 1000, .each = 10ms, .clock = &clock});
         REQUIRE_FALSE(*got);
+        // It gave up once 5 s had passed, not before.
+        CHECK(clock.now() - start >= 5s);
         // No deadline of its own: the policy gave up (after 5 s); the lock was still held.
         CHECK(got->error() == dl::errc::contended);
         for (const auto& w : rec.of<dl::wait_event>())
@@ -188,4 +197,69 @@ TEST_CASE("ordering: byte-wise, duplicates collapsed, custom pluggable", "[polic
     std::vector<std::string> other{"b", "c", "a", "c"};
     descending{}.arrange(other);
     CHECK(other == std::vector<std::string>{"c", "b", "a"});
+}
+
+TEST_CASE("backoff arithmetic stays in range at the extremes of valid settings", "[policy][retry][extremes]")
+{
+    using dl::retry::jitter;
+    constexpr auto many = std::numeric_limits<std::size_t>::max();
+    // A multiplier at DBL_MAX overflows the power to infinity at the second retry:
+    // the ceiling is the cap, not an out-of-range conversion (UBSan would abort).
+    const dl::retry::exponential_backoff steep{.initial = 1ns, .max = dl::max_wait,
+                                               .multiplier = std::numeric_limits<double>::max(),
+                                               .jitter = jitter::none};
+    CHECK(steep.ceiling(1) == 1ns);
+    CHECK(steep.ceiling(2) == dl::max_wait);
+    CHECK(steep.ceiling(many) == dl::max_wait);
+    CHECK(steep.next_delay({.number = many - 1}) == dl::max_wait);
+    // A multiplier of 1 never grows, however many retries (a loop over them would
+    // not finish).
+    const dl::retry::exponential_backoff flat{.initial = 7ms, .max = 1s, .multiplier = 1.0,
+                                              .jitter = jitter::none};
+    CHECK(flat.ceiling(many) == 7ms);
+    // The cap itself at max_wait, the largest initial: still exact.
+    const dl::retry::exponential_backoff top{.initial = dl::max_wait, .max = dl::max_wait, .jitter = jitter::none};
+    CHECK(top.ceiling(1) == dl::max_wait);
+    CHECK(top.ceiling(many) == dl::max_wait);
+    // Decorrelated jitter multiplies the previous delay by 3; a caller-supplied previous
+    // delay near duration::max() must not overflow.
+    const dl::retry::exponential_backoff spread{.initial = 1ms, .max = dl::max_wait,
+                                                .jitter = jitter::decorrelated};
+    for (int i = 0; i < 1000; ++i) {
+        const auto d = spread.next_delay({.number = 5, .previous_delay = dl::duration::max()});
+        REQUIRE(d);
+        CHECK(*d >= 1ms);
+        CHECK(*d <= dl::max_wait);
+    }
+}
+
+TEST_CASE("settings checks refuse what would spin or overflow", "[policy][extremes]")
+{
+    // The policies' own checks, without a mutex: what validate() builds on.
+    const dl::lock_options ten_seconds{.ttl = 10s};
+    CHECK_FALSE(dl::retry_settings_valid(dl::retry::exponential_backoff{.multiplier =
+                                                                            std::numeric_limits<double>::infinity()}));
+    CHECK_FALSE(dl::retry_settings_valid(dl::retry::exponential_backoff{.multiplier =
+                                                                            std::numeric_limits<double>::quiet_NaN()}));
+    CHECK_FALSE(dl::retry_settings_valid(dl::retry::exponential_backoff{.multiplier = 0.5}));
+    CHECK_FALSE(dl::retry_settings_valid(dl::retry::exponential_backoff{.initial = 0ns}));
+    CHECK_FALSE(dl::retry_settings_valid(dl::retry::fixed{.delay = 0ns}));
+    CHECK(dl::retry_settings_valid(dl::retry::exponential_backoff{}));
+    CHECK(dl::retry_settings_valid(dl::retry::fixed{}));
+    CHECK(dl::retry_settings_valid(dl::retry::none{}));
+    // A negative interval reaches the check instead of becoming TTL / 3.
+    CHECK(dl::renew::watchdog{.every = -1ns}.interval(10s) == std::optional<dl::duration>{-1ns});
+    CHECK(dl::renew::watchdog{}.interval(9s) == std::optional<dl::duration>{3s});
+    CHECK_FALSE(dl::renew_settings_valid(dl::renew::watchdog{.every = -1ns}, ten_seconds));
+    CHECK_FALSE(dl::renew_settings_valid(dl::renew::watchdog{.max_hold = 0ns}, ten_seconds));
+    CHECK(dl::renew_settings_valid(dl::renew::watchdog{}, ten_seconds));
+    CHECK(dl::renew_settings_valid(dl::renew::none{}, ten_seconds));
+    // Deadlines: later than now, at most max_wait ahead, whatever the two instants.
+    const auto now = dl::clock::now();
+    CHECK(dl::validate_deadline(dl::time_point::max(), now) == dl::errc::invalid_argument);
+    CHECK(dl::validate_deadline(dl::time_point::min(), now) == dl::errc::invalid_argument);
+    CHECK(dl::validate_deadline(dl::time_point::max(), dl::time_point::min()) == dl::errc::invalid_argument);
+    CHECK(dl::validate_deadline(now + dl::max_wait + 1ns, now) == dl::errc::invalid_argument);
+    CHECK_FALSE(dl::validate_deadline(now + dl::max_wait, now));
+    CHECK_FALSE(dl::validate_deadline(now + 1ns, now));
 }

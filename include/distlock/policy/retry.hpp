@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <system_error>
+#include <type_traits>
 
 namespace distlock {
 
@@ -96,13 +98,17 @@ struct exponential_backoff {
     duration deadline = std::chrono::seconds{10};
 
     /// The delay before jitter for the n-th retry (n >= 1), capped at max.
+    /// initial * multiplier^(n-1) in double, compared with max before it is converted
+    /// back: a power that reaches max, overflows to infinity or is NaN (settings that
+    /// validation rejects) gives max, never an out-of-range conversion.
     duration ceiling(std::size_t n) const noexcept
     {
-        double d = static_cast<double>(initial.count());
-        for (std::size_t i = 1; i < n && d < static_cast<double>(max.count()); ++i)
-            d *= multiplier;
-        return std::min(max, duration{static_cast<duration::rep>(
-                                 std::min(d, static_cast<double>(max.count())))});
+        const double cap = static_cast<double>(max.count());
+        const double d = static_cast<double>(initial.count()) *
+                         std::pow(multiplier, static_cast<double>(n > 0 ? n - 1 : 0));
+        if (!(d < cap))
+            return max;
+        return std::min(max, duration{static_cast<duration::rep>(d)});
     }
 
     std::optional<duration> next_delay(const attempt& a) const
@@ -119,7 +125,9 @@ struct exponential_backoff {
             return d / 2 + detail::uniform(duration::zero(), d - d / 2);
         case retry::jitter::decorrelated: {
             const auto previous = a.previous_delay > duration::zero() ? a.previous_delay : initial;
-            return std::min(max, detail::uniform(initial, previous * 3));
+            // previous_delay comes from the caller: 3 * previous must not overflow.
+            const auto spread = previous > duration::max() / 3 ? duration::max() : previous * 3;
+            return std::min(max, detail::uniform(initial, spread));
         }
         }
         return d;
@@ -128,8 +136,15 @@ struct exponential_backoff {
 
 } // namespace retry
 
-/// Whether a retry policy's settings make sense: non-negative delays, a positive
-/// deadline, a multiplier of at least 1, initial <= max, nothing above max_wait.
+/// Whether a retry policy's settings make sense: a deadline in (0, max_wait]; a
+/// fixed delay, and a backoff's initial delay and cap, in (0, max_wait] with
+/// initial <= max; a finite multiplier of at least 1; a known jitter.
+///
+/// A zero delay is refused: it retries the store in a busy loop (and never lets a
+/// manual clock move on). A multiplier of +inf or NaN would turn every delay into
+/// the cap or into an undefined conversion; below 1 the backoff would shrink.
+/// Checks compare the given values with constants only: nothing is computed from
+/// them, so no setting can overflow on its way to being refused.
 template <class P>
 bool retry_settings_valid(const P& p) noexcept
 {
@@ -137,11 +152,19 @@ bool retry_settings_valid(const P& p) noexcept
         if (p.deadline <= duration::zero() || p.deadline > max_wait)
             return false;
     if constexpr (requires { p.delay; })
-        if (p.delay < duration::zero() || p.delay > max_wait)
+        if (p.delay <= duration::zero() || p.delay > max_wait)
             return false;
-    if constexpr (requires { p.initial; p.max; p.multiplier; })
-        if (p.initial < duration::zero() || p.max < p.initial || p.max > max_wait || !(p.multiplier >= 1.0))
+    if constexpr (requires { p.initial; p.max; })
+        if (p.initial <= duration::zero() || p.max < p.initial || p.max > max_wait)
             return false;
+    if constexpr (requires { p.multiplier; })
+        if (!std::isfinite(p.multiplier) || !(p.multiplier >= 1.0))
+            return false;
+    if constexpr (requires { p.jitter; })
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p.jitter)>, retry::jitter>)
+            if (p.jitter != retry::jitter::none && p.jitter != retry::jitter::full &&
+                p.jitter != retry::jitter::equal && p.jitter != retry::jitter::decorrelated)
+                return false;
     return true;
 }
 
