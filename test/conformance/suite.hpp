@@ -18,6 +18,7 @@
 // eventually(), never assert on wall-clock durations.
 #pragma once
 
+#include "eventually.hpp"
 #include "support.hpp"
 #include "pending.hpp"
 
@@ -30,18 +31,10 @@
 
 namespace test::conformance {
 
-/// Waits (real time, bounded) until `pred` holds, running the coroutine's executor
-/// in between; false if it never did. Replaces hand-written polling loops.
-inline asio::awaitable<bool> eventually(std::function<bool()> pred,
-                                        std::chrono::milliseconds limit = std::chrono::milliseconds{5000})
+/// Real time enough for a store on a loaded machine (2,500 steps of 2 ms).
+inline test::steps long_enough()
 {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= deadline)
-            co_return false;
-        co_await settle(std::chrono::milliseconds{5});
-    }
-    co_return true;
+    return {.max = 2500};
 }
 
 template <class F>
@@ -87,7 +80,7 @@ inline dl::retry::fixed quick()
                 auto r = co_await la->unlock();                                                                \
                 CHECK(r);                                                                                      \
             }                                                                                                  \
-            { const auto ok_ = co_await eventually([&] { return !f.held("conf:exclusion"); }); CHECK(ok_); }                            \
+            (void)co_await test::eventually("!f.held(\"conf:exclusion\")", [&] { return !f.held("conf:exclusion"); }, long_enough());                            \
         });                                                                                                    \
     }                                                                                                          \
                                                                                                                \
@@ -146,7 +139,7 @@ inline dl::retry::fixed quick()
                 auto first = co_await a.lock();                                                                \
                 REQUIRE(first);                                                                                \
                 auto waiting = test::start(co_await asio::this_coro::executor, b.lock());              \
-                { const auto ok_ = co_await eventually([&] { return !rec.of<dl::wait_event>().empty(); }); REQUIRE(ok_); }             \
+                (void)co_await test::eventually("!rec.of<dl::wait_event>().empty()", [&] { return !rec.of<dl::wait_event>().empty(); }, long_enough());             \
                 { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                             \
                 { const bool came_ = co_await waiting.wait(); REQUIRE(came_); } auto& second = waiting.get();                                                \
                 REQUIRE(second);                                                                               \
@@ -175,7 +168,7 @@ inline dl::retry::fixed quick()
                            }));                                                                                \
             co_await test::settle(50ms);                                                                       \
             cancel.emit(asio::cancellation_type::all);                                                         \
-            { const auto ok_ = co_await eventually([&] { return got.has_value(); }); REQUIRE(ok_); }                                   \
+            (void)co_await test::eventually("got.has_value()", [&] { return got.has_value(); }, long_enough());                                   \
             REQUIRE_FALSE(*got);                                                                               \
             CHECK(got->error() == dl::condition::cancelled);                                                   \
             auto timed = co_await b.lock_until(dl::clock::now() + 100ms);                                      \
@@ -183,7 +176,7 @@ inline dl::retry::fixed quick()
             CHECK(timed.error() == dl::condition::timeout);                                                    \
             { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                                 \
             /* Nothing of the waiters is left: the next lock is granted at once. */                            \
-            { const auto ok_ = co_await eventually([&] { return !f.held("conf:cancel"); }); CHECK(ok_); }                               \
+            (void)co_await test::eventually("!f.held(\"conf:cancel\")", [&] { return !f.held("conf:cancel"); }, long_enough());                               \
             auto next = co_await a.try_lock();                                                                 \
             REQUIRE(next);                                                                                     \
             { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                                  \
@@ -203,7 +196,7 @@ inline dl::retry::fixed quick()
                 auto r = co_await a.lock();                                                                    \
                 REQUIRE_FALSE(r);                                                                              \
                 CHECK(r.error() == dl::condition::maybe_applied);                                              \
-                { const auto ok_ = co_await eventually([&] { return !f.held("conf:lost-reply"); }); CHECK(ok_); }                       \
+                (void)co_await test::eventually("!f.held(\"conf:lost-reply\")", [&] { return !f.held("conf:lost-reply"); }, long_enough());                       \
                 mutex_of<TestType> b{f.client(1), "conf:lost-reply", {.ttl = 10s}, dl::observe::callback{}};   \
                 auto next = co_await b.try_lock();                                                             \
                 REQUIRE(next);                                                                                 \
@@ -257,7 +250,7 @@ inline dl::retry::fixed quick()
             REQUIRE(l);                                                                                        \
             CHECK(f.held(binary));                                                                             \
             { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                                     \
-            { const auto ok_ = co_await eventually([&] { return !f.held(binary); }); CHECK(ok_); }                                      \
+            (void)co_await test::eventually("!f.held(binary)", [&] { return !f.held(binary); }, long_enough());                                      \
         });                                                                                                    \
     }                                                                                                          \
                                                                                                                \
