@@ -35,6 +35,7 @@ void drop(const test::redis_server& server, std::string_view resource)
 struct redis_single {
     using backend = dl::redis::store;
     static constexpr bool notifies = true;
+    static constexpr bool quorum = false;
     test::redis_server server;
     asio::io_context io;
     std::array<std::unique_ptr<dl::redis::store>, 3> clients{std::make_unique<dl::redis::store>(io, server.config()),
@@ -50,6 +51,7 @@ struct redis_single {
 struct redis_quorum {
     using backend = dl::quorum<dl::redis::store>;
     static constexpr bool notifies = false;
+    static constexpr bool quorum = true;
     std::array<test::redis_server, 3> servers;
     asio::io_context io;
     std::vector<std::unique_ptr<dl::redis::store>> stores;

@@ -10,6 +10,7 @@ namespace dl = distlock;
 struct memory_ttl {
     using backend = dl::memory::store;
     static constexpr bool notifies = true;
+    static constexpr bool quorum = false;
     asio::io_context io;
     dl::memory::store store{io};
 
@@ -26,6 +27,7 @@ struct memory_ttl {
 struct memory_sessions {
     using backend = dl::memory::session_store;
     static constexpr bool notifies = true;
+    static constexpr bool quorum = false;
     static constexpr dl::duration session_ttl = 3s;
     asio::io_context io;
     dl::memory::session_server server;
