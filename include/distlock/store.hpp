@@ -47,6 +47,15 @@ concept put_if_absent_store = store<S> && requires(S& s, std::string_view resour
     { s.put_if_absent(resource, owner, ttl) } -> std::same_as<awaitable<result<fence_token>>>;
 };
 
+/// put_if_absent that answers with data: granted (fence) or held, with when the
+/// holder's lock runs out if the store knows (Redis returns the holder's PTTL), so
+/// that waiting strategies need not guess.
+template <class S>
+concept answering_put_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                                   duration ttl) {
+    { s.put_if_absent_answer(resource, owner, ttl) } -> std::same_as<awaitable<result<answer>>>;
+};
+
 /// Compare-owner-and-extend and compare-owner-and-delete.
 template <class S>
 concept owner_checked_store = store<S> && requires(S& s, std::string_view resource,

@@ -5149,6 +5149,15 @@ private:
             return errc::session_lost;
         auto& q = queues_[std::string{resource}];
         auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine != q.end() && mine->second.session != id) {
+            // The entry belongs to an earlier session of this client (one it gave up as
+            // in doubt): that session expires on its own, and the entry with it, so it
+            // cannot hold a lock for the current session. Queue again, at the back.
+            const auto seq = mine->first;
+            q.erase(mine);
+            gone(std::string{resource}, seq);
+            mine = q.end();
+        }
         if (mine == q.end()) {
             const auto seq = ++revision_;
             mine = q.emplace(seq, queue_entry{seq, owner, id}).first;

@@ -1,5 +1,6 @@
 // Retry, renewal and ordering policies; custom policies plug in through the concepts.
 #include "eventually.hpp"
+#include "pending.hpp"
 #include "support.hpp"
 
 #include <cstddef>
@@ -262,4 +263,48 @@ TEST_CASE("settings checks refuse what would spin or overflow", "[policy][extrem
     CHECK(dl::validate_deadline(now + dl::max_wait + 1ns, now) == dl::errc::invalid_argument);
     CHECK_FALSE(dl::validate_deadline(now + dl::max_wait, now));
     CHECK_FALSE(dl::validate_deadline(now + 1ns, now));
+}
+
+namespace {
+// Sleeps until the holder's lock runs out, as the store reported it (contention as data).
+struct until_expiry {
+    using policy_kind = dl::retry_policy_tag;
+    dl::duration deadline = std::chrono::seconds{30};
+    std::optional<dl::duration> next_delay(const dl::attempt& a) const
+    {
+        if (a.held_until)
+            return std::max(dl::duration::zero(), *a.held_until - dl::clock::now());
+        return std::chrono::milliseconds{10};
+    }
+};
+static_assert(dl::retry_policy<until_expiry>);
+} // namespace
+
+TEST_CASE("a held lock is data: a retry policy sees until when the holder's lock runs out", "[policy][retry]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    recorder rec;
+    run(io, [&]() -> asio::awaitable<void> {
+        // A holder that took the lock for 2 s and vanished (never kept, never released).
+        auto crashed = dl::acquire::setnx{}.open(dl::store_ref<dl::memory::store>{store}, {"job", {.ttl = 2s}, {}});
+        auto held = co_await crashed.attempt();
+        REQUIRE(held);
+        REQUIRE(held->is_granted());
+
+        dl::basic_distributed_mutex<dl::memory::store, until_expiry, dl::observe::callback> m{
+            store, "job", {.ttl = 2s}, rec.observer()};
+        auto waiter = test::start(co_await asio::this_coro::executor, m.lock());
+        co_await settle();
+        REQUIRE_FALSE(waiter.ready());
+        const auto waits = rec.of<dl::wait_event>();
+        REQUIRE(waits.size() == 1);
+        CHECK(waits.front().planned == 2s); // exactly the holder's time left (manual clock)
+        co_await advance(clock, 2100ms, 100ms);
+        { const bool came = co_await waiter.wait(); REQUIRE(came); }
+        REQUIRE(waiter.get());
+        CHECK(waiter.get()->fence() > held->fence());
+        CHECK(rec.of<dl::wait_event>().size() == 1); // no polling before the expiry
+    });
 }

@@ -279,3 +279,37 @@ TEST_CASE("session store lifetimes: close() ends the session and io.run() return
         CHECK(server.total_entries() == 0); // the session expired on the server
     }
 }
+
+TEST_CASE("session store: a waiter whose session went in doubt is queued again under its new session", "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()}, b{io, server, quick_sessions()};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex ma{a, "job", {}, dl::observe::callback{}};
+        session_mutex mb{b, "job", {}, dl::observe::callback{}, patient()};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        const auto ex = co_await asio::this_coro::executor;
+        auto second = test::start(ex, mb.lock());
+        co_await settle();
+        const auto old_session = b.session_id();
+        REQUIRE(old_session != 0);
+        b.fail_next(dl::memory::fault::reply_lost); // B's next keepalive goes unanswered
+        co_await advance(clock, 1100ms, 100ms);
+        CHECK(b.session_id() == 0); // given up as in doubt
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); }
+        auto& l2 = second.get();
+        REQUIRE(l2);
+        // The lock is held by an entry of B's current session, not the one in doubt.
+        const auto holder = server.holder("job");
+        REQUIRE(holder);
+        CHECK(holder->session == b.session_id());
+        CHECK(holder->session != old_session);
+        CHECK(holder->sequence == l2->fence());
+        CHECK(server.entries("job") == 1);
+        { const auto ok_ = co_await l2->unlock(); CHECK(ok_); }
+    });
+}

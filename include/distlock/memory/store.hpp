@@ -130,6 +130,19 @@ public:
         });
     }
 
+    /// put_if_absent() that tells until when the holder's lock runs out when held.
+    awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner,
+                                                   duration ttl)
+    {
+        return perform<answer>(core_, [c = core_.get(), resource, owner, ttl]() -> result<answer> {
+            auto& s = c->slot_for(resource);
+            if (live(s))
+                return answer::held(s.expires);
+            grant(s, owner, ttl);
+            return answer::granted(s.fence);
+        });
+    }
+
     awaitable<result<fence_token>> conditional_write(std::string_view resource,
                                                      const owner_token& owner, duration ttl,
                                                      std::optional<fence_token> expected_version)
@@ -450,5 +463,6 @@ static_assert(conditional_write_store<store>);
 static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
 static_assert(inspectable_store<store>);
+static_assert(answering_put_store<store>);
 
 } // namespace distlock::memory

@@ -166,10 +166,22 @@ public:
         // gives back whatever it may have taken.
         unsettled_.push_back(owner_);
         const lock_request r{resource_, owner_, ttl_};
-        auto got = co_await store_.call([&](S& s) { return policy_.acquire(s, r, observe_); });
-        if (got)
-            co_return answer::granted(got.value());
-        const auto ec = got.error();
+        std::error_code ec;
+        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
+            // The store answers with data (held, until when).
+            auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
+            if (got) {
+                if (!got.value().is_granted())
+                    unsettled_.pop_back();
+                co_return got;
+            }
+            ec = got.error();
+        } else {
+            auto got = co_await store_.call([&](S& s) { return policy_.acquire(s, r, observe_); });
+            if (got)
+                co_return answer::granted(got.value());
+            ec = got.error();
+        }
         if (!maybe_applied(ec)) {
             unsettled_.pop_back();
             if (ec == condition::contended)
@@ -281,6 +293,14 @@ struct setnx : owner_checked {
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
         return s.put_if_absent(r.resource, r.owner, r.ttl);
+    }
+
+    /// acquire() that reports a held lock as data, where the store can.
+    template <class S>
+        requires answering_put_store<S> && owner_checked_store<S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref) const
+    {
+        return s.put_if_absent_answer(r.resource, r.owner, r.ttl);
     }
 
     template <class S>
