@@ -954,6 +954,15 @@ concept put_if_absent_store = store<S> && requires(S& s, std::string_view resour
     { s.put_if_absent(resource, owner, ttl) } -> std::same_as<awaitable<result<fence_token>>>;
 };
 
+/// put_if_absent that answers with data: granted (fence) or held, with when the
+/// holder's lock runs out if the store knows (Redis returns the holder's PTTL), so
+/// that waiting strategies need not guess.
+template <class S>
+concept answering_put_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                                   duration ttl) {
+    { s.put_if_absent_answer(resource, owner, ttl) } -> std::same_as<awaitable<result<answer>>>;
+};
+
 /// Compare-owner-and-extend and compare-owner-and-delete.
 template <class S>
 concept owner_checked_store = store<S> && requires(S& s, std::string_view resource,
@@ -1833,10 +1842,22 @@ public:
         // gives back whatever it may have taken.
         unsettled_.push_back(owner_);
         const lock_request r{resource_, owner_, ttl_};
-        auto got = co_await store_.call([&](S& s) { return policy_.acquire(s, r, observe_); });
-        if (got)
-            co_return answer::granted(got.value());
-        const auto ec = got.error();
+        std::error_code ec;
+        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
+            // The store answers with data (held, until when).
+            auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
+            if (got) {
+                if (!got.value().is_granted())
+                    unsettled_.pop_back();
+                co_return got;
+            }
+            ec = got.error();
+        } else {
+            auto got = co_await store_.call([&](S& s) { return policy_.acquire(s, r, observe_); });
+            if (got)
+                co_return answer::granted(got.value());
+            ec = got.error();
+        }
         if (!maybe_applied(ec)) {
             unsettled_.pop_back();
             if (ec == condition::contended)
@@ -1948,6 +1969,14 @@ struct setnx : owner_checked {
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
         return s.put_if_absent(r.resource, r.owner, r.ttl);
+    }
+
+    /// acquire() that reports a held lock as data, where the store can.
+    template <class S>
+        requires answering_put_store<S> && owner_checked_store<S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref) const
+    {
+        return s.put_if_absent_answer(r.resource, r.owner, r.ttl);
     }
 
     template <class S>
@@ -4684,6 +4713,19 @@ public:
         });
     }
 
+    /// put_if_absent() that tells until when the holder's lock runs out when held.
+    awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner,
+                                                   duration ttl)
+    {
+        return perform<answer>(core_, [c = core_.get(), resource, owner, ttl]() -> result<answer> {
+            auto& s = c->slot_for(resource);
+            if (live(s))
+                return answer::held(s.expires);
+            grant(s, owner, ttl);
+            return answer::granted(s.fence);
+        });
+    }
+
     awaitable<result<fence_token>> conditional_write(std::string_view resource,
                                                      const owner_token& owner, duration ttl,
                                                      std::optional<fence_token> expected_version)
@@ -5004,6 +5046,7 @@ static_assert(conditional_write_store<store>);
 static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
 static_assert(inspectable_store<store>);
+static_assert(answering_put_store<store>);
 
 } // namespace distlock::memory
 // ---- end distlock/memory/store.hpp
