@@ -2,6 +2,7 @@
 // bad input, one-round-trip multi-lock, fenced writes.
 #include "redis_support.hpp"
 
+
 using namespace test;
 using redis_mutex = dl::basic_distributed_mutex<dl::redis::store>;
 using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
@@ -361,4 +362,67 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
     CHECK(finished == workers);
     asio::io_context probe;
     CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
+}
+
+TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[redis][input]")
+{
+    // A listening socket that nobody may connect to: any connection is I/O.
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+    int accepted = 0;
+    acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket) {
+        if (!ec)
+            ++accepted;
+    });
+    const std::array<dl::duration, 6> bad{dl::duration::min(), dl::duration{-1}, dl::duration::zero(),
+                                          dl::max_wait + dl::duration{1}, dl::duration::max(), -dl::max_wait};
+    for (int which = 0; which < 2; ++which) {
+        for (auto d : bad) {
+            dl::redis::config cfg;
+            cfg.port = acceptor.local_endpoint().port();
+            (which == 0 ? cfg.request_timeout : cfg.connect_timeout) = d;
+            CHECK(cfg.validate() == dl::errc::invalid_argument);
+            dl::redis::store store{io, cfg};
+            run(io, [&]() -> asio::awaitable<void> {
+                auto command = dl::redis::resp::command({"PING"});
+                auto ping = co_await store.execute_command(std::move(command));
+                REQUIRE_FALSE(ping);
+                CHECK(ping.error() == dl::errc::invalid_argument);
+                auto put = co_await store.put_if_absent("r", dl::owner_token::generate(), 1s);
+                REQUIRE_FALSE(put);
+                CHECK(put.error() == dl::errc::invalid_argument);
+                one_shot m{store, "r"};
+                auto l = co_await m.lock();
+                REQUIRE_FALSE(l);
+                CHECK(l.error() == dl::errc::invalid_argument);
+                auto w = co_await store.watch("r"); // falls back to a timer, never connects
+                (void)co_await w.wait(dl::clock::now());
+            });
+        }
+    }
+    for (int i = 0; i < 10; ++i)
+        io.poll();
+    CHECK(accepted == 0);
+    acceptor.close();
+}
+
+TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.request_timeout = dl::max_wait;
+    cfg.connect_timeout = dl::max_wait;
+    CHECK_FALSE(cfg.validate());
+    dl::redis::store store{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "long-timeouts"};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        auto w = co_await store.watch("long-timeouts");
+        (void)co_await w.wait(dl::clock::now());
+        auto r = co_await l->unlock();
+        CHECK(r);
+    });
+    store.disconnect();
 }

@@ -92,6 +92,9 @@ private:
                                                            std::size_t count)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
+        // Out-of-range timeouts are refused before any I/O (config::validate()).
+        if (auto ec = self->cfg_.validate())
+            co_return ec;
         if (auto ec = co_await self->ensure_connected())
             co_return ec;
         auto req = std::make_shared<request>(self->strand_, std::move(payload), count);

@@ -86,6 +86,8 @@ private:
                                                           waiter w)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
+        if (auto ec = self->cfg_.validate())
+            co_return ec;
         if (auto ec = co_await self->ensure_connected())
             co_return ec;
         {
