@@ -2,6 +2,9 @@
 // bad input, one-round-trip multi-lock, fenced writes.
 #include "redis_support.hpp"
 
+#include <map>
+#include <random>
+#include <tuple>
 
 using namespace test;
 using redis_mutex = dl::basic_distributed_mutex<dl::redis::store>;
@@ -425,4 +428,82 @@ TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[red
         CHECK(r);
     });
     store.disconnect();
+}
+
+namespace {
+// The store of one key prefix, for layout checks (never connects).
+std::string key_of(asio::io_context& io, const std::string& prefix, const std::string& id, int kind)
+{
+    dl::redis::config cfg;
+    cfg.key_prefix = prefix;
+    dl::redis::store s{io, cfg};
+    return kind == 0 ? s.lock_key(id) : kind == 1 ? s.fence_key(id) : s.channel(id);
+}
+} // namespace
+
+TEST_CASE("redis: no two prefix and resource pairs share a key", "[redis][input]")
+{
+    asio::io_context io;
+    // The pair from the tracker: both used to be "a:{#b:{#c}:lock".
+    for (int kind = 0; kind < 3; ++kind)
+        CHECK(key_of(io, "a", "b:{#c", kind) != key_of(io, "a:{#b", "c", kind));
+
+    // Random binary prefixes and ids, over an alphabet made of the layout's own
+    // separators and escape characters, so that collisions would be likely.
+    const std::string alphabet{"ab:{}#%7BD\0\xff", 12};
+    std::mt19937 rng{20261201};
+    auto random_text = [&](std::size_t min_size) {
+        std::string out;
+        const auto n = min_size + rng() % 7;
+        for (std::size_t i = 0; i < n; ++i)
+            out.push_back(alphabet[rng() % alphabet.size()]);
+        return out;
+    };
+    std::map<std::string, std::tuple<std::string, std::string, int>> seen;
+    std::size_t distinct_pairs = 0;
+    for (int i = 0; i < 4000; ++i) {
+        const auto prefix = random_text(0), id = random_text(1);
+        for (int kind = 0; kind < 3; ++kind) {
+            const auto k = key_of(io, prefix, id, kind);
+            const auto [it, fresh] = seen.emplace(k, std::tuple{prefix, id, kind});
+            if (fresh) {
+                ++distinct_pairs;
+                continue;
+            }
+            INFO("prefix " << prefix << " id " << id << " kind " << kind);
+            CHECK(it->second == std::tuple{prefix, id, kind}); // the same pair drawn twice
+        }
+        // One hash tag per resource, the same for all its keys, and never empty:
+        // Redis Cluster hashes from the first '{' to the next '}'.
+        const auto lock = key_of(io, prefix, id, 0), fence = key_of(io, prefix, id, 1);
+        const auto open = lock.find('{');
+        REQUIRE(open != std::string::npos);
+        const auto close = lock.find('}', open + 1);
+        REQUIRE(close != std::string::npos);
+        CHECK(close > open + 1);
+        CHECK(lock.substr(open, close - open) == fence.substr(fence.find('{'), close - open));
+    }
+    CHECK(distinct_pairs > 10000);
+}
+
+TEST_CASE("redis: stores with colliding-looking prefixes hold their locks side by side", "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg_a = server.config(), cfg_b = server.config();
+    cfg_a.key_prefix = "a";
+    cfg_b.key_prefix = "a:{#b";
+    dl::redis::store a{io, cfg_a}, b{io, cfg_b};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot first{a, "b:{#c"}, second{b, "c"};
+        auto one = co_await first.lock();
+        REQUIRE(one);
+        auto two = co_await second.lock();
+        REQUIRE(two); // a different lock, though the texts look alike
+        CHECK(two->fence() == 1);
+        auto r1 = co_await one->unlock();
+        auto r2 = co_await two->unlock();
+        CHECK(r1);
+        CHECK(r2);
+    });
 }
