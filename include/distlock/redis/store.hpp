@@ -76,7 +76,9 @@ public:
     /// The server's or the system's words about the last failure.
     std::string last_error() const { return connection_->last_error(); }
 
-    /// Closes both connections; the next request reconnects.
+    /// Closes both connections; the next request reconnects. Requests already written
+    /// (even in part) complete with errc::outcome_unknown, queued ones with
+    /// errc::store_unavailable (the store contract: only those were surely not applied).
     void disconnect()
     {
         connection_->close();

@@ -5,9 +5,11 @@
 // whatever is queued in one write (pipelining), and moves the requests to the
 // in-flight list; the reader parses replies and hands them out in order. A request
 // that times out drops the connection: a server that stops answering would otherwise
-// hold every request behind it. When the connection fails, in-flight requests
-// complete with errc::outcome_unknown (they may have been applied) and queued ones
-// with errc::store_unavailable (they were not sent); the next request reconnects. A
+// hold every request behind it. When the connection fails or is closed (close(),
+// the store's disconnect() or destructor), requests that were written, even in part,
+// complete with errc::outcome_unknown (they may have been applied: the caller cleans
+// up by owner token) and queued ones with errc::store_unavailable (they were not
+// sent); the next request reconnects. A
 // caller that stops waiting (cancellation) abandons its request: the reply, when it
 // comes, is read and dropped, keeping the order of the others intact.
 // `generation_` tells the reader and writer of a closed connection to exit without
@@ -49,10 +51,11 @@ public:
         return asio::co_spawn(strand_, run(shared_from_this(), std::move(payload), count), asio::use_awaitable);
     }
 
-    /// Closes the connection; pending requests fail as described above.
+    /// Closes the connection; pending requests fail as described above: written ones
+    /// (even in part) with errc::outcome_unknown, queued ones with errc::store_unavailable.
     void close()
     {
-        asio::dispatch(strand_, [self = shared_from_this()] { self->fail(errc::store_unavailable); });
+        asio::dispatch(strand_, [self = shared_from_this()] { self->fail(); });
     }
 
     /// Records the server's or the system's words about a failure (diagnostics).
@@ -107,7 +110,7 @@ private:
                 break;
             if (!ec) { // the request timed out: the server stopped answering
                 self->note("no reply from " + stream::describe(self->cfg_) + " within the request timeout");
-                self->fail(errc::outcome_unknown);
+                self->fail();
                 break;
             }
             auto cs = co_await asio::this_coro::cancellation_state;
@@ -214,7 +217,7 @@ private:
                 co_return;
             if (ec) {
                 self->note("write to " + stream::describe(self->cfg_) + " failed: " + ec.message());
-                self->fail(errc::outcome_unknown);
+                self->fail();
                 co_return;
             }
         }
@@ -238,7 +241,7 @@ private:
             self->fail_with_protocol_error();
         } else {
             self->note("connection to " + stream::describe(self->cfg_) + " lost: " + end->message());
-            self->fail(errc::outcome_unknown);
+            self->fail();
         }
     }
 
@@ -271,19 +274,21 @@ private:
                 r->done_event.cancel();
             }
         in_flight_.clear();
-        fail(errc::outcome_unknown);
+        fail();
     }
 
-    // Drops the connection: in-flight requests get `in_flight_error`, queued ones
-    // store_unavailable.
-    void fail(errc in_flight_error)
+    // Drops the connection. A request moves to in_flight_ before its bytes are
+    // written, so everything there may have reached the server (even in part):
+    // outcome_unknown, never "not applied", or a grant in flight would be left held
+    // until its TTL. Queued requests were never sent: store_unavailable.
+    void fail()
     {
         ++generation_;
         state_ = state::idle;
         stream_.close();
         for (auto& r : in_flight_)
             if (!r->done) {
-                r->error = in_flight_error;
+                r->error = errc::outcome_unknown;
                 r->done = true;
                 r->done_event.cancel();
             }
