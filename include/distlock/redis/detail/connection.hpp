@@ -145,6 +145,10 @@ private:
         auto ec = co_await stream_.connect(cfg_, tls_.get(), diagnostic);
         if (!ec)
             ec = co_await handshake(diagnostic);
+        if (!ec && generation_ != generation) { // closed while connecting
+            diagnostic = "connection to " + stream::describe(cfg_) + " closed while connecting";
+            ec = make_error_code(errc::store_unavailable);
+        }
         if (ec) {
             note(std::move(diagnostic));
             stream_.close();
@@ -281,10 +285,15 @@ private:
     // written, so everything there may have reached the server (even in part):
     // outcome_unknown, never "not applied", or a grant in flight would be left held
     // until its TTL. Queued requests were never sent: store_unavailable.
+    //
+    // A connect in progress is not reset here: closing the stream makes it fail and
+    // it resets the state itself, so that no second connect starts on the stream
+    // meanwhile.
     void fail()
     {
         ++generation_;
-        state_ = state::idle;
+        if (state_ == state::ready)
+            state_ = state::idle;
         stream_.close();
         for (auto& r : in_flight_)
             if (!r->done) {

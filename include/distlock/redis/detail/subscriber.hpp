@@ -137,6 +137,8 @@ private:
             else if (replies.value().front().is_error())
                 ec = make_error_code(errc::auth_failed);
         }
+        if (!ec && generation_ != generation) // dropped (close()) while connecting
+            ec = make_error_code(errc::store_unavailable);
         connecting_ = false;
         if (ec) {
             stream_.close();
