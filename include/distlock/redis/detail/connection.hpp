@@ -19,6 +19,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
 #include <distlock/redis/config.hpp>
+#include <distlock/redis/detail/handshake.hpp>
 #include <distlock/redis/detail/stream.hpp>
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/parser.hpp>
@@ -142,9 +143,8 @@ private:
         state_ = state::connecting;
         const auto generation = ++generation_;
         std::string diagnostic;
-        auto ec = co_await stream_.connect(cfg_, tls_.get(), diagnostic);
-        if (!ec)
-            ec = co_await handshake(diagnostic);
+        hello learned;
+        auto ec = co_await handshake(stream_, cfg_, tls_.get(), true, false, learned, diagnostic);
         if (!ec && generation_ != generation) { // closed while connecting
             diagnostic = "connection to " + stream::describe(cfg_) + " closed while connecting";
             ec = make_error_code(errc::store_unavailable);
@@ -160,41 +160,6 @@ private:
         wake_connect_waiters();
         asio::co_spawn(strand_, reader(shared_from_this(), generation), asio::detached);
         asio::co_spawn(strand_, writer(shared_from_this(), generation), asio::detached);
-        co_return std::error_code{};
-    }
-
-    awaitable<std::error_code> handshake(std::string& diagnostic)
-    {
-        std::string payload;
-        std::size_t count = 0;
-        if (!cfg_.password.empty()) {
-            if (cfg_.username.empty())
-                resp::append_command(payload, {"AUTH", cfg_.password});
-            else
-                resp::append_command(payload, {"AUTH", cfg_.username, cfg_.password});
-            ++count;
-        }
-        if (cfg_.database != 0) {
-            resp::append_command(payload, {"SELECT", resp::to_arg(cfg_.database)});
-            ++count;
-        }
-        if (count == 0)
-            co_return std::error_code{};
-        auto replies = co_await stream_.roundtrip(payload, count, cfg_.connect_timeout);
-        if (!replies) {
-            diagnostic = "handshake with " + stream::describe(cfg_) + " failed: " + replies.error().message();
-            co_return replies.error() == errc::protocol_error ? make_error_code(errc::protocol_error)
-                                                              : make_error_code(errc::store_unavailable);
-        }
-        for (const auto& r : replies.value()) {
-            if (!r.is_error())
-                continue;
-            diagnostic = r.text;
-            const bool auth = r.text.starts_with("WRONGPASS") || r.text.starts_with("NOAUTH") ||
-                              r.text.find("invalid password") != std::string::npos ||
-                              r.text.find("AUTH") != std::string::npos;
-            co_return auth ? make_error_code(errc::auth_failed) : make_error_code(errc::store_unavailable);
-        }
         co_return std::error_code{};
     }
 
