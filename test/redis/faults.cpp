@@ -2,11 +2,13 @@
 // paused, the server killed mid-operation, a connection dropped while waiting, and a
 // Redlock quorum losing nodes.
 #include "redis_support.hpp"
+#include "fault/proxy.hpp"
 
 #include <signal.h>
 
 using namespace test;
 using redis_mutex = dl::basic_distributed_mutex<dl::redis::store>;
+using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
 
 TEST_CASE("redis: client processes incrementing with GET/SET lose nothing", "[redis][process]")
 {
@@ -233,5 +235,101 @@ TEST_CASE("redis: Redlock fencing tokens keep growing when a node restarts empty
             REQUIRE(released);
             q.servers[static_cast<std::size_t>(round) % 5]->restart(); // empty, at once
         }
+    });
+}
+
+TEST_CASE("redis: a disconnect while an acquisition is in flight leaves no lock behind", "[redis][fault]")
+{
+    redis_server server;
+    fault::proxy net{server.port()};
+    asio::io_context io;
+    auto via_proxy = server.config();
+    via_proxy.port = net.port();
+    dl::redis::store store{io, via_proxy};
+    dl::redis::store direct{io, server.config()};
+    const auto key = store.lock_key("in-flight");
+    run(io, [&]() -> asio::awaitable<void> {
+        // Connected, and the scripts known to the server (EVALSHA would get NOSCRIPT).
+        one_shot warm_up{store, "warm-up"};
+        auto warm = co_await warm_up.lock();
+        REQUIRE(warm);
+        auto warm_released = co_await warm->unlock();
+        REQUIRE(warm_released);
+        // Requests reach the server; replies are held: the acquisition is applied but
+        // its grant never arrives.
+        net.set(fault::direction::to_client, {.blackhole = true});
+        one_shot m{store, "in-flight", {.ttl = 30s}};
+        std::optional<dl::result<dl::lease>> got;
+        asio::co_spawn(co_await asio::this_coro::executor,
+                       [&]() -> asio::awaitable<void> { got = co_await m.lock(); }, asio::detached);
+        bool applied = false;
+        for (int i = 0; i < 1000 && !applied; ++i) {
+            co_await settle(5ms);
+            auto get = dl::redis::resp::command({"GET", key});
+            auto held = co_await direct.execute_command(std::move(get));
+            applied = held && held.value().is_string();
+        }
+        REQUIRE(applied);
+        REQUIRE_FALSE(got);
+        store.disconnect(); // the grant is in flight: its outcome is unknown, not "not applied"
+        co_await settle(5ms);
+        net.heal(); // the clean-up by owner token can get through
+        for (int i = 0; i < 1000 && !got; ++i)
+            co_await settle(5ms);
+        REQUIRE(got);
+        REQUIRE_FALSE(*got);
+        CHECK(got->error() == dl::errc::outcome_unknown);
+
+        // Nothing is left: the 30 s TTL cannot explain that, and a second client takes
+        // the lock at once instead of waiting against an orphaned one.
+        auto get = dl::redis::resp::command({"GET", key});
+        auto left = co_await direct.execute_command(std::move(get));
+        REQUIRE(left);
+        CHECK(left.value().is_null());
+        one_shot other{direct, "in-flight", {.ttl = 30s}};
+        auto second = co_await other.lock();
+        REQUIRE(second);
+        auto released = co_await second->unlock();
+        CHECK(released);
+    });
+}
+
+TEST_CASE("redis: on disconnect, a request written in part is outcome_unknown and a queued one store_unavailable",
+          "[redis][fault]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto ping = dl::redis::resp::command({"PING"});
+        auto pong = co_await store.execute_command(std::move(ping)); // connected
+        REQUIRE(pong);
+        // A stopped server reads nothing: a 64 MiB request fills the socket buffers
+        // and its write stays unfinished; a request after it waits in the queue.
+        server.pause();
+        std::optional<dl::result<dl::redis::resp::value>> big, small;
+        auto ex = co_await asio::this_coro::executor;
+        auto set = dl::redis::resp::command({"SET", "big", std::string(64 << 20, 'x')});
+        asio::co_spawn(ex, [&, set]() mutable -> asio::awaitable<void> {
+            big = co_await store.execute_command(std::move(set));
+        }, asio::detached);
+        co_await settle(50ms);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            auto after = dl::redis::resp::command({"PING"});
+            small = co_await store.execute_command(std::move(after));
+        }, asio::detached);
+        co_await settle(5ms);
+        REQUIRE_FALSE(big);
+        REQUIRE_FALSE(small);
+        store.disconnect();
+        for (int i = 0; i < 1000 && !(big && small); ++i)
+            co_await settle(5ms);
+        server.resume();
+        REQUIRE(big);
+        REQUIRE(small);
+        REQUIRE_FALSE(*big);
+        REQUIRE_FALSE(*small);
+        CHECK(big->error() == dl::errc::outcome_unknown);
+        CHECK(small->error() == dl::errc::store_unavailable);
     });
 }

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 
 using namespace test;
 using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
@@ -186,4 +187,101 @@ TEST_CASE("redis: an error reply is store_unavailable with the server's words be
     dl::redis::store store{io, server.config()};
     CHECK(lock_once(io, store) == dl::errc::store_unavailable);
     CHECK(store.last_error().find("OOM") != std::string::npos);
+}
+
+namespace {
+struct self_signed {
+    temp_dir dir;
+    std::string key = (dir.path() / "key.pem").string(), cert = (dir.path() / "cert.pem").string();
+    bool make() const
+    {
+        const auto cmd = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+                         " -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null";
+        return std::system(cmd.c_str()) == 0;
+    }
+};
+
+// One GET of `key` on `store`, its outcome into `out`. Static and by value: it may
+// outlive the loop iteration that started it.
+asio::awaitable<void> get_into(dl::redis::store& store, std::string key,
+                               std::shared_ptr<std::optional<dl::result<dl::redis::resp::value>>> out)
+{
+    auto command = dl::redis::resp::command({"GET", key});
+    *out = co_await store.execute_command(std::move(command));
+}
+
+asio::awaitable<void> watch_once(dl::redis::store& store, std::shared_ptr<bool> done)
+{
+    auto w = co_await store.watch("tls-channel");
+    (void)co_await w.wait(dl::clock::now());
+    *done = true;
+}
+} // namespace
+
+TEST_CASE("redis: TLS survives disconnect() at random moments while large replies are read", "[redis][tls][fault]")
+{
+    self_signed certs;
+    REQUIRE(certs.make());
+    redis_server server{{"--tls-cert-file", certs.cert, "--tls-key-file", certs.key, "--tls-ca-cert-file",
+                         certs.cert, "--tls-auth-clients", "no"},
+                        true};
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.tls = true;
+    cfg.tls_ca_file = certs.cert;
+    cfg.tls_server_name = "localhost";
+    const std::string big(2 << 20, 'v'); // many TLS records per reply
+    {
+        dl::redis::store writer{io, cfg};
+        run(io, [&]() -> asio::awaitable<void> {
+            auto set = dl::redis::resp::command({"SET", "big", big});
+            auto ok = co_await writer.execute_command(std::move(set));
+            REQUIRE(ok);
+        });
+    }
+    dl::redis::store store{io, cfg};
+    const auto seed = std::random_device{}();
+    INFO("seed " << seed);
+    std::mt19937 rng{seed};
+    std::size_t whole = 0, unknown = 0, refused = 0;
+    constexpr int rounds = 60, in_flight = 3;
+    for (int round = 0; round < rounds; ++round) {
+        // Some rounds close during the TCP connect or the TLS handshake, most while
+        // replies are being read (a 2 MiB reply takes a few milliseconds).
+        const auto delay = std::chrono::microseconds{rng() % 8000};
+        run(io, [&]() -> asio::awaitable<void> {
+            auto ex = co_await asio::this_coro::executor;
+            std::vector<std::shared_ptr<std::optional<dl::result<dl::redis::resp::value>>>> got;
+            for (int i = 0; i < in_flight; ++i) {
+                got.push_back(std::make_shared<std::optional<dl::result<dl::redis::resp::value>>>());
+                asio::co_spawn(ex, get_into(store, "big", got.back()), asio::detached);
+            }
+            auto watched = std::make_shared<bool>(false);
+            asio::co_spawn(ex, watch_once(store, watched), asio::detached); // the subscriber too
+            asio::steady_timer t{ex, delay};
+            co_await t.async_wait(asio::use_awaitable);
+            store.disconnect();
+            const auto all_done = [&] {
+                return *watched && std::all_of(got.begin(), got.end(), [](const auto& g) { return g->has_value(); });
+            };
+            for (int i = 0; i < 2000 && !all_done(); ++i)
+                co_await settle(5ms);
+            REQUIRE(all_done());
+            for (const auto& g : got) {
+                const auto& r = **g;
+                if (r) {
+                    CHECK(r.value().text == big);
+                    ++whole;
+                } else if (r.error() == dl::errc::outcome_unknown) {
+                    ++unknown;
+                } else {
+                    CHECK((r.error() == dl::errc::store_unavailable || r.error() == dl::errc::auth_failed));
+                    ++refused;
+                }
+            }
+        });
+    }
+    CHECK(whole + unknown + refused == std::size_t{rounds * in_flight});
+    // The store still works after all that.
+    CHECK_FALSE(lock_once(io, store));
 }

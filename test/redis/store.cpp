@@ -2,6 +2,10 @@
 // bad input, one-round-trip multi-lock, fenced writes.
 #include "redis_support.hpp"
 
+#include <map>
+#include <random>
+#include <tuple>
+
 using namespace test;
 using redis_mutex = dl::basic_distributed_mutex<dl::redis::store>;
 using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
@@ -361,4 +365,145 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
     CHECK(finished == workers);
     asio::io_context probe;
     CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
+}
+
+TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[redis][input]")
+{
+    // A listening socket that nobody may connect to: any connection is I/O.
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+    int accepted = 0;
+    acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket) {
+        if (!ec)
+            ++accepted;
+    });
+    const std::array<dl::duration, 6> bad{dl::duration::min(), dl::duration{-1}, dl::duration::zero(),
+                                          dl::max_wait + dl::duration{1}, dl::duration::max(), -dl::max_wait};
+    for (int which = 0; which < 2; ++which) {
+        for (auto d : bad) {
+            dl::redis::config cfg;
+            cfg.port = acceptor.local_endpoint().port();
+            (which == 0 ? cfg.request_timeout : cfg.connect_timeout) = d;
+            CHECK(cfg.validate() == dl::errc::invalid_argument);
+            dl::redis::store store{io, cfg};
+            run(io, [&]() -> asio::awaitable<void> {
+                auto command = dl::redis::resp::command({"PING"});
+                auto ping = co_await store.execute_command(std::move(command));
+                REQUIRE_FALSE(ping);
+                CHECK(ping.error() == dl::errc::invalid_argument);
+                auto put = co_await store.put_if_absent("r", dl::owner_token::generate(), 1s);
+                REQUIRE_FALSE(put);
+                CHECK(put.error() == dl::errc::invalid_argument);
+                one_shot m{store, "r"};
+                auto l = co_await m.lock();
+                REQUIRE_FALSE(l);
+                CHECK(l.error() == dl::errc::invalid_argument);
+                auto w = co_await store.watch("r"); // falls back to a timer, never connects
+                (void)co_await w.wait(dl::clock::now());
+            });
+        }
+    }
+    for (int i = 0; i < 10; ++i)
+        io.poll();
+    CHECK(accepted == 0);
+    acceptor.close();
+}
+
+TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.request_timeout = dl::max_wait;
+    cfg.connect_timeout = dl::max_wait;
+    CHECK_FALSE(cfg.validate());
+    dl::redis::store store{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "long-timeouts"};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        auto w = co_await store.watch("long-timeouts");
+        (void)co_await w.wait(dl::clock::now());
+        auto r = co_await l->unlock();
+        CHECK(r);
+    });
+    store.disconnect();
+}
+
+namespace {
+// The store of one key prefix, for layout checks (never connects).
+std::string key_of(asio::io_context& io, const std::string& prefix, const std::string& id, int kind)
+{
+    dl::redis::config cfg;
+    cfg.key_prefix = prefix;
+    dl::redis::store s{io, cfg};
+    return kind == 0 ? s.lock_key(id) : kind == 1 ? s.fence_key(id) : s.channel(id);
+}
+} // namespace
+
+TEST_CASE("redis: no two prefix and resource pairs share a key", "[redis][input]")
+{
+    asio::io_context io;
+    // The pair from the tracker: both used to be "a:{#b:{#c}:lock".
+    for (int kind = 0; kind < 3; ++kind)
+        CHECK(key_of(io, "a", "b:{#c", kind) != key_of(io, "a:{#b", "c", kind));
+
+    // Random binary prefixes and ids, over an alphabet made of the layout's own
+    // separators and escape characters, so that collisions would be likely.
+    const std::string alphabet{"ab:{}#%7BD\0\xff", 12};
+    std::mt19937 rng{20261201};
+    auto random_text = [&](std::size_t min_size) {
+        std::string out;
+        const auto n = min_size + rng() % 7;
+        for (std::size_t i = 0; i < n; ++i)
+            out.push_back(alphabet[rng() % alphabet.size()]);
+        return out;
+    };
+    std::map<std::string, std::tuple<std::string, std::string, int>> seen;
+    std::size_t distinct_pairs = 0;
+    for (int i = 0; i < 4000; ++i) {
+        const auto prefix = random_text(0), id = random_text(1);
+        for (int kind = 0; kind < 3; ++kind) {
+            const auto k = key_of(io, prefix, id, kind);
+            const auto [it, fresh] = seen.emplace(k, std::tuple{prefix, id, kind});
+            if (fresh) {
+                ++distinct_pairs;
+                continue;
+            }
+            INFO("prefix " << prefix << " id " << id << " kind " << kind);
+            CHECK(it->second == std::tuple{prefix, id, kind}); // the same pair drawn twice
+        }
+        // One hash tag per resource, the same for all its keys, and never empty:
+        // Redis Cluster hashes from the first '{' to the next '}'.
+        const auto lock = key_of(io, prefix, id, 0), fence = key_of(io, prefix, id, 1);
+        const auto open = lock.find('{');
+        REQUIRE(open != std::string::npos);
+        const auto close = lock.find('}', open + 1);
+        REQUIRE(close != std::string::npos);
+        CHECK(close > open + 1);
+        CHECK(lock.substr(open, close - open) == fence.substr(fence.find('{'), close - open));
+    }
+    CHECK(distinct_pairs > 10000);
+}
+
+TEST_CASE("redis: stores with colliding-looking prefixes hold their locks side by side", "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg_a = server.config(), cfg_b = server.config();
+    cfg_a.key_prefix = "a";
+    cfg_b.key_prefix = "a:{#b";
+    dl::redis::store a{io, cfg_a}, b{io, cfg_b};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot first{a, "b:{#c"}, second{b, "c"};
+        auto one = co_await first.lock();
+        REQUIRE(one);
+        auto two = co_await second.lock();
+        REQUIRE(two); // a different lock, though the texts look alike
+        CHECK(two->fence() == 1);
+        auto r1 = co_await one->unlock();
+        auto r2 = co_await two->unlock();
+        CHECK(r1);
+        CHECK(r2);
+    });
 }

@@ -3,6 +3,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
+#include <distlock/options.hpp>
 #include <distlock/result.hpp>
 
 #include <charconv>
@@ -30,12 +31,26 @@ struct config {
     std::string tls_cert_file;          ///< Client certificate (PEM) for mutual TLS.
     std::string tls_key_file;           ///< Its private key (PEM).
 
+    /// Bounds connecting and the handshake. Must lie in (0, distlock::max_wait].
     duration connect_timeout = std::chrono::seconds{2};
     /// A request without a reply after this long fails with errc::outcome_unknown and
-    /// the connection is dropped (a server that stopped answering).
+    /// the connection is dropped (a server that stopped answering). Must lie in
+    /// (0, distlock::max_wait].
     duration request_timeout = std::chrono::seconds{2};
 
     std::string key_prefix = "distlock"; ///< Keys are <prefix>:{<resource>}:<kind>.
+
+    /// Checks the settings without I/O: errc::invalid_argument for a timeout outside
+    /// (0, distlock::max_wait] (zero would fail every request at once; near the
+    /// clock's range "now + timeout" overflows) or a negative database. A store whose
+    /// settings fail this answers every request with that error and never connects.
+    std::error_code validate() const noexcept
+    {
+        const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
+        if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0)
+            return errc::invalid_argument;
+        return {};
+    }
 
     /// Parses redis://[user:password@]host[:port][/db], rediss:// (TLS) and
     /// unix:///path/to/socket[?db=N]. errc::invalid_argument when malformed.

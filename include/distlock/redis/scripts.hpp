@@ -1,13 +1,16 @@
 // distlock/redis/scripts.hpp: the Lua scripts distlock runs on Redis. Keys and
 // arguments are always passed as script parameters, never spliced into the text.
 //
-// Key layout for resource R (binary-safe; R is never escaped or parsed):
-//   <prefix>:{#R}:lock      the lock: a string holding the owner token (32 hex chars), with a TTL
-//   <prefix>:{#R}:fence     the fencing counter: an integer that only grows, no TTL
-//   <prefix>:{#R}:released  the pub/sub channel a release publishes on
-// Both keys carry the hash tag {#R}, so they live in one Redis Cluster slot. If R
-// itself contains '}', the tag is cut at that brace, identically for both keys; the
-// '#' keeps the tag from ever being empty (an empty tag would hash the whole key).
+// Key layout for resource R under key prefix P (binary-safe), where E(x) is x with
+// '%', '{' and '}' percent-encoded (%25, %7B, %7D) and every other byte kept:
+//   E(P):{#E(R)}:lock      the lock: a string holding the owner token (32 hex chars), with a TTL
+//   E(P):{#E(R)}:fence     the fencing counter: an integer that only grows, no TTL
+//   E(P):{#E(R)}:released  the pub/sub channel a release publishes on
+// The keys are built by the client (redis::store) and passed in; the scripts never
+// build or parse them. The only '{' of a key is the one before '#', so a key maps
+// back to exactly one (P, R): two stores with different prefixes never share a key.
+// {#E(R)} is the key's one hash tag, so all keys of a resource live in one Redis
+// Cluster slot; the '#' keeps it from ever being empty.
 #pragma once
 
 #include <string_view>

@@ -76,7 +76,9 @@ public:
     /// The server's or the system's words about the last failure.
     std::string last_error() const { return connection_->last_error(); }
 
-    /// Closes both connections; the next request reconnects.
+    /// Closes both connections; the next request reconnects. Requests already written
+    /// (even in part) complete with errc::outcome_unknown, queued ones with
+    /// errc::store_unavailable (the store contract: only those were surely not applied).
     void disconnect()
     {
         connection_->close();
@@ -293,13 +295,36 @@ private:
         return all[static_cast<std::size_t>(s)];
     }
 
+    // <prefix>:{#<resource>}:<kind>, with '%', '{' and '}' percent-encoded in both the
+    // prefix and the resource. Why: the layout must be injective over (prefix,
+    // resource), or two stores with different prefixes could share a lock (prefix "a"
+    // with id "b:{#c" and prefix "a:{#b" with id "c" used to give one key). With the
+    // braces escaped, the only '{' in the key is the one added here, so a key splits
+    // back into its parts at that brace and the next '}', and percent-encoding is
+    // itself reversible. It also makes that pair the key's one hash tag (Redis Cluster
+    // hashes from the first '{' to the next '}'), never empty thanks to '#'. Ids
+    // without those three characters keep the keys they always had.
     std::string key(std::string_view resource, std::string_view kind) const
     {
         std::string k;
         k.reserve(cfg_.key_prefix.size() + resource.size() + kind.size() + 5);
-        // '#' keeps the hash tag non-empty even for ids that start with '}'.
-        k.append(cfg_.key_prefix).append(":{#").append(resource).append("}:").append(kind);
+        append_escaped(k, cfg_.key_prefix);
+        k.append(":{#");
+        append_escaped(k, resource);
+        k.append("}:").append(kind);
         return k;
+    }
+
+    static void append_escaped(std::string& out, std::string_view part)
+    {
+        for (const char c : part) {
+            switch (c) {
+            case '%': out.append("%25"); break;
+            case '{': out.append("%7B"); break;
+            case '}': out.append("%7D"); break;
+            default: out.push_back(c);
+            }
+        }
     }
 
     // TTLs go to Redis in whole milliseconds, rounded up: the store never expires a

@@ -5,9 +5,11 @@
 // whatever is queued in one write (pipelining), and moves the requests to the
 // in-flight list; the reader parses replies and hands them out in order. A request
 // that times out drops the connection: a server that stops answering would otherwise
-// hold every request behind it. When the connection fails, in-flight requests
-// complete with errc::outcome_unknown (they may have been applied) and queued ones
-// with errc::store_unavailable (they were not sent); the next request reconnects. A
+// hold every request behind it. When the connection fails or is closed (close(),
+// the store's disconnect() or destructor), requests that were written, even in part,
+// complete with errc::outcome_unknown (they may have been applied: the caller cleans
+// up by owner token) and queued ones with errc::store_unavailable (they were not
+// sent); the next request reconnects. A
 // caller that stops waiting (cancellation) abandons its request: the reply, when it
 // comes, is read and dropped, keeping the order of the others intact.
 // `generation_` tells the reader and writer of a closed connection to exit without
@@ -17,6 +19,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
 #include <distlock/redis/config.hpp>
+#include <distlock/redis/detail/handshake.hpp>
 #include <distlock/redis/detail/stream.hpp>
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/parser.hpp>
@@ -49,10 +52,11 @@ public:
         return asio::co_spawn(strand_, run(shared_from_this(), std::move(payload), count), asio::use_awaitable);
     }
 
-    /// Closes the connection; pending requests fail as described above.
+    /// Closes the connection; pending requests fail as described above: written ones
+    /// (even in part) with errc::outcome_unknown, queued ones with errc::store_unavailable.
     void close()
     {
-        asio::dispatch(strand_, [self = shared_from_this()] { self->fail(errc::store_unavailable); });
+        asio::dispatch(strand_, [self = shared_from_this()] { self->fail(); });
     }
 
     /// Records the server's or the system's words about a failure (diagnostics).
@@ -92,6 +96,9 @@ private:
                                                            std::size_t count)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
+        // Out-of-range timeouts are refused before any I/O (config::validate()).
+        if (auto ec = self->cfg_.validate())
+            co_return ec;
         if (auto ec = co_await self->ensure_connected())
             co_return ec;
         auto req = std::make_shared<request>(self->strand_, std::move(payload), count);
@@ -104,7 +111,7 @@ private:
                 break;
             if (!ec) { // the request timed out: the server stopped answering
                 self->note("no reply from " + stream::describe(self->cfg_) + " within the request timeout");
-                self->fail(errc::outcome_unknown);
+                self->fail();
                 break;
             }
             auto cs = co_await asio::this_coro::cancellation_state;
@@ -136,9 +143,12 @@ private:
         state_ = state::connecting;
         const auto generation = ++generation_;
         std::string diagnostic;
-        auto ec = co_await stream_.connect(cfg_, tls_.get(), diagnostic);
-        if (!ec)
-            ec = co_await handshake(diagnostic);
+        hello learned;
+        auto ec = co_await handshake(stream_, cfg_, tls_.get(), true, false, learned, diagnostic);
+        if (!ec && generation_ != generation) { // closed while connecting
+            diagnostic = "connection to " + stream::describe(cfg_) + " closed while connecting";
+            ec = make_error_code(errc::store_unavailable);
+        }
         if (ec) {
             note(std::move(diagnostic));
             stream_.close();
@@ -150,41 +160,6 @@ private:
         wake_connect_waiters();
         asio::co_spawn(strand_, reader(shared_from_this(), generation), asio::detached);
         asio::co_spawn(strand_, writer(shared_from_this(), generation), asio::detached);
-        co_return std::error_code{};
-    }
-
-    awaitable<std::error_code> handshake(std::string& diagnostic)
-    {
-        std::string payload;
-        std::size_t count = 0;
-        if (!cfg_.password.empty()) {
-            if (cfg_.username.empty())
-                resp::append_command(payload, {"AUTH", cfg_.password});
-            else
-                resp::append_command(payload, {"AUTH", cfg_.username, cfg_.password});
-            ++count;
-        }
-        if (cfg_.database != 0) {
-            resp::append_command(payload, {"SELECT", resp::to_arg(cfg_.database)});
-            ++count;
-        }
-        if (count == 0)
-            co_return std::error_code{};
-        auto replies = co_await stream_.roundtrip(payload, count, cfg_.connect_timeout);
-        if (!replies) {
-            diagnostic = "handshake with " + stream::describe(cfg_) + " failed: " + replies.error().message();
-            co_return replies.error() == errc::protocol_error ? make_error_code(errc::protocol_error)
-                                                              : make_error_code(errc::store_unavailable);
-        }
-        for (const auto& r : replies.value()) {
-            if (!r.is_error())
-                continue;
-            diagnostic = r.text;
-            const bool auth = r.text.starts_with("WRONGPASS") || r.text.starts_with("NOAUTH") ||
-                              r.text.find("invalid password") != std::string::npos ||
-                              r.text.find("AUTH") != std::string::npos;
-            co_return auth ? make_error_code(errc::auth_failed) : make_error_code(errc::store_unavailable);
-        }
         co_return std::error_code{};
     }
 
@@ -211,7 +186,7 @@ private:
                 co_return;
             if (ec) {
                 self->note("write to " + stream::describe(self->cfg_) + " failed: " + ec.message());
-                self->fail(errc::outcome_unknown);
+                self->fail();
                 co_return;
             }
         }
@@ -235,7 +210,7 @@ private:
             self->fail_with_protocol_error();
         } else {
             self->note("connection to " + stream::describe(self->cfg_) + " lost: " + end->message());
-            self->fail(errc::outcome_unknown);
+            self->fail();
         }
     }
 
@@ -268,19 +243,26 @@ private:
                 r->done_event.cancel();
             }
         in_flight_.clear();
-        fail(errc::outcome_unknown);
+        fail();
     }
 
-    // Drops the connection: in-flight requests get `in_flight_error`, queued ones
-    // store_unavailable.
-    void fail(errc in_flight_error)
+    // Drops the connection. A request moves to in_flight_ before its bytes are
+    // written, so everything there may have reached the server (even in part):
+    // outcome_unknown, never "not applied", or a grant in flight would be left held
+    // until its TTL. Queued requests were never sent: store_unavailable.
+    //
+    // A connect in progress is not reset here: closing the stream makes it fail and
+    // it resets the state itself, so that no second connect starts on the stream
+    // meanwhile.
+    void fail()
     {
         ++generation_;
-        state_ = state::idle;
+        if (state_ == state::ready)
+            state_ = state::idle;
         stream_.close();
         for (auto& r : in_flight_)
             if (!r->done) {
-                r->error = in_flight_error;
+                r->error = errc::outcome_unknown;
                 r->done = true;
                 r->done_event.cancel();
             }

@@ -56,49 +56,41 @@ inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const config
     return ctx;
 }
 
+// Design note: lifetimes. An ssl::stream must outlive every operation started on it:
+// Asio's SSL layer goes on using the OpenSSL objects when a read that already
+// received data completes after a close. So the socket (TCP, Unix or TLS) lives in a
+// shared `socket_set` that every operation holds a reference to until it has
+// completed, and close() only closes the lowest layer (which makes outstanding
+// operations complete with an error) and lets go of its own reference. A connect()
+// after a close() starts a new socket_set; the old one goes away with its last
+// operation. Everything runs on the owner's strand.
 class stream {
 public:
-    bool is_open() const noexcept
-    {
-        return std::visit(
-            [](const auto& s) {
-                using T = std::decay_t<decltype(s)>;
-                if constexpr (std::is_same_v<T, std::monostate>)
-                    return false;
-                else if constexpr (std::is_same_v<T, tls_stream>)
-                    return s.lowest_layer().is_open();
-                else
-                    return s.is_open();
-            },
-            s_);
-    }
+    bool is_open() const noexcept { return sockets_ && sockets_->is_open(); }
 
     void close() noexcept
     {
-        std::error_code ignored;
-        std::visit(
-            [&](auto& s) {
-                using T = std::decay_t<decltype(s)>;
-                if constexpr (std::is_same_v<T, tls_stream>)
-                    s.lowest_layer().close(ignored);
-                else if constexpr (!std::is_same_v<T, std::monostate>)
-                    s.close(ignored);
-            },
-            s_);
-        s_.emplace<std::monostate>();
+        if (sockets_)
+            sockets_->close();
+        sockets_.reset();
     }
 
     /// Connects within cfg.connect_timeout. `diagnostic` receives the server's or the
-    /// system's words when it fails.
+    /// system's words when it fails. A close() while connecting makes it fail with
+    /// errc::store_unavailable.
     awaitable<std::error_code> connect(const config& cfg, asio::ssl::context* tls, std::string& diagnostic)
     {
         close();
         auto ex = co_await asio::this_coro::executor;
+        // Held until the end of this coroutine: the handshake may still be running on
+        // it when a close() lets go of sockets_.
+        const auto fresh = std::make_shared<socket_set>();
+        sockets_ = fresh;
         timer deadline{ex, cfg.connect_timeout};
         using namespace asio::experimental::awaitable_operators;
         std::error_code ec;
         if (!cfg.unix_socket.empty()) {
-            auto& s = s_.emplace<unix_stream::socket>(ex);
+            auto& s = fresh->s.emplace<unix_stream::socket>(ex);
             auto r = co_await (s.async_connect(unix_stream::endpoint{cfg.unix_socket}, as_tuple(asio::use_awaitable)) ||
                                deadline.async_wait(as_tuple(asio::use_awaitable)));
             ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
@@ -108,16 +100,25 @@ public:
                 co_await resolver.async_resolve(cfg.host, std::to_string(cfg.port), as_tuple(asio::use_awaitable));
             if (rec) {
                 diagnostic = "cannot resolve " + cfg.host + ": " + rec.message();
+                if (sockets_ == fresh)
+                    close();
                 co_return make_error_code(errc::store_unavailable);
             }
-            tcp::socket socket{ex};
+            if (sockets_ != fresh)
+                co_return closed_while_connecting(cfg, diagnostic);
+            auto& socket = fresh->s.emplace<tcp::socket>(ex);
             auto r = co_await (asio::async_connect(socket, endpoints, as_tuple(asio::use_awaitable)) ||
                                deadline.async_wait(as_tuple(asio::use_awaitable)));
             ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
+            if (!ec && sockets_ != fresh)
+                co_return closed_while_connecting(cfg, diagnostic);
             if (!ec) {
                 socket.set_option(tcp::no_delay{true}, ec);
                 if (cfg.tls) {
-                    auto& s = s_.emplace<tls_stream>(std::move(socket), *tls);
+                    // No operation is outstanding on the plain socket here, so it can
+                    // move into the TLS stream.
+                    tcp::socket plain = std::move(socket);
+                    auto& s = fresh->s.emplace<tls_stream>(std::move(plain), *tls);
                     const auto& name = cfg.tls_server_name.empty() ? cfg.host : cfg.tls_server_name;
                     SSL_set_tlsext_host_name(s.native_handle(), name.c_str());
                     if (cfg.tls_verify_peer)
@@ -126,16 +127,18 @@ public:
                     auto h = co_await (s.async_handshake(asio::ssl::stream_base::client, as_tuple(asio::use_awaitable)) ||
                                        deadline.async_wait(as_tuple(asio::use_awaitable)));
                     ec = h.index() == 0 ? std::get<0>(std::get<0>(h)) : make_error_code(asio::error::timed_out);
+                    if (sockets_ != fresh)
+                        co_return closed_while_connecting(cfg, diagnostic);
                     if (ec) {
                         diagnostic = "TLS handshake with " + name + " failed: " + ec.message();
                         close();
                         co_return make_error_code(errc::auth_failed);
                     }
-                } else {
-                    s_.emplace<tcp::socket>(std::move(socket));
                 }
             }
         }
+        if (sockets_ != fresh)
+            co_return closed_while_connecting(cfg, diagnostic);
         if (ec) {
             diagnostic = "cannot connect to " + describe(cfg) + ": " + ec.message();
             close();
@@ -146,28 +149,31 @@ public:
 
     awaitable<std::tuple<std::error_code, std::size_t>> read_some(asio::mutable_buffer b)
     {
-        return std::visit(
-            [&](auto& s) -> awaitable<std::tuple<std::error_code, std::size_t>> {
-                using T = std::decay_t<decltype(s)>;
-                if constexpr (std::is_same_v<T, std::monostate>)
-                    return not_open();
-                else
-                    return s.async_read_some(b, as_tuple(asio::use_awaitable));
-            },
-            s_);
+        // `keep` holds the socket until this read has completed, even past a close().
+        const auto keep = sockets_;
+        if (!keep)
+            co_return not_open();
+        if (auto* t = std::get_if<tls_stream>(&keep->s))
+            co_return co_await t->async_read_some(b, as_tuple(asio::use_awaitable));
+        if (auto* u = std::get_if<unix_stream::socket>(&keep->s))
+            co_return co_await u->async_read_some(b, as_tuple(asio::use_awaitable));
+        if (auto* p = std::get_if<tcp::socket>(&keep->s))
+            co_return co_await p->async_read_some(b, as_tuple(asio::use_awaitable));
+        co_return not_open();
     }
 
     awaitable<std::tuple<std::error_code, std::size_t>> write(asio::const_buffer b)
     {
-        return std::visit(
-            [&](auto& s) -> awaitable<std::tuple<std::error_code, std::size_t>> {
-                using T = std::decay_t<decltype(s)>;
-                if constexpr (std::is_same_v<T, std::monostate>)
-                    return not_open();
-                else
-                    return asio::async_write(s, b, as_tuple(asio::use_awaitable));
-            },
-            s_);
+        const auto keep = sockets_; // as in read_some
+        if (!keep)
+            co_return not_open();
+        if (auto* t = std::get_if<tls_stream>(&keep->s))
+            co_return co_await asio::async_write(*t, b, as_tuple(asio::use_awaitable));
+        if (auto* u = std::get_if<unix_stream::socket>(&keep->s))
+            co_return co_await asio::async_write(*u, b, as_tuple(asio::use_awaitable));
+        if (auto* p = std::get_if<tcp::socket>(&keep->s))
+            co_return co_await asio::async_write(*p, b, as_tuple(asio::use_awaitable));
+        co_return not_open();
     }
 
     /// Sends `payload` and reads `count` replies, before the connection is shared
@@ -228,9 +234,43 @@ public:
     }
 
 private:
-    static awaitable<std::tuple<std::error_code, std::size_t>> not_open()
+    struct socket_set {
+        std::variant<std::monostate, tcp::socket, unix_stream::socket, tls_stream> s;
+
+        bool is_open() const noexcept
+        {
+            if (auto* t = std::get_if<tls_stream>(&s))
+                return t->lowest_layer().is_open();
+            if (auto* u = std::get_if<unix_stream::socket>(&s))
+                return u->is_open();
+            if (auto* p = std::get_if<tcp::socket>(&s))
+                return p->is_open();
+            return false;
+        }
+
+        // Closes the lowest layer only: outstanding operations complete with an error
+        // while the objects they use stay alive.
+        void close() noexcept
+        {
+            std::error_code ignored;
+            if (auto* t = std::get_if<tls_stream>(&s))
+                t->lowest_layer().close(ignored);
+            else if (auto* u = std::get_if<unix_stream::socket>(&s))
+                u->close(ignored);
+            else if (auto* p = std::get_if<tcp::socket>(&s))
+                p->close(ignored);
+        }
+    };
+
+    static std::tuple<std::error_code, std::size_t> not_open()
     {
-        co_return std::tuple{make_error_code(asio::error::not_connected), std::size_t{0}};
+        return std::tuple{make_error_code(asio::error::not_connected), std::size_t{0}};
+    }
+
+    static std::error_code closed_while_connecting(const config& cfg, std::string& diagnostic)
+    {
+        diagnostic = "connection to " + describe(cfg) + " closed while connecting";
+        return make_error_code(errc::store_unavailable);
     }
 
     awaitable<result<std::vector<resp::value>>> exchange(const std::string& payload, std::size_t count)
@@ -259,7 +299,7 @@ private:
         co_return replies;
     }
 
-    std::variant<std::monostate, tcp::socket, unix_stream::socket, tls_stream> s_;
+    std::shared_ptr<socket_set> sockets_;
 };
 
 } // namespace distlock::redis::detail

@@ -13,6 +13,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/redis/config.hpp>
+#include <distlock/redis/detail/handshake.hpp>
 #include <distlock/redis/detail/stream.hpp>
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/parser.hpp>
@@ -86,6 +87,8 @@ private:
                                                           waiter w)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
+        if (auto ec = self->cfg_.validate())
+            co_return ec;
         if (auto ec = co_await self->ensure_connected())
             co_return ec;
         {
@@ -125,16 +128,12 @@ private:
         connecting_ = true;
         const auto generation = ++generation_;
         std::string diagnostic;
-        auto ec = co_await stream_.connect(cfg_, tls_.get(), diagnostic);
-        if (!ec && !cfg_.password.empty()) {
-            auto auth = cfg_.username.empty() ? resp::command({"AUTH", cfg_.password})
-                                              : resp::command({"AUTH", cfg_.username, cfg_.password});
-            auto replies = co_await stream_.roundtrip(auth, 1, cfg_.connect_timeout);
-            if (!replies)
-                ec = make_error_code(errc::store_unavailable);
-            else if (replies.value().front().is_error())
-                ec = make_error_code(errc::auth_failed);
-        }
+        // The same handshake as the main connection, without SELECT (pub/sub ignores
+        // the database) and without INFO.
+        hello unused;
+        auto ec = co_await handshake(stream_, cfg_, tls_.get(), false, false, unused, diagnostic);
+        if (!ec && generation_ != generation) // dropped (close()) while connecting
+            ec = make_error_code(errc::store_unavailable);
         connecting_ = false;
         if (ec) {
             stream_.close();
