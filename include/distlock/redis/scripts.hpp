@@ -83,4 +83,14 @@ redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'value', ARGV[1])
 return {1, last}
 )lua";
 
+/// KEYS: lock, fence. {owner or "", pttl, fence}: read without taking the lock.
+inline constexpr std::string_view inspect = R"lua(
+local owner = redis.call('GET', KEYS[1])
+local fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+if not owner then
+  return {'', -2, fence}
+end
+return {owner, redis.call('PTTL', KEYS[1]), fence}
+)lua";
+
 } // namespace distlock::redis::scripts

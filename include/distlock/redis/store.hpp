@@ -3,6 +3,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
@@ -41,6 +42,14 @@ namespace distlock::redis {
 ///
 /// \par Thread safety
 /// Safe to use from several threads: all connection state lives on a strand.
+///
+/// \par Object lifetimes
+/// Every operation owns the connection it uses once started, so the store may be
+/// destroyed while one is in flight (it completes with an error). Leases, lock()
+/// calls and watchers reach the store through its lifetime (detail/lifetime.hpp):
+/// after the store is destroyed they find it closed and report
+/// errc::store_unavailable (held leases are reported lost). close() first finishes
+/// the releases still pending, then closes both connections, so io.run() returns.
 class store {
 public:
     using executor_type = asio::any_io_executor;
@@ -55,6 +64,7 @@ public:
         auto strand = asio::make_strand(ex_);
         connection_ = std::make_shared<detail::connection>(strand, cfg_, tls.value());
         subscriber_ = std::make_shared<detail::subscriber>(strand, cfg_, tls.value());
+        life_ = distlock::detail::lifetime::make(ex_);
     }
 
     template <class ExecutionContext>
@@ -64,6 +74,7 @@ public:
 
     ~store()
     {
+        life_->shut();
         connection_->close();
         subscriber_->close();
     }
@@ -72,6 +83,24 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return cfg_; }
+
+    /// What the core uses to reach the store without outliving it.
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+
+    /// The longest a request takes before the store completes it itself (connecting
+    /// first, then the request): attempts that surely end before a deadline need no
+    /// timer of their own.
+    duration operation_timeout() const noexcept { return cfg_.connect_timeout + cfg_.request_timeout; }
+
+    /// Refuses new locks, finishes the releases still pending, ends the leases still
+    /// held (reported lost, released), then closes both connections: io.run() can
+    /// return afterwards.
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        connection_->close();
+        subscriber_->close();
+    }
 
     /// The server's or the system's words about the last failure.
     std::string last_error() const { return connection_->last_error(); }
@@ -93,50 +122,46 @@ public:
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
 
+    // Every operation computes what it sends now and hands it, with the connection,
+    // to a coroutine that owns both: it never touches the store object again.
+
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl)
     {
-        const auto keys = std::array{lock_key(resource), fence_key(resource)};
-        const auto args = std::array{owner.to_hex(), millis(ttl)};
-        auto reply = co_await eval(script::acquire, keys, args);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer ||
-            v.elements[1].type != resp::type::integer)
-            co_return errc::protocol_error;
-        if (v.elements[0].integer != 1)
-            co_return errc::contended;
-        if (v.elements[1].integer < 1)
-            co_return errc::protocol_error;
-        co_return static_cast<fence_token>(v.elements[1].integer);
+        return acquired(eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}));
+    }
+
+    /// put_if_absent() that tells how long the holder's lock has left when it is held
+    /// (the acquire script returns the PTTL): contention as data.
+    awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl)
+    {
+        return answered(eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}));
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl)
     {
-        const auto keys = std::array{lock_key(resource)};
-        const auto args = std::array{owner.to_hex(), millis(ttl)};
-        co_return owned(co_await eval(script::extend, keys, args));
+        return owned_reply(eval(script::extend, {lock_key(resource)}, {owner.to_hex(), millis(ttl)}));
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner)
     {
-        const auto keys = std::array{lock_key(resource)};
-        const auto args = std::array{owner.to_hex(), channel(resource)};
-        co_return owned(co_await eval(script::release, keys, args));
+        return owned_reply(eval(script::release, {lock_key(resource)}, {owner.to_hex(), channel(resource)}));
     }
 
     awaitable<result<fence_token>> next_fence(std::string_view resource)
     {
-        auto command = resp::command({"INCR", fence_key(resource)});
-        auto reply = co_await execute_command(std::move(command));
-        co_return as_fence(reply);
+        return fence_reply(exec_on(connection_, resp::command({"INCR", fence_key(resource)})));
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor)
     {
-        const auto keys = std::array{fence_key(resource)};
-        const auto args = std::array{std::to_string(floor)};
-        co_return as_fence(co_await eval(script::raise_fence, keys, args));
+        return fence_reply(eval(script::raise_fence, {fence_key(resource)}, {std::to_string(floor)}));
+    }
+
+    /// Reads the lock on `resource` without taking it (inspectable_store): the owner
+    /// (shortened), the time left and the fencing counter, in one script.
+    awaitable<result<lock_info>> read(std::string_view resource)
+    {
+        return inspected(eval(script::inspect, {lock_key(resource), fence_key(resource)}, {}));
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -181,13 +206,7 @@ public:
 
     /// Subscribes to the resource's release channel; completes once Redis confirmed.
     /// If the subscription fails, the watcher still works as a plain timer.
-    awaitable<watcher> watch(std::string_view resource)
-    {
-        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
-        auto ch = channel(resource);
-        const auto ec = co_await subscriber_->subscribe(ch, w);
-        co_return watcher{subscriber_, std::move(ch), std::move(w), static_cast<bool>(ec)};
-    }
+    awaitable<watcher> watch(std::string_view resource) { return watch_on(subscriber_, channel(resource)); }
 
     /// Channels currently subscribed (they must not accumulate).
     std::size_t subscribed_channels() const { return subscriber_->channels(); }
@@ -205,24 +224,8 @@ public:
             keys.push_back(lock_key(r));
             keys.push_back(fence_key(r));
         }
-        const auto args = std::array{owner.to_hex(), millis(ttl)};
-        auto reply = co_await eval(script::acquire_all, keys, args);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.empty() || v.elements[0].type != resp::type::integer)
-            co_return errc::protocol_error;
-        if (v.elements[0].integer != 1)
-            co_return errc::contended;
-        if (v.elements.size() != resources.size() + 1)
-            co_return errc::protocol_error;
-        std::vector<fence_token> fences;
-        for (std::size_t i = 1; i < v.elements.size(); ++i) {
-            if (v.elements[i].type != resp::type::integer || v.elements[i].integer < 1)
-                co_return errc::protocol_error;
-            fences.push_back(static_cast<fence_token>(v.elements[i].integer));
-        }
-        co_return fences;
+        return acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}),
+                            resources.size());
     }
 
     /// Writes `value` under `key` (a hash with fields value and fence) unless a write
@@ -231,31 +234,13 @@ public:
     /// Tokens are compared as Lua numbers: exact up to 2^53.
     awaitable<result<void>> fenced_write(std::string_view key, std::string_view value, fence_token fence)
     {
-        const auto keys = std::array{std::string{key}};
-        const auto args = std::array{std::string{value}, std::to_string(fence)};
-        auto reply = co_await eval(script::fenced_write, keys, args);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer)
-            co_return errc::protocol_error;
-        if (v.elements[0].integer != 1)
-            co_return errc::stale_fence;
-        co_return success();
+        return fenced_reply(eval(script::fenced_write, {std::string{key}}, {std::string{value}, std::to_string(fence)}));
     }
 
     /// Reads a value written by fenced_write (nullopt if none).
     awaitable<result<std::optional<std::string>>> fenced_read(std::string_view key)
     {
-        auto command = resp::command({"HGET", key, "value"});
-        auto reply = co_await execute_command(std::move(command));
-        if (!reply)
-            co_return reply.error();
-        if (reply.value().is_null())
-            co_return std::optional<std::string>{};
-        if (!reply.value().is_string())
-            co_return errc::protocol_error;
-        co_return std::optional<std::string>{std::move(reply.value().text)};
+        return read_reply(exec_on(connection_, resp::command({"HGET", key, "value"})));
     }
 
     /// Runs one command and returns its reply; an error reply becomes
@@ -268,14 +253,11 @@ public:
     /// execute() for a command already encoded (resp::command).
     awaitable<result<resp::value>> execute_command(std::string encoded)
     {
-        auto replies = co_await connection_->exec(std::move(encoded), 1);
-        if (!replies)
-            co_return replies.error();
-        co_return checked(std::move(replies.value().front()));
+        return exec_on(connection_, std::move(encoded));
     }
 
 private:
-    enum class script { acquire, extend, release, raise_fence, acquire_all, fenced_write };
+    enum class script { acquire, extend, release, raise_fence, acquire_all, fenced_write, inspect };
 
     struct script_text {
         std::string_view text;
@@ -284,13 +266,14 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 6> all{
+        static const std::array<script_text, 7> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
             script_text{scripts::raise_fence, detail::sha1_hex(scripts::raise_fence)},
             script_text{scripts::acquire_all, detail::sha1_hex(scripts::acquire_all)},
             script_text{scripts::fenced_write, detail::sha1_hex(scripts::fenced_write)},
+            script_text{scripts::inspect, detail::sha1_hex(scripts::inspect)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -334,27 +317,34 @@ private:
         return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(ttl).count());
     }
 
+    using connection_ptr = std::shared_ptr<detail::connection>;
+
     // EVALSHA, falling back to EVAL when the server does not know the script (after a
     // restart or SCRIPT FLUSH), which also caches it again.
-    template <class Keys, class Args>
-    awaitable<result<resp::value>> eval(script which, const Keys& keys, const Args& args)
+    awaitable<result<resp::value>> eval(script which, std::vector<std::string> keys, std::vector<std::string> args) const
     {
-        const auto& s = source(which);
-        auto reply = co_await run_script("EVALSHA", s.sha, keys, args);
-        if (reply && reply.value().is_error() && reply.value().text.starts_with("NOSCRIPT"))
-            reply = co_await run_script("EVAL", s.text, keys, args);
-        if (!reply)
-            co_return reply.error();
-        co_return checked(std::move(reply.value()));
+        return eval_on(connection_, which, std::move(keys), std::move(args));
     }
 
-    template <class Keys, class Args>
-    awaitable<result<resp::value>> run_script(std::string_view verb, std::string_view body, const Keys& keys,
-                                              const Args& args)
+    static awaitable<result<resp::value>> eval_on(connection_ptr c, script which, std::vector<std::string> keys,
+                                                  std::vector<std::string> args)
+    {
+        const auto& s = source(which);
+        auto reply = co_await run_script(c, "EVALSHA", s.sha, keys, args);
+        if (reply && reply.value().is_error() && reply.value().text.starts_with("NOSCRIPT"))
+            reply = co_await run_script(c, "EVAL", s.text, keys, args);
+        if (!reply)
+            co_return reply.error();
+        co_return checked(*c, std::move(reply.value()));
+    }
+
+    static awaitable<result<resp::value>> run_script(const connection_ptr& c, std::string_view verb,
+                                                     std::string_view body, const std::vector<std::string>& keys,
+                                                     const std::vector<std::string>& args)
     {
         std::vector<std::string_view> parts;
-        const auto numkeys = std::to_string(std::size(keys));
-        parts.reserve(3 + std::size(keys) + std::size(args));
+        const auto numkeys = std::to_string(keys.size());
+        parts.reserve(3 + keys.size() + args.size());
         parts.push_back(verb);
         parts.push_back(body);
         parts.push_back(numkeys);
@@ -364,22 +354,159 @@ private:
             parts.push_back(a);
         std::string payload;
         resp::append_command_range(payload, parts);
-        auto replies = co_await connection_->exec(std::move(payload), 1);
+        auto replies = co_await c->exec(std::move(payload), 1);
         if (!replies)
             co_return replies.error();
         co_return std::move(replies.value().front());
     }
 
+    static awaitable<result<resp::value>> exec_on(connection_ptr c, std::string encoded)
+    {
+        auto replies = co_await c->exec(std::move(encoded), 1);
+        if (!replies)
+            co_return replies.error();
+        co_return checked(*c, std::move(replies.value().front()));
+    }
+
     // Error replies: the request was refused and not applied (READONLY, LOADING,
     // NOAUTH, OOM, BUSY, ...). NOSCRIPT never gets here.
-    result<resp::value> checked(resp::value v) const
+    static result<resp::value> checked(detail::connection& c, resp::value v)
     {
         if (!v.is_error())
             return v;
-        connection_->note(v.text);
+        c.note(v.text);
         if (v.text.starts_with("NOAUTH") || v.text.starts_with("WRONGPASS") || v.text.starts_with("NOPERM"))
             return errc::auth_failed;
         return errc::store_unavailable;
+    }
+
+    // -- Replies, parsed by coroutines that own the pending request ----------------------
+
+    static result<fence_token> parse_acquire(const resp::value& v, std::optional<duration>* held_for)
+    {
+        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer ||
+            v.elements[1].type != resp::type::integer)
+            return errc::protocol_error;
+        if (v.elements[0].integer != 1) {
+            // {0, pttl}: -1 no TTL, -2 gone since; only a positive one is a time.
+            if (held_for && v.elements[1].integer > 0)
+                *held_for = std::chrono::milliseconds{v.elements[1].integer};
+            return errc::contended;
+        }
+        if (v.elements[1].integer < 1)
+            return errc::protocol_error;
+        return static_cast<fence_token>(v.elements[1].integer);
+    }
+
+    static awaitable<result<fence_token>> acquired(awaitable<result<resp::value>> pending)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        co_return parse_acquire(reply.value(), nullptr);
+    }
+
+    static awaitable<result<answer>> answered(awaitable<result<resp::value>> pending)
+    {
+        const auto sent = clock::now();
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        std::optional<duration> held_for;
+        auto fence = parse_acquire(reply.value(), &held_for);
+        if (fence)
+            co_return answer::granted(fence.value());
+        if (fence.error() != errc::contended)
+            co_return fence.error();
+        // Measured from the request: the holder's lock ends no later than that by our clock.
+        if (held_for)
+            co_return answer::held(sent + *held_for);
+        co_return answer::held();
+    }
+
+    static awaitable<result<void>> owned_reply(awaitable<result<resp::value>> pending)
+    {
+        co_return owned(co_await std::move(pending));
+    }
+
+    static awaitable<result<fence_token>> fence_reply(awaitable<result<resp::value>> pending)
+    {
+        co_return as_fence(co_await std::move(pending));
+    }
+
+    static awaitable<result<lock_info>> inspected(awaitable<result<resp::value>> pending)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.size() != 3 || !v.elements[0].is_string() ||
+            v.elements[1].type != resp::type::integer || v.elements[2].type != resp::type::integer ||
+            v.elements[2].integer < 0)
+            co_return errc::protocol_error;
+        lock_info info;
+        info.fence = static_cast<fence_token>(v.elements[2].integer);
+        if (!v.elements[0].text.empty()) {
+            info.held = true;
+            info.owner = v.elements[0].text.substr(0, 8);
+            if (v.elements[1].integer > 0)
+                info.remaining = std::chrono::milliseconds{v.elements[1].integer};
+        }
+        co_return info;
+    }
+
+    static awaitable<result<std::vector<fence_token>>> acquired_all(awaitable<result<resp::value>> pending,
+                                                                    std::size_t count)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.empty() || v.elements[0].type != resp::type::integer)
+            co_return errc::protocol_error;
+        if (v.elements[0].integer != 1)
+            co_return errc::contended;
+        if (v.elements.size() != count + 1)
+            co_return errc::protocol_error;
+        std::vector<fence_token> fences;
+        for (std::size_t i = 1; i < v.elements.size(); ++i) {
+            if (v.elements[i].type != resp::type::integer || v.elements[i].integer < 1)
+                co_return errc::protocol_error;
+            fences.push_back(static_cast<fence_token>(v.elements[i].integer));
+        }
+        co_return fences;
+    }
+
+    static awaitable<result<void>> fenced_reply(awaitable<result<resp::value>> pending)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer)
+            co_return errc::protocol_error;
+        if (v.elements[0].integer != 1)
+            co_return errc::stale_fence;
+        co_return success();
+    }
+
+    static awaitable<result<std::optional<std::string>>> read_reply(awaitable<result<resp::value>> pending)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        if (reply.value().is_null())
+            co_return std::optional<std::string>{};
+        if (!reply.value().is_string())
+            co_return errc::protocol_error;
+        co_return std::optional<std::string>{std::move(reply.value().text)};
+    }
+
+    static awaitable<watcher> watch_on(std::shared_ptr<detail::subscriber> sub, std::string ch)
+    {
+        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        const auto ec = co_await sub->subscribe(ch, w);
+        co_return watcher{std::move(sub), std::move(ch), std::move(w), static_cast<bool>(ec)};
     }
 
     static result<void> owned(const result<resp::value>& reply)
@@ -404,9 +531,11 @@ private:
     config cfg_;
     std::shared_ptr<detail::connection> connection_;
     std::shared_ptr<detail::subscriber> subscriber_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
 static_assert(put_if_absent_store<store>);
+static_assert(inspectable_store<store>);
 static_assert(owner_checked_store<store>);
 static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
