@@ -194,6 +194,11 @@ public:
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
                 return errc::invalid_argument;
+            // Distinct servers: the same store object twice would count twice.
+            for (std::size_t i = 0; i < backend_.size(); ++i)
+                for (std::size_t j = i + 1; j < backend_.size(); ++j)
+                    if (&backend_.node(i) == &backend_.node(j))
+                        return errc::invalid_argument;
         }
         if (!backend_.get_executor())
             return errc::invalid_argument;

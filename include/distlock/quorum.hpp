@@ -7,14 +7,30 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace distlock {
 
+/// A store that can tell which server it reached, without I/O (redis::store: the
+/// server's run_id learned at connect), so that a quorum never counts one server
+/// twice. nullopt: not known yet; empty: the server would not tell.
+template <class S>
+concept identified_store = requires(const S& s) {
+    { s.known_server_identity() } -> std::same_as<std::optional<std::string>>;
+};
+
 /// A quorum of independent stores of one type. A lock on it holds when a majority
 /// (size/2 + 1) of the stores granted it. The stores are referenced, not owned: they
 /// must outlive the quorum and every lease taken through it.
+///
+/// The nodes must be distinct servers, or one server's grant would count twice (a
+/// "majority" from one server while another is down). The same store object twice
+/// is refused before any I/O (errc::invalid_argument); stores that know their
+/// server's identity (identified_store) are compared once they answered, and a
+/// lock granted by two nodes of one identity is given back and refused the same way.
 template <store Store>
 class quorum {
 public:

@@ -1651,14 +1651,30 @@ private:
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace distlock {
 
+/// A store that can tell which server it reached, without I/O (redis::store: the
+/// server's run_id learned at connect), so that a quorum never counts one server
+/// twice. nullopt: not known yet; empty: the server would not tell.
+template <class S>
+concept identified_store = requires(const S& s) {
+    { s.known_server_identity() } -> std::same_as<std::optional<std::string>>;
+};
+
 /// A quorum of independent stores of one type. A lock on it holds when a majority
 /// (size/2 + 1) of the stores granted it. The stores are referenced, not owned: they
 /// must outlive the quorum and every lease taken through it.
+///
+/// The nodes must be distinct servers, or one server's grant would count twice (a
+/// "majority" from one server while another is down). The same store object twice
+/// is refused before any I/O (errc::invalid_argument); stores that know their
+/// server's identity (identified_store) are compared once they answered, and a
+/// lock granted by two nodes of one identity is given back and refused the same way.
 template <store Store>
 class quorum {
 public:
@@ -2323,6 +2339,11 @@ private:
                 ++contended;
             }
         }
+        if (granted_by_one_server_twice(fences)) {
+            verdict->conclude(false);
+            co_await release_everywhere(policy_, nodes_, resource_, owner_);
+            co_return errc::invalid_argument;
+        }
         if (cancelled) {
             // Cut off (cancelled, or the deadline): the release on every node runs as
             // background work after lock() returned.
@@ -2363,6 +2384,25 @@ private:
     {
         for (const auto& owner : owners)
             co_await release_everywhere(policy, nodes, resource, owner);
+    }
+
+    // Nodes that granted have connected, so they know their server's identity.
+    bool granted_by_one_server_twice(const std::vector<std::optional<fence_token>>& fences) const
+    {
+        if constexpr (identified_store<S>) {
+            std::vector<std::string> seen;
+            for (std::size_t i = 0; i < fences.size(); ++i) {
+                if (!fences[i])
+                    continue;
+                const auto id = nodes_.node(i).with([](S& s) { return s.known_server_identity(); });
+                if (!id || !*id || (*id)->empty())
+                    continue;
+                if (std::find(seen.begin(), seen.end(), **id) != seen.end())
+                    return true;
+                seen.push_back(**id);
+            }
+        }
+        return false;
     }
 
     Inner policy_;
@@ -3610,6 +3650,11 @@ public:
         if constexpr (detail::is_quorum<Backend>::value) {
             if (backend_.size() == 0)
                 return errc::invalid_argument;
+            // Distinct servers: the same store object twice would count twice.
+            for (std::size_t i = 0; i < backend_.size(); ++i)
+                for (std::size_t j = i + 1; j < backend_.size(); ++j)
+                    if (&backend_.node(i) == &backend_.node(j))
+                        return errc::invalid_argument;
         }
         if (!backend_.get_executor())
             return errc::invalid_argument;

@@ -156,3 +156,54 @@ TEST_CASE("redis lifetimes: a store destroyed with a lease held and a lock() wai
         io.run_for(10ms);
     CHECK(io.stopped()); // nothing left running against the destroyed stores
 }
+
+TEST_CASE("redis: a quorum made of one server twice is refused, whatever the database or key prefix",
+          "[redis][quorum]")
+{
+    test::redis_server one, other;
+    asio::io_context io;
+    auto same_db1 = one.config();
+    same_db1.database = 1;
+    auto same_prefix = one.config();
+    same_prefix.key_prefix = "elsewhere";
+    for (const auto& twin : {same_db1, same_prefix}) {
+        dl::redis::store a{io, one.config()}, b{io, twin}, c{io, other.config()};
+        dl::quorum<dl::redis::store> nodes{a, b, c};
+        dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::retry::none> m{nodes, "twin:job", {.ttl = 10s}};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            auto r = co_await m.lock();
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+        });
+        // Nothing is left on the server reached twice, nor on the other.
+        CHECK_FALSE(holds(one, "twin:job"));
+        CHECK_FALSE(holds(other, "twin:job"));
+    }
+    // With the other server down, one server twice must not make a majority.
+    {
+        dl::redis::store a{io, one.config()}, b{io, same_prefix};
+        auto down = other.config();
+        down.port = test::free_port();
+        down.connect_timeout = 300ms;
+        dl::redis::store c{io, down};
+        dl::quorum<dl::redis::store> nodes{a, b, c};
+        dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::retry::none> m{nodes, "twin:job", {.ttl = 10s}};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            auto r = co_await m.lock();
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+        });
+        CHECK_FALSE(holds(one, "twin:job"));
+    }
+    // Three distinct servers still lock.
+    test::redis_server third;
+    dl::redis::store a{io, one.config()}, b{io, other.config()}, c{io, third.config()};
+    dl::quorum<dl::redis::store> nodes{a, b, c};
+    dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::retry::none> m{nodes, "twin:job", {.ttl = 10s}};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        auto r = co_await m.lock();
+        REQUIRE(r);
+        auto u = co_await r->unlock();
+        CHECK(u);
+    });
+}

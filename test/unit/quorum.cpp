@@ -135,3 +135,21 @@ TEST_CASE("quorum: a majority restarting empty can make tokens go back (document
         CHECK(second->fence() <= token); // the violation this limit allows
     });
 }
+
+TEST_CASE("quorum: the same store twice is refused before any I/O", "[quorum]")
+{
+    asio::io_context io;
+    dl::memory::store a{io}, b{io};
+    quorum_store twice{a, a, b};
+    run(io, [&]() -> asio::awaitable<void> {
+        redlock m{twice, "job", {.ttl = 10s}};
+        a.fail_next(dl::memory::fault::unavailable); // still pending afterwards: nothing was sent
+        auto r = co_await m.lock();
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::invalid_argument);
+        CHECK(a.live_locks() == 0);
+        CHECK(b.live_locks() == 0);
+        auto probe = co_await a.put_if_absent("probe", dl::owner_token::generate(), 1s);
+        CHECK_FALSE(probe); // the injected fault was still there
+    });
+}

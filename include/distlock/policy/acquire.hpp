@@ -647,6 +647,11 @@ private:
                 ++contended;
             }
         }
+        if (granted_by_one_server_twice(fences)) {
+            verdict->conclude(false);
+            co_await release_everywhere(policy_, nodes_, resource_, owner_);
+            co_return errc::invalid_argument;
+        }
         if (cancelled) {
             // Cut off (cancelled, or the deadline): the release on every node runs as
             // background work after lock() returned.
@@ -687,6 +692,25 @@ private:
     {
         for (const auto& owner : owners)
             co_await release_everywhere(policy, nodes, resource, owner);
+    }
+
+    // Nodes that granted have connected, so they know their server's identity.
+    bool granted_by_one_server_twice(const std::vector<std::optional<fence_token>>& fences) const
+    {
+        if constexpr (identified_store<S>) {
+            std::vector<std::string> seen;
+            for (std::size_t i = 0; i < fences.size(); ++i) {
+                if (!fences[i])
+                    continue;
+                const auto id = nodes_.node(i).with([](S& s) { return s.known_server_identity(); });
+                if (!id || !*id || (*id)->empty())
+                    continue;
+                if (std::find(seen.begin(), seen.end(), **id) != seen.end())
+                    return true;
+                seen.push_back(**id);
+            }
+        }
+        return false;
     }
 
     Inner policy_;

@@ -102,6 +102,12 @@ public:
         subscriber_->close();
     }
 
+    /// Which server process this store reached at its last connect (its run_id, from
+    /// INFO server in the handshake), without I/O: nullopt before the first connect,
+    /// empty when the server would not tell. A quorum refuses two nodes with one
+    /// identity (errc::invalid_argument), whatever their database, prefix or host name.
+    std::optional<std::string> known_server_identity() const { return connection_->known_identity(); }
+
     /// The server's or the system's words about the last failure.
     std::string last_error() const { return connection_->last_error(); }
 

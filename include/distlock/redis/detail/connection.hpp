@@ -32,6 +32,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,14 @@ public:
     {
         std::lock_guard lock{diag_mutex_};
         return last_error_;
+    }
+
+    /// The identity (run_id) of the server reached at the last successful connect,
+    /// without I/O; nullopt when never connected, empty when the server would not tell.
+    std::optional<std::string> known_identity() const
+    {
+        std::lock_guard lock{diag_mutex_};
+        return identity_;
     }
 
     const strand_type& strand() const noexcept { return strand_; }
@@ -144,7 +153,7 @@ private:
         const auto generation = ++generation_;
         std::string diagnostic;
         hello learned;
-        auto ec = co_await handshake(stream_, cfg_, tls_.get(), true, false, learned, diagnostic);
+        auto ec = co_await handshake(stream_, cfg_, tls_.get(), true, true, learned, diagnostic);
         if (!ec && generation_ != generation) { // closed while connecting
             diagnostic = "connection to " + stream::describe(cfg_) + " closed while connecting";
             ec = make_error_code(errc::store_unavailable);
@@ -155,6 +164,10 @@ private:
             state_ = state::idle;
             wake_connect_waiters();
             co_return ec;
+        }
+        {
+            std::lock_guard lock{diag_mutex_};
+            identity_ = std::move(learned.identity);
         }
         state_ = state::ready;
         wake_connect_waiters();
@@ -289,6 +302,7 @@ private:
     std::vector<timer*> connect_waiters_;
     mutable std::mutex diag_mutex_;
     std::string last_error_;
+    std::optional<std::string> identity_; // the last server identity learned (kept across reconnects)
 };
 
 } // namespace distlock::redis::detail
