@@ -3632,7 +3632,7 @@ public:
     template <lease_hold Hold>
     lease adopt(Hold hold, fence_token fence, time_point started)
     {
-        return make_lease(std::move(hold), fence, started);
+        return make_lease(std::move(hold), fence, started, backend_.get_executor());
     }
 
     /// Checks every setting without I/O; what lock() reports as errc::invalid_argument.
@@ -3756,7 +3756,7 @@ private:
             if (is_cancelled(cs))
                 co_return errc::cancelled;
             const auto t0 = clock::now();
-            auto got = co_await within(claim.attempt(), attempt_bound(deadline));
+            auto got = co_await within(claim.attempt(), attempt_bound(store, deadline));
             const auto t1 = clock::now();
             ++history.number;
             if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
@@ -3777,7 +3777,7 @@ private:
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    co_return make_lease(claim.hold(), fence, t0);
+                    co_return make_lease(claim.hold(), fence, t0, store.get_executor());
                 }
             } else {
                 failure = a ? make_error_code(errc::contended) : a.error();
@@ -3842,14 +3842,18 @@ private:
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not
     // end it before.
-    std::optional<time_point> attempt_bound(std::optional<time_point> deadline) const
+    // Asked through the store's lifetime: this call may have waited while the store
+    // was destroyed (the attempt then fails at once, without I/O).
+    static std::optional<time_point> attempt_bound(const store_ref<Backend>& store, std::optional<time_point> deadline)
     {
         if (!deadline)
             return std::nullopt;
-        if (const auto bound = detail::operation_bound(backend_); bound && *bound >= duration::zero() &&
-                                                                  *bound <= max_wait &&
-                                                                  clock::now() + *bound < *deadline)
-            return std::nullopt;
+        const auto asked = store.with([](Backend& b) { return detail::operation_bound(b); });
+        if (asked && *asked) {
+            const auto bound = **asked;
+            if (bound >= duration::zero() && bound <= max_wait && clock::now() + bound < *deadline)
+                return std::nullopt;
+        }
         return deadline;
     }
 
@@ -3896,16 +3900,17 @@ private:
         (void)co_await hold.release();
     }
 
+    // `ex`: the store's executor, taken while the store was known to be there.
     template <lease_hold Hold>
-    lease make_lease(Hold hold, fence_token fence, time_point started)
+    lease make_lease(Hold hold, fence_token fence, time_point started, asio::any_io_executor ex)
     {
         using state_type = detail::lease_state_for<Hold, observer_type>;
         constexpr bool by_session = session_hold<Hold>;
         const detail::keep_plan plan{options_.ttl, options_.drift(),
                                      by_session ? std::nullopt : renew_.interval(options_.ttl),
                                      renew_.max_hold_time(), by_session};
-        auto state = std::make_shared<state_type>(std::move(hold), observer_, backend_.get_executor(), resource_,
-                                                  fence, started, plan);
+        auto state = std::make_shared<state_type>(std::move(hold), observer_, std::move(ex), resource_, fence,
+                                                  started, plan);
         if constexpr (by_session) {
             // The session keeps the lease: its validity, not the TTL's, and its loss.
             const auto valid = state->hold().bind(std::weak_ptr<session_listener>{state});
