@@ -153,7 +153,11 @@ TEST_CASE("redis: a server that replies garbage gives protocol_error, never a ha
         }, asio::detached);
         dl::redis::store store{io, cfg};
         const auto ec = lock_once(io, store);
-        CHECK((ec == dl::errc::protocol_error || ec == dl::errc::outcome_unknown));
+        // Garbage in answer to the handshake (AUTH/SELECT/INFO, before the lock request
+        // is sent) is store_unavailable: nothing was applied. In answer to the request,
+        // protocol_error or outcome_unknown: it may have been.
+        CHECK((ec == dl::errc::protocol_error || ec == dl::errc::outcome_unknown || ec == dl::errc::store_unavailable));
+        CHECK(ec != dl::errc::timeout);
         acceptor.close();
     }
 }

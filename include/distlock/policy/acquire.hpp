@@ -625,6 +625,9 @@ private:
     awaitable<result<fence_token>> try_nodes()
     {
         const auto n = nodes_.size(), need = nodes_.majority();
+        // Identities already known (from earlier connects): refused before any I/O.
+        if (granted_by_one_server_twice(std::vector<std::optional<fence_token>>(n, fence_token{0})))
+            co_return errc::invalid_argument;
         const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_};
         const release_late_grant<Inner, S> late{policy_, resource_, owner_};
         const auto verdict = std::make_shared<late_verdict>();
@@ -694,7 +697,9 @@ private:
             co_await release_everywhere(policy, nodes, resource, owner);
     }
 
-    // Nodes that granted have connected, so they know their server's identity.
+    // Nodes that granted have connected, so they know their server's identity. (A
+    // node whose first connect completes after the decision is compared from the next
+    // attempt on.)
     bool granted_by_one_server_twice(const std::vector<std::optional<fence_token>>& fences) const
     {
         if constexpr (identified_store<S>) {
