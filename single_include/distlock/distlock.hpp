@@ -1268,12 +1268,6 @@ concept has_lifetime = requires(S& s) {
     { s.lifetime() } -> std::convertible_to<std::shared_ptr<lifetime>>;
 };
 
-template <class T>
-awaitable<result<T>> closed_store()
-{
-    co_return errc::store_unavailable;
-}
-
 /// How the core reaches a store: see the design note above.
 template <class S>
 class backend_ref {
