@@ -8,6 +8,7 @@ using namespace std::chrono_literals;
 namespace dl = distlock;
 
 struct memory_ttl {
+    static constexpr const char* name = "memory_ttl";
     using backend = dl::memory::store;
     static constexpr bool notifies = true;
     static constexpr bool quorum = false;
@@ -25,6 +26,7 @@ struct memory_ttl {
 };
 
 struct memory_sessions {
+    static constexpr const char* name = "memory_sessions";
     using backend = dl::memory::session_store;
     static constexpr bool notifies = true;
     static constexpr bool quorum = false;

@@ -1,6 +1,8 @@
 // The store conformance suite on Redis: one server with three clients, and a Redlock
-// quorum of three servers with three clients each made of one store per server.
+// quorum of three servers with three clients each made of one store per server. The
+// clients reach each server through a fault proxy, which loses replies on demand.
 #include "conformance/suite.hpp"
+#include "fault/proxy.hpp"
 #include "redis_support.hpp"
 
 #include <array>
@@ -33,42 +35,81 @@ void drop(const test::redis_server& server, std::string_view resource)
     });
 }
 
+// A server's address through `net`.
+dl::redis::config via(const test::redis_server& server, const fault::proxy& net)
+{
+    auto c = server.config();
+    c.port = net.port();
+    return c;
+}
+
+// Connects each store and loads its scripts, so that the next request of a test is
+// its lock script itself (a lost reply is then the lock's, not a handshake's).
+void warm_up(asio::io_context& io, std::span<const std::unique_ptr<dl::redis::store>> stores)
+{
+    test::run(io, [&]() -> asio::awaitable<void> {
+        for (const auto& s : stores) {
+            dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{*s, "conf:warm-up", {.ttl = 10s}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+    });
+}
+
+// The next reply from `net`'s server is dropped and its connection closed: the
+// request was applied, its client cannot know.
+void lose_next_reply(fault::proxy& net)
+{
+    net.set(fault::direction::to_client, {.close_after = 0});
+}
+
 struct redis_single {
+    static constexpr const char* name = "redis_single";
     using backend = dl::redis::store;
     static constexpr bool notifies = true;
     static constexpr bool quorum = false;
     test::redis_server server;
+    fault::proxy net{server.port()};
     asio::io_context io;
-    std::array<std::unique_ptr<dl::redis::store>, 3> clients{std::make_unique<dl::redis::store>(io, server.config()),
-                                                             std::make_unique<dl::redis::store>(io, server.config()),
-                                                             std::make_unique<dl::redis::store>(io, server.config())};
+    std::array<std::unique_ptr<dl::redis::store>, 3> clients{std::make_unique<dl::redis::store>(io, via(server, net)),
+                                                             std::make_unique<dl::redis::store>(io, via(server, net)),
+                                                             std::make_unique<dl::redis::store>(io, via(server, net))};
+
+    redis_single() { warm_up(io, clients); }
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) const { return holds(server, resource); }
     void end_lock(const dl::lease& l) { drop(server, l.resource()); }
+    // Only the client asking is doing I/O when a test loses a reply.
+    void lose_next_reply(std::size_t) { ::lose_next_reply(net); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };
 
 struct redis_quorum {
+    static constexpr const char* name = "redis_quorum";
     using backend = dl::quorum<dl::redis::store>;
     static constexpr bool notifies = false;
     static constexpr bool quorum = true;
     std::array<test::redis_server, 3> servers;
+    std::array<fault::proxy, 3> nets{fault::proxy{servers[0].port()}, fault::proxy{servers[1].port()},
+                                     fault::proxy{servers[2].port()}};
     asio::io_context io;
-    std::vector<std::unique_ptr<dl::redis::store>> stores;
+    std::vector<std::unique_ptr<dl::redis::store>> stores; // client c's node n at 3c + n
     std::vector<std::unique_ptr<backend>> quorums;
 
     redis_quorum()
     {
         for (int c = 0; c < 3; ++c) {
             std::vector<dl::redis::store*> nodes;
-            for (auto& s : servers) {
-                stores.push_back(std::make_unique<dl::redis::store>(io, s.config()));
+            for (std::size_t n = 0; n < servers.size(); ++n) {
+                stores.push_back(std::make_unique<dl::redis::store>(io, via(servers[n], nets[n])));
                 nodes.push_back(stores.back().get());
             }
             quorums.push_back(std::make_unique<backend>(std::span<dl::redis::store* const>{nodes}));
         }
+        warm_up(io, stores);
     }
 
     backend& client(std::size_t i) { return *quorums[i]; }
@@ -83,6 +124,17 @@ struct redis_quorum {
     {
         for (const auto& s : servers)
             drop(s, l.resource());
+    }
+    // Every node's reply is lost: not one grant is known to the client.
+    void lose_next_reply(std::size_t)
+    {
+        for (auto& net : nets)
+            ::lose_next_reply(net);
+    }
+    asio::awaitable<void> close(std::size_t c)
+    {
+        for (std::size_t n = 0; n < servers.size(); ++n)
+            co_await stores[3 * c + n]->close();
     }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };

@@ -55,254 +55,297 @@ inline dl::retry::fixed quick()
     return {.delay = std::chrono::milliseconds{10}, .deadline = std::chrono::seconds{10}};
 }
 
+// What a fixture can do beyond the required minimum. A behaviour that needs a
+// capability runs on exactly the fixtures that have it (a test without it would
+// assert nothing).
+template <class F>
+struct notifies : std::bool_constant<F::notifies> {};
+template <class F>
+struct loses_replies : std::bool_constant<requires(F& f) { f.lose_next_reply(0); }> {};
+template <class F>
+struct refuses : std::bool_constant<requires(F& f) { f.refuse_next(0); }> {};
+template <class F>
+struct closes : std::bool_constant<requires(F& f) { f.close(0); }> {};
+template <class F>
+struct inspectable : std::bool_constant<dl::inspectable_store<typename F::backend>> {};
+
+/// The fixtures among Fs for which Has<F> holds, as a std::tuple type.
+template <template <class> class Has, class... Fs>
+using having = decltype(std::tuple_cat(
+    std::declval<std::conditional_t<Has<Fs>::value, std::tuple<Fs>, std::tuple<>>>()...));
+
+template <class F>
+struct any_fixture : std::true_type {};
+
+/// Registers Cases::run<F> as one test case "<name> - <F::name>" per fixture F of the
+/// list; a list without fixtures registers none (Catch's own list test cases cannot be
+/// empty).
+template <class Cases, class... Fs>
+int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const char* name, [[maybe_unused]] const char* tags,
+                   [[maybe_unused]] const Catch::SourceLineInfo& line)
+{
+    (Catch::AutoReg{Catch::makeTestInvoker(&Cases::template run<Fs>), line, Catch::StringRef{},
+                    Catch::NameAndTags{std::string{name} + " - " + Fs::name, tags}},
+     ...);
+    return sizeof...(Fs);
+}
+
 } // namespace test::conformance
 
-// Each TEMPLATE_TEST_CASE runs on every fixture given.
-#define DISTLOCK_CONFORMANCE(TAG, ...)                                                                            \
-    TEMPLATE_TEST_CASE("conformance: one holder at a time, fences grow across clients", TAG "[conformance]",     \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        TestType f;                                                                                            \
-        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
-            dl::fence_token last = 0;                                                                          \
-            for (std::size_t round = 0; round < 6; ++round) {                                                  \
-                mutex_of<TestType> a{f.client(round % 3), "conf:exclusion", {.ttl = 10s}, dl::observe::callback{}}; \
-                mutex_of<TestType> b{f.client((round + 1) % 3), "conf:exclusion", {.ttl = 10s},               \
-                                     dl::observe::callback{}};                                                 \
-                auto la = co_await a.lock();                                                                   \
-                REQUIRE(la);                                                                                   \
-                CHECK(la->fence() > last);                                                                     \
-                last = la->fence();                                                                            \
-                CHECK(f.held("conf:exclusion"));                                                               \
-                auto lb = co_await b.try_lock();                                                               \
-                REQUIRE_FALSE(lb);                                                                             \
-                CHECK(lb.error() == dl::condition::contended);                                                 \
-                auto r = co_await la->unlock();                                                                \
-                CHECK(r);                                                                                      \
-            }                                                                                                  \
-            (void)co_await test::eventually("!f.held(\"conf:exclusion\")", [&] { return !f.held("conf:exclusion"); }, long_enough());                            \
-        });                                                                                                    \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: a lease whose lock the store dropped never removes the next holder's",      \
-                       TAG "[conformance]", __VA_ARGS__)                                                       \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        TestType f;                                                                                            \
-        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
-            mutex_of<TestType> a{f.client(0), "conf:owner", {.ttl = 10s}, dl::observe::callback{}};           \
-            mutex_of<TestType> b{f.client(1), "conf:owner", {.ttl = 10s}, dl::observe::callback{}, quick()};  \
-            auto first = co_await a.lock();                                                                    \
-            REQUIRE(first);                                                                                    \
-            f.end_lock(*first);                                                                                \
-            auto second = co_await b.lock();                                                                   \
-            REQUIRE(second);                                                                                   \
-            CHECK(second->fence() > first->fence());                                                           \
-            auto stale = co_await first->unlock();                                                             \
-            /* On one store it was not the owner any more; on a quorum a node that */                          \
-            /* granted late may still have held it for the old owner. */                                       \
-            if constexpr (!TestType::quorum)                                                                   \
-                CHECK_FALSE(stale);                                                                            \
-            CHECK(second->valid());                                                                            \
-            CHECK(f.held("conf:owner"));                                                                       \
-            auto third = co_await a.try_lock();                                                                \
-            CHECK_FALSE(third);                                                                                \
-            { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                                \
-        });                                                                                                    \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: validity counts from the request, minus the margin", TAG "[conformance]",   \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        TestType f;                                                                                            \
-        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
-            const dl::lock_options options{.ttl = 10s};                                                        \
-            mutex_of<TestType> a{f.client(0), "conf:validity", options, dl::observe::callback{}};             \
-            const auto before = dl::clock::now();                                                              \
-            auto l = co_await a.lock();                                                                        \
-            REQUIRE(l);                                                                                        \
-            CHECK(l->valid());                                                                                 \
-            const auto after = dl::clock::now();                                                               \
-            CHECK(l->valid_until() > before);                                                                  \
-            CHECK(l->valid_until() <= after + TestType::longest_validity(options));                             \
-            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                                     \
-        });                                                                                                    \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: a waiter is woken by the release, not by its retry delay",                  \
-                       TAG "[conformance]", __VA_ARGS__)                                                       \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        if constexpr (TestType::notifies) {                                                                    \
-            TestType f;                                                                                        \
-            test::recorder rec;                                                                                \
-            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
-                mutex_of<TestType> a{f.client(0), "conf:notify", {.ttl = 10s}, dl::observe::callback{}};       \
-                mutex_of<TestType> b{f.client(1), "conf:notify", {.ttl = 10s}, rec.observer(), patient()};     \
-                auto first = co_await a.lock();                                                                \
-                REQUIRE(first);                                                                                \
-                auto waiting = test::start(co_await asio::this_coro::executor, b.lock());              \
-                (void)co_await test::eventually("!rec.of<dl::wait_event>().empty()", [&] { return !rec.of<dl::wait_event>().empty(); }, long_enough());             \
-                { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                             \
-                { const bool came_ = co_await waiting.wait(); REQUIRE(came_); } auto& second = waiting.get();                                                \
-                REQUIRE(second);                                                                               \
-                REQUIRE_FALSE(rec.of<dl::wake_event>().empty());                                               \
-                CHECK(rec.of<dl::wake_event>().front().notified);                                              \
-                { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                            \
-            });                                                                                                \
-        }                                                                                                      \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: a cancelled or timed-out waiter leaves nothing behind", TAG "[conformance]", \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        TestType f;                                                                                            \
-        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
-            mutex_of<TestType> a{f.client(0), "conf:cancel", {.ttl = 10s}, dl::observe::callback{}};           \
-            mutex_of<TestType> b{f.client(1), "conf:cancel", {.ttl = 10s}, dl::observe::callback{}, quick()};  \
-            auto first = co_await a.lock();                                                                    \
-            REQUIRE(first);                                                                                    \
-            asio::cancellation_signal cancel;                                                                  \
-            std::optional<dl::result<dl::lease>> got;                                                          \
-            asio::co_spawn(co_await asio::this_coro::executor, b.lock(),                                       \
+// One behaviour, run on each fixture of LIST (a test::conformance::having list); the
+// body follows, with the fixture type as TestType.
+#define DISTLOCK_CONFORMANCE_CASE(ID, NAME, TAG, LIST)                                                                 \
+    namespace {                                                                                                        \
+    struct conformance_##ID {                                                                                          \
+        template <class TestType>                                                                                      \
+        static void run();                                                                                             \
+    };                                                                                                                 \
+    [[maybe_unused]] const int conformance_##ID##_cases = test::conformance::register_cases<conformance_##ID>(         \
+        std::type_identity<conformance_fixtures::LIST>{}, NAME, TAG "[conformance]", CATCH_INTERNAL_LINEINFO);         \
+    }                                                                                                                  \
+    template <class TestType>                                                                                          \
+    void conformance_##ID::run()
+
+// Each behaviour runs on every fixture given that has what it needs; a fixture names
+// itself with `static constexpr const char* name`. Used once per translation unit.
+#define DISTLOCK_CONFORMANCE(TAG, ...)                                                                                 \
+    namespace conformance_fixtures {                                                                                   \
+    using all = test::conformance::having<test::conformance::any_fixture, __VA_ARGS__>;                                \
+    using notifying = test::conformance::having<test::conformance::notifies, __VA_ARGS__>;                             \
+    using losing_replies = test::conformance::having<test::conformance::loses_replies, __VA_ARGS__>;                   \
+    using refusing = test::conformance::having<test::conformance::refuses, __VA_ARGS__>;                               \
+    using closing = test::conformance::having<test::conformance::closes, __VA_ARGS__>;                                 \
+    using inspectable = test::conformance::having<test::conformance::inspectable, __VA_ARGS__>;                        \
+    }                                                                                                                  \
+    DISTLOCK_CONFORMANCE_CASE(exclusion, "conformance: one holder at a time, fences grow across clients", TAG, all)    \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            dl::fence_token last = 0;                                                                                  \
+            for (std::size_t round = 0; round < 6; ++round) {                                                          \
+                mutex_of<TestType> a{f.client(round % 3), "conf:exclusion", {.ttl = 10s}, dl::observe::callback{}};    \
+                mutex_of<TestType> b{f.client((round + 1) % 3), "conf:exclusion", {.ttl = 10s},                        \
+                                     dl::observe::callback{}};                                                         \
+                auto la = co_await a.lock();                                                                           \
+                REQUIRE(la);                                                                                           \
+                CHECK(la->fence() > last);                                                                             \
+                last = la->fence();                                                                                    \
+                CHECK(f.held("conf:exclusion"));                                                                       \
+                auto lb = co_await b.try_lock();                                                                       \
+                REQUIRE_FALSE(lb);                                                                                     \
+                CHECK(lb.error() == dl::condition::contended);                                                         \
+                auto r = co_await la->unlock();                                                                        \
+                CHECK(r);                                                                                              \
+            }                                                                                                          \
+            (void)co_await test::eventually("!f.held(\"conf:exclusion\")", [&] { return !f.held("conf:exclusion"); }, long_enough()); \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(stale_release, "conformance: a lease whose lock the store dropped never removes the next holder's", TAG, all) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            mutex_of<TestType> a{f.client(0), "conf:owner", {.ttl = 10s}, dl::observe::callback{}};                    \
+            mutex_of<TestType> b{f.client(1), "conf:owner", {.ttl = 10s}, dl::observe::callback{}, quick()};           \
+            auto first = co_await a.lock();                                                                            \
+            REQUIRE(first);                                                                                            \
+            f.end_lock(*first);                                                                                        \
+            auto second = co_await b.lock();                                                                           \
+            REQUIRE(second);                                                                                           \
+            CHECK(second->fence() > first->fence());                                                                   \
+            auto stale = co_await first->unlock();                                                                     \
+            /* On one store it was not the owner any more; on a quorum a node that */                                  \
+            /* granted late may still have held it for the old owner. */                                               \
+            if constexpr (!TestType::quorum)                                                                           \
+                CHECK_FALSE(stale);                                                                                    \
+            CHECK(second->valid());                                                                                    \
+            CHECK(f.held("conf:owner"));                                                                               \
+            auto third = co_await a.try_lock();                                                                        \
+            CHECK_FALSE(third);                                                                                        \
+            { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(validity, "conformance: validity counts from the request, minus the margin", TAG, all)   \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            const dl::lock_options options{.ttl = 10s};                                                                \
+            mutex_of<TestType> a{f.client(0), "conf:validity", options, dl::observe::callback{}};                      \
+            const auto before = dl::clock::now();                                                                      \
+            auto l = co_await a.lock();                                                                                \
+            REQUIRE(l);                                                                                                \
+            CHECK(l->valid());                                                                                         \
+            const auto after = dl::clock::now();                                                                       \
+            CHECK(l->valid_until() > before);                                                                          \
+            CHECK(l->valid_until() <= after + TestType::longest_validity(options));                                    \
+            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                     \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(woken_by_release, "conformance: a waiter is woken by the release, not by its retry delay", TAG, notifying) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::recorder rec;                                                                                            \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            mutex_of<TestType> a{f.client(0), "conf:notify", {.ttl = 10s}, dl::observe::callback{}};                   \
+            mutex_of<TestType> b{f.client(1), "conf:notify", {.ttl = 10s}, rec.observer(), patient()};                 \
+            auto first = co_await a.lock();                                                                            \
+            REQUIRE(first);                                                                                            \
+            auto waiting = test::start(co_await asio::this_coro::executor, b.lock());                                  \
+            (void)co_await test::eventually("!rec.of<dl::wait_event>().empty()", [&] { return !rec.of<dl::wait_event>().empty(); }, long_enough()); \
+            { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                 \
+            { const bool came_ = co_await waiting.wait(); REQUIRE(came_); } auto& second = waiting.get();              \
+            REQUIRE(second);                                                                                           \
+            REQUIRE_FALSE(rec.of<dl::wake_event>().empty());                                                           \
+            CHECK(rec.of<dl::wake_event>().front().notified);                                                          \
+            { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(cancel_leaves_nothing, "conformance: a cancelled or timed-out waiter leaves nothing behind", TAG, all) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            mutex_of<TestType> a{f.client(0), "conf:cancel", {.ttl = 10s}, dl::observe::callback{}};                   \
+            mutex_of<TestType> b{f.client(1), "conf:cancel", {.ttl = 10s}, dl::observe::callback{}, quick()};          \
+            auto first = co_await a.lock();                                                                            \
+            REQUIRE(first);                                                                                            \
+            asio::cancellation_signal cancel;                                                                          \
+            std::optional<dl::result<dl::lease>> got;                                                                  \
+            asio::co_spawn(co_await asio::this_coro::executor, b.lock(),                                               \
                            asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, dl::result<dl::lease> r) { \
-                               got.emplace(std::move(r));                                                      \
-                           }));                                                                                \
-            co_await test::settle(50ms);                                                                       \
-            cancel.emit(asio::cancellation_type::all);                                                         \
-            (void)co_await test::eventually("got.has_value()", [&] { return got.has_value(); }, long_enough());                                   \
-            REQUIRE_FALSE(*got);                                                                               \
-            CHECK(got->error() == dl::condition::cancelled);                                                   \
-            auto timed = co_await b.lock_until(dl::clock::now() + 100ms);                                      \
-            REQUIRE_FALSE(timed);                                                                              \
-            CHECK(timed.error() == dl::condition::timeout);                                                    \
-            { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                                 \
-            /* Nothing of the waiters is left: the next lock is granted at once. */                            \
-            (void)co_await test::eventually("!f.held(\"conf:cancel\")", [&] { return !f.held("conf:cancel"); }, long_enough());                               \
-            auto next = co_await a.try_lock();                                                                 \
-            REQUIRE(next);                                                                                     \
-            { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                                  \
-        });                                                                                                    \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: a request whose reply was lost is cleaned up by owner", TAG "[conformance]", \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        if constexpr (requires(TestType & t) { t.lose_next_reply(0); }) {                                      \
-            TestType f;                                                                                        \
-            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
-                single_try_mutex_of<TestType> a{f.client(0), "conf:lost-reply", {.ttl = 10s},                 \
-                                                dl::observe::callback{}};                                      \
-                f.lose_next_reply(0);                                                                          \
-                auto r = co_await a.lock();                                                                    \
-                REQUIRE_FALSE(r);                                                                              \
-                CHECK(r.error() == dl::condition::maybe_applied);                                              \
-                (void)co_await test::eventually("!f.held(\"conf:lost-reply\")", [&] { return !f.held("conf:lost-reply"); }, long_enough());                       \
-                mutex_of<TestType> b{f.client(1), "conf:lost-reply", {.ttl = 10s}, dl::observe::callback{}};   \
-                auto next = co_await b.try_lock();                                                             \
-                REQUIRE(next);                                                                                 \
-                { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                              \
-            });                                                                                                \
-        }                                                                                                      \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: a refused request is retried and not applied twice", TAG "[conformance]",   \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        if constexpr (requires(TestType & t) { t.refuse_next(0); }) {                                          \
-            TestType f;                                                                                        \
-            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
-                mutex_of<TestType> a{f.client(0), "conf:refused", {.ttl = 10s}, dl::observe::callback{}, quick()}; \
-                f.refuse_next(0);                                                                              \
-                auto r = co_await a.lock();                                                                    \
-                REQUIRE(r);                                                                                    \
-                { const auto ok_ = co_await r->unlock(); CHECK(ok_); }                                                                 \
-                CHECK_FALSE(f.held("conf:refused"));                                                           \
-            });                                                                                                \
-        }                                                                                                      \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: bad input is rejected before any I/O; ids are binary-safe",                \
-                       TAG "[conformance]", __VA_ARGS__)                                                       \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        TestType f;                                                                                            \
-        test::run(f.io, [&]() -> asio::awaitable<void> {                                                       \
-            const std::string binary{"conf:\0bin\n {x}\r\xff", 17};                                            \
-            for (const auto& id : {std::string{}, std::string(dl::max_resource_size + 1, 'x')}) {              \
-                mutex_of<TestType> m{f.client(0), id, {.ttl = 10s}, dl::observe::callback{}};                  \
-                auto r = co_await m.lock();                                                                    \
-                REQUIRE_FALSE(r);                                                                              \
-                CHECK(r.error() == dl::condition::invalid_argument);                                           \
-            }                                                                                                  \
-            for (const auto ttl : {dl::duration::zero(), dl::duration{-1}, dl::duration::max()}) {             \
-                mutex_of<TestType> m{f.client(0), binary, {.ttl = ttl}, dl::observe::callback{}};              \
-                auto r = co_await m.lock();                                                                    \
-                REQUIRE_FALSE(r);                                                                              \
-                CHECK(r.error() == dl::condition::invalid_argument);                                           \
-            }                                                                                                  \
-            mutex_of<TestType> m{f.client(0), binary, {.ttl = 10s}, dl::observe::callback{}};                  \
-            auto past = co_await m.lock_until(dl::clock::now() - 1s);                                          \
-            REQUIRE_FALSE(past);                                                                               \
-            CHECK(past.error() == dl::condition::invalid_argument);                                            \
-            CHECK_FALSE(f.held(binary));                                                                       \
-            auto l = co_await m.lock();                                                                        \
-            REQUIRE(l);                                                                                        \
-            CHECK(f.held(binary));                                                                             \
-            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                                     \
-            (void)co_await test::eventually("!f.held(binary)", [&] { return !f.held(binary); }, long_enough());                                      \
-        });                                                                                                    \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: read() reports the holder without taking the lock", TAG "[conformance]",    \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        if constexpr (dl::inspectable_store<typename TestType::backend>) {                                     \
-            TestType f;                                                                                        \
-            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
-                auto& store = f.client(1);                                                                     \
-                auto before = co_await store.read("conf:read");                                                \
-                REQUIRE(before);                                                                               \
-                CHECK_FALSE(before->held);                                                                     \
-                mutex_of<TestType> a{f.client(0), "conf:read", {.ttl = 10s}, dl::observe::callback{}};         \
-                auto l = co_await a.lock();                                                                    \
-                REQUIRE(l);                                                                                    \
-                auto during = co_await store.read("conf:read");                                                \
-                REQUIRE(during);                                                                               \
-                CHECK(during->held);                                                                           \
-                CHECK(during->fence == l->fence());                                                            \
-                CHECK(during->owner == l->owner().to_hex().substr(0, 8));                                      \
-                REQUIRE(during->remaining);                                                                    \
-                CHECK(*during->remaining > dl::duration::zero());                                              \
-                CHECK(f.held("conf:read"));                                                                    \
-                { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                         \
-                auto after = co_await store.read("conf:read");                                                 \
-                REQUIRE(after);                                                                                \
-                CHECK_FALSE(after->held);                                                                      \
-            });                                                                                                \
-        }                                                                                                      \
-    }                                                                                                          \
-                                                                                                               \
-    TEMPLATE_TEST_CASE("conformance: close() finishes the release of a dropped lease", TAG "[conformance]",      \
-                       __VA_ARGS__)                                                                            \
-    {                                                                                                          \
-        using namespace test::conformance;                                                                     \
-        if constexpr (requires(TestType & t) { t.close(0); }) {                                                \
-            TestType f;                                                                                        \
-            test::run(f.io, [&]() -> asio::awaitable<void> {                                                   \
-                {                                                                                              \
-                    mutex_of<TestType> a{f.client(0), "conf:close", {.ttl = 10s}, dl::observe::callback{}};    \
-                    auto l = co_await a.lock();                                                                \
-                    REQUIRE(l);                                                                                \
-                } /* dropped: released in the background */                                                   \
-                co_await f.close(0);                                                                           \
-                CHECK_FALSE(f.held("conf:close"));                                                             \
-            });                                                                                                \
-        }                                                                                                      \
+                               got.emplace(std::move(r));                                                              \
+                           }));                                                                                        \
+            co_await test::settle(50ms);                                                                               \
+            cancel.emit(asio::cancellation_type::all);                                                                 \
+            (void)co_await test::eventually("got.has_value()", [&] { return got.has_value(); }, long_enough());        \
+            REQUIRE_FALSE(*got);                                                                                       \
+            CHECK(got->error() == dl::condition::cancelled);                                                           \
+            auto timed = co_await b.lock_until(dl::clock::now() + 100ms);                                              \
+            REQUIRE_FALSE(timed);                                                                                      \
+            CHECK(timed.error() == dl::condition::timeout);                                                            \
+            { const auto ok_ = co_await first->unlock(); CHECK(ok_); }                                                 \
+            /* Nothing of the waiters is left: the next lock is granted at once. */                                    \
+            (void)co_await test::eventually("!f.held(\"conf:cancel\")", [&] { return !f.held("conf:cancel"); }, long_enough()); \
+            auto next = co_await a.try_lock();                                                                         \
+            REQUIRE(next);                                                                                             \
+            { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                  \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(lost_reply, "conformance: a request whose reply was lost is cleaned up by owner", TAG, losing_replies) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            single_try_mutex_of<TestType> a{f.client(0), "conf:lost-reply", {.ttl = 10s},                              \
+                                            dl::observe::callback{}};                                                  \
+            f.lose_next_reply(0);                                                                                      \
+            auto r = co_await a.lock();                                                                                \
+            REQUIRE_FALSE(r);                                                                                          \
+            /* One store: the caller cannot know. A quorum gave back on every node */                                  \
+            /* before it answered: no majority was reached. */                                                         \
+            if constexpr (TestType::quorum)                                                                            \
+                CHECK(r.error() == dl::condition::not_applied);                                                        \
+            else                                                                                                       \
+                CHECK(r.error() == dl::condition::maybe_applied);                                                      \
+            (void)co_await test::eventually("!f.held(\"conf:lost-reply\")", [&] { return !f.held("conf:lost-reply"); }, long_enough()); \
+            mutex_of<TestType> b{f.client(1), "conf:lost-reply", {.ttl = 10s}, dl::observe::callback{}};               \
+            auto next = co_await b.try_lock();                                                                         \
+            REQUIRE(next);                                                                                             \
+            { const auto ok_ = co_await next->unlock(); CHECK(ok_); }                                                  \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(refused, "conformance: a refused request is retried and not applied twice", TAG, refusing) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            mutex_of<TestType> a{f.client(0), "conf:refused", {.ttl = 10s}, dl::observe::callback{}, quick()};         \
+            f.refuse_next(0);                                                                                          \
+            auto r = co_await a.lock();                                                                                \
+            REQUIRE(r);                                                                                                \
+            { const auto ok_ = co_await r->unlock(); CHECK(ok_); }                                                     \
+            CHECK_FALSE(f.held("conf:refused"));                                                                       \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(bad_input, "conformance: bad input is rejected before any I/O; ids are binary-safe", TAG, all) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            const std::string binary{"conf:\0bin\n {x}\r\xff", 17};                                                    \
+            for (const auto& id : {std::string{}, std::string(dl::max_resource_size + 1, 'x')}) {                      \
+                mutex_of<TestType> m{f.client(0), id, {.ttl = 10s}, dl::observe::callback{}};                          \
+                auto r = co_await m.lock();                                                                            \
+                REQUIRE_FALSE(r);                                                                                      \
+                CHECK(r.error() == dl::condition::invalid_argument);                                                   \
+            }                                                                                                          \
+            for (const auto ttl : {dl::duration::zero(), dl::duration{-1}, dl::duration::max()}) {                     \
+                mutex_of<TestType> m{f.client(0), binary, {.ttl = ttl}, dl::observe::callback{}};                      \
+                auto r = co_await m.lock();                                                                            \
+                REQUIRE_FALSE(r);                                                                                      \
+                CHECK(r.error() == dl::condition::invalid_argument);                                                   \
+            }                                                                                                          \
+            mutex_of<TestType> m{f.client(0), binary, {.ttl = 10s}, dl::observe::callback{}};                          \
+            auto past = co_await m.lock_until(dl::clock::now() - 1s);                                                  \
+            REQUIRE_FALSE(past);                                                                                       \
+            CHECK(past.error() == dl::condition::invalid_argument);                                                    \
+            CHECK_FALSE(f.held(binary));                                                                               \
+            auto l = co_await m.lock();                                                                                \
+            REQUIRE(l);                                                                                                \
+            CHECK(f.held(binary));                                                                                     \
+            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                     \
+            (void)co_await test::eventually("!f.held(binary)", [&] { return !f.held(binary); }, long_enough());        \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(read, "conformance: read() reports the holder without taking the lock", TAG, inspectable) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            auto& store = f.client(1);                                                                                 \
+            auto before = co_await store.read("conf:read");                                                            \
+            REQUIRE(before);                                                                                           \
+            CHECK_FALSE(before->held);                                                                                 \
+            mutex_of<TestType> a{f.client(0), "conf:read", {.ttl = 10s}, dl::observe::callback{}};                     \
+            auto l = co_await a.lock();                                                                                \
+            REQUIRE(l);                                                                                                \
+            auto during = co_await store.read("conf:read");                                                            \
+            REQUIRE(during);                                                                                           \
+            CHECK(during->held);                                                                                       \
+            CHECK(during->fence == l->fence());                                                                        \
+            CHECK(during->owner == l->owner().to_hex().substr(0, 8));                                                  \
+            REQUIRE(during->remaining);                                                                                \
+            CHECK(*during->remaining > dl::duration::zero());                                                          \
+            CHECK(f.held("conf:read"));                                                                                \
+            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }                                                     \
+            auto after = co_await store.read("conf:read");                                                             \
+            REQUIRE(after);                                                                                            \
+            CHECK_FALSE(after->held);                                                                                  \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(close_finishes_release, "conformance: close() finishes the release of a dropped lease", TAG, closing) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            {                                                                                                          \
+                mutex_of<TestType> a{f.client(0), "conf:close", {.ttl = 10s}, dl::observe::callback{}};                \
+                auto l = co_await a.lock();                                                                            \
+                REQUIRE(l);                                                                                            \
+            } /* dropped: released in the background */                                                                \
+            co_await f.close(0);                                                                                       \
+            CHECK_FALSE(f.held("conf:close"));                                                                         \
+        });                                                                                                            \
     }

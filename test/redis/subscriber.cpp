@@ -174,3 +174,48 @@ TEST_CASE("redis: LOADING during the handshake is store_unavailable on both conn
     store.disconnect();
     io.poll();
 }
+
+TEST_CASE("redis: a subscription is confirmed by its own acknowledgement, not an earlier one's",
+          "[redis][notify]")
+{
+    asio::io_context io;
+    // Every acknowledgement is held back; the test sends them when it chooses.
+    fake_server server{io, [](const std::vector<std::string>&) { return std::string{}; }};
+    dl::redis::config cfg;
+    cfg.port = server.port();
+    cfg.request_timeout = 20s;
+    auto sub = make_subscriber(io, cfg);
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        // A waiter subscribes and leaves before Redis answered; another one comes.
+        auto first = std::make_shared<dl::detail::wakeup>(ex);
+        auto first_result = std::make_shared<std::optional<std::error_code>>();
+        asio::co_spawn(ex, subscribe_into(sub, "ch", first, first_result), asio::detached);
+        { const bool sent_ = co_await eventually([&] { return server.count("SUBSCRIBE") == 1; }); REQUIRE(sent_); }
+        sub->unsubscribe("ch", first);
+        auto second = std::make_shared<dl::detail::wakeup>(ex);
+        auto second_result = std::make_shared<std::optional<std::error_code>>();
+        asio::co_spawn(ex, subscribe_into(sub, "ch", second, second_result), asio::detached);
+        { const bool sent_ = co_await eventually([&] { return server.count("SUBSCRIBE") == 2; }); REQUIRE(sent_); }
+        CHECK(server.count("UNSUBSCRIBE") == 1);
+
+        // The answers to SUBSCRIBE and UNSUBSCRIBE: the channel is not subscribed now.
+        co_await server.say(ack("subscribe", "ch", 1) + ack("unsubscribe", "ch", 0));
+        co_await settle(50ms);
+        CHECK_FALSE(second_result->has_value());
+
+        // The answer to the second SUBSCRIBE confirms it, and a release wakes its waiter.
+        co_await server.say(ack("subscribe", "ch", 1));
+        { const bool came_ = co_await eventually([&] { return second_result->has_value(); }); REQUIRE(came_); }
+        CHECK_FALSE(second_result->value());
+        auto woken = std::make_shared<bool>(false);
+        asio::co_spawn(ex, wait_into(second, woken), asio::detached);
+        co_await server.say(message("ch"));
+        { const bool came_ = co_await eventually([&] { return *woken; }); CHECK(came_); }
+        // The first waiter left before its answer: its subscribe() promised nothing.
+        REQUIRE(first_result->has_value());
+        CHECK(first_result->value() == dl::errc::cancelled);
+    });
+    sub->close();
+    io.poll();
+}

@@ -5,6 +5,7 @@
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
+#include <distlock/transport/stream.hpp>
 
 #include <charconv>
 #include <chrono>
@@ -39,6 +40,21 @@ struct config {
     duration request_timeout = std::chrono::seconds{2};
 
     std::string key_prefix = "distlock"; ///< Keys are <prefix>:{<resource>}:<kind>.
+
+    /// Where and how the transport connects.
+    transport::endpoint endpoint() const
+    {
+        return {.host = host,
+                .port = port,
+                .unix_socket = unix_socket,
+                .tls = tls,
+                .tls_ca_file = tls_ca_file,
+                .tls_verify_peer = tls_verify_peer,
+                .tls_server_name = tls_server_name,
+                .tls_cert_file = tls_cert_file,
+                .tls_key_file = tls_key_file,
+                .connect_timeout = connect_timeout};
+    }
 
     /// Checks the settings without I/O: errc::invalid_argument for a timeout outside
     /// (0, distlock::max_wait] (zero would fail every request at once; near the

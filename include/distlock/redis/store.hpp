@@ -58,7 +58,7 @@ public:
     /// files in `cfg` cannot be loaded; connecting happens on first use.
     store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
     {
-        auto tls = detail::make_tls_context(cfg_);
+        auto tls = transport::make_tls_context(cfg_.endpoint());
         if (!tls)
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
         auto strand = asio::make_strand(ex_);

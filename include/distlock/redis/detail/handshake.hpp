@@ -12,7 +12,8 @@
 
 #include <distlock/error.hpp>
 #include <distlock/redis/config.hpp>
-#include <distlock/redis/detail/stream.hpp>
+#include <distlock/redis/resp/codec.hpp>
+#include <distlock/transport/engine.hpp>
 #include <distlock/redis/resp/command.hpp>
 
 #include <optional>
@@ -58,11 +59,11 @@ inline std::string run_id_of(std::string_view info)
 /// Connects `s` and runs the handshake: AUTH when cfg has a password, SELECT when
 /// `select_database` and cfg.database is not 0, INFO server when `identify`.
 /// `diagnostic` receives the server's or the system's words on failure.
-inline awaitable<std::error_code> handshake(stream& s, const config& cfg, asio::ssl::context* tls,
+inline awaitable<std::error_code> handshake(transport::stream& s, const config& cfg, asio::ssl::context* tls,
                                             bool select_database, bool identify, hello& out,
                                             std::string& diagnostic)
 {
-    if (auto ec = co_await s.connect(cfg, tls, diagnostic))
+    if (auto ec = co_await s.connect(cfg.endpoint(), tls, diagnostic))
         co_return ec;
     std::string payload;
     std::size_t count = 0;
@@ -83,9 +84,9 @@ inline awaitable<std::error_code> handshake(stream& s, const config& cfg, asio::
     }
     if (count == 0)
         co_return std::error_code{};
-    auto replies = co_await s.roundtrip(payload, count, cfg.connect_timeout);
+    auto replies = co_await transport::roundtrip(s, resp::codec{}, payload, count, cfg.connect_timeout);
     if (!replies) {
-        diagnostic = "handshake with " + stream::describe(cfg) + " failed: " + replies.error().message();
+        diagnostic = "handshake with " + cfg.endpoint().describe() + " failed: " + replies.error().message();
         s.close();
         co_return replies.error() == errc::protocol_error ? make_error_code(errc::protocol_error)
                                                           : make_error_code(errc::store_unavailable);
@@ -103,7 +104,7 @@ inline awaitable<std::error_code> handshake(stream& s, const config& cfg, asio::
         }
         if (is_info) {
             if (!r.is_string()) {
-                diagnostic = "unexpected INFO reply from " + stream::describe(cfg);
+                diagnostic = "unexpected INFO reply from " + cfg.endpoint().describe();
                 s.close();
                 co_return make_error_code(errc::protocol_error);
             }

@@ -7,16 +7,24 @@
 // the subscription: the waiter's next try happens after that, so a release published
 // between the try and the wait reaches it. If the connection drops, every waiter is
 // woken (it retries, which is always safe) and channels are subscribed again on the
-// next wait. All state lives on the store's strand.
+// next wait. All state lives on the store's strand. The connection is the shared
+// transport engine with the RESP codec in subscribed mode: every message is a push.
+//
+// Acknowledgements are matched by count, not by name: after SUBSCRIBE, UNSUBSCRIBE,
+// SUBSCRIBE on one channel (a waiter left and another came before Redis answered),
+// the first "subscribe" acknowledgement is not the current subscription's, and a
+// release published between the server's UNSUBSCRIBE and its second SUBSCRIBE would
+// be missed. Redis answers each command on a channel in order, so a channel is
+// confirmed by the acknowledgement that leaves none of its commands unanswered.
 #pragma once
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/handshake.hpp>
-#include <distlock/redis/detail/stream.hpp>
+#include <distlock/redis/resp/codec.hpp>
 #include <distlock/redis/resp/command.hpp>
-#include <distlock/redis/resp/parser.hpp>
+#include <distlock/transport/engine.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -41,7 +49,18 @@ public:
         : strand_{std::move(strand)}, cfg_{std::move(cfg)}, tls_{std::move(tls)}
     {
         cfg_.database = 0; // pub/sub ignores the database
+        engine_ = std::make_shared<engine_type>(
+            strand_, resp::codec{.subscribed = true},
+            engine_type::options{cfg_.request_timeout, cfg_.endpoint().describe()},
+            [cfg = cfg_, tls = tls_](transport::stream& s, std::string& diagnostic) -> awaitable<std::error_code> {
+                // The same handshake as the command connection, without SELECT (pub/sub
+                // ignores the database) and without INFO.
+                hello unused;
+                co_return co_await handshake(s, cfg, tls.get(), false, false, unused, diagnostic);
+            });
     }
+    subscriber(const subscriber&) = delete;
+    subscriber& operator=(const subscriber&) = delete;
 
     /// Registers `w` for `channel` and returns once the subscription is confirmed.
     awaitable<std::error_code> subscribe(std::string channel, waiter w)
@@ -58,13 +77,14 @@ public:
             if (it == self->channels_.end())
                 return;
             std::erase(it->second.waiters, w);
+            self->notify_change(); // its subscribe(), if still waiting, returns
             if (!it->second.waiters.empty())
                 return;
             const bool was_subscribed = it->second.requested;
             self->channels_.erase(it);
             self->channel_count_ = self->channels_.size();
             if (was_subscribed && self->ready_)
-                self->send(resp::command({"UNSUBSCRIBE", channel}));
+                self->send_on(channel, "UNSUBSCRIBE");
         });
     }
 
@@ -98,14 +118,17 @@ private:
             self->channel_count_ = self->channels_.size();
             if (!ch.requested) {
                 ch.requested = true;
-                self->send(resp::command({"SUBSCRIBE", channel}));
+                self->send_on(channel, "SUBSCRIBE");
             }
         }
         const auto deadline = clock::now() + self->cfg_.request_timeout;
         for (;;) {
             auto it = self->channels_.find(channel);
-            if (it == self->channels_.end() || !self->ready_)
+            if (!self->ready_)
                 co_return make_error_code(errc::store_unavailable);
+            if (it == self->channels_.end() || std::find(it->second.waiters.begin(), it->second.waiters.end(), w) ==
+                                                   it->second.waiters.end())
+                co_return make_error_code(errc::cancelled); // unsubscribed while waiting for the answer
             if (it->second.confirmed)
                 co_return std::error_code{};
             if (clock::now() >= deadline) {
@@ -121,29 +144,28 @@ private:
 
     awaitable<std::error_code> ensure_connected()
     {
-        while (connecting_)
-            co_await wait_for_change(time_point::max());
         if (ready_)
             co_return std::error_code{};
-        connecting_ = true;
-        const auto generation = ++generation_;
-        std::string diagnostic;
-        // The same handshake as the main connection, without SELECT (pub/sub ignores
-        // the database) and without INFO.
-        hello unused;
-        auto ec = co_await handshake(stream_, cfg_, tls_.get(), false, false, unused, diagnostic);
-        if (!ec && generation_ != generation) // dropped (close()) while connecting
-            ec = make_error_code(errc::store_unavailable);
-        connecting_ = false;
-        if (ec) {
-            stream_.close();
-            notify_change();
-            co_return ec;
+        if (!wired_) {
+            // Weak: the engine must not keep its subscriber alive.
+            std::weak_ptr<subscriber> weak = shared_from_this();
+            engine_->on_push([weak](resp::value v) {
+                if (auto self = weak.lock())
+                    self->on_message(v);
+            });
+            engine_->on_down([weak] {
+                if (auto self = weak.lock())
+                    self->forget();
+            });
+            wired_ = true;
         }
-        ready_ = true;
+        auto ec = co_await engine_->connect();
+        if (!ec)
+            ready_ = engine_->ready();
+        if (!ec && !ready_) // dropped (close()) as soon as it connected
+            ec = make_error_code(errc::store_unavailable);
         notify_change();
-        asio::co_spawn(strand_, reader(shared_from_this(), generation), asio::detached);
-        co_return std::error_code{};
+        co_return ec;
     }
 
     // Each waiter sleeps on a timer of its own, so that waking one never disturbs
@@ -152,7 +174,7 @@ private:
     {
         timer t{strand_, until};
         waiting_.push_back(&t);
-        (void)co_await t.async_wait(as_tuple(asio::use_awaitable));
+        (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
         std::erase(waiting_, &t);
     }
 
@@ -162,40 +184,11 @@ private:
             t->cancel();
     }
 
-    // Writes are small and rare; chaining them keeps them in order.
-    void send(std::string bytes)
+    // SUBSCRIBE or UNSUBSCRIBE of one channel: one acknowledgement owed.
+    void send_on(const std::string& channel, std::string_view verb)
     {
-        outbox_ += bytes;
-        if (!writing_)
-            asio::co_spawn(strand_, writer(shared_from_this(), generation_), asio::detached);
-    }
-
-    static awaitable<void> writer(std::shared_ptr<subscriber> self, std::uint64_t generation)
-    {
-        self->writing_ = true;
-        while (!self->outbox_.empty() && self->generation_ == generation) {
-            std::string batch;
-            batch.swap(self->outbox_);
-            auto [ec, n] = co_await self->stream_.write(asio::buffer(batch));
-            if (self->generation_ != generation)
-                break;
-            if (ec) {
-                self->drop();
-                break;
-            }
-        }
-        self->writing_ = false;
-    }
-
-    static awaitable<void> reader(std::shared_ptr<subscriber> self, std::uint64_t generation)
-    {
-        const auto end = co_await self->stream_.read_replies([&] { return self->generation_ == generation; },
-                                                             [&](resp::value v) {
-                                                                 self->on_message(v);
-                                                                 return true;
-                                                             });
-        if (end)
-            self->drop();
+        ++unanswered_[channel];
+        engine_->send(resp::command({verb, channel}));
     }
 
     void on_message(const resp::value& v)
@@ -203,25 +196,42 @@ private:
         if (!v.is_aggregate() || v.elements.size() < 3 || !v.elements[0].is_string() || !v.elements[1].is_string())
             return;
         const auto& kind = v.elements[0].text;
-        const auto it = channels_.find(v.elements[1].text);
+        const auto& name = v.elements[1].text;
+        if (kind == "subscribe" || kind == "unsubscribe") {
+            const auto owed = unanswered_.find(name);
+            if (owed == unanswered_.end())
+                return; // not a command of this connection's: ignore
+            if (--owed->second > 0)
+                return; // an earlier command's answer: a later one is still on its way
+            unanswered_.erase(owed);
+            const auto it = channels_.find(name);
+            if (kind == "subscribe" && it != channels_.end() && it->second.requested) {
+                it->second.confirmed = true;
+                notify_change();
+            }
+            return;
+        }
+        const auto it = channels_.find(name);
         if (it == channels_.end())
             return;
-        if (kind == "subscribe") {
-            it->second.confirmed = true;
-            notify_change();
-        } else if (kind == "message") {
+        if (kind == "message") {
             for (auto& w : it->second.waiters)
                 w->signal();
         }
     }
 
-    // The connection is gone: wake everyone, forget subscriptions.
+    // Closes the connection; forget() follows from the engine.
     void drop()
     {
-        ++generation_;
+        engine_->close();
+        forget();
+    }
+
+    // The connection is gone: wake everyone, forget subscriptions.
+    void forget()
+    {
         ready_ = false;
-        stream_.close();
-        outbox_.clear();
+        unanswered_.clear();
         for (auto& [name, ch] : channels_) {
             ch.requested = ch.confirmed = false;
             for (auto& w : ch.waiters)
@@ -230,16 +240,16 @@ private:
         notify_change();
     }
 
+    using engine_type = transport::engine<resp::codec>;
+
     strand_type strand_;
     config cfg_;
     std::shared_ptr<asio::ssl::context> tls_;
-    stream stream_;
+    std::shared_ptr<engine_type> engine_;
+    bool wired_ = false; // the engine's push and down handlers are set
     bool ready_ = false;
-    bool connecting_ = false;
-    bool writing_ = false;
-    std::uint64_t generation_ = 0;
-    std::string outbox_;
     std::unordered_map<std::string, channel_state> channels_;
+    std::unordered_map<std::string, std::size_t> unanswered_; // SUBSCRIBE/UNSUBSCRIBE sent, not acknowledged
     std::atomic<std::size_t> channel_count_{0};
     std::vector<timer*> waiting_;
 };

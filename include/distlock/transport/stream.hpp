@@ -1,12 +1,10 @@
-// distlock/redis/detail/stream.hpp: one byte stream to a Redis server: TCP, a Unix
-// socket or TLS over TCP, with connect timeout and the AUTH/SELECT handshake.
+// distlock/transport/stream.hpp: one byte stream to a server: TCP, a Unix socket or
+// TLS over TCP, with a connect timeout. Protocol-free: the engine (engine.hpp) and the
+// stores' handshakes speak through it.
 #pragma once
 
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
-#include <distlock/redis/config.hpp>
-#include <distlock/redis/resp/command.hpp>
-#include <distlock/redis/resp/parser.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/buffer.hpp>
@@ -21,6 +19,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,15 +27,35 @@
 #include <variant>
 #include <vector>
 
-namespace distlock::redis::detail {
+namespace distlock::transport {
 
 using asio::experimental::as_tuple;
 using tcp = asio::ip::tcp;
 using unix_stream = asio::local::stream_protocol;
 using tls_stream = asio::ssl::stream<tcp::socket>;
 
-/// Creates the TLS context a config asks for (nullptr when it does not ask for TLS).
-inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const config& c)
+/// Where a stream connects, and how.
+struct endpoint {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;
+    std::string unix_socket;     ///< If set, connect here instead of host:port.
+    bool tls = false;            ///< TLS over TCP (asio::ssl, OpenSSL).
+    std::string tls_ca_file;     ///< Trusted CA certificates (PEM); empty: system defaults.
+    bool tls_verify_peer = true; ///< Verify the server's certificate and host name.
+    std::string tls_server_name; ///< SNI and verified name; empty: `host`.
+    std::string tls_cert_file;   ///< Client certificate (PEM) for mutual TLS.
+    std::string tls_key_file;    ///< Its private key (PEM).
+    duration connect_timeout = std::chrono::seconds{2};
+
+    /// host:port or the socket path, for diagnostics.
+    std::string describe() const
+    {
+        return unix_socket.empty() ? host + ":" + std::to_string(port) : unix_socket;
+    }
+};
+
+/// Creates the TLS context an endpoint asks for (nullptr when it does not ask for TLS).
+inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const endpoint& c)
 {
     if (!c.tls)
         return std::shared_ptr<asio::ssl::context>{};
@@ -78,7 +97,7 @@ public:
     /// Connects within cfg.connect_timeout. `diagnostic` receives the server's or the
     /// system's words when it fails. A close() while connecting makes it fail with
     /// errc::store_unavailable.
-    awaitable<std::error_code> connect(const config& cfg, asio::ssl::context* tls, std::string& diagnostic)
+    awaitable<std::error_code> connect(const endpoint& cfg, asio::ssl::context* tls, std::string& diagnostic)
     {
         close();
         auto ex = co_await asio::this_coro::executor;
@@ -140,7 +159,7 @@ public:
         if (sockets_ != fresh)
             co_return closed_while_connecting(cfg, diagnostic);
         if (ec) {
-            diagnostic = "cannot connect to " + describe(cfg) + ": " + ec.message();
+            diagnostic = "cannot connect to " + cfg.describe() + ": " + ec.message();
             close();
             co_return make_error_code(errc::store_unavailable);
         }
@@ -174,63 +193,6 @@ public:
         if (auto* p = std::get_if<tcp::socket>(&keep->s))
             co_return co_await asio::async_write(*p, b, as_tuple(asio::use_awaitable));
         co_return not_open();
-    }
-
-    /// Sends `payload` and reads `count` replies, before the connection is shared
-    /// (the handshake). Bounded by `timeout`.
-    awaitable<result<std::vector<resp::value>>> roundtrip(const std::string& payload, std::size_t count,
-                                                        duration timeout)
-    {
-        using namespace asio::experimental::awaitable_operators;
-        timer deadline{co_await asio::this_coro::executor, timeout};
-        auto r = co_await (exchange(payload, count) || deadline.async_wait(as_tuple(asio::use_awaitable)));
-        if (r.index() == 1) {
-            close();
-            co_return errc::outcome_unknown;
-        }
-        co_return std::move(std::get<0>(r));
-    }
-
-    /// Reads replies until the stream fails, handing each to `on_reply` (which returns
-    /// false for a reply it did not expect). Returns why it stopped: the read error,
-    /// errc::protocol_error for a malformed or unexpected reply, or nullopt when
-    /// `current()` says a newer connection has taken over (then it touched nothing).
-    template <class Current, class OnReply>
-    awaitable<std::optional<std::error_code>> read_replies(Current current, OnReply on_reply)
-    {
-        std::string buffer;
-        std::size_t offset = 0;
-        std::vector<char> chunk(16 * 1024);
-        for (;;) {
-            auto [ec, n] = co_await read_some(asio::buffer(chunk));
-            if (!current())
-                co_return std::nullopt;
-            if (ec)
-                co_return ec;
-            buffer.append(chunk.data(), n);
-            for (;;) {
-                auto parsed = resp::parse(std::string_view{buffer}.substr(offset));
-                if (parsed.status == resp::status::need_more)
-                    break;
-                if (parsed.status == resp::status::malformed)
-                    co_return make_error_code(errc::protocol_error);
-                offset += parsed.consumed;
-                if (!on_reply(std::move(parsed.value)))
-                    co_return make_error_code(errc::protocol_error);
-            }
-            if (offset == buffer.size()) {
-                buffer.clear();
-                offset = 0;
-            } else if (offset > 64 * 1024) {
-                buffer.erase(0, offset);
-                offset = 0;
-            }
-        }
-    }
-
-    static std::string describe(const config& cfg)
-    {
-        return cfg.unix_socket.empty() ? cfg.host + ":" + std::to_string(cfg.port) : cfg.unix_socket;
     }
 
 private:
@@ -267,39 +229,13 @@ private:
         return std::tuple{make_error_code(asio::error::not_connected), std::size_t{0}};
     }
 
-    static std::error_code closed_while_connecting(const config& cfg, std::string& diagnostic)
+    static std::error_code closed_while_connecting(const endpoint& cfg, std::string& diagnostic)
     {
-        diagnostic = "connection to " + describe(cfg) + " closed while connecting";
+        diagnostic = "connection to " + cfg.describe() + " closed while connecting";
         return make_error_code(errc::store_unavailable);
-    }
-
-    awaitable<result<std::vector<resp::value>>> exchange(const std::string& payload, std::size_t count)
-    {
-        auto [wec, written] = co_await write(asio::buffer(payload));
-        if (wec)
-            co_return errc::store_unavailable;
-        std::vector<resp::value> replies;
-        std::string buffer;
-        std::size_t offset = 0;
-        char chunk[4096];
-        while (replies.size() < count) {
-            auto parsed = resp::parse(std::string_view{buffer}.substr(offset));
-            if (parsed.status == resp::status::malformed)
-                co_return errc::protocol_error;
-            if (parsed.status == resp::status::complete) {
-                offset += parsed.consumed;
-                replies.push_back(std::move(parsed.value));
-                continue;
-            }
-            auto [rec, n] = co_await read_some(asio::buffer(chunk));
-            if (rec)
-                co_return errc::outcome_unknown;
-            buffer.append(chunk, n);
-        }
-        co_return replies;
     }
 
     std::shared_ptr<socket_set> sockets_;
 };
 
-} // namespace distlock::redis::detail
+} // namespace distlock::transport

@@ -1,0 +1,413 @@
+// distlock/transport/engine.hpp: one pipelined request/reply connection shared by
+// many coroutines, for any protocol with a codec (codec.hpp) over any stream with
+// read_some/write/close (stream.hpp, or a scripted stream in tests).
+//
+// Design note. Everything runs on one strand. A request is queued; the writer sends
+// whatever is queued in one write (pipelining) and moves the requests to the
+// in-flight list; the reader decodes messages, hands pushes to the push handler and
+// replies, in order, to the oldest request in flight. A request that times out
+// drops the connection: a server that stops answering would otherwise hold every
+// request behind it. When the connection fails or is closed, requests that were
+// written, even in part, complete with errc::outcome_unknown (they may have been
+// applied: the caller cleans up by owner token) and queued ones with
+// errc::store_unavailable (they were not sent); the next request connects again
+// through the connector, which also runs the protocol's handshake. A caller that
+// stops waiting (cancellation) abandons its request: the reply, when it comes, is
+// read and dropped, keeping the order of the others intact. `generation_` tells the
+// reader and writer of a closed connection to exit without touching the state of
+// its successor.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+#include <distlock/result.hpp>
+#include <distlock/transport/codec.hpp>
+#include <distlock/transport/stream.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace distlock::transport {
+
+/// Sends `payload` on a stream nobody else uses yet (a handshake) and reads `count`
+/// replies, within `timeout`. A reply that does not come is errc::outcome_unknown
+/// (the stream is closed), bytes that are not the protocol errc::protocol_error.
+template <codec Codec, class Stream>
+awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, const Codec& codec,
+                                                                const std::string& payload, std::size_t count,
+                                                                duration timeout)
+{
+    using message = typename Codec::message;
+    auto exchange = [](Stream& s, Codec codec, const std::string& payload,
+                       std::size_t count) -> awaitable<result<std::vector<message>>> {
+        auto [wec, written] = co_await s.write(asio::buffer(payload));
+        if (wec)
+            co_return errc::store_unavailable;
+        std::vector<message> replies;
+        std::string buffer;
+        std::size_t offset = 0;
+        char chunk[4096];
+        while (replies.size() < count) {
+            auto d = codec.decode(std::string_view{buffer}.substr(offset));
+            if (d.status == decode_status::malformed)
+                co_return errc::protocol_error;
+            if (d.status == decode_status::complete) {
+                offset += d.consumed;
+                replies.push_back(std::move(d.message));
+                continue;
+            }
+            auto [rec, n] = co_await s.read_some(asio::buffer(chunk));
+            if (rec)
+                co_return errc::outcome_unknown;
+            buffer.append(chunk, n);
+        }
+        co_return replies;
+    };
+    using namespace asio::experimental::awaitable_operators;
+    timer deadline{co_await asio::this_coro::executor, timeout};
+    auto r = co_await (exchange(s, codec, payload, count) || deadline.async_wait(as_tuple(asio::use_awaitable)));
+    if (r.index() == 1) {
+        s.close();
+        co_return errc::outcome_unknown;
+    }
+    co_return std::move(std::get<0>(r));
+}
+
+template <codec Codec, class Stream = stream>
+class engine : public std::enable_shared_from_this<engine<Codec, Stream>> {
+public:
+    using strand_type = asio::strand<asio::any_io_executor>;
+    using message = typename Codec::message;
+    /// Connects the stream and runs the protocol's handshake; `diagnostic` receives
+    /// the words of a failure. Runs on the engine's strand, before the stream is shared.
+    using connector = std::function<awaitable<std::error_code>(Stream&, std::string& diagnostic)>;
+
+    struct options {
+        /// A request without its reply after this long fails with errc::outcome_unknown
+        /// and the connection is dropped.
+        duration request_timeout = std::chrono::seconds{2};
+        /// Names the peer in diagnostics ("host:port").
+        std::string peer;
+    };
+
+    engine(strand_type strand, Codec codec, options opts, connector connect)
+        : strand_{std::move(strand)}, codec_{std::move(codec)}, options_{std::move(opts)},
+          connect_{std::move(connect)}, writer_wake_{strand_}
+    {}
+
+    /// Sends `payload` (holding `count` requests) and returns their replies. Error
+    /// replies of the protocol are messages, not errors: the caller interprets them.
+    awaitable<result<std::vector<message>>> exec(std::string payload, std::size_t count)
+    {
+        return asio::co_spawn(strand_, run(this->shared_from_this(), std::move(payload), count), asio::use_awaitable);
+    }
+
+    /// Connects (when not connected) without sending anything.
+    awaitable<std::error_code> connect()
+    {
+        return asio::co_spawn(
+            strand_, [](std::shared_ptr<engine> self) -> awaitable<std::error_code> { return self->ensure_connected(); }(
+                         this->shared_from_this()),
+            asio::use_awaitable);
+    }
+
+    /// Sends `payload` whose answers, if any, come as pushes; in order with exec()'s
+    /// requests. Dropped when the engine is not connected. Call on the strand.
+    void send(std::string payload)
+    {
+        if (state_ != state::ready)
+            return;
+        queue_.push_back(std::make_shared<request>(strand_, std::move(payload), 0));
+        writer_wake_.cancel();
+    }
+
+    /// Receives every push message; call on the strand, before connecting.
+    void on_push(std::function<void(message)> handler) { on_push_ = std::move(handler); }
+    /// Told when a ready connection goes away (failure or close()); on the strand.
+    void on_down(std::function<void()> handler) { on_down_ = std::move(handler); }
+
+    /// Closes the connection; pending requests fail as described above. Runs at once
+    /// when called on the strand.
+    void close()
+    {
+        asio::dispatch(strand_, [self = this->shared_from_this()] { self->fail(); });
+    }
+
+    /// Whether a connection is up (on the strand).
+    bool ready() const noexcept { return state_ == state::ready; }
+
+    /// Records the server's or the system's words about a failure (diagnostics).
+    void note(std::string words)
+    {
+        std::lock_guard lock{diag_mutex_};
+        last_error_ = std::move(words);
+    }
+
+    /// The server's or the system's words about the last failure (diagnostics).
+    std::string last_error() const
+    {
+        std::lock_guard lock{diag_mutex_};
+        return last_error_;
+    }
+
+    const strand_type& strand() const noexcept { return strand_; }
+    const options& settings() const noexcept { return options_; }
+
+private:
+    struct request {
+        explicit request(const strand_type& s, std::string p, std::size_t n)
+            : payload{std::move(p)}, expected{n}, done_event{s}
+        {}
+        std::string payload;
+        std::size_t expected; // 0: no reply (send())
+        std::vector<message> replies;
+        bool written = false;
+        bool done = false;
+        bool abandoned = false;
+        std::error_code error;
+        timer done_event;
+    };
+
+    enum class state { idle, connecting, ready };
+
+    static awaitable<result<std::vector<message>>> run(std::shared_ptr<engine> self, std::string payload,
+                                                       std::size_t count)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        if (auto ec = co_await self->ensure_connected())
+            co_return ec;
+        auto req = std::make_shared<request>(self->strand_, std::move(payload), count);
+        self->queue_.push_back(req);
+        self->writer_wake_.cancel();
+        req->done_event.expires_after(self->options_.request_timeout);
+        while (!req->done) {
+            auto [ec] = co_await req->done_event.async_wait(as_tuple(asio::use_awaitable));
+            if (req->done)
+                break;
+            if (!ec) { // the request timed out: the server stopped answering
+                self->note("no reply from " + self->options_.peer + " within the request timeout");
+                self->fail();
+                break;
+            }
+            auto cs = co_await asio::this_coro::cancellation_state;
+            if (cs.cancelled() != asio::cancellation_type::none) {
+                req->abandoned = true;
+                req->done = true;
+                req->error = req->written ? errc::outcome_unknown : errc::cancelled;
+                std::erase(self->queue_, req);
+                break;
+            }
+        }
+        if (req->error)
+            co_return req->error;
+        co_return std::move(req->replies);
+    }
+
+    awaitable<std::error_code> ensure_connected()
+    {
+        while (state_ == state::connecting) {
+            // Each waiter has its own timer: re-arming a shared one would cancel the others.
+            timer t{strand_, time_point::max()};
+            connect_waiters_.push_back(&t);
+            (void)co_await t.async_wait(as_tuple(asio::use_awaitable));
+            std::erase(connect_waiters_, &t);
+        }
+        if (state_ == state::ready)
+            co_return std::error_code{};
+
+        state_ = state::connecting;
+        const auto generation = ++generation_;
+        std::string diagnostic;
+        auto ec = co_await connect_(stream_, diagnostic);
+        if (!ec && generation_ != generation) { // closed while connecting
+            diagnostic = "connection to " + options_.peer + " closed while connecting";
+            ec = make_error_code(errc::store_unavailable);
+        }
+        if (ec) {
+            note(std::move(diagnostic));
+            stream_.close();
+            state_ = state::idle;
+            wake_connect_waiters();
+            co_return ec;
+        }
+        state_ = state::ready;
+        wake_connect_waiters();
+        asio::co_spawn(strand_, reader(this->shared_from_this(), generation), asio::detached);
+        asio::co_spawn(strand_, writer(this->shared_from_this(), generation), asio::detached);
+        co_return std::error_code{};
+    }
+
+    static awaitable<void> writer(std::shared_ptr<engine> self, std::uint64_t generation)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        std::string batch;
+        while (self->generation_ == generation && self->state_ == state::ready) {
+            if (self->queue_.empty()) {
+                self->writer_wake_.expires_at(time_point::max());
+                (void)co_await self->writer_wake_.async_wait(as_tuple(asio::use_awaitable));
+                continue;
+            }
+            batch.clear();
+            while (!self->queue_.empty()) {
+                auto req = std::move(self->queue_.front());
+                self->queue_.pop_front();
+                batch += req->payload;
+                req->written = true;
+                if (req->expected > 0)
+                    self->in_flight_.push_back(std::move(req));
+            }
+            auto [ec, n] = co_await self->stream_.write(asio::buffer(batch));
+            if (self->generation_ != generation)
+                co_return;
+            if (ec) {
+                self->note("write to " + self->options_.peer + " failed: " + ec.message());
+                self->fail();
+                co_return;
+            }
+        }
+    }
+
+    static awaitable<void> reader(std::shared_ptr<engine> self, std::uint64_t generation)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        std::string buffer;
+        std::size_t offset = 0;
+        std::vector<char> chunk(16 * 1024);
+        for (;;) {
+            auto [ec, n] = co_await self->stream_.read_some(asio::buffer(chunk));
+            if (self->generation_ != generation)
+                co_return; // superseded by a newer connection: touch nothing
+            if (ec) {
+                self->note("connection to " + self->options_.peer + " lost: " + ec.message());
+                self->fail();
+                co_return;
+            }
+            buffer.append(chunk.data(), n);
+            for (;;) {
+                auto d = self->codec_.decode(std::string_view{buffer}.substr(offset));
+                if (d.status == decode_status::need_more)
+                    break;
+                if (d.status == decode_status::malformed || !self->accept(std::move(d.message))) {
+                    self->note("unparseable or unexpected reply from " + self->options_.peer);
+                    self->fail_with_protocol_error();
+                    co_return;
+                }
+                offset += d.consumed;
+                if (self->generation_ != generation)
+                    co_return; // a push handler closed the connection
+            }
+            if (offset == buffer.size()) {
+                buffer.clear();
+                offset = 0;
+            } else if (offset > 64 * 1024) {
+                buffer.erase(0, offset);
+                offset = 0;
+            }
+        }
+    }
+
+    // A decoded message: a push, or the reply of the oldest request in flight. False
+    // for a reply nobody asked for.
+    bool accept(message m)
+    {
+        if (codec_.is_push(m)) {
+            if (on_push_)
+                on_push_(std::move(m));
+            return true;
+        }
+        if (in_flight_.empty())
+            return false;
+        auto& req = *in_flight_.front();
+        req.replies.push_back(std::move(m));
+        if (req.replies.size() < req.expected)
+            return true;
+        auto done = std::move(in_flight_.front());
+        in_flight_.pop_front();
+        if (done->abandoned)
+            return true;
+        done->done = true;
+        done->done_event.cancel();
+        return true;
+    }
+
+    void wake_connect_waiters()
+    {
+        for (auto* t : connect_waiters_)
+            t->cancel();
+    }
+
+    void fail_with_protocol_error()
+    {
+        for (auto& r : in_flight_)
+            if (!r->abandoned) {
+                r->error = errc::protocol_error;
+                r->done = true;
+                r->done_event.cancel();
+            }
+        in_flight_.clear();
+        fail();
+    }
+
+    // Drops the connection. A request moves to in_flight_ before its bytes are
+    // written, so everything there may have reached the server (even in part):
+    // outcome_unknown, never "not applied", or a grant in flight would be left held
+    // until its TTL. Queued requests were never sent: store_unavailable.
+    //
+    // A connect in progress is not reset here: closing the stream makes it fail and
+    // it resets the state itself, so that no second connect starts on the stream
+    // meanwhile.
+    void fail()
+    {
+        ++generation_;
+        const bool was_ready = state_ == state::ready;
+        if (was_ready)
+            state_ = state::idle;
+        stream_.close();
+        for (auto& r : in_flight_)
+            if (!r->done) {
+                r->error = errc::outcome_unknown;
+                r->done = true;
+                r->done_event.cancel();
+            }
+        in_flight_.clear();
+        for (auto& r : queue_)
+            if (!r->done) {
+                r->error = errc::store_unavailable;
+                r->done = true;
+                r->done_event.cancel();
+            }
+        queue_.clear();
+        writer_wake_.cancel();
+        if (was_ready && on_down_)
+            on_down_();
+    }
+
+    strand_type strand_;
+    Codec codec_;
+    options options_;
+    connector connect_;
+    Stream stream_;
+    state state_ = state::idle;
+    std::uint64_t generation_ = 0;
+    std::deque<std::shared_ptr<request>> queue_;
+    std::deque<std::shared_ptr<request>> in_flight_;
+    timer writer_wake_;
+    std::vector<timer*> connect_waiters_;
+    std::function<void(message)> on_push_;
+    std::function<void()> on_down_;
+    mutable std::mutex diag_mutex_;
+    std::string last_error_;
+};
+
+} // namespace distlock::transport

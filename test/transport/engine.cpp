@@ -1,0 +1,238 @@
+// The transport engine over a scripted stream: pipelining, pushes, and what each
+// request learns when an error is injected at every step in turn.
+#include "transport/scripted_stream.hpp"
+#include "eventually.hpp"
+#include "pending.hpp"
+#include "support.hpp"
+
+#include <distlock/transport/engine.hpp>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/strand.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace dl = distlock;
+using test::transport::line_codec;
+using test::transport::script;
+using test::transport::scripted_stream;
+using test::transport::step;
+using engine_type = dl::transport::engine<line_codec, scripted_stream>;
+
+struct rig {
+    asio::io_context io;
+    std::vector<std::shared_ptr<script>> scripts; // played by the connects, in order
+    std::size_t connects = 0;
+    std::vector<std::string> pushes;
+    std::size_t downs = 0;
+    std::shared_ptr<engine_type> engine;
+
+    explicit rig(dl::duration request_timeout = 10s)
+    {
+        engine = std::make_shared<engine_type>(
+            asio::make_strand(asio::any_io_executor{io.get_executor()}), line_codec{},
+            engine_type::options{request_timeout, "scripted"},
+            [this](scripted_stream& s, std::string& diagnostic) -> asio::awaitable<std::error_code> {
+                REQUIRE(connects < scripts.size());
+                s.play(scripts[connects++]);
+                auto ec = co_await s.connect();
+                if (ec) {
+                    diagnostic = "refused";
+                    co_return make_error_code(dl::errc::store_unavailable);
+                }
+                co_return std::error_code{};
+            });
+        engine->on_push([this](std::string m) { pushes.push_back(std::move(m)); });
+        engine->on_down([this] { ++downs; });
+    }
+    ~rig()
+    {
+        engine->close();
+        io.poll();
+    }
+
+    std::shared_ptr<script> add(std::vector<step> steps, std::optional<std::size_t> fail_at = {})
+    {
+        scripts.push_back(std::make_shared<script>(script{.steps = std::move(steps), .fail_at = fail_at}));
+        return scripts.back();
+    }
+};
+
+} // namespace
+
+TEST_CASE("transport engine: pipelined requests share one write and get their own replies in order",
+          "[transport]")
+{
+    rig r;
+    r.add({{step::connect, {}}, {step::write, "a\nb\nc\n"}, {step::read, "A\n>p\nB1\nB2\nC\n"}});
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        auto a = test::start(ex, r.engine->exec("a\n", 1));
+        auto b = test::start(ex, r.engine->exec("b\n", 2));
+        auto c = test::start(ex, r.engine->exec("c\n", 1));
+        { const bool came_ = co_await c.wait(); REQUIRE(came_); }
+        { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+        { const bool came_ = co_await b.wait(); REQUIRE(came_); }
+        REQUIRE(a.get());
+        CHECK(*a.get() == std::vector<std::string>{"A"});
+        REQUIRE(b.get());
+        CHECK(*b.get() == std::vector<std::string>{"B1", "B2"});
+        REQUIRE(c.get());
+        CHECK(*c.get() == std::vector<std::string>{"C"});
+    });
+    CHECK(r.pushes == std::vector<std::string>{">p"});
+    CHECK(r.connects == 1);
+}
+
+TEST_CASE("transport engine: an error at every step in turn: each request learns what may have happened",
+          "[transport]")
+{
+    // connect, write, read of the first request; then the engine must connect again
+    // for the second and succeed.
+    const std::vector<step> steps{{step::connect, {}}, {step::write, "a\n"}, {step::read, "A\n"}};
+    for (std::size_t fail_at = 0; fail_at <= steps.size(); ++fail_at) {
+        INFO("error injected at step " << fail_at);
+        rig r;
+        r.add(steps, fail_at < steps.size() ? std::optional{fail_at} : std::nullopt);
+        r.add({{step::connect, {}}, {step::write, "b\n"}, {step::read, "B\n"}});
+        test::run(r.io, [&]() -> asio::awaitable<void> {
+            auto first = co_await r.engine->exec("a\n", 1);
+            if (fail_at == 0) {
+                // Never connected: nothing was sent.
+                REQUIRE_FALSE(first);
+                CHECK(first.error() == dl::errc::store_unavailable);
+                CHECK(r.engine->last_error() == "refused");
+            } else if (fail_at < steps.size()) {
+                // Written (even if the write failed part-way) or its reply lost: it may
+                // have been applied.
+                REQUIRE_FALSE(first);
+                CHECK(first.error() == dl::errc::outcome_unknown);
+                CHECK_FALSE(r.engine->last_error().empty());
+            } else {
+                REQUIRE(first);
+                CHECK(*first == std::vector<std::string>{"A"});
+            }
+            if (fail_at == steps.size()) {
+                // No failure: the same connection carries the next request; the
+                // second script is for a reconnect that does not happen.
+                r.scripts[0]->steps.push_back({step::write, "b\n"});
+                r.scripts[0]->steps.push_back({step::read, "B\n"});
+            }
+            auto second = co_await r.engine->exec("b\n", 1);
+            REQUIRE(second);
+            CHECK(*second == std::vector<std::string>{"B"});
+        });
+        CHECK(r.connects == (fail_at == steps.size() ? 1u : 2u));
+        CHECK(r.downs == (fail_at == 1 || fail_at == 2 ? 1u : 0u));
+    }
+}
+
+TEST_CASE("transport engine: a failure fails written requests as outcome_unknown and queued ones as not sent",
+          "[transport]")
+{
+    rig r;
+    // The first two requests are written together; the reply to the first comes,
+    // then the connection resets before the second's.
+    r.add({{step::connect, {}}, {step::write, "a\nb\n"}, {step::read, "A\n"}, {step::read, "B\n"}}, 3);
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        auto a = test::start(ex, r.engine->exec("a\n", 1));
+        auto b = test::start(ex, r.engine->exec("b\n", 1));
+        { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+        { const bool came_ = co_await b.wait(); REQUIRE(came_); }
+        REQUIRE(a.get());
+        CHECK(*a.get() == std::vector<std::string>{"A"});
+        REQUIRE_FALSE(b.get());
+        CHECK(b.get().error() == dl::errc::outcome_unknown);
+    });
+    CHECK(r.downs == 1);
+}
+
+TEST_CASE("transport engine: close() with a request in flight", "[transport]")
+{
+    rig r;
+    r.add({{step::connect, {}}, {step::write, "a\n"}}); // the server never answers
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        auto a = test::start(ex, r.engine->exec("a\n", 1));
+        (void)co_await test::eventually("written", [&] { return r.scripts[0]->at == 2; });
+        r.engine->close();
+        { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+        REQUIRE_FALSE(a.get());
+        CHECK(a.get().error() == dl::errc::outcome_unknown);
+    });
+    CHECK(r.downs == 1);
+}
+
+TEST_CASE("transport engine: bytes that are not the protocol and replies nobody asked for", "[transport]")
+{
+    SECTION("malformed")
+    {
+        rig r;
+        r.add({{step::connect, {}}, {step::write, "a\n"}, {step::read, "!garbage\n"}});
+        test::run(r.io, [&]() -> asio::awaitable<void> {
+            auto a = co_await r.engine->exec("a\n", 1);
+            REQUIRE_FALSE(a);
+            CHECK(a.error() == dl::errc::protocol_error);
+        });
+    }
+    SECTION("a reply without a request")
+    {
+        rig r;
+        r.add({{step::connect, {}}, {step::write, "a\n"}, {step::read, "A\nextra\n"}});
+        test::run(r.io, [&]() -> asio::awaitable<void> {
+            auto a = co_await r.engine->exec("a\n", 1);
+            REQUIRE(a);
+            CHECK(*a == std::vector<std::string>{"A"});
+            (void)co_await test::eventually("dropped", [&] { return r.downs == 1; });
+            CHECK(r.engine->last_error().find("unexpected") != std::string::npos);
+        });
+    }
+}
+
+TEST_CASE("transport engine: an abandoned request's reply is read and dropped; the next gets its own",
+          "[transport]")
+{
+    rig r;
+    r.add({{step::connect, {}}, {step::write, "a\n"}, {step::write, "b\n"}, {step::read, "A\nB\n"}});
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        asio::cancellation_signal cancel;
+        std::optional<dl::result<std::vector<std::string>>> abandoned;
+        asio::co_spawn(ex, r.engine->exec("a\n", 1),
+                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto res) {
+                           abandoned.emplace(std::move(res));
+                       }));
+        (void)co_await test::eventually("written", [&] { return r.scripts[0]->at == 2; });
+        cancel.emit(asio::cancellation_type::all);
+        (void)co_await test::eventually("abandoned", [&] { return abandoned.has_value(); });
+        REQUIRE_FALSE(*abandoned);
+        CHECK(abandoned->error() == dl::errc::outcome_unknown); // it had been written
+        auto b = co_await r.engine->exec("b\n", 1);
+        REQUIRE(b);
+        CHECK(*b == std::vector<std::string>{"B"});
+    });
+    CHECK(r.downs == 0);
+}
+
+TEST_CASE("transport engine: a request without a reply within the timeout drops the connection", "[transport]")
+{
+    rig r{50ms};
+    r.add({{step::connect, {}}, {step::write, "a\n"}});
+    r.add({{step::connect, {}}, {step::write, "b\n"}, {step::read, "B\n"}});
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        auto a = co_await r.engine->exec("a\n", 1);
+        REQUIRE_FALSE(a);
+        CHECK(a.error() == dl::errc::outcome_unknown);
+        CHECK(r.engine->last_error().find("within the request timeout") != std::string::npos);
+        auto b = co_await r.engine->exec("b\n", 1);
+        REQUIRE(b);
+    });
+    CHECK(r.downs == 1);
+    CHECK(r.connects == 2);
+}
