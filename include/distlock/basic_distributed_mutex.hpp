@@ -154,6 +154,17 @@ public:
     /// One attempt, no waiting: errc::contended when held by another owner.
     awaitable<result<lease>> try_lock() { return acquire_loop(std::nullopt, true); }
 
+    /// lock(), lock_until() and try_lock() that also say why they failed: `diag` is
+    /// cleared, then receives the words (the server's, the client's) of the last
+    /// failed attempt that had any; it stays empty on success. Background clean-up
+    /// after the call never writes to it; it must outlive the co_await.
+    awaitable<result<lease>> lock(diagnostics& diag) { return acquire_loop(std::nullopt, false, &diag); }
+    awaitable<result<lease>> lock_until(time_point deadline, diagnostics& diag)
+    {
+        return acquire_loop(deadline, false, &diag);
+    }
+    awaitable<result<lease>> try_lock(diagnostics& diag) { return acquire_loop(std::nullopt, true, &diag); }
+
     /// lock() with any completion token; signature void(std::error_code, lease).
     template <class CompletionToken>
     auto async_lock(CompletionToken&& token)
@@ -236,18 +247,23 @@ private:
                ec == condition::session_lost || ec == errc::validity_exhausted;
     }
 
-    awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single)
+    awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
+                                          diagnostics* diag = nullptr)
     {
+        if (diag)
+            diag->clear();
         // The release after a cancelled attempt must still run: turn off Asio's
         // throw-on-cancelled for the duration and restore the caller's setting.
         const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
         co_await asio::this_coro::throw_if_cancelled(false);
-        auto r = co_await attempts(deadline, single);
+        auto r = co_await attempts(deadline, single, diag);
+        if (r && diag)
+            diag->clear(); // the words of attempts that failed before one succeeded
         co_await asio::this_coro::throw_if_cancelled(caller_throws);
         co_return r;
     }
 
-    awaitable<result<lease>> attempts(std::optional<time_point> deadline, bool single)
+    awaitable<result<lease>> attempts(std::optional<time_point> deadline, bool single, diagnostics* diag)
     {
         if (auto ec = validate())
             co_return ec;
@@ -270,7 +286,7 @@ private:
             co_return errc::store_unavailable;
         const auto cs = co_await asio::this_coro::cancellation_state;
         const detail::observer_ref observe{observer_};
-        auto claim = acquire_.open(store, claim_request{resource_, options_, observe});
+        auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
         auto r = co_await run_claim(claim, store, start, deadline, single, cs, observe);
         // What the claim may still hold (a grant whose reply was lost or cut off by the
         // deadline) is given back as work owned by the store, not within this call.

@@ -19,6 +19,7 @@
 
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/claim.hpp>
+#include <distlock/diagnostics.hpp>
 #include <distlock/blocking.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>

@@ -1458,6 +1458,85 @@ struct callback {
 // here are claims over TTL primitives: each attempt puts the lock with a fresh owner
 // token and a TTL; the lease extends and releases it by that token.
 
+// ---- begin distlock/diagnostics.hpp
+// distlock/diagnostics.hpp: the words beside an error code.
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace distlock {
+
+/// What a store said about one failed operation, beside its std::error_code: the
+/// server's own words (an error reply, a database message) and the client's (which
+/// server, what timed out, what was lost). The caller owns it and passes it to the
+/// operation (`co_await m.lock(diag)`, `store.execute(..., &diag)`); the operation
+/// fills it when it fails and leaves it alone when it succeeds. Nothing the
+/// operation leaves running in the background writes to it.
+///
+/// \par Object lifetimes
+/// Must outlive the operation it was passed to (until its co_await returns).
+/// Not shared between operations running at once: use one per operation.
+class diagnostics {
+public:
+    /// The server's words, verbatim (empty when the server said nothing).
+    std::string_view server_message() const noexcept { return server_; }
+    /// The client's words: connection, timeout, protocol (empty when none).
+    std::string_view client_message() const noexcept { return client_; }
+    /// Both, for a log line: "server: ...; client: ...", or the one there is.
+    std::string to_string() const
+    {
+        if (server_.empty())
+            return client_;
+        if (client_.empty())
+            return server_;
+        return "server: " + server_ + "; client: " + client_;
+    }
+    bool empty() const noexcept { return server_.empty() && client_.empty(); }
+
+    void clear() noexcept
+    {
+        server_.clear();
+        client_.clear();
+    }
+
+    // Set by stores.
+    void set_server_message(std::string words) { server_ = std::move(words); }
+    void set_client_message(std::string words) { client_ = std::move(words); }
+
+    friend bool operator==(const diagnostics&, const diagnostics&) = default;
+
+private:
+    std::string server_;
+    std::string client_;
+};
+
+namespace detail {
+
+/// Calls `op(diag)` when the operation takes diagnostics (a store primitive with a
+/// trailing `diagnostics*`), `op()` otherwise. `op` is a generic lambda whose return
+/// type names the call, so that a store without the parameter is told apart:
+///   [&](auto*... d) -> decltype(s.release(r, o, d...)) { return s.release(r, o, d...); }
+template <class Op>
+decltype(auto) diagnosed(diagnostics* diag, Op&& op)
+{
+    if constexpr (requires { op(diag); })
+        return op(diag);
+    else
+        return op();
+}
+
+} // namespace detail
+
+} // namespace distlock
+
+/// detail::diagnosed() for a call `CALL(args...)`: passes DIAG as a trailing
+/// argument when CALL takes one.
+#define DISTLOCK_DETAIL_DIAGNOSED(DIAG, CALL, ...)                                                              \
+    ::distlock::detail::diagnosed(DIAG, [&](auto*... diag_) -> decltype(CALL(__VA_ARGS__ __VA_OPT__(, ) diag_...)) { \
+        return CALL(__VA_ARGS__ __VA_OPT__(, ) diag_...);                                                        \
+    })
+// ---- end distlock/diagnostics.hpp
 // ---- begin distlock/detail/fan_out.hpp
 // distlock/detail/fan_out.hpp: run one operation on every node of a quorum in
 // parallel and decide as soon as the replies so far settle the question.
@@ -1720,6 +1799,9 @@ struct lock_request {
     std::string_view resource;
     owner_token owner;
     duration ttl{};
+    /// Where a failure's words go (the caller's, for the attempt of a lock() given
+    /// one), or nullptr. Stores whose primitives take a trailing `diagnostics*` get it.
+    diagnostics* diag = nullptr;
 };
 
 /// How the core reaches a store (a pointer plus the store's lifetime, so that work
@@ -1732,6 +1814,9 @@ struct claim_request {
     std::string resource;
     lock_options options;
     detail::observer_ref observe;
+    /// The lock() caller's diagnostics, or nullptr: attempts made while the caller
+    /// waits fill it; background work (abandon(), a hold's releases) never does.
+    diagnostics* diag = nullptr;
 };
 
 /// TTL primitives: take the lock for an owner, extend and release it by that owner.
@@ -1838,7 +1923,7 @@ public:
 
     ttl_claim(Inner policy, store_ref<S> store, claim_request r)
         : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(r.resource)},
-          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+          ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
     // Every attempt has its own owner token. A release that cleans up after a failed
@@ -1851,7 +1936,7 @@ public:
         // Unsettled until the answer is known: if the attempt is cut off, abandon()
         // gives back whatever it may have taken.
         unsettled_.push_back(owner_);
-        const lock_request r{resource_, owner_, ttl_};
+        const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
         if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
             // The store answers with data (held, until when).
@@ -1944,6 +2029,7 @@ private:
     std::string resource_;
     duration ttl_;
     observer_ref observe_;
+    diagnostics* diag_;
     owner_token owner_;
     std::size_t attempts_ = 0;
     std::vector<owner_token> unsettled_;
@@ -1960,13 +2046,13 @@ struct owner_checked {
         requires owner_checked_store<S>
     awaitable<result<void>> extend(S& s, const lock_request& r) const
     {
-        return s.extend(r.resource, r.owner, r.ttl);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.extend, r.resource, r.owner, r.ttl);
     }
     template <class S>
         requires owner_checked_store<S>
     awaitable<result<void>> release(S& s, const lock_request& r) const
     {
-        return s.release(r.resource, r.owner);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release, r.resource, r.owner);
     }
 };
 
@@ -1978,7 +2064,7 @@ struct setnx : owner_checked {
         requires put_if_absent_store<S> && owner_checked_store<S>
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
-        return s.put_if_absent(r.resource, r.owner, r.ttl);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent, r.resource, r.owner, r.ttl);
     }
 
     /// acquire() that reports a held lock as data, where the store can.
@@ -1986,7 +2072,7 @@ struct setnx : owner_checked {
         requires answering_put_store<S> && owner_checked_store<S>
     awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
-        return s.put_if_absent_answer(r.resource, r.owner, r.ttl);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent_answer, r.resource, r.owner, r.ttl);
     }
 
     template <class S>
@@ -2025,7 +2111,7 @@ struct conditional_write : owner_checked {
         requires conditional_write_store<S> && owner_checked_store<S>
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
-        return s.conditional_write(r.resource, r.owner, r.ttl, std::nullopt);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.conditional_write, r.resource, r.owner, r.ttl, std::nullopt);
     }
 
     template <class S>
@@ -2044,20 +2130,24 @@ namespace detail {
 // because each runs in a detached coroutine that may outlive the caller: every
 // argument is owned by value, and the node is reached through its store_ref.
 
+// Each node's words go to its own entry of `words` (when the caller wants them):
+// a late node writes only its own, which nobody reads once the decision is made.
 template <class Inner, class S>
 struct acquire_on_node {
     Inner policy;
     std::string resource;
     owner_token owner;
     duration ttl;
-    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t) const
+    std::shared_ptr<std::vector<diagnostics>> words;
+    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t i) const
     {
-        return run(policy, node, resource, owner, ttl);
+        return run(policy, node, resource, owner, ttl, words, i);
     }
     static awaitable<result<fence_token>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
-                                              duration ttl)
+                                              duration ttl, std::shared_ptr<std::vector<diagnostics>> words,
+                                              std::size_t i)
     {
-        const lock_request r{res, owner, ttl};
+        const lock_request r{res, owner, ttl, words ? &(*words)[i] : nullptr};
         co_return co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
     }
 };
@@ -2213,6 +2303,28 @@ inline result<void> settle_votes(const replies<bool>& got, std::size_t need)
     return errc::quorum_not_reached;
 }
 
+// One server reached through two nodes (another database, prefix or host name of
+// it) counts once: its successes beyond the first are dropped from `got`. Identities
+// are known once a node has connected, which it has when it answered.
+template <class S>
+void count_each_server_once(replies<bool>& got, const node_refs<S>& nodes)
+{
+    if constexpr (identified_store<S>) {
+        std::vector<std::string> seen;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            if (!got[i] || !got[i]->value)
+                continue;
+            const auto id = nodes.node(i).with([](S& s) { return s.known_server_identity(); });
+            if (!id || !*id || (*id)->empty())
+                continue;
+            if (std::find(seen.begin(), seen.end(), **id) != seen.end())
+                got[i].reset();
+            else
+                seen.push_back(**id);
+        }
+    }
+}
+
 template <class Inner, class S>
 awaitable<void> release_everywhere(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner)
 {
@@ -2252,6 +2364,7 @@ private:
         const extend_on_node<Inner, S> ext{p, std::move(res), owner, ttl};
         auto got = co_await fan_out<bool>(nodes, ext, majority_settled{nodes.size(), nodes.majority()},
                                           ignore_late{});
+        count_each_server_once(got, nodes);
         co_return settle_votes(got, nodes.majority());
     }
     static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner)
@@ -2276,7 +2389,7 @@ public:
 
     quorum_claim(Inner policy, node_refs<S> nodes, claim_request r)
         : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(r.resource)},
-          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+          ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
     awaitable<result<answer>> attempt()
@@ -2314,7 +2427,8 @@ private:
         // Identities already known (from earlier connects): refused before any I/O.
         if (granted_by_one_server_twice(std::vector<std::optional<fence_token>>(n, fence_token{0})))
             co_return errc::invalid_argument;
-        const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_};
+        const auto words = diag_ ? std::make_shared<std::vector<diagnostics>>(n) : nullptr;
+        const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_, words};
         const release_late_grant<Inner, S> late{policy_, resource_, owner_};
         const auto verdict = std::make_shared<late_verdict>();
         bool cancelled = false;
@@ -2350,6 +2464,8 @@ private:
         }
         if (granted < need) {
             verdict->conclude(false);
+            if (words)
+                gather(votes, *words);
             co_await release_everywhere(policy_, nodes_, resource_, owner_);
             // Any node that says "held" makes this contention; otherwise the nodes failed.
             co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
@@ -2383,6 +2499,30 @@ private:
             co_await release_everywhere(policy, nodes, resource, owner);
     }
 
+    // The words of the nodes that settled with a failure, "node i: ..." each, into the
+    // caller's diagnostics. Only settled nodes' entries are read: a late node may
+    // still be writing its own.
+    void gather(const replies<fence_token>& votes, const std::vector<diagnostics>& words) const
+    {
+        std::string server, client;
+        const auto add = [](std::string& to, std::size_t i, std::string_view what) {
+            if (what.empty())
+                return;
+            if (!to.empty())
+                to += "; ";
+            to += "node " + std::to_string(i) + ": ";
+            to += what;
+        };
+        for (std::size_t i = 0; i < votes.size(); ++i) {
+            if (!votes[i] || votes[i]->value)
+                continue;
+            add(server, i, words[i].server_message());
+            add(client, i, words[i].client_message());
+        }
+        diag_->set_server_message(std::move(server));
+        diag_->set_client_message(std::move(client));
+    }
+
     // Nodes that granted have connected, so they know their server's identity. (A
     // node whose first connect completes after the decision is compared from the next
     // attempt on.)
@@ -2409,6 +2549,7 @@ private:
     std::string resource_;
     duration ttl_;
     observer_ref observe_;
+    diagnostics* diag_;
     owner_token owner_;
     std::size_t attempts_ = 0;
     std::vector<owner_token> unsettled_;
@@ -3609,6 +3750,17 @@ public:
     /// One attempt, no waiting: errc::contended when held by another owner.
     awaitable<result<lease>> try_lock() { return acquire_loop(std::nullopt, true); }
 
+    /// lock(), lock_until() and try_lock() that also say why they failed: `diag` is
+    /// cleared, then receives the words (the server's, the client's) of the last
+    /// failed attempt that had any; it stays empty on success. Background clean-up
+    /// after the call never writes to it; it must outlive the co_await.
+    awaitable<result<lease>> lock(diagnostics& diag) { return acquire_loop(std::nullopt, false, &diag); }
+    awaitable<result<lease>> lock_until(time_point deadline, diagnostics& diag)
+    {
+        return acquire_loop(deadline, false, &diag);
+    }
+    awaitable<result<lease>> try_lock(diagnostics& diag) { return acquire_loop(std::nullopt, true, &diag); }
+
     /// lock() with any completion token; signature void(std::error_code, lease).
     template <class CompletionToken>
     auto async_lock(CompletionToken&& token)
@@ -3691,18 +3843,23 @@ private:
                ec == condition::session_lost || ec == errc::validity_exhausted;
     }
 
-    awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single)
+    awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
+                                          diagnostics* diag = nullptr)
     {
+        if (diag)
+            diag->clear();
         // The release after a cancelled attempt must still run: turn off Asio's
         // throw-on-cancelled for the duration and restore the caller's setting.
         const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
         co_await asio::this_coro::throw_if_cancelled(false);
-        auto r = co_await attempts(deadline, single);
+        auto r = co_await attempts(deadline, single, diag);
+        if (r && diag)
+            diag->clear(); // the words of attempts that failed before one succeeded
         co_await asio::this_coro::throw_if_cancelled(caller_throws);
         co_return r;
     }
 
-    awaitable<result<lease>> attempts(std::optional<time_point> deadline, bool single)
+    awaitable<result<lease>> attempts(std::optional<time_point> deadline, bool single, diagnostics* diag)
     {
         if (auto ec = validate())
             co_return ec;
@@ -3725,7 +3882,7 @@ private:
             co_return errc::store_unavailable;
         const auto cs = co_await asio::this_coro::cancellation_state;
         const detail::observer_ref observe{observer_};
-        auto claim = acquire_.open(store, claim_request{resource_, options_, observe});
+        auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
         auto r = co_await run_claim(claim, store, start, deadline, single, cs, observe);
         // What the claim may still hold (a grant whose reply was lost or cut off by the
         // deadline) is given back as work owned by the store, not within this call.
@@ -4459,7 +4616,7 @@ public:
     static constexpr bool fair = true;
 
     session_queue_claim(store_ref<S> store, claim_request r)
-        : store_{std::move(store)}, resource_{std::move(r.resource)}, owner_{owner_token::generate()}
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
     awaitable<result<answer>> attempt()
@@ -4467,7 +4624,8 @@ public:
         // From the first try on, an entry may exist (a lost reply included): abandon()
         // deletes it unless the lease takes it over.
         queued_ = true;
-        auto got = co_await store_.call([&](S& s) { return s.enqueue(resource_, owner_); });
+        auto got = co_await store_.call(
+            [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
         if (!got)
             co_return got.error();
         place_ = got.value();
@@ -4510,6 +4668,7 @@ private:
 
     store_ref<S> store_;
     std::string resource_;
+    diagnostics* diag_;
     owner_token owner_;
     queue_place place_{};
     bool queued_ = false;

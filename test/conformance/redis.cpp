@@ -269,3 +269,26 @@ TEST_CASE("redis: a quorum made of one server twice is refused, whatever the dat
         CHECK(u);
     });
 }
+
+TEST_CASE("redis: a server reached through two nodes counts once when a lease is extended", "[redis][quorum]")
+{
+    test::redis_server one, other;
+    asio::io_context io;
+    // a and c are one server. The lock is taken by a distinct majority (one node of
+    // the twins grants, the other finds the key held), then the other server dies:
+    // the twins' two extensions must not make a majority on their own.
+    dl::redis::store a{io, one.config()}, b{io, other.config()}, c{io, one.config()};
+    dl::quorum<dl::redis::store> nodes{a, b, c};
+    dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::renew::watchdog, dl::retry::none> m{
+        nodes, "twin:extend", {.ttl = 1500ms}};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        other.kill();
+        (void)co_await test::eventually("!l->valid()", [&] { return !l->valid(); }, test::conformance::long_enough());
+        (void)co_await l->unlock();
+        // Released, or gone with its TTL.
+        (void)co_await test::eventually("!holds(one)", [&] { return !holds(one, "twin:extend"); },
+                                        test::conformance::long_enough());
+    });
+}

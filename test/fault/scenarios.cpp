@@ -270,8 +270,9 @@ std::vector<std::string> exercise(asio::io_context& io, dl::redis::store& store,
         for (const auto& c : commands) {
             std::string encoded;
             dl::redis::resp::append_command_range(encoded, c);
-            auto r = co_await store.execute_command(std::move(encoded));
-            seen.push_back(r ? render(r.value()) : "error " + r.error().message() + " " + store.last_error());
+            dl::diagnostics diag;
+            auto r = co_await store.execute_command(std::move(encoded), &diag);
+            seen.push_back(r ? render(r.value()) : "error " + r.error().message() + " " + diag.to_string());
         }
         redis_mutex m{store, tag + ":lock", {.ttl = 5s}};
         for (int i = 0; i < 10; ++i) {
@@ -480,10 +481,16 @@ TEST_CASE("faults: Redlock nodes answering READONLY, NOAUTH and LOADING count as
         auto refused = co_await locked(n, 2, h, true);
         REQUIRE_FALSE(refused);
         CHECK(refused.error() == dl::errc::quorum_not_reached);
+        // Each refusing node's words, named by its place in the quorum: the replica's
+        // and the locked-out server's replies, the loading server's handshake answer.
+        dl::diagnostics diag;
+        auto again = co_await n.try_lock(diag);
+        REQUIRE_FALSE(again);
+        const auto words = diag.to_string();
+        CHECK(words.find("node 2: READONLY") != std::string::npos);
+        CHECK(words.find("node 3: NOAUTH") != std::string::npos);
+        CHECK(words.find("node 4: LOADING") != std::string::npos);
     });
-    CHECK(readonly.last_error().find("READONLY") != std::string::npos);
-    CHECK(noauth.last_error().find("NOAUTH") != std::string::npos);
-    CHECK(loading.last_error().find("LOADING") != std::string::npos);
     // The two grants were given back at once: the 30 s TTL cannot explain their absence.
     probe(h, h0.config(), "job");
     probe(h, h1.config(), "job");

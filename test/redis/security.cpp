@@ -14,12 +14,14 @@ using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
 
 namespace {
 // Takes and releases one lock; returns the error of the first step that failed.
-std::error_code lock_once(asio::io_context& io, dl::redis::store& store)
+// Locks and unlocks once; a failure's words go to `diag` when given.
+std::error_code lock_once(asio::io_context& io, dl::redis::store& store, dl::diagnostics* diag = nullptr)
 {
     std::error_code out;
+    dl::diagnostics unused;
     run(io, [&]() -> asio::awaitable<void> {
         one_shot m{store, "secured"};
-        auto l = co_await m.lock();
+        auto l = co_await m.lock(diag ? *diag : unused);
         if (!l) {
             out = l.error();
             co_return;
@@ -45,8 +47,10 @@ TEST_CASE("redis: AUTH with an ACL user; a wrong password is a clear error", "[r
     auto bad = good;
     bad.password = "wrong";
     dl::redis::store refused{io, bad};
-    CHECK(lock_once(io, refused) == dl::errc::auth_failed);
-    CHECK(refused.last_error().find("WRONGPASS") != std::string::npos);
+    dl::diagnostics diag;
+    CHECK(lock_once(io, refused, &diag) == dl::errc::auth_failed);
+    // The handshake's AUTH was refused: the server's words, reported by the client.
+    CHECK(diag.to_string().find("WRONGPASS") != std::string::npos);
 
     dl::redis::store anonymous{io, server.config()};
     CHECK(lock_once(io, anonymous) == dl::errc::auth_failed);
@@ -189,8 +193,10 @@ TEST_CASE("redis: an error reply is store_unavailable with the server's words be
     redis_server server{{"--maxmemory", "1", "--maxmemory-policy", "noeviction"}};
     asio::io_context io;
     dl::redis::store store{io, server.config()};
-    CHECK(lock_once(io, store) == dl::errc::store_unavailable);
-    CHECK(store.last_error().find("OOM") != std::string::npos);
+    dl::diagnostics diag;
+    CHECK(lock_once(io, store, &diag) == dl::errc::store_unavailable);
+    CHECK(diag.server_message().find("OOM") != std::string::npos);
+    CHECK(diag.client_message().empty());
 }
 
 namespace {

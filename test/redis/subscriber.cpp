@@ -159,10 +159,11 @@ TEST_CASE("redis: LOADING during the handshake is store_unavailable on both conn
     auto sub = make_subscriber(io, cfg);
     run(io, [&]() -> asio::awaitable<void> {
         auto ping = dl::redis::resp::command({"PING"});
-        auto main = co_await store.execute_command(std::move(ping));
+        dl::diagnostics diag;
+        auto main = co_await store.execute_command(std::move(ping), &diag);
         REQUIRE_FALSE(main);
         CHECK(main.error() == dl::errc::store_unavailable);
-        CHECK(store.last_error().find("LOADING") != std::string::npos);
+        CHECK(diag.client_message().find("LOADING") != std::string::npos); // in the handshake
 
         auto w = std::make_shared<dl::detail::wakeup>(co_await asio::this_coro::executor);
         const auto ec = co_await sub->subscribe("ch", w);

@@ -101,21 +101,24 @@ TEST_CASE("transport engine: an error at every step in turn: each request learns
         r.add(steps, fail_at < steps.size() ? std::optional{fail_at} : std::nullopt);
         r.add({{step::connect, {}}, {step::write, "b\n"}, {step::read, "B\n"}});
         test::run(r.io, [&]() -> asio::awaitable<void> {
-            auto first = co_await r.engine->exec("a\n", 1);
+            dl::diagnostics diag;
+            auto first = co_await r.engine->exec("a\n", 1, &diag);
             if (fail_at == 0) {
                 // Never connected: nothing was sent.
                 REQUIRE_FALSE(first);
                 CHECK(first.error() == dl::errc::store_unavailable);
-                CHECK(r.engine->last_error() == "refused");
+                CHECK(diag.client_message() == "refused");
             } else if (fail_at < steps.size()) {
                 // Written (even if the write failed part-way) or its reply lost: it may
                 // have been applied.
                 REQUIRE_FALSE(first);
                 CHECK(first.error() == dl::errc::outcome_unknown);
-                CHECK_FALSE(r.engine->last_error().empty());
+                CHECK(diag.client_message().find(fail_at == 1 ? "write to scripted failed" : "connection to scripted lost") !=
+                      std::string_view::npos);
             } else {
                 REQUIRE(first);
                 CHECK(*first == std::vector<std::string>{"A"});
+                CHECK(diag.empty());
             }
             if (fail_at == steps.size()) {
                 // No failure: the same connection carries the next request; the
@@ -176,9 +179,11 @@ TEST_CASE("transport engine: bytes that are not the protocol and replies nobody 
         rig r;
         r.add({{step::connect, {}}, {step::write, "a\n"}, {step::read, "!garbage\n"}});
         test::run(r.io, [&]() -> asio::awaitable<void> {
-            auto a = co_await r.engine->exec("a\n", 1);
+            dl::diagnostics diag;
+            auto a = co_await r.engine->exec("a\n", 1, &diag);
             REQUIRE_FALSE(a);
             CHECK(a.error() == dl::errc::protocol_error);
+            CHECK(diag.client_message().find("unparseable") != std::string_view::npos);
         });
     }
     SECTION("a reply without a request")
@@ -190,7 +195,6 @@ TEST_CASE("transport engine: bytes that are not the protocol and replies nobody 
             REQUIRE(a);
             CHECK(*a == std::vector<std::string>{"A"});
             (void)co_await test::eventually("dropped", [&] { return r.downs == 1; });
-            CHECK(r.engine->last_error().find("unexpected") != std::string::npos);
         });
     }
 }
@@ -226,13 +230,36 @@ TEST_CASE("transport engine: a request without a reply within the timeout drops 
     r.add({{step::connect, {}}, {step::write, "a\n"}});
     r.add({{step::connect, {}}, {step::write, "b\n"}, {step::read, "B\n"}});
     test::run(r.io, [&]() -> asio::awaitable<void> {
-        auto a = co_await r.engine->exec("a\n", 1);
+        dl::diagnostics diag;
+        auto a = co_await r.engine->exec("a\n", 1, &diag);
         REQUIRE_FALSE(a);
         CHECK(a.error() == dl::errc::outcome_unknown);
-        CHECK(r.engine->last_error().find("within the request timeout") != std::string::npos);
+        CHECK(diag.client_message() == "no reply from scripted within the request timeout");
         auto b = co_await r.engine->exec("b\n", 1);
         REQUIRE(b);
     });
     CHECK(r.downs == 1);
     CHECK(r.connects == 2);
+}
+
+TEST_CASE("transport engine: a streaming response: the head answers the request, the events come as pushes",
+          "[transport]")
+{
+    // As an etcd watch runs: one long-lived request on a connection of its own; the
+    // server's first message answers it, every later one is an event, until the
+    // stream ends.
+    rig r;
+    r.add({{step::connect, {}},
+           {step::write, "watch k\n"},
+           {step::read, "watching\n>put k 1\n"},
+           {step::read, ">put k 2\n>delete k\n"},
+           {step::read, {}}},
+          4); // the server ends the stream
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        auto head = co_await r.engine->exec("watch k\n", 1);
+        REQUIRE(head);
+        CHECK(*head == std::vector<std::string>{"watching"});
+        (void)co_await test::eventually("stream ended", [&] { return r.downs == 1; });
+    });
+    CHECK(r.pushes == std::vector<std::string>{">put k 1", ">put k 2", ">delete k"});
 }

@@ -532,3 +532,53 @@ TEST_CASE("lock_until deadlines at their extremes are refused before any I/O", "
         expect_accepted({}, r.settings);
     }
 }
+
+namespace {
+
+// Two stores with the same primitive, one taking diagnostics and one not.
+struct talkative_store {
+    asio::awaitable<dl::result<dl::fence_token>> put_if_absent(std::string_view, const dl::owner_token&, dl::duration,
+                                                               dl::diagnostics* diag = nullptr)
+    {
+        if (diag)
+            diag->set_server_message("refused: read-only");
+        co_return dl::errc::store_unavailable;
+    }
+};
+struct quiet_store {
+    int calls = 0;
+    asio::awaitable<dl::result<dl::fence_token>> put_if_absent(std::string_view, const dl::owner_token&, dl::duration)
+    {
+        ++calls;
+        co_return dl::errc::store_unavailable;
+    }
+};
+
+} // namespace
+
+TEST_CASE("diagnostics: a primitive that takes them gets the caller's; one that does not is called without",
+          "[errors]")
+{
+    asio::io_context io;
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        const auto owner = dl::owner_token::generate();
+        talkative_store talkative;
+        const dl::lock_request r{"res", owner, std::chrono::seconds{1}, &diag};
+        auto a = co_await DISTLOCK_DETAIL_DIAGNOSED(r.diag, talkative.put_if_absent, r.resource, r.owner, r.ttl);
+        CHECK(a.error() == dl::errc::store_unavailable);
+        CHECK(diag.server_message() == "refused: read-only");
+        CHECK(diag.client_message().empty());
+        CHECK(diag.to_string() == "refused: read-only");
+
+        quiet_store quiet;
+        auto b = co_await DISTLOCK_DETAIL_DIAGNOSED(r.diag, quiet.put_if_absent, r.resource, r.owner, r.ttl);
+        CHECK(b.error() == dl::errc::store_unavailable);
+        CHECK(quiet.calls == 1);
+
+        diag.set_client_message("no reply from 127.0.0.1:1 within the request timeout");
+        CHECK(diag.to_string() == "server: refused: read-only; client: no reply from 127.0.0.1:1 within the request timeout");
+        diag.clear();
+        CHECK(diag.empty());
+    });
+}

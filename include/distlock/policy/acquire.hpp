@@ -6,6 +6,7 @@
 #pragma once
 
 #include <distlock/claim.hpp>
+#include <distlock/diagnostics.hpp>
 #include <distlock/detail/fan_out.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/observer_ref.hpp>
@@ -34,6 +35,9 @@ struct lock_request {
     std::string_view resource;
     owner_token owner;
     duration ttl{};
+    /// Where a failure's words go (the caller's, for the attempt of a lock() given
+    /// one), or nullptr. Stores whose primitives take a trailing `diagnostics*` get it.
+    diagnostics* diag = nullptr;
 };
 
 /// How the core reaches a store (a pointer plus the store's lifetime, so that work
@@ -46,6 +50,9 @@ struct claim_request {
     std::string resource;
     lock_options options;
     detail::observer_ref observe;
+    /// The lock() caller's diagnostics, or nullptr: attempts made while the caller
+    /// waits fill it; background work (abandon(), a hold's releases) never does.
+    diagnostics* diag = nullptr;
 };
 
 /// TTL primitives: take the lock for an owner, extend and release it by that owner.
@@ -152,7 +159,7 @@ public:
 
     ttl_claim(Inner policy, store_ref<S> store, claim_request r)
         : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(r.resource)},
-          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+          ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
     // Every attempt has its own owner token. A release that cleans up after a failed
@@ -165,7 +172,7 @@ public:
         // Unsettled until the answer is known: if the attempt is cut off, abandon()
         // gives back whatever it may have taken.
         unsettled_.push_back(owner_);
-        const lock_request r{resource_, owner_, ttl_};
+        const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
         if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
             // The store answers with data (held, until when).
@@ -258,6 +265,7 @@ private:
     std::string resource_;
     duration ttl_;
     observer_ref observe_;
+    diagnostics* diag_;
     owner_token owner_;
     std::size_t attempts_ = 0;
     std::vector<owner_token> unsettled_;
@@ -274,13 +282,13 @@ struct owner_checked {
         requires owner_checked_store<S>
     awaitable<result<void>> extend(S& s, const lock_request& r) const
     {
-        return s.extend(r.resource, r.owner, r.ttl);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.extend, r.resource, r.owner, r.ttl);
     }
     template <class S>
         requires owner_checked_store<S>
     awaitable<result<void>> release(S& s, const lock_request& r) const
     {
-        return s.release(r.resource, r.owner);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release, r.resource, r.owner);
     }
 };
 
@@ -292,7 +300,7 @@ struct setnx : owner_checked {
         requires put_if_absent_store<S> && owner_checked_store<S>
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
-        return s.put_if_absent(r.resource, r.owner, r.ttl);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent, r.resource, r.owner, r.ttl);
     }
 
     /// acquire() that reports a held lock as data, where the store can.
@@ -300,7 +308,7 @@ struct setnx : owner_checked {
         requires answering_put_store<S> && owner_checked_store<S>
     awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
-        return s.put_if_absent_answer(r.resource, r.owner, r.ttl);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent_answer, r.resource, r.owner, r.ttl);
     }
 
     template <class S>
@@ -339,7 +347,7 @@ struct conditional_write : owner_checked {
         requires conditional_write_store<S> && owner_checked_store<S>
     awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
     {
-        return s.conditional_write(r.resource, r.owner, r.ttl, std::nullopt);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.conditional_write, r.resource, r.owner, r.ttl, std::nullopt);
     }
 
     template <class S>
@@ -358,20 +366,24 @@ namespace detail {
 // because each runs in a detached coroutine that may outlive the caller: every
 // argument is owned by value, and the node is reached through its store_ref.
 
+// Each node's words go to its own entry of `words` (when the caller wants them):
+// a late node writes only its own, which nobody reads once the decision is made.
 template <class Inner, class S>
 struct acquire_on_node {
     Inner policy;
     std::string resource;
     owner_token owner;
     duration ttl;
-    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t) const
+    std::shared_ptr<std::vector<diagnostics>> words;
+    awaitable<result<fence_token>> operator()(const store_ref<S>& node, std::size_t i) const
     {
-        return run(policy, node, resource, owner, ttl);
+        return run(policy, node, resource, owner, ttl, words, i);
     }
     static awaitable<result<fence_token>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
-                                              duration ttl)
+                                              duration ttl, std::shared_ptr<std::vector<diagnostics>> words,
+                                              std::size_t i)
     {
-        const lock_request r{res, owner, ttl};
+        const lock_request r{res, owner, ttl, words ? &(*words)[i] : nullptr};
         co_return co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
     }
 };
@@ -527,6 +539,28 @@ inline result<void> settle_votes(const replies<bool>& got, std::size_t need)
     return errc::quorum_not_reached;
 }
 
+// One server reached through two nodes (another database, prefix or host name of
+// it) counts once: its successes beyond the first are dropped from `got`. Identities
+// are known once a node has connected, which it has when it answered.
+template <class S>
+void count_each_server_once(replies<bool>& got, const node_refs<S>& nodes)
+{
+    if constexpr (identified_store<S>) {
+        std::vector<std::string> seen;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            if (!got[i] || !got[i]->value)
+                continue;
+            const auto id = nodes.node(i).with([](S& s) { return s.known_server_identity(); });
+            if (!id || !*id || (*id)->empty())
+                continue;
+            if (std::find(seen.begin(), seen.end(), **id) != seen.end())
+                got[i].reset();
+            else
+                seen.push_back(**id);
+        }
+    }
+}
+
 template <class Inner, class S>
 awaitable<void> release_everywhere(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner)
 {
@@ -566,6 +600,7 @@ private:
         const extend_on_node<Inner, S> ext{p, std::move(res), owner, ttl};
         auto got = co_await fan_out<bool>(nodes, ext, majority_settled{nodes.size(), nodes.majority()},
                                           ignore_late{});
+        count_each_server_once(got, nodes);
         co_return settle_votes(got, nodes.majority());
     }
     static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner)
@@ -590,7 +625,7 @@ public:
 
     quorum_claim(Inner policy, node_refs<S> nodes, claim_request r)
         : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(r.resource)},
-          ttl_{r.options.ttl}, observe_{r.observe}, owner_{owner_token::generate()}
+          ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
     awaitable<result<answer>> attempt()
@@ -628,7 +663,8 @@ private:
         // Identities already known (from earlier connects): refused before any I/O.
         if (granted_by_one_server_twice(std::vector<std::optional<fence_token>>(n, fence_token{0})))
             co_return errc::invalid_argument;
-        const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_};
+        const auto words = diag_ ? std::make_shared<std::vector<diagnostics>>(n) : nullptr;
+        const acquire_on_node<Inner, S> ask{policy_, resource_, owner_, ttl_, words};
         const release_late_grant<Inner, S> late{policy_, resource_, owner_};
         const auto verdict = std::make_shared<late_verdict>();
         bool cancelled = false;
@@ -664,6 +700,8 @@ private:
         }
         if (granted < need) {
             verdict->conclude(false);
+            if (words)
+                gather(votes, *words);
             co_await release_everywhere(policy_, nodes_, resource_, owner_);
             // Any node that says "held" makes this contention; otherwise the nodes failed.
             co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
@@ -697,6 +735,30 @@ private:
             co_await release_everywhere(policy, nodes, resource, owner);
     }
 
+    // The words of the nodes that settled with a failure, "node i: ..." each, into the
+    // caller's diagnostics. Only settled nodes' entries are read: a late node may
+    // still be writing its own.
+    void gather(const replies<fence_token>& votes, const std::vector<diagnostics>& words) const
+    {
+        std::string server, client;
+        const auto add = [](std::string& to, std::size_t i, std::string_view what) {
+            if (what.empty())
+                return;
+            if (!to.empty())
+                to += "; ";
+            to += "node " + std::to_string(i) + ": ";
+            to += what;
+        };
+        for (std::size_t i = 0; i < votes.size(); ++i) {
+            if (!votes[i] || votes[i]->value)
+                continue;
+            add(server, i, words[i].server_message());
+            add(client, i, words[i].client_message());
+        }
+        diag_->set_server_message(std::move(server));
+        diag_->set_client_message(std::move(client));
+    }
+
     // Nodes that granted have connected, so they know their server's identity. (A
     // node whose first connect completes after the decision is compared from the next
     // attempt on.)
@@ -723,6 +785,7 @@ private:
     std::string resource_;
     duration ttl_;
     observer_ref observe_;
+    diagnostics* diag_;
     owner_token owner_;
     std::size_t attempts_ = 0;
     std::vector<owner_token> unsettled_;

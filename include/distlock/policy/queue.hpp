@@ -11,6 +11,7 @@
 #pragma once
 
 #include <distlock/claim.hpp>
+#include <distlock/diagnostics.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/store.hpp>
@@ -72,7 +73,7 @@ public:
     static constexpr bool fair = true;
 
     session_queue_claim(store_ref<S> store, claim_request r)
-        : store_{std::move(store)}, resource_{std::move(r.resource)}, owner_{owner_token::generate()}
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
     awaitable<result<answer>> attempt()
@@ -80,7 +81,8 @@ public:
         // From the first try on, an entry may exist (a lost reply included): abandon()
         // deletes it unless the lease takes it over.
         queued_ = true;
-        auto got = co_await store_.call([&](S& s) { return s.enqueue(resource_, owner_); });
+        auto got = co_await store_.call(
+            [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
         if (!got)
             co_return got.error();
         place_ = got.value();
@@ -123,6 +125,7 @@ private:
 
     store_ref<S> store_;
     std::string resource_;
+    diagnostics* diag_;
     owner_token owner_;
     queue_place place_{};
     bool queued_ = false;

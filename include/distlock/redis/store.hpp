@@ -9,6 +9,7 @@
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
 #include <distlock/redis/config.hpp>
+#include <distlock/diagnostics.hpp>
 #include <distlock/redis/detail/connection.hpp>
 #include <distlock/redis/detail/sha1.hpp>
 #include <distlock/redis/detail/subscriber.hpp>
@@ -108,9 +109,6 @@ public:
     /// identity (errc::invalid_argument), whatever their database, prefix or host name.
     std::optional<std::string> known_server_identity() const { return connection_->known_identity(); }
 
-    /// The server's or the system's words about the last failure.
-    std::string last_error() const { return connection_->last_error(); }
-
     /// Closes both connections; the next request reconnects. Requests already written
     /// (even in part) complete with errc::outcome_unknown, queued ones with
     /// errc::store_unavailable (the store contract: only those were surely not applied).
@@ -131,43 +129,52 @@ public:
     // Every operation computes what it sends now and hands it, with the connection,
     // to a coroutine that owns both: it never touches the store object again.
 
-    awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl)
+    // Each primitive takes an optional diagnostics: a failure's words go there (the
+    // server's error reply, or which connection failed how).
+
+    awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
+                                                 diagnostics* diag = nullptr)
     {
-        return acquired(eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}));
+        return acquired(
+            eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}, diag));
     }
 
     /// put_if_absent() that tells how long the holder's lock has left when it is held
     /// (the acquire script returns the PTTL): contention as data.
-    awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl)
+    awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl,
+                                                   diagnostics* diag = nullptr)
     {
-        return answered(eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}));
+        return answered(
+            eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}, diag));
     }
 
-    awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl)
+    awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
+                                   diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::extend, {lock_key(resource)}, {owner.to_hex(), millis(ttl)}));
+        return owned_reply(eval(script::extend, {lock_key(resource)}, {owner.to_hex(), millis(ttl)}, diag));
     }
 
-    awaitable<result<void>> release(std::string_view resource, const owner_token& owner)
+    awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release, {lock_key(resource)}, {owner.to_hex(), channel(resource)}));
+        return owned_reply(eval(script::release, {lock_key(resource)}, {owner.to_hex(), channel(resource)}, diag));
     }
 
-    awaitable<result<fence_token>> next_fence(std::string_view resource)
+    awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return fence_reply(exec_on(connection_, resp::command({"INCR", fence_key(resource)})));
+        return fence_reply(exec_on(connection_, resp::command({"INCR", fence_key(resource)}), diag));
     }
 
-    awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor)
+    awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor,
+                                               diagnostics* diag = nullptr)
     {
-        return fence_reply(eval(script::raise_fence, {fence_key(resource)}, {std::to_string(floor)}));
+        return fence_reply(eval(script::raise_fence, {fence_key(resource)}, {std::to_string(floor)}, diag));
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
     /// (shortened), the time left and the fencing counter, in one script.
-    awaitable<result<lock_info>> read(std::string_view resource)
+    awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return inspected(eval(script::inspect, {lock_key(resource), fence_key(resource)}, {}));
+        return inspected(eval(script::inspect, {lock_key(resource), fence_key(resource)}, {}, diag));
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -223,14 +230,15 @@ public:
     /// Redis node; in a cluster the keys of different resources are in different slots).
     /// Returns one fencing token per resource, in the given order.
     awaitable<result<std::vector<fence_token>>> put_if_absent_all(const std::vector<std::string>& resources,
-                                                                  const owner_token& owner, duration ttl)
+                                                                  const owner_token& owner, duration ttl,
+                                                                  diagnostics* diag = nullptr)
     {
         std::vector<std::string> keys;
         for (const auto& r : resources) {
             keys.push_back(lock_key(r));
             keys.push_back(fence_key(r));
         }
-        return acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}),
+        return acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}, diag),
                             resources.size());
     }
 
@@ -238,28 +246,31 @@ public:
     /// with a newer fencing token has already happened: errc::stale_fence then. This
     /// is how data kept in Redis enforces the lease's fencing token atomically.
     /// Tokens are compared as Lua numbers: exact up to 2^53.
-    awaitable<result<void>> fenced_write(std::string_view key, std::string_view value, fence_token fence)
+    awaitable<result<void>> fenced_write(std::string_view key, std::string_view value, fence_token fence,
+                                         diagnostics* diag = nullptr)
     {
-        return fenced_reply(eval(script::fenced_write, {std::string{key}}, {std::string{value}, std::to_string(fence)}));
+        return fenced_reply(
+            eval(script::fenced_write, {std::string{key}}, {std::string{value}, std::to_string(fence)}, diag));
     }
 
     /// Reads a value written by fenced_write (nullopt if none).
-    awaitable<result<std::optional<std::string>>> fenced_read(std::string_view key)
+    awaitable<result<std::optional<std::string>>> fenced_read(std::string_view key, diagnostics* diag = nullptr)
     {
-        return read_reply(exec_on(connection_, resp::command({"HGET", key, "value"})));
+        return read_reply(exec_on(connection_, resp::command({"HGET", key, "value"}), diag));
     }
 
     /// Runs one command and returns its reply; an error reply becomes
-    /// errc::store_unavailable with the server's words in last_error().
-    awaitable<result<resp::value>> execute(std::initializer_list<std::string_view> args)
+    /// errc::store_unavailable (errc::auth_failed for NOAUTH, WRONGPASS, NOPERM), with
+    /// the server's words in `diag` when given.
+    awaitable<result<resp::value>> execute(std::initializer_list<std::string_view> args, diagnostics* diag = nullptr)
     {
-        return execute_command(resp::command(args));
+        return execute_command(resp::command(args), diag);
     }
 
     /// execute() for a command already encoded (resp::command).
-    awaitable<result<resp::value>> execute_command(std::string encoded)
+    awaitable<result<resp::value>> execute_command(std::string encoded, diagnostics* diag = nullptr)
     {
-        return exec_on(connection_, std::move(encoded));
+        return exec_on(connection_, std::move(encoded), diag);
     }
 
 private:
@@ -327,26 +338,27 @@ private:
 
     // EVALSHA, falling back to EVAL when the server does not know the script (after a
     // restart or SCRIPT FLUSH), which also caches it again.
-    awaitable<result<resp::value>> eval(script which, std::vector<std::string> keys, std::vector<std::string> args) const
+    awaitable<result<resp::value>> eval(script which, std::vector<std::string> keys, std::vector<std::string> args,
+                                        diagnostics* diag) const
     {
-        return eval_on(connection_, which, std::move(keys), std::move(args));
+        return eval_on(connection_, which, std::move(keys), std::move(args), diag);
     }
 
     static awaitable<result<resp::value>> eval_on(connection_ptr c, script which, std::vector<std::string> keys,
-                                                  std::vector<std::string> args)
+                                                  std::vector<std::string> args, diagnostics* diag)
     {
         const auto& s = source(which);
-        auto reply = co_await run_script(c, "EVALSHA", s.sha, keys, args);
+        auto reply = co_await run_script(c, "EVALSHA", s.sha, keys, args, diag);
         if (reply && reply.value().is_error() && reply.value().text.starts_with("NOSCRIPT"))
-            reply = co_await run_script(c, "EVAL", s.text, keys, args);
+            reply = co_await run_script(c, "EVAL", s.text, keys, args, diag);
         if (!reply)
             co_return reply.error();
-        co_return checked(*c, std::move(reply.value()));
+        co_return checked(std::move(reply.value()), diag);
     }
 
     static awaitable<result<resp::value>> run_script(const connection_ptr& c, std::string_view verb,
                                                      std::string_view body, const std::vector<std::string>& keys,
-                                                     const std::vector<std::string>& args)
+                                                     const std::vector<std::string>& args, diagnostics* diag)
     {
         std::vector<std::string_view> parts;
         const auto numkeys = std::to_string(keys.size());
@@ -360,27 +372,28 @@ private:
             parts.push_back(a);
         std::string payload;
         resp::append_command_range(payload, parts);
-        auto replies = co_await c->exec(std::move(payload), 1);
+        auto replies = co_await c->exec(std::move(payload), 1, diag);
         if (!replies)
             co_return replies.error();
         co_return std::move(replies.value().front());
     }
 
-    static awaitable<result<resp::value>> exec_on(connection_ptr c, std::string encoded)
+    static awaitable<result<resp::value>> exec_on(connection_ptr c, std::string encoded, diagnostics* diag)
     {
-        auto replies = co_await c->exec(std::move(encoded), 1);
+        auto replies = co_await c->exec(std::move(encoded), 1, diag);
         if (!replies)
             co_return replies.error();
-        co_return checked(*c, std::move(replies.value().front()));
+        co_return checked(std::move(replies.value().front()), diag);
     }
 
     // Error replies: the request was refused and not applied (READONLY, LOADING,
     // NOAUTH, OOM, BUSY, ...). NOSCRIPT never gets here.
-    static result<resp::value> checked(detail::connection& c, resp::value v)
+    static result<resp::value> checked(resp::value v, diagnostics* diag)
     {
         if (!v.is_error())
             return v;
-        c.note(v.text);
+        if (diag)
+            diag->set_server_message(v.text);
         if (v.text.starts_with("NOAUTH") || v.text.starts_with("WRONGPASS") || v.text.starts_with("NOPERM"))
             return errc::auth_failed;
         return errc::store_unavailable;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
 #include <distlock/transport/codec.hpp>
@@ -34,7 +35,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -108,18 +108,32 @@ public:
 
     /// Sends `payload` (holding `count` requests) and returns their replies. Error
     /// replies of the protocol are messages, not errors: the caller interprets them.
-    awaitable<result<std::vector<message>>> exec(std::string payload, std::size_t count)
+    /// A failure's words (which server, what happened) go to `diag` when given.
+    awaitable<result<std::vector<message>>> exec(std::string payload, std::size_t count, diagnostics* diag = nullptr)
     {
-        return asio::co_spawn(strand_, run(this->shared_from_this(), std::move(payload), count), asio::use_awaitable);
+        auto self = this->shared_from_this();
+        auto [r, words] = co_await asio::co_spawn(self->strand_, run(self, std::move(payload), count),
+                                                  asio::use_awaitable);
+        if (!r && diag)
+            diag->set_client_message(std::move(words));
+        co_return std::move(r);
     }
 
     /// Connects (when not connected) without sending anything.
-    awaitable<std::error_code> connect()
+    awaitable<std::error_code> connect(diagnostics* diag = nullptr)
     {
-        return asio::co_spawn(
-            strand_, [](std::shared_ptr<engine> self) -> awaitable<std::error_code> { return self->ensure_connected(); }(
-                         this->shared_from_this()),
+        auto self = this->shared_from_this();
+        auto [ec, words] = co_await asio::co_spawn(
+            self->strand_,
+            [](std::shared_ptr<engine> self) -> awaitable<std::pair<std::error_code, std::string>> {
+                std::string words;
+                auto ec = co_await self->ensure_connected(words);
+                co_return std::pair{ec, std::move(words)};
+            }(self),
             asio::use_awaitable);
+        if (ec && diag)
+            diag->set_client_message(std::move(words));
+        co_return ec;
     }
 
     /// Sends `payload` whose answers, if any, come as pushes; in order with exec()'s
@@ -141,25 +155,13 @@ public:
     /// when called on the strand.
     void close()
     {
-        asio::dispatch(strand_, [self = this->shared_from_this()] { self->fail(); });
+        asio::dispatch(strand_, [self = this->shared_from_this()] {
+            self->fail("connection to " + self->options_.peer + " closed by the client");
+        });
     }
 
     /// Whether a connection is up (on the strand).
     bool ready() const noexcept { return state_ == state::ready; }
-
-    /// Records the server's or the system's words about a failure (diagnostics).
-    void note(std::string words)
-    {
-        std::lock_guard lock{diag_mutex_};
-        last_error_ = std::move(words);
-    }
-
-    /// The server's or the system's words about the last failure (diagnostics).
-    std::string last_error() const
-    {
-        std::lock_guard lock{diag_mutex_};
-        return last_error_;
-    }
 
     const strand_type& strand() const noexcept { return strand_; }
     const options& settings() const noexcept { return options_; }
@@ -172,6 +174,7 @@ private:
         std::string payload;
         std::size_t expected; // 0: no reply (send())
         std::vector<message> replies;
+        std::string words; // why it failed, for the caller's diagnostics
         bool written = false;
         bool done = false;
         bool abandoned = false;
@@ -181,12 +184,16 @@ private:
 
     enum class state { idle, connecting, ready };
 
-    static awaitable<result<std::vector<message>>> run(std::shared_ptr<engine> self, std::string payload,
-                                                       std::size_t count)
+    using outcome = std::pair<result<std::vector<message>>, std::string>;
+
+    static awaitable<outcome> run(std::shared_ptr<engine> self, std::string payload, std::size_t count)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
-        if (auto ec = co_await self->ensure_connected())
-            co_return ec;
+        {
+            std::string words;
+            if (auto ec = co_await self->ensure_connected(words))
+                co_return outcome{ec, std::move(words)};
+        }
         auto req = std::make_shared<request>(self->strand_, std::move(payload), count);
         self->queue_.push_back(req);
         self->writer_wake_.cancel();
@@ -196,8 +203,7 @@ private:
             if (req->done)
                 break;
             if (!ec) { // the request timed out: the server stopped answering
-                self->note("no reply from " + self->options_.peer + " within the request timeout");
-                self->fail();
+                self->fail("no reply from " + self->options_.peer + " within the request timeout");
                 break;
             }
             auto cs = co_await asio::this_coro::cancellation_state;
@@ -210,11 +216,12 @@ private:
             }
         }
         if (req->error)
-            co_return req->error;
-        co_return std::move(req->replies);
+            co_return outcome{req->error, std::move(req->words)};
+        co_return outcome{std::move(req->replies), std::string{}};
     }
 
-    awaitable<std::error_code> ensure_connected()
+    // `diagnostic` receives the words of a failure.
+    awaitable<std::error_code> ensure_connected(std::string& diagnostic)
     {
         while (state_ == state::connecting) {
             // Each waiter has its own timer: re-arming a shared one would cancel the others.
@@ -228,14 +235,12 @@ private:
 
         state_ = state::connecting;
         const auto generation = ++generation_;
-        std::string diagnostic;
         auto ec = co_await connect_(stream_, diagnostic);
         if (!ec && generation_ != generation) { // closed while connecting
             diagnostic = "connection to " + options_.peer + " closed while connecting";
             ec = make_error_code(errc::store_unavailable);
         }
         if (ec) {
-            note(std::move(diagnostic));
             stream_.close();
             state_ = state::idle;
             wake_connect_waiters();
@@ -271,8 +276,7 @@ private:
             if (self->generation_ != generation)
                 co_return;
             if (ec) {
-                self->note("write to " + self->options_.peer + " failed: " + ec.message());
-                self->fail();
+                self->fail("write to " + self->options_.peer + " failed: " + ec.message());
                 co_return;
             }
         }
@@ -289,8 +293,7 @@ private:
             if (self->generation_ != generation)
                 co_return; // superseded by a newer connection: touch nothing
             if (ec) {
-                self->note("connection to " + self->options_.peer + " lost: " + ec.message());
-                self->fail();
+                self->fail("connection to " + self->options_.peer + " lost: " + ec.message());
                 co_return;
             }
             buffer.append(chunk.data(), n);
@@ -299,8 +302,7 @@ private:
                 if (d.status == decode_status::need_more)
                     break;
                 if (d.status == decode_status::malformed || !self->accept(std::move(d.message))) {
-                    self->note("unparseable or unexpected reply from " + self->options_.peer);
-                    self->fail_with_protocol_error();
+                    self->fail_with_protocol_error("unparseable or unexpected reply from " + self->options_.peer);
                     co_return;
                 }
                 offset += d.consumed;
@@ -347,16 +349,17 @@ private:
             t->cancel();
     }
 
-    void fail_with_protocol_error()
+    void fail_with_protocol_error(const std::string& why)
     {
         for (auto& r : in_flight_)
             if (!r->abandoned) {
                 r->error = errc::protocol_error;
+                r->words = why;
                 r->done = true;
                 r->done_event.cancel();
             }
         in_flight_.clear();
-        fail();
+        fail(why);
     }
 
     // Drops the connection. A request moves to in_flight_ before its bytes are
@@ -367,7 +370,7 @@ private:
     // A connect in progress is not reset here: closing the stream makes it fail and
     // it resets the state itself, so that no second connect starts on the stream
     // meanwhile.
-    void fail()
+    void fail(const std::string& why)
     {
         ++generation_;
         const bool was_ready = state_ == state::ready;
@@ -377,6 +380,7 @@ private:
         for (auto& r : in_flight_)
             if (!r->done) {
                 r->error = errc::outcome_unknown;
+                r->words = why;
                 r->done = true;
                 r->done_event.cancel();
             }
@@ -384,6 +388,7 @@ private:
         for (auto& r : queue_)
             if (!r->done) {
                 r->error = errc::store_unavailable;
+                r->words = why + " (the request was not sent)";
                 r->done = true;
                 r->done_event.cancel();
             }
@@ -406,8 +411,6 @@ private:
     std::vector<timer*> connect_waiters_;
     std::function<void(message)> on_push_;
     std::function<void()> on_down_;
-    mutable std::mutex diag_mutex_;
-    std::string last_error_;
 };
 
 } // namespace distlock::transport

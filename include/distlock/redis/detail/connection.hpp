@@ -30,18 +30,17 @@ public:
     {}
 
     /// Sends `payload` (holding `count` commands) and returns their replies. Error
-    /// replies are values, not errors: the caller interprets them.
-    awaitable<result<std::vector<resp::value>>> exec(std::string payload, std::size_t count)
+    /// replies are values, not errors: the caller interprets them. A failure's words
+    /// go to `diag` when given.
+    awaitable<result<std::vector<resp::value>>> exec(std::string payload, std::size_t count,
+                                                     diagnostics* diag = nullptr)
     {
-        return engine_->exec(std::move(payload), count);
+        return engine_->exec(std::move(payload), count, diag);
     }
 
     /// Closes the connection; written requests (even in part) fail with
     /// errc::outcome_unknown, queued ones with errc::store_unavailable.
     void close() { engine_->close(); }
-
-    void note(std::string words) { engine_->note(std::move(words)); }
-    std::string last_error() const { return engine_->last_error(); }
 
     /// The identity (run_id) of the server reached at the last successful connect,
     /// without I/O; nullopt when never connected, empty when the server would not tell.

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# End-to-end tests of the distlock command-line tool against a real redis-server,
+# started here on a free loopback port in a temporary directory and stopped by pid.
+#   run.sh DISTLOCK_BINARY REDIS_SERVER_BINARY
+# Every wait is bounded (timeout(1) or a counted loop); nothing asserts on how long
+# something took, only on what happened and in which order.
+set -uo pipefail
+
+distlock=$1
+redis_server=$2
+work=$(mktemp -d)
+failures=0
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+check() { # description, then a command that must succeed
+  local what=$1
+  shift
+  if "$@"; then
+    echo "ok   - $what"
+  else
+    echo "FAIL - $what"
+    failures=$((failures + 1))
+  fi
+}
+
+matches() { [[ $1 =~ $2 ]]; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_redis() { # prints the port; the pid goes to pids and $last_pid
+  local p
+  p=$(free_port)
+  mkdir -p "$work/$p"
+  "$redis_server" --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/$p" >"$work/$p/log" 2>&1 &
+  last_pid=$!
+  pids+=("$last_pid")
+  for _ in $(seq 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  port=$p
+}
+start_redis
+redis_pid=$last_pid
+store="redis://127.0.0.1:$port"
+dl() { timeout 60 "$distlock" "$@"; }
+
+# --- Bad input: usage (exit 2), before any store is touched (port 1 is closed).
+usage_is_2() { dl "$@" >/dev/null 2>&1; [[ $? -eq 2 ]]; }
+check "no arguments is a usage error" usage_is_2
+check "an unknown command is a usage error" usage_is_2 frobnicate x
+check "run without a command is a usage error" usage_is_2 run --store redis://127.0.0.1:1 job
+check "a zero duration is a usage error" usage_is_2 run --store redis://127.0.0.1:1 --ttl 0s job -- true
+check "a duration without a unit is a usage error" usage_is_2 run --ttl 30 job -- true
+check "an unknown store is a usage error" usage_is_2 run --store ftp://x job -- true
+check "a bad Redis URL is a usage error" usage_is_2 run --store redis://h:notaport job -- true
+check "an empty resource is a usage error" usage_is_2 run --store redis://127.0.0.1:1 "" -- true
+check "a resource over 1024 bytes is a usage error" usage_is_2 run --store redis://127.0.0.1:1 "$(printf 'x%.0s' $(seq 1025))" -- true
+check "--help prints the usage" bash -c "'$distlock' --help | grep -q '^usage: distlock run'"
+
+# --- The child's environment, and its exit code passed through.
+out=$(dl run --store "$store" job -- sh -c 'echo "$DISTLOCK_RESOURCE $DISTLOCK_FENCE"')
+check "the child sees the resource and a fence" test "${out%% *}" = job -a "${out##* }" -ge 1
+out2=$(dl run --store "$store" job -- sh -c 'echo "$DISTLOCK_FENCE"')
+check "fences grow from one run to the next" test "$out2" -gt "${out##* }"
+dl run --store "$store" job -- sh -c 'exit 7'
+check "the command's exit code is passed through" test $? -eq 7
+out=$(dl run --store "$store" zeta alpha -- sh -c 'echo "$DISTLOCK_COUNT $DISTLOCK_RESOURCE_0 $DISTLOCK_RESOURCE_1"')
+check "several resources: sorted, one variable each" test "$out" = "2 alpha zeta"
+dl run --store "$store" job -- /nonexistent/command 2>/dev/null
+check "a command that cannot start exits 127" test $? -eq 127
+dl run job -- sh -c 'test -n "$DISTLOCK_FENCE"'
+check "the memory store works for a single run" test $? -eq 0
+
+# --- While a holder runs: try, status, --wait.
+"$distlock" run --store "$store" held -- sleep 30 &
+holder=$!
+pids+=("$holder")
+for _ in $(seq 200); do
+  dl status --store "$store" held 2>/dev/null | grep -q '^held' && break
+  sleep 0.05
+done
+status_line=$(dl status --store "$store" held)
+check "status reports the holder, a fence and the time left" \
+  bash -c "[[ '$status_line' =~ ^held,\ fence\ [0-9]+,\ owner\ [0-9a-f]{8}\.\.\.,\ [0-9]+\ ms\ left$ ]]"
+json=$(dl try --store "$store" --json held)
+rc=$?
+check "try on a held lock exits 3" test $rc -eq 3
+check "try --json says held" test "$json" = '{"acquired":false,"held":true}'
+dl run --store "$store" --wait 300ms held -- true 2>/dev/null
+rc=$?
+check "--wait gives up with exit 3 while the holder still holds" test $rc -eq 3
+check "... and the holder was still running then" kill -0 "$holder"
+kill -TERM "$holder"
+wait "$holder"
+check "SIGTERM to distlock reaches the child (sleep dies of it: 143)" test $? -eq 143
+check "after the holder stopped, the lock is free" dl try --store "$store" held
+check "status says free" bash -c "'$distlock' status --store '$store' held | grep -q '^free'"
+
+# --- Signals are forwarded; the child decides how to exit.
+"$distlock" run --store "$store" trapper -- sh -c 'trap "exit 42" INT; while :; do sleep 0.05; done' &
+runner=$!
+pids+=("$runner")
+for _ in $(seq 200); do
+  dl status --store "$store" trapper 2>/dev/null | grep -q '^held' && break
+  sleep 0.05
+done
+kill -INT "$runner"
+wait "$runner"
+check "SIGINT is forwarded to the child, whose exit code is distlock's" test $? -eq 42
+check "the lock was released" dl try --store "$store" trapper
+
+# --- Lease lost: the server stops answering, the child is stopped, exit 5.
+"$distlock" run --store "$store" --ttl 1s --grace 1s doomed -- sh -c 'trap "" TERM; sleep 60' &
+doomed=$!
+pids+=("$doomed")
+for _ in $(seq 200); do
+  dl status --store "$store" doomed 2>/dev/null | grep -q '^held' && break
+  sleep 0.05
+done
+kill -STOP "$redis_pid"
+rc=0
+for _ in $(seq 600); do # the child ignores SIGTERM: SIGKILL after the grace period
+  if ! kill -0 "$doomed" 2>/dev/null; then break; fi
+  sleep 0.05
+done
+wait "$doomed"
+rc=$?
+kill -CONT "$redis_pid"
+check "a lost lease stops the child and exits 5" test $rc -eq 5
+
+# --- release --owner: an operator clears the lock of a holder that vanished.
+"$distlock" run --store "$store" -v --ttl 60s orphan -- sleep 61.25 2>"$work/orphan.err" &
+orphan=$!
+pids+=("$orphan")
+for _ in $(seq 200); do
+  grep -q 'owner' "$work/orphan.err" 2>/dev/null && break
+  sleep 0.05
+done
+owner=$(sed -n 's/.*owner \([0-9a-f]\{32\}\).*/\1/p' "$work/orphan.err" | head -1)
+kill -KILL "$orphan" # distlock dies without releasing; its child goes on, and the lock stays
+wait "$orphan" 2>/dev/null
+pkill -KILL -f "sleep 61.25" 2>/dev/null
+dl try --store "$store" orphan
+check "a lock whose holder was killed stays held (its TTL is 60 s)" test $? -eq 3
+dl release --store "$store" --owner 0123456789abcdef0123456789abcdef orphan 2>/dev/null
+check "release by another owner does nothing (exit 3)" test $? -eq 3
+check "release by the holder's owner id frees it" dl release --store "$store" --owner "$owner" orphan
+check "... and the lock can be taken" dl try --store "$store" orphan
+
+# --- Two runs on one resource never overlap: a counter in a file, read-modify-write.
+echo 0 >"$work/counter"
+increment() {
+  for _ in $(seq 15); do
+    dl run --store "$store" counter -- sh -c "v=\$(cat '$work/counter'); sleep 0.01; echo \$((v + 1)) > '$work/counter'" || return 1
+  done
+}
+increment & a=$!
+increment & b=$!
+wait "$a"; ra=$?
+wait "$b"; rb=$?
+check "both incrementing loops succeeded" test $ra -eq 0 -a $rb -eq 0
+check "no increment was lost (30)" test "$(cat "$work/counter")" -eq 30
+
+# --- --max-hold stops a command that runs too long: exit 6.
+dl run --store "$store" --max-hold 300ms --grace 200ms slow -- sleep 30 2>/dev/null
+check "--max-hold stops the command and exits 6" test $? -eq 6
+json=$(dl status --store "$store" --json slow)
+free_json='^[{]"node":0,"held":false,"fence":[0-9]+[}]$'
+check "status --json when free" matches "$json" "$free_json"
+
+# --- A Redlock quorum of three servers.
+start_redis; q1="redis://127.0.0.1:$port"
+start_redis; q2="redis://127.0.0.1:$port"
+out=$(dl run --store "$store" --store "$q1" --store "$q2" quorum -- sh -c 'echo "$DISTLOCK_FENCE"')
+check "a quorum run hands the child a fence" test "$out" -ge 1
+"$distlock" run --store "$store" --store "$q1" --store "$q2" quorum -- sleep 30 &
+qholder=$!
+pids+=("$qholder")
+for _ in $(seq 200); do
+  [[ $(dl status --store "$store" --store "$q1" --store "$q2" quorum 2>/dev/null | grep -c ': held') -eq 3 ]] && break
+  sleep 0.05
+done
+check "status on a quorum shows every node holding" \
+  test "$(dl status --store "$store" --store "$q1" --store "$q2" quorum | grep -c '^node [0-2]: held')" -eq 3
+dl try --store "$store" --store "$q1" --store "$q2" quorum
+check "try on a quorum-held lock exits 3" test $? -eq 3
+kill -TERM "$qholder"
+wait "$qholder"
+check "the quorum lock is released when its command ends" dl try --store "$store" --store "$q1" --store "$q2" quorum
+
+echo "$failures failure(s)"
+exit $((failures > 0))

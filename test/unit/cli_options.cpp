@@ -1,0 +1,82 @@
+// The distlock command line: every bad input is a usage error found without a store.
+#include <cli/options.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace cli = distlock::cli;
+using namespace std::chrono_literals;
+
+namespace {
+
+cli::parsed parse(std::vector<std::string> args) { return cli::parse(args); }
+
+std::string error_of(std::vector<std::string> args)
+{
+    auto p = parse(std::move(args));
+    REQUIRE(std::holds_alternative<std::string>(p));
+    return std::get<std::string>(p);
+}
+
+} // namespace
+
+TEST_CASE("cli: durations are a whole number and a unit, above zero, within max_wait", "[cli]")
+{
+    CHECK(cli::parse_duration("500ms") == distlock::duration{500ms});
+    CHECK(cli::parse_duration("30s") == distlock::duration{30s});
+    CHECK(cli::parse_duration("2m") == distlock::duration{2min});
+    CHECK(cli::parse_duration("1h") == distlock::duration{1h});
+    for (const auto* bad : {"", "0s", "-1s", "30", "s", "1.5s", "10d", "1 s", "99999999999999h", "9223372036854775807ms"})
+        CHECK_FALSE(cli::parse_duration(bad));
+}
+
+TEST_CASE("cli: a full run command", "[cli]")
+{
+    auto p = parse({"run", "--store", "redis://a:1", "--store", "redis://b:2", "--ttl", "10s", "--wait", "2m",
+                    "--max-hold", "1h", "--grace", "500ms", "-v", "b", "a", "--", "sh", "-c", "echo --ttl"});
+    REQUIRE(std::holds_alternative<cli::options>(p));
+    const auto& o = std::get<cli::options>(p);
+    CHECK(o.what == cli::verb::run);
+    CHECK(o.stores == std::vector<std::string>{"redis://a:1", "redis://b:2"});
+    CHECK(o.ttl == distlock::duration{10s});
+    CHECK(o.wait == distlock::duration{2min});
+    CHECK(o.max_hold == distlock::duration{1h});
+    CHECK(o.grace == distlock::duration{500ms});
+    CHECK(o.verbose);
+    CHECK(o.resources == std::vector<std::string>{"b", "a"});
+    // Everything after "--" is the command's, options included.
+    CHECK(o.command == std::vector<std::string>{"sh", "-c", "echo --ttl"});
+}
+
+TEST_CASE("cli: bad command lines say what is wrong", "[cli]")
+{
+    CHECK(error_of({}).find("no command") != std::string::npos);
+    CHECK(error_of({"lock", "x"}).find("unknown command 'lock'") != std::string::npos);
+    CHECK(error_of({"run", "x"}).find("needs a command") != std::string::npos);
+    CHECK(error_of({"run", "--", "true"}).find("no resource") != std::string::npos);
+    CHECK(error_of({"run", "--ttl", "0s", "x", "--", "true"}).find("bad duration '0s'") != std::string::npos);
+    CHECK(error_of({"run", "--ttl"}).find("needs a duration") != std::string::npos);
+    CHECK(error_of({"run", "--bogus", "x", "--", "true"}).find("unknown option '--bogus'") != std::string::npos);
+    CHECK(error_of({"run", "--store", "ftp://x", "x", "--", "true"}).find("unknown store") != std::string::npos);
+    CHECK(error_of({"run", "--store", "memory", "--store", "redis://h:1", "x", "--", "true"}).find("stands alone") !=
+          std::string::npos);
+    CHECK(error_of({"run", "", "--", "true"}).find("1 to 1024 bytes") != std::string::npos);
+    CHECK(error_of({"run", std::string(1025, 'x'), "--", "true"}).find("1 to 1024 bytes") != std::string::npos);
+    CHECK(error_of({"try", "x", "--", "true"}).find("only run takes a command") != std::string::npos);
+    CHECK(error_of({"status", "a", "b"}).find("one resource") != std::string::npos);
+    CHECK(error_of({"release", "a"}).find("needs --owner") != std::string::npos);
+    CHECK(error_of({"try", "--owner", "ab", "a"}).find("only release takes --owner") != std::string::npos);
+}
+
+TEST_CASE("cli: help, and a resource of exactly 1024 bytes", "[cli]")
+{
+    auto help = parse({"--help"});
+    REQUIRE(std::holds_alternative<cli::options>(help));
+    CHECK(std::get<cli::options>(help).what == cli::verb::help);
+    auto longest = parse({"try", std::string(1024, 'x')});
+    REQUIRE(std::holds_alternative<cli::options>(longest));
+    CHECK(std::get<cli::options>(longest).resources[0].size() == 1024);
+}

@@ -1,0 +1,451 @@
+// distlock: run a command under a distributed lock, from a shell.
+//
+//   distlock run --store redis://127.0.0.1:6379 --ttl 30s job:nightly -- ./nightly.sh
+//
+// Design note. Everything runs on one io_context thread: the lock, its renewal, the
+// child's exit (SIGCHLD through asio::signal_set), the signals to forward and the
+// timers for --max-hold and --grace. The child runs in a process group of its own so
+// that stopping it reaches everything it started. The lease is watched while the
+// child runs; when it is lost (renewal failed, validity ran out), the child's group
+// gets SIGTERM and, after --grace, SIGKILL: work done past the loss is not
+// protected, so it must stop.
+#include "options.hpp"
+
+#include <distlock/distlock.hpp>
+#include <distlock/memory.hpp>
+#include <distlock/redis.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+namespace dl = distlock;
+namespace cli = distlock::cli;
+using namespace std::chrono_literals;
+
+std::string json_escape(std::string_view s)
+{
+    std::string out;
+    for (const unsigned char c : s) {
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        default:
+            if (c < 0x20) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                out += buf;
+            } else {
+                out.push_back(static_cast<char>(c));
+            }
+        }
+    }
+    return out;
+}
+
+long long millis(dl::duration d)
+{
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+// What a failed acquisition means for the exit code.
+int acquisition_exit(const std::error_code& ec)
+{
+    if (ec == dl::condition::contended || ec == dl::condition::timeout)
+        return cli::exit_code::not_acquired;
+    if (ec == dl::condition::invalid_argument)
+        return cli::exit_code::usage;
+    return cli::exit_code::store_failed;
+}
+
+// Sleeps `d` on the current executor.
+dl::awaitable<void> pause(dl::duration d)
+{
+    asio::steady_timer t{co_await asio::this_coro::executor, d};
+    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+}
+
+// Starts COMMAND in a process group of its own with the lease's variables.
+pid_t spawn(const cli::options& o, const dl::multi_lease& held)
+{
+    const auto resources = held.resources();
+    const auto fences = held.fences();
+    const pid_t pid = ::fork();
+    if (pid != 0)
+        return pid;
+    // The child: its own process group, the lease in its environment.
+    ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::setenv("DISTLOCK_RESOURCE", resources[0].c_str(), 1);
+    ::setenv("DISTLOCK_FENCE", std::to_string(fences[0]).c_str(), 1);
+    ::setenv("DISTLOCK_COUNT", std::to_string(resources.size()).c_str(), 1);
+    for (std::size_t i = 0; i < resources.size(); ++i) {
+        ::setenv(("DISTLOCK_RESOURCE_" + std::to_string(i)).c_str(), resources[i].c_str(), 1);
+        ::setenv(("DISTLOCK_FENCE_" + std::to_string(i)).c_str(), std::to_string(fences[i]).c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : o.command)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "distlock: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(cli::exit_code::spawn_failed);
+}
+
+// The child's exit status as a shell reports it.
+int shell_status(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+template <class Backend>
+class session {
+public:
+    using multi_lock =
+        dl::basic_multi_lock<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
+
+    session(Backend& backend, const cli::options& o) : backend_{backend}, o_{o} {}
+
+    int exit() const { return exit_; }
+
+    dl::awaitable<void> run()
+    {
+        switch (o_.what) {
+        case cli::verb::run: co_await run_command(); break;
+        case cli::verb::try_lock: co_await try_once(); break;
+        default: break;
+        }
+    }
+
+private:
+    dl::lock_options lock_options() const { return {.ttl = o_.ttl}; }
+
+    dl::retry::exponential_backoff retry() const
+    {
+        // Unbounded --wait: as long as a deadline may be (max_wait), less a margin.
+        const auto wait = o_.wait.value_or(dl::max_wait - std::chrono::hours{1});
+        return {.initial = 20ms, .max = 1s, .deadline = wait};
+    }
+
+    // While waiting for the lock: a progress line on stderr when it is a terminal.
+    dl::observe::callback progress()
+    {
+        if (!::isatty(STDERR_FILENO))
+            return {};
+        return dl::observe::callback{[started = dl::clock::now()](const dl::event& e) {
+            if (!std::holds_alternative<dl::wait_event>(e))
+                return;
+            const auto waited = std::chrono::duration_cast<std::chrono::seconds>(dl::clock::now() - started);
+            std::fprintf(stderr, "\rdistlock: waiting for the lock (%llds)", static_cast<long long>(waited.count()));
+            std::fflush(stderr);
+        }};
+    }
+
+    dl::awaitable<void> try_once()
+    {
+        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry(), dl::observe::callback{}};
+        dl::diagnostics diag;
+        auto got = co_await set.try_lock();
+        const bool acquired = static_cast<bool>(got);
+        if (acquired) {
+            (void)co_await got->unlock();
+            exit_ = 0;
+        } else {
+            exit_ = acquisition_exit(got.error());
+        }
+        if (o_.json) {
+            std::printf("{\"acquired\":%s,\"held\":%s", acquired ? "true" : "false",
+                        exit_ == cli::exit_code::not_acquired ? "true" : "false");
+            if (!acquired && exit_ != cli::exit_code::not_acquired)
+                std::printf(",\"error\":\"%s\"", json_escape(got.error().message()).c_str());
+            std::printf("}\n");
+        } else if (!acquired) {
+            std::fprintf(stderr, "distlock: %s\n",
+                         exit_ == cli::exit_code::not_acquired ? "held by another owner" : got.error().message().c_str());
+        }
+    }
+
+    dl::awaitable<void> run_command()
+    {
+        auto ex = co_await asio::this_coro::executor;
+        // Registered before the child exists, so that its exit cannot be missed.
+        asio::signal_set signals{ex, SIGCHLD, SIGINT, SIGTERM};
+        signals.add(SIGHUP);
+
+        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry(), progress()};
+        // Waiting for the lock ends early on SIGINT/SIGTERM/SIGHUP: nothing is left held.
+        using namespace asio::experimental::awaitable_operators;
+        auto first = co_await (set.lock() || signals.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+        if (::isatty(STDERR_FILENO))
+            std::fprintf(stderr, "\r\033[K");
+        if (first.index() == 1) {
+            const auto [ec, sig] = std::get<1>(first);
+            exit_ = ec ? cli::exit_code::store_failed : 128 + sig;
+            co_return;
+        }
+        auto& got = std::get<0>(first);
+        if (!got) {
+            std::fprintf(stderr, "distlock: not acquired: %s\n", got.error().message().c_str());
+            exit_ = acquisition_exit(got.error());
+            co_return;
+        }
+        auto held = std::move(got.value());
+        if (o_.verbose)
+            for (const auto& l : held.leases())
+                std::fprintf(stderr, "distlock: holding %s, fence %llu, owner %s\n", l.resource().c_str(),
+                             static_cast<unsigned long long>(l.fence()), l.owner().to_hex().c_str());
+
+        const pid_t child = spawn(o_, held);
+        if (child < 0) {
+            std::fprintf(stderr, "distlock: fork failed: %s\n", std::strerror(errno));
+            (void)co_await held.unlock();
+            exit_ = cli::exit_code::spawn_failed;
+            co_return;
+        }
+        ::setpgid(child, child); // also in the parent: whichever runs first
+
+        const auto started = dl::clock::now();
+        std::optional<int> status;
+        std::optional<int> stopped_because; // exit code when distlock stopped the child
+        std::optional<dl::time_point> kill_at;
+        const auto stop = [&](int why) {
+            if (stopped_because)
+                return;
+            stopped_because = why;
+            ::kill(-child, SIGTERM);
+            kill_at = dl::clock::now() + o_.grace;
+        };
+        // One loop on the io thread: the child's exit, signals to forward, the lease,
+        // --max-hold and the grace period, looked at every 50 ms at most.
+        bool waiting_signal = false;
+        std::optional<int> arrived;
+        while (!status) {
+            if (!waiting_signal) {
+                waiting_signal = true;
+                signals.async_wait([&](std::error_code ec, int sig) {
+                    waiting_signal = false;
+                    if (!ec)
+                        arrived = sig;
+                });
+            }
+            co_await pause(50ms);
+            if (arrived) {
+                const int sig = *arrived;
+                arrived.reset();
+                if (sig != SIGCHLD)
+                    ::kill(-child, sig); // forwarded; the child decides, its exit ends the run
+            }
+            int st = 0;
+            if (::waitpid(child, &st, WNOHANG) == child) {
+                status = st;
+                break;
+            }
+            if (!held.valid())
+                stop(cli::exit_code::lease_lost);
+            if (o_.max_hold && dl::clock::now() - started >= *o_.max_hold)
+                stop(cli::exit_code::max_hold);
+            if (kill_at && dl::clock::now() >= *kill_at) {
+                ::kill(-child, SIGKILL);
+                kill_at.reset();
+            }
+        }
+        signals.cancel();
+        const bool kept = held.valid();
+        auto released = co_await held.unlock();
+        if (stopped_because) {
+            std::fprintf(stderr, "distlock: %s: the command was stopped\n",
+                         *stopped_because == cli::exit_code::lease_lost ? "the lease was lost" : "--max-hold passed");
+            exit_ = *stopped_because;
+        } else if (!kept || (!released && released.error() == dl::condition::lease_lost)) {
+            // The command finished, but not all of it ran under the lease.
+            std::fprintf(stderr, "distlock: the lease was lost before the command finished\n");
+            exit_ = cli::exit_code::lease_lost;
+        } else {
+            exit_ = shell_status(*status);
+        }
+    }
+
+    Backend& backend_;
+    const cli::options& o_;
+    int exit_ = 1;
+};
+
+// Closes every store, so that io.run() returns (open connections keep it going).
+template <class Store>
+dl::awaitable<void> close_all(std::vector<Store*> nodes)
+{
+    for (auto* n : nodes)
+        co_await n->close();
+}
+
+// status: what the store says about the lock, without taking it.
+template <class Store>
+int status(asio::io_context& io, std::vector<Store*> nodes, const cli::options& o)
+{
+    int rc = 0;
+    std::vector<std::string> lines;
+    asio::co_spawn(
+        io,
+        [&]() -> dl::awaitable<void> {
+            for (std::size_t i = 0; i < nodes.size(); ++i) {
+                auto info = co_await nodes[i]->read(o.resources[0]);
+                if (!info) {
+                    rc = cli::exit_code::store_failed;
+                    lines.push_back(o.json ? "{\"node\":" + std::to_string(i) + ",\"error\":\"" +
+                                                 json_escape(info.error().message()) + "\"}"
+                                           : "node " + std::to_string(i) + ": " + info.error().message());
+                    continue;
+                }
+                const auto& v = info.value();
+                const auto left = v.remaining ? millis(*v.remaining) : -1;
+                if (o.json) {
+                    std::string line = "{\"node\":" + std::to_string(i) + ",\"held\":" + (v.held ? "true" : "false") +
+                                       ",\"fence\":" + std::to_string(v.fence);
+                    if (v.held)
+                        line += ",\"owner\":\"" + json_escape(v.owner) + "\",\"remaining_ms\":" + std::to_string(left);
+                    lines.push_back(line + "}");
+                } else {
+                    std::string line = (nodes.size() > 1 ? "node " + std::to_string(i) + ": " : std::string{}) +
+                                       (v.held ? "held" : "free") + ", fence " + std::to_string(v.fence);
+                    if (v.held)
+                        line += ", owner " + v.owner + "..., " + (left >= 0 ? std::to_string(left) + " ms left" : "no TTL");
+                    lines.push_back(line);
+                }
+            }
+            co_await close_all(nodes);
+        },
+        asio::detached);
+    io.run();
+    for (const auto& l : lines)
+        std::printf("%s\n", l.c_str());
+    return rc;
+}
+
+// release --owner: an operator's clean-up of a lock whose holder is gone.
+template <class Store>
+int release(asio::io_context& io, std::vector<Store*> nodes, const cli::options& o)
+{
+    const auto owner = dl::owner_token::from_hex(o.owner);
+    if (owner.is_nil()) {
+        std::fprintf(stderr, "distlock: --owner must be the 32 hex digits of an owner id\n");
+        return cli::exit_code::usage;
+    }
+    int released = 0, failed = 0;
+    asio::co_spawn(
+        io,
+        [&]() -> dl::awaitable<void> {
+            for (auto* n : nodes) {
+                auto r = co_await n->release(o.resources[0], owner);
+                if (r)
+                    ++released;
+                else if (r.error() != dl::condition::not_owner) {
+                    ++failed;
+                    std::fprintf(stderr, "distlock: %s\n", r.error().message().c_str());
+                }
+            }
+            co_await close_all(nodes);
+        },
+        asio::detached);
+    io.run();
+    if (failed > 0)
+        return cli::exit_code::store_failed;
+    if (released == 0) {
+        std::fprintf(stderr, "distlock: that owner does not hold %s\n", o.resources[0].c_str());
+        return cli::exit_code::not_acquired;
+    }
+    return 0;
+}
+
+template <class Backend, class Store>
+int perform_lock(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, const cli::options& o)
+{
+    session<Backend> s{backend, o};
+    asio::co_spawn(
+        io,
+        [&]() -> dl::awaitable<void> {
+            co_await s.run();
+            co_await close_all(nodes);
+        },
+        asio::detached);
+    io.run();
+    return s.exit();
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::vector<std::string> args(argv + 1, argv + argc);
+    auto parsed = cli::parse(args);
+    if (const auto* message = std::get_if<std::string>(&parsed)) {
+        std::fprintf(stderr, "distlock: %s\n%s", message->c_str(), cli::usage_text);
+        return cli::exit_code::usage;
+    }
+    const auto& o = std::get<cli::options>(parsed);
+    if (o.what == cli::verb::help) {
+        std::fputs(cli::usage_text, stdout);
+        return 0;
+    }
+    // The signals run() waits for must not kill distlock before it can forward them.
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGPIPE);
+    ::sigprocmask(SIG_BLOCK, &blocked, nullptr);
+
+    asio::io_context io;
+    if (o.stores.empty() || o.stores[0] == "memory") {
+        dl::memory::store store{io};
+        std::vector<dl::memory::store*> nodes{&store};
+        switch (o.what) {
+        case cli::verb::status: return status(io, nodes, o);
+        case cli::verb::release: return release(io, nodes, o);
+        default: return perform_lock(io, store, nodes, o);
+        }
+    }
+    std::vector<std::unique_ptr<dl::redis::store>> owned;
+    for (const auto& url : o.stores) {
+        auto cfg = dl::redis::config::from_url(url);
+        if (!cfg) {
+            std::fprintf(stderr, "distlock: bad store URL '%s'\n%s", url.c_str(), cli::usage_text);
+            return cli::exit_code::usage;
+        }
+        owned.push_back(std::make_unique<dl::redis::store>(io, std::move(cfg.value())));
+    }
+    std::vector<dl::redis::store*> nodes;
+    for (auto& s : owned)
+        nodes.push_back(s.get());
+    switch (o.what) {
+    case cli::verb::status: return status(io, nodes, o);
+    case cli::verb::release: return release(io, nodes, o);
+    default: break;
+    }
+    if (nodes.size() == 1)
+        return perform_lock(io, *nodes[0], nodes, o);
+    dl::quorum<dl::redis::store> quorum{std::span<dl::redis::store* const>{nodes}};
+    return perform_lock(io, quorum, nodes, o);
+}

@@ -1,0 +1,203 @@
+// The distlock command line, parsed without touching any store: what to do, on
+// which stores, for which resources, and the child command. Pure functions, so the
+// unit tests check every bad input's message and exit code.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/options.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace distlock::cli {
+
+enum class verb { run, try_lock, status, release, help };
+
+/// Exit codes. The child's own code is passed through by `run` when nothing else
+/// happened.
+namespace exit_code {
+inline constexpr int usage = 2;           ///< bad command line; no store was touched
+inline constexpr int not_acquired = 3;    ///< held by another owner until --wait ran out (or `try`: held)
+inline constexpr int store_failed = 4;    ///< the store could not be used (unreachable, refused)
+inline constexpr int lease_lost = 5;      ///< the lease was lost while the command ran: it was stopped
+inline constexpr int max_hold = 6;        ///< the command ran past --max-hold: it was stopped
+inline constexpr int spawn_failed = 127;  ///< the command could not be started (as a shell does)
+} // namespace exit_code
+
+struct options {
+    verb what = verb::help;
+    std::vector<std::string> stores;      ///< --store URL, in order; none: memory
+    duration ttl = std::chrono::seconds{30};
+    std::optional<duration> wait;         ///< --wait; none: as long as max_wait allows
+    std::optional<duration> max_hold;
+    duration grace = std::chrono::seconds{10};
+    bool json = false;
+    bool verbose = false;
+    std::string owner;                    ///< release --owner ID (hex)
+    std::vector<std::string> resources;
+    std::vector<std::string> command;     ///< after "--"
+};
+
+/// "500ms", "30s", "2m", "1h" (a whole number and a unit). nullopt for anything else,
+/// zero, or a value beyond distlock::max_wait.
+inline std::optional<duration> parse_duration(std::string_view text)
+{
+    std::int64_t n = 0;
+    const auto* begin = text.data();
+    const auto* end = text.data() + text.size();
+    const auto [rest, ec] = std::from_chars(begin, end, n);
+    if (ec != std::errc{} || rest == begin || n <= 0)
+        return std::nullopt;
+    const std::string_view unit{rest, static_cast<std::size_t>(end - rest)};
+    std::int64_t per_unit_ms = 0;
+    if (unit == "ms")
+        per_unit_ms = 1;
+    else if (unit == "s")
+        per_unit_ms = 1000;
+    else if (unit == "m")
+        per_unit_ms = 60'000;
+    else if (unit == "h")
+        per_unit_ms = 3'600'000;
+    else
+        return std::nullopt;
+    const auto limit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count();
+    if (n > limit_ms / per_unit_ms)
+        return std::nullopt;
+    return std::chrono::milliseconds{n * per_unit_ms};
+}
+
+/// What parsing found: the options, or the message for a usage error.
+using parsed = std::variant<options, std::string>;
+
+inline parsed parse(const std::vector<std::string>& args)
+{
+    options o;
+    if (args.empty())
+        return std::string{"no command given (run, try, status, release)"};
+    const auto& first = args[0];
+    if (first == "--help" || first == "-h" || first == "help") {
+        o.what = verb::help;
+        return o;
+    }
+    if (first == "run")
+        o.what = verb::run;
+    else if (first == "try")
+        o.what = verb::try_lock;
+    else if (first == "status")
+        o.what = verb::status;
+    else if (first == "release")
+        o.what = verb::release;
+    else
+        return "unknown command '" + first + "' (run, try, status, release)";
+
+    std::size_t i = 1;
+    const auto value = [&](std::string_view flag) -> std::optional<std::string> {
+        if (i + 1 >= args.size())
+            return std::nullopt;
+        (void)flag;
+        return args[++i];
+    };
+    const auto duration_of = [&](std::string_view flag, std::optional<duration>& out) -> std::optional<std::string> {
+        auto v = value(flag);
+        if (!v)
+            return std::string{flag} + " needs a duration (500ms, 30s, 2m, 1h)";
+        out = parse_duration(*v);
+        if (!out)
+            return "bad duration '" + *v + "' for " + std::string{flag} + " (500ms, 30s, 2m, 1h; above zero)";
+        return std::nullopt;
+    };
+    for (; i < args.size(); ++i) {
+        const auto& a = args[i];
+        if (a == "--") {
+            o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+            break;
+        }
+        if (a == "--store") {
+            auto v = value(a);
+            if (!v)
+                return std::string{"--store needs a URL (memory, redis://..., rediss://..., unix://...)"};
+            o.stores.push_back(*v);
+        } else if (a == "--ttl") {
+            std::optional<duration> d;
+            if (auto e = duration_of(a, d))
+                return *e;
+            o.ttl = *d;
+        } else if (a == "--wait") {
+            if (auto e = duration_of(a, o.wait))
+                return *e;
+        } else if (a == "--max-hold") {
+            if (auto e = duration_of(a, o.max_hold))
+                return *e;
+        } else if (a == "--grace") {
+            std::optional<duration> d;
+            if (auto e = duration_of(a, d))
+                return *e;
+            o.grace = *d;
+        } else if (a == "--owner") {
+            auto v = value(a);
+            if (!v)
+                return std::string{"--owner needs the owner id"};
+            o.owner = *v;
+        } else if (a == "--json") {
+            o.json = true;
+        } else if (a == "--verbose" || a == "-v") {
+            o.verbose = true;
+        } else if (a.size() > 1 && a.starts_with("--")) {
+            return "unknown option '" + a + "'";
+        } else {
+            o.resources.push_back(a);
+        }
+    }
+
+    if (o.resources.empty())
+        return std::string{"no resource given"};
+    for (const auto& r : o.resources)
+        if (r.empty() || r.size() > max_resource_size)
+            return "resource ids must be 1 to " + std::to_string(max_resource_size) + " bytes";
+    for (const auto& s : o.stores)
+        if (!(s == "memory" || s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://")))
+            return "unknown store '" + s + "' (memory, redis://, rediss://, unix://)";
+    if (o.stores.size() > 1)
+        for (const auto& s : o.stores)
+            if (s == "memory")
+                return std::string{"a quorum is made of Redis servers; 'memory' stands alone"};
+    if (o.what == verb::run && o.command.empty())
+        return std::string{"run needs a command after '--'"};
+    if (o.what != verb::run && !o.command.empty())
+        return std::string{"only run takes a command"};
+    if ((o.what == verb::status || o.what == verb::release) && o.resources.size() != 1)
+        return std::string{"status and release take one resource"};
+    if (o.what == verb::release && o.owner.empty())
+        return std::string{"release needs --owner ID (the id `distlock run --verbose` printed)"};
+    if (o.what != verb::release && !o.owner.empty())
+        return std::string{"only release takes --owner"};
+    return o;
+}
+
+inline constexpr const char* usage_text =
+    R"(usage: distlock run [--store URL]... [--ttl D] [--wait D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
+       distlock try [--store URL]... [--ttl D] [--json] RESOURCE...
+       distlock status [--store URL]... [--json] RESOURCE
+       distlock release [--store URL]... --owner ID RESOURCE
+
+Runs COMMAND while holding a distributed lock on every RESOURCE (sorted, all or
+nothing), with DISTLOCK_RESOURCE and DISTLOCK_FENCE in its environment (and
+DISTLOCK_RESOURCE_<i>, DISTLOCK_FENCE_<i> for each of several). The lease is renewed
+while the command runs; if it is lost, the command's process group gets SIGTERM,
+then SIGKILL after --grace, and distlock exits with 5.
+
+Stores: memory (this process only), redis://[user:pass@]host:port[/db],
+rediss://... (TLS), unix:///path; several --store make a Redlock quorum.
+Durations: 500ms, 30s, 2m, 1h. Defaults: --ttl 30s, --grace 10s, --wait unbounded.
+
+Exit codes: the command's own; 2 usage; 3 not acquired (held); 4 store failed;
+5 lease lost; 6 past --max-hold; 127 command not started.
+)";
+
+} // namespace distlock::cli
