@@ -32,6 +32,16 @@ check() { # description, then a command that must succeed
 
 matches() { [[ $1 =~ $2 ]]; }
 
+# Runs a command until it succeeds, at most 200 times 50 ms apart (a hang bound, not
+# a timing claim).
+eventually() {
+  for _ in $(seq 200); do
+    "$@" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
@@ -43,16 +53,14 @@ start_redis() { # prints the port; the pid goes to pids and $last_pid
   "$redis_server" --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/$p" >"$work/$p/log" 2>&1 &
   last_pid=$!
   pids+=("$last_pid")
-  for _ in $(seq 200); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then break; fi
-    sleep 0.05
-  done
+  eventually bash -c "exec 3<>/dev/tcp/127.0.0.1/$p"
   port=$p
 }
 start_redis
 redis_pid=$last_pid
 store="redis://127.0.0.1:$port"
 dl() { timeout 60 "$distlock" "$@"; }
+held_on_store() { dl status --store "$store" "$1" | grep -q '^held'; }
 
 # --- Bad input: usage (exit 2), before any store is touched (port 1 is closed).
 usage_is_2() { dl "$@" >/dev/null 2>&1; [[ $? -eq 2 ]]; }
@@ -85,10 +93,7 @@ check "the memory store works for a single run" test $? -eq 0
 "$distlock" run --store "$store" held -- sleep 30 &
 holder=$!
 pids+=("$holder")
-for _ in $(seq 200); do
-  dl status --store "$store" held 2>/dev/null | grep -q '^held' && break
-  sleep 0.05
-done
+eventually held_on_store held
 status_line=$(dl status --store "$store" held)
 check "status reports the holder, a fence and the time left" \
   bash -c "[[ '$status_line' =~ ^held,\ fence\ [0-9]+,\ owner\ [0-9a-f]{8}\.\.\.,\ [0-9]+\ ms\ left$ ]]"
@@ -110,10 +115,7 @@ check "status says free" bash -c "'$distlock' status --store '$store' held | gre
 "$distlock" run --store "$store" trapper -- sh -c 'trap "exit 42" INT; while :; do sleep 0.05; done' &
 runner=$!
 pids+=("$runner")
-for _ in $(seq 200); do
-  dl status --store "$store" trapper 2>/dev/null | grep -q '^held' && break
-  sleep 0.05
-done
+eventually held_on_store trapper
 kill -INT "$runner"
 wait "$runner"
 check "SIGINT is forwarded to the child, whose exit code is distlock's" test $? -eq 42
@@ -123,10 +125,7 @@ check "the lock was released" dl try --store "$store" trapper
 "$distlock" run --store "$store" --ttl 1s --grace 1s doomed -- sh -c 'trap "" TERM; sleep 60' &
 doomed=$!
 pids+=("$doomed")
-for _ in $(seq 200); do
-  dl status --store "$store" doomed 2>/dev/null | grep -q '^held' && break
-  sleep 0.05
-done
+eventually held_on_store doomed
 kill -STOP "$redis_pid"
 rc=0
 for _ in $(seq 600); do # the child ignores SIGTERM: SIGKILL after the grace period
@@ -142,10 +141,7 @@ check "a lost lease stops the child and exits 5" test $rc -eq 5
 "$distlock" run --store "$store" -v --ttl 60s orphan -- sleep 61.25 2>"$work/orphan.err" &
 orphan=$!
 pids+=("$orphan")
-for _ in $(seq 200); do
-  grep -q 'owner' "$work/orphan.err" 2>/dev/null && break
-  sleep 0.05
-done
+eventually grep -q 'owner' "$work/orphan.err"
 owner=$(sed -n 's/.*owner \([0-9a-f]\{32\}\).*/\1/p' "$work/orphan.err" | head -1)
 kill -KILL "$orphan" # distlock dies without releasing; its child goes on, and the lock stays
 wait "$orphan" 2>/dev/null
@@ -186,10 +182,8 @@ check "a quorum run hands the child a fence" test "$out" -ge 1
 "$distlock" run --store "$store" --store "$q1" --store "$q2" quorum -- sleep 30 &
 qholder=$!
 pids+=("$qholder")
-for _ in $(seq 200); do
-  [[ $(dl status --store "$store" --store "$q1" --store "$q2" quorum 2>/dev/null | grep -c ': held') -eq 3 ]] && break
-  sleep 0.05
-done
+held_on_quorum() { [[ $(dl status --store "$store" --store "$q1" --store "$q2" quorum 2>/dev/null | grep -c ': held') -eq 3 ]]; }
+eventually held_on_quorum
 check "status on a quorum shows every node holding" \
   test "$(dl status --store "$store" --store "$q1" --store "$q2" quorum | grep -c '^node [0-2]: held')" -eq 3
 dl try --store "$store" --store "$q1" --store "$q2" quorum
