@@ -32,11 +32,11 @@ struct rig {
     std::size_t downs = 0;
     std::shared_ptr<engine_type> engine;
 
-    explicit rig(dl::duration request_timeout = 10s)
+    explicit rig(dl::duration request_timeout = 10s, dl::duration idle_timeout = {})
     {
         engine = std::make_shared<engine_type>(
             asio::make_strand(asio::any_io_executor{io.get_executor()}), line_codec{},
-            engine_type::options{request_timeout, "scripted"},
+            engine_type::options{request_timeout, "scripted", idle_timeout},
             [this](scripted_stream& s, std::string& diagnostic) -> asio::awaitable<std::error_code> {
                 REQUIRE(connects < scripts.size());
                 s.play(scripts[connects++]);
@@ -262,4 +262,22 @@ TEST_CASE("transport engine: a streaming response: the head answers the request,
         (void)co_await test::eventually("stream ended", [&] { return r.downs == 1; });
     });
     CHECK(r.pushes == std::vector<std::string>{">put k 1", ">put k 2", ">delete k"});
+}
+
+TEST_CASE("transport engine: a connection idle past idle_timeout is replaced before the next request",
+          "[transport]")
+{
+    rig r{10s, 20ms};
+    r.add({{step::connect, {}}, {step::write, "a\n"}, {step::read, "A\n"}});
+    r.add({{step::connect, {}}, {step::write, "b\n"}, {step::read, "B\n"}});
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        auto a = co_await r.engine->exec("a\n", 1);
+        REQUIRE(a);
+        co_await test::settle(60ms); // idle for longer than 20 ms
+        auto b = co_await r.engine->exec("b\n", 1);
+        REQUIRE(b);
+        CHECK(*b == std::vector<std::string>{"B"});
+    });
+    CHECK(r.connects == 2);
+    CHECK(r.downs == 1);
 }

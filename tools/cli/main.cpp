@@ -126,8 +126,7 @@ int shell_status(int status)
 template <class Backend>
 class session {
 public:
-    using multi_lock =
-        dl::basic_multi_lock<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
+    using multi_lock = dl::basic_multi_lock<Backend, dl::renew::watchdog, dl::retry::exponential_backoff>;
 
     session(Backend& backend, const cli::options& o) : backend_{backend}, o_{o} {}
 
@@ -152,23 +151,36 @@ private:
         return {.initial = 20ms, .max = 1s, .deadline = wait};
     }
 
-    // While waiting for the lock: a progress line on stderr when it is a terminal.
-    dl::observe::callback progress()
+    // While waiting for the lock, once a second: a progress line on stderr when it is
+    // a terminal, with who holds the first resource when the store can say. Runs until
+    // the lock is taken (it is cancelled then).
+    dl::awaitable<void> progress()
     {
-        if (!::isatty(STDERR_FILENO))
-            return {};
-        return dl::observe::callback{[started = dl::clock::now()](const dl::event& e) {
-            if (!std::holds_alternative<dl::wait_event>(e))
-                return;
+        const bool terminal = ::isatty(STDERR_FILENO);
+        const auto started = dl::clock::now();
+        for (;;) {
+            co_await pause(1s);
+            if (!terminal)
+                continue;
             const auto waited = std::chrono::duration_cast<std::chrono::seconds>(dl::clock::now() - started);
-            std::fprintf(stderr, "\rdistlock: waiting for the lock (%llds)", static_cast<long long>(waited.count()));
+            std::string holder;
+            if constexpr (dl::inspectable_store<Backend>) {
+                auto info = co_await backend_.read(o_.resources[0]);
+                if (info && info->held) {
+                    holder = "; held by " + info->owner + "...";
+                    if (info->remaining)
+                        holder += " (" + std::to_string(millis(*info->remaining) / 1000) + " s left)";
+                }
+            }
+            std::fprintf(stderr, "\r\033[Kdistlock: waiting for %s: %llds%s", o_.resources[0].c_str(),
+                         static_cast<long long>(waited.count()), holder.c_str());
             std::fflush(stderr);
-        }};
+        }
     }
 
     dl::awaitable<void> try_once()
     {
-        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry(), dl::observe::callback{}};
+        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry()};
         dl::diagnostics diag;
         auto got = co_await set.try_lock();
         const bool acquired = static_cast<bool>(got);
@@ -197,10 +209,11 @@ private:
         asio::signal_set signals{ex, SIGCHLD, SIGINT, SIGTERM};
         signals.add(SIGHUP);
 
-        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry(), progress()};
+        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry()};
         // Waiting for the lock ends early on SIGINT/SIGTERM/SIGHUP: nothing is left held.
         using namespace asio::experimental::awaitable_operators;
-        auto first = co_await (set.lock() || signals.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+        auto first = co_await (set.lock() || signals.async_wait(asio::experimental::as_tuple(asio::use_awaitable)) ||
+                               progress());
         if (::isatty(STDERR_FILENO))
             std::fprintf(stderr, "\r\033[K");
         if (first.index() == 1) {
@@ -208,6 +221,8 @@ private:
             exit_ = ec ? cli::exit_code::store_failed : 128 + sig;
             co_return;
         }
+        if (first.index() == 2) // progress() never ends on its own
+            co_return;
         auto& got = std::get<0>(first);
         if (!got) {
             std::fprintf(stderr, "distlock: not acquired: %s\n", got.error().message().c_str());

@@ -99,6 +99,10 @@ public:
         duration request_timeout = std::chrono::seconds{2};
         /// Names the peer in diagnostics ("host:port").
         std::string peer;
+        /// A connection idle for longer than this is replaced before the next request
+        /// (servers close idle keep-alive sockets; a request written just as one does
+        /// would be lost with an unknown outcome). Zero: never.
+        duration idle_timeout = duration::zero();
     };
 
     engine(strand_type strand, Codec codec, options opts, connector connect)
@@ -189,6 +193,10 @@ private:
     static awaitable<outcome> run(std::shared_ptr<engine> self, std::string payload, std::size_t count)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
+        if (self->state_ == state::ready && self->queue_.empty() && self->in_flight_.empty() &&
+            self->options_.idle_timeout > duration::zero() &&
+            clock::now() - self->last_activity_ > self->options_.idle_timeout)
+            self->fail("connection to " + self->options_.peer + " idle: replaced");
         {
             std::string words;
             if (auto ec = co_await self->ensure_connected(words))
@@ -247,6 +255,7 @@ private:
             co_return ec;
         }
         state_ = state::ready;
+        last_activity_ = clock::now();
         wake_connect_waiters();
         asio::co_spawn(strand_, reader(this->shared_from_this(), generation), asio::detached);
         asio::co_spawn(strand_, writer(this->shared_from_this(), generation), asio::detached);
@@ -275,6 +284,7 @@ private:
             auto [ec, n] = co_await self->stream_.write(asio::buffer(batch));
             if (self->generation_ != generation)
                 co_return;
+            self->last_activity_ = clock::now();
             if (ec) {
                 self->fail("write to " + self->options_.peer + " failed: " + ec.message());
                 co_return;
@@ -297,6 +307,7 @@ private:
                 co_return;
             }
             buffer.append(chunk.data(), n);
+            self->last_activity_ = clock::now();
             for (;;) {
                 auto d = self->codec_.decode(std::string_view{buffer}.substr(offset));
                 if (d.status == decode_status::need_more)
@@ -405,6 +416,7 @@ private:
     Stream stream_;
     state state_ = state::idle;
     std::uint64_t generation_ = 0;
+    time_point last_activity_{}; // the last write or read on the connection
     std::deque<std::shared_ptr<request>> queue_;
     std::deque<std::shared_ptr<request>> in_flight_;
     timer writer_wake_;

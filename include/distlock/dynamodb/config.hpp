@@ -1,0 +1,151 @@
+// distlock/dynamodb/config.hpp: how to reach a DynamoDB endpoint, and which table.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/result.hpp>
+#include <distlock/transport/stream.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace distlock::dynamodb {
+
+/// AWS credentials. Empty: taken from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+/// AWS_SESSION_TOKEN when the store is made.
+struct credentials {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token; ///< temporary credentials (STS) only
+
+    bool empty() const noexcept { return access_key_id.empty() && secret_access_key.empty(); }
+
+    static credentials from_environment()
+    {
+        const auto get = [](const char* name) {
+            const char* v = std::getenv(name);
+            return std::string{v ? v : ""};
+        };
+        return {get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY"), get("AWS_SESSION_TOKEN")};
+    }
+};
+
+struct config {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 8000;
+    bool tls = false;                ///< HTTPS (certificate and host name verified)
+    std::string tls_ca_file;         ///< trusted CAs (PEM); empty: the system's
+    std::string table = "distlock";  ///< one item per resource, key attribute "resource" (Binary)
+    std::string region;              ///< empty: AWS_REGION, then AWS_DEFAULT_REGION, then us-east-1
+    dynamodb::credentials credentials;
+
+    /// Bounds connecting (and the TLS handshake). In (0, distlock::max_wait].
+    duration connect_timeout = std::chrono::seconds{2};
+    /// A request without a response after this long is errc::outcome_unknown and the
+    /// connection is dropped. In (0, distlock::max_wait].
+    duration request_timeout = std::chrono::seconds{2};
+    /// Expiry-time mode trusts the clients' wall clocks: a lock counts as expired
+    /// only when its expiry is this far in the past by the acquirer's clock, so
+    /// clocks that differ by less than this never let two owners in. In
+    /// [0, distlock::max_wait].
+    duration clock_skew_margin = std::chrono::seconds{1};
+
+    std::error_code validate() const noexcept
+    {
+        const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
+        if (!in_range(connect_timeout) || !in_range(request_timeout))
+            return errc::invalid_argument;
+        if (clock_skew_margin < duration::zero() || clock_skew_margin > max_wait)
+            return errc::invalid_argument;
+        if (table.size() < 3 || table.size() > 255)
+            return errc::invalid_argument;
+        for (const char c : table)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+                return errc::invalid_argument;
+        if (host.empty() || port == 0)
+            return errc::invalid_argument;
+        return {};
+    }
+
+    /// The region requests are signed for.
+    std::string effective_region() const
+    {
+        if (!region.empty())
+            return region;
+        for (const char* name : {"AWS_REGION", "AWS_DEFAULT_REGION"})
+            if (const char* v = std::getenv(name); v && *v)
+                return v;
+        return "us-east-1";
+    }
+
+    transport::endpoint endpoint() const
+    {
+        return {.host = host,
+                .port = port,
+                .unix_socket = {},
+                .tls = tls,
+                .tls_ca_file = tls_ca_file,
+                .tls_verify_peer = true,
+                .tls_server_name = {},
+                .tls_cert_file = {},
+                .tls_key_file = {},
+                .connect_timeout = connect_timeout};
+    }
+
+    /// dynamodb://host:port?table=NAME&region=REGION (dynamodbs:// for HTTPS).
+    static result<config> from_url(std::string_view url)
+    {
+        config c;
+        if (url.starts_with("dynamodb://")) {
+            url.remove_prefix(11);
+        } else if (url.starts_with("dynamodbs://")) {
+            url.remove_prefix(12);
+            c.tls = true;
+            c.port = 443;
+        } else {
+            return errc::invalid_argument;
+        }
+        std::string_view query;
+        if (const auto q = url.find('?'); q != std::string_view::npos) {
+            query = url.substr(q + 1);
+            url = url.substr(0, q);
+        }
+        if (const auto colon = url.rfind(':'); colon != std::string_view::npos) {
+            const auto p = url.substr(colon + 1);
+            unsigned value = 0;
+            const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+            if (ec != std::errc{} || end != p.data() + p.size() || value == 0 || value > 65535)
+                return errc::invalid_argument;
+            c.port = static_cast<std::uint16_t>(value);
+            url = url.substr(0, colon);
+        }
+        if (url.empty())
+            return errc::invalid_argument;
+        c.host = std::string{url};
+        while (!query.empty()) {
+            const auto amp = query.find('&');
+            const auto pair = query.substr(0, amp);
+            query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+            const auto eq = pair.find('=');
+            if (eq == std::string_view::npos)
+                return errc::invalid_argument;
+            const auto key = pair.substr(0, eq), value = pair.substr(eq + 1);
+            if (key == "table")
+                c.table = std::string{value};
+            else if (key == "region")
+                c.region = std::string{value};
+            else
+                return errc::invalid_argument;
+        }
+        if (auto ec = c.validate())
+            return ec;
+        return c;
+    }
+};
+
+} // namespace distlock::dynamodb
