@@ -181,7 +181,6 @@ private:
     dl::awaitable<void> try_once()
     {
         multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry()};
-        dl::diagnostics diag;
         auto got = co_await set.try_lock();
         const bool acquired = static_cast<bool>(got);
         if (acquired) {
