@@ -247,24 +247,13 @@ private:
                ec == condition::session_lost || ec == errc::validity_exhausted;
     }
 
+    // One coroutine frame from lock() to the claim's attempts (each nested frame costs
+    // an allocation once Asio's small frame cache is used up).
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
                                           diagnostics* diag = nullptr)
     {
         if (diag)
             diag->clear();
-        // The release after a cancelled attempt must still run: turn off Asio's
-        // throw-on-cancelled for the duration and restore the caller's setting.
-        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
-        co_await asio::this_coro::throw_if_cancelled(false);
-        auto r = co_await attempts(deadline, single, diag);
-        if (r && diag)
-            diag->clear(); // the words of attempts that failed before one succeeded
-        co_await asio::this_coro::throw_if_cancelled(caller_throws);
-        co_return r;
-    }
-
-    awaitable<result<lease>> attempts(std::optional<time_point> deadline, bool single, diagnostics* diag)
-    {
         if (auto ec = validate())
             co_return ec;
         const auto start = clock::now();
@@ -284,120 +273,158 @@ private:
         const store_ref<Backend> store{backend_};
         if (!store.open()) // closed or closing: no new locks
             co_return errc::store_unavailable;
+
+        // The release after a cancelled attempt must still run: turn off Asio's
+        // throw-on-cancelled for the duration and restore the caller's setting.
+        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
+        co_await asio::this_coro::throw_if_cancelled(false);
         const auto cs = co_await asio::this_coro::cancellation_state;
         const detail::observer_ref observe{observer_};
         auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
-        auto r = co_await run_claim(claim, store, start, deadline, single, cs, observe);
-        // What the claim may still hold (a grant whose reply was lost or cut off by the
-        // deadline) is given back as work owned by the store, not within this call.
-        if (claim.unsettled())
-            store.spawn(claim.abandon());
-        co_return r;
-    }
-
-    template <class Claim>
-    awaitable<result<lease>> run_claim(Claim& claim, const store_ref<Backend>& store, time_point start,
-                                       std::optional<time_point> deadline, bool single,
-                                       const asio::cancellation_state& cs, const detail::observer_ref& observe)
-    {
+        using claim_type = decltype(claim);
         attempt history;
         bool listened_before_try = false;
+        result<lease> r{make_error_code(errc::cancelled)};
 
         // Coroutines of this process already waiting for this resource go first (unless
         // the store keeps a fair queue of its own).
         detail::local_line::ticket place;
-        if (!Claim::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
+        std::error_code turn;
+        if (!claim_type::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
             place.join(&backend_, resource_, co_await asio::this_coro::executor);
-            if (auto ec = co_await wait_for_turn(place, deadline, cs))
-                co_return ec;
+            turn = co_await wait_for_turn(place, deadline, cs);
         }
 
-        for (;;) {
-            if (is_cancelled(cs))
-                co_return errc::cancelled;
-            const auto t0 = clock::now();
-            auto got = co_await within(claim.attempt(), attempt_bound(store, deadline));
-            const auto t1 = clock::now();
-            ++history.number;
-            if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
-                observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
-                co_return give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
-            }
-            const result<answer>& a = *got;
-            std::error_code failure;
-            if (a && a.value().is_granted()) {
-                const auto fence = a.value().fence();
-                observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
-                const auto valid_until = t0 + options_.ttl - options_.drift();
+        // Every way out of the attempts sets r and breaks, so that the clean-up below
+        // runs (a loop in this frame rather than a coroutine of its own: a frame less
+        // on every lock()).
+        if (turn)
+            r = turn;
+        else
+            for (;;) {
                 if (is_cancelled(cs)) {
-                    co_await give_back(claim.hold());
-                    co_return errc::cancelled;
+                    r = errc::cancelled;
+                    break;
                 }
-                if (t1 >= valid_until) {
-                    co_await give_back(claim.hold());
-                    failure = errc::validity_exhausted;
+                // A lease's validity counts from before its attempt was sent: the first
+                // attempt straight after lock() began may count from that (one clock
+                // reading less on the uncontended path).
+                const auto t0 = history.number == 0 && !place.joined() ? start : clock::now();
+                std::optional<result<answer>> got;
+                if (const auto bound = attempt_bound(store, deadline))
+                    got = co_await within(claim.attempt(), bound);
+                else // no within(): a frame less on the uncontended path
+                    got.emplace(co_await claim.attempt());
+                const auto t1 = clock::now();
+                ++history.number;
+                if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
+                    observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
+                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
+                    break;
+                }
+                const result<answer>& a = *got;
+                std::error_code failure;
+                if (a && a.value().is_granted()) {
+                    const auto fence = a.value().fence();
+                    observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
+                    const auto valid_until = t0 + options_.ttl - options_.drift();
+                    if (is_cancelled(cs)) {
+                        co_await give_back(claim.hold());
+                        r = errc::cancelled;
+                        break;
+                    }
+                    if (t1 >= valid_until) {
+                        co_await give_back(claim.hold());
+                        failure = errc::validity_exhausted;
+                    } else {
+                        r = make_lease(claim.hold(), fence, t0, store.get_executor());
+                        break;
+                    }
                 } else {
-                    co_return make_lease(claim.hold(), fence, t0, store.get_executor());
+                    failure = a ? make_error_code(errc::contended) : a.error();
+                    observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
+                    history.held_until = a ? a.value().not_before() : std::nullopt;
+                    if (is_cancelled(cs)) {
+                        r = errc::cancelled;
+                        break;
+                    }
                 }
-            } else {
-                failure = a ? make_error_code(errc::contended) : a.error();
-                observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
-                history.held_until = a ? a.value().not_before() : std::nullopt;
-                if (is_cancelled(cs))
-                    co_return errc::cancelled;
-            }
 
-            history.error = failure;
-            if (single || !retryable(failure))
-                co_return failure;
-            if (!store.open()) // closed while this call waited: nothing more to try
-                co_return errc::store_unavailable;
+                history.error = failure;
+                if (single || !retryable(failure)) {
+                    r = failure;
+                    break;
+                }
+                if (!store.open()) { // closed while this call waited: nothing more to try
+                    r = errc::store_unavailable;
+                    break;
+                }
 
-            // Waiting from now on: take a place in this process's line, and if others
-            // were there first, let them go first.
-            if (!Claim::fair && failure == condition::contended && !place.joined()) {
-                place.join(&backend_, resource_, co_await asio::this_coro::executor);
-                if (!place.at_head()) {
-                    if (auto ec = co_await wait_for_turn(place, deadline, cs))
-                        co_return ec;
-                    continue;
+                // Waiting from now on: take a place in this process's line, and if others
+                // were there first, let them go first.
+                if (!claim_type::fair && failure == condition::contended && !place.joined()) {
+                    place.join(&backend_, resource_, co_await asio::this_coro::executor);
+                    if (!place.at_head()) {
+                        if (auto ec = co_await wait_for_turn(place, deadline, cs)) {
+                            r = ec;
+                            break;
+                        }
+                        continue;
+                    }
+                }
+
+                // Listen before trying again, so a release between the failed try and the
+                // wait cannot be missed.
+                if (failure == condition::contended) {
+                    auto began = co_await within(claim.listen(), deadline);
+                    if (!began) {
+                        r = give_up(failure);
+                        break;
+                    }
+                    if (*began && !listened_before_try) {
+                        listened_before_try = true;
+                        continue;
+                    }
+                }
+
+                history.elapsed = clock::now() - start;
+                const auto delay = retry_.next_delay(history);
+                if (!delay) { // the policy gave up: report why the last attempt failed
+                    r = failure;
+                    break;
+                }
+                history.previous_delay = *delay;
+                // A custom policy's delay is clamped, so that the sum cannot overflow.
+                auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+                if (deadline) {
+                    if (clock::now() >= *deadline) {
+                        r = give_up(failure);
+                        break;
+                    }
+                    until = std::min(until, *deadline);
+                }
+                observe(wait_event{resource_, until - clock::now()});
+                const auto wait_start = clock::now();
+                const auto woke = co_await within(claim.wait(until), until);
+                const bool notified = woke.value_or(false);
+                observe(wake_event{resource_, clock::now() - wait_start, notified});
+                if (is_cancelled(cs)) {
+                    r = errc::cancelled;
+                    break;
+                }
+                if (deadline && clock::now() >= *deadline) {
+                    r = give_up(failure);
+                    break;
                 }
             }
-
-            // Listen before trying again, so a release between the failed try and the
-            // wait cannot be missed.
-            if (failure == condition::contended) {
-                auto began = co_await within(claim.listen(), deadline);
-                if (!began)
-                    co_return give_up(failure);
-                if (*began && !listened_before_try) {
-                    listened_before_try = true;
-                    continue;
-                }
-            }
-
-            history.elapsed = clock::now() - start;
-            const auto delay = retry_.next_delay(history);
-            if (!delay) // the policy gave up: report why the last attempt failed
-                co_return failure;
-            history.previous_delay = *delay;
-            // A custom policy's delay is clamped, so that the sum cannot overflow.
-            auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
-            if (deadline) {
-                if (clock::now() >= *deadline)
-                    co_return give_up(failure);
-                until = std::min(until, *deadline);
-            }
-            observe(wait_event{resource_, until - clock::now()});
-            const auto wait_start = clock::now();
-            const auto woke = co_await within(claim.wait(until), until);
-            const bool notified = woke.value_or(false);
-            observe(wake_event{resource_, clock::now() - wait_start, notified});
-            if (is_cancelled(cs))
-                co_return errc::cancelled;
-            if (deadline && clock::now() >= *deadline)
-                co_return give_up(failure);
-        }
+        // What the claim may still hold (a grant whose reply was lost or cut off by the
+        // deadline) is given back as work owned by the store, not within this call.
+        if (claim.unsettled())
+            store.spawn(claim.abandon());
+        if (r && diag)
+            diag->clear(); // the words of attempts that failed before one succeeded
+        co_await asio::this_coro::throw_if_cancelled(caller_throws);
+        co_return r;
     }
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not

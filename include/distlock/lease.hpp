@@ -86,9 +86,9 @@ public:
     /// None: once started, the release completes (bounded by the store's timeouts).
     awaitable<result<void>> unlock()
     {
-        if (!state_)
-            co_return errc::released;
-        co_return co_await state_->unlock();
+        // Not a coroutine itself: the state's unlock() is the only frame (it starts
+        // when awaited, like any awaitable).
+        return state_ ? state_->unlock() : unlock_state(nullptr);
     }
 
     /// unlock() with any completion token; signature void(std::error_code).

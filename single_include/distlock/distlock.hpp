@@ -1083,7 +1083,7 @@ concept session_queue_store =
 #include <asio/experimental/concurrent_channel.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -1132,26 +1132,28 @@ public:
     }
 
     /// Enters the store for one synchronous step (starting an operation).
+    // Lock-free, as it runs on every store call: count the entry first, then look at
+    // closed_; shut() sets closed_ first, then waits for the count to drain. With
+    // sequentially consistent operations on both sides, either the entry sees closed_
+    // and backs out, or shut() sees the entry and waits for it.
     entry enter()
     {
-        std::lock_guard lock{mutex_};
-        if (closed_)
+        entered_.fetch_add(1);
+        if (closed_.load()) {
+            leave();
             return entry{};
-        ++entered_;
+        }
         return entry{this};
     }
 
-    bool open() const
-    {
-        std::lock_guard lock{mutex_};
-        return !closed_;
-    }
+    // open() and closing() are asked on every lock() and read flags that only ever go
+    // from false to true, so they read them without the mutex.
+    bool open() const { return !closed_.load(std::memory_order_acquire); }
 
     /// True once close() started: new locks are refused, pending work still runs.
     bool closing() const
     {
-        std::lock_guard lock{mutex_};
-        return closing_ || closed_;
+        return closing_.load(std::memory_order_acquire) || closed_.load(std::memory_order_acquire);
     }
 
     /// Runs `work` as background work owned by the store (counted until it ends).
@@ -1214,11 +1216,12 @@ public:
     {
         std::vector<std::weak_ptr<closing_listener>> told;
         {
-            std::unique_lock lock{mutex_};
-            closed_ = true;
+            std::lock_guard lock{mutex_};
+            closed_.store(true);
             told.swap(listeners_);
-            left_.wait(lock, [this] { return entered_ == 0; });
         }
+        for (auto n = entered_.load(); n != 0; n = entered_.load())
+            entered_.wait(n);
         tell(told);
         idle_.try_send(std::error_code{}, true);
     }
@@ -1235,9 +1238,8 @@ private:
 
     void leave() noexcept
     {
-        std::lock_guard lock{mutex_};
-        if (--entered_ == 0)
-            left_.notify_all();
+        if (entered_.fetch_sub(1) == 1 && closed_.load())
+            entered_.notify_all(); // shut() may be waiting for the last one
     }
 
     static awaitable<void> run(std::shared_ptr<lifetime> self, awaitable<void> work)
@@ -1255,11 +1257,11 @@ private:
 
     asio::any_io_executor ex_;
     mutable std::mutex mutex_;
-    std::condition_variable left_;
-    std::size_t entered_ = 0;
+    std::atomic<std::size_t> entered_ = 0;
     std::size_t background_ = 0;
-    bool closing_ = false;
-    bool closed_ = false;
+    // Written under mutex_; read without it by open() and closing().
+    std::atomic<bool> closing_ = false;
+    std::atomic<bool> closed_ = false;
     std::vector<std::weak_ptr<closing_listener>> listeners_;
     asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
 };
@@ -1867,7 +1869,7 @@ inline bool connection_error(const std::error_code& ec)
 // once more (stores reconnect on the next request). "Not the owner" after that means
 // the first one did arrive.
 template <class Inner, class S>
-awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, const lock_request& r)
+awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, lock_request r)
 {
     auto first = co_await store.call([&](S& s) { return policy.release(s, r); });
     if (first || !connection_error(first.error()))
@@ -1892,7 +1894,9 @@ public:
     {}
 
     awaitable<result<void>> extend() { return extend_impl(this); }
-    awaitable<result<void>> release() { return release_impl(this); }
+    // The request lives in release_by_owner's frame (by value), so the store's
+    // operation may refer to it.
+    awaitable<result<void>> release() { return release_by_owner(policy_, store_, {resource_, owner_, ttl_}); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
     bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
@@ -1904,12 +1908,6 @@ private:
         const lock_request r{self->resource_, self->owner_, self->ttl_};
         co_return co_await self->store_.call([&](S& s) { return self->policy_.extend(s, r); });
     }
-    static awaitable<result<void>> release_impl(ttl_hold* self)
-    {
-        const lock_request r{self->resource_, self->owner_, self->ttl_};
-        co_return co_await release_by_owner(self->policy_, self->store_, r);
-    }
-
     Inner policy_;
     store_ref<S> store_;
     std::string resource_;
@@ -1937,7 +1935,7 @@ public:
             owner_ = owner_token::generate();
         // Unsettled until the answer is known: if the attempt is cut off, abandon()
         // gives back whatever it may have taken.
-        unsettled_.push_back(owner_);
+        in_flight_ = true;
         const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
         if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
@@ -1945,7 +1943,7 @@ public:
             auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
             if (got) {
                 if (!got.value().is_granted())
-                    unsettled_.pop_back();
+                    in_flight_ = false;
                 co_return got;
             }
             ec = got.error();
@@ -1955,14 +1953,15 @@ public:
                 co_return answer::granted(got.value());
             ec = got.error();
         }
+        in_flight_ = false;
         if (!maybe_applied(ec)) {
-            unsettled_.pop_back();
             if (ec == condition::contended)
                 co_return answer::held();
             co_return ec;
         }
         // It may have been applied: give it back now, unless the call was cut off
         // (then abandon() does it as background work).
+        maybe_granted_.push_back(owner_);
         const auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() == asio::cancellation_type::none)
             co_await settle();
@@ -1995,25 +1994,30 @@ public:
     }
 
     /// Gives back what this call may still hold, as work that owns its arguments.
-    awaitable<void> abandon() { return give_back(policy_, store_, resource_, unsettled_); }
+    awaitable<void> abandon()
+    {
+        auto owners = maybe_granted_;
+        if (in_flight_)
+            owners.push_back(owner_);
+        return give_back(policy_, store_, resource_, std::move(owners));
+    }
 
     ttl_hold<Inner, S> hold()
     {
-        std::erase(unsettled_, owner_);
+        in_flight_ = false;
         return ttl_hold<Inner, S>{policy_, store_, resource_, owner_, ttl_};
     }
 
-    bool unsettled() const noexcept { return !unsettled_.empty(); }
+    bool unsettled() const noexcept { return in_flight_ || !maybe_granted_.empty(); }
 
 private:
     awaitable<void> settle()
     {
-        auto pending = unsettled_;
+        auto pending = maybe_granted_;
         for (const auto& owner : pending) {
-            const lock_request r{resource_, owner, ttl_};
-            auto rel = co_await release_by_owner(policy_, store_, r);
+            auto rel = co_await release_by_owner(policy_, store_, {resource_, owner, ttl_});
             if (rel || rel.error() == condition::not_owner)
-                std::erase(unsettled_, owner);
+                std::erase(maybe_granted_, owner);
         }
     }
 
@@ -2034,7 +2038,12 @@ private:
     diagnostics* diag_;
     owner_token owner_;
     std::size_t attempts_ = 0;
-    std::vector<owner_token> unsettled_;
+    // The current attempt's owner may hold the lock: sent, answer not yet known (or a
+    // grant not yet turned into a hold). Kept apart from maybe_granted_ so that an
+    // uncontended lock() allocates nothing for it.
+    bool in_flight_ = false;
+    // Earlier attempts' owners whose answer was lost (maybe applied), not yet given back.
+    std::vector<owner_token> maybe_granted_;
     std::optional<typename watcher_of<S>::type> watcher_;
 };
 
@@ -2699,8 +2708,15 @@ public:
     awaitable<result<void>> unlock()
     {
         int expected = passive_mode;
-        if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel))
-            co_return co_await release_passive();
+        if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
+            // Passive: nothing runs on the strand, so the release goes straight out
+            // (in this frame: an uncontended unlock costs as few frames as it can).
+            const bool expired = clock::now() >= valid_until();
+            auto r = co_await store_release();
+            if (observed_) // the event's clock reading is skipped when nobody listens
+                report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
+            co_return finish(r, expired);
+        }
         if (expected == released_mode)
             co_return errc::released;
         co_return co_await asio::co_spawn(
@@ -2764,6 +2780,8 @@ protected:
     virtual awaitable<result<void>> store_extend() = 0;
     virtual awaitable<result<void>> store_release() = 0;
     virtual void report(const event& e) const = 0;
+    // False when the observer is observe::none: events need not be built.
+    bool observed_ = true;
     virtual void spawn_owned(awaitable<void> work) = 0;
     virtual void listen_closing() = 0;
 
@@ -2915,15 +2933,6 @@ private:
             asio::detached);
     }
 
-    awaitable<result<void>> release_passive()
-    {
-        const bool expired = clock::now() >= valid_until();
-        auto r = co_await store_release();
-        report(release_event{resource_, valid_until() - clock::now(),
-                             r ? std::error_code{} : r.error()});
-        co_return finish(r, expired);
-    }
-
     // On the strand.
     awaitable<result<void>> release_active()
     {
@@ -2980,13 +2989,15 @@ public:
                     fence_token fence, time_point acquired_at, keep_plan plan)
         : lease_state{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
           hold_{std::move(hold)}, observer_{observer}
-    {}
+    {
+        observed_ = !std::is_same_v<Observer, observe::none>;
+    }
 
     Hold& hold() noexcept { return hold_; }
 
 private:
     awaitable<result<void>> store_extend() override { co_return co_await hold_.extend(); }
-    awaitable<result<void>> store_release() override { co_return co_await hold_.release(); }
+    awaitable<result<void>> store_release() override { return hold_.release(); }
 
     // Observers are asked not to throw; one that does must not stop the loss signal,
     // kill the keeper or leak a grant, so its exception ends here.
@@ -3300,9 +3311,9 @@ public:
     /// None: once started, the release completes (bounded by the store's timeouts).
     awaitable<result<void>> unlock()
     {
-        if (!state_)
-            co_return errc::released;
-        co_return co_await state_->unlock();
+        // Not a coroutine itself: the state's unlock() is the only frame (it starts
+        // when awaited, like any awaitable).
+        return state_ ? state_->unlock() : unlock_state(nullptr);
     }
 
     /// unlock() with any completion token; signature void(std::error_code).
@@ -3845,24 +3856,13 @@ private:
                ec == condition::session_lost || ec == errc::validity_exhausted;
     }
 
+    // One coroutine frame from lock() to the claim's attempts (each nested frame costs
+    // an allocation once Asio's small frame cache is used up).
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
                                           diagnostics* diag = nullptr)
     {
         if (diag)
             diag->clear();
-        // The release after a cancelled attempt must still run: turn off Asio's
-        // throw-on-cancelled for the duration and restore the caller's setting.
-        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
-        co_await asio::this_coro::throw_if_cancelled(false);
-        auto r = co_await attempts(deadline, single, diag);
-        if (r && diag)
-            diag->clear(); // the words of attempts that failed before one succeeded
-        co_await asio::this_coro::throw_if_cancelled(caller_throws);
-        co_return r;
-    }
-
-    awaitable<result<lease>> attempts(std::optional<time_point> deadline, bool single, diagnostics* diag)
-    {
         if (auto ec = validate())
             co_return ec;
         const auto start = clock::now();
@@ -3882,120 +3882,158 @@ private:
         const store_ref<Backend> store{backend_};
         if (!store.open()) // closed or closing: no new locks
             co_return errc::store_unavailable;
+
+        // The release after a cancelled attempt must still run: turn off Asio's
+        // throw-on-cancelled for the duration and restore the caller's setting.
+        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
+        co_await asio::this_coro::throw_if_cancelled(false);
         const auto cs = co_await asio::this_coro::cancellation_state;
         const detail::observer_ref observe{observer_};
         auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
-        auto r = co_await run_claim(claim, store, start, deadline, single, cs, observe);
-        // What the claim may still hold (a grant whose reply was lost or cut off by the
-        // deadline) is given back as work owned by the store, not within this call.
-        if (claim.unsettled())
-            store.spawn(claim.abandon());
-        co_return r;
-    }
-
-    template <class Claim>
-    awaitable<result<lease>> run_claim(Claim& claim, const store_ref<Backend>& store, time_point start,
-                                       std::optional<time_point> deadline, bool single,
-                                       const asio::cancellation_state& cs, const detail::observer_ref& observe)
-    {
+        using claim_type = decltype(claim);
         attempt history;
         bool listened_before_try = false;
+        result<lease> r{make_error_code(errc::cancelled)};
 
         // Coroutines of this process already waiting for this resource go first (unless
         // the store keeps a fair queue of its own).
         detail::local_line::ticket place;
-        if (!Claim::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
+        std::error_code turn;
+        if (!claim_type::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
             place.join(&backend_, resource_, co_await asio::this_coro::executor);
-            if (auto ec = co_await wait_for_turn(place, deadline, cs))
-                co_return ec;
+            turn = co_await wait_for_turn(place, deadline, cs);
         }
 
-        for (;;) {
-            if (is_cancelled(cs))
-                co_return errc::cancelled;
-            const auto t0 = clock::now();
-            auto got = co_await within(claim.attempt(), attempt_bound(store, deadline));
-            const auto t1 = clock::now();
-            ++history.number;
-            if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
-                observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
-                co_return give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
-            }
-            const result<answer>& a = *got;
-            std::error_code failure;
-            if (a && a.value().is_granted()) {
-                const auto fence = a.value().fence();
-                observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
-                const auto valid_until = t0 + options_.ttl - options_.drift();
+        // Every way out of the attempts sets r and breaks, so that the clean-up below
+        // runs (a loop in this frame rather than a coroutine of its own: a frame less
+        // on every lock()).
+        if (turn)
+            r = turn;
+        else
+            for (;;) {
                 if (is_cancelled(cs)) {
-                    co_await give_back(claim.hold());
-                    co_return errc::cancelled;
+                    r = errc::cancelled;
+                    break;
                 }
-                if (t1 >= valid_until) {
-                    co_await give_back(claim.hold());
-                    failure = errc::validity_exhausted;
+                // A lease's validity counts from before its attempt was sent: the first
+                // attempt straight after lock() began may count from that (one clock
+                // reading less on the uncontended path).
+                const auto t0 = history.number == 0 && !place.joined() ? start : clock::now();
+                std::optional<result<answer>> got;
+                if (const auto bound = attempt_bound(store, deadline))
+                    got = co_await within(claim.attempt(), bound);
+                else // no within(): a frame less on the uncontended path
+                    got.emplace(co_await claim.attempt());
+                const auto t1 = clock::now();
+                ++history.number;
+                if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
+                    observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
+                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
+                    break;
+                }
+                const result<answer>& a = *got;
+                std::error_code failure;
+                if (a && a.value().is_granted()) {
+                    const auto fence = a.value().fence();
+                    observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
+                    const auto valid_until = t0 + options_.ttl - options_.drift();
+                    if (is_cancelled(cs)) {
+                        co_await give_back(claim.hold());
+                        r = errc::cancelled;
+                        break;
+                    }
+                    if (t1 >= valid_until) {
+                        co_await give_back(claim.hold());
+                        failure = errc::validity_exhausted;
+                    } else {
+                        r = make_lease(claim.hold(), fence, t0, store.get_executor());
+                        break;
+                    }
                 } else {
-                    co_return make_lease(claim.hold(), fence, t0, store.get_executor());
+                    failure = a ? make_error_code(errc::contended) : a.error();
+                    observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
+                    history.held_until = a ? a.value().not_before() : std::nullopt;
+                    if (is_cancelled(cs)) {
+                        r = errc::cancelled;
+                        break;
+                    }
                 }
-            } else {
-                failure = a ? make_error_code(errc::contended) : a.error();
-                observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
-                history.held_until = a ? a.value().not_before() : std::nullopt;
-                if (is_cancelled(cs))
-                    co_return errc::cancelled;
-            }
 
-            history.error = failure;
-            if (single || !retryable(failure))
-                co_return failure;
-            if (!store.open()) // closed while this call waited: nothing more to try
-                co_return errc::store_unavailable;
+                history.error = failure;
+                if (single || !retryable(failure)) {
+                    r = failure;
+                    break;
+                }
+                if (!store.open()) { // closed while this call waited: nothing more to try
+                    r = errc::store_unavailable;
+                    break;
+                }
 
-            // Waiting from now on: take a place in this process's line, and if others
-            // were there first, let them go first.
-            if (!Claim::fair && failure == condition::contended && !place.joined()) {
-                place.join(&backend_, resource_, co_await asio::this_coro::executor);
-                if (!place.at_head()) {
-                    if (auto ec = co_await wait_for_turn(place, deadline, cs))
-                        co_return ec;
-                    continue;
+                // Waiting from now on: take a place in this process's line, and if others
+                // were there first, let them go first.
+                if (!claim_type::fair && failure == condition::contended && !place.joined()) {
+                    place.join(&backend_, resource_, co_await asio::this_coro::executor);
+                    if (!place.at_head()) {
+                        if (auto ec = co_await wait_for_turn(place, deadline, cs)) {
+                            r = ec;
+                            break;
+                        }
+                        continue;
+                    }
+                }
+
+                // Listen before trying again, so a release between the failed try and the
+                // wait cannot be missed.
+                if (failure == condition::contended) {
+                    auto began = co_await within(claim.listen(), deadline);
+                    if (!began) {
+                        r = give_up(failure);
+                        break;
+                    }
+                    if (*began && !listened_before_try) {
+                        listened_before_try = true;
+                        continue;
+                    }
+                }
+
+                history.elapsed = clock::now() - start;
+                const auto delay = retry_.next_delay(history);
+                if (!delay) { // the policy gave up: report why the last attempt failed
+                    r = failure;
+                    break;
+                }
+                history.previous_delay = *delay;
+                // A custom policy's delay is clamped, so that the sum cannot overflow.
+                auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+                if (deadline) {
+                    if (clock::now() >= *deadline) {
+                        r = give_up(failure);
+                        break;
+                    }
+                    until = std::min(until, *deadline);
+                }
+                observe(wait_event{resource_, until - clock::now()});
+                const auto wait_start = clock::now();
+                const auto woke = co_await within(claim.wait(until), until);
+                const bool notified = woke.value_or(false);
+                observe(wake_event{resource_, clock::now() - wait_start, notified});
+                if (is_cancelled(cs)) {
+                    r = errc::cancelled;
+                    break;
+                }
+                if (deadline && clock::now() >= *deadline) {
+                    r = give_up(failure);
+                    break;
                 }
             }
-
-            // Listen before trying again, so a release between the failed try and the
-            // wait cannot be missed.
-            if (failure == condition::contended) {
-                auto began = co_await within(claim.listen(), deadline);
-                if (!began)
-                    co_return give_up(failure);
-                if (*began && !listened_before_try) {
-                    listened_before_try = true;
-                    continue;
-                }
-            }
-
-            history.elapsed = clock::now() - start;
-            const auto delay = retry_.next_delay(history);
-            if (!delay) // the policy gave up: report why the last attempt failed
-                co_return failure;
-            history.previous_delay = *delay;
-            // A custom policy's delay is clamped, so that the sum cannot overflow.
-            auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
-            if (deadline) {
-                if (clock::now() >= *deadline)
-                    co_return give_up(failure);
-                until = std::min(until, *deadline);
-            }
-            observe(wait_event{resource_, until - clock::now()});
-            const auto wait_start = clock::now();
-            const auto woke = co_await within(claim.wait(until), until);
-            const bool notified = woke.value_or(false);
-            observe(wake_event{resource_, clock::now() - wait_start, notified});
-            if (is_cancelled(cs))
-                co_return errc::cancelled;
-            if (deadline && clock::now() >= *deadline)
-                co_return give_up(failure);
-        }
+        // What the claim may still hold (a grant whose reply was lost or cut off by the
+        // deadline) is given back as work owned by the store, not within this call.
+        if (claim.unsettled())
+            store.spawn(claim.abandon());
+        if (r && diag)
+            diag->clear(); // the words of attempts that failed before one succeeded
+        co_await asio::this_coro::throw_if_cancelled(caller_throws);
+        co_return r;
     }
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not

@@ -39,7 +39,7 @@
 #include <asio/experimental/concurrent_channel.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -88,26 +88,28 @@ public:
     }
 
     /// Enters the store for one synchronous step (starting an operation).
+    // Lock-free, as it runs on every store call: count the entry first, then look at
+    // closed_; shut() sets closed_ first, then waits for the count to drain. With
+    // sequentially consistent operations on both sides, either the entry sees closed_
+    // and backs out, or shut() sees the entry and waits for it.
     entry enter()
     {
-        std::lock_guard lock{mutex_};
-        if (closed_)
+        entered_.fetch_add(1);
+        if (closed_.load()) {
+            leave();
             return entry{};
-        ++entered_;
+        }
         return entry{this};
     }
 
-    bool open() const
-    {
-        std::lock_guard lock{mutex_};
-        return !closed_;
-    }
+    // open() and closing() are asked on every lock() and read flags that only ever go
+    // from false to true, so they read them without the mutex.
+    bool open() const { return !closed_.load(std::memory_order_acquire); }
 
     /// True once close() started: new locks are refused, pending work still runs.
     bool closing() const
     {
-        std::lock_guard lock{mutex_};
-        return closing_ || closed_;
+        return closing_.load(std::memory_order_acquire) || closed_.load(std::memory_order_acquire);
     }
 
     /// Runs `work` as background work owned by the store (counted until it ends).
@@ -170,11 +172,12 @@ public:
     {
         std::vector<std::weak_ptr<closing_listener>> told;
         {
-            std::unique_lock lock{mutex_};
-            closed_ = true;
+            std::lock_guard lock{mutex_};
+            closed_.store(true);
             told.swap(listeners_);
-            left_.wait(lock, [this] { return entered_ == 0; });
         }
+        for (auto n = entered_.load(); n != 0; n = entered_.load())
+            entered_.wait(n);
         tell(told);
         idle_.try_send(std::error_code{}, true);
     }
@@ -191,9 +194,8 @@ private:
 
     void leave() noexcept
     {
-        std::lock_guard lock{mutex_};
-        if (--entered_ == 0)
-            left_.notify_all();
+        if (entered_.fetch_sub(1) == 1 && closed_.load())
+            entered_.notify_all(); // shut() may be waiting for the last one
     }
 
     static awaitable<void> run(std::shared_ptr<lifetime> self, awaitable<void> work)
@@ -211,11 +213,11 @@ private:
 
     asio::any_io_executor ex_;
     mutable std::mutex mutex_;
-    std::condition_variable left_;
-    std::size_t entered_ = 0;
+    std::atomic<std::size_t> entered_ = 0;
     std::size_t background_ = 0;
-    bool closing_ = false;
-    bool closed_ = false;
+    // Written under mutex_; read without it by open() and closing().
+    std::atomic<bool> closing_ = false;
+    std::atomic<bool> closed_ = false;
     std::vector<std::weak_ptr<closing_listener>> listeners_;
     asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
 };

@@ -101,7 +101,7 @@ inline bool connection_error(const std::error_code& ec)
 // once more (stores reconnect on the next request). "Not the owner" after that means
 // the first one did arrive.
 template <class Inner, class S>
-awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, const lock_request& r)
+awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, lock_request r)
 {
     auto first = co_await store.call([&](S& s) { return policy.release(s, r); });
     if (first || !connection_error(first.error()))
@@ -126,7 +126,9 @@ public:
     {}
 
     awaitable<result<void>> extend() { return extend_impl(this); }
-    awaitable<result<void>> release() { return release_impl(this); }
+    // The request lives in release_by_owner's frame (by value), so the store's
+    // operation may refer to it.
+    awaitable<result<void>> release() { return release_by_owner(policy_, store_, {resource_, owner_, ttl_}); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
     bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
@@ -138,12 +140,6 @@ private:
         const lock_request r{self->resource_, self->owner_, self->ttl_};
         co_return co_await self->store_.call([&](S& s) { return self->policy_.extend(s, r); });
     }
-    static awaitable<result<void>> release_impl(ttl_hold* self)
-    {
-        const lock_request r{self->resource_, self->owner_, self->ttl_};
-        co_return co_await release_by_owner(self->policy_, self->store_, r);
-    }
-
     Inner policy_;
     store_ref<S> store_;
     std::string resource_;
@@ -171,7 +167,7 @@ public:
             owner_ = owner_token::generate();
         // Unsettled until the answer is known: if the attempt is cut off, abandon()
         // gives back whatever it may have taken.
-        unsettled_.push_back(owner_);
+        in_flight_ = true;
         const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
         if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
@@ -179,7 +175,7 @@ public:
             auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
             if (got) {
                 if (!got.value().is_granted())
-                    unsettled_.pop_back();
+                    in_flight_ = false;
                 co_return got;
             }
             ec = got.error();
@@ -189,14 +185,15 @@ public:
                 co_return answer::granted(got.value());
             ec = got.error();
         }
+        in_flight_ = false;
         if (!maybe_applied(ec)) {
-            unsettled_.pop_back();
             if (ec == condition::contended)
                 co_return answer::held();
             co_return ec;
         }
         // It may have been applied: give it back now, unless the call was cut off
         // (then abandon() does it as background work).
+        maybe_granted_.push_back(owner_);
         const auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() == asio::cancellation_type::none)
             co_await settle();
@@ -229,25 +226,30 @@ public:
     }
 
     /// Gives back what this call may still hold, as work that owns its arguments.
-    awaitable<void> abandon() { return give_back(policy_, store_, resource_, unsettled_); }
+    awaitable<void> abandon()
+    {
+        auto owners = maybe_granted_;
+        if (in_flight_)
+            owners.push_back(owner_);
+        return give_back(policy_, store_, resource_, std::move(owners));
+    }
 
     ttl_hold<Inner, S> hold()
     {
-        std::erase(unsettled_, owner_);
+        in_flight_ = false;
         return ttl_hold<Inner, S>{policy_, store_, resource_, owner_, ttl_};
     }
 
-    bool unsettled() const noexcept { return !unsettled_.empty(); }
+    bool unsettled() const noexcept { return in_flight_ || !maybe_granted_.empty(); }
 
 private:
     awaitable<void> settle()
     {
-        auto pending = unsettled_;
+        auto pending = maybe_granted_;
         for (const auto& owner : pending) {
-            const lock_request r{resource_, owner, ttl_};
-            auto rel = co_await release_by_owner(policy_, store_, r);
+            auto rel = co_await release_by_owner(policy_, store_, {resource_, owner, ttl_});
             if (rel || rel.error() == condition::not_owner)
-                std::erase(unsettled_, owner);
+                std::erase(maybe_granted_, owner);
         }
     }
 
@@ -268,7 +270,12 @@ private:
     diagnostics* diag_;
     owner_token owner_;
     std::size_t attempts_ = 0;
-    std::vector<owner_token> unsettled_;
+    // The current attempt's owner may hold the lock: sent, answer not yet known (or a
+    // grant not yet turned into a hold). Kept apart from maybe_granted_ so that an
+    // uncontended lock() allocates nothing for it.
+    bool in_flight_ = false;
+    // Earlier attempts' owners whose answer was lost (maybe applied), not yet given back.
+    std::vector<owner_token> maybe_granted_;
     std::optional<typename watcher_of<S>::type> watcher_;
 };
 
