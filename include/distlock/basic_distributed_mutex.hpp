@@ -396,6 +396,10 @@ private:
                 history.previous_delay = *delay;
                 // A custom policy's delay is clamped, so that the sum cannot overflow.
                 auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+                // The store said when the lock can be taken over at the latest (its TTL,
+                // or a record version that must stay unchanged that long): no later.
+                if (history.held_until && *history.held_until > clock::now())
+                    until = std::min(until, *history.held_until);
                 if (deadline) {
                     if (clock::now() >= *deadline) {
                         r = give_up(failure);

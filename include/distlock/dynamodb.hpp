@@ -11,6 +11,7 @@
 #endif
 
 #include <distlock/distlock.hpp>
+#include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
 #include <distlock/dynamodb/error.hpp>
 #include <distlock/dynamodb/store.hpp>

@@ -1915,6 +1915,20 @@ private:
     duration ttl_;
 };
 
+// What a policy keeps between the attempts of one lock() call (Inner::claim_memo),
+// handed to its try_acquire(s, r, observe, memo); nothing for most policies. A store
+// that cannot take over a lock by time alone (DynamoDB's record versions) remembers
+// what it saw there, and when.
+template <class Inner>
+struct claim_memo_of {
+    struct type {};
+};
+template <class Inner>
+    requires requires { typename Inner::claim_memo; }
+struct claim_memo_of<Inner> {
+    using type = typename Inner::claim_memo;
+};
+
 /// One lock() call's claim on one store through TTL primitives.
 template <class Inner, class S>
 class ttl_claim {
@@ -1938,7 +1952,17 @@ public:
         in_flight_ = true;
         const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
-        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
+        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_, memo_); }) {
+            // The store answers with data, and keeps what it learnt for the next
+            // attempt of this call in the claim's memo.
+            auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_, memo_); });
+            if (got) {
+                if (!got.value().is_granted())
+                    in_flight_ = false;
+                co_return got;
+            }
+            ec = got.error();
+        } else if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
             // The store answers with data (held, until when).
             auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
             if (got) {
@@ -2045,6 +2069,7 @@ private:
     // Earlier attempts' owners whose answer was lost (maybe applied), not yet given back.
     std::vector<owner_token> maybe_granted_;
     std::optional<typename watcher_of<S>::type> watcher_;
+    [[no_unique_address]] typename claim_memo_of<Inner>::type memo_{};
 };
 
 } // namespace detail
@@ -3481,8 +3506,9 @@ struct attempt {
     duration elapsed{};          ///< Since lock() started.
     duration previous_delay{};   ///< The delay chosen last time (zero before the first).
     std::error_code error;       ///< Why the last attempt failed.
-    /// When the store said the holder's lock runs out, if it said (contention as data:
-    /// a policy may sleep until then rather than poll).
+    /// When the store said the holder's lock runs out, if it said (contention as data).
+    /// The mutex never waits past it, whatever the delay: a policy may poll sooner
+    /// (a release may come first), or return a long delay to sleep until then.
     std::optional<time_point> held_until;
 };
 
@@ -4005,6 +4031,10 @@ private:
                 history.previous_delay = *delay;
                 // A custom policy's delay is clamped, so that the sum cannot overflow.
                 auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+                // The store said when the lock can be taken over at the latest (its TTL,
+                // or a record version that must stay unchanged that long): no later.
+                if (history.held_until && *history.held_until > clock::now())
+                    until = std::min(until, *history.held_until);
                 if (deadline) {
                     if (clock::now() >= *deadline) {
                         r = give_up(failure);

@@ -1,12 +1,22 @@
-// The store conformance suite on DynamoDB (dynalite): three clients of one table,
-// reaching the server through a fault proxy that loses replies on demand; and what
-// only this store does: its item layout, its error mapping, its URL.
+// The store conformance suite on DynamoDB (dynalite), in both lease modes: three
+// clients of one table, reaching the server through a fault proxy that loses replies
+// on demand; and what only this store does: record-version takeover, clocks that
+// disagree, fenced writes, throttling and server errors, its item layout, its error
+// mapping, its URL.
 #include "conformance/suite.hpp"
 #include "dynamodb/dynalite.hpp"
 #include "fault/proxy.hpp"
 
+#include <asio/read.hpp>
+#include <asio/read_until.hpp>
+#include <asio/write.hpp>
+
 #include <array>
+#include <cctype>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -46,8 +56,9 @@ nlohmann::json key_of(std::string_view resource)
     return {{"resource", {{"B", ddb::detail::base64(resource)}}}};
 }
 
-struct dynamodb_expiry {
-    static constexpr const char* name = "dynamodb_expiry";
+// Three clients of one table in `Mode`, behind a fault proxy.
+template <ddb::lease_mode Mode>
+struct dynamodb_clients {
     using backend = ddb::store;
     static constexpr bool notifies = false;
     static constexpr bool quorum = false;
@@ -56,11 +67,12 @@ struct dynamodb_expiry {
     asio::io_context io;
     std::array<std::unique_ptr<backend>, 3> clients;
 
-    dynamodb_expiry()
+    dynamodb_clients()
     {
         create_table(server);
         auto cfg = server.config();
         cfg.port = net.port();
+        cfg.mode = Mode;
         for (auto& c : clients)
             c = std::make_unique<backend>(io, cfg);
         // Connected, so that a test's next request is its own (a lost reply is the lock's).
@@ -83,14 +95,18 @@ struct dynamodb_expiry {
         return found != item.value().end() && found->contains("owner");
     }
 
-    // As if the lease's TTL had run out: its expiry moves into the past.
+    // As if the lease had run out: in expiry_time mode its expiry moves into the
+    // past; in record_version mode its lease duration becomes zero, so a waiter that
+    // sees its version may take it over at once (as one that watched it a whole
+    // lease duration would).
     void end_lock(const dl::lease& l)
     {
+        const char* update = Mode == ddb::lease_mode::expiry_time ? "SET expiresAt = :zero" : "SET leaseDuration = :zero";
         auto r = direct(server, "UpdateItem",
                         {{"TableName", "distlock_test"},
                          {"Key", key_of(l.resource())},
-                         {"UpdateExpression", "SET expiresAt = :past"},
-                         {"ExpressionAttributeValues", {{":past", {{"N", "0"}}}}}});
+                         {"UpdateExpression", update},
+                         {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}});
         REQUIRE(r);
     }
 
@@ -100,9 +116,16 @@ struct dynamodb_expiry {
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };
 
+struct dynamodb_version : dynamodb_clients<ddb::lease_mode::record_version> {
+    static constexpr const char* name = "dynamodb_version";
+};
+struct dynamodb_expiry : dynamodb_clients<ddb::lease_mode::expiry_time> {
+    static constexpr const char* name = "dynamodb_expiry";
+};
+
 } // namespace
 
-DISTLOCK_CONFORMANCE("[dynamodb]", dynamodb_expiry)
+DISTLOCK_CONFORMANCE("[dynamodb]", dynamodb_version, dynamodb_expiry)
 
 TEST_CASE("dynamodb: the fence lives in the item and grows across releases; release never deletes it",
           "[dynamodb]")
@@ -225,4 +248,325 @@ TEST_CASE("dynamodb: the CRC-32 of x-amz-crc32 and the base64 of Binary keys", "
     CHECK(ddb::detail::base64("ab") == "YWI=");
     CHECK(ddb::detail::base64("abc") == "YWJj");
     CHECK(ddb::detail::base64(std::string{"\0\xff\x10", 3}) == "AP8Q");
+}
+
+namespace {
+
+// A holder whose process dies while it holds `resource`: its store goes away without
+// releasing (the lease outlives the store, so its release finds the store closed and
+// sends nothing). Returns the dead holder's fence.
+dl::fence_token die_holding(const ddb::config& cfg, std::string_view resource, dl::duration ttl)
+{
+    asio::io_context io;
+    std::optional<dl::lease> kept;
+    {
+        ddb::store dying{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{dying, std::string{resource}, {.ttl = ttl}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            kept.emplace(std::move(*l));
+        });
+    }
+    const auto fence = kept->fence();
+    kept.reset();
+    io.run();
+    return fence;
+}
+
+} // namespace
+
+TEST_CASE("dynamodb: record versions: a dead holder's lock is taken over only after a whole lease of watching",
+          "[dynamodb]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    const auto cfg = server.config();
+    REQUIRE(cfg.mode == ddb::lease_mode::record_version); // the default
+    const auto dead = die_holding(cfg, "ddb:dead", 800ms);
+
+    asio::io_context io;
+    ddb::store waiter{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        auto info = co_await waiter.read("ddb:dead");
+        REQUIRE(info);
+        CHECK(info->held); // nobody released it
+        CHECK(info->version.has_value());
+        CHECK_FALSE(info->remaining.has_value()); // no clock of day is trusted to say
+
+        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> m{
+            waiter, "ddb:dead", {.ttl = 800ms}, dl::retry::fixed{.delay = 20ms}};
+        // Watching starts at the first refused attempt, after lock_until() began: a
+        // deadline shorter than the dead holder's lease can never be met.
+        auto early = co_await m.lock_until(dl::clock::now() + 400ms);
+        REQUIRE_FALSE(early);
+        CHECK(early.error() == dl::errc::timeout);
+        auto later = co_await m.lock();
+        REQUIRE(later);
+        CHECK(later->fence() > dead);
+        { const auto ok_ = co_await later->unlock(); REQUIRE(ok_); }
+        co_await waiter.close();
+    });
+}
+
+TEST_CASE("dynamodb: a live holder's heartbeats keep a watcher out: each writes a new version", "[dynamodb]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    asio::io_context io;
+    ddb::store holder{io, server.config()}, watcher{io, server.config()};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        // Heartbeats every 100 ms (a third of the TTL); the watcher tries for over three
+        // lease durations and must never see one version for a whole lease.
+        dl::basic_distributed_mutex<ddb::store, dl::retry::none, dl::renew::watchdog> a{holder, "ddb:alive",
+                                                                                       {.ttl = 300ms}};
+        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> b{
+            watcher, "ddb:alive", {.ttl = 300ms}, dl::retry::fixed{.delay = 20ms}};
+        auto first = co_await a.lock();
+        REQUIRE(first);
+        const auto v1 = (co_await watcher.read("ddb:alive"))->version;
+        auto second = co_await b.lock_until(dl::clock::now() + 1s);
+        const auto v2 = (co_await watcher.read("ddb:alive"))->version;
+        if (first->valid()) { // the holder kept up with its heartbeats (a stalled machine may not)
+            CHECK_FALSE(second);
+            CHECK(v1 != v2);
+        }
+        if (second)
+            (void)co_await second->unlock();
+        (void)co_await first->unlock();
+        co_await holder.close();
+        co_await watcher.close();
+    });
+}
+
+TEST_CASE("dynamodb: clocks of day ten minutes apart: record versions keep exclusion, expiry times do not",
+          "[dynamodb][skew]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    for (const auto mode : {ddb::lease_mode::record_version, ddb::lease_mode::expiry_time}) {
+        const bool by_version = mode == ddb::lease_mode::record_version;
+        INFO((by_version ? "record_version" : "expiry_time"));
+        const std::string resource = by_version ? "ddb:skew-version" : "ddb:skew-expiry";
+        auto cfg = server.config();
+        cfg.mode = mode;
+        auto ahead = cfg;
+        ahead.wall_clock = [] { return std::chrono::system_clock::now() + 10min; };
+        asio::io_context io;
+        ddb::store honest{io, cfg}, fast{io, ahead};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::basic_distributed_mutex<ddb::store, dl::retry::none> a{honest, resource, {.ttl = 30s}};
+            dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> b{fast, resource, {.ttl = 30s},
+                                                                        dl::retry::fixed{.delay = 20ms}};
+            auto first = co_await a.lock();
+            REQUIRE(first);
+            auto second = co_await b.lock_until(dl::clock::now() + 500ms);
+            if (by_version) {
+                REQUIRE_FALSE(second);
+                CHECK(second.error() == dl::errc::timeout);
+                CHECK(first->valid());
+                { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+            } else {
+                // The documented limit of expiry_time: the fast clock reads the honest
+                // holder's expiry as long past, and takes the lock while it is held.
+                REQUIRE(second);
+                CHECK(first->valid());
+                CHECK(second->valid());
+                CHECK(second->fence() > first->fence());
+                auto stale = co_await first->unlock();
+                CHECK_FALSE(stale); // not the owner any more
+                { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+            }
+            co_await honest.close();
+            co_await fast.close();
+        });
+    }
+}
+
+TEST_CASE("dynamodb: fenced_update lets the newest holder write and shuts out an older one", "[dynamodb][fence]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    {
+        asio::io_context io;
+        ddb::store data{io, server.config("wallets")};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            REQUIRE(co_await data.create_table());
+            co_await data.close();
+        });
+    }
+    asio::io_context io;
+    ddb::store a_store{io, server.config()}, b_store{io, server.config()};
+    const nlohmann::json wallet = {{"resource", {{"B", ddb::detail::base64("wallet-1")}}}};
+    const auto debit = [&](ddb::store& s, dl::fence_token token, int balance) {
+        nlohmann::json values = {{":b", {{"N", std::to_string(balance)}}}};
+        return s.fenced_update("wallets", wallet, token, "balance = :b", nlohmann::json::object(), std::move(values));
+    };
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<ddb::store, dl::retry::none> a{a_store, "ddb:wallet-1", {.ttl = 10s}};
+        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> b{b_store, "ddb:wallet-1", {.ttl = 10s},
+                                                                    dl::retry::fixed{.delay = 20ms}};
+        auto first = co_await a.lock();
+        REQUIRE(first);
+        REQUIRE(co_await debit(a_store, first->fence(), 90));
+        // The first holder stalls; its lease runs out (as if it had stopped
+        // heartbeating for a lease duration) and the second takes the lock.
+        auto r = direct(server, "UpdateItem",
+                        {{"TableName", "distlock_test"},
+                         {"Key", key_of("ddb:wallet-1")},
+                         {"UpdateExpression", "SET leaseDuration = :zero"},
+                         {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}});
+        REQUIRE(r);
+        auto second = co_await b.lock();
+        REQUIRE(second);
+        REQUIRE(second->fence() > first->fence());
+        REQUIRE(co_await debit(b_store, second->fence(), 80));
+        REQUIRE(co_await debit(b_store, second->fence(), 70)); // the same token again: allowed
+        // The stalled holder wakes up and writes with its old token: refused by the data.
+        auto stale = co_await debit(a_store, first->fence(), 0);
+        REQUIRE_FALSE(stale);
+        CHECK(stale.error() == dl::errc::stale_fence);
+        // Built outside the co_await: g++ 12 cannot compile a braced list inside one.
+        nlohmann::json get = {{"TableName", "wallets"}, {"Key", wallet}, {"ConsistentRead", true}};
+        auto item = co_await a_store.execute("GetItem", std::move(get));
+        REQUIRE(item);
+        CHECK(item.value()["Item"]["balance"]["N"] == "70");
+        CHECK(item.value()["Item"]["fence"]["N"] == std::to_string(second->fence()));
+
+        // Bad input, before any I/O.
+        std::vector<dl::result<void>> bad;
+        bad.push_back(co_await debit(a_store, 0, 1));
+        bad.push_back(co_await a_store.fenced_update("wallets", wallet, 5, std::string{}));
+        bad.push_back(co_await a_store.fenced_update("wallets", nlohmann::json::object(), 5, std::string{"x = :x"}));
+        nlohmann::json taken_name = {{"#distlock_f", "y"}};
+        bad.push_back(co_await a_store.fenced_update("wallets", wallet, 5, std::string{"x = :x"}, taken_name));
+        for (const auto& r : bad) {
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+        }
+        (void)co_await first->unlock();
+        (void)co_await second->unlock();
+        co_await a_store.close();
+        co_await b_store.close();
+    });
+}
+
+namespace {
+
+// A DynamoDB endpoint on loopback that answers every request with one HTTP status and
+// JSON body, and keeps each request's body, for the tests of error answers that
+// dynalite cannot produce.
+class scripted_endpoint {
+public:
+    scripted_endpoint(asio::io_context& io, int status, std::string body)
+        : acceptor_{io, {asio::ip::make_address("127.0.0.1"), 0}}, status_{status}, body_{std::move(body)}
+    {
+        asio::co_spawn(io, accept(), asio::detached);
+    }
+    std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+    const std::vector<std::string>& requests() const { return requests_; }
+    void stop() { acceptor_.close(); }
+
+private:
+    asio::awaitable<void> accept()
+    {
+        for (;;) {
+            auto [ec, socket] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+            if (ec)
+                co_return;
+            asio::co_spawn(acceptor_.get_executor(), serve(std::move(socket)), asio::detached);
+        }
+    }
+    asio::awaitable<void> serve(asio::ip::tcp::socket socket)
+    {
+        std::string in;
+        for (;;) {
+            auto [ec, n] = co_await asio::async_read_until(socket, asio::dynamic_buffer(in), "\r\n\r\n",
+                                                           asio::experimental::as_tuple(asio::use_awaitable));
+            if (ec)
+                co_return;
+            std::string head = in.substr(0, n);
+            in.erase(0, n);
+            std::size_t length = 0;
+            for (auto& c : head)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (const auto at = head.find("content-length:"); at != std::string::npos)
+                length = std::stoul(head.substr(at + 15));
+            if (in.size() < length) {
+                auto [rec, got] = co_await asio::async_read(socket, asio::dynamic_buffer(in),
+                                                            asio::transfer_exactly(length - in.size()),
+                                                            asio::experimental::as_tuple(asio::use_awaitable));
+                if (rec)
+                    co_return;
+            }
+            requests_.push_back(in.substr(0, length));
+            in.erase(0, length);
+            const std::string reply = "HTTP/1.1 " + std::to_string(status_) + " Scripted\r\nContent-Type: "
+                                      "application/x-amz-json-1.0\r\nContent-Length: " +
+                                      std::to_string(body_.size()) + "\r\n\r\n" + body_;
+            auto [wec, w] = co_await asio::async_write(socket, asio::buffer(reply),
+                                                       asio::experimental::as_tuple(asio::use_awaitable));
+            if (wec)
+                co_return;
+        }
+    }
+
+    asio::ip::tcp::acceptor acceptor_;
+    int status_;
+    std::string body_;
+    std::vector<std::string> requests_;
+};
+
+} // namespace
+
+TEST_CASE("dynamodb: throttling and server errors may have been applied: the grant is given back by owner",
+          "[dynamodb][fault]")
+{
+    struct error_answer {
+        int status;
+        std::string body;
+        std::string words;
+        ddb::errc code;
+    };
+    const std::vector<error_answer> answers{
+        {400,
+         R"({"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."})",
+         "ThrottlingException", ddb::errc::throttled},
+        {400, R"({"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"over"})",
+         "ProvisionedThroughputExceededException", ddb::errc::throttled},
+        {500, R"({"__type":"com.amazon.coral.availability#ServiceUnavailableException","message":"down"})",
+         "ServiceUnavailableException", ddb::errc::server_error}};
+    for (const auto& a : answers) {
+        INFO(a.words);
+        asio::io_context io;
+        scripted_endpoint endpoint{io, a.status, a.body};
+        ddb::config cfg;
+        cfg.port = endpoint.port();
+        cfg.table = "distlock_test";
+        cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
+        ddb::store store{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::basic_distributed_mutex<ddb::store> m{store, "ddb:throttled", {.ttl = 10s}};
+            dl::diagnostics diag;
+            auto l = co_await m.try_lock(diag);
+            REQUIRE_FALSE(l);
+            CHECK(l.error() == a.code);
+            CHECK(l.error() == dl::condition::maybe_applied);
+            CHECK(diag.server_message().find(a.words) != std::string_view::npos);
+            co_await store.close(); // waits for the clean-up still pending
+            endpoint.stop();
+        });
+        // The acquisition, then releases by the same owner (retried, as each answer
+        // leaves it unknown whether it arrived).
+        const auto& sent = endpoint.requests();
+        REQUIRE(sent.size() >= 2);
+        const auto acquire = nlohmann::json::parse(sent.front());
+        const auto owner = acquire["ExpressionAttributeValues"][":o"]["S"];
+        CHECK(acquire["UpdateExpression"].get<std::string>().find("ADD fence") != std::string::npos);
+        for (std::size_t i = 1; i < sent.size(); ++i) {
+            const auto release = nlohmann::json::parse(sent[i]);
+            CHECK(release["UpdateExpression"].get<std::string>().starts_with("REMOVE #o"));
+            CHECK(release["ExpressionAttributeValues"][":o"]["S"] == owner);
+        }
+    }
 }

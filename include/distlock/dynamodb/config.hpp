@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,20 @@ struct credentials {
     }
 };
 
+/// How a lock that is not released counts as over (docs/dynamodb.md).
+enum class lease_mode {
+    /// AWS's own lock client's rule, made to fence: every acquire and heartbeat writes
+    /// a new random record version; a waiter takes over only after it has seen the
+    /// same version for a whole lease duration on its own monotonic clock. No clock
+    /// of day is trusted. A waiter always pays one lease duration of watching.
+    record_version,
+    /// The item carries an absolute expiry (ms since the Unix epoch) that acquirers
+    /// compare with their own clock of day: takeover as soon as it passes (less
+    /// clock_skew_margin), but clients whose clocks differ by more than the margin
+    /// can both hold the lock.
+    expiry_time,
+};
+
 struct config {
     std::string host = "127.0.0.1";
     std::uint16_t port = 8000;
@@ -54,6 +69,12 @@ struct config {
     /// clocks that differ by less than this never let two owners in. In
     /// [0, distlock::max_wait].
     duration clock_skew_margin = std::chrono::seconds{1};
+    /// Every client of a table must use the same mode.
+    lease_mode mode = lease_mode::record_version;
+    /// The clock of day the store reads (expiry times in expiry_time mode, request
+    /// signing dates). Empty: the system clock. Set in tests, to give clients clocks
+    /// that disagree.
+    std::function<std::chrono::system_clock::time_point()> wall_clock;
 
     std::error_code validate() const noexcept
     {
@@ -68,6 +89,8 @@ struct config {
             if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
                 return errc::invalid_argument;
         if (host.empty() || port == 0)
+            return errc::invalid_argument;
+        if (mode != lease_mode::record_version && mode != lease_mode::expiry_time)
             return errc::invalid_argument;
         return {};
     }
@@ -97,7 +120,8 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// dynamodb://host:port?table=NAME&region=REGION (dynamodbs:// for HTTPS).
+    /// dynamodb://host:port?table=NAME&region=REGION&mode=record_version|expiry_time
+    /// (dynamodbs:// for HTTPS).
     static result<config> from_url(std::string_view url)
     {
         config c;
@@ -139,6 +163,10 @@ struct config {
                 c.table = std::string{value};
             else if (key == "region")
                 c.region = std::string{value};
+            else if (key == "mode" && value == "record_version")
+                c.mode = lease_mode::record_version;
+            else if (key == "mode" && value == "expiry_time")
+                c.mode = lease_mode::expiry_time;
             else
                 return errc::invalid_argument;
         }

@@ -38,9 +38,8 @@ public:
         return "unknown DynamoDB error";
     }
 
-    // Throttling and server errors may have been applied (the rule for
-    // DynamoDB: the caller cleans up by owner). Validation, a missing table and
-    // refused credentials are not retried.
+    // Throttling and server errors may have been applied: the caller cleans up by
+    // owner. Validation, a missing table and refused credentials are not retried.
     std::error_condition default_error_condition(int value) const noexcept override
     {
         switch (static_cast<errc>(value)) {

@@ -1,20 +1,30 @@
 // distlock/dynamodb/store.hpp: DynamoDB as a distlock store, through conditional
-// writes (expiry-time mode).
+// writes.
 //
 // Design note. One item per resource in the table, keyed by the resource id as a
 // Binary attribute (any bytes, no escaping, no collisions):
-//   resource (B, key)   owner (S, hex, absent when free)   expiresAt (N, ms since
-//   the Unix epoch, absent when free)   fence (N)
-// Acquiring is one UpdateItem, `SET #o = :o, expiresAt = :e ADD fence :one`, under
-// `attribute_not_exists(#o) OR expiresAt < :now` (:now less the skew margin), with
+//   resource (B, key)   owner (S, hex, absent when free)   fence (N)
+//   record_version mode: recordVersion (S, random hex)   leaseDuration (N, ms)
+//   expiry_time mode:    expiresAt (N, ms since the Unix epoch)
+// Acquiring is one UpdateItem that sets the owner and ADDs 1 to the fence, with
 // ReturnValues ALL_NEW: the incremented fence is the token, so it grows with every
-// acquisition. Releasing clears owner and expiry under `#o = :o` and never deletes
-// the item (after a delete the counter would start again at 1). Extending sets a
-// new expiry under `#o = :o AND expiresAt >= :now`, so an expired lock is never
-// revived. `owner` is a reserved word: it goes through ExpressionAttributeNames.
-// JSON is built and read with nlohmann::json, never by concatenation.
+// acquisition. Its condition is the mode's:
+//  - record_version (the default, AWS's lock client's rule): the item has no owner,
+//    or (once this lock() call has seen the same recordVersion for a whole
+//    leaseDuration on its own monotonic clock) still carries that version. A refused
+//    attempt reads the item (consistent GetItem) and the claim keeps the sighting
+//    (acquire.hpp). Heartbeats write a new version. No clock of day is trusted.
+//  - expiry_time: the item has no owner or its expiresAt is in the past by the
+//    acquirer's clock, less clock_skew_margin.
+// Extending is conditional on the owner (owner tokens are unique per acquisition, so
+// this is the version check of AWS's client without its flaw: a heartbeat whose
+// reply was lost does not make the next one fail); in expiry_time mode also on an
+// expiry not yet passed, so that an expired lock is never revived. Releasing clears
+// the owner and the mode's attributes under `#o = :o` and never deletes the item
+// (after a delete the counter would start again at 1). `owner` is a reserved word:
+// names go through ExpressionAttributeNames. JSON is built and read with
+// nlohmann::json, never by concatenation.
 //
-// Expiry-time mode trusts the clients' wall clocks to within clock_skew_margin.
 // Every request goes over the transport engine (HTTP/1.1, keep-alive, reconnect),
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
 #pragma once
@@ -23,6 +33,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
+#include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
 #include <distlock/dynamodb/error.hpp>
 #include <distlock/error.hpp>
@@ -39,7 +50,9 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/strand.hpp>
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -150,7 +163,7 @@ inline std::optional<std::string> string(const nlohmann::json& item, const char*
 class store {
 public:
     using executor_type = asio::any_io_executor;
-    using default_acquire_policy = acquire::conditional_write;
+    using default_acquire_policy = acquire_item;
 
     /// Throws std::system_error (errc::invalid_argument) when the TLS settings cannot
     /// be loaded; connecting happens on first use.
@@ -204,38 +217,51 @@ public:
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
 
-    /// Takes the lock when it is free or expired (or, with `expected_version`, when
-    /// the item still carries that fence); the new fence is the token.
+    /// Takes the lock when it is free (in expiry_time mode also when expired; with
+    /// `expected_version`, when the item still carries that fence); the new fence is
+    /// the token. In record_version mode a lock that is held is never taken over
+    /// here: take() does that, after watching it.
     awaitable<result<fence_token>> conditional_write(std::string_view resource, const owner_token& owner,
                                                      duration ttl, std::optional<fence_token> expected_version,
                                                      diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource, ttl))
             return failed<fence_token>(ec);
-        const auto now = std::chrono::system_clock::now();
-        nlohmann::json values = {
-            {":o", {{"S", owner.to_hex()}}},
-            {":e", {{"N", std::to_string(detail::epoch_ms(now) + millis(ttl))}}},
-            {":one", {{"N", "1"}}},
-        };
-        std::string condition;
+        auto body = grant(resource, owner, ttl);
+        auto& values = body["ExpressionAttributeValues"];
         if (expected_version) {
-            condition = "fence = :v";
-            values[":v"] = {{"N", std::to_string(*expected_version)}};
+            body["ConditionExpression"] = "fence = :f";
+            values[":f"] = {{"N", std::to_string(*expected_version)}};
+        } else if (cfg_.mode == lease_mode::expiry_time) {
+            body["ConditionExpression"] = "attribute_not_exists(#o) OR expiresAt < :now";
+            values[":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now() - cfg_.clock_skew_margin))}};
         } else {
-            condition = "attribute_not_exists(#o) OR expiresAt < :now";
-            values[":now"] = {{"N", std::to_string(detail::epoch_ms(now - cfg_.clock_skew_margin))}};
+            body["ConditionExpression"] = "attribute_not_exists(#o)";
         }
-        nlohmann::json body = {
-            {"TableName", cfg_.table},
-            {"Key", key(resource)},
-            {"UpdateExpression", "SET #o = :o, expiresAt = :e ADD fence :one"},
-            {"ConditionExpression", condition},
-            {"ExpressionAttributeNames", {{"#o", "owner"}}},
-            {"ExpressionAttributeValues", std::move(values)},
-            {"ReturnValues", "ALL_NEW"},
-        };
         return acquired(call("UpdateItem", std::move(body), diag));
+    }
+
+    /// One attempt of acquire_item: takes the lock if free (or taken over by the
+    /// mode's rule), else says until when it is held as far as this client knows.
+    /// `seen` is the claim's memory of the holder's record version (record_version
+    /// mode), updated here; it must outlive the operation.
+    awaitable<result<answer>> take(std::string_view resource, const owner_token& owner, duration ttl,
+                                   std::optional<sighting>& seen, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return failed<answer>(ec);
+        if (cfg_.mode == lease_mode::expiry_time)
+            return as_answer(conditional_write(resource, owner, ttl, std::nullopt, diag));
+        auto body = grant(resource, owner, ttl);
+        std::string condition = "attribute_not_exists(#o)";
+        if (seen && clock::now() - seen->seen_at >= seen->lease) {
+            // Unchanged for a whole lease duration: its holder stopped heartbeating.
+            condition += " OR #v = :seen";
+            body["ExpressionAttributeValues"][":seen"] = {{"S", seen->version}};
+        }
+        body["ConditionExpression"] = std::move(condition);
+        nlohmann::json look = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
+        return take_or_watch(engine_, signer(), body.dump(), look.dump(), ttl, seen, diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
@@ -243,22 +269,34 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return failed<void>(ec);
-        const auto now = detail::epoch_ms(std::chrono::system_clock::now());
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
-            {"UpdateExpression", "SET expiresAt = :e"},
-            {"ConditionExpression", "#o = :o AND expiresAt >= :now"},
             {"ExpressionAttributeNames", {{"#o", "owner"}}},
-            {"ExpressionAttributeValues",
-             {{":o", {{"S", owner.to_hex()}}},
-              {":e", {{"N", std::to_string(now + millis(ttl))}}},
-              {":now", {{"N", std::to_string(now)}}}}},
+            {"ExpressionAttributeValues", {{":o", {{"S", owner.to_hex()}}}}},
         };
+        auto& names = body["ExpressionAttributeNames"];
+        auto& values = body["ExpressionAttributeValues"];
+        if (cfg_.mode == lease_mode::expiry_time) {
+            const auto now = detail::epoch_ms(wall_now());
+            body["UpdateExpression"] = "SET expiresAt = :e";
+            body["ConditionExpression"] = "#o = :o AND expiresAt >= :now";
+            values[":e"] = {{"N", std::to_string(now + millis(ttl))}};
+            values[":now"] = {{"N", std::to_string(now)}};
+        } else {
+            // A new version: waiters watching the old one start watching again.
+            body["UpdateExpression"] = "SET #v = :v, #l = :l";
+            body["ConditionExpression"] = "#o = :o";
+            names["#v"] = "recordVersion";
+            names["#l"] = "leaseDuration";
+            values[":v"] = {{"S", owner_token::generate().to_hex()}};
+            values[":l"] = {{"N", std::to_string(millis(ttl))}};
+        }
         return owned(call("UpdateItem", std::move(body), diag));
     }
 
-    /// Clears owner and expiry if `owner` holds the lock; the item and its fence stay.
+    /// Clears the owner and the mode's attributes if `owner` holds the lock; the item
+    /// and its fence stay.
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
@@ -266,9 +304,9 @@ public:
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
-            {"UpdateExpression", "REMOVE #o, expiresAt"},
+            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l"},
             {"ConditionExpression", "#o = :o"},
-            {"ExpressionAttributeNames", {{"#o", "owner"}}},
+            {"ExpressionAttributeNames", {{"#o", "owner"}, {"#v", "recordVersion"}, {"#l", "leaseDuration"}}},
             {"ExpressionAttributeValues", {{":o", {{"S", owner.to_hex()}}}}},
         };
         return owned(call("UpdateItem", std::move(body), diag));
@@ -280,7 +318,7 @@ public:
         if (auto ec = check(resource))
             return failed<lock_info>(ec);
         nlohmann::json body = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
-        return inspected(call("GetItem", std::move(body), diag));
+        return inspected(call("GetItem", std::move(body), diag), cfg_.mode, wall_now());
     }
 
     /// Creates the table (on-demand capacity) if it does not exist, and waits until
@@ -327,6 +365,43 @@ public:
         }
     }
 
+    /// A write to the user's own item (`table`, `key` in DynamoDB JSON) that only a
+    /// holder with a token at least as new as any written before can make: the item
+    /// keeps the last token in `fence_attribute`, and the update runs under
+    /// `attribute_not_exists(fence) OR fence <= :token`, setting it to the token.
+    /// `assignments` is the SET clause's list without the keyword ("balance = :b,
+    /// note = :n"), with `names` and `values` as ExpressionAttributeNames/Values (the
+    /// helper's own are #distlock_f and :distlock_t). errc::stale_fence when a newer
+    /// holder has written: the data's own store shuts out a holder that lost its
+    /// lease without knowing (docs/dynamodb.md).
+    awaitable<result<void>> fenced_update(std::string table, nlohmann::json key, fence_token token,
+                                          std::string assignments, nlohmann::json names = nlohmann::json::object(),
+                                          nlohmann::json values = nlohmann::json::object(),
+                                          std::string fence_attribute = "fence", diagnostics* diag = nullptr)
+    {
+        if (auto ec = cfg_.validate())
+            return failed<void>(ec);
+        if (names.is_null()) // `{}` from the caller
+            names = nlohmann::json::object();
+        if (values.is_null())
+            values = nlohmann::json::object();
+        if (token == 0 || assignments.empty() || fence_attribute.empty() || !key.is_object() || key.empty() ||
+            !names.is_object() || !values.is_object() || names.contains("#distlock_f") ||
+            values.contains(":distlock_t"))
+            return failed<void>(distlock::errc::invalid_argument);
+        names["#distlock_f"] = std::move(fence_attribute);
+        values[":distlock_t"] = {{"N", std::to_string(token)}};
+        nlohmann::json body = {
+            {"TableName", std::move(table)},
+            {"Key", std::move(key)},
+            {"UpdateExpression", "SET " + assignments + ", #distlock_f = :distlock_t"},
+            {"ConditionExpression", "attribute_not_exists(#distlock_f) OR #distlock_f <= :distlock_t"},
+            {"ExpressionAttributeNames", std::move(names)},
+            {"ExpressionAttributeValues", std::move(values)},
+        };
+        return fenced(call("UpdateItem", std::move(body), diag));
+    }
+
     /// One DynamoDB API call (`operation` is "GetItem", "Query", ...) on the store's
     /// connection, signed; the response's JSON. Error answers are errors, with the
     /// server's words in `diag` (a failed condition is distlock::errc::contended).
@@ -347,12 +422,45 @@ private:
         std::string host_header;
         std::string region;
         dynamodb::credentials creds;
+        std::chrono::system_clock::time_point date;
     };
 
     signing signer() const
     {
         const bool default_port = cfg_.tls ? cfg_.port == 443 : cfg_.port == 80;
-        return {default_port ? cfg_.host : cfg_.host + ":" + std::to_string(cfg_.port), region_, cfg_.credentials};
+        return {default_port ? cfg_.host : cfg_.host + ":" + std::to_string(cfg_.port), region_, cfg_.credentials,
+                wall_now()};
+    }
+
+    std::chrono::system_clock::time_point wall_now() const
+    {
+        return cfg_.wall_clock ? cfg_.wall_clock() : std::chrono::system_clock::now();
+    }
+
+    // The UpdateItem of an acquisition, without its condition: owner, the mode's
+    // attributes, the fence incremented and returned.
+    nlohmann::json grant(std::string_view resource, const owner_token& owner, duration ttl) const
+    {
+        nlohmann::json body = {
+            {"TableName", cfg_.table},
+            {"Key", key(resource)},
+            {"ExpressionAttributeNames", {{"#o", "owner"}}},
+            {"ExpressionAttributeValues", {{":o", {{"S", owner.to_hex()}}}, {":one", {{"N", "1"}}}}},
+            {"ReturnValues", "ALL_NEW"},
+        };
+        auto& names = body["ExpressionAttributeNames"];
+        auto& values = body["ExpressionAttributeValues"];
+        if (cfg_.mode == lease_mode::expiry_time) {
+            body["UpdateExpression"] = "SET #o = :o, expiresAt = :e ADD fence :one";
+            values[":e"] = {{"N", std::to_string(detail::epoch_ms(wall_now()) + millis(ttl))}};
+        } else {
+            body["UpdateExpression"] = "SET #o = :o, #v = :v, #l = :l REMOVE expiresAt ADD fence :one";
+            names["#v"] = "recordVersion";
+            names["#l"] = "leaseDuration";
+            values[":v"] = {{"S", owner_token::generate().to_hex()}};
+            values[":l"] = {{"N", std::to_string(millis(ttl))}};
+        }
+        return body;
     }
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
@@ -400,7 +508,7 @@ private:
                        .query = {},
                        .headers = {{"Host", s.host_header},
                                    {"Content-Type", "application/x-amz-json-1.0"},
-                                   {"X-Amz-Date", detail::amz_date(std::chrono::system_clock::now())},
+                                   {"X-Amz-Date", detail::amz_date(s.date)},
                                    {"X-Amz-Target", "DynamoDB_20120810." + operation}},
                        .payload = std::move(payload)};
         if (!s.creds.session_token.empty())
@@ -459,6 +567,67 @@ private:
         co_return *fence;
     }
 
+    static awaitable<result<answer>> as_answer(awaitable<result<fence_token>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (got)
+            co_return answer::granted(got.value());
+        if (got.error() == distlock::errc::contended)
+            co_return answer::held();
+        co_return got.error();
+    }
+
+    // record_version mode: the conditional write; when refused, the consistent read
+    // that says whose version is there, remembered in `seen` (first sighting, or the
+    // same version still). The operation owns its copies of the store's settings.
+    static awaitable<result<answer>> take_or_watch(engine_ptr engine, signing s, std::string write, std::string look,
+                                                   duration own_ttl, std::optional<sighting>& seen,
+                                                   diagnostics* diag)
+    {
+        auto wrote = co_await acquired(request(engine, s, std::string{"UpdateItem"}, std::move(write), diag));
+        if (wrote) {
+            seen.reset();
+            co_return answer::granted(wrote.value());
+        }
+        if (wrote.error() != distlock::errc::contended)
+            co_return wrote.error();
+        if (diag)
+            diag->clear(); // the refusal is the answer, not a failure
+        auto item = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, std::move(look), diag);
+        if (!item) // the write was refused for certain; the next attempt reads again
+            co_return answer::held();
+        const auto found = item.value().find("Item");
+        const auto owner = found != item.value().end() ? detail::string(*found, "owner") : std::nullopt;
+        if (!owner) { // released since the write was refused: try again at once
+            seen.reset();
+            co_return answer::held(clock::now());
+        }
+        // An item without a version was written in expiry_time mode (a misconfigured
+        // client): its owner and expiry stand in for the version, its lease is ours.
+        auto version = detail::string(*found, "recordVersion");
+        if (!version)
+            version = "owner " + *owner + " until " + std::to_string(detail::number(*found, "expiresAt").value_or(0));
+        const auto declared = detail::number(*found, "leaseDuration");
+        const auto lease = declared ? std::min<duration>(std::chrono::milliseconds{static_cast<std::int64_t>(
+                                                             std::min<std::uint64_t>(*declared, 1ULL << 40))},
+                                                         max_wait)
+                                    : own_ttl;
+        if (!seen || seen->version != *version)
+            seen = sighting{std::move(*version), clock::now(), lease};
+        else
+            seen->lease = lease;
+        co_return answer::held(seen->seen_at + seen->lease);
+    }
+
+    static awaitable<result<void>> fenced(awaitable<result<nlohmann::json>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error() == distlock::errc::contended ? make_error_code(distlock::errc::stale_fence)
+                                                              : got.error();
+        co_return success();
+    }
+
     static awaitable<result<void>> owned(awaitable<result<nlohmann::json>> pending)
     {
         auto got = co_await std::move(pending);
@@ -468,7 +637,8 @@ private:
         co_return success();
     }
 
-    static awaitable<result<lock_info>> inspected(awaitable<result<nlohmann::json>> pending)
+    static awaitable<result<lock_info>> inspected(awaitable<result<nlohmann::json>> pending, lease_mode mode,
+                                                  std::chrono::system_clock::time_point wall)
     {
         auto got = co_await std::move(pending);
         if (!got)
@@ -481,8 +651,23 @@ private:
             co_return distlock::errc::protocol_error;
         info.fence = detail::number(*item, "fence").value_or(0);
         const auto owner = detail::string(*item, "owner");
+        if (mode == lease_mode::record_version) {
+            // Held until a waiter has watched its version for a lease: no time left
+            // is known here.
+            if (owner) {
+                info.held = true;
+                info.owner = owner->substr(0, 8);
+                if (const auto v = detail::string(*item, "recordVersion"); v && v->size() >= 16) {
+                    fence_token n = 0;
+                    const auto [end, ec] = std::from_chars(v->data(), v->data() + 16, n, 16);
+                    if (ec == std::errc{} && end == v->data() + 16)
+                        info.version = n;
+                }
+            }
+            co_return info;
+        }
         const auto expires = detail::number(*item, "expiresAt");
-        const auto now = detail::epoch_ms(std::chrono::system_clock::now());
+        const auto now = detail::epoch_ms(wall);
         if (owner && expires && static_cast<std::int64_t>(*expires) >= now) {
             info.held = true;
             info.owner = owner->substr(0, 8);

@@ -147,6 +147,20 @@ private:
     duration ttl_;
 };
 
+// What a policy keeps between the attempts of one lock() call (Inner::claim_memo),
+// handed to its try_acquire(s, r, observe, memo); nothing for most policies. A store
+// that cannot take over a lock by time alone (DynamoDB's record versions) remembers
+// what it saw there, and when.
+template <class Inner>
+struct claim_memo_of {
+    struct type {};
+};
+template <class Inner>
+    requires requires { typename Inner::claim_memo; }
+struct claim_memo_of<Inner> {
+    using type = typename Inner::claim_memo;
+};
+
 /// One lock() call's claim on one store through TTL primitives.
 template <class Inner, class S>
 class ttl_claim {
@@ -170,7 +184,17 @@ public:
         in_flight_ = true;
         const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
-        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
+        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_, memo_); }) {
+            // The store answers with data, and keeps what it learnt for the next
+            // attempt of this call in the claim's memo.
+            auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_, memo_); });
+            if (got) {
+                if (!got.value().is_granted())
+                    in_flight_ = false;
+                co_return got;
+            }
+            ec = got.error();
+        } else if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
             // The store answers with data (held, until when).
             auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
             if (got) {
@@ -277,6 +301,7 @@ private:
     // Earlier attempts' owners whose answer was lost (maybe applied), not yet given back.
     std::vector<owner_token> maybe_granted_;
     std::optional<typename watcher_of<S>::type> watcher_;
+    [[no_unique_address]] typename claim_memo_of<Inner>::type memo_{};
 };
 
 } // namespace detail

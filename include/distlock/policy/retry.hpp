@@ -25,8 +25,9 @@ struct attempt {
     duration elapsed{};          ///< Since lock() started.
     duration previous_delay{};   ///< The delay chosen last time (zero before the first).
     std::error_code error;       ///< Why the last attempt failed.
-    /// When the store said the holder's lock runs out, if it said (contention as data:
-    /// a policy may sleep until then rather than poll).
+    /// When the store said the holder's lock runs out, if it said (contention as data).
+    /// The mutex never waits past it, whatever the delay: a policy may poll sooner
+    /// (a release may come first), or return a long delay to sleep until then.
     std::optional<time_point> held_until;
 };
 

@@ -1,0 +1,44 @@
+// distlock/dynamodb/acquire.hpp: how the DynamoDB store's locks are taken.
+#pragma once
+
+#include <distlock/claim.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/policy/acquire.hpp>
+
+#include <optional>
+#include <string>
+
+namespace distlock::dynamodb {
+
+/// What a waiter saw of another owner's lock in lease_mode::record_version, and
+/// when: the lock may be taken over once the same version has been seen for a whole
+/// lease duration on this client's monotonic clock.
+struct sighting {
+    std::string version; ///< the record version number seen
+    time_point seen_at;  ///< when it was first seen (after the read that saw it)
+    duration lease{};    ///< the lease duration its holder wrote
+};
+
+/// The DynamoDB store's acquisition (its default policy): a conditional write per
+/// attempt, and in record_version mode a read when it is refused, whose sighting the
+/// claim keeps for the next attempt of the same lock() call. Extends and releases by
+/// owner.
+struct acquire_item : acquire::owner_checked {
+    using policy_kind = acquire_policy_tag;
+    using claim_memo = std::optional<sighting>;
+
+    template <class S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, distlock::detail::observer_ref,
+                                          claim_memo& seen) const
+    {
+        return s.take(r.resource, r.owner, r.ttl, seen, r.diag);
+    }
+
+    template <class S>
+    distlock::detail::ttl_claim<acquire_item, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+};
+
+} // namespace distlock::dynamodb
