@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # End-to-end tests of the distlock command-line tool against a real redis-server,
 # started here on a free loopback port in a temporary directory and stopped by pid.
-#   run.sh DISTLOCK_BINARY REDIS_SERVER_BINARY
+#   run.sh DISTLOCK_BINARY REDIS_SERVER_BINARY [DYNALITE_CLI_JS]
+# With dynalite's cli.js, also against a dynalite (the DynamoDB API) started the same
+# way.
 # Every wait is bounded (timeout(1) or a counted loop); nothing asserts on how long
 # something took, only on what happened and in which order.
 set -uo pipefail
 
 distlock=$1
 redis_server=$2
+dynalite=${3:-}
 work=$(mktemp -d)
 failures=0
 pids=()
@@ -191,6 +194,37 @@ check "try on a quorum-held lock exits 3" test $? -eq 3
 kill -TERM "$qholder"
 wait "$qholder"
 check "the quorum lock is released when its command ends" dl try --store "$store" --store "$q1" --store "$q2" quorum
+
+# --- DynamoDB (dynalite), in the default record-version mode.
+if [ -n "$dynalite" ]; then
+  dport=$(free_port)
+  node "$dynalite" --host 127.0.0.1 --port "$dport" --createTableMs 0 >"$work/dynalite.log" 2>&1 &
+  pids+=("$!")
+  eventually bash -c "exec 3<>/dev/tcp/127.0.0.1/$dport"
+  export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1
+  ddb="dynamodb://127.0.0.1:$dport?table=cli_locks"
+  err=$(dl try --store "$ddb" ddb:job 2>&1)
+  check "a missing table is a bad argument (exit 2), said so" test $? -eq 2
+  check "... with the reason" matches "$err" "table does not exist"
+  out=$(dl run --store "$ddb" --create-table ddb:job -- sh -c 'echo "$DISTLOCK_FENCE"')
+  check "run --create-table makes the table and hands the child fence 1" test "$out" = 1
+  out=$(dl run --store "$ddb" ddb:job -- sh -c 'echo "$DISTLOCK_FENCE"')
+  check "the next run gets fence 2 (the item keeps its counter)" test "$out" = 2
+  "$distlock" run --store "$ddb" ddb:job -- sleep 30 &
+  dholder=$!
+  pids+=("$dholder")
+  held_on_dynamodb() { dl status --store "$ddb" ddb:job 2>/dev/null | grep -q 'held'; }
+  eventually held_on_dynamodb
+  dl try --store "$ddb" ddb:job
+  check "try on a DynamoDB-held lock exits 3" test $? -eq 3
+  kill -TERM "$dholder"
+  wait "$dholder"
+  check "the DynamoDB lock is released when its command ends" dl try --store "$ddb" ddb:job
+  dl run --store "$ddb" --store "$ddb" ddb:job -- true 2>/dev/null
+  check "two DynamoDB stores is a usage error (exit 2)" test $? -eq 2
+  dl run --store "redis://127.0.0.1:1" --create-table x -- true 2>/dev/null
+  check "--create-table on a Redis store is a usage error (exit 2)" test $? -eq 2
+fi
 
 echo "$failures failure(s)"
 exit $((failures > 0))

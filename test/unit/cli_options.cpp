@@ -49,6 +49,12 @@ TEST_CASE("cli: a full run command", "[cli]")
     CHECK(o.resources == std::vector<std::string>{"b", "a"});
     // Everything after "--" is the command's, options included.
     CHECK(o.command == std::vector<std::string>{"sh", "-c", "echo --ttl"});
+    CHECK_FALSE(o.create_table);
+
+    auto d = parse({"try", "--store", "dynamodb://h:8000?table=t", "--create-table", "x"});
+    REQUIRE(std::holds_alternative<cli::options>(d));
+    CHECK(std::get<cli::options>(d).create_table);
+    CHECK(std::get<cli::options>(d).stores == std::vector<std::string>{"dynamodb://h:8000?table=t"});
 }
 
 TEST_CASE("cli: bad command lines say what is wrong", "[cli]")

@@ -12,6 +12,7 @@
 #include "options.hpp"
 
 #include <distlock/distlock.hpp>
+#include <distlock/dynamodb.hpp>
 #include <distlock/memory.hpp>
 #include <distlock/redis.hpp>
 
@@ -410,6 +411,41 @@ int perform_lock(asio::io_context& io, Backend& backend, std::vector<Store*> nod
     return s.exit();
 }
 
+// One DynamoDB table (a quorum of tables is not offered: DynamoDB replicates itself).
+int with_dynamodb(asio::io_context& io, const cli::options& o)
+{
+    if (o.stores.size() != 1) {
+        std::fprintf(stderr, "distlock: one DynamoDB store at a time\n%s", cli::usage_text);
+        return cli::exit_code::usage;
+    }
+    auto cfg = dl::dynamodb::config::from_url(o.stores[0]);
+    if (!cfg) {
+        std::fprintf(stderr, "distlock: bad store URL '%s'\n%s", o.stores[0].c_str(), cli::usage_text);
+        return cli::exit_code::usage;
+    }
+    dl::dynamodb::store store{io, std::move(cfg.value())};
+    std::vector<dl::dynamodb::store*> nodes{&store};
+    if (o.create_table) {
+        dl::diagnostics diag;
+        dl::result<void> made{make_error_code(dl::errc::cancelled)};
+        asio::co_spawn(
+            io, [&]() -> dl::awaitable<void> { made = co_await store.create_table(std::chrono::seconds{60}, &diag); },
+            asio::detached);
+        io.run();
+        io.restart();
+        if (!made) {
+            std::fprintf(stderr, "distlock: creating the table failed: %s%s%s\n", made.error().message().c_str(),
+                         diag.empty() ? "" : ": ", diag.to_string().c_str());
+            return cli::exit_code::store_failed;
+        }
+    }
+    switch (o.what) {
+    case cli::verb::status: return status(io, nodes, o);
+    case cli::verb::release: return release(io, nodes, o);
+    default: return perform_lock(io, store, nodes, o);
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -440,6 +476,12 @@ int main(int argc, char** argv)
         case cli::verb::release: return release(io, nodes, o);
         default: return perform_lock(io, store, nodes, o);
         }
+    }
+    if (o.stores[0].starts_with("dynamodb://") || o.stores[0].starts_with("dynamodbs://"))
+        return with_dynamodb(io, o);
+    if (o.create_table) {
+        std::fprintf(stderr, "distlock: --create-table is for DynamoDB stores\n%s", cli::usage_text);
+        return cli::exit_code::usage;
     }
     std::vector<std::unique_ptr<dl::redis::store>> owned;
     for (const auto& url : o.stores) {

@@ -39,6 +39,7 @@ struct options {
     duration grace = std::chrono::seconds{10};
     bool json = false;
     bool verbose = false;
+    bool create_table = false;            ///< --create-table (DynamoDB)
     std::string owner;                    ///< release --owner ID (hex)
     std::vector<std::string> resources;
     std::vector<std::string> command;     ///< after "--"
@@ -148,6 +149,8 @@ inline parsed parse(const std::vector<std::string>& args)
             o.json = true;
         } else if (a == "--verbose" || a == "-v") {
             o.verbose = true;
+        } else if (a == "--create-table") {
+            o.create_table = true;
         } else if (a.size() > 1 && a.starts_with("--")) {
             return "unknown option '" + a + "'";
         } else {
@@ -161,8 +164,9 @@ inline parsed parse(const std::vector<std::string>& args)
         if (r.empty() || r.size() > max_resource_size)
             return "resource ids must be 1 to " + std::to_string(max_resource_size) + " bytes";
     for (const auto& s : o.stores)
-        if (!(s == "memory" || s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://")))
-            return "unknown store '" + s + "' (memory, redis://, rediss://, unix://)";
+        if (!(s == "memory" || s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://") ||
+              s.starts_with("dynamodb://") || s.starts_with("dynamodbs://")))
+            return "unknown store '" + s + "' (memory, redis://, rediss://, unix://, dynamodb://, dynamodbs://)";
     if (o.stores.size() > 1)
         for (const auto& s : o.stores)
             if (s == "memory")
@@ -181,7 +185,7 @@ inline parsed parse(const std::vector<std::string>& args)
 }
 
 inline constexpr const char* usage_text =
-    R"(usage: distlock run [--store URL]... [--ttl D] [--wait D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
+    R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
        distlock try [--store URL]... [--ttl D] [--json] RESOURCE...
        distlock status [--store URL]... [--json] RESOURCE
        distlock release [--store URL]... --owner ID RESOURCE
@@ -193,7 +197,10 @@ while the command runs; if it is lost, the command's process group gets SIGTERM,
 then SIGKILL after --grace, and distlock exits with 5.
 
 Stores: memory (this process only), redis://[user:pass@]host:port[/db],
-rediss://... (TLS), unix:///path; several --store make a Redlock quorum.
+rediss://... (TLS), unix:///path; several --store make a Redlock quorum;
+dynamodb://host:port?table=T&region=R&mode=record_version|expiry_time (dynamodbs://
+for HTTPS; credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), with
+--create-table to make the table first if it does not exist.
 Durations: 500ms, 30s, 2m, 1h. Defaults: --ttl 30s, --grace 10s, --wait unbounded.
 
 Exit codes: the command's own; 2 usage; 3 not acquired (held); 4 store failed;
