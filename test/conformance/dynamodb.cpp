@@ -6,8 +6,10 @@
 #include "conformance/suite.hpp"
 #include "dynamodb/dynalite.hpp"
 #include "fault/proxy.hpp"
+#include "workers.hpp"
 
 #include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/read_until.hpp>
 #include <asio/write.hpp>
 
@@ -569,4 +571,131 @@ TEST_CASE("dynamodb: throttling and server errors may have been applied: the gra
             CHECK(release["ExpressionAttributeValues"][":o"]["S"] == owner);
         }
     }
+}
+
+// -- Separate processes: a killed holder, and many clients of one fenced counter ----
+
+namespace {
+
+ddb::config worker_config(const std::string& port)
+{
+    ddb::config c;
+    c.port = static_cast<std::uint16_t>(std::stoi(port));
+    c.table = "distlock_test";
+    c.region = "us-east-1";
+    c.credentials = {"AKIDEXAMPLE", "secret", ""};
+    return c;
+}
+
+const nlohmann::json counter_key = {{"resource", {{"B", ddb::detail::base64("data:counter")}}}};
+
+// ddb-hold PORT RESOURCE TTL_MS: takes the lock (record versions, heartbeats at a
+// third of the TTL), prints "locked FENCE", then holds it until killed.
+int hold_worker(const std::vector<std::string>& args)
+{
+    if (args.size() != 3)
+        return 2;
+    asio::io_context io;
+    ddb::store store{io, worker_config(args[0])};
+    dl::basic_distributed_mutex<ddb::store, dl::renew::watchdog> m{
+        store, args[1], {.ttl = std::chrono::milliseconds{std::stoi(args[2])}}};
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        auto got = co_await m.lock();
+        if (!got)
+            co_return;
+        std::printf("locked %llu\n", static_cast<unsigned long long>(got->fence()));
+        std::fflush(stdout);
+        asio::steady_timer forever{io, std::chrono::hours{1}};
+        (void)co_await forever.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    }, asio::detached);
+    io.run();
+    return 1;
+}
+
+// ddb-increment PORT ROUNDS: ROUNDS critical sections, each reading the counter item
+// and writing it plus one with the lease's fence (fenced_update).
+int increment_worker(const std::vector<std::string>& args)
+{
+    if (args.size() != 2)
+        return 2;
+    asio::io_context io;
+    ddb::store store{io, worker_config(args[0])};
+    const int rounds = std::stoi(args[1]);
+    int status = 1;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<ddb::store, dl::retry::exponential_backoff> m{
+            store, "ddb:counter", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 2ms, .max = 50ms, .deadline = 60s}};
+        for (int i = 0; i < rounds; ++i) {
+            auto lease = co_await m.lock();
+            if (!lease)
+                co_return;
+            nlohmann::json get = {{"TableName", "distlock_test"}, {"Key", counter_key}, {"ConsistentRead", true}};
+            auto item = co_await store.execute("GetItem", std::move(get));
+            if (!item)
+                co_return;
+            const auto n = ddb::detail::number(item.value().value("Item", nlohmann::json::object()), "n");
+            nlohmann::json values = {{":n", {{"N", std::to_string(n.value_or(0) + 1)}}}};
+            auto wrote = co_await store.fenced_update("distlock_test", counter_key, lease->fence(), std::string{"n = :n"},
+                                                      nlohmann::json::object(), std::move(values));
+            if (!wrote)
+                co_return;
+            if (!co_await lease->unlock())
+                co_return;
+        }
+        status = 0;
+        co_await store.close();
+    }, asio::detached);
+    io.run();
+    return status;
+}
+
+const bool workers_registered =
+    test::register_worker("ddb-hold", hold_worker) && test::register_worker("ddb-increment", increment_worker);
+
+} // namespace
+
+TEST_CASE("dynamodb: a SIGKILLed holder's lock is taken over after one lease of watching", "[dynamodb][process]")
+{
+    REQUIRE(workers_registered);
+    test::dynalite_server server;
+    create_table(server);
+    test::child holder{{test::self_path(), "--worker", "ddb-hold", std::to_string(server.port()), "ddb:killed", "800"}};
+    const auto line = holder.read_line(std::chrono::seconds{20});
+    REQUIRE(line);
+    REQUIRE(line->starts_with("locked "));
+    const dl::fence_token dead = std::stoull(line->substr(7));
+    holder.kill(SIGKILL);
+    REQUIRE(holder.wait());
+
+    asio::io_context io;
+    ddb::store waiter{io, server.config()};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> m{
+            waiter, "ddb:killed", {.ttl = 800ms}, dl::retry::fixed{.delay = 20ms}};
+        auto early = co_await m.lock_until(dl::clock::now() + 400ms); // shorter than a lease of watching
+        REQUIRE_FALSE(early);
+        CHECK(early.error() == dl::errc::timeout);
+        auto taken = co_await m.lock();
+        REQUIRE(taken);
+        CHECK(taken->fence() > dead);
+        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
+        co_await waiter.close();
+    });
+}
+
+TEST_CASE("dynamodb: processes incrementing one fenced counter item lose nothing", "[dynamodb][process]")
+{
+    REQUIRE(workers_registered);
+    test::dynalite_server server;
+    create_table(server);
+    constexpr int processes = 6, rounds = 5;
+    std::vector<std::unique_ptr<test::child>> workers;
+    for (int i = 0; i < processes; ++i)
+        workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", "ddb-increment", std::to_string(server.port()), std::to_string(rounds)}));
+    for (auto& w : workers)
+        CHECK(w->wait(std::chrono::seconds{120}) == std::optional<int>{0});
+    auto item = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", counter_key}, {"ConsistentRead", true}});
+    REQUIRE(item);
+    CHECK(item.value()["Item"]["n"]["N"] == std::to_string(processes * rounds));
 }

@@ -9,9 +9,12 @@
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 
+#include "workers.hpp"
+
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 namespace dl = distlock;
 using namespace std::chrono_literals;
@@ -105,6 +108,9 @@ int main(int argc, char* argv[])
             return increment(argv[3], std::stoi(argv[4]));
         if (mode == "hold" && argc == 6)
             return hold(argv[3], argv[4], std::stoi(argv[5]));
+        // Workers of other stores' test files (registered by them, when built).
+        if (const auto w = test::worker_registry().find(mode); w != test::worker_registry().end())
+            return w->second(std::vector<std::string>(argv + 3, argv + argc));
         std::fprintf(stderr, "unknown worker\n");
         return 2;
     }

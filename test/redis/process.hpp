@@ -26,6 +26,14 @@
 
 namespace test {
 
+/// This test binary, to start worker copies of it.
+inline std::string self_path()
+{
+    char buf[4096];
+    const auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
 /// A loopback TCP port that was free a moment ago.
 inline std::uint16_t free_port()
 {

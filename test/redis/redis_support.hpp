@@ -10,14 +10,6 @@
 
 namespace test {
 
-/// This test binary, to start worker copies of it.
-inline std::string self_path()
-{
-    char buf[4096];
-    const auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-}
-
 /// Reads a key straight from a server, outside any lock.
 inline std::optional<std::string> peek(asio::io_context& io, const dl::redis::config& cfg, std::string key)
 {
