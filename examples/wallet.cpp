@@ -3,10 +3,13 @@
 //   wallet                                   in-process store
 //   wallet --redis redis://127.0.0.1:6379    one Redis server
 //   wallet --redis URL --redis URL ...       a Redlock quorum of several
+//   wallet --dynamodb dynamodb://127.0.0.1:8000?table=wallet_locks
+//                                            one DynamoDB table (made if missing)
 // Each "server" is a coroutine with its own mutex object; the wallet balance lives in
 // a fenced register, standing for the database that owns the data. Exits non-zero if
 // a scenario does not turn out as described.
 #include <distlock/distlock.hpp>
+#include <distlock/dynamodb.hpp>
 #include <distlock/memory.hpp>
 #include <distlock/redis.hpp>
 
@@ -19,6 +22,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 #include <string>
@@ -198,7 +202,9 @@ int play(asio::io_context& io, Store& store, const char* where)
         co_await stalled_holder(store);
         co_await transfers(store);
         co_await crashed_holder(store);
-        if constexpr (requires { store.disconnect(); })
+        if constexpr (requires { store.close(); })
+            co_await store.close();
+        else if constexpr (requires { store.disconnect(); })
             store.disconnect();
         if constexpr (requires { store.node(0).disconnect(); })
             for (std::size_t i = 0; i < store.size(); ++i)
@@ -219,9 +225,17 @@ int play(asio::io_context& io, Store& store, const char* where)
 int main(int argc, char** argv)
 {
     std::vector<dl::redis::config> redis;
+    std::optional<dl::dynamodb::config> dynamodb;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "--redis" && i + 1 < argc) {
+        if (arg == "--dynamodb" && i + 1 < argc && !dynamodb) {
+            auto cfg = dl::dynamodb::config::from_url(argv[++i]);
+            if (!cfg) {
+                std::fprintf(stderr, "bad DynamoDB URL %s (dynamodb://host:port?table=NAME)\n", argv[i]);
+                return 2;
+            }
+            dynamodb = *cfg;
+        } else if (arg == "--redis" && i + 1 < argc) {
             auto cfg = dl::redis::config::from_url(argv[++i]);
             if (!cfg) {
                 std::fprintf(stderr, "bad Redis URL %s (redis://host:port, rediss://..., unix:///path)\n", argv[i]);
@@ -229,11 +243,30 @@ int main(int argc, char** argv)
             }
             redis.push_back(*cfg);
         } else {
-            std::fprintf(stderr, "usage: wallet [--redis URL]...\n");
+            std::fprintf(stderr, "usage: wallet [--redis URL]... | wallet --dynamodb URL\n");
             return 2;
         }
     }
     asio::io_context io;
+    if (dynamodb) {
+        if (!redis.empty()) {
+            std::fprintf(stderr, "usage: wallet [--redis URL]... | wallet --dynamodb URL\n");
+            return 2;
+        }
+        dl::dynamodb::store store{io, *dynamodb};
+        dl::diagnostics diag;
+        dl::result<void> made{make_error_code(dl::errc::cancelled)};
+        asio::co_spawn(io, [&]() -> awaitable<void> { made = co_await store.create_table(30s, &diag); },
+                       asio::detached);
+        io.run();
+        io.restart();
+        if (!made) {
+            std::fprintf(stderr, "the DynamoDB table cannot be made: %s %s\n", made.error().message().c_str(),
+                         diag.to_string().c_str());
+            return 1;
+        }
+        return play(io, store, "DynamoDB, record versions");
+    }
     if (redis.empty()) {
         dl::memory::store store{io};
         return play(io, store, "in-process store");
