@@ -699,3 +699,70 @@ TEST_CASE("dynamodb: processes incrementing one fenced counter item lose nothing
     REQUIRE(item);
     CHECK(item.value()["Item"]["n"]["N"] == std::to_string(processes * rounds));
 }
+
+TEST_CASE("dynamodb: credentials of the wrong shape are refused before any request", "[dynamodb][input]")
+{
+    // Port 1 is closed: a request that went out would fail as store_unavailable.
+    const std::vector<ddb::credentials> bad{{"", "secret", ""},
+                                            {"AKIDEXAMPLE", "", ""},
+                                            {"AKID EXAMPLE", "secret", ""},
+                                            {"AKIDEXAMPLE\r\nX-Injected: 1", "secret", ""},
+                                            {"AKIDEXAMPLE", "sec ret", ""},
+                                            {"AKIDEXAMPLE", "secret", "token\nX-Injected: 1"},
+                                            {std::string(129, 'A'), "secret", ""}};
+    for (const auto& creds : bad) {
+        INFO(creds.access_key_id << " / " << creds.secret_access_key << " / " << creds.session_token);
+        CHECK_FALSE(creds.well_formed());
+        asio::io_context io;
+        ddb::config cfg;
+        cfg.port = 1;
+        cfg.credentials = creds;
+        if (cfg.credentials.empty()) // the environment would fill empty credentials in
+            continue;
+        ddb::store store{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            auto r = co_await store.read("ddb:creds");
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+            dl::basic_distributed_mutex<ddb::store> m{store, "ddb:creds", {.ttl = 1s}};
+            auto l = co_await m.lock();
+            REQUIRE_FALSE(l);
+            CHECK(l.error() == dl::errc::invalid_argument);
+            co_await store.close();
+        });
+    }
+    CHECK(ddb::credentials{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "IQoJb3JpZ2luX2VjE="}.well_formed());
+}
+
+TEST_CASE("dynamodb: multi-locks are sorted and all or nothing", "[dynamodb]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    asio::io_context io;
+    ddb::store a{io, server.config()}, b{io, server.config()};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const dl::lock_options opts{.ttl = 10s};
+        const dl::retry::none once;
+        auto first = co_await dl::lock_all(a, dl::resources("ddb:m2", "ddb:m1"), opts, once);
+        REQUIRE(first);
+        CHECK(first->resources() == std::vector<std::string>{"ddb:m1", "ddb:m2"});
+        // m3 is free but m2 is held: nothing is taken.
+        const dl::retry::fixed briefly{.delay = 20ms, .max_attempts = 0, .deadline = 300ms};
+        auto second = co_await dl::lock_all(b, dl::resources("ddb:m3", "ddb:m2"), opts, briefly);
+        REQUIRE_FALSE(second);
+        auto m3 = co_await b.read("ddb:m3");
+        REQUIRE(m3);
+        CHECK_FALSE(m3->held);
+        const auto m2_before = first->fence("ddb:m2");
+        REQUIRE(m2_before);
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
+        auto third = co_await dl::lock_all(b, dl::resources("ddb:m3", "ddb:m2"), opts, once);
+        REQUIRE(third);
+        const auto m2_after = third->fence("ddb:m2");
+        REQUIRE(m2_after);
+        CHECK(*m2_after > *m2_before);
+        { const auto ok_ = co_await third->unlock(); REQUIRE(ok_); }
+        co_await a.close();
+        co_await b.close();
+    });
+}

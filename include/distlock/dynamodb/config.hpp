@@ -26,6 +26,28 @@ struct credentials {
 
     bool empty() const noexcept { return access_key_id.empty() && secret_access_key.empty(); }
 
+    /// Shaped like AWS credentials: a key id of letters and digits, a secret and a
+    /// session token of printable characters without spaces (they end up in the
+    /// Authorization and X-Amz-Security-Token headers, so a line break would split
+    /// the request). Checked before any request is sent.
+    bool well_formed() const noexcept
+    {
+        const auto printable = [](std::string_view v, std::size_t most) {
+            if (v.size() > most)
+                return false;
+            for (const char c : v)
+                if (c <= ' ' || c > '~')
+                    return false;
+            return true;
+        };
+        if (access_key_id.empty() || access_key_id.size() > 128 || secret_access_key.empty())
+            return false;
+        for (const char c : access_key_id)
+            if (!std::isalnum(static_cast<unsigned char>(c)))
+                return false;
+        return printable(secret_access_key, 256) && printable(session_token, 8192);
+    }
+
     static credentials from_environment()
     {
         const auto get = [](const char* name) {

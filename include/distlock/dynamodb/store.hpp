@@ -260,8 +260,7 @@ public:
             body["ExpressionAttributeValues"][":seen"] = {{"S", seen->version}};
         }
         body["ConditionExpression"] = std::move(condition);
-        nlohmann::json look = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
-        return take_or_watch(engine_, signer(), body.dump(), look.dump(), ttl, seen, diag);
+        return take_or_watch(engine_, signer(), body.dump(), cfg_.table, std::string{resource}, ttl, seen, diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
@@ -326,7 +325,7 @@ public:
     /// are usually made by infrastructure code.
     awaitable<result<void>> create_table(duration within = std::chrono::seconds{30}, diagnostics* diag = nullptr)
     {
-        if (auto ec = cfg_.validate())
+        if (auto ec = settings_valid())
             co_return ec;
         nlohmann::json create = {
             {"TableName", cfg_.table},
@@ -379,7 +378,7 @@ public:
                                           nlohmann::json values = nlohmann::json::object(),
                                           std::string fence_attribute = "fence", diagnostics* diag = nullptr)
     {
-        if (auto ec = cfg_.validate())
+        if (auto ec = settings_valid())
             return failed<void>(ec);
         if (names.is_null()) // `{}` from the caller
             names = nlohmann::json::object();
@@ -408,7 +407,7 @@ public:
     awaitable<result<nlohmann::json>> execute(std::string_view operation, nlohmann::json body,
                                               diagnostics* diag = nullptr)
     {
-        if (auto ec = cfg_.validate())
+        if (auto ec = settings_valid())
             return failed<nlohmann::json>(ec);
         return request(engine_, signer(), std::string{operation}, body.dump(), diag);
     }
@@ -465,10 +464,20 @@ private:
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
 
-    // Bad input is refused before any I/O.
-    std::error_code check(std::string_view resource) const
+    // Bad input is refused before any I/O. Credentials are checked once resolved
+    // (the environment's are read by the constructor).
+    std::error_code settings_valid() const
     {
         if (auto ec = cfg_.validate())
+            return ec;
+        if (!cfg_.credentials.well_formed())
+            return distlock::errc::invalid_argument;
+        return {};
+    }
+
+    std::error_code check(std::string_view resource) const
+    {
+        if (auto ec = settings_valid())
             return ec;
         if (resource.empty() || resource.size() > max_resource_size)
             return distlock::errc::invalid_argument;
@@ -580,9 +589,9 @@ private:
     // record_version mode: the conditional write; when refused, the consistent read
     // that says whose version is there, remembered in `seen` (first sighting, or the
     // same version still). The operation owns its copies of the store's settings.
-    static awaitable<result<answer>> take_or_watch(engine_ptr engine, signing s, std::string write, std::string look,
-                                                   duration own_ttl, std::optional<sighting>& seen,
-                                                   diagnostics* diag)
+    static awaitable<result<answer>> take_or_watch(engine_ptr engine, signing s, std::string write, std::string table,
+                                                   std::string resource, duration own_ttl,
+                                                   std::optional<sighting>& seen, diagnostics* diag)
     {
         auto wrote = co_await acquired(request(engine, s, std::string{"UpdateItem"}, std::move(write), diag));
         if (wrote) {
@@ -593,7 +602,8 @@ private:
             co_return wrote.error();
         if (diag)
             diag->clear(); // the refusal is the answer, not a failure
-        auto item = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, std::move(look), diag);
+        nlohmann::json look = {{"TableName", std::move(table)}, {"Key", key(resource)}, {"ConsistentRead", true}};
+        auto item = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, look.dump(), diag);
         if (!item) // the write was refused for certain; the next attempt reads again
             co_return answer::held();
         const auto found = item.value().find("Item");
