@@ -1940,6 +1940,12 @@ public:
           ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}
     {}
 
+    // The policy's try_acquire() answers "held" as data (with or without a memo).
+    static constexpr bool answers_as_data =
+        requires(const Inner& p, S& s, const lock_request& r, observer_ref o, typename claim_memo_of<Inner>::type& m) {
+            p.try_acquire(s, r, o, m);
+        } || requires(const Inner& p, S& s, const lock_request& r, observer_ref o) { p.try_acquire(s, r, o); };
+
     // Every attempt has its own owner token. A release that cleans up after a failed
     // attempt may reach the store late (a reordering network, a reconnect); with a
     // shared token it would remove the grant of a later attempt of the same call.
@@ -1952,19 +1958,15 @@ public:
         in_flight_ = true;
         const lock_request r{resource_, owner_, ttl_, diag_};
         std::error_code ec;
-        if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_, memo_); }) {
-            // The store answers with data, and keeps what it learnt for the next
-            // attempt of this call in the claim's memo.
-            auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_, memo_); });
-            if (got) {
-                if (!got.value().is_granted())
-                    in_flight_ = false;
-                co_return got;
-            }
-            ec = got.error();
-        } else if constexpr (requires(S& s) { policy_.try_acquire(s, r, observe_); }) {
-            // The store answers with data (held, until when).
-            auto got = co_await store_.call([&](S& s) { return policy_.try_acquire(s, r, observe_); });
+        if constexpr (answers_as_data) {
+            // The store answers with data (held, until when); a policy with a memo
+            // also keeps what it learnt there for the next attempt of this call.
+            auto got = co_await store_.call([&](S& s) {
+                if constexpr (requires { policy_.try_acquire(s, r, observe_, memo_); })
+                    return policy_.try_acquire(s, r, observe_, memo_);
+                else
+                    return policy_.try_acquire(s, r, observe_);
+            });
             if (got) {
                 if (!got.value().is_granted())
                     in_flight_ = false;
