@@ -766,3 +766,30 @@ TEST_CASE("dynamodb: multi-locks are sorted and all or nothing", "[dynamodb]")
         co_await b.close();
     });
 }
+
+TEST_CASE("dynamodb: a grant answered after the validity ran out is not a lease, and is given back",
+          "[dynamodb][fault]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    fault::proxy net{server.port()};
+    auto cfg = server.config();
+    cfg.port = net.port();
+    asio::io_context io;
+    ddb::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        REQUIRE(co_await store.read("ddb:slow")); // connected before the link slows down
+        net.set(fault::direction::to_client, {.latency = 500ms});
+        dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{store, "ddb:slow", {.ttl = 300ms}};
+        auto l = co_await m.lock();
+        REQUIRE_FALSE(l);
+        CHECK(l.error() == dl::errc::validity_exhausted);
+        net.set(fault::direction::to_client, {});
+        co_await store.close(); // nothing left pending
+    });
+    auto item = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", key_of("ddb:slow")}, {"ConsistentRead", true}});
+    REQUIRE(item);
+    REQUIRE(item.value().contains("Item"));
+    CHECK_FALSE(item.value()["Item"].contains("owner")); // granted, then released
+    CHECK(item.value()["Item"]["fence"]["N"] == "1");
+}
