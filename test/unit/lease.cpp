@@ -2,6 +2,7 @@
 #include "support.hpp"
 
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/post.hpp>
 
 using namespace test;
 using watched_mutex = dl::basic_distributed_mutex<dl::memory::store, dl::renew::watchdog>;
@@ -253,5 +254,34 @@ TEST_CASE("valid_until is computed from when the attempt started, minus the drif
         REQUIRE(lease);
         CHECK(lease->valid_until() == start + 10s - 100ms - 2ms);
         CHECK(store.inspect("r")->remaining == 10s);
+    });
+}
+
+TEST_CASE("an unlock() awaited after its lease was dropped and released still completes safely",
+          "[lease][lifetime]")
+{
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        plain_mutex m{store, "r", {.ttl = 10s}};
+        auto lease = co_await m.lock();
+        REQUIRE(lease);
+        auto pending = lease->unlock(); // not started yet
+        *lease = dl::lease{};           // dropped: released in the background
+        // Let the background release finish, so that nothing but `pending` refers to
+        // the lease's state any more (under ASan, a dangling state would show here).
+        for (int i = 0; i < 100; ++i) {
+            auto info = co_await store.read("r");
+            REQUIRE(info);
+            if (!info->held)
+                break;
+            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+        }
+        auto info = co_await store.read("r");
+        REQUIRE(info);
+        CHECK_FALSE(info->held);
+        auto late = co_await std::move(pending);
+        REQUIRE_FALSE(late);
+        CHECK(late.error() == dl::errc::released);
     });
 }

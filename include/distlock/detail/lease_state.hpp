@@ -133,8 +133,21 @@ public:
     /// Releases the lease in the store. Not cancellable once started: it waits for an
     /// in-flight extension, then sends the release (each bounded by the store's own
     /// request timeout). Returns errc::lease_lost if the lease did not stay valid all
-    /// the way to the release, errc::released if it was already released.
-    awaitable<result<void>> unlock()
+    /// the way to the release, errc::released if it was already released. The
+    /// operation keeps the state alive until it completes, whoever drops the lease.
+    awaitable<result<void>> unlock() { return unlock_keeping(shared_from_this()); }
+
+    /// Releases in the background (a lease that went out of scope while held).
+    void release_detached()
+    {
+        spawn_owned([](std::shared_ptr<lease_state> self) -> awaitable<void> {
+            (void)co_await self->unlock();
+        }(shared_from_this()));
+    }
+
+private:
+    // `keep`, in the frame, is what keeps the state alive until the release is done.
+    awaitable<result<void>> unlock_keeping(std::shared_ptr<lease_state> keep)
     {
         int expected = passive_mode;
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
@@ -152,18 +165,11 @@ public:
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
-            }(shared_from_this()),
+            }(std::move(keep)),
             asio::use_awaitable);
     }
 
-    /// Releases in the background (a lease that went out of scope while held).
-    void release_detached()
-    {
-        spawn_owned([](std::shared_ptr<lease_state> self) -> awaitable<void> {
-            (void)co_await self->unlock();
-        }(shared_from_this()));
-    }
-
+public:
     // The store closes: the lease cannot be kept. Reported lost, then released as
     // background work the store waits for (close()), or dropped (destructor).
     // The loss is posted first, so it is on the strand before the release.
