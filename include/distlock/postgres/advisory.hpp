@@ -1,0 +1,207 @@
+// distlock/postgres/advisory.hpp: session-level advisory locks, bound to the
+// connection that took them.
+//
+// One lock() call takes a connection of its own (detail/session.hpp) and keeps it for
+// all its attempts: pg_try_advisory_lock, with the fence taken from the lease table in
+// the same statement when the lock is granted. Waiting does not poll: the wait is
+// pg_advisory_lock in the server, bounded by lock_timeout (the retry policy's delay
+// or the deadline), so the waiter is granted the lock the moment its holder lets go.
+// A wait that is cut off (cancellation, the deadline's race) cannot be taken back
+// from the server: its connection is closed instead, and the server ends the wait
+// within client_connection_check_interval, freeing anything it took. The lease is
+// bound to the session: no TTL, no renewal; it ends when the connection does.
+#pragma once
+
+#include <distlock/claim.hpp>
+#include <distlock/detail/lifetime.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/policy/acquire.hpp>
+#include <distlock/postgres/detail/session.hpp>
+#include <distlock/postgres/store.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace distlock::postgres {
+
+namespace detail {
+
+/// A lease on an advisory lock: the session that holds it.
+template <class S>
+class advisory_hold {
+public:
+    advisory_hold(store_ref<S> store, std::shared_ptr<session> s, std::string resource, owner_token owner)
+        : store_{std::move(store)}, session_{std::move(s)}, resource_{std::move(resource)}, owner_{owner}
+    {}
+
+    /// Nothing to extend: the lock lasts as long as the session, which reports itself.
+    awaitable<result<void>> extend() { return kept(session_); }
+    awaitable<result<void>> release() { return unlock(store_, session_, resource_); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
+    bool listen(std::weak_ptr<distlock::detail::closing_listener> l) const { return store_.listen(std::move(l)); }
+    std::optional<time_point> bind(std::weak_ptr<session_listener> l) { return session_->bind(std::move(l)); }
+
+private:
+    static awaitable<result<void>> kept(std::shared_ptr<session> s)
+    {
+        if (s->ended())
+            co_return make_error_code(errc::session_lost);
+        co_return success();
+    }
+
+    // pg_advisory_unlock; a clean release returns the connection for reuse. When the
+    // answer is not a clean "unlocked", the connection is closed, which frees the
+    // lock in the server all the same.
+    static awaitable<result<void>> unlock(store_ref<S> store, std::shared_ptr<session> s, std::string resource)
+    {
+        s->unbind();
+        if (s->ended())
+            co_return make_error_code(errc::not_owner);
+        auto r = co_await s->unlock(std::move(resource));
+        if (r && r.value()) {
+            if (!store.with([&](S& st) {
+                    st.recycle(s);
+                    return true;
+                }))
+                s->discard();
+            co_return success();
+        }
+        s->discard();
+        if (r) // this session did not hold it
+            co_return make_error_code(errc::not_owner);
+        // The connection failed under the release: the server frees the lock with the
+        // session, but the lease was not intact until now.
+        co_return make_error_code(errc::session_lost);
+    }
+
+    store_ref<S> store_;
+    std::shared_ptr<session> session_;
+    std::string resource_;
+    owner_token owner_;
+};
+
+/// One lock() call on an advisory lock.
+template <class S>
+class advisory_claim {
+public:
+    static constexpr bool fair = false;
+
+    advisory_claim(store_ref<S> store, claim_request r)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        if (!session_) {
+            auto opened = co_await store_.call([&](S& s) { return s.open_session(diag_); });
+            if (!opened)
+                co_return opened.error();
+            session_ = std::move(opened.value());
+        }
+        if (granted_) // taken by the last wait
+            co_return answer::granted(*granted_);
+        if (session_->ended())
+            co_return make_error_code(errc::store_unavailable);
+        may_hold_ = true;
+        auto got = co_await session_->try_lock(resource_, diag_);
+        if (!got)
+            co_return got.error(); // may hold: abandon() closes the session
+        may_hold_ = false;
+        if (!got.value())
+            co_return answer::held();
+        granted_ = *got.value();
+        may_hold_ = true;
+        co_return answer::granted(*granted_);
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    /// Waits in the server (pg_advisory_lock with lock_timeout) until `until`.
+    awaitable<bool> wait(time_point until)
+    {
+        if (!session_ || session_->ended() || until <= clock::now()) {
+            co_await distlock::detail::sleep_until(until);
+            co_return false;
+        }
+        may_hold_ = true;
+        auto got = co_await session_->wait_lock(resource_, until, diag_);
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none)
+            co_return false; // cut off: may_hold_ stays, abandon() closes the session
+        if (!got) {
+            if (got.error() != condition::maybe_applied)
+                may_hold_ = false;
+            co_return false; // the next attempt reports what is wrong
+        }
+        if (!got.value()) {
+            may_hold_ = false;
+            co_return false;
+        }
+        granted_ = *got.value();
+        co_return true;
+    }
+
+    bool unsettled() const noexcept { return session_ != nullptr; }
+
+    awaitable<void> abandon() { return give_back(store_, std::move(session_), may_hold_ || granted_.has_value()); }
+
+    advisory_hold<S> hold()
+    {
+        granted_.reset();
+        may_hold_ = false;
+        return {store_, std::move(session_), resource_, owner_};
+    }
+
+private:
+    static awaitable<void> give_back(store_ref<S> store, std::shared_ptr<session> s, bool may_hold)
+    {
+        if (!s)
+            co_return;
+        if (may_hold || !store.with([&](S& st) {
+                st.recycle(s);
+                return true;
+            }))
+            s->discard();
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    diagnostics* diag_;
+    owner_token owner_;
+    std::shared_ptr<session> session_;
+    std::optional<fence_token> granted_;
+    bool may_hold_ = false;
+};
+
+} // namespace detail
+
+/// PostgreSQL session-level advisory locks: the lease lives as long as the
+/// connection that took it (no TTL, no renewal), and its loss (terminated backend,
+/// restart, a connection that stopped answering) is reported at once. The fence
+/// comes from the lease table. See docs/postgres.md.
+struct advisory {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires requires(S& s) { s.open_session(); }
+    detail::advisory_claim<S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {s, std::move(r)};
+    }
+};
+
+/// The PostgreSQL store with advisory locks as its default acquisition: the same
+/// connections and settings, for mutexes that name no acquisition policy. It does not
+/// read locks (read() would see the lease table, not the advisory locks).
+class advisory_store : public store {
+public:
+    using default_acquire_policy = advisory;
+    using store::store;
+
+    awaitable<result<lock_info>> read(std::string_view, diagnostics* = nullptr) = delete;
+};
+
+} // namespace distlock::postgres

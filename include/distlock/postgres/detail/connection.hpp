@@ -1,0 +1,672 @@
+// distlock/postgres/detail/connection.hpp: one libpq connection on Asio, in pipeline
+// mode, shared by many coroutines.
+//
+// Design note. libpq owns the protocol and the socket; this class owns the waiting.
+// Connecting is PQconnectStartParams + PQconnectPoll, each step waiting for the socket
+// libpq names (it may change between steps) through an Asio descriptor that is
+// released, never closed: the socket is libpq's. Once connected the connection enters
+// pipeline mode and every request (one or more statements, then a Sync, so that each
+// request is its own implicit transaction and an error aborts only its own
+// statements) is sent at once from the strand: many coroutines' requests are on the
+// wire together and the server answers them in order. One reader waits for the socket
+// to be readable, feeds libpq (PQconsumeInput) and hands each result to the oldest
+// request in flight; NOTIFY messages go to the notification handler. Statements with a
+// name are prepared once per connection (the Parse travels in the same pipeline).
+//
+// Failure and cancellation follow the transport engine (transport/engine.hpp): a
+// request without its reply within its timeout drops the connection; when the
+// connection fails, requests that were sent complete with errc::outcome_unknown (or
+// the SQLSTATE the server gave, such as 57P01 when the backend was terminated), and
+// the next request connects again; a caller that stops waiting abandons its request,
+// whose results are read and dropped when they come. Everything runs on one strand;
+// `generation_` tells the reader of a closed connection to touch nothing of its
+// successor.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/postgres/error.hpp>
+#include <distlock/result.hpp>
+
+#include <libpq-fe.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <charconv>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace distlock::postgres::detail {
+
+struct result_deleter {
+    void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+
+/// One statement's result (rows, or the command's tag).
+class rows {
+public:
+    rows() = default;
+    explicit rows(PGresult* r) : r_{r} {}
+
+    int count() const noexcept { return r_ ? PQntuples(r_.get()) : 0; }
+    int columns() const noexcept { return r_ ? PQnfields(r_.get()) : 0; }
+    bool null(int row, int col) const noexcept
+    {
+        return !r_ || row >= count() || col >= columns() || PQgetisnull(r_.get(), row, col);
+    }
+    /// A value in text format (empty when null).
+    std::string_view text(int row, int col) const noexcept
+    {
+        if (null(row, col))
+            return {};
+        return {PQgetvalue(r_.get(), row, col), static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
+    }
+    /// A bigint or boolean column, nullopt when null or not a number.
+    std::optional<std::int64_t> integer(int row, int col) const noexcept
+    {
+        const auto t = text(row, col);
+        if (t.empty())
+            return std::nullopt;
+        if (t == "t")
+            return 1;
+        if (t == "f")
+            return 0;
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (ec != std::errc{} || end != t.data() + t.size())
+            return std::nullopt;
+        return v;
+    }
+    /// Rows changed by an INSERT/UPDATE/DELETE.
+    std::uint64_t affected() const noexcept
+    {
+        if (!r_)
+            return 0;
+        const char* n = PQcmdTuples(r_.get());
+        std::uint64_t v = 0;
+        std::from_chars(n, n + std::char_traits<char>::length(n), v);
+        return v;
+    }
+
+private:
+    std::unique_ptr<PGresult, result_deleter> r_;
+};
+
+/// A statement parameter: text, bytes (sent in binary: bytea without escaping), or NULL.
+struct param {
+    std::string value;
+    bool binary = false;
+    bool null = false;
+
+    static param text(std::string v) { return {std::move(v), false, false}; }
+    static param bytes(std::string_view v) { return {std::string{v}, true, false}; }
+    static param number(std::int64_t v) { return {std::to_string(v), false, false}; }
+    static param none() { return {std::string{}, false, true}; }
+};
+
+/// One statement: SQL with $1... placeholders (never user strings), its parameters,
+/// and a name under which it is prepared once per connection ("" sends the text each
+/// time).
+struct statement {
+    std::string name;
+    std::string sql;
+    std::vector<param> params;
+};
+
+using replies = std::vector<rows>;
+
+class connection : public std::enable_shared_from_this<connection> {
+public:
+    using strand_type = asio::strand<asio::any_io_executor>;
+
+    struct options {
+        /// libpq keywords and values, in order (a later one overrides an earlier one;
+        /// the user's conninfo goes last as "dbname", which libpq expands).
+        std::vector<std::pair<std::string, std::string>> params;
+        /// Run once after connecting, before any request (session settings).
+        std::vector<statement> setup;
+        duration connect_timeout = std::chrono::seconds{5};
+        duration request_timeout = std::chrono::seconds{6};
+        std::string peer = "PostgreSQL";
+    };
+
+    connection(strand_type strand, options opts) : strand_{std::move(strand)}, options_{std::move(opts)} {}
+    ~connection() { finish(); }
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    /// Sends `statements` as one request (one implicit transaction) and returns one
+    /// result per statement. A statement the server failed is the error of its
+    /// SQLSTATE (postgres::category()), with the server's words in `diag`; `timeout`
+    /// (zero: the connection's) bounds the wait for the reply.
+    awaitable<result<replies>> exec(std::vector<statement> statements, diagnostics* diag = nullptr,
+                                    duration timeout = duration::zero())
+    {
+        auto self = shared_from_this();
+        auto [r, words] = co_await asio::co_spawn(self->strand_, run(self, std::move(statements), timeout),
+                                                  asio::use_awaitable);
+        if (!r && diag) {
+            if (r.error().category() == category())
+                diag->set_server_message(std::move(words));
+            else
+                diag->set_client_message(std::move(words));
+        }
+        co_return std::move(r);
+    }
+
+    /// Connects (when not connected) without sending anything.
+    awaitable<std::error_code> connect(diagnostics* diag = nullptr)
+    {
+        auto self = shared_from_this();
+        auto [ec, words] = co_await asio::co_spawn(
+            self->strand_,
+            [](std::shared_ptr<connection> self) -> awaitable<std::pair<std::error_code, std::string>> {
+                std::string words;
+                auto ec = co_await self->ensure_connected(words);
+                co_return std::pair{ec, std::move(words)};
+            }(self),
+            asio::use_awaitable);
+        if (ec && diag)
+            diag->set_client_message(std::move(words));
+        co_return ec;
+    }
+
+    /// Receives every NOTIFY (channel, payload); set on the strand before connecting.
+    void on_notify(std::function<void(std::string_view, std::string_view)> h) { on_notify_ = std::move(h); }
+    /// Told (on the strand) when a ready connection goes away, with why.
+    void on_down(std::function<void(std::error_code, const std::string&)> h) { on_down_ = std::move(h); }
+
+    /// Closes the connection; requests in flight fail as described above.
+    void close()
+    {
+        asio::dispatch(strand_, [self = shared_from_this()] {
+            self->fail(make_error_code(errc::outcome_unknown),
+                       "connection to " + self->options_.peer + " closed by the client");
+        });
+    }
+
+    bool ready() const noexcept { return state_ == state::ready; }
+    /// Requests in flight or waiting for the connection (read from any thread).
+    std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+    /// Counts connections made (on the strand), so that a caller can tell a new one.
+    std::uint64_t generation() const noexcept { return generation_; }
+    /// The server process of the current connection (0 when not connected).
+    int backend_pid() const noexcept { return conn_ ? PQbackendPID(conn_) : 0; }
+    const strand_type& strand() const noexcept { return strand_; }
+
+private:
+    struct request {
+        explicit request(const strand_type& s) : done_event{s} {}
+        std::vector<statement> statements;
+        std::size_t items = 0;   // results expected before the Sync (prepares included)
+        std::size_t current = 0; // the item whose results come now
+        std::vector<int> slot;   // item -> statement index, -1 for a Prepare
+        replies results;
+        std::error_code error;
+        std::string words;
+        bool done = false;
+        bool abandoned = false;
+        timer done_event;
+    };
+
+    enum class state { idle, connecting, ready };
+    using outcome = std::pair<result<replies>, std::string>;
+
+    static awaitable<outcome> run(std::shared_ptr<connection> self, std::vector<statement> statements,
+                                  duration timeout)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        self->load_.fetch_add(1, std::memory_order_relaxed);
+        struct unload {
+            connection* c;
+            ~unload() { c->load_.fetch_sub(1, std::memory_order_relaxed); }
+        } unload_{self.get()};
+        {
+            std::string words;
+            if (auto ec = co_await self->ensure_connected(words))
+                co_return outcome{ec, std::move(words)};
+        }
+        auto req = std::make_shared<request>(self->strand_);
+        req->statements = std::move(statements);
+        if (auto why = self->send(*req); !why.empty()) {
+            self->fail(make_error_code(errc::outcome_unknown), why);
+            co_return outcome{make_error_code(errc::outcome_unknown), std::move(why)};
+        }
+        self->in_flight_.push_back(req);
+        self->flush();
+        req->done_event.expires_after(timeout > duration::zero() ? timeout : self->options_.request_timeout);
+        while (!req->done) {
+            auto [ec] = co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            if (req->done)
+                break;
+            if (!ec) { // no reply in time: the server, or the path to it, stopped answering
+                self->fail(make_error_code(errc::outcome_unknown),
+                           "no reply from " + self->options_.peer + " within the request timeout");
+                break;
+            }
+            auto cs = co_await asio::this_coro::cancellation_state;
+            if (cs.cancelled() != asio::cancellation_type::none) {
+                req->abandoned = true; // its results are read and dropped
+                req->done = true;
+                req->error = make_error_code(errc::outcome_unknown);
+                break;
+            }
+        }
+        if (req->error)
+            co_return outcome{req->error, std::move(req->words)};
+        co_return outcome{std::move(req->results), std::string{}};
+    }
+
+    awaitable<std::error_code> ensure_connected(std::string& words)
+    {
+        while (state_ == state::connecting) {
+            timer t{strand_, time_point::max()};
+            connect_waiters_.push_back(&t);
+            (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            std::erase(connect_waiters_, &t);
+        }
+        if (state_ == state::ready)
+            co_return std::error_code{};
+        state_ = state::connecting;
+        const auto generation = ++generation_;
+        auto ec = co_await open(generation, words);
+        if (!ec && generation_ != generation) {
+            words = "connection to " + options_.peer + " closed while connecting";
+            ec = make_error_code(errc::store_unavailable);
+        }
+        if (ec) {
+            // Whatever was sent meanwhile (the setup, requests that came after it)
+            // fails with the connection; the reader of this attempt exits.
+            ++generation_;
+            state_ = state::idle;
+            flushing_ = false;
+            finish();
+            auto failing = std::move(in_flight_);
+            in_flight_.clear();
+            for (auto& r : failing)
+                if (!r->done) {
+                    r->error = make_error_code(errc::outcome_unknown);
+                    r->words = words;
+                    r->done = true;
+                    r->done_event.cancel();
+                }
+            wake_connect_waiters();
+            co_return ec;
+        }
+        wake_connect_waiters();
+        co_return std::error_code{};
+    }
+
+    // PQconnectStartParams and PQconnectPoll until connected, within the connect
+    // timeout; then pipeline mode, the reader, and the setup statements.
+    awaitable<std::error_code> open(std::uint64_t generation, std::string& words)
+    {
+        std::vector<const char*> keys, values;
+        for (const auto& [k, v] : options_.params) {
+            keys.push_back(k.c_str());
+            values.push_back(v.c_str());
+        }
+        keys.push_back(nullptr);
+        values.push_back(nullptr);
+        conn_ = PQconnectStartParams(keys.data(), values.data(), 1);
+        if (!conn_) {
+            words = "libpq could not allocate a connection";
+            co_return make_error_code(errc::store_unavailable);
+        }
+        PQsetNoticeReceiver(conn_, &connection::notice, this);
+        const auto deadline = clock::now() + options_.connect_timeout;
+        auto polled = PGRES_POLLING_WRITING;
+        while (polled != PGRES_POLLING_OK) {
+            if (PQstatus(conn_) == CONNECTION_BAD || polled == PGRES_POLLING_FAILED) {
+                words = "cannot connect to " + options_.peer + ": " + error_message();
+                const bool auth = words.find("authentication failed") != std::string::npos ||
+                                  words.find("no password supplied") != std::string::npos ||
+                                  words.find("password is required") != std::string::npos;
+                co_return make_error_code(auth ? errc::auth_failed : errc::store_unavailable);
+            }
+            const int fd = PQsocket(conn_);
+            if (fd < 0) {
+                words = "cannot connect to " + options_.peer + ": no socket";
+                co_return make_error_code(errc::store_unavailable);
+            }
+            const auto ready = co_await wait_socket(fd, polled == PGRES_POLLING_READING, deadline);
+            if (generation_ != generation)
+                co_return make_error_code(errc::store_unavailable);
+            if (!ready) {
+                words = "connecting to " + options_.peer + " timed out";
+                co_return make_error_code(errc::store_unavailable);
+            }
+            polled = PQconnectPoll(conn_);
+        }
+        if (PQsetnonblocking(conn_, 1) != 0 || PQenterPipelineMode(conn_) != 1) {
+            words = "cannot enter pipeline mode on " + options_.peer + ": " + error_message();
+            co_return make_error_code(errc::store_unavailable);
+        }
+        socket_.emplace(strand_, PQsocket(conn_));
+        prepared_.clear();
+        state_ = state::ready;
+        asio::co_spawn(strand_, reader(shared_from_this(), generation), asio::detached);
+        if (!options_.setup.empty()) {
+            auto req = std::make_shared<request>(strand_);
+            req->statements = options_.setup;
+            if (auto why = send(*req); !why.empty()) {
+                words = why;
+                co_return make_error_code(errc::store_unavailable);
+            }
+            in_flight_.push_back(req);
+            flush();
+            req->done_event.expires_at(deadline + std::chrono::seconds{1});
+            while (!req->done) {
+                auto [ec] = co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                if (!req->done && !ec) {
+                    words = "no reply from " + options_.peer + " to the session setup";
+                    co_return make_error_code(errc::store_unavailable);
+                }
+            }
+            if (req->error) {
+                words = "session setup on " + options_.peer + " failed: " + req->words;
+                co_return req->error.category() == category() ? req->error
+                                                               : make_error_code(errc::store_unavailable);
+            }
+        }
+        co_return std::error_code{};
+    }
+
+    // Waits until `fd` is readable (or writable), false at the deadline.
+    awaitable<bool> wait_socket(int fd, bool readable, time_point deadline)
+    {
+        using namespace asio::experimental::awaitable_operators;
+        using asio::experimental::as_tuple;
+        asio::posix::stream_descriptor d{strand_, fd};
+        timer t{strand_, deadline};
+        connect_timer_ = &t; // close() ends the wait at once
+        struct forget {
+            timer*& t;
+            ~forget() { t = nullptr; }
+        } forget_{connect_timer_};
+        auto first = co_await (
+            d.async_wait(readable ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write,
+                         as_tuple(asio::use_awaitable)) ||
+            t.async_wait(as_tuple(asio::use_awaitable)));
+        d.release(); // libpq's socket: never closed here
+        co_return first.index() == 0;
+    }
+
+    // Queues the request's statements and its Sync in libpq's output buffer; the
+    // words of a failure (the connection is then unusable).
+    std::string send(request& req)
+    {
+        req.results.resize(req.statements.size());
+        for (std::size_t i = 0; i < req.statements.size(); ++i) {
+            const auto& s = req.statements[i];
+            std::vector<const char*> values;
+            std::vector<int> lengths, formats;
+            for (const auto& p : s.params) {
+                values.push_back(p.null ? nullptr : p.value.data());
+                lengths.push_back(static_cast<int>(p.value.size()));
+                formats.push_back(p.binary ? 1 : 0);
+            }
+            const int n = static_cast<int>(s.params.size());
+            int sent = 0;
+            if (s.name.empty()) {
+                sent = PQsendQueryParams(conn_, s.sql.c_str(), n, nullptr, values.data(), lengths.data(),
+                                         formats.data(), 0);
+            } else {
+                if (prepared_.insert(s.name).second) {
+                    if (!PQsendPrepare(conn_, s.name.c_str(), s.sql.c_str(), n, nullptr))
+                        return "cannot send to " + options_.peer + ": " + error_message();
+                    req.slot.push_back(-1);
+                    ++req.items;
+                }
+                sent = PQsendQueryPrepared(conn_, s.name.c_str(), n, values.data(), lengths.data(), formats.data(), 0);
+            }
+            if (!sent)
+                return "cannot send to " + options_.peer + ": " + error_message();
+            req.slot.push_back(static_cast<int>(i));
+            ++req.items;
+        }
+        if (!PQpipelineSync(conn_))
+            return "cannot send to " + options_.peer + ": " + error_message();
+        return {};
+    }
+
+    // Hands libpq's buffered output to the socket; waits for writability when the
+    // socket is full.
+    void flush()
+    {
+        if (flushing_ || !conn_)
+            return;
+        const int r = PQflush(conn_);
+        if (r < 0) {
+            fail(make_error_code(errc::outcome_unknown), "write to " + options_.peer + " failed: " + error_message());
+            return;
+        }
+        if (r == 1) {
+            flushing_ = true;
+            asio::co_spawn(strand_, writer(shared_from_this(), generation_), asio::detached);
+        }
+    }
+
+    static awaitable<void> writer(std::shared_ptr<connection> self, std::uint64_t generation)
+    {
+        for (;;) {
+            auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_write,
+                                                           asio::experimental::as_tuple(asio::use_awaitable));
+            if (self->generation_ != generation)
+                co_return;
+            if (ec) {
+                self->flushing_ = false;
+                self->fail(make_error_code(errc::outcome_unknown), "connection to " + self->options_.peer + " lost");
+                co_return;
+            }
+            const int r = PQflush(self->conn_);
+            if (r == 0) {
+                self->flushing_ = false;
+                co_return;
+            }
+            if (r < 0) {
+                self->flushing_ = false;
+                self->fail(make_error_code(errc::outcome_unknown),
+                           "write to " + self->options_.peer + " failed: " + self->error_message());
+                co_return;
+            }
+        }
+    }
+
+    static awaitable<void> reader(std::shared_ptr<connection> self, std::uint64_t generation)
+    {
+        for (;;) {
+            auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_read,
+                                                           asio::experimental::as_tuple(asio::use_awaitable));
+            if (self->generation_ != generation)
+                co_return;
+            if (ec) {
+                self->fail(make_error_code(errc::outcome_unknown), "connection to " + self->options_.peer + " lost");
+                co_return;
+            }
+            if (!PQconsumeInput(self->conn_) || PQstatus(self->conn_) == CONNECTION_BAD) {
+                self->drain(); // results that did arrive are still delivered
+                if (self->generation_ == generation)
+                    self->fail_lost();
+                co_return;
+            }
+            self->drain();
+            if (self->generation_ != generation)
+                co_return;
+        }
+    }
+
+    // Hands every complete result to its request, and every NOTIFY to its handler.
+    void drain()
+    {
+        const auto generation = generation_;
+        while (!in_flight_.empty() && conn_ && !PQisBusy(conn_)) {
+            PGresult* r = PQgetResult(conn_);
+            auto& req = *in_flight_.front();
+            if (!r) { // the end of one item's results
+                if (req.current < req.items) {
+                    ++req.current;
+                    continue;
+                }
+                break; // nothing more until input comes (or the connection is gone)
+            }
+            const auto status = PQresultStatus(r);
+            if (status == PGRES_PIPELINE_SYNC) {
+                PQclear(r);
+                auto done = std::move(in_flight_.front());
+                in_flight_.pop_front();
+                if (!done->abandoned) {
+                    done->done = true;
+                    done->done_event.cancel();
+                }
+                continue;
+            }
+            if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR) {
+                if (!req.error) {
+                    const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+                    req.error = state ? sqlstate(state) : make_error_code(errc::protocol_error);
+                    req.words = trimmed(PQresultErrorMessage(r));
+                    if (req.current < req.slot.size() && req.slot[req.current] < 0) {
+                        // A failed Prepare: prepare it again next time.
+                        const auto& s = req.statements[static_cast<std::size_t>(req.slot[req.current + 1])];
+                        prepared_.erase(s.name);
+                    }
+                }
+                PQclear(r);
+                continue;
+            }
+            if (status == PGRES_PIPELINE_ABORTED || req.current >= req.slot.size() || req.slot[req.current] < 0) {
+                PQclear(r);
+                continue;
+            }
+            req.results[static_cast<std::size_t>(req.slot[req.current])] = rows{r};
+        }
+        if (generation_ != generation || !conn_)
+            return;
+        while (PGnotify* n = PQnotifies(conn_)) {
+            const std::string channel = n->relname ? n->relname : "";
+            const std::string payload = n->extra ? n->extra : "";
+            PQfreemem(n);
+            if (on_notify_)
+                on_notify_(channel, payload);
+        }
+    }
+
+    // The server closed the connection (terminated backend, shutdown, crash): the
+    // FATAL message it sent, if any, is the reason.
+    void fail_lost()
+    {
+        std::string why = "connection to " + options_.peer + " lost";
+        std::error_code ec = make_error_code(errc::outcome_unknown);
+        if (!last_fatal_state_.empty()) {
+            ec = sqlstate(last_fatal_state_);
+            why += ": " + last_fatal_words_;
+        } else if (auto m = error_message(); !m.empty()) {
+            why += ": " + m;
+        }
+        fail(ec, why);
+    }
+
+    void fail(std::error_code ec, const std::string& why)
+    {
+        ++generation_;
+        if (connect_timer_)
+            connect_timer_->cancel(); // a connect in progress sees the new generation and gives up
+        const bool was_ready = state_ == state::ready;
+        if (state_ != state::connecting)
+            state_ = state::idle;
+        flushing_ = false;
+        if (state_ != state::connecting)
+            finish();
+        auto failing = std::move(in_flight_);
+        in_flight_.clear();
+        for (auto& r : failing)
+            if (!r->done) {
+                r->error = ec;
+                r->words = why;
+                r->done = true;
+                r->done_event.cancel();
+            }
+        if (was_ready && on_down_)
+            on_down_(ec, why);
+    }
+
+    void finish() noexcept
+    {
+        if (socket_) {
+            std::error_code ignored;
+            socket_->cancel(ignored);
+            (void)socket_->release();
+            socket_.reset();
+        }
+        if (conn_) {
+            PQfinish(conn_);
+            conn_ = nullptr;
+        }
+        last_fatal_state_.clear();
+        last_fatal_words_.clear();
+    }
+
+    void wake_connect_waiters()
+    {
+        for (auto* t : connect_waiters_)
+            t->cancel();
+    }
+
+    std::string error_message() const { return conn_ ? trimmed(PQerrorMessage(conn_)) : std::string{}; }
+
+    static std::string trimmed(const char* m)
+    {
+        std::string s = m ? m : "";
+        while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+            s.pop_back();
+        return s;
+    }
+
+    // libpq's notices: a FATAL error that arrives while no request is in flight (the
+    // backend was terminated) is kept as the reason the connection went.
+    static void notice(void* arg, const PGresult* r)
+    {
+        auto* self = static_cast<connection*>(arg);
+        const char* severity = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+        const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (severity && state && (std::string_view{severity} == "FATAL" || std::string_view{severity} == "PANIC")) {
+            self->last_fatal_state_ = state;
+            self->last_fatal_words_ = trimmed(PQresultErrorMessage(r));
+        }
+    }
+
+    strand_type strand_;
+    options options_;
+    PGconn* conn_ = nullptr;
+    std::optional<asio::posix::stream_descriptor> socket_;
+    state state_ = state::idle;
+    std::uint64_t generation_ = 0;
+    bool flushing_ = false;
+    timer* connect_timer_ = nullptr;
+    std::atomic<std::size_t> load_{0};
+    std::set<std::string> prepared_;
+    std::deque<std::shared_ptr<request>> in_flight_;
+    std::vector<timer*> connect_waiters_;
+    std::string last_fatal_state_, last_fatal_words_;
+    std::function<void(std::string_view, std::string_view)> on_notify_;
+    std::function<void(std::error_code, const std::string&)> on_down_;
+};
+
+} // namespace distlock::postgres::detail

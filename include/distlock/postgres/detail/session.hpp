@@ -1,0 +1,248 @@
+// distlock/postgres/detail/session.hpp: a connection of its own for one advisory
+// lock, and what it tells the lease about itself.
+//
+// Design note. A session-level advisory lock lives exactly as long as the server
+// session (the connection) that took it: no TTL, nothing to renew. So each lock()
+// call in advisory mode takes a connection for itself (reused after a clean release),
+// and the lease is bound to it:
+//  - the connection's reader always waits on the socket, so a terminated backend
+//    (pg_terminate_backend: FATAL 57P01, then the close), a crash or a restart is
+//    seen within milliseconds and the lease hears `lost`;
+//  - while the lock is held the connection is pinged every ping_interval; every
+//    answered ping moves the lease's validity to (ping sent + in_doubt_after); a ping
+//    unanswered for in_doubt_after makes the session `in_doubt` (the server may
+//    have ended the session; TCP keepalive and tcp_user_timeout end the connection
+//    later) and drops the connection, so the server frees the lock once it notices.
+// The ping loop and the loss handler own the session (shared), and end with it.
+#pragma once
+
+#include <distlock/claim.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/postgres/detail/connection.hpp>
+#include <distlock/postgres/detail/sql.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace distlock::postgres::detail {
+
+class session : public std::enable_shared_from_this<session> {
+public:
+    struct settings {
+        std::shared_ptr<const sql_texts> sql;
+        std::optional<std::int32_t> advisory_namespace;
+        duration ping_interval;
+        duration in_doubt_after;
+        duration statement_timeout;
+    };
+
+    session(std::shared_ptr<connection> c, settings s) : conn_{std::move(c)}, settings_{std::move(s)} {}
+
+    /// Hooks the connection's loss to the session; once, after construction.
+    void start()
+    {
+        std::weak_ptr<session> weak = shared_from_this();
+        conn_->on_down([weak](std::error_code ec, const std::string&) {
+            if (auto self = weak.lock())
+                self->down(ec);
+        });
+    }
+
+    const std::shared_ptr<connection>& conn() const noexcept { return conn_; }
+
+    /// pg_try_advisory_lock and, when taken, the next fence: one round trip. The
+    /// fence, or nullopt when another session holds the lock.
+    awaitable<result<std::optional<fence_token>>> try_lock(std::string resource, diagnostics* diag)
+    {
+        std::vector<statement> s;
+        s.push_back({"distlock_advisory_try", settings_.sql->advisory_try, key_params(resource)});
+        return fenced(conn_->exec(std::move(s), diag));
+    }
+
+    /// pg_advisory_lock, waiting in the server until `until` (lock_timeout): the
+    /// fence once taken, nullopt when the wait timed out.
+    awaitable<result<std::optional<fence_token>>> wait_lock(std::string resource, time_point until,
+                                                             diagnostics* diag)
+    {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now());
+        const auto wait = std::max<std::int64_t>(left.count(), 1);
+        std::vector<statement> s;
+        s.push_back({"", settings_.sql->wait_limits,
+                     {param::text(std::to_string(wait) + "ms"), param::text(std::to_string(wait + 2000) + "ms")}});
+        s.push_back({"distlock_advisory_wait", settings_.sql->advisory_wait, key_params(resource)});
+        return waited(conn_->exec(std::move(s), diag, std::chrono::milliseconds{wait} + settings_.statement_timeout));
+    }
+
+    /// pg_advisory_unlock: true when this session held the lock.
+    awaitable<result<bool>> unlock(std::string resource)
+    {
+        std::vector<statement> s;
+        s.push_back({"distlock_advisory_unlock", settings_.sql->advisory_unlock, key_params(resource)});
+        return unlocked(conn_->exec(std::move(s)));
+    }
+
+    /// Binds the lease: from now on it hears of the session's state. Nullopt when
+    /// the session is already gone.
+    std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+    {
+        {
+            std::lock_guard lock{mutex_};
+            if (ended_)
+                return std::nullopt;
+            listener_ = std::move(l);
+            bound_ = true;
+            valid_until_ = clock::now() + settings_.in_doubt_after;
+        }
+        asio::co_spawn(conn_->strand(), pinger(shared_from_this()), asio::detached);
+        return valid_until_;
+    }
+
+    /// Stops the pings; the lease no longer hears of the session (after a release).
+    void unbind()
+    {
+        std::lock_guard lock{mutex_};
+        bound_ = false;
+        listener_.reset();
+        if (ping_timer_)
+            asio::post(conn_->strand(), [t = ping_timer_] { t->cancel(); });
+    }
+
+    /// Closes the connection: the server frees whatever the session held.
+    void discard()
+    {
+        unbind();
+        conn_->close();
+    }
+
+    bool ended() const
+    {
+        std::lock_guard lock{mutex_};
+        return ended_;
+    }
+
+private:
+    std::vector<param> key_params(const std::string& resource) const
+    {
+        std::vector<param> p{param::bytes(resource)};
+        if (settings_.advisory_namespace)
+            p.push_back(param::number(*settings_.advisory_namespace));
+        return p;
+    }
+
+    static awaitable<result<std::optional<fence_token>>> fenced(awaitable<result<replies>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        if (r.count() == 0)
+            co_return std::optional<fence_token>{};
+        const auto f = r.integer(0, 0);
+        if (!f || *f <= 0)
+            co_return make_error_code(errc::protocol_error);
+        co_return std::optional<fence_token>{static_cast<fence_token>(*f)};
+    }
+
+    static awaitable<result<std::optional<fence_token>>> waited(awaitable<result<replies>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got) {
+            if (got.error() == sqlstate("55P03")) // lock_timeout: still held by another session
+                co_return std::optional<fence_token>{};
+            co_return got.error();
+        }
+        const auto& r = got.value().at(1);
+        const auto f = r.integer(0, 0);
+        if (r.count() != 1 || !f || *f <= 0)
+            co_return make_error_code(errc::protocol_error);
+        co_return std::optional<fence_token>{static_cast<fence_token>(*f)};
+    }
+
+    static awaitable<result<bool>> unlocked(awaitable<result<replies>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        const auto v = got.value().front().integer(0, 0);
+        if (!v)
+            co_return make_error_code(errc::protocol_error);
+        co_return *v == 1;
+    }
+
+    // The connection went: every lock of the session is gone (or, after unanswered
+    // pings, cannot be vouched for).
+    void down(std::error_code)
+    {
+        std::shared_ptr<session_listener> l;
+        session_state state = session_state::lost;
+        {
+            std::lock_guard lock{mutex_};
+            if (ended_)
+                return;
+            ended_ = true;
+            if (bound_)
+                l = listener_.lock();
+            if (pinging_since_ && clock::now() - *pinging_since_ >= settings_.in_doubt_after)
+                state = session_state::in_doubt;
+        }
+        if (l)
+            l->session_changed(state, time_point{});
+    }
+
+    static awaitable<void> pinger(std::shared_ptr<session> self)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        auto t = std::make_shared<timer>(self->conn_->strand());
+        {
+            std::lock_guard lock{self->mutex_};
+            self->ping_timer_ = t;
+        }
+        for (;;) {
+            t->expires_after(self->settings_.ping_interval);
+            (void)co_await t->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            {
+                std::lock_guard lock{self->mutex_};
+                if (!self->bound_ || self->ended_)
+                    break;
+                self->pinging_since_ = clock::now();
+            }
+            const auto sent = clock::now();
+            std::vector<statement> ping;
+            ping.push_back({"", "SELECT 1", {}});
+            auto answered = co_await self->conn_->exec(std::move(ping), nullptr, self->settings_.in_doubt_after);
+            std::shared_ptr<session_listener> l;
+            {
+                std::lock_guard lock{self->mutex_};
+                self->pinging_since_.reset();
+                if (!answered || !self->bound_ || self->ended_)
+                    break; // a failed ping failed the connection: down() reported it
+                self->valid_until_ = sent + self->settings_.in_doubt_after;
+                l = self->listener_.lock();
+            }
+            if (l)
+                l->session_changed(session_state::held, sent + self->settings_.in_doubt_after);
+        }
+        std::lock_guard lock{self->mutex_};
+        self->ping_timer_.reset();
+    }
+
+    std::shared_ptr<connection> conn_;
+    settings settings_;
+    mutable std::mutex mutex_;
+    std::weak_ptr<session_listener> listener_;
+    std::shared_ptr<timer> ping_timer_;
+    std::optional<time_point> pinging_since_;
+    time_point valid_until_{};
+    bool bound_ = false;
+    bool ended_ = false;
+};
+
+} // namespace distlock::postgres::detail

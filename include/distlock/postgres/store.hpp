@@ -1,0 +1,769 @@
+// distlock/postgres/store.hpp: PostgreSQL as a distlock store: a lease table decided
+// by the server's clock, and session-bound advisory locks (postgres/advisory.hpp).
+//
+// Design note. The lease table has one row per resource:
+//   resource bytea PRIMARY KEY   owner text (NULL when free)
+//   expires_at timestamptz       fence bigint
+// Acquiring is one statement (detail/sql.hpp): an upsert that takes the row only if
+// it is absent, released or expired by the server's clock, increments the fence and
+// returns it, and otherwise returns the holder's time left. Extending and releasing
+// are owner-checked updates; releasing keeps the row and its fence (deleting it would
+// start the counter again) and sends a NOTIFY in the same transaction, on one channel
+// with the resource (hex) as payload. No transaction stays open while a lock is held.
+//
+// Connections: a small pool of pipelined connections for the lease-table statements
+// (each request on the least busy one), one that LISTENs for releases (opened by the
+// first waiter), and in advisory mode one per held lock. All of them are libpq's
+// (detail/connection.hpp), so TLS, passwords, SCRAM and connection strings are too.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/wakeup.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/policy/acquire.hpp>
+#include <distlock/postgres/config.hpp>
+#include <distlock/postgres/detail/connection.hpp>
+#include <distlock/postgres/detail/session.hpp>
+#include <distlock/postgres/detail/sql.hpp>
+#include <distlock/postgres/error.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/strand.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::postgres {
+
+/// A statement parameter for execute() and fenced_execute(): text, bytes, or NULL.
+using param = detail::param;
+/// One statement's result rows.
+using rows = detail::rows;
+
+namespace detail {
+
+// Who waits for which resource's release; fed by the listening connection.
+class watch_registry {
+public:
+    void add(const std::string& key, const std::shared_ptr<distlock::detail::wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        waiters_.emplace(key, w);
+    }
+    void remove(const std::string& key, const std::shared_ptr<distlock::detail::wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        auto [b, e] = waiters_.equal_range(key);
+        for (auto it = b; it != e; ++it)
+            if (it->second == w) {
+                waiters_.erase(it);
+                return;
+            }
+    }
+    void notify(std::string_view key)
+    {
+        std::lock_guard lock{mutex_};
+        auto [b, e] = waiters_.equal_range(std::string{key});
+        for (auto it = b; it != e; ++it)
+            it->second->signal();
+    }
+    // The listening connection went: releases may have been missed, so every waiter
+    // tries again (always safe).
+    void wake_all()
+    {
+        std::lock_guard lock{mutex_};
+        downs_.fetch_add(1, std::memory_order_acq_rel);
+        for (auto& [k, w] : waiters_)
+            w->signal();
+    }
+    std::size_t size() const
+    {
+        std::lock_guard lock{mutex_};
+        return waiters_.size();
+    }
+    std::uint64_t downs() const noexcept { return downs_.load(std::memory_order_acquire); }
+
+private:
+    mutable std::mutex mutex_;
+    std::multimap<std::string, std::shared_ptr<distlock::detail::wakeup>> waiters_;
+    std::atomic<std::uint64_t> downs_{0};
+};
+
+// Sessions handed out in advisory mode, so that the store can end them when it goes,
+// and the idle ones kept for reuse.
+struct session_pool {
+    std::mutex mutex;
+    std::vector<std::weak_ptr<session>> out;
+    std::vector<std::shared_ptr<session>> idle;
+};
+
+} // namespace detail
+
+/// A PostgreSQL database used as a lock store. Models put_if_absent_store (answering),
+/// owner_checked_store, batch_put_if_absent_store, release_notifying_store and
+/// inspectable_store (the lease table, the default policy acquire::setnx), and the
+/// advisory sessions of postgres::advisory (advisory.hpp).
+///
+/// \par Thread safety
+/// Safe to use from several threads: each connection's state lives on its strand.
+///
+/// \par Object lifetimes
+/// Every operation owns the connection it uses once started, so the store may be
+/// destroyed while one is in flight (it completes with an error). Leases and lock()
+/// calls reach the store through its lifetime. The destructor closes every
+/// connection, advisory sessions included (their leases are reported lost and the
+/// server frees their locks). close() finishes the releases still pending, then
+/// closes the connections, so io.run() returns.
+class store {
+public:
+    using executor_type = asio::any_io_executor;
+
+    /// Throws std::system_error (errc::invalid_argument) for invalid settings;
+    /// connecting happens on first use.
+    store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    {
+        if (auto ec = cfg_.validate())
+            throw std::system_error{ec, "distlock::postgres::store: " +
+                                            (cfg_.conninfo_problem().empty() ? std::string{"settings"}
+                                                                             : cfg_.conninfo_problem())};
+        sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel,
+                                                         cfg_.advisory_namespace.has_value());
+        peer_ = describe_peer(cfg_.conninfo);
+        schema_->sql = sql_->create;
+        schema_->create = cfg_.create_table;
+        for (std::size_t i = 0; i < cfg_.pool_size; ++i)
+            pool_.push_back(make_connection(setup(false)));
+        auto listen_setup = setup(false);
+        listen_setup.push_back({"", "LISTEN \"" + cfg_.channel + "\"", {}});
+        listener_ = make_connection(std::move(listen_setup));
+        watchers_ = std::make_shared<detail::watch_registry>();
+        listener_->on_notify([w = std::weak_ptr<detail::watch_registry>{watchers_},
+                              channel = cfg_.channel](std::string_view ch, std::string_view payload) {
+            if (ch != channel)
+                return;
+            if (auto r = w.lock())
+                r->notify(payload);
+        });
+        listener_->on_down([w = std::weak_ptr<detail::watch_registry>{watchers_}](std::error_code, const std::string&) {
+            if (auto r = w.lock())
+                r->wake_all();
+        });
+        sessions_ = std::make_shared<detail::session_pool>();
+        life_ = distlock::detail::lifetime::make(ex_);
+    }
+
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    {}
+
+    ~store()
+    {
+        life_->shut();
+        close_connections();
+    }
+    store(const store&) = delete;
+    store& operator=(const store&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    const config& settings() const noexcept { return cfg_; }
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    duration operation_timeout() const noexcept
+    {
+        return cfg_.connect_timeout + cfg_.statement_timeout + std::chrono::seconds{1};
+    }
+
+    /// Refuses new locks, finishes the releases still pending, then closes every
+    /// connection: io.run() can return afterwards.
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        close_connections();
+    }
+
+    /// Closes the connections; the next request connects again (advisory sessions
+    /// end: their leases are reported lost).
+    void disconnect() { close_connections(); }
+
+    // -- Lease table (distlock/store.hpp) ------------------------------------------
+
+    awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl,
+                                                   diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return failed<answer>(ec);
+        return acquired(prepared(), ensure(), statement("distlock_acquire", sql_->acquire, resource, owner, ttl), diag);
+    }
+
+    awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
+                                                 diagnostics* diag = nullptr)
+    {
+        return as_fence(put_if_absent_answer(resource, owner, ttl, diag));
+    }
+
+    awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
+                                   diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return failed<void>(ec);
+        return changed_one(prepared(), ensure(), statement("distlock_extend", sql_->extend, resource, owner, ttl),
+                           diag);
+    }
+
+    /// Clears the owner and expiry if `owner` holds the lock (the row and its fence
+    /// stay), and announces the release to waiters.
+    awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return failed<void>(ec);
+        detail::statement s{"distlock_release", sql_->release,
+                            {param::bytes(resource), param::text(owner.to_hex()), param::text(cfg_.channel)}};
+        return returned_one(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// Every resource at once, all or nothing, in one statement (one round trip); one
+    /// fence per resource, in the given order. Resources must be distinct.
+    awaitable<result<std::vector<fence_token>>> put_if_absent_all(const std::vector<std::string>& resources,
+                                                                  const owner_token& owner, duration ttl,
+                                                                  diagnostics* diag = nullptr)
+    {
+        if (auto ec = settings_valid())
+            return failed<std::vector<fence_token>>(ec);
+        if (resources.empty() || resources.size() > 1024 || ttl <= duration::zero() || ttl > max_wait)
+            return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
+        std::vector<std::string> keys;
+        std::string array = "{";
+        for (const auto& r : resources) {
+            if (r.empty() || r.size() > max_resource_size)
+                return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
+            keys.push_back(detail::hex(r));
+            if (array.size() > 1)
+                array += ',';
+            array += "\"\\\\x" + keys.back() + "\"";
+        }
+        array += '}';
+        auto sorted = keys;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+            return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
+        detail::statement s{"distlock_acquire_all", sql_->acquire_all,
+                            {param::text(std::move(array)), param::text(owner.to_hex()),
+                             param::number(millis(ttl))}};
+        return acquired_all(prepared(), ensure(), std::move(s), std::move(keys), diag);
+    }
+
+    /// Reads the lock without taking it.
+    awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return failed<lock_info>(ec);
+        detail::statement s{"distlock_read", sql_->read, {param::bytes(resource)}};
+        return inspected(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// Listens for releases of one resource, until destroyed.
+    class watcher {
+    public:
+        watcher(watcher&&) noexcept = default;
+        watcher& operator=(watcher&&) = delete;
+        ~watcher()
+        {
+            if (registry_)
+                registry_->remove(key_, wakeup_);
+        }
+
+        /// True when a release was announced, false at `until`. Listening again first
+        /// when the listening connection went meanwhile (a plain timer while it is down).
+        awaitable<bool> wait(time_point until)
+        {
+            if (registry_->downs() != listening_since_ || !listening_) {
+                listening_since_ = registry_->downs();
+                listening_ = !co_await listener_->connect();
+                if (!listening_) {
+                    timer t{co_await asio::this_coro::executor, until};
+                    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                    co_return false;
+                }
+            }
+            co_return co_await wakeup_->wait(until);
+        }
+
+    private:
+        friend class store;
+        watcher(std::shared_ptr<detail::watch_registry> r, std::shared_ptr<detail::connection> l, std::string key,
+                std::shared_ptr<distlock::detail::wakeup> w)
+            : registry_{std::move(r)}, listener_{std::move(l)}, key_{std::move(key)}, wakeup_{std::move(w)}
+        {}
+        std::shared_ptr<detail::watch_registry> registry_;
+        std::shared_ptr<detail::connection> listener_;
+        std::string key_;
+        std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        std::uint64_t listening_since_ = 0;
+        bool listening_ = false;
+    };
+
+    /// Starts listening for the resource's releases; completes once the server
+    /// confirmed LISTEN (a release after that wakes the watcher).
+    awaitable<watcher> watch(std::string_view resource)
+    {
+        return watch_on(watchers_, listener_, detail::hex(resource));
+    }
+
+    /// Waiters registered now (they must not accumulate).
+    std::size_t watchers() const { return watchers_->size(); }
+
+    // -- Fenced writes --------------------------------------------------------------
+
+    /// A condition for the WHERE clause of a statement on the user's own data: true
+    /// only while the token in parameter `token_param` is still the fence of the
+    /// resource in parameter `resource_param` (no later acquisition), checked in the
+    /// same statement and transaction, with the lease row locked until it ends:
+    ///   "UPDATE wallet SET balance = $1 WHERE id = $2 AND " + store.fence_condition(3, 4)
+    std::string fence_condition(int resource_param, int token_param) const
+    {
+        return sql_->fence_condition(resource_param, token_param);
+    }
+
+    /// Runs `sql` (with $1..$N for `params`) with the lease's resource and token
+    /// appended as $N+1 and $N+2, for a statement that uses fence_condition(N+1,
+    /// N+2); the rows it changed, or errc::stale_fence when it changed none (a newer
+    /// holder exists: the write was refused by the database itself).
+    awaitable<result<std::uint64_t>> fenced_execute(std::string sql, std::vector<param> params,
+                                                    std::string_view resource, fence_token token,
+                                                    diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return failed<std::uint64_t>(ec);
+        if (token == 0 || sql.empty() || params.size() > 1000)
+            return failed<std::uint64_t>(distlock::errc::invalid_argument);
+        params.push_back(param::bytes(resource));
+        params.push_back(param::number(static_cast<std::int64_t>(token)));
+        return fenced(prepared(), ensure(), detail::statement{"", std::move(sql), std::move(params)}, diag);
+    }
+
+    /// One statement with parameters on a pool connection (never SQL built from
+    /// values): its rows.
+    awaitable<result<rows>> execute(std::string sql, std::vector<param> params = {}, diagnostics* diag = nullptr)
+    {
+        if (auto ec = settings_valid())
+            return failed<rows>(ec);
+        return executed(prepared(), detail::statement{"", std::move(sql), std::move(params)}, diag);
+    }
+
+    /// Creates the lease table if it does not exist (the store does so before its
+    /// first statement unless config::create_table is false).
+    awaitable<result<void>> create_table(diagnostics* diag = nullptr)
+    {
+        if (auto ec = settings_valid())
+            return failed<void>(ec);
+        return make_table(prepared(), schema_, sql_->create, diag);
+    }
+
+    // -- Advisory sessions (advisory.hpp) -----------------------------------------
+
+    /// A connection of its own for one advisory lock (an idle one when there is).
+    awaitable<result<std::shared_ptr<detail::session>>> open_session(diagnostics* diag = nullptr)
+    {
+        if (auto ec = settings_valid())
+            return failed<std::shared_ptr<detail::session>>(ec);
+        {
+            std::lock_guard lock{sessions_->mutex};
+            while (!sessions_->idle.empty()) {
+                auto s = std::move(sessions_->idle.back());
+                sessions_->idle.pop_back();
+                if (!s->ended())
+                    return ready_session(std::move(s));
+            }
+        }
+        auto conn = make_connection(setup(true));
+        auto s = std::make_shared<detail::session>(
+            conn, detail::session::settings{sql_, cfg_.advisory_namespace, cfg_.ping_interval, cfg_.in_doubt_after,
+                                            cfg_.statement_timeout});
+        s->start();
+        {
+            std::lock_guard lock{sessions_->mutex};
+            std::erase_if(sessions_->out, [](const auto& w) { return w.expired(); });
+            sessions_->out.push_back(s);
+        }
+        return connected_session(ensure(), std::move(s), diag);
+    }
+
+    /// A session whose lock was released cleanly, kept for the next lock (at most
+    /// pool_size idle ones); others are closed.
+    void recycle(std::shared_ptr<detail::session> s)
+    {
+        s->unbind();
+        std::lock_guard lock{sessions_->mutex};
+        if (!s->ended() && sessions_->idle.size() < cfg_.pool_size)
+            sessions_->idle.push_back(std::move(s));
+        else
+            s->discard();
+    }
+
+    /// The server process ids of the open advisory sessions (for tests and
+    /// diagnostics: pg_terminate_backend of one ends its lock).
+    std::vector<int> session_backends() const
+    {
+        std::vector<int> pids;
+        std::lock_guard lock{sessions_->mutex};
+        for (const auto& w : sessions_->out)
+            if (auto s = w.lock(); s && !s->ended())
+                pids.push_back(s->conn()->backend_pid());
+        return pids;
+    }
+
+private:
+    std::vector<detail::statement> setup(bool advisory) const
+    {
+        const auto ms = [](duration d) {
+            return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(d).count()) + "ms";
+        };
+        std::vector<detail::statement> s;
+        if (advisory)
+            s.push_back({"",
+                         "SELECT set_config('statement_timeout', $1, false), set_config('bytea_output', 'hex', false), "
+                         "set_config('client_connection_check_interval', $2, false)",
+                         {param::text(ms(cfg_.statement_timeout)), param::text(ms(cfg_.client_check_interval))}});
+        else
+            s.push_back({"", "SELECT set_config('statement_timeout', $1, false), set_config('bytea_output', 'hex', false)",
+                         {param::text(ms(cfg_.statement_timeout))}});
+        return s;
+    }
+
+    std::shared_ptr<detail::connection> make_connection(std::vector<detail::statement> setup_statements) const
+    {
+        const auto secs = [](duration d) {
+            return std::to_string(std::max<long long>(1, std::chrono::ceil<std::chrono::seconds>(d).count()));
+        };
+        detail::connection::options o;
+        // distlock's defaults first: the user's conninfo (expanded from "dbname", last)
+        // overrides any of them.
+        o.params = {{"connect_timeout", secs(cfg_.connect_timeout)},
+                    {"keepalives", "1"},
+                    {"keepalives_idle", secs(cfg_.keepalive_idle)},
+                    {"keepalives_interval", secs(cfg_.keepalive_interval)},
+                    {"keepalives_count", std::to_string(cfg_.keepalive_count)},
+                    {"tcp_user_timeout",
+                     std::to_string(std::chrono::ceil<std::chrono::milliseconds>(cfg_.tcp_user_timeout).count())},
+                    {"application_name", "distlock"},
+                    {"dbname", cfg_.conninfo}};
+        o.setup = std::move(setup_statements);
+        o.connect_timeout = cfg_.connect_timeout;
+        o.request_timeout = cfg_.statement_timeout + std::chrono::seconds{1};
+        o.peer = peer_;
+        return std::make_shared<detail::connection>(asio::make_strand(ex_), std::move(o));
+    }
+
+    // "PostgreSQL at host:port" from the conninfo, for diagnostics.
+    static std::string describe_peer(const std::string& conninfo)
+    {
+        std::string host, port;
+        char* error = nullptr;
+        if (PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &error)) {
+            for (auto* o = opts; o->keyword; ++o) {
+                if (!o->val)
+                    continue;
+                const std::string_view k = o->keyword;
+                if ((k == "host" && host.empty()) || k == "hostaddr")
+                    host = o->val;
+                else if (k == "port")
+                    port = o->val;
+            }
+            PQconninfoFree(opts);
+        }
+        if (error)
+            PQfreemem(error);
+        return "PostgreSQL at " + (host.empty() ? std::string{"localhost"} : host) + ":" +
+               (port.empty() ? std::string{"5432"} : port);
+    }
+
+    void close_connections()
+    {
+        for (auto& c : pool_)
+            c->close();
+        listener_->close();
+        std::vector<std::shared_ptr<detail::session>> live;
+        {
+            std::lock_guard lock{sessions_->mutex};
+            for (auto& w : sessions_->out)
+                if (auto s = w.lock())
+                    live.push_back(std::move(s));
+            sessions_->out.clear();
+            sessions_->idle.clear();
+        }
+        for (auto& s : live)
+            s->discard();
+    }
+
+    std::shared_ptr<detail::connection> prepared() const
+    {
+        auto best = pool_.front();
+        for (const auto& c : pool_)
+            if (c->load() < best->load())
+                best = c;
+        return best;
+    }
+
+    // The table is created before the first statement, once per store.
+    struct schema_state {
+        std::atomic<bool> ready{false};
+        bool create = true;
+        std::string sql;
+    };
+    std::shared_ptr<schema_state> ensure() const { return schema_; }
+
+    static awaitable<std::error_code> ensured(const std::shared_ptr<detail::connection>& c,
+                                              const std::shared_ptr<schema_state>& schema, diagnostics* diag)
+    {
+        if (schema->ready.load(std::memory_order_acquire) || !schema->create)
+            co_return std::error_code{};
+        auto made = co_await make_table(c, schema, schema->sql, diag);
+        co_return made ? std::error_code{} : made.error();
+    }
+
+    static awaitable<result<void>> make_table(std::shared_ptr<detail::connection> c,
+                                              std::shared_ptr<schema_state> schema, std::string sql,
+                                              diagnostics* diag)
+    {
+        std::vector<detail::statement> s;
+        s.push_back({"", std::move(sql), {}});
+        auto made = co_await c->exec(std::move(s), diag);
+        // Two stores creating the table at once: one of them sees the other's type
+        // or relation appear (23505, 42P07); the table is there either way.
+        if (!made && made.error() != sqlstate("23505") && made.error() != sqlstate("42P07"))
+            co_return made.error();
+        if (diag)
+            diag->clear();
+        schema->ready.store(true, std::memory_order_release);
+        co_return success();
+    }
+
+    detail::statement statement(const char* name, const std::string& sql, std::string_view resource,
+                                const owner_token& owner, duration ttl) const
+    {
+        return {name, sql, {param::bytes(resource), param::text(owner.to_hex()), param::number(millis(ttl))}};
+    }
+
+    static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
+
+    std::error_code settings_valid() const { return {}; } // checked by the constructor
+
+    std::error_code check(std::string_view resource) const
+    {
+        if (resource.empty() || resource.size() > max_resource_size)
+            return distlock::errc::invalid_argument;
+        return {};
+    }
+    std::error_code check(std::string_view resource, duration ttl) const
+    {
+        if (ttl <= duration::zero() || ttl > max_wait)
+            return distlock::errc::invalid_argument;
+        return check(resource);
+    }
+
+    template <class T>
+    static awaitable<result<T>> failed(std::error_code ec)
+    {
+        co_return ec;
+    }
+
+    static awaitable<result<detail::replies>> run(std::shared_ptr<detail::connection> c,
+                                                  std::shared_ptr<schema_state> schema, detail::statement s,
+                                                  diagnostics* diag)
+    {
+        if (auto ec = co_await ensured(c, schema, diag))
+            co_return ec;
+        std::vector<detail::statement> one;
+        one.push_back(std::move(s));
+        co_return co_await c->exec(std::move(one), diag);
+    }
+
+    static awaitable<result<answer>> acquired(std::shared_ptr<detail::connection> c,
+                                              std::shared_ptr<schema_state> schema, detail::statement s,
+                                              diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        if (r.count() != 1)
+            co_return make_error_code(distlock::errc::protocol_error);
+        if (const auto fence = r.integer(0, 0)) {
+            if (*fence <= 0)
+                co_return make_error_code(distlock::errc::protocol_error);
+            co_return answer::granted(static_cast<fence_token>(*fence));
+        }
+        const auto left = r.integer(0, 1);
+        if (left && *left > 0)
+            co_return answer::held(clock::now() + std::chrono::milliseconds{std::min<std::int64_t>(*left, 1LL << 40)});
+        co_return answer::held();
+    }
+
+    static awaitable<result<fence_token>> as_fence(awaitable<result<answer>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        if (!got.value().is_granted())
+            co_return make_error_code(distlock::errc::contended);
+        co_return got.value().fence();
+    }
+
+    static awaitable<result<void>> changed_one(std::shared_ptr<detail::connection> c,
+                                               std::shared_ptr<schema_state> schema, detail::statement s,
+                                               diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        if (got.value().front().affected() != 1)
+            co_return make_error_code(distlock::errc::not_owner);
+        co_return success();
+    }
+
+    static awaitable<result<void>> returned_one(std::shared_ptr<detail::connection> c,
+                                                std::shared_ptr<schema_state> schema, detail::statement s,
+                                                diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        if (got.value().front().count() != 1)
+            co_return make_error_code(distlock::errc::not_owner);
+        co_return success();
+    }
+
+    static awaitable<result<std::vector<fence_token>>> acquired_all(std::shared_ptr<detail::connection> c,
+                                                                    std::shared_ptr<schema_state> schema,
+                                                                    detail::statement s,
+                                                                    std::vector<std::string> keys,
+                                                                    diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got) {
+            if (got.error() == sqlstate("22012")) { // some were held: none were taken
+                if (diag)
+                    diag->clear();
+                co_return make_error_code(distlock::errc::contended);
+            }
+            co_return got.error();
+        }
+        const auto& r = got.value().front();
+        if (r.count() == 0)
+            co_return make_error_code(distlock::errc::contended);
+        if (static_cast<std::size_t>(r.count()) != keys.size())
+            co_return make_error_code(distlock::errc::protocol_error);
+        std::vector<fence_token> fences(keys.size(), 0);
+        for (int row = 0; row < r.count(); ++row) {
+            const auto key = r.text(row, 0);
+            const auto fence = r.integer(row, 1);
+            const auto at = std::find(keys.begin(), keys.end(), key);
+            if (at == keys.end() || !fence || *fence <= 0)
+                co_return make_error_code(distlock::errc::protocol_error);
+            fences[static_cast<std::size_t>(at - keys.begin())] = static_cast<fence_token>(*fence);
+        }
+        if (std::find(fences.begin(), fences.end(), fence_token{0}) != fences.end())
+            co_return make_error_code(distlock::errc::protocol_error);
+        co_return fences;
+    }
+
+    static awaitable<result<lock_info>> inspected(std::shared_ptr<detail::connection> c,
+                                                  std::shared_ptr<schema_state> schema, detail::statement s,
+                                                  diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        lock_info info;
+        if (r.count() == 0)
+            co_return info;
+        info.fence = static_cast<fence_token>(r.integer(0, 1).value_or(0));
+        const auto left = r.integer(0, 2);
+        if (!r.null(0, 0) && left && *left > 0) {
+            info.held = true;
+            info.owner = std::string{r.text(0, 0).substr(0, 8)};
+            info.remaining = std::chrono::milliseconds{*left};
+        }
+        co_return info;
+    }
+
+    static awaitable<result<std::uint64_t>> fenced(std::shared_ptr<detail::connection> c,
+                                                   std::shared_ptr<schema_state> schema, detail::statement s,
+                                                   diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        const auto n = got.value().front().affected();
+        if (n == 0)
+            co_return make_error_code(distlock::errc::stale_fence);
+        co_return n;
+    }
+
+    static awaitable<result<rows>> executed(std::shared_ptr<detail::connection> c, detail::statement s,
+                                            diagnostics* diag)
+    {
+        std::vector<detail::statement> one;
+        one.push_back(std::move(s));
+        auto got = co_await c->exec(std::move(one), diag);
+        if (!got)
+            co_return got.error();
+        co_return std::move(got.value().front());
+    }
+
+    static awaitable<watcher> watch_on(std::shared_ptr<detail::watch_registry> registry,
+                                       std::shared_ptr<detail::connection> listener, std::string key)
+    {
+        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        registry->add(key, w); // before LISTEN is confirmed: nothing after it is missed
+        watcher out{registry, listener, std::move(key), std::move(w)};
+        out.listening_since_ = registry->downs();
+        out.listening_ = !co_await listener->connect();
+        co_return out;
+    }
+
+    static awaitable<result<std::shared_ptr<detail::session>>> ready_session(std::shared_ptr<detail::session> s)
+    {
+        co_return s;
+    }
+
+    static awaitable<result<std::shared_ptr<detail::session>>> connected_session(
+        std::shared_ptr<schema_state> schema, std::shared_ptr<detail::session> s, diagnostics* diag)
+    {
+        if (auto ec = co_await s->conn()->connect(diag)) {
+            s->discard();
+            co_return ec;
+        }
+        if (auto ec = co_await ensured(s->conn(), schema, diag)) {
+            s->discard();
+            co_return ec;
+        }
+        co_return s;
+    }
+
+    executor_type ex_;
+    config cfg_;
+    std::shared_ptr<const detail::sql_texts> sql_;
+    std::string peer_;
+    std::vector<std::shared_ptr<detail::connection>> pool_;
+    std::shared_ptr<detail::connection> listener_;
+    std::shared_ptr<detail::watch_registry> watchers_;
+    std::shared_ptr<detail::session_pool> sessions_;
+    std::shared_ptr<schema_state> schema_ = std::make_shared<schema_state>();
+    std::shared_ptr<distlock::detail::lifetime> life_;
+};
+
+} // namespace distlock::postgres

@@ -1,0 +1,538 @@
+// The store conformance suite on PostgreSQL, in both modes (lease table, advisory
+// locks): three clients of one private cluster (test/postgres/cluster.hpp), reaching
+// it through a fault proxy that loses replies on demand; and what only this store
+// does: one-statement upserts raced, multi-locks in one statement, fenced SQL writes,
+// terminated backends, restarts, blackholed connections, pipelining, SQLSTATEs, URLs.
+#include "conformance/suite.hpp"
+#include "fault/proxy.hpp"
+#include "postgres/cluster.hpp"
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace dl = distlock;
+namespace pg = distlock::postgres;
+
+// Statements behind the clients' backs, on a store and event loop of their own.
+class probe {
+public:
+    explicit probe(const std::string& table) : store_{io_, test::shared_cluster().config(table)}, table_{table} {}
+
+    pg::rows query(std::string sql, std::vector<pg::param> params = {})
+    {
+        dl::result<pg::rows> out{make_error_code(dl::errc::store_unavailable)};
+        dl::diagnostics diag;
+        io_.restart();
+        test::run(io_, [&]() -> asio::awaitable<void> {
+            out = co_await store_.execute(std::move(sql), std::move(params), &diag);
+        });
+        INFO(diag.to_string());
+        REQUIRE(out);
+        return std::move(out.value());
+    }
+
+    std::string table() const { return "\"" + table_ + "\""; }
+
+    bool lease_held(std::string_view resource)
+    {
+        auto r = query("SELECT count(*) FROM " + table() +
+                           " WHERE resource = $1 AND owner IS NOT NULL AND expires_at > clock_timestamp()",
+                       {pg::param::bytes(resource)});
+        return r.integer(0, 0).value_or(0) > 0;
+    }
+
+    static std::string advisory_key() { return "('x' || substr(encode(sha256($1::bytea), 'hex'), 1, 16))::bit(64)::bigint"; }
+
+    bool advisory_held(std::string_view resource)
+    {
+        auto r = query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND "
+                       "((classid::bigint << 32) | objid::bigint) = " +
+                           advisory_key(),
+                       {pg::param::bytes(resource)});
+        return r.integer(0, 0).value_or(0) > 0;
+    }
+
+    // Ends the server session that holds `resource`'s advisory lock.
+    void terminate_advisory_holder(std::string_view resource)
+    {
+        auto r = query("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                       "objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = " +
+                           advisory_key(),
+                       {pg::param::bytes(resource)});
+        REQUIRE(r.count() == 1);
+    }
+
+    void expire_lease(std::string_view resource)
+    {
+        auto r = query("UPDATE " + table() + " SET expires_at = clock_timestamp() - interval '1 second' "
+                                             "WHERE resource = $1 AND owner IS NOT NULL",
+                       {pg::param::bytes(resource)});
+        REQUIRE(r.affected() == 1);
+    }
+
+    pg::store& store() { return store_; }
+    asio::io_context& io() { return io_; }
+
+private:
+    asio::io_context io_;
+    pg::store store_;
+    std::string table_;
+};
+
+// Three clients of one table behind a fault proxy, each connected (a lock taken and
+// released) so that a test's next request is its own.
+template <class Backend>
+struct postgres_clients {
+    using backend = Backend;
+    static constexpr bool advisory = std::is_same_v<Backend, pg::advisory_store>;
+    static constexpr bool notifies = true; // NOTIFY, or the server's own lock queue
+    static constexpr bool quorum = false;
+    std::string table = test::fresh_table(advisory ? "adv" : "lease");
+    fault::proxy net{test::shared_cluster().port()};
+    asio::io_context io;
+    std::array<std::unique_ptr<backend>, 3> clients;
+    probe look{table};
+
+    postgres_clients()
+    {
+        for (auto& c : clients)
+            c = std::make_unique<backend>(io, test::shared_cluster().config(table, net.port()));
+        test::run(io, [&]() -> asio::awaitable<void> {
+            for (auto& c : clients) {
+                dl::basic_distributed_mutex<backend, dl::retry::none> m{*c, "conf:warm-up", {.ttl = 10s}};
+                dl::diagnostics diag;
+                auto l = co_await m.lock(diag);
+                INFO(diag.to_string());
+                REQUIRE(l);
+                { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+            }
+        });
+    }
+
+    backend& client(std::size_t i) { return *clients[i]; }
+    bool held(std::string_view resource) { return advisory ? look.advisory_held(resource) : look.lease_held(resource); }
+    // As if the lease had run out: its expiry moves into the past, or (advisory) its
+    // server session ends.
+    void end_lock(const dl::lease& l)
+    {
+        if constexpr (advisory)
+            look.terminate_advisory_holder(l.resource());
+        else
+            look.expire_lease(l.resource());
+    }
+    // Only the client asking is doing I/O when a test loses a reply.
+    void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
+    asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
+    static dl::duration longest_validity(const dl::lock_options& o)
+    {
+        if constexpr (advisory)
+            return test::shared_cluster().config("x").in_doubt_after;
+        else
+            return o.ttl - o.drift();
+    }
+};
+
+struct postgres_table : postgres_clients<pg::store> {
+    static constexpr const char* name = "postgres_table";
+};
+struct postgres_advisory : postgres_clients<pg::advisory_store> {
+    static constexpr const char* name = "postgres_advisory";
+};
+
+} // namespace
+
+DISTLOCK_CONFORMANCE("[postgres]", postgres_table, postgres_advisory)
+
+TEST_CASE("postgres: the fence lives in the row and grows across releases; release keeps the row", "[postgres]")
+{
+    const auto table = test::fresh_table();
+    asio::io_context io;
+    pg::store store{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, "pg:fence", {.ttl = 10s}};
+        dl::fence_token last = 0;
+        for (int i = 0; i < 3; ++i) {
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            CHECK(l->fence() == last + 1);
+            last = l->fence();
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+        auto info = co_await store.read("pg:fence");
+        REQUIRE(info);
+        CHECK_FALSE(info->held);
+        CHECK(info->fence == 3);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("postgres: concurrent acquirers racing the upsert: exactly one winner", "[postgres]")
+{
+    const auto table = test::fresh_table();
+    asio::io_context io;
+    std::vector<std::unique_ptr<pg::store>> stores;
+    for (int i = 0; i < 8; ++i)
+        stores.push_back(std::make_unique<pg::store>(io, test::shared_cluster().config(table)));
+    test::run(io, [&]() -> asio::awaitable<void> {
+        for (int round = 0; round < 5; ++round) {
+            std::vector<test::pending<dl::result<dl::lease>>> racers;
+            std::vector<std::unique_ptr<dl::basic_distributed_mutex<pg::store, dl::retry::none>>> mutexes;
+            for (auto& s : stores) {
+                mutexes.push_back(std::make_unique<dl::basic_distributed_mutex<pg::store, dl::retry::none>>(
+                    *s, "pg:race", dl::lock_options{.ttl = 10s}));
+                racers.push_back(test::start(co_await asio::this_coro::executor, mutexes.back()->lock()));
+            }
+            std::vector<dl::lease> winners;
+            for (auto& r : racers) {
+                { const bool came_ = co_await r.wait(); REQUIRE(came_); }
+                auto& got = r.get();
+                if (got)
+                    winners.push_back(std::move(*got));
+                else
+                    CHECK(got.error() == dl::condition::contended);
+            }
+            REQUIRE(winners.size() == 1);
+            { const auto ok_ = co_await winners.front().unlock(); REQUIRE(ok_); }
+        }
+        for (auto& s : stores)
+            co_await s->close();
+    });
+}
+
+TEST_CASE("postgres: ids are bytes: binary, long and SQL-injection-shaped ids are stored verbatim", "[postgres][input]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    asio::io_context io;
+    pg::store store{io, test::shared_cluster().config(table)};
+    const std::vector<std::string> ids{"x'); DROP TABLE " + table + "; --", "\"; SELECT pg_sleep(10); --",
+                                       std::string{"\0\x01\xff'\\x00", 8}, std::string(dl::max_resource_size, '\''),
+                                       "$1 $2 ::bytea"};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        for (const auto& id : ids) {
+            dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, id, {.ttl = 10s}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            CHECK(look.lease_held(id));
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+        co_await store.close();
+    });
+    auto rows = look.query("SELECT resource FROM " + look.table() + " ORDER BY resource");
+    REQUIRE(rows.count() == static_cast<int>(ids.size()));
+    for (const auto& id : ids) {
+        auto one = look.query("SELECT fence FROM " + look.table() + " WHERE resource = $1", {pg::param::bytes(id)});
+        CHECK(one.count() == 1);
+        CHECK(one.integer(0, 0) == 1);
+    }
+}
+
+TEST_CASE("postgres: multi-locks are one statement, sorted, all or nothing", "[postgres]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    asio::io_context io;
+    pg::store a{io, test::shared_cluster().config(table)}, b{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const dl::lock_options opts{.ttl = 10s};
+        const dl::retry::none once;
+        auto first = co_await dl::lock_all(a, dl::resources("pg:m2", "pg:m1"), opts, once);
+        REQUIRE(first);
+        CHECK(first->resources() == std::vector<std::string>{"pg:m1", "pg:m2"});
+        // m3 is free but m2 is held: nothing is taken (m3's row, if the statement
+        // inserted it, was rolled back with it).
+        auto second = co_await dl::lock_all(b, dl::resources("pg:m3", "pg:m2"), opts, once);
+        REQUIRE_FALSE(second);
+        CHECK(second.error() == dl::condition::contended);
+        CHECK_FALSE(look.lease_held("pg:m3"));
+        CHECK(look.query("SELECT count(*) FROM " + look.table() + " WHERE resource = $1",
+                         {pg::param::bytes("pg:m3")})
+                  .integer(0, 0) == 0);
+        const auto m2_before = first->fence("pg:m2");
+        REQUIRE(m2_before);
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
+        auto third = co_await dl::lock_all(b, dl::resources("pg:m3", "pg:m2"), opts, once);
+        REQUIRE(third);
+        const auto m2_after = third->fence("pg:m2");
+        REQUIRE(m2_after);
+        CHECK(*m2_after > *m2_before);
+        CHECK(third->fence("pg:m3") == 1);
+        { const auto ok_ = co_await third->unlock(); REQUIRE(ok_); }
+        // The store's batch primitive itself: duplicates are refused before any I/O.
+        const std::vector<std::string> twice{"pg:d", "pg:d"};
+        auto dup = co_await a.put_if_absent_all(twice, dl::owner_token::generate(), 10s);
+        REQUIRE_FALSE(dup);
+        CHECK(dup.error() == dl::condition::invalid_argument);
+        co_await a.close();
+        co_await b.close();
+    });
+}
+
+TEST_CASE("postgres: fenced SQL writes: a stale holder's UPDATE changes nothing", "[postgres]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    look.query("CREATE TABLE " + table + "_wallet (id int PRIMARY KEY, balance bigint NOT NULL)");
+    look.query("INSERT INTO " + table + "_wallet VALUES (1, 100)");
+    asio::io_context io;
+    pg::store a{io, test::shared_cluster().config(table)}, b{io, test::shared_cluster().config(table)};
+    const std::string update = "UPDATE " + table + "_wallet SET balance = balance + $1 WHERE id = $2 AND ";
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> ma{a, "pg:wallet", {.ttl = 10s}};
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> mb{b, "pg:wallet", {.ttl = 10s}};
+        auto stale = co_await ma.lock();
+        REQUIRE(stale);
+        const auto add = [](std::int64_t amount) {
+            return std::vector<pg::param>{pg::param::number(amount), pg::param::number(1)};
+        };
+        auto wrote = co_await a.fenced_execute(update + a.fence_condition(3, 4), add(10), "pg:wallet", stale->fence());
+        REQUIRE(wrote);
+        CHECK(wrote.value() == 1);
+        look.expire_lease("pg:wallet"); // the holder stalls past its TTL...
+        auto fresh = co_await mb.lock(); // ...and another takes the lock
+        REQUIRE(fresh);
+        CHECK(fresh->fence() > stale->fence());
+        dl::diagnostics diag;
+        auto refused =
+            co_await a.fenced_execute(update + a.fence_condition(3, 4), add(1000), "pg:wallet", stale->fence(), &diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::stale_fence);
+        auto accepted = co_await b.fenced_execute(update + b.fence_condition(3, 4), add(5), "pg:wallet", fresh->fence());
+        REQUIRE(accepted);
+        { const auto ok_ = co_await fresh->unlock(); REQUIRE(ok_); }
+        co_await a.close();
+        co_await b.close();
+    });
+    CHECK(look.query("SELECT balance FROM " + table + "_wallet WHERE id = 1").integer(0, 0) == 115);
+}
+
+TEST_CASE("postgres: 64 coroutines pipelined on one connection: nothing lost, no result matched to another request",
+          "[postgres]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    asio::io_context io;
+    auto cfg = test::shared_cluster().config(table);
+    cfg.pool_size = 1;
+    pg::store store{io, cfg};
+    constexpr int n = 64;
+    test::run(io, [&]() -> asio::awaitable<void> {
+        // Each resource locked a different number of times: its fence says how often.
+        std::vector<test::pending<dl::result<void>>> work;
+        for (int i = 0; i < n; ++i)
+            // Parameters, not captures: the coroutine outlives the lambda object.
+            work.push_back(test::start(co_await asio::this_coro::executor, [](pg::store& store, int i) -> asio::awaitable<dl::result<void>> {
+                const auto id = "pg:pipe:" + std::to_string(i);
+                dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, id, {.ttl = 10s}};
+                for (int k = 0; k <= i % 4; ++k) {
+                    auto l = co_await m.lock();
+                    if (!l)
+                        co_return l.error();
+                    if (l->fence() != static_cast<dl::fence_token>(k + 1))
+                        co_return make_error_code(dl::errc::protocol_error);
+                    auto info = co_await store.read(id);
+                    if (!info || !info->held || info->owner != l->owner().to_hex().substr(0, 8))
+                        co_return make_error_code(dl::errc::protocol_error);
+                    if (auto r = co_await l->unlock(); !r)
+                        co_return r.error();
+                }
+                co_return dl::success();
+            }(store, i)));
+        for (auto& w : work) {
+            { const bool came_ = co_await w.wait(); REQUIRE(came_); }
+            CHECK(w.get());
+        }
+        co_await store.close();
+    });
+    for (int i = 0; i < n; ++i) {
+        auto r = look.query("SELECT fence FROM " + look.table() + " WHERE resource = $1",
+                            {pg::param::bytes("pg:pipe:" + std::to_string(i))});
+        CHECK(r.integer(0, 0) == i % 4 + 1);
+    }
+}
+
+TEST_CASE("postgres: SQLSTATEs map to conditions, with the server's words", "[postgres][input]")
+{
+    CHECK(pg::sqlstate("40001") == dl::condition::maybe_applied);
+    CHECK(pg::sqlstate("40P01") == dl::condition::maybe_applied);
+    CHECK(pg::sqlstate("57P01") == dl::condition::maybe_applied);
+    CHECK(pg::sqlstate("57014") == dl::condition::maybe_applied);
+    CHECK(pg::sqlstate("55P03") == dl::condition::contended);
+    CHECK(pg::sqlstate("42601") == dl::condition::invalid_argument);
+    CHECK(pg::sqlstate("42501") == dl::condition::denied);
+    CHECK(pg::sqlstate("28P01") == dl::condition::denied);
+    CHECK(pg::sqlstate("53300") == dl::condition::not_applied);
+    CHECK(pg::sqlstate("4000") == dl::errc::protocol_error);
+    CHECK(pg::sqlstate("40001").message() == "SQLSTATE 40001 (serialization_failure)");
+    CHECK(pg::unpack_sqlstate(*pg::pack_sqlstate("2BP01")) == "2BP01");
+
+    const auto table = test::fresh_table();
+    asio::io_context io;
+    auto cfg = test::shared_cluster().config(table);
+    cfg.statement_timeout = 200ms;
+    pg::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        const std::vector<pg::param> none;
+        auto syntax = co_await store.execute("SELEC 1", none, &diag);
+        REQUIRE_FALSE(syntax);
+        CHECK(syntax.error() == pg::sqlstate("42601"));
+        CHECK(syntax.error() == dl::condition::invalid_argument);
+        CHECK(diag.server_message().find("syntax error") != std::string_view::npos);
+        auto slow = co_await store.execute("SELECT pg_sleep(5)", none, &diag);
+        REQUIRE_FALSE(slow);
+        CHECK(slow.error() == pg::sqlstate("57014")); // statement_timeout
+        CHECK(slow.error() == dl::condition::maybe_applied);
+        // The connection is still usable after both.
+        const std::vector<pg::param> answer{pg::param::number(41)};
+        auto fine = co_await store.execute("SELECT $1::int + 1", answer);
+        REQUIRE(fine);
+        CHECK(fine->integer(0, 0) == 42);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("postgres: settings and URLs are checked before any I/O", "[postgres][input]")
+{
+    auto c = pg::config::from_url("postgres://locker@127.0.0.1:5433/app?sslmode=disable&table=locks&pool=4");
+    REQUIRE(c);
+    CHECK(c->table == "locks");
+    CHECK(c->pool_size == 4);
+    CHECK(c->conninfo == "postgres://locker@127.0.0.1:5433/app?sslmode=disable");
+    auto n = pg::config::from_url("postgresql://127.0.0.1/app?advisory_namespace=-7");
+    REQUIRE(n);
+    CHECK(n->advisory_namespace == -7);
+    for (const auto* bad : {"redis://x", "postgres://h/db?table=bad name", "postgres://h/db?table=a;b",
+                            "postgres://h/db?pool=0", "postgres://h/db?pool=x", "postgres://h/db?nosuchoption=1",
+                            "postgres://h/db?advisory_namespace=99999999999", "postgres://h/db?table"}) {
+        INFO(bad);
+        auto r = pg::config::from_url(bad);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::invalid_argument);
+    }
+    pg::config bad;
+    bad.conninfo = "hostaddr=127.0.0.1 nosuchkey=1";
+    CHECK(bad.validate() == dl::errc::invalid_argument);
+    CHECK(bad.conninfo_problem().find("nosuchkey") != std::string::npos);
+    asio::io_context io;
+    CHECK_THROWS_AS(pg::store(io, bad), std::system_error);
+    bad = pg::config{};
+    bad.table = "t\"; DROP TABLE x; --";
+    CHECK(bad.validate() == dl::errc::invalid_argument);
+    bad = pg::config{};
+    bad.in_doubt_after = 0s;
+    CHECK(bad.validate() == dl::errc::invalid_argument);
+    CHECK(pg::valid_identifier("locks.leases", true));
+    CHECK_FALSE(pg::valid_identifier("a.b.c", true));
+    CHECK_FALSE(pg::valid_identifier(std::string(64, 'a'), false));
+}
+
+TEST_CASE("postgres: a server that is not there is store_unavailable, with libpq's words", "[postgres][input]")
+{
+    asio::io_context io;
+    pg::config cfg;
+    cfg.conninfo = "hostaddr=127.0.0.1 port=" + std::to_string(test::free_port()) + " user=postgres";
+    pg::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, "pg:nobody", {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto l = co_await m.lock(diag);
+        REQUIRE_FALSE(l);
+        CHECK(l.error() == dl::condition::not_applied);
+        CHECK(diag.client_message().find("cannot connect") != std::string_view::npos);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("postgres advisory: a terminated backend is a lost lease at once, and the next holder gets the lock",
+          "[postgres][fault]")
+{
+    const auto table = test::fresh_table("adv");
+    probe look{table};
+    asio::io_context io;
+    pg::advisory_store a{io, test::shared_cluster().config(table)}, b{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> ma{a, "pg:adv", {.ttl = 10s}};
+        auto held = co_await ma.lock();
+        REQUIRE(held);
+        REQUIRE(look.advisory_held("pg:adv"));
+        REQUIRE(a.session_backends().size() == 1);
+        look.query("SELECT pg_terminate_backend($1)", {pg::param::number(a.session_backends().front())});
+        const auto ended = co_await held->lost();
+        CHECK(ended == dl::errc::lease_lost);
+        CHECK_FALSE(held->valid());
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> mb{b, "pg:adv", {.ttl = 10s}};
+        auto next = co_await mb.lock();
+        REQUIRE(next);
+        CHECK(next->fence() > held->fence());
+        auto stale = co_await held->unlock();
+        CHECK_FALSE(stale);
+        { const auto ok_ = co_await next->unlock(); REQUIRE(ok_); }
+        co_await a.close();
+        co_await b.close();
+    });
+}
+
+TEST_CASE("postgres advisory: a blackholed connection is in doubt, then lost; the server frees the lock",
+          "[postgres][fault]")
+{
+    const auto table = test::fresh_table("adv");
+    probe look{table};
+    fault::proxy net{test::shared_cluster().port()};
+    asio::io_context io;
+    pg::advisory_store a{io, test::shared_cluster().config(table, net.port())};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        test::recorder rec;
+        dl::basic_distributed_mutex<pg::advisory_store, dl::observe::callback, dl::retry::none> ma{
+            a, "pg:blackhole", {.ttl = 10s}, rec.observer()};
+        auto held = co_await ma.lock();
+        REQUIRE(held);
+        net.set(fault::direction::to_server, {.blackhole = true});
+        net.set(fault::direction::to_client, {.blackhole = true});
+        const auto ended = co_await held->lost();
+        CHECK(ended == dl::errc::lease_lost);
+        net.set(fault::direction::to_server, {});
+        net.set(fault::direction::to_client, {});
+        co_await a.close();
+    });
+    // The client dropped the connection: the server ends the session and its lock.
+    test::run(look.io(), [&]() -> asio::awaitable<void> {
+        (void)co_await test::eventually("!advisory_held", [&] { return !look.advisory_held("pg:blackhole"); },
+                                        test::conformance::long_enough());
+    });
+}
+
+TEST_CASE("postgres: a server restart: table leases survive it, advisory leases are lost", "[postgres][fault]")
+{
+    const auto table = test::fresh_table();
+    asio::io_context io;
+    pg::store leases{io, test::shared_cluster().config(table)};
+    pg::advisory_store sessions{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store> ml{leases, "pg:restart:lease", {.ttl = 20s}};
+        dl::basic_distributed_mutex<pg::advisory_store> ma{sessions, "pg:restart:adv", {.ttl = 20s}};
+        auto lease = co_await ml.lock();
+        REQUIRE(lease);
+        auto adv = co_await ma.lock();
+        REQUIRE(adv);
+        test::shared_cluster().restart();
+        const auto ended = co_await adv->lost();
+        CHECK(ended == dl::errc::lease_lost);
+        // The row is still there: the holder releases it after the pool reconnects.
+        CHECK(lease->valid());
+        auto released = co_await lease->unlock();
+        CHECK(released);
+        auto again = co_await ml.lock();
+        REQUIRE(again);
+        CHECK(again->fence() == lease->fence() + 1);
+        { const auto ok_ = co_await again->unlock(); REQUIRE(ok_); }
+        co_await leases.close();
+        co_await sessions.close();
+    });
+}

@@ -1,0 +1,171 @@
+// A private PostgreSQL cluster for the tests: initdb in a temporary directory owned
+// by the `postgres` user, the server on a free loopback port, one per test run
+// (shared_cluster()), stopped by pid (SIGINT: fast shutdown) at exit. PostgreSQL
+// refuses to run as root, so as root both run as `postgres` through setpriv, which
+// execs (the pid is the postmaster's).
+#pragma once
+
+#include "process.hpp"
+
+#include <distlock/postgres.hpp>
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace test {
+
+inline std::string postgres_bin(const std::string& tool)
+{
+    for (const char* dir : {"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"})
+        if (std::filesystem::exists(std::filesystem::path{dir} / tool))
+            return (std::filesystem::path{dir} / tool).string();
+    return tool;
+}
+
+class postgres_cluster {
+public:
+    postgres_cluster() : port_{free_port()}
+    {
+        as_postgres_ = ::geteuid() == 0;
+        if (as_postgres_) {
+            const passwd* pw = ::getpwnam("postgres");
+            if (!pw)
+                throw std::runtime_error{"no postgres user (install postgresql-15)"};
+            ::chown(dir_.path().c_str(), pw->pw_uid, pw->pw_gid);
+        }
+        const auto data = (dir_.path() / "data").string();
+        {
+            child init{command({postgres_bin("initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                                "--locale=C", "--no-sync", "--no-instructions"}),
+                       false};
+            const auto status = init.wait(std::chrono::seconds{120});
+            if (!status || *status != 0)
+                throw std::runtime_error{"initdb failed"};
+        }
+        start();
+    }
+    ~postgres_cluster() { stop(); }
+    postgres_cluster(const postgres_cluster&) = delete;
+    postgres_cluster& operator=(const postgres_cluster&) = delete;
+
+    std::uint16_t port() const { return port_; }
+    pid_t pid() const { return server_ ? server_->pid() : -1; }
+
+    /// A connection string to this cluster, through `port` (a fault proxy's) if given.
+    std::string conninfo(std::optional<std::uint16_t> through = std::nullopt) const
+    {
+        return "hostaddr=127.0.0.1 port=" + std::to_string(through.value_or(port_)) +
+               " user=postgres dbname=postgres sslmode=disable";
+    }
+
+    /// Store settings with short timeouts, a table of the caller's.
+    distlock::postgres::config config(std::string table, std::optional<std::uint16_t> through = std::nullopt) const
+    {
+        distlock::postgres::config c;
+        c.conninfo = conninfo(through);
+        c.table = std::move(table);
+        c.connect_timeout = std::chrono::seconds{3};
+        c.statement_timeout = std::chrono::seconds{3};
+        c.keepalive_idle = std::chrono::seconds{1};
+        c.keepalive_interval = std::chrono::seconds{1};
+        c.keepalive_count = 2;
+        c.tcp_user_timeout = std::chrono::seconds{3};
+        c.ping_interval = std::chrono::milliseconds{200};
+        c.in_doubt_after = std::chrono::seconds{2};
+        c.client_check_interval = std::chrono::milliseconds{100};
+        return c;
+    }
+
+    void stop()
+    {
+        if (!server_)
+            return;
+        server_->kill(SIGINT); // fast shutdown: backends are terminated, clients see FATAL 57P01
+        if (!server_->wait(std::chrono::seconds{20}))
+            server_->kill(SIGKILL);
+        server_.reset();
+    }
+
+    /// Stops and starts the server again, same port and data.
+    void restart()
+    {
+        stop();
+        start();
+    }
+
+    void pause() { server_->kill(SIGSTOP); }
+    void resume() { server_->kill(SIGCONT); }
+
+private:
+    std::vector<std::string> command(std::vector<std::string> argv) const
+    {
+        if (!as_postgres_)
+            return argv;
+        std::vector<std::string> full{"setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups",
+                                      "--reset-env"};
+        full.insert(full.end(), argv.begin(), argv.end());
+        return full;
+    }
+
+    void start()
+    {
+        for (int attempt = 0; attempt < 5; ++attempt) {
+            server_.emplace(command({postgres_bin("postgres"), "-D", (dir_.path() / "data").string(), "-p",
+                                     std::to_string(port_), "-k", dir_.path().string(), "-c",
+                                     "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                                     "-c", "full_page_writes=off", "-c", "max_connections=300"}),
+                            false);
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+            while (std::chrono::steady_clock::now() < deadline) {
+                if (server_->wait(std::chrono::milliseconds{0}))
+                    break; // exited: the port was taken, try another
+                if (port_accepts(port_) && ready())
+                    return;
+                std::this_thread::sleep_for(std::chrono::milliseconds{20});
+            }
+            server_.reset();
+            port_ = free_port();
+        }
+        throw std::runtime_error{"postgres did not start"};
+    }
+
+    bool ready() const
+    {
+        child probe{{postgres_bin("pg_isready"), "-h", "127.0.0.1", "-p", std::to_string(port_), "-U", "postgres"},
+                    false};
+        const auto status = probe.wait(std::chrono::seconds{10});
+        return status && *status == 0;
+    }
+
+    temp_dir dir_;
+    bool as_postgres_ = false;
+    std::uint16_t port_;
+    std::optional<child> server_;
+};
+
+/// The test run's cluster, started on first use.
+inline postgres_cluster& shared_cluster()
+{
+    static postgres_cluster cluster;
+    return cluster;
+}
+
+/// A table name no other test of this run uses.
+inline std::string fresh_table(const char* prefix = "t")
+{
+    static std::atomic<int> counter{0};
+    return std::string{prefix} + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
+}
+
+} // namespace test
