@@ -6,6 +6,7 @@
 #include "conformance/suite.hpp"
 #include "fault/proxy.hpp"
 #include "postgres/cluster.hpp"
+#include "workers.hpp"
 
 #include <array>
 #include <memory>
@@ -534,5 +535,189 @@ TEST_CASE("postgres: a server restart: table leases survive it, advisory leases 
         { const auto ok_ = co_await again->unlock(); REQUIRE(ok_); }
         co_await leases.close();
         co_await sessions.close();
+    });
+}
+
+namespace {
+
+// The workers' settings: the cluster at PORT, table TABLE.
+pg::config worker_config(const std::string& port, const std::string& table)
+{
+    pg::config c;
+    c.conninfo = "hostaddr=127.0.0.1 port=" + port + " user=postgres dbname=postgres sslmode=disable";
+    c.table = table;
+    c.connect_timeout = 5s;
+    c.statement_timeout = 5s;
+    return c;
+}
+
+template <class Store>
+int hold_with(const std::vector<std::string>& args)
+{
+    asio::io_context io;
+    Store store{io, worker_config(args[0], args[1])};
+    dl::basic_distributed_mutex<Store, dl::renew::watchdog> m{
+        store, args[3], {.ttl = std::chrono::milliseconds{std::stoi(args[4])}}};
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        auto got = co_await m.lock();
+        if (!got)
+            co_return;
+        std::printf("locked %llu\n", static_cast<unsigned long long>(got->fence()));
+        std::fflush(stdout);
+        asio::steady_timer forever{io, std::chrono::hours{1}};
+        (void)co_await forever.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    }, asio::detached);
+    io.run();
+    return 1;
+}
+
+// pg-hold PORT TABLE MODE RESOURCE TTL_MS: takes the lock (MODE "table": a lease
+// renewed at a third of the TTL; "advisory"), prints "locked FENCE", holds it until killed.
+int hold_worker(const std::vector<std::string>& args)
+{
+    if (args.size() != 5)
+        return 2;
+    return args[2] == "advisory" ? hold_with<pg::advisory_store>(args) : hold_with<pg::store>(args);
+}
+
+template <class Store>
+int increment_with(const std::vector<std::string>& args)
+{
+    asio::io_context io;
+    Store store{io, worker_config(args[0], args[1])};
+    const int rounds = std::stoi(args[3]);
+    const std::string counter = "\"" + args[1] + "_counter\"";
+    int status = 1;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<Store, dl::retry::exponential_backoff> m{
+            store, "pg:counter", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 2ms, .max = 50ms, .deadline = 60s}};
+        for (int i = 0; i < rounds; ++i) {
+            auto lease = co_await m.lock();
+            if (!lease)
+                co_return;
+            // Read, then write what was read plus one: without exclusion, increments
+            // would be lost; the write is fenced in the same statement.
+            auto read = co_await store.execute("SELECT n FROM " + counter + " WHERE id = 1");
+            if (!read || !read->integer(0, 0))
+                co_return;
+            std::vector<pg::param> params{pg::param::number(*read->integer(0, 0) + 1)};
+            auto wrote = co_await store.fenced_execute("UPDATE " + counter + " SET n = $1 WHERE id = 1 AND " +
+                                                           store.fence_condition(2, 3),
+                                                       std::move(params), "pg:counter", lease->fence());
+            if (!wrote)
+                co_return;
+            if (!co_await lease->unlock())
+                co_return;
+        }
+        status = 0;
+        co_await store.close();
+    }, asio::detached);
+    io.run();
+    return status;
+}
+
+// pg-increment PORT TABLE MODE ROUNDS: ROUNDS critical sections on TABLE_counter.
+int increment_worker(const std::vector<std::string>& args)
+{
+    if (args.size() != 4)
+        return 2;
+    return args[2] == "advisory" ? increment_with<pg::advisory_store>(args) : increment_with<pg::store>(args);
+}
+
+const bool workers_registered =
+    test::register_worker("pg-hold", hold_worker) && test::register_worker("pg-increment", increment_worker);
+
+} // namespace
+
+TEST_CASE("postgres: a SIGKILLed holder: a table lease expires by its TTL, an advisory lock is freed at once",
+          "[postgres][process]")
+{
+    REQUIRE(workers_registered);
+    for (const std::string mode : {"table", "advisory"}) {
+        INFO(mode);
+        const auto table = test::fresh_table();
+        const auto port = std::to_string(test::shared_cluster().port());
+        test::child holder{{test::self_path(), "--worker", "pg-hold", port, table, mode, "pg:killed", "1500"}};
+        const auto line = holder.read_line(std::chrono::seconds{20});
+        REQUIRE(line);
+        REQUIRE(line->starts_with("locked "));
+        const dl::fence_token dead = std::stoull(line->substr(7));
+        holder.kill(SIGKILL);
+        REQUIRE(holder.wait());
+
+        asio::io_context io;
+        auto cfg = test::shared_cluster().config(table);
+        test::run(io, [&]() -> asio::awaitable<void> {
+            const auto check = [&](auto& store) -> asio::awaitable<void> {
+                using store_type = std::remove_reference_t<decltype(store)>;
+                dl::basic_distributed_mutex<store_type, dl::retry::fixed> m{store, "pg:killed", {.ttl = 1500ms},
+                                                                            dl::retry::fixed{.delay = 20ms}};
+                if (mode == "table") { // held until its TTL runs out by the server's clock
+                    auto early = co_await m.lock_until(dl::clock::now() + 300ms);
+                    REQUIRE_FALSE(early);
+                    CHECK(early.error() == dl::errc::timeout);
+                }
+                auto taken = co_await m.lock_until(dl::clock::now() + 10s);
+                REQUIRE(taken);
+                CHECK(taken->fence() > dead);
+                { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
+                co_await store.close();
+            };
+            if (mode == "table") {
+                pg::store s{io, cfg};
+                co_await check(s);
+            } else {
+                pg::advisory_store s{io, cfg};
+                co_await check(s);
+            }
+        });
+    }
+}
+
+TEST_CASE("postgres: processes incrementing one counter with fenced SQL writes lose nothing", "[postgres][process]")
+{
+    REQUIRE(workers_registered);
+    for (const std::string mode : {"table", "advisory"}) {
+        INFO(mode);
+        const auto table = test::fresh_table();
+        probe look{table};
+        look.query("CREATE TABLE \"" + table + "_counter\" (id int PRIMARY KEY, n bigint NOT NULL)");
+        look.query("INSERT INTO \"" + table + "_counter\" VALUES (1, 0)");
+        constexpr int processes = 6, rounds = 10;
+        const auto port = std::to_string(test::shared_cluster().port());
+        std::vector<std::unique_ptr<test::child>> workers;
+        for (int i = 0; i < processes; ++i)
+            workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
+                test::self_path(), "--worker", "pg-increment", port, table, mode, std::to_string(rounds)}));
+        for (auto& w : workers)
+            CHECK(w->wait(std::chrono::seconds{120}) == std::optional<int>{0});
+        CHECK(look.query("SELECT n FROM \"" + table + "_counter\" WHERE id = 1").integer(0, 0) == processes * rounds);
+    }
+}
+
+TEST_CASE("postgres advisory: the two-int32 key space keeps a namespace apart", "[postgres]")
+{
+    const auto table = test::fresh_table("adv");
+    probe look{table};
+    asio::io_context io;
+    auto spaced = test::shared_cluster().config(table);
+    spaced.advisory_namespace = 4242;
+    pg::advisory_store a{io, spaced}, plain{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> ma{a, "pg:ns", {.ttl = 10s}};
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> mp{plain, "pg:ns", {.ttl = 10s}};
+        auto l = co_await ma.lock();
+        REQUIRE(l);
+        auto in_ns = look.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                                "classid = 4242 AND objsubid = 2");
+        CHECK(in_ns.integer(0, 0) == 1);
+        // The same resource in the 64-bit space is another lock (its fence row is shared).
+        auto other = co_await mp.lock();
+        REQUIRE(other);
+        CHECK(other->fence() > l->fence());
+        { const auto ok_ = co_await other->unlock(); REQUIRE(ok_); }
+        { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        co_await a.close();
+        co_await plain.close();
     });
 }
