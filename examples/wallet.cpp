@@ -5,12 +5,17 @@
 //   wallet --redis URL --redis URL ...       a Redlock quorum of several
 //   wallet --dynamodb dynamodb://127.0.0.1:8000?table=wallet_locks
 //                                            one DynamoDB table (made if missing)
+//   wallet --postgres postgres://user@127.0.0.1:5432/db
+//                                            a PostgreSQL lease table, and the
+//                                            wallet itself in a SQL table, its writes
+//                                            fenced in the same statement
 // Each "server" is a coroutine with its own mutex object; the wallet balance lives in
 // a fenced register, standing for the database that owns the data. Exits non-zero if
 // a scenario does not turn out as described.
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
 #include <distlock/memory.hpp>
+#include <distlock/postgres.hpp>
 #include <distlock/redis.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -193,6 +198,52 @@ awaitable<void> crashed_holder(Store& store)
         (void)co_await next->unlock();
 }
 
+// Only where the lock and the data share a database.
+template <class Store>
+awaitable<void> fenced_sql(Store&)
+{
+    co_return;
+}
+
+awaitable<void> fenced_sql(dl::postgres::store& db)
+{
+    namespace pg = dl::postgres;
+    std::puts("\n5. The wallet is a SQL row; a stalled holder's UPDATE checks its token in the same statement.");
+    const std::vector<pg::param> none;
+    if (!co_await db.execute("CREATE TABLE IF NOT EXISTS distlock_demo_wallet (id int PRIMARY KEY, balance bigint)",
+                             none) ||
+        !co_await db.execute("INSERT INTO distlock_demo_wallet VALUES (1, 100) ON CONFLICT (id) DO UPDATE SET "
+                             "balance = 100",
+                             none))
+        co_return verdict(false, "the wallet table is made");
+    const std::string debit = "UPDATE distlock_demo_wallet SET balance = balance - $1 WHERE id = 1 AND " +
+                              db.fence_condition(2, 3);
+    const auto amount = [](long cents) { return std::vector<pg::param>{pg::param::number(cents)}; };
+    dl::basic_distributed_mutex<pg::store> m{db, "wallet:sql", {.ttl = 200ms}};
+    auto first = co_await m.lock();
+    if (!first)
+        co_return verdict(false, "first holder locks");
+    std::printf("  server A holds the lock with token %llu and pauses past its TTL...\n",
+                static_cast<unsigned long long>(first->fence()));
+    co_await pause(300ms);
+    auto second = co_await m.lock();
+    if (!second)
+        co_return verdict(false, "second holder locks after the TTL");
+    auto b = co_await db.fenced_execute(debit, amount(10), "wallet:sql", second->fence());
+    std::printf("  server B debits 10 with token %llu: %s\n", static_cast<unsigned long long>(second->fence()),
+                b ? "1 row updated" : b.error().message().c_str());
+    auto a = co_await db.fenced_execute(debit, amount(50), "wallet:sql", first->fence());
+    std::printf("  server A wakes up and debits 50 with token %llu: %s\n",
+                static_cast<unsigned long long>(first->fence()), a ? "updated" : a.error().message().c_str());
+    auto balance = co_await db.execute("SELECT balance FROM distlock_demo_wallet WHERE id = 1", none);
+    const auto left = balance ? balance->integer(0, 0) : std::nullopt;
+    std::printf("  balance: %lld\n", static_cast<long long>(left.value_or(-1)));
+    verdict(b && !a && a.error() == dl::errc::stale_fence && left == 90,
+            "the database itself refused the stale holder's UPDATE");
+    (void)co_await first->unlock();
+    (void)co_await second->unlock();
+}
+
 template <class Store>
 int play(asio::io_context& io, Store& store, const char* where)
 {
@@ -202,6 +253,7 @@ int play(asio::io_context& io, Store& store, const char* where)
         co_await stalled_holder(store);
         co_await transfers(store);
         co_await crashed_holder(store);
+        co_await fenced_sql(store);
         if constexpr (requires { store.close(); })
             co_await store.close();
         else if constexpr (requires { store.disconnect(); })
@@ -226,8 +278,19 @@ int main(int argc, char** argv)
 {
     std::vector<dl::redis::config> redis;
     std::optional<dl::dynamodb::config> dynamodb;
+    std::optional<dl::postgres::config> postgres;
+    const char* usage = "usage: wallet [--redis URL]... | wallet --dynamodb URL | wallet --postgres URL\n";
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
+        if (arg == "--postgres" && i + 1 < argc && !postgres) {
+            auto cfg = dl::postgres::config::from_url(argv[++i]);
+            if (!cfg) {
+                std::fprintf(stderr, "bad PostgreSQL URL %s (postgres://user@host:port/db)\n", argv[i]);
+                return 2;
+            }
+            postgres = *cfg;
+            continue;
+        }
         if (arg == "--dynamodb" && i + 1 < argc && !dynamodb) {
             auto cfg = dl::dynamodb::config::from_url(argv[++i]);
             if (!cfg) {
@@ -243,14 +306,22 @@ int main(int argc, char** argv)
             }
             redis.push_back(*cfg);
         } else {
-            std::fprintf(stderr, "usage: wallet [--redis URL]... | wallet --dynamodb URL\n");
+            std::fprintf(stderr, "%s", usage);
             return 2;
         }
     }
     asio::io_context io;
+    if (postgres) {
+        if (!redis.empty() || dynamodb) {
+            std::fprintf(stderr, "%s", usage);
+            return 2;
+        }
+        dl::postgres::store store{io, *postgres};
+        return play(io, store, "PostgreSQL lease table");
+    }
     if (dynamodb) {
         if (!redis.empty()) {
-            std::fprintf(stderr, "usage: wallet [--redis URL]... | wallet --dynamodb URL\n");
+            std::fprintf(stderr, "%s", usage);
             return 2;
         }
         dl::dynamodb::store store{io, *dynamodb};

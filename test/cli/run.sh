@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end tests of the distlock command-line tool against a real redis-server,
 # started here on a free loopback port in a temporary directory and stopped by pid.
-#   run.sh DISTLOCK_BINARY REDIS_SERVER_BINARY [DYNALITE_CLI_JS]
+#   run.sh DISTLOCK_BINARY REDIS_SERVER_BINARY [DYNALITE_CLI_JS [POSTGRES_URL]]
 # With dynalite's cli.js, also against a dynalite (the DynamoDB API) started the same
-# way.
+# way; with a PostgreSQL URL (test/postgres/with_postgres.sh makes a private cluster),
+# against that database too.
 # Every wait is bounded (timeout(1) or a counted loop); nothing asserts on how long
 # something took, only on what happened and in which order.
 set -uo pipefail
@@ -11,6 +12,7 @@ set -uo pipefail
 distlock=$1
 redis_server=$2
 dynalite=${3:-}
+postgres=${4:-}
 work=$(mktemp -d)
 failures=0
 pids=()
@@ -224,6 +226,40 @@ if [ -n "$dynalite" ]; then
   check "two DynamoDB stores is a usage error (exit 2)" test $? -eq 2
   dl run --store "redis://127.0.0.1:1" --create-table x -- true 2>/dev/null
   check "--create-table on a Redis store is a usage error (exit 2)" test $? -eq 2
+fi
+
+# --- PostgreSQL: the lease table, then advisory locks (mode=advisory).
+if [ -n "$postgres" ]; then
+  pgt="$postgres&table=cli_locks"
+  out=$(dl run --store "$pgt" pg:job -- sh -c 'echo "$DISTLOCK_FENCE"')
+  check "run on PostgreSQL makes the table and hands the child fence 1" test "$out" = 1
+  out=$(dl run --store "$pgt" pg:job -- sh -c 'echo "$DISTLOCK_FENCE"')
+  check "the next run gets fence 2 (the row keeps its counter)" test "$out" = 2
+  "$distlock" run --store "$pgt" pg:job -- sleep 30 &
+  pholder=$!
+  pids+=("$pholder")
+  held_on_postgres() { dl status --store "$pgt" pg:job 2>/dev/null | grep -q '^held'; }
+  eventually held_on_postgres
+  check "status shows the PostgreSQL lock held" held_on_postgres
+  dl try --store "$pgt" pg:job
+  check "try on a PostgreSQL-held lock exits 3" test $? -eq 3
+  kill -TERM "$pholder"
+  wait "$pholder"
+  check "the PostgreSQL lock is released when its command ends" dl try --store "$pgt" pg:job
+  pga="$pgt&mode=advisory"
+  "$distlock" run --store "$pga" pg:adv -- sh -c "touch '$work/adv-held'; sleep 30" &
+  aholder=$!
+  pids+=("$aholder")
+  eventually test -f "$work/adv-held"
+  dl try --store "$pga" pg:adv
+  check "try on an advisory lock held by another session exits 3" test $? -eq 3
+  kill -TERM "$aholder"
+  wait "$aholder"
+  check "the advisory lock is free once its holder's session ended" dl try --store "$pga" pg:adv
+  dl status --store "$pga" pg:adv >/dev/null 2>&1
+  check "status with mode=advisory is a usage error (exit 2)" test $? -eq 2
+  dl try --store "postgres://127.0.0.1/db?nosuchoption=1" x >/dev/null 2>&1
+  check "a URL libpq does not accept is a usage error (exit 2)" test $? -eq 2
 fi
 
 echo "$failures failure(s)"

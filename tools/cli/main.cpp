@@ -13,6 +13,7 @@
 
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
+#include <distlock/postgres.hpp>
 #include <distlock/memory.hpp>
 #include <distlock/redis.hpp>
 
@@ -446,6 +447,65 @@ int with_dynamodb(asio::io_context& io, const cli::options& o)
     }
 }
 
+template <class Store>
+int with_postgres_store(asio::io_context& io, const cli::options& o, dl::postgres::config cfg)
+{
+    Store store{io, std::move(cfg)};
+    std::vector<Store*> nodes{&store};
+    if constexpr (dl::inspectable_store<Store>) {
+        switch (o.what) {
+        case cli::verb::status: return status(io, nodes, o);
+        case cli::verb::release: return release(io, nodes, o);
+        default: return perform_lock(io, store, nodes, o);
+        }
+    } else {
+        if (o.what == cli::verb::status || o.what == cli::verb::release) {
+            std::fprintf(stderr, "distlock: status and release read the lease table: leave out mode=advisory "
+                                 "(an advisory lock belongs to the session that holds it)\n");
+            return cli::exit_code::usage;
+        }
+        return perform_lock(io, store, nodes, o);
+    }
+}
+
+// One PostgreSQL database: its lease table, or with `mode=advisory` in the URL
+// (taken out here) session-level advisory locks held by the distlock process's
+// connection for as long as the command runs.
+int with_postgres(asio::io_context& io, const cli::options& o)
+{
+    if (o.stores.size() != 1) {
+        std::fprintf(stderr, "distlock: one PostgreSQL store at a time\n%s", cli::usage_text);
+        return cli::exit_code::usage;
+    }
+    std::string url = o.stores[0];
+    bool advisory = false;
+    for (const auto* param : {"mode=advisory", "mode=table"}) {
+        const auto at = url.find(param);
+        if (at == std::string::npos || (url[at - 1] != '?' && url[at - 1] != '&'))
+            continue;
+        const auto end = at + std::string_view{param}.size();
+        if (end != url.size() && url[end] != '&')
+            continue;
+        advisory = std::string_view{param} == "mode=advisory";
+        // Drop the parameter and its separator ("?mode=x&y" -> "?y", "&mode=x" -> "").
+        if (url[at - 1] == '?')
+            url.erase(at, end - at + (end < url.size() ? 1 : 0));
+        else
+            url.erase(at - 1, end - at + 1);
+        if (url.back() == '?')
+            url.pop_back();
+        break;
+    }
+    auto cfg = dl::postgres::config::from_url(url);
+    if (!cfg) {
+        std::fprintf(stderr, "distlock: bad store URL '%s'\n%s", o.stores[0].c_str(), cli::usage_text);
+        return cli::exit_code::usage;
+    }
+    if (advisory)
+        return with_postgres_store<dl::postgres::advisory_store>(io, o, std::move(cfg.value()));
+    return with_postgres_store<dl::postgres::store>(io, o, std::move(cfg.value()));
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -479,6 +539,8 @@ int main(int argc, char** argv)
     }
     if (o.stores[0].starts_with("dynamodb://") || o.stores[0].starts_with("dynamodbs://"))
         return with_dynamodb(io, o);
+    if (o.stores[0].starts_with("postgres://") || o.stores[0].starts_with("postgresql://"))
+        return with_postgres(io, o);
     if (o.create_table) {
         std::fprintf(stderr, "distlock: --create-table is for DynamoDB stores\n%s", cli::usage_text);
         return cli::exit_code::usage;

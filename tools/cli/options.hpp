@@ -165,8 +165,10 @@ inline parsed parse(const std::vector<std::string>& args)
             return "resource ids must be 1 to " + std::to_string(max_resource_size) + " bytes";
     for (const auto& s : o.stores)
         if (!(s == "memory" || s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://") ||
-              s.starts_with("dynamodb://") || s.starts_with("dynamodbs://")))
-            return "unknown store '" + s + "' (memory, redis://, rediss://, unix://, dynamodb://, dynamodbs://)";
+              s.starts_with("dynamodb://") || s.starts_with("dynamodbs://") || s.starts_with("postgres://") ||
+              s.starts_with("postgresql://")))
+            return "unknown store '" + s +
+                   "' (memory, redis://, rediss://, unix://, dynamodb://, dynamodbs://, postgres://)";
     if (o.stores.size() > 1)
         for (const auto& s : o.stores)
             if (s == "memory")
@@ -200,7 +202,9 @@ Stores: memory (this process only), redis://[user:pass@]host:port[/db],
 rediss://... (TLS), unix:///path; several --store make a Redlock quorum;
 dynamodb://host:port?table=T&region=R&mode=record_version|expiry_time (dynamodbs://
 for HTTPS; credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), with
---create-table to make the table first if it does not exist.
+--create-table to make the table first if it does not exist;
+postgres://[user[:pass]@]host:port/db[?libpq options&table=T&mode=advisory]: a lease
+table (made if missing), or with mode=advisory a session-level advisory lock.
 Durations: 500ms, 30s, 2m, 1h. Defaults: --ttl 30s, --grace 10s, --wait unbounded.
 
 Exit codes: the command's own; 2 usage; 3 not acquired (held); 4 store failed;
