@@ -96,7 +96,7 @@ int main(int argc, char** argv)
     bool failed = false;
 
     {
-        // Alternating rounds of the two, so that a noisy neighbour hits both alike.
+        // The two alternate pair by pair, so that a noisy neighbour hits both alike.
         result_row floor{"floor: raw libpq, prepared upsert + prepared release"};
         result_row lock{"distlock: lock() + unlock(), lease table"};
         raw_client raw{cluster.conninfo(), sql};
@@ -109,21 +109,19 @@ int main(int argc, char** argv)
         dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, "bench:lock", {.ttl = 10s}};
         const auto start = steady::now();
         asio::co_spawn(io, [&]() -> dl::awaitable<void> {
-            for (std::size_t round = 0; round < (warmup + count) / 100 && steady::now() - start < limit; ++round) {
-                for (int i = 0; i < 100; ++i) {
-                    const auto t0 = steady::now();
-                    if (!raw.pair("bench:floor", dl::owner_token::generate()))
-                        failed = true;
-                    if (round * 100 >= warmup)
-                        floor.us.push_back(micros(steady::now() - t0));
-                }
-                for (int i = 0; i < 100; ++i) {
-                    const auto t0 = steady::now();
-                    auto l = co_await m.lock();
-                    if (!l || !co_await l->unlock())
-                        failed = true;
-                    if (round * 100 >= warmup)
-                        lock.us.push_back(micros(steady::now() - t0));
+            for (std::size_t i = 0; i < warmup + count && steady::now() - start < limit; ++i) {
+                const auto owner = dl::owner_token::generate();
+                const auto t0 = steady::now();
+                if (!raw.pair("bench:floor", owner))
+                    failed = true;
+                const auto t1 = steady::now();
+                auto l = co_await m.lock();
+                if (!l || !co_await l->unlock())
+                    failed = true;
+                const auto t2 = steady::now();
+                if (i >= warmup) {
+                    floor.us.push_back(micros(t1 - t0));
+                    lock.us.push_back(micros(t2 - t1));
                 }
             }
             co_await store.close();
@@ -170,7 +168,7 @@ int main(int argc, char** argv)
             int done = 0;
             const auto start = steady::now();
             for (int w = 0; w < workers; ++w)
-                asio::co_spawn(io, [&store, &failed, &done, start, w]() -> dl::awaitable<void> {
+                asio::co_spawn(io, [&store, &failed, &done, start, limit, w]() -> dl::awaitable<void> {
                     dl::basic_distributed_mutex<pg::store, dl::retry::none> m{
                         store, "bench:pipe:" + std::to_string(w), {.ttl = 10s}};
                     for (int i = 0; i < per_worker && steady::now() - start < limit; ++i) {

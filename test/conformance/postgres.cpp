@@ -721,3 +721,77 @@ TEST_CASE("postgres advisory: the two-int32 key space keeps a namespace apart", 
         co_await plain.close();
     });
 }
+
+TEST_CASE("postgres: SCRAM passwords through libpq; a wrong one is auth_failed, a missing privilege is denied",
+          "[postgres][input]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    look.query("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'locker') THEN "
+               "CREATE ROLE locker LOGIN PASSWORD 'correct horse'; END IF; END $$");
+    const auto as_locker = [&](const std::string& password) {
+        auto cfg = test::shared_cluster().config(table);
+        cfg.conninfo = "hostaddr=127.0.0.1 port=" + std::to_string(test::shared_cluster().port()) +
+                       " user=locker dbname=postgres sslmode=disable password='" + password + "'";
+        return cfg;
+    };
+    asio::io_context io;
+    pg::store wrong{io, as_locker("battery staple")}, right{io, as_locker("correct horse")};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> refused{wrong, "pg:auth", {.ttl = 10s}};
+        auto no = co_await refused.lock(diag);
+        REQUIRE_FALSE(no);
+        CHECK(no.error() == dl::errc::auth_failed);
+        CHECK(no.error() == dl::condition::denied);
+        CHECK(diag.client_message().find("password authentication failed") != std::string_view::npos);
+        // Logged in, but PostgreSQL 15 gives others no CREATE on the public schema:
+        // the table cannot be made, which is said, not retried.
+        dl::basic_distributed_mutex<pg::store> denied{right, "pg:auth", {.ttl = 10s}};
+        auto cannot = co_await denied.lock(diag);
+        REQUIRE_FALSE(cannot);
+        CHECK(cannot.error() == pg::sqlstate("42501"));
+        CHECK(cannot.error() == dl::condition::denied);
+        CHECK(diag.server_message().find("permission denied") != std::string_view::npos);
+        co_await wrong.close();
+        co_await right.close();
+    });
+    // With the table made and the role granted what it needs, the password works.
+    look.query("CREATE TABLE IF NOT EXISTS \"" + table + "\" (resource bytea PRIMARY KEY, owner text, "
+               "expires_at timestamptz, fence bigint NOT NULL DEFAULT 0)");
+    look.query("GRANT SELECT, INSERT, UPDATE ON \"" + table + "\" TO locker");
+    auto cfg = as_locker("correct horse");
+    cfg.create_table = false;
+    pg::store granted{io, cfg};
+    io.restart();
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{granted, "pg:auth", {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto l = co_await m.lock(diag);
+        INFO(diag.to_string());
+        REQUIRE(l);
+        { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        co_await granted.close();
+    });
+}
+
+TEST_CASE("postgres: a server that does not answer the connect is store_unavailable within connect_timeout",
+          "[postgres][fault]")
+{
+    fault::proxy net{test::shared_cluster().port()};
+    net.set(fault::direction::to_client, {.blackhole = true});
+    asio::io_context io;
+    auto cfg = test::shared_cluster().config(test::fresh_table(), net.port());
+    cfg.connect_timeout = 300ms;
+    pg::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, "pg:silent", {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto l = co_await m.lock(diag);
+        REQUIRE_FALSE(l);
+        CHECK(l.error() == dl::condition::not_applied);
+        CHECK(diag.client_message().find("timed out") != std::string_view::npos);
+        net.set(fault::direction::to_client, {});
+        co_await store.close();
+    });
+}

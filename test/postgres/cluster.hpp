@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -52,6 +53,14 @@ public:
             const auto status = init.wait(std::chrono::seconds{120});
             if (!status || *status != 0)
                 throw std::runtime_error{"initdb failed"};
+        }
+        // Trust for every role but `locker`, which must log in with SCRAM (its
+        // password is set by the tests that use it).
+        {
+            std::ofstream hba{std::filesystem::path{data} / "pg_hba.conf", std::ios::trunc};
+            hba << "local all all trust\n"
+                   "host all locker 127.0.0.1/32 scram-sha-256\n"
+                   "host all all 127.0.0.1/32 trust\n";
         }
         start();
     }

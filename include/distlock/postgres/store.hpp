@@ -218,7 +218,7 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return failed<void>(ec);
-        return changed_one(prepared(), ensure(), statement("distlock_extend", sql_->extend, resource, owner, ttl),
+        return owned(prepared(), ensure(), statement("distlock_extend", sql_->extend, resource, owner, ttl),
                            diag);
     }
 
@@ -230,7 +230,7 @@ public:
             return failed<void>(ec);
         detail::statement s{"distlock_release", sql_->release,
                             {param::bytes(resource), param::text(owner.to_hex()), param::text(cfg_.channel)}};
-        return returned_one(prepared(), ensure(), std::move(s), diag);
+        return owned(prepared(), ensure(), std::move(s), diag);
     }
 
     /// Every resource at once, all or nothing, in one statement (one round trip); one
@@ -621,26 +621,15 @@ private:
         co_return got.value().fence();
     }
 
-    static awaitable<result<void>> changed_one(std::shared_ptr<detail::connection> c,
-                                               std::shared_ptr<schema_state> schema, detail::statement s,
-                                               diagnostics* diag)
+    // An owner-checked statement: its one row (updated, or selected from the rows it
+    // updated) says the owner held the lock.
+    static awaitable<result<void>> owned(std::shared_ptr<detail::connection> c, std::shared_ptr<schema_state> schema,
+                                         detail::statement s, diagnostics* diag)
     {
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
         if (got.value().front().affected() != 1)
-            co_return make_error_code(distlock::errc::not_owner);
-        co_return success();
-    }
-
-    static awaitable<result<void>> returned_one(std::shared_ptr<detail::connection> c,
-                                                std::shared_ptr<schema_state> schema, detail::statement s,
-                                                diagnostics* diag)
-    {
-        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
-        if (!got)
-            co_return got.error();
-        if (got.value().front().count() != 1)
             co_return make_error_code(distlock::errc::not_owner);
         co_return success();
     }

@@ -40,6 +40,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <deque>
@@ -222,6 +223,10 @@ private:
         std::string words;
         bool done = false;
         bool abandoned = false;
+        // When the reply is late: the connection is dropped then (the sweeper checks).
+        time_point deadline = time_point::max();
+        // Cancelled when done; it never expires on its own, so arming it costs the
+        // reactor nothing (the sweeper's timer is always earlier).
         timer done_event;
     };
 
@@ -248,18 +253,14 @@ private:
             self->fail(make_error_code(errc::outcome_unknown), why);
             co_return outcome{make_error_code(errc::outcome_unknown), std::move(why)};
         }
+        req->deadline = clock::now() + (timeout > duration::zero() ? timeout : self->options_.request_timeout);
         self->in_flight_.push_back(req);
         self->flush();
-        req->done_event.expires_after(timeout > duration::zero() ? timeout : self->options_.request_timeout);
+        req->done_event.expires_at(time_point::max());
         while (!req->done) {
-            auto [ec] = co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
             if (req->done)
                 break;
-            if (!ec) { // no reply in time: the server, or the path to it, stopped answering
-                self->fail(make_error_code(errc::outcome_unknown),
-                           "no reply from " + self->options_.peer + " within the request timeout");
-                break;
-            }
             auto cs = co_await asio::this_coro::cancellation_state;
             if (cs.cancelled() != asio::cancellation_type::none) {
                 req->abandoned = true; // its results are read and dropped
@@ -362,6 +363,7 @@ private:
         prepared_.clear();
         state_ = state::ready;
         asio::co_spawn(strand_, reader(shared_from_this(), generation), asio::detached);
+        asio::co_spawn(strand_, sweeper(shared_from_this(), generation), asio::detached);
         if (!options_.setup.empty()) {
             auto req = std::make_shared<request>(strand_);
             req->statements = options_.setup;
@@ -369,9 +371,10 @@ private:
                 words = why;
                 co_return make_error_code(errc::store_unavailable);
             }
+            req->deadline = deadline + std::chrono::seconds{1};
             in_flight_.push_back(req);
             flush();
-            req->done_event.expires_at(deadline + std::chrono::seconds{1});
+            req->done_event.expires_at(req->deadline);
             while (!req->done) {
                 auto [ec] = co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
                 if (!req->done && !ec) {
@@ -486,6 +489,29 @@ private:
                            "write to " + self->options_.peer + " failed: " + self->error_message());
                 co_return;
             }
+        }
+    }
+
+    // Drops the connection when a request in flight is past its deadline: a server
+    // that stops answering would otherwise hold every request behind it. One timer per
+    // connection, not one per request (arming a timer costs a system call each time).
+    static awaitable<void> sweeper(std::shared_ptr<connection> self, std::uint64_t generation)
+    {
+        const auto tick = std::clamp<duration>(self->options_.request_timeout / 10, std::chrono::milliseconds{10},
+                                               std::chrono::milliseconds{250});
+        timer t{self->strand_};
+        for (;;) {
+            t.expires_after(tick);
+            (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            if (self->generation_ != generation)
+                co_return;
+            const auto now = clock::now();
+            for (const auto& r : self->in_flight_)
+                if (!r->done && r->deadline <= now) {
+                    self->fail(make_error_code(errc::outcome_unknown),
+                               "no reply from " + self->options_.peer + " within the request timeout");
+                    co_return;
+                }
         }
     }
 
