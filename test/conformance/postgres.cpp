@@ -795,3 +795,64 @@ TEST_CASE("postgres: a server that does not answer the connect is store_unavaila
         co_await store.close();
     });
 }
+
+TEST_CASE("postgres advisory: a kept connection whose backend was terminated is replaced, not reused",
+          "[postgres][fault]")
+{
+    const auto table = test::fresh_table("adv");
+    probe look{table};
+    asio::io_context io;
+    pg::advisory_store store{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::fixed> m{
+            store, "pg:reuse", {.ttl = 10s}, dl::retry::fixed{.delay = 10ms, .deadline = 10s}};
+        auto first = co_await m.lock();
+        REQUIRE(first);
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); } // its connection is kept for reuse
+        REQUIRE(store.session_backends().size() == 1);
+        // Terminated while idle, and the next lock() comes at once, before or after
+        // the client has seen it go.
+        look.query("SELECT pg_terminate_backend($1)", {pg::param::number(store.session_backends().front())});
+        auto second = co_await m.lock();
+        REQUIRE(second);
+        CHECK(second->fence() > first->fence());
+        CHECK(second->valid());
+        CHECK(look.advisory_held("pg:reuse"));
+        { const auto ok_ = co_await second->unlock(); REQUIRE(ok_); }
+        co_await store.close();
+    });
+}
+
+TEST_CASE("postgres: TLS through libpq: the non-blocking connect runs the handshake, the certificate is verified",
+          "[postgres][input]")
+{
+    const auto table = test::fresh_table();
+    asio::io_context io;
+    const auto tls = [&](const std::string& ssl) {
+        auto cfg = test::shared_cluster().config(table);
+        cfg.conninfo = "hostaddr=127.0.0.1 port=" + std::to_string(test::shared_cluster().port()) +
+                       " user=postgres dbname=postgres " + ssl;
+        return cfg;
+    };
+    pg::store verified{io, tls("sslmode=verify-ca sslrootcert=" + test::shared_cluster().certificate())};
+    pg::store unknown_ca{io, tls("sslmode=verify-ca sslrootcert=/dev/null")};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{verified, "pg:tls", {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto l = co_await m.lock(diag);
+        INFO(diag.to_string());
+        REQUIRE(l);
+        const std::vector<pg::param> none;
+        auto ssl = co_await verified.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", none);
+        REQUIRE(ssl);
+        CHECK(ssl->integer(0, 0) == 1);
+        { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> n{unknown_ca, "pg:tls", {.ttl = 10s}};
+        auto refused = co_await n.lock(diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::not_applied);
+        CHECK_FALSE(diag.client_message().empty());
+        co_await verified.close();
+        co_await unknown_ca.close();
+    });
+}

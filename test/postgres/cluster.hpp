@@ -54,6 +54,21 @@ public:
             if (!status || *status != 0)
                 throw std::runtime_error{"initdb failed"};
         }
+        // A self-signed certificate, so that clients may connect with TLS (or not).
+        {
+            child make_cert{{"openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj", "/CN=127.0.0.1",
+                             "-newkey", "rsa:2048", "-keyout", data + "/server.key", "-out", data + "/server.crt"},
+                            false};
+            const auto status = make_cert.wait(std::chrono::seconds{60});
+            if (!status || *status != 0)
+                throw std::runtime_error{"openssl could not make the server certificate"};
+            ::chmod((data + "/server.key").c_str(), 0600);
+            if (as_postgres_) {
+                const passwd* pw = ::getpwnam("postgres");
+                ::chown((data + "/server.key").c_str(), pw->pw_uid, pw->pw_gid);
+                ::chown((data + "/server.crt").c_str(), pw->pw_uid, pw->pw_gid);
+            }
+        }
         // Trust for every role but `locker`, which must log in with SCRAM (its
         // password is set by the tests that use it).
         {
@@ -69,6 +84,8 @@ public:
     postgres_cluster& operator=(const postgres_cluster&) = delete;
 
     std::uint16_t port() const { return port_; }
+    /// The server's self-signed certificate (its own CA, for sslmode=verify-ca).
+    std::string certificate() const { return (dir_.path() / "data" / "server.crt").string(); }
     pid_t pid() const { return server_ ? server_->pid() : -1; }
 
     /// A connection string to this cluster, through `port` (a fault proxy's) if given.
@@ -133,7 +150,7 @@ private:
             server_.emplace(command({postgres_bin("postgres"), "-D", (dir_.path() / "data").string(), "-p",
                                      std::to_string(port_), "-k", dir_.path().string(), "-c",
                                      "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                                     "-c", "full_page_writes=off", "-c", "max_connections=300"}),
+                                     "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "ssl=on"}),
                             false);
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
             while (std::chrono::steady_clock::now() < deadline) {

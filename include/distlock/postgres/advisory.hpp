@@ -95,6 +95,13 @@ public:
 
     awaitable<result<answer>> attempt()
     {
+        if (session_ && session_->ended()) {
+            // Its connection went (and with it whatever it held, a grant of the last
+            // wait included): the next try is on a new one.
+            session_.reset();
+            granted_.reset();
+            may_hold_ = false;
+        }
         if (!session_) {
             auto opened = co_await store_.call([&](S& s) { return s.open_session(diag_); });
             if (!opened)
@@ -103,8 +110,6 @@ public:
         }
         if (granted_) // taken by the last wait
             co_return answer::granted(*granted_);
-        if (session_->ended())
-            co_return make_error_code(errc::store_unavailable);
         may_hold_ = true;
         auto got = co_await session_->try_lock(resource_, diag_);
         if (!got)
