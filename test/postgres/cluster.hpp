@@ -1,8 +1,8 @@
 // A private PostgreSQL cluster for the tests: initdb in a temporary directory owned
 // by the `postgres` user, the server on a free loopback port, one per test run
-// (shared_cluster()), stopped by pid (SIGINT: fast shutdown) at exit. PostgreSQL
-// refuses to run as root, so as root both run as `postgres` through setpriv, which
-// execs (the pid is the postmaster's).
+// (shared_cluster()), stopped by pid (SIGINT: fast shutdown) at exit, and killed with
+// the test process if that dies first. PostgreSQL refuses to run as root, so as root
+// both run as `postgres` (postgres_process).
 #pragma once
 
 #include "process.hpp"
@@ -10,6 +10,9 @@
 #include <distlock/postgres.hpp>
 
 #include <grp.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 
@@ -34,6 +37,79 @@ inline std::string postgres_bin(const std::string& tool)
     return tool;
 }
 
+/// A process run as the `postgres` user when this process is root. The user is
+/// switched in the child itself, and the parent-death signal set after that (a
+/// change of credentials clears it, which is why setpriv or runuser would leave the
+/// server running if the test process died): the server never outlives the tests.
+class postgres_process {
+public:
+    explicit postgres_process(std::vector<std::string> argv)
+    {
+        const passwd* pw = ::geteuid() == 0 ? ::getpwnam("postgres") : nullptr;
+        if (::geteuid() == 0 && !pw)
+            throw std::runtime_error{"no postgres user (install postgresql-15)"};
+        const uid_t uid = pw ? pw->pw_uid : 0;
+        const gid_t gid = pw ? pw->pw_gid : 0;
+        const pid_t parent = ::getpid();
+        pid_ = ::fork();
+        if (pid_ < 0)
+            throw std::runtime_error{"fork failed"};
+        if (pid_ == 0) {
+            if (pw && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+                ::_exit(126);
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) // the test process died before the signal was set
+                ::_exit(125);
+            if (::chdir("/") != 0) // the test's directory may be closed to the postgres user
+                ::_exit(124);
+            const int devnull = ::open("/dev/null", O_RDWR);
+            ::dup2(devnull, 0);
+            ::dup2(devnull, 1);
+            ::dup2(devnull, 2);
+            std::vector<char*> args;
+            for (auto& a : argv)
+                args.push_back(a.data());
+            args.push_back(nullptr);
+            ::execv(args[0], args.data());
+            ::_exit(127);
+        }
+    }
+    postgres_process(const postgres_process&) = delete;
+    postgres_process& operator=(const postgres_process&) = delete;
+    ~postgres_process()
+    {
+        kill(SIGKILL);
+        wait();
+    }
+
+    pid_t pid() const { return pid_; }
+    void kill(int sig)
+    {
+        if (pid_ > 0 && !status_)
+            ::kill(pid_, sig);
+    }
+    /// The exit status, once it exited (waiting at most `limit`).
+    std::optional<int> wait(std::chrono::milliseconds limit = std::chrono::seconds{10})
+    {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (!status_ && pid_ > 0) {
+            int st = 0;
+            if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+                status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                break;
+            }
+            if (std::chrono::steady_clock::now() >= deadline)
+                break;
+            std::this_thread::sleep_for(std::chrono::milliseconds{5});
+        }
+        return status_;
+    }
+
+private:
+    pid_t pid_ = -1;
+    std::optional<int> status_;
+};
+
 class postgres_cluster {
 public:
     postgres_cluster() : port_{free_port()}
@@ -47,9 +123,8 @@ public:
         }
         const auto data = (dir_.path() / "data").string();
         {
-            child init{command({postgres_bin("initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                                "--locale=C", "--no-sync", "--no-instructions"}),
-                       false};
+            postgres_process init{{postgres_bin("initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                                   "--locale=C", "--no-sync", "--no-instructions"}};
             const auto status = init.wait(std::chrono::seconds{120});
             if (!status || *status != 0)
                 throw std::runtime_error{"initdb failed"};
@@ -134,24 +209,13 @@ public:
     void resume() { server_->kill(SIGCONT); }
 
 private:
-    std::vector<std::string> command(std::vector<std::string> argv) const
-    {
-        if (!as_postgres_)
-            return argv;
-        std::vector<std::string> full{"setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups",
-                                      "--reset-env"};
-        full.insert(full.end(), argv.begin(), argv.end());
-        return full;
-    }
-
     void start()
     {
         for (int attempt = 0; attempt < 5; ++attempt) {
-            server_.emplace(command({postgres_bin("postgres"), "-D", (dir_.path() / "data").string(), "-p",
-                                     std::to_string(port_), "-k", dir_.path().string(), "-c",
-                                     "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                                     "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "ssl=on"}),
-                            false);
+            server_.emplace(std::vector<std::string>{
+                postgres_bin("postgres"), "-D", (dir_.path() / "data").string(), "-p", std::to_string(port_), "-k",
+                dir_.path().string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c",
+                "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "ssl=on"});
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
             while (std::chrono::steady_clock::now() < deadline) {
                 if (server_->wait(std::chrono::milliseconds{0}))
@@ -177,7 +241,7 @@ private:
     temp_dir dir_;
     bool as_postgres_ = false;
     std::uint16_t port_;
-    std::optional<child> server_;
+    std::optional<postgres_process> server_;
 };
 
 /// The test run's cluster, started on first use.
