@@ -390,6 +390,11 @@ TEST_CASE("postgres: SQLSTATEs map to conditions, with the server's words", "[po
         REQUIRE_FALSE(slow);
         CHECK(slow.error() == pg::sqlstate("57014")); // statement_timeout
         CHECK(slow.error() == dl::condition::maybe_applied);
+        // A statement with a NUL byte would run cut short: refused before any I/O.
+        const std::string cut_short{"SELECT 1; \0DROP TABLE x", 23};
+        auto cut = co_await store.execute(cut_short, none);
+        REQUIRE_FALSE(cut);
+        CHECK(cut.error() == dl::errc::invalid_argument);
         // The connection is still usable after both.
         const std::vector<pg::param> answer{pg::param::number(41)};
         auto fine = co_await store.execute("SELECT $1::int + 1", answer);

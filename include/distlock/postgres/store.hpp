@@ -239,8 +239,6 @@ public:
                                                                   const owner_token& owner, duration ttl,
                                                                   diagnostics* diag = nullptr)
     {
-        if (auto ec = settings_valid())
-            return failed<std::vector<fence_token>>(ec);
         if (resources.empty() || resources.size() > 1024 || ttl <= duration::zero() || ttl > max_wait)
             return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
         std::vector<std::string> keys;
@@ -346,7 +344,7 @@ public:
     {
         if (auto ec = check(resource))
             return failed<std::uint64_t>(ec);
-        if (token == 0 || sql.empty() || params.size() > 1000)
+        if (token == 0 || !statement_text_valid(sql) || params.size() > 65533)
             return failed<std::uint64_t>(distlock::errc::invalid_argument);
         params.push_back(param::bytes(resource));
         params.push_back(param::number(static_cast<std::int64_t>(token)));
@@ -357,8 +355,8 @@ public:
     /// values): its rows.
     awaitable<result<rows>> execute(std::string sql, std::vector<param> params = {}, diagnostics* diag = nullptr)
     {
-        if (auto ec = settings_valid())
-            return failed<rows>(ec);
+        if (!statement_text_valid(sql) || params.size() > 65535)
+            return failed<rows>(distlock::errc::invalid_argument);
         return executed(prepared(), detail::statement{"", std::move(sql), std::move(params)}, diag);
     }
 
@@ -366,8 +364,6 @@ public:
     /// first statement unless config::create_table is false).
     awaitable<result<void>> create_table(diagnostics* diag = nullptr)
     {
-        if (auto ec = settings_valid())
-            return failed<void>(ec);
         return make_table(prepared(), schema_, sql_->create, diag);
     }
 
@@ -376,8 +372,6 @@ public:
     /// A connection of its own for one advisory lock (an idle one when there is).
     awaitable<result<std::shared_ptr<detail::session>>> open_session(diagnostics* diag = nullptr)
     {
-        if (auto ec = settings_valid())
-            return failed<std::shared_ptr<detail::session>>(ec);
         {
             std::lock_guard lock{sessions_->mutex};
             while (!sessions_->idle.empty()) {
@@ -558,7 +552,12 @@ private:
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
 
-    std::error_code settings_valid() const { return {}; } // checked by the constructor
+    // The settings were checked by the constructor. A statement's text goes to libpq
+    // as a C string: a NUL byte would cut it short without a word.
+    static bool statement_text_valid(const std::string& sql) noexcept
+    {
+        return !sql.empty() && sql.find('\0') == std::string::npos;
+    }
 
     std::error_code check(std::string_view resource) const
     {
