@@ -244,8 +244,8 @@ public:
         std::vector<std::string> keys;
         std::string array = "{";
         for (const auto& r : resources) {
-            if (r.empty() || r.size() > max_resource_size)
-                return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
+            if (auto ec = validate_resource(r))
+                return failed<std::vector<fence_token>>(ec);
             keys.push_back(detail::hex(r));
             if (array.size() > 1)
                 array += ',';
@@ -559,17 +559,12 @@ private:
         return !sql.empty() && sql.find('\0') == std::string::npos;
     }
 
-    std::error_code check(std::string_view resource) const
-    {
-        if (resource.empty() || resource.size() > max_resource_size)
-            return distlock::errc::invalid_argument;
-        return {};
-    }
-    std::error_code check(std::string_view resource, duration ttl) const
+    static std::error_code check(std::string_view resource) noexcept { return validate_resource(resource); }
+    static std::error_code check(std::string_view resource, duration ttl) noexcept
     {
         if (ttl <= duration::zero() || ttl > max_wait)
             return distlock::errc::invalid_argument;
-        return check(resource);
+        return validate_resource(resource);
     }
 
     template <class T>
