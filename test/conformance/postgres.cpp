@@ -206,6 +206,37 @@ TEST_CASE("postgres: concurrent acquirers racing the upsert: exactly one winner"
     });
 }
 
+TEST_CASE("postgres: stores creating one table at once all succeed (IF NOT EXISTS races in the catalog)",
+          "[postgres]")
+{
+    asio::io_context io;
+    for (int round = 0; round < 6; ++round) {
+        const auto table = test::fresh_table("race");
+        std::vector<std::unique_ptr<pg::store>> stores;
+        for (int i = 0; i < 6; ++i)
+            stores.push_back(std::make_unique<pg::store>(io, test::shared_cluster().config(table)));
+        io.restart();
+        test::run(io, [&]() -> asio::awaitable<void> {
+            // Connected first, so that the six CREATE statements reach the server together.
+            for (auto& s : stores) {
+                const auto up = co_await s->execute("SELECT 1");
+                REQUIRE(up);
+            }
+            std::vector<test::pending<dl::result<void>>> creating;
+            for (auto& s : stores)
+                creating.push_back(test::start(co_await asio::this_coro::executor, s->create_table()));
+            for (auto& c : creating) {
+                { const bool came_ = co_await c.wait(); REQUIRE(came_); }
+                const bool made = c.get().has_value();
+                INFO((made ? std::string{} : c.get().error().message()));
+                CHECK(made);
+            }
+            for (auto& s : stores)
+                co_await s->close();
+        });
+    }
+}
+
 TEST_CASE("postgres: ids are bytes: binary, long and SQL-injection-shaped ids are stored verbatim", "[postgres][input]")
 {
     const auto table = test::fresh_table();

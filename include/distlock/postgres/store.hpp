@@ -531,17 +531,29 @@ private:
                                               std::shared_ptr<schema_state> schema, std::string sql,
                                               diagnostics* diag)
     {
-        std::vector<detail::statement> s;
-        s.push_back({"", std::move(sql), {}});
-        auto made = co_await c->exec(std::move(s), diag);
-        // Two stores creating the table at once: one of them sees the other's type
-        // or relation appear (23505, 42P07); the table is there either way.
-        if (!made && made.error() != sqlstate("23505") && made.error() != sqlstate("42P07"))
+        // Two stores creating the table at once: IF NOT EXISTS is checked before the
+        // catalog rows are written, so the later one can fail on the other's relation
+        // or row type (42P07, 42710, or 23505 on the catalog's index). Run again, the
+        // check then sees the committed table (or creates it if the other rolled back).
+        result<detail::replies> made = std::error_code{};
+        for (int attempt = 0; attempt < 3; ++attempt) {
+            std::vector<detail::statement> s;
+            s.push_back({"", sql, {}});
+            made = co_await c->exec(std::move(s), diag);
+            if (made || !lost_creation_race(made.error()))
+                break;
+        }
+        if (!made)
             co_return made.error();
         if (diag)
             diag->clear();
         schema->ready.store(true, std::memory_order_release);
         co_return success();
+    }
+
+    static bool lost_creation_race(std::error_code ec) noexcept
+    {
+        return ec == sqlstate("42P07") || ec == sqlstate("42710") || ec == sqlstate("23505");
     }
 
     detail::statement statement(const char* name, const std::string& sql, std::string_view resource,
