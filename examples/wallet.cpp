@@ -6,6 +6,7 @@
 //   wallet --dynamodb dynamodb://127.0.0.1:8000?table=wallet_locks
 //                                            one DynamoDB table (made if missing)
 //   wallet --postgres postgres://user@127.0.0.1:5432/db
+//   wallet --etcd etcd://127.0.0.1:2379
 //                                            a PostgreSQL lease table, and the
 //                                            wallet itself in a SQL table, its writes
 //                                            fenced in the same statement
@@ -15,6 +16,7 @@
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
 #include <distlock/memory.hpp>
+#include <distlock/etcd.hpp>
 #include <distlock/postgres.hpp>
 #include <distlock/redis.hpp>
 
@@ -244,6 +246,72 @@ awaitable<void> fenced_sql(dl::postgres::store& db)
     (void)co_await second->unlock();
 }
 
+// On etcd a lock lives as long as its holder's session: a pause does not end it, the
+// session's expiry does (its keepalives stop while the process is stalled). Here the
+// expiry that a long enough stall brings is made at once, by revoking the session.
+awaitable<void> stalled_holder(dl::etcd::store& store)
+{
+    std::puts("\n2. A holder stalls (a GC pause) until its etcd session expires, then writes.");
+    dl::memory::fenced_register<long> wallet{100};
+    dl::etcd::store other{co_await asio::this_coro::executor, store.settings()};
+    dl::basic_distributed_mutex<dl::etcd::store> a{store, "wallet:7"}, b{other, "wallet:7"};
+    auto first = co_await a.lock();
+    if (!first)
+        co_return verdict(false, "first holder locks");
+    const long seen = wallet.read();
+    std::printf("  server A holds the lock with token %llu and pauses; its session expires...\n",
+                static_cast<unsigned long long>(first->fence()));
+    nlohmann::json revoke;
+    revoke["ID"] = std::to_string(store.session_lease());
+    (void)co_await store.execute("lease/revoke", std::move(revoke));
+    auto second = co_await b.lock();
+    if (!second)
+        co_return verdict(false, "second holder locks after the session expired");
+    std::printf("  server B takes the freed lock with token %llu and debits 10\n",
+                static_cast<unsigned long long>(second->fence()));
+    (void)wallet.write(second->fence(), wallet.read() - 10);
+    auto late = wallet.write(first->fence(), seen - 50);
+    std::printf("  server A wakes up and writes with token %llu: %s\n",
+                static_cast<unsigned long long>(first->fence()),
+                late ? "accepted" : late.error().message().c_str());
+    verdict(!late && wallet.read() == 90, "the stale write is rejected by its fencing token");
+    auto in_etcd = co_await store.fenced_put(store.settings().prefix + "data/wallet:7", "40", *first);
+    verdict(!in_etcd && in_etcd.error() == dl::errc::stale_fence,
+            "etcd itself refuses A's fenced put: its lock key is gone");
+    auto released = co_await first->unlock();
+    verdict(!released, "A's unlock reports that its lease had been lost, and does not remove B's lock");
+    auto b_released = co_await second->unlock();
+    verdict(b_released.has_value(), "B still held the lock until its own release");
+    co_await other.close();
+}
+
+awaitable<void> crashed_holder(dl::etcd::store& store)
+{
+    std::puts("\n4. A holder crashes while holding the lock (its release never arrives).");
+    auto settings = store.settings();
+    settings.session_ttl = 2s;
+    auto crashed = std::make_unique<dl::etcd::store>(co_await asio::this_coro::executor, settings);
+    dl::basic_distributed_mutex<dl::etcd::store> c{*crashed, "job:nightly"};
+    auto held = co_await c.lock();
+    if (!held)
+        co_return verdict(false, "the first holder locks");
+    // The crash: the holder's store goes without a release (the lease, still in scope,
+    // finds it closed), and its keepalives stop.
+    crashed.reset();
+    dl::basic_distributed_mutex<dl::etcd::store, dl::retry::exponential_backoff> m{
+        store, "job:nightly", {}, dl::retry::exponential_backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
+    const auto start = dl::clock::now();
+    auto next = co_await m.lock();
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(dl::clock::now() - start);
+    std::printf("  another server waited %lld ms (the session TTL is 2 s) and got the lock with token %llu\n",
+                static_cast<long long>(waited.count()),
+                next ? static_cast<unsigned long long>(next->fence()) : 0ULL);
+    verdict(next.has_value() && next->fence() > held->fence() && waited >= 500ms,
+            "the lock went with the crashed holder's session");
+    if (next)
+        (void)co_await next->unlock();
+}
+
 template <class Store>
 int play(asio::io_context& io, Store& store, const char* where)
 {
@@ -279,9 +347,20 @@ int main(int argc, char** argv)
     std::vector<dl::redis::config> redis;
     std::optional<dl::dynamodb::config> dynamodb;
     std::optional<dl::postgres::config> postgres;
-    const char* usage = "usage: wallet [--redis URL]... | wallet --dynamodb URL | wallet --postgres URL\n";
+    std::optional<dl::etcd::config> etcd;
+    const char* usage =
+        "usage: wallet [--redis URL]... | wallet --dynamodb URL | wallet --postgres URL | wallet --etcd URL\n";
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
+        if (arg == "--etcd" && i + 1 < argc && !etcd) {
+            auto cfg = dl::etcd::config::from_url(argv[++i]);
+            if (!cfg) {
+                std::fprintf(stderr, "bad etcd URL %s (etcd://host:port[,host:port...])\n", argv[i]);
+                return 2;
+            }
+            etcd = *cfg;
+            continue;
+        }
         if (arg == "--postgres" && i + 1 < argc && !postgres) {
             auto cfg = dl::postgres::config::from_url(argv[++i]);
             if (!cfg) {
@@ -311,6 +390,14 @@ int main(int argc, char** argv)
         }
     }
     asio::io_context io;
+    if (etcd) {
+        if (!redis.empty() || dynamodb || postgres) {
+            std::fprintf(stderr, "%s", usage);
+            return 2;
+        }
+        dl::etcd::store store{io, *etcd};
+        return play(io, store, "etcd sessions");
+    }
     if (postgres) {
         if (!redis.empty() || dynamodb) {
             std::fprintf(stderr, "%s", usage);

@@ -2,7 +2,8 @@
 // include/distlock; do not edit by hand. It holds the core and the in-process
 // stores (distlock/distlock.hpp, distlock/memory.hpp); the network stores
 // stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,
-// distlock/postgres.hpp needs libpq.
+// distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL
+// for TLS).
 #pragma once
 #ifndef DISTLOCK_SINGLE_INCLUDE_HPP
 #define DISTLOCK_SINGLE_INCLUDE_HPP

@@ -31,6 +31,7 @@
 
 #include <distlock/aws/sigv4.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/base64.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/dynamodb/acquire.hpp>
@@ -63,24 +64,7 @@ namespace distlock::dynamodb {
 
 namespace detail {
 
-inline std::string base64(std::string_view in)
-{
-    static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    out.reserve((in.size() + 2) / 3 * 4);
-    std::size_t i = 0;
-    for (; i + 3 <= in.size(); i += 3) {
-        const auto n = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
-                       static_cast<unsigned char>(in[i + 2]);
-        out += {alphabet[(n >> 18) & 63], alphabet[(n >> 12) & 63], alphabet[(n >> 6) & 63], alphabet[n & 63]};
-    }
-    if (const auto rest = in.size() - i; rest > 0) {
-        const auto n = (static_cast<unsigned char>(in[i]) << 16) |
-                       (rest == 2 ? static_cast<unsigned char>(in[i + 1]) << 8 : 0);
-        out += {alphabet[(n >> 18) & 63], alphabet[(n >> 12) & 63], rest == 2 ? alphabet[(n >> 6) & 63] : '=', '='};
-    }
-    return out;
-}
+using distlock::detail::base64;
 
 /// CRC-32 (IEEE 802.3, as x-amz-crc32 carries it).
 inline std::uint32_t crc32(std::string_view data)

@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -126,34 +127,42 @@ inline decode_status chunked(std::string_view in, std::size_t& at, std::string& 
 
 } // namespace detail
 
-/// Parses one response from the front of `in`.
-inline transport::decoded<response> parse_response(std::string_view in, const limits& lim = {})
+namespace detail {
+
+// A response's status line and headers, and how its body is framed.
+struct head {
+    response r;
+    std::size_t body_start = 0;
+    std::optional<std::uint64_t> content_length;
+    bool chunked = false;
+    bool bodiless() const { return (r.status >= 100 && r.status < 200) || r.status == 204 || r.status == 304; }
+};
+
+// need_more, malformed, or complete (then `out` holds the head).
+inline decode_status parse_head(std::string_view in, const limits& lim, head& out)
 {
-    using detail::decode_status;
     const auto head_end = in.find("\r\n\r\n");
     if (head_end == std::string_view::npos)
-        return in.size() > lim.max_head ? detail::malformed() : detail::need_more();
+        return in.size() > lim.max_head ? decode_status::malformed : decode_status::need_more;
     if (head_end + 4 > lim.max_head)
-        return detail::malformed();
+        return decode_status::malformed;
 
-    response r;
+    auto& r = out.r;
     const auto status_end = in.find("\r\n");
     const auto status_line = in.substr(0, status_end);
     // HTTP/1.x SP 3DIGIT [SP reason]
     if (status_line.size() < 12 || !status_line.starts_with("HTTP/1.") || status_line[8] != ' ')
-        return detail::malformed();
+        return decode_status::malformed;
     const auto code = status_line.substr(9, 3);
     if (!std::all_of(code.begin(), code.end(), [](unsigned char c) { return std::isdigit(c); }))
-        return detail::malformed();
+        return decode_status::malformed;
     r.status = (code[0] - '0') * 100 + (code[1] - '0') * 10 + (code[2] - '0');
     if (status_line.size() > 12) {
         if (status_line[12] != ' ')
-            return detail::malformed();
+            return decode_status::malformed;
         r.reason = std::string{status_line.substr(13)};
     }
 
-    std::optional<std::uint64_t> content_length;
-    bool is_chunked = false;
     std::size_t at = status_end + 2;
     while (at < head_end + 2) {
         const auto eol = in.find("\r\n", at);
@@ -161,49 +170,61 @@ inline transport::decoded<response> parse_response(std::string_view in, const li
         at = eol + 2;
         const auto colon = line.find(':');
         if (colon == std::string_view::npos || colon == 0)
-            return detail::malformed();
+            return decode_status::malformed;
         const auto name = line.substr(0, colon);
-        if (!std::all_of(name.begin(), name.end(), [](unsigned char c) { return detail::is_token_char(c); }))
-            return detail::malformed();
-        const auto value = detail::trim(line.substr(colon + 1));
+        if (!std::all_of(name.begin(), name.end(), [](unsigned char c) { return is_token_char(c); }))
+            return decode_status::malformed;
+        const auto value = trim(line.substr(colon + 1));
         if (value.find_first_of("\r\n") != std::string_view::npos)
-            return detail::malformed();
-        if (detail::iequals(name, "Content-Length")) {
+            return decode_status::malformed;
+        if (iequals(name, "Content-Length")) {
             std::uint64_t n = 0;
             const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
             if (ec != std::errc{} || end != value.data() + value.size() || value.empty())
-                return detail::malformed();
-            if (content_length && *content_length != n) // conflicting lengths: request smuggling territory
-                return detail::malformed();
-            content_length = n;
-        } else if (detail::iequals(name, "Transfer-Encoding")) {
-            if (!detail::iequals(value, "chunked"))
-                return detail::malformed(); // no other coding is spoken
-            is_chunked = true;
+                return decode_status::malformed;
+            if (out.content_length && *out.content_length != n) // conflicting lengths: request smuggling territory
+                return decode_status::malformed;
+            out.content_length = n;
+        } else if (iequals(name, "Transfer-Encoding")) {
+            if (!iequals(value, "chunked"))
+                return decode_status::malformed; // no other coding is spoken
+            out.chunked = true;
         }
         r.headers.emplace_back(std::string{name}, std::string{value});
     }
-    const std::size_t body_start = head_end + 4;
+    out.body_start = head_end + 4;
+    if (out.chunked && out.content_length)
+        return decode_status::malformed;
+    return decode_status::complete;
+}
 
-    if ((r.status >= 100 && r.status < 200) || r.status == 204 || r.status == 304)
-        return {decode_status::complete, body_start, std::move(r)};
-    if (is_chunked) {
-        if (content_length)
-            return detail::malformed();
-        std::size_t end = body_start;
+} // namespace detail
+
+/// Parses one response from the front of `in`.
+inline transport::decoded<response> parse_response(std::string_view in, const limits& lim = {})
+{
+    using detail::decode_status;
+    detail::head h;
+    if (const auto s = detail::parse_head(in, lim, h); s != decode_status::complete)
+        return {s, 0, {}};
+    auto& r = h.r;
+    if (h.bodiless())
+        return {decode_status::complete, h.body_start, std::move(r)};
+    if (h.chunked) {
+        std::size_t end = h.body_start;
         const auto s = detail::chunked(in, end, r.body, lim);
         if (s != decode_status::complete)
             return {s, 0, {}};
         return {decode_status::complete, end, std::move(r)};
     }
-    if (!content_length)
+    if (!h.content_length)
         return detail::malformed();
-    if (*content_length > lim.max_body)
+    if (*h.content_length > lim.max_body)
         return detail::malformed();
-    if (in.size() - body_start < *content_length)
+    if (in.size() - h.body_start < *h.content_length)
         return detail::need_more();
-    r.body = std::string{in.substr(body_start, static_cast<std::size_t>(*content_length))};
-    return {decode_status::complete, body_start + static_cast<std::size_t>(*content_length), std::move(r)};
+    r.body = std::string{in.substr(h.body_start, static_cast<std::size_t>(*h.content_length))};
+    return {decode_status::complete, h.body_start + static_cast<std::size_t>(*h.content_length), std::move(r)};
 }
 
 /// HTTP/1.1 as a transport codec: every response answers the oldest request.
@@ -215,6 +236,148 @@ struct codec {
 };
 
 static_assert(transport::codec<codec>);
+
+/// One message of a streaming response (an etcd watch): its head first (status and
+/// headers; a response that is not chunked carries its whole body and is `last`),
+/// then each newline-terminated line of its chunked body, then its end.
+struct stream_message {
+    enum class kind { head, line, end };
+    kind what = kind::head;
+    response head;    ///< kind::head
+    std::string line; ///< kind::line, without its newline
+    bool last = false;
+};
+
+/// A streaming response as a transport codec: the head answers the request, the lines
+/// and the end are pushes. Stateful (the body's lines span chunks), so one per
+/// connection; a response's chunks are decoded only once they are whole, and nothing
+/// is kept from a call that needs more bytes, so a read that splits a chunk anywhere
+/// decodes the same.
+class stream_codec {
+public:
+    using message = stream_message;
+    limits bounds{};
+
+    transport::decoded<stream_message> decode(std::string_view in)
+    {
+        using detail::decode_status;
+        if (!ready_.empty()) {
+            auto m = std::move(ready_.front());
+            ready_.pop_front();
+            return {decode_status::complete, 0, std::move(m)};
+        }
+        if (phase_ == phase::done)
+            return in.empty() ? decoded{decode_status::need_more, 0, {}} : decoded{decode_status::malformed, 0, {}};
+        if (phase_ == phase::head)
+            return decode_head(in);
+        // Whole chunks, until one of them completes a line or the body ends.
+        std::string partial = partial_;
+        std::size_t at = 0;
+        for (;;) {
+            const auto eol = in.find("\r\n", at);
+            if (eol == std::string_view::npos)
+                return in.size() - at > 1024 ? decoded{decode_status::malformed, 0, {}}
+                                             : decoded{decode_status::need_more, 0, {}};
+            auto size_field = in.substr(at, eol - at);
+            if (const auto semi = size_field.find(';'); semi != std::string_view::npos)
+                size_field = size_field.substr(0, semi);
+            size_field = detail::trim(size_field);
+            std::uint64_t size = 0;
+            const auto [end, ec] = std::from_chars(size_field.data(), size_field.data() + size_field.size(), size, 16);
+            if (ec != std::errc{} || end != size_field.data() + size_field.size() || size_field.empty())
+                return {decode_status::malformed, 0, {}};
+            const auto data_at = eol + 2;
+            if (size == 0) {
+                // Trailers (ignored) end with an empty line.
+                auto end_at = data_at;
+                for (;;) {
+                    const auto line_end = in.find("\r\n", end_at);
+                    if (line_end == std::string_view::npos)
+                        return in.size() - end_at > bounds.max_head ? decoded{decode_status::malformed, 0, {}}
+                                                                    : decoded{decode_status::need_more, 0, {}};
+                    const bool empty = line_end == end_at;
+                    end_at = line_end + 2;
+                    if (empty)
+                        break;
+                }
+                phase_ = phase::done;
+                partial_.clear();
+                if (!partial.empty())
+                    ready_.push_back(line_message(std::move(partial)));
+                ready_.push_back(stream_message{stream_message::kind::end, {}, {}, true});
+                auto m = std::move(ready_.front());
+                ready_.pop_front();
+                return {decode_status::complete, end_at, std::move(m)};
+            }
+            if (size > bounds.max_body)
+                return {decode_status::malformed, 0, {}};
+            if (in.size() - data_at < size + 2)
+                return {decode_status::need_more, 0, {}};
+            if (in.substr(data_at + static_cast<std::size_t>(size), 2) != "\r\n")
+                return {decode_status::malformed, 0, {}};
+            auto data = in.substr(data_at, static_cast<std::size_t>(size));
+            at = data_at + static_cast<std::size_t>(size) + 2;
+            for (auto nl = data.find('\n'); nl != std::string_view::npos; nl = data.find('\n')) {
+                partial.append(data.substr(0, nl));
+                if (!partial.empty())
+                    ready_.push_back(line_message(std::exchange(partial, std::string{})));
+                data.remove_prefix(nl + 1);
+            }
+            if (partial.size() + data.size() > bounds.max_body) {
+                ready_.clear();
+                return {decode_status::malformed, 0, {}};
+            }
+            partial.append(data);
+            if (!ready_.empty()) {
+                partial_ = std::move(partial);
+                auto m = std::move(ready_.front());
+                ready_.pop_front();
+                return {decode_status::complete, at, std::move(m)};
+            }
+        }
+    }
+
+    bool is_push(const stream_message& m) const noexcept { return m.what != stream_message::kind::head; }
+
+private:
+    using decoded = transport::decoded<stream_message>;
+    enum class phase { head, chunks, done };
+
+    static stream_message line_message(std::string line)
+    {
+        stream_message m;
+        m.what = stream_message::kind::line;
+        m.line = std::move(line);
+        return m;
+    }
+
+    decoded decode_head(std::string_view in)
+    {
+        using detail::decode_status;
+        detail::head h;
+        if (const auto s = detail::parse_head(in, bounds, h); s != decode_status::complete)
+            return {s, 0, {}};
+        if (h.r.status >= 100 && h.r.status < 200) // never asked for: no Expect is sent
+            return {decode_status::malformed, 0, {}};
+        if (h.chunked) {
+            phase_ = phase::chunks;
+            return {decode_status::complete, h.body_start, stream_message{stream_message::kind::head, std::move(h.r), {}, false}};
+        }
+        // A whole response (an error answer, typically): the stream ends with it.
+        auto whole = parse_response(in, bounds);
+        if (whole.status != decode_status::complete)
+            return {whole.status, 0, {}};
+        phase_ = phase::done;
+        return {decode_status::complete, whole.consumed,
+                stream_message{stream_message::kind::head, std::move(whole.message), {}, true}};
+    }
+
+    phase phase_ = phase::head;
+    std::string partial_;                 // the body's last line, not yet ended
+    std::deque<stream_message> ready_;    // decoded, not yet handed out
+};
+
+static_assert(transport::codec<stream_codec>);
 
 /// One request's bytes: the request line, `headers` (Host and Content-Length are the
 /// caller's to include or not; Content-Length is added for a body), the body.

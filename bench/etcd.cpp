@@ -1,0 +1,247 @@
+// distlock on etcd, next to its floor in the same run, against a member it starts
+// (test/etcd/cluster.hpp, data in /dev/shm):
+//  - uncontended acquire + release: the floor is a minimal blocking client sending the
+//    requests the recipe needs (the creating txn with its range, the delete) over one
+//    keep-alive connection, with a session lease granted beforehand as distlock's
+//    session is;
+//  - contended hand-off across separate processes (copies of this binary started
+//    with --worker): every process takes the lock on one key in a loop; the time
+//    from one process's release to the next process's grant, on the machine's one
+//    monotonic clock, compared with one round trip of the floor client.
+// Every workload is bounded in count and time. Prints a table; appends JSON lines to
+// the file named by the first argument.
+#include <distlock/distlock.hpp>
+#include <distlock/etcd.hpp>
+
+#include "etcd/cluster.hpp"
+#include "report.hpp"
+
+#include <asio/connect.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dl = distlock;
+namespace etcd = distlock::etcd;
+using namespace std::chrono_literals;
+using bench::micros;
+using bench::result_row;
+using bench::steady;
+using json = nlohmann::json;
+
+namespace {
+
+// One gateway call at a time on a blocking socket: the floor.
+class raw_client {
+public:
+    explicit raw_client(std::uint16_t port) : port_{port}, socket_{io_}
+    {
+        socket_.connect({asio::ip::make_address("127.0.0.1"), port});
+        socket_.set_option(asio::ip::tcp::no_delay{true});
+    }
+
+    // The answer's JSON (null when there is none).
+    json call(const std::string& path, const std::string& body)
+    {
+        const std::vector<std::pair<std::string, std::string>> headers{
+            {"Host", "127.0.0.1:" + std::to_string(port_)}, {"Content-Type", "application/json"}};
+        asio::write(socket_, asio::buffer(dl::http::encode_request("POST", "/v3/" + path, headers, body)));
+        for (;;) {
+            const auto got = dl::http::parse_response(buffer_);
+            if (got.status == dl::transport::decode_status::malformed)
+                return nullptr;
+            if (got.status == dl::transport::decode_status::complete) {
+                buffer_.erase(0, got.consumed);
+                return json::parse(got.message.body, nullptr, false);
+            }
+            char chunk[16384];
+            const auto n = socket_.read_some(asio::buffer(chunk));
+            buffer_.append(chunk, n);
+        }
+    }
+
+private:
+    std::uint16_t port_;
+    asio::io_context io_;
+    asio::ip::tcp::socket socket_;
+    std::string buffer_;
+};
+
+std::int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count(); }
+
+// --worker PORT PREFIX ROUNDS: ROUNDS critical sections of 1 ms on "contended", each
+// printed as "held ACQUIRED_NS RELEASED_NS".
+int worker(int argc, char** argv)
+{
+    if (argc != 5)
+        return 2;
+    etcd::config cfg;
+    cfg.members = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[2]))}};
+    cfg.prefix = argv[3];
+    const int rounds = std::atoi(argv[4]);
+    asio::io_context io;
+    etcd::store store{io, cfg};
+    int status = 1;
+    std::vector<std::pair<std::int64_t, std::int64_t>> held;
+    asio::co_spawn(io, [&]() -> dl::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff> m{
+            store, "contended", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+        for (int i = 0; i < rounds; ++i) {
+            auto l = co_await m.lock();
+            if (!l)
+                co_return;
+            const auto acquired = now_ns();
+            dl::timer t{co_await asio::this_coro::executor, 1ms};
+            co_await t.async_wait(asio::use_awaitable);
+            const auto released = now_ns();
+            if (!co_await l->unlock())
+                co_return;
+            held.emplace_back(acquired, released);
+        }
+        status = 0;
+        co_await store.close();
+    }, asio::detached);
+    io.run_for(120s);
+    for (const auto& [a, r] : held)
+        std::printf("held %lld %lld\n", static_cast<long long>(a), static_cast<long long>(r));
+    std::fflush(stdout);
+    return status;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc > 1 && std::strcmp(argv[1], "--worker") == 0)
+        return worker(argc, argv);
+    bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
+    std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (etcd: one member on loopback, tmpfs)", "ops", "ops/s",
+                "p50 us", "p90 us", "p99 us", "max us");
+    test::etcd_cluster server{1};
+    const std::string prefix = "bench/";
+    constexpr std::size_t count = 1000, warmup = 100;
+    constexpr auto limit = 40s;
+
+    raw_client raw{server.port()};
+    const auto granted = raw.call("lease/grant", R"({"TTL":"30"})");
+    const auto lease = granted.is_object() ? granted.value("ID", std::string{}) : std::string{};
+    if (lease.empty()) {
+        std::fprintf(stderr, "no lease granted\n");
+        return 1;
+    }
+    // The recipe's requests for an uncontended lock, as the store sends them.
+    const auto floor_request = [&](const dl::owner_token& owner) {
+        const auto queue = etcd::detail::queue_prefix(prefix, "bench:floor");
+        const auto key = queue + owner.to_hex();
+        const json txn = {
+            {"compare", json::array({etcd::detail::create_compare(key, 0)})},
+            {"success", json::array({json{{"request_put",
+                                           {{"key", dl::detail::base64(key)},
+                                            {"value", dl::detail::base64(owner.to_hex())},
+                                            {"lease", lease}}}},
+                                     json{{"request_range", etcd::detail::queue_request(queue, "DESCEND", 2)}}})},
+            {"failure", json::array({json{{"request_range", etcd::detail::range_request(key)}},
+                                     json{{"request_range", etcd::detail::queue_request(queue, "ASCEND", 1)}}})}};
+        return std::pair{txn.dump(), etcd::detail::range_request(key).dump()};
+    };
+
+    // Alternating rounds of the two, so that a noisy neighbour hits both alike.
+    result_row floor{"floor: raw client, txn create + deleterange"};
+    result_row lock{"distlock: lock() + unlock()"};
+    result_row rtt{"floor: one kv/range round trip"};
+    asio::io_context io;
+    etcd::store store{io, server.config(prefix)};
+    dl::basic_distributed_mutex<etcd::store, dl::retry::none> m{store, "bench:lock"};
+    bool failed = false;
+    const auto start = steady::now();
+    asio::co_spawn(io, [&]() -> dl::awaitable<void> {
+        for (std::size_t round = 0; round < (warmup + count) / 50 && steady::now() - start < limit; ++round) {
+            for (int i = 0; i < 50; ++i) {
+                const auto [create, remove] = floor_request(dl::owner_token::generate());
+                const auto t0 = steady::now();
+                const auto a = raw.call("kv/txn", create);
+                const auto r = raw.call("kv/deleterange", remove);
+                if (!a.is_object() || !a.value("succeeded", false) || !r.is_object() || r.contains("error"))
+                    failed = true;
+                if (round * 50 >= warmup)
+                    floor.us.push_back(micros(steady::now() - t0));
+                const auto t1 = steady::now();
+                (void)raw.call("kv/range", remove);
+                if (round * 50 >= warmup)
+                    rtt.us.push_back(micros(steady::now() - t1));
+            }
+            for (int i = 0; i < 50; ++i) {
+                const auto t0 = steady::now();
+                auto l = co_await m.lock();
+                if (!l || !co_await l->unlock())
+                    failed = true;
+                if (round * 50 >= warmup)
+                    lock.us.push_back(micros(steady::now() - t0));
+            }
+        }
+        co_await store.close();
+    }, asio::detached);
+    io.run();
+    if (failed) {
+        std::fprintf(stderr, "a request failed\n");
+        return 1;
+    }
+    floor.seconds = lock.seconds = rtt.seconds = std::chrono::duration<double>(steady::now() - start).count() / 2;
+    floor.operations = floor.us.size();
+    lock.operations = lock.us.size();
+    rtt.operations = rtt.us.size();
+    bench::print(floor);
+    bench::print(lock, &floor);
+    bench::print(rtt);
+
+    // Contended hand-off across processes.
+    constexpr int processes = 4, rounds = 50;
+    std::vector<std::unique_ptr<test::child>> workers;
+    for (int i = 0; i < processes; ++i)
+        workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", std::to_string(server.port()), prefix + "contended/", std::to_string(rounds)}));
+    struct section {
+        std::int64_t acquired, released;
+        int process;
+    };
+    std::vector<section> sections;
+    for (int i = 0; i < processes; ++i) {
+        while (auto line = workers[i]->read_line(std::chrono::seconds{120})) {
+            long long a = 0, r = 0;
+            if (std::sscanf(line->c_str(), "held %lld %lld", &a, &r) == 2)
+                sections.push_back({a, r, i});
+        }
+        if (workers[i]->wait(std::chrono::seconds{30}) != std::optional<int>{0}) {
+            std::fprintf(stderr, "a worker failed\n");
+            return 1;
+        }
+    }
+    std::sort(sections.begin(), sections.end(), [](const auto& x, const auto& y) { return x.acquired < y.acquired; });
+    result_row handoff{"distlock: hand-off across 4 processes (release -> grant)"};
+    std::size_t changed = 0, overlaps = 0;
+    for (std::size_t i = 1; i < sections.size(); ++i) {
+        if (sections[i].acquired < sections[i - 1].released)
+            ++overlaps;
+        if (sections[i].process != sections[i - 1].process) {
+            ++changed;
+            handoff.us.push_back(static_cast<double>(sections[i].acquired - sections[i - 1].released) / 1000.0);
+        }
+    }
+    handoff.operations = handoff.us.size();
+    handoff.seconds = sections.empty() ? 0
+                                       : static_cast<double>(sections.back().released - sections.front().acquired) / 1e9;
+    const double changed_share = sections.size() > 1 ? static_cast<double>(changed) / (sections.size() - 1) : 0;
+    const double round_trips = rtt.pct(0.5) > 0 ? handoff.pct(0.5) / rtt.pct(0.5) : 0;
+    handoff.extra = ",\"changed_hands\":" + std::to_string(changed_share) + ",\"p50_round_trips\":" +
+                    std::to_string(round_trips) + ",\"overlaps\":" + std::to_string(overlaps);
+    bench::print(handoff);
+    std::printf("  %zu critical sections, %.1f %% changed hands, hand-off p50 = %.2f round trips, %zu overlaps\n",
+                sections.size(), 100 * changed_share, round_trips, overlaps);
+    return overlaps == 0 ? 0 : 1;
+}

@@ -1,0 +1,369 @@
+// distlock/etcd/detail/client.hpp: etcd's JSON gateway over HTTP/1.1: unary calls on
+// one pipelined connection per member (the transport engine), fail-over between
+// members, the auth token, and watches (a streaming response on a connection of its
+// own).
+//
+// Design note. A call goes to the member in use. One that could not be sent there
+// (refused connection, queued when it failed: errc::store_unavailable) is sent to the
+// next member, each member once; one that was sent and not answered is the caller's
+// (errc::outcome_unknown: it may have been applied), and the next call starts at the
+// next member. With a user configured, the client authenticates before its first
+// call and again when the server refuses the token (a refusal is decided before the
+// request is applied, so the call is sent once more). State shared by calls (the
+// member in use, the token) is behind a mutex: calls may start on any thread.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/detail/wakeup.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/etcd/config.hpp>
+#include <distlock/etcd/detail/keys.hpp>
+#include <distlock/etcd/error.hpp>
+#include <distlock/http/parser.hpp>
+#include <distlock/result.hpp>
+#include <distlock/transport/engine.hpp>
+
+#include <asio/strand.hpp>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace distlock::etcd::detail {
+
+class client : public std::enable_shared_from_this<client> {
+public:
+    using unary_engine = transport::engine<http::codec>;
+    using stream_engine = transport::engine<http::stream_codec>;
+
+    /// Throws std::system_error (errc::invalid_argument) when the TLS files cannot be loaded.
+    client(asio::any_io_executor ex, const config& cfg) : ex_{std::move(ex)}, cfg_{cfg}
+    {
+        if (cfg_.tls) {
+            auto tls = transport::make_tls_context(cfg_.endpoint(0));
+            if (!tls)
+                throw std::system_error{tls.error(), "distlock::etcd::store: TLS settings"};
+            tls_ = std::move(tls.value());
+        }
+        for (std::size_t i = 0; i < cfg_.members.size(); ++i)
+            engines_.push_back(std::make_shared<unary_engine>(
+                asio::make_strand(ex_), http::codec{},
+                unary_engine::options{cfg_.request_timeout, cfg_.endpoint(i).describe(), std::chrono::seconds{30}},
+                connector(i)));
+    }
+
+    /// POST /v3/<path> with `body`: the answer's JSON (a streamed answer's first
+    /// "result"), or the error its gRPC code says, with the server's words in `diag`.
+    static awaitable<result<json>> call(std::shared_ptr<client> self, std::string path, std::string body,
+                                        diagnostics* diag)
+    {
+        bool token_renewed = false;
+        std::size_t tried = 0;
+        for (;;) {
+            auto [member, token] = self->current();
+            if (!self->cfg_.username.empty() && token.empty()) {
+                auto got = co_await self->authenticate(member, diag);
+                if (!got) {
+                    if (got.error() == distlock::errc::store_unavailable && ++tried < self->engines_.size()) {
+                        self->move_on(member);
+                        continue;
+                    }
+                    co_return got.error();
+                }
+                token = std::move(got.value());
+            }
+            auto answer = co_await self->post(member, path, body, token, diag);
+            if (!answer) {
+                const auto ec = answer.error();
+                if (ec == distlock::errc::store_unavailable || ec == distlock::errc::outcome_unknown ||
+                    ec == distlock::errc::protocol_error)
+                    self->move_on(member);
+                if (ec == distlock::errc::store_unavailable && ++tried < self->engines_.size())
+                    continue; // not sent: the next member
+                if (ec == errc::unauthenticated && !self->cfg_.username.empty() && !token_renewed) {
+                    token_renewed = true;
+                    self->forget_token(token);
+                    continue;
+                }
+                co_return ec;
+            }
+            co_return std::move(answer.value());
+        }
+    }
+
+    /// Waits until `key` is deleted (true) or `until` (false), watching it from
+    /// `revision` on (so a deletion after the read that found the key is not missed).
+    /// A stream that ends or breaks is opened again from the last revision it reported;
+    /// a start revision that was compacted meanwhile is recovered by reading the key.
+    static awaitable<bool> wait_deleted(std::shared_ptr<client> self, std::string key, std::int64_t created,
+                                        std::int64_t revision, time_point until)
+    {
+        for (;;) {
+            if (clock::now() >= until)
+                co_return false;
+            auto opened = co_await self->watch_once(key, revision, until);
+            if (opened.deleted)
+                co_return true;
+            if (opened.compacted) {
+                // The history is gone: whether the key still exists says it all.
+                auto look = co_await call(self, "kv/range", range_request(key).dump(), nullptr);
+                if (look) {
+                    const auto r = read_range(look.value());
+                    const auto at = header_revision(look.value());
+                    if (r && at) {
+                        if (r->kvs.empty() || r->kvs.front().create_revision != created)
+                            co_return true;
+                        revision = *at + 1;
+                        continue;
+                    }
+                }
+            } else if (opened.progress > 0) {
+                revision = opened.progress + 1;
+            }
+            if (clock::now() >= until)
+                co_return false;
+            // A member that is down, or a stream cut: look again shortly (bounded by `until`).
+            timer pause{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
+            (void)co_await pause.async_wait(transport::as_tuple(asio::use_awaitable));
+        }
+    }
+
+    /// Closes every connection; calls in flight fail as the engine says.
+    void close()
+    {
+        for (auto& e : engines_)
+            e->close();
+        std::lock_guard lock{mutex_};
+        for (auto& w : watches_)
+            if (auto e = w.lock())
+                e->close();
+        watches_.clear();
+    }
+
+    const config& settings() const noexcept { return cfg_; }
+
+    /// The member calls go to now (for tests and diagnostics).
+    std::size_t member_in_use() const
+    {
+        std::lock_guard lock{mutex_};
+        return current_;
+    }
+
+private:
+    unary_engine::connector connector(std::size_t i) const
+    {
+        return [endpoint = cfg_.endpoint(i), ctx = tls_](transport::stream& s,
+                                                         std::string& diagnostic) -> awaitable<std::error_code> {
+            co_return co_await s.connect(endpoint, ctx.get(), diagnostic);
+        };
+    }
+
+    std::pair<std::size_t, std::string> current() const
+    {
+        std::lock_guard lock{mutex_};
+        return {current_, token_};
+    }
+
+    void move_on(std::size_t from)
+    {
+        std::lock_guard lock{mutex_};
+        if (current_ == from)
+            current_ = (current_ + 1) % engines_.size();
+    }
+
+    void forget_token(const std::string& refused)
+    {
+        std::lock_guard lock{mutex_};
+        if (token_ == refused)
+            token_.clear();
+    }
+
+    std::string request_bytes(std::size_t member, const std::string& path, const std::string& body,
+                              const std::string& token) const
+    {
+        std::vector<std::pair<std::string, std::string>> headers{
+            {"Host", cfg_.members[member].host + ":" + std::to_string(cfg_.members[member].port)},
+            {"Content-Type", "application/json"}};
+        if (!token.empty())
+            headers.emplace_back("Authorization", token);
+        return http::encode_request("POST", "/v3/" + path, headers, body);
+    }
+
+    // One POST to one member, its answer read.
+    awaitable<result<json>> post(std::size_t member, const std::string& path, const std::string& body,
+                                 const std::string& token, diagnostics* diag)
+    {
+        auto engine = engines_[member];
+        auto got = co_await engine->exec(request_bytes(member, path, body, token), 1, diag);
+        if (!got)
+            co_return got.error();
+        auto& response = got.value().front();
+        if (response.closes())
+            engine->close();
+        co_return read_answer(response, diag);
+    }
+
+    static result<json> read_answer(const http::response& response, diagnostics* diag)
+    {
+        // A streamed answer (lease/keepalive) is one {"result": ...} line, or an error line.
+        std::string_view body = response.body;
+        if (const auto nl = body.find('\n'); nl != std::string_view::npos)
+            body = body.substr(0, nl);
+        auto j = json::parse(body, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+            if (diag)
+                diag->set_client_message("etcd answered HTTP " + std::to_string(response.status) +
+                                         " with a body that is not a JSON object");
+            return distlock::make_error_code(distlock::errc::protocol_error);
+        }
+        if (const auto r = j.find("result"); r != j.end() && r->is_object())
+            return json(*r);
+        // {"error": "...", "message": "...", "code": N}, or in a stream
+        // {"error": {"grpc_code": N, "message": "...", ...}}.
+        const auto e = j.find("error");
+        if (e == j.end()) {
+            if (response.status == 200)
+                return j;
+            if (diag)
+                diag->set_client_message("etcd answered HTTP " + std::to_string(response.status) +
+                                         " without an error code");
+            return distlock::make_error_code(distlock::errc::protocol_error);
+        }
+        const json& words = e->is_object() ? *e : j;
+        const auto code = words.contains("grpc_code") ? words.find("grpc_code") : words.find("code");
+        const auto message = words.value("message", e->is_string() ? e->get<std::string>() : std::string{});
+        if (diag)
+            diag->set_server_message(message.empty() ? std::string{body} : message);
+        if (code == words.end() || !code->is_number_integer())
+            return distlock::make_error_code(distlock::errc::protocol_error);
+        if (message.find("user name is empty") != std::string::npos)
+            return distlock::make_error_code(distlock::errc::auth_failed); // auth is on and no user was configured
+        return from_grpc(code->get<long long>());
+    }
+
+    awaitable<result<std::string>> authenticate(std::size_t member, diagnostics* diag)
+    {
+        const json credentials = {{"name", cfg_.username}, {"password", cfg_.password}};
+        auto got = co_await post(member, "auth/authenticate", credentials.dump(), std::string{}, diag);
+        if (!got) {
+            if (got.error() == errc::invalid_argument || got.error() == errc::failed_precondition)
+                co_return distlock::errc::auth_failed; // wrong user or password, or auth not enabled
+            co_return got.error();
+        }
+        const auto token = got.value().find("token");
+        if (token == got.value().end() || !token->is_string() || token->get_ref<const std::string&>().empty())
+            co_return distlock::errc::protocol_error;
+        auto t = token->get<std::string>();
+        if (t.find_first_of("\r\n") != std::string::npos)
+            co_return distlock::errc::protocol_error;
+        std::lock_guard lock{mutex_};
+        token_ = t;
+        co_return t;
+    }
+
+    struct watch_outcome {
+        bool deleted = false;
+        bool compacted = false;
+        std::int64_t progress = 0; // the last revision the stream reported
+    };
+
+    // One watch stream on a connection of its own, until a deletion, `until`, or the
+    // stream's end.
+    awaitable<watch_outcome> watch_once(const std::string& key, std::int64_t revision, time_point until)
+    {
+        struct inbox {
+            explicit inbox(asio::any_io_executor ex) : wake{std::move(ex)} {}
+            std::mutex mutex;
+            std::deque<std::string> lines;
+            bool ended = false;
+            distlock::detail::wakeup wake;
+        };
+        watch_outcome out;
+        auto [member, token] = current();
+        auto box = std::make_shared<inbox>(co_await asio::this_coro::executor);
+        auto stream = std::make_shared<stream_engine>(
+            asio::make_strand(ex_), http::stream_codec{},
+            stream_engine::options{cfg_.request_timeout, cfg_.endpoint(member).describe(), duration::zero()},
+            connector(member));
+        stream->on_push([box](http::stream_message m) {
+            std::lock_guard lock{box->mutex};
+            if (m.what == http::stream_message::kind::line)
+                box->lines.push_back(std::move(m.line));
+            else
+                box->ended = true;
+            box->wake.signal();
+        });
+        stream->on_down([box] {
+            std::lock_guard lock{box->mutex};
+            box->ended = true;
+            box->wake.signal();
+        });
+        {
+            std::lock_guard lock{mutex_};
+            std::erase_if(watches_, [](const auto& w) { return w.expired(); });
+            watches_.push_back(stream);
+        }
+        json create = {{"key", distlock::detail::base64(key)},
+                       {"start_revision", std::to_string(revision)},
+                       {"filters", json::array({"NOPUT"})}};
+        json request = {{"create_request", std::move(create)}};
+        auto head = co_await stream->exec(request_bytes(member, "watch", request.dump(), token), 1, nullptr);
+        if (!head || head.value().front().head.status != 200 || head.value().front().last) {
+            if (!head)
+                move_on(member);
+            else if (head.value().front().head.status == 401)
+                forget_token(token);
+            stream->close();
+            co_return out;
+        }
+        for (;;) {
+            std::deque<std::string> lines;
+            bool ended = false;
+            {
+                std::lock_guard lock{box->mutex};
+                lines.swap(box->lines);
+                ended = box->ended;
+            }
+            for (const auto& line : lines) {
+                auto j = json::parse(line, nullptr, false);
+                const auto r = j.is_object() ? j.find("result") : j.end();
+                if (!j.is_object() || r == j.end() || !r->is_object()) {
+                    ended = true; // an error line: the stream is over
+                    break;
+                }
+                if (const auto at = header_revision(*r))
+                    out.progress = std::max(out.progress, *at);
+                if (r->value("canceled", false)) {
+                    out.compacted = integer(*r, "compact_revision").value_or(0) > 0;
+                    ended = true;
+                    break;
+                }
+                if (const auto events = r->find("events"); events != r->end() && events->is_array())
+                    for (const auto& e : *events)
+                        if (e.is_object() && e.value("type", std::string{}) == "DELETE")
+                            out.deleted = true;
+                if (out.deleted)
+                    break;
+            }
+            if (out.deleted || ended || clock::now() >= until)
+                break;
+            (void)co_await box->wake.wait(until);
+        }
+        stream->close();
+        co_return out;
+    }
+
+    asio::any_io_executor ex_;
+    config cfg_;
+    std::shared_ptr<asio::ssl::context> tls_;
+    std::vector<std::shared_ptr<unary_engine>> engines_;
+    mutable std::mutex mutex_;
+    std::size_t current_ = 0;
+    std::string token_;
+    std::vector<std::weak_ptr<stream_engine>> watches_;
+};
+
+} // namespace distlock::etcd::detail

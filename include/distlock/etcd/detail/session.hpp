@@ -1,0 +1,323 @@
+// distlock/etcd/detail/session.hpp: the store's session: one etcd lease, kept alive
+// at an interval (TTL/3 by default), shared by every lock the store takes.
+//
+// States, as the core's session support hears them (claim.hpp): held (each answered
+// keepalive moves the validity to send time + granted TTL - drift), lost (the server
+// says the lease is gone: a keepalive answered without a TTL, "lease not found"), in
+// doubt (no keepalive was answered before the validity ran out on the client's
+// monotonic clock: the server may already have expired the lease). A refused or
+// unanswered keepalive is sent again while the validity lasts. Once a session has
+// ended, the next lock grants a new lease; the old one, in doubt, is revoked in the
+// background (its keys go at once if the server hears it, else with its TTL).
+//
+// The lease ID is chosen by the client (random, 63 bits), so a grant whose answer was
+// lost is sent again with the same ID, and "lease already exists" says it went through.
+#pragma once
+
+#include <distlock/claim.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/detail/os_random.hpp>
+#include <distlock/etcd/detail/client.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/strand.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace distlock::etcd::detail {
+
+class session : public std::enable_shared_from_this<session> {
+public:
+    session(asio::any_io_executor ex, std::shared_ptr<client> c)
+        : strand_{asio::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
+    {}
+
+    /// The open lease, granted now when there is none (and the keepalive started).
+    static awaitable<result<std::int64_t>> lease(std::shared_ptr<session> self, diagnostics* diag)
+    {
+        {
+            std::lock_guard lock{self->mutex_};
+            if (self->stopped_)
+                co_return distlock::errc::store_unavailable;
+            if (self->lease_ && clock::now() < self->valid_until_)
+                co_return self->lease_;
+        }
+        co_return co_await asio::co_spawn(self->strand_, granted(self, diag), asio::use_awaitable);
+    }
+
+    /// The session `id` is over (lost) or cannot be vouched for (in doubt); every lease
+    /// bound to it hears so.
+    void ended(std::int64_t id, session_state why)
+    {
+        std::vector<std::weak_ptr<session_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            if (lease_ != id)
+                return;
+            lease_ = 0;
+            granted_.clear();
+            told.swap(listeners_);
+        }
+        if (why == session_state::in_doubt)
+            asio::co_spawn(strand_, revoke(client_, id), asio::detached);
+        for (auto& w : told)
+            if (auto l = w.lock())
+                l->session_changed(why, time_point{});
+    }
+
+    /// Remembers which lease holds the entry that `lease` just created or found.
+    void granted(std::int64_t entry, std::int64_t lease)
+    {
+        std::lock_guard lock{mutex_};
+        if (lease != lease_)
+            return;
+        granted_[entry] = lease;
+        while (granted_.size() > 4096) // grants of lock() calls that never bound them
+            granted_.erase(granted_.begin());
+    }
+
+    /// Binds a lease whose entry is `entry` to the session: its validity, or nullopt
+    /// when the session that keeps the entry is gone.
+    std::optional<time_point> bind(std::int64_t entry, std::weak_ptr<session_listener> l)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = granted_.find(entry);
+        const bool ours = it != granted_.end() && it->second == lease_;
+        if (it != granted_.end())
+            granted_.erase(it);
+        if (!ours || !lease_ || clock::now() >= valid_until_)
+            return std::nullopt;
+        std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+        listeners_.push_back(std::move(l));
+        return valid_until_;
+    }
+
+    /// Stops the keepalive; leases bound to the session hear that it is lost. Returns
+    /// the lease that was open (0: none), for the caller to revoke.
+    std::int64_t stop()
+    {
+        std::int64_t id = 0;
+        std::vector<std::weak_ptr<session_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            stopped_ = true;
+            id = std::exchange(lease_, 0);
+            told.swap(listeners_);
+        }
+        asio::post(strand_, [self = shared_from_this()] { self->tick_.cancel(); });
+        for (auto& w : told)
+            if (auto l = w.lock())
+                l->session_changed(session_state::lost, time_point{});
+        return id;
+    }
+
+    static awaitable<void> revoke(std::shared_ptr<client> c, std::int64_t id)
+    {
+        const json body = {{"ID", std::to_string(id)}};
+        (void)co_await client::call(std::move(c), "lease/revoke", body.dump(), nullptr);
+    }
+
+    std::int64_t current_lease() const
+    {
+        std::lock_guard lock{mutex_};
+        return lease_;
+    }
+
+    std::size_t keepalives_sent() const
+    {
+        std::lock_guard lock{mutex_};
+        return keepalives_;
+    }
+
+private:
+    // On the strand: one grant at a time; lock() calls that need a lease meanwhile
+    // wait for it.
+    static awaitable<result<std::int64_t>> granted(std::shared_ptr<session> self, diagnostics* diag)
+    {
+        while (self->granting_) {
+            timer t{self->strand_, time_point::max()};
+            self->grant_waiters_.push_back(&t);
+            (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
+            std::erase(self->grant_waiters_, &t);
+        }
+        {
+            std::lock_guard lock{self->mutex_};
+            if (self->stopped_)
+                co_return distlock::errc::store_unavailable;
+            if (self->lease_ && clock::now() < self->valid_until_)
+                co_return self->lease_;
+        }
+        self->granting_ = true;
+        auto got = co_await self->grant(diag);
+        self->granting_ = false;
+        for (auto* t : self->grant_waiters_)
+            t->cancel();
+        co_return got;
+    }
+
+    awaitable<result<std::int64_t>> grant(diagnostics* diag)
+    {
+        std::uint64_t random = 0;
+        distlock::detail::os_random_bytes(std::as_writable_bytes(std::span{&random, 1}));
+        const auto id = static_cast<std::int64_t>(random >> 1) | 1; // positive, never 0 (no lease)
+        const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(cfg_.session_ttl).count();
+        const json body = {{"TTL", std::to_string(ttl)}, {"ID", std::to_string(id)}};
+        const auto sent = clock::now();
+        auto got = co_await client::call(client_, "lease/grant", body.dump(), diag);
+        std::int64_t granted_ttl = ttl;
+        if (!got && got.error() == distlock::errc::outcome_unknown) {
+            // The answer was lost: the same ID again. "Already exists" is our grant.
+            got = co_await client::call(client_, "lease/grant", body.dump(), diag);
+            if (!got && got.error() == errc::failed_precondition) {
+                if (diag)
+                    diag->clear();
+                got = json::object();
+            }
+        }
+        if (!got)
+            co_return got.error();
+        if (got.value().contains("TTL")) {
+            const auto t = integer(got.value(), "TTL");
+            if (!t || *t <= 0)
+                co_return distlock::errc::protocol_error;
+            granted_ttl = *t;
+        }
+        {
+            std::lock_guard lock{mutex_};
+            if (stopped_) {
+                asio::co_spawn(strand_, revoke(client_, id), asio::detached);
+                co_return distlock::errc::store_unavailable;
+            }
+            lease_ = id;
+            ttl_ = std::chrono::seconds{granted_ttl};
+            valid_until_ = sent + ttl_ - cfg_.drift;
+            granted_.clear();
+        }
+        if (!keeping_) {
+            keeping_ = true;
+            asio::co_spawn(strand_, keep(shared_from_this()), asio::detached);
+        }
+        co_return id;
+    }
+
+    // One keepalive loop per store serves all its leases (on the strand).
+    static awaitable<void> keep(std::shared_ptr<session> self)
+    {
+        for (;;) {
+            std::int64_t id = 0;
+            time_point valid{};
+            duration every{};
+            {
+                std::lock_guard lock{self->mutex_};
+                if (self->stopped_ || !self->lease_) {
+                    self->keeping_ = false;
+                    co_return;
+                }
+                id = self->lease_;
+                valid = self->valid_until_;
+                every = std::min(self->cfg_.keepalive_interval(), self->ttl_ / 3);
+            }
+            self->tick_.expires_at(std::min(clock::now() + every, valid));
+            (void)co_await self->tick_.async_wait(transport::as_tuple(asio::use_awaitable));
+            if (self->is_stopped())
+                continue;
+            co_await self->renew(id, valid, every);
+        }
+    }
+
+    bool is_stopped() const
+    {
+        std::lock_guard lock{mutex_};
+        return stopped_;
+    }
+
+    awaitable<void> renew(std::int64_t id, time_point valid, duration every)
+    {
+        using namespace asio::experimental::awaitable_operators;
+        const json body = {{"ID", std::to_string(id)}};
+        const auto payload = body.dump();
+        for (;;) {
+            const auto sent = clock::now();
+            if (sent >= valid) {
+                ended(id, session_state::in_doubt);
+                co_return;
+            }
+            {
+                std::lock_guard lock{mutex_};
+                ++keepalives_;
+            }
+            // Bounded by the validity: past it the session is in doubt, answer or not.
+            timer limit{strand_, valid};
+            auto r = co_await (client::call(client_, "lease/keepalive", payload, nullptr) ||
+                               limit.async_wait(transport::as_tuple(asio::use_awaitable)));
+            if (r.index() == 1) {
+                ended(id, session_state::in_doubt);
+                co_return;
+            }
+            auto& got = std::get<0>(r);
+            if (got) {
+                const auto ttl = integer(got.value(), "TTL");
+                if (!ttl || *ttl <= 0) { // answered without a TTL: the lease is gone
+                    ended(id, session_state::lost);
+                    co_return;
+                }
+                announce(id, sent + std::chrono::seconds{*ttl} - cfg_.drift);
+                co_return;
+            }
+            if (got.error() == errc::not_found) {
+                ended(id, session_state::lost);
+                co_return;
+            }
+            if (is_stopped())
+                co_return;
+            // Refused or unanswered: again, sooner, while the validity lasts.
+            tick_.expires_at(std::min(clock::now() + every / 4, valid));
+            (void)co_await tick_.async_wait(transport::as_tuple(asio::use_awaitable));
+            if (is_stopped())
+                co_return;
+        }
+    }
+
+    void announce(std::int64_t id, time_point valid)
+    {
+        std::vector<std::weak_ptr<session_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            if (lease_ != id)
+                return;
+            valid_until_ = std::max(valid_until_, valid);
+            std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+            told = listeners_;
+            valid = valid_until_;
+        }
+        for (auto& w : told)
+            if (auto l = w.lock())
+                l->session_changed(session_state::held, valid);
+    }
+
+    asio::strand<asio::any_io_executor> strand_;
+    std::shared_ptr<client> client_;
+    const config& cfg_; // the client's, which this session keeps alive
+    timer tick_;        // on the strand
+    bool keeping_ = false;  // on the strand
+    bool granting_ = false; // on the strand
+    std::vector<timer*> grant_waiters_;
+
+    mutable std::mutex mutex_;
+    bool stopped_ = false;
+    std::int64_t lease_ = 0;
+    duration ttl_{};
+    time_point valid_until_{};
+    std::size_t keepalives_ = 0;
+    std::map<std::int64_t, std::int64_t> granted_; // entry (create revision) -> lease
+    std::vector<std::weak_ptr<session_listener>> listeners_;
+};
+
+} // namespace distlock::etcd::detail

@@ -1,0 +1,384 @@
+// distlock/etcd/store.hpp: etcd as a distlock store: session leases, a fair queue per
+// resource ordered by create revision, the holder key's create revision as the fence.
+//
+// Design note: the recipe of etcd's own concurrency.Mutex, with the cases its users
+// hit made correct.
+//  - Each lock() call puts its own key <prefix><escaped id>/<owner token> (keys.hpp)
+//    with the session's lease, only if absent (txn compare create_revision == 0).
+//    The same txn reads the queue's two newest keys: when the new key is alone it
+//    holds the lock (one round trip), else the key before it is its predecessor.
+//    When the key exists already (the reply of the create was lost, or the call is
+//    trying again after a wake-up), the txn reads it back and the queue's oldest key
+//    instead: never a second queue entry. A key left by an earlier session of this
+//    store (one given up as in doubt) is deleted and made again, at the back.
+//  - The holder is the key with the lowest create revision. A waiter watches only
+//    its predecessor's key, from the revision of the read that found it, for its
+//    deletion (one release wakes one waiter), then looks again. The fence is the
+//    holder key's create revision: revisions are cluster-wide and only grow, across
+//    leaders, so every acquisition of a resource has a larger one.
+//  - A lease is bound to the store's session (session.hpp): it is valid while the
+//    session's keepalives are answered, and its loss is pushed to it.
+//  - Releasing, leaving the queue and cleaning up after a lost reply delete the key
+//    by its name (which only this lock() call uses).
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/etcd/config.hpp>
+#include <distlock/etcd/detail/client.hpp>
+#include <distlock/etcd/detail/keys.hpp>
+#include <distlock/etcd/detail/session.hpp>
+#include <distlock/etcd/error.hpp>
+#include <distlock/lease.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/policy/queue.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+
+#include <asio/any_io_executor.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace distlock::etcd {
+
+/// An etcd cluster used as a lock store. Models session_queue_store and
+/// inspectable_store; its default acquisition is acquire::session_queue, so
+/// `basic_distributed_mutex<etcd::store>` queues fairly, needs no watchdog, and its
+/// leases end with the store's session.
+///
+/// \par Thread safety
+/// Safe to use from several threads.
+///
+/// \par Object lifetimes
+/// Every operation owns the client and session it uses once started, so the store
+/// may be destroyed while one is in flight. close() finishes pending releases,
+/// revokes the session's lease (its keys go at once) and closes the connections, so
+/// io.run() returns; the destructor stops the keepalive and leaves the lease to
+/// expire on the server within its TTL.
+class store {
+public:
+    using executor_type = asio::any_io_executor;
+    using default_acquire_policy = acquire::session_queue;
+
+    /// Throws std::system_error (errc::invalid_argument) for invalid settings or TLS
+    /// files that cannot be loaded; connecting happens on first use.
+    store(executor_type ex, config cfg) : ex_{std::move(ex)}
+    {
+        if (auto ec = cfg.validate())
+            throw std::system_error{ec, "distlock::etcd::store: settings"};
+        client_ = std::make_shared<detail::client>(ex_, std::move(cfg));
+        session_ = std::make_shared<detail::session>(ex_, client_);
+        life_ = distlock::detail::lifetime::make(ex_);
+    }
+
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    {}
+
+    ~store()
+    {
+        life_->shut();
+        session_->stop();
+        client_->close();
+    }
+    store(const store&) = delete;
+    store& operator=(const store&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    const config& settings() const noexcept { return client_->settings(); }
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    /// The longest one primitive runs: a lease grant, then up to two requests.
+    duration operation_timeout() const noexcept
+    {
+        return 3 * (settings().connect_timeout + settings().request_timeout);
+    }
+
+    /// Refuses new locks, finishes the releases still pending, revokes the session's
+    /// lease, then closes the connections: io.run() can return afterwards.
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        if (const auto id = session_->stop())
+            co_await detail::session::revoke(client_, id);
+        client_->close();
+    }
+
+    // -- session_queue_store ---------------------------------------------------------
+
+    awaitable<result<queue_place>> enqueue(std::string_view resource, const owner_token& owner,
+                                           diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return failed<queue_place>(ec);
+        auto queue = detail::queue_prefix(settings().prefix, resource);
+        auto key = queue + owner.to_hex();
+        return enqueued(client_, session_, std::move(queue), std::move(key), owner.to_hex(), diag);
+    }
+
+    awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
+    {
+        return waited(client_, detail::queue_prefix(settings().prefix, resource), entry, until);
+    }
+
+    awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return failed<void>(ec);
+        return deleted(client_, detail::queue_prefix(settings().prefix, resource) + owner.to_hex(), diag);
+    }
+
+    std::optional<time_point> bind(std::string_view, fence_token entry, std::weak_ptr<session_listener> listener)
+    {
+        if (entry > static_cast<fence_token>(INT64_MAX))
+            return std::nullopt;
+        return session_->bind(static_cast<std::int64_t>(entry), std::move(listener));
+    }
+
+    /// Reads the lock on `resource` without taking it: the queue's oldest key (owner,
+    /// fence) and its lease's time left; not held: the cluster's revision as the fence
+    /// (the next holder's is larger).
+    awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return failed<lock_info>(ec);
+        return inspected(client_, detail::queue_prefix(settings().prefix, resource), diag);
+    }
+
+    // -- Beyond the concepts ----------------------------------------------------------
+
+    /// Writes `value` at `key` only while `holder` still holds its lock: one txn that
+    /// compares the holder key's create revision with the lease's fence (etcd's
+    /// IsOwner()). errc::stale_fence when the lock has ended (released, expired, its
+    /// session lost) even if its holder does not know yet: a stalled holder's write
+    /// changes nothing.
+    awaitable<result<void>> fenced_put(std::string key, std::string value, const lease& holder,
+                                       diagnostics* diag = nullptr)
+    {
+        if (key.empty() || key.size() > 1024 * 1024 || value.size() > 1024 * 1024 || holder.fence() == 0 ||
+            holder.fence() > static_cast<fence_token>(INT64_MAX) || validate_resource(holder.resource()))
+            return failed<void>(distlock::errc::invalid_argument);
+        const auto lock_key = detail::queue_prefix(settings().prefix, holder.resource()) + holder.owner().to_hex();
+        detail::json put = {{"key", distlock::detail::base64(key)}, {"value", distlock::detail::base64(value)}};
+        detail::json txn = {
+            {"compare", detail::json::array({detail::create_compare(lock_key, static_cast<std::int64_t>(holder.fence()))})},
+            {"success", detail::json::array({detail::json{{"request_put", std::move(put)}}})}};
+        return fenced(client_, txn.dump(), diag);
+    }
+
+    /// One call of etcd's JSON gateway: POST /v3/<path> ("kv/range", "lease/grant",
+    /// ...) with `body`; the answer's JSON, or the error its code says.
+    awaitable<result<detail::json>> execute(std::string path, detail::json body, diagnostics* diag = nullptr)
+    {
+        if (path.empty() || path.find_first_of(" \r\n?#") != std::string::npos)
+            return failed<detail::json>(distlock::errc::invalid_argument);
+        return detail::client::call(client_, std::move(path), body.dump(), diag);
+    }
+
+    /// The session's lease now (0: none yet, or it ended), for tests and diagnostics.
+    std::int64_t session_lease() const { return session_->current_lease(); }
+    /// Keepalives sent so far (one per interval for all the store's locks).
+    std::size_t keepalives_sent() const { return session_->keepalives_sent(); }
+    /// The index of the member requests go to now.
+    std::size_t member_in_use() const { return client_->member_in_use(); }
+
+private:
+    using json = detail::json;
+
+    template <class T>
+    static awaitable<result<T>> failed(std::error_code ec)
+    {
+        co_return ec;
+    }
+
+    static json put_request(const std::string& key, const std::string& value, std::int64_t lease)
+    {
+        return {{"key", distlock::detail::base64(key)},
+                {"value", distlock::detail::base64(value)},
+                {"lease", std::to_string(lease)}};
+    }
+
+    // The range answer at `responses[i]` of a txn answer.
+    static std::optional<detail::range_answer> txn_range(const json& answer, std::size_t i)
+    {
+        const auto responses = answer.find("responses");
+        if (responses == answer.end() || !responses->is_array() || responses->size() <= i)
+            return std::nullopt;
+        const auto& r = (*responses)[i];
+        const auto range = r.find("response_range");
+        if (!r.is_object() || range == r.end())
+            return std::nullopt;
+        return detail::read_range(*range);
+    }
+
+    static awaitable<result<queue_place>> enqueued(std::shared_ptr<detail::client> c,
+                                                   std::shared_ptr<detail::session> s, std::string queue,
+                                                   std::string key, std::string owner, diagnostics* diag)
+    {
+        for (int round = 0; round < 2; ++round) {
+            auto lease = co_await detail::session::lease(s, diag);
+            if (!lease)
+                co_return lease.error();
+            const json txn = {
+                {"compare", json::array({detail::create_compare(key, 0)})},
+                {"success", json::array({json{{"request_put", put_request(key, owner, lease.value())}},
+                                         json{{"request_range", detail::queue_request(queue, "DESCEND", 2)}}})},
+                {"failure", json::array({json{{"request_range", detail::range_request(key)}},
+                                         json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}}})}};
+            auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
+            if (!got) {
+                if (got.error() == errc::not_found) { // the lease expired: the session is over
+                    s->ended(lease.value(), session_state::lost);
+                    co_return distlock::errc::session_lost;
+                }
+                co_return got.error();
+            }
+            const auto& answer = got.value();
+            const auto first_range = txn_range(answer, 0);
+            const auto second_range = txn_range(answer, 1);
+            if (answer.value("succeeded", false)) {
+                // Created: the newest key of the queue is ours, the one after it our predecessor.
+                if (!second_range || second_range->kvs.empty() || second_range->kvs.front().key != key)
+                    co_return distlock::errc::protocol_error;
+                const auto& mine = second_range->kvs.front();
+                if (second_range->count == 1 || second_range->kvs.size() < 2) {
+                    s->granted(mine.create_revision, lease.value());
+                    co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
+                }
+                co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
+                                      static_cast<fence_token>(second_range->kvs[1].create_revision)};
+            }
+            if (!first_range || first_range->kvs.size() != 1 || !second_range || second_range->kvs.empty())
+                co_return distlock::errc::protocol_error;
+            const auto& mine = first_range->kvs.front();
+            if (mine.lease != lease.value()) {
+                // Left by an earlier session of this store: it must not hold a lock for
+                // this one. Deleted (if still that key) and made again, at the back.
+                const json drop = {
+                    {"compare", json::array({detail::create_compare(key, mine.create_revision)})},
+                    {"success", json::array({json{{"request_delete_range", detail::range_request(key)}}})}};
+                auto dropped = co_await detail::client::call(c, "kv/txn", drop.dump(), diag);
+                if (!dropped)
+                    co_return dropped.error();
+                continue;
+            }
+            if (second_range->kvs.front().key == key) {
+                s->granted(mine.create_revision, lease.value());
+                co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
+            }
+            // Waiting: the newest key created before ours.
+            auto before = detail::queue_request(queue, "DESCEND", 1);
+            before["max_create_revision"] = std::to_string(mine.create_revision - 1);
+            auto pred = co_await detail::client::call(c, "kv/range", before.dump(), diag);
+            if (!pred)
+                co_return pred.error();
+            const auto r = detail::read_range(pred.value());
+            if (!r)
+                co_return distlock::errc::protocol_error;
+            if (r->kvs.empty()) { // the keys before ours went meanwhile
+                s->granted(mine.create_revision, lease.value());
+                co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
+            }
+            co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
+                                  static_cast<fence_token>(r->kvs.front().create_revision)};
+        }
+        co_return distlock::errc::session_lost;
+    }
+
+    // Finds the key created at `entry` in the queue, then watches it for its deletion.
+    static awaitable<bool> waited(std::shared_ptr<detail::client> c, std::string queue, fence_token entry,
+                                  time_point until)
+    {
+        if (entry == 0 || entry > static_cast<fence_token>(INT64_MAX))
+            co_return true;
+        const auto created = static_cast<std::int64_t>(entry);
+        auto find = detail::queue_request(queue, "ASCEND", 1);
+        find["min_create_revision"] = std::to_string(created);
+        find["max_create_revision"] = std::to_string(created);
+        const auto body = find.dump();
+        while (clock::now() < until) {
+            auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
+            const auto r = got ? detail::read_range(got.value()) : std::nullopt;
+            const auto at = got ? detail::header_revision(got.value()) : std::nullopt;
+            if (r && at) {
+                if (r->kvs.empty())
+                    co_return true;
+                co_return co_await detail::client::wait_deleted(c, r->kvs.front().key, created, *at + 1, until);
+            }
+            // Unreachable for now: look again shortly, within `until`.
+            timer pause{co_await asio::this_coro::executor,
+                        std::min(until, clock::now() + std::chrono::milliseconds{100})};
+            (void)co_await pause.async_wait(transport::as_tuple(asio::use_awaitable));
+        }
+        co_return false;
+    }
+
+    static awaitable<result<void>> deleted(std::shared_ptr<detail::client> c, std::string key, diagnostics* diag)
+    {
+        auto got = co_await detail::client::call(c, "kv/deleterange", detail::range_request(key).dump(), diag);
+        if (!got)
+            co_return got.error();
+        const auto n = detail::integer(got.value(), "deleted");
+        if (!n)
+            co_return distlock::errc::protocol_error;
+        if (*n == 0)
+            co_return distlock::errc::not_owner;
+        co_return success();
+    }
+
+    static awaitable<result<void>> fenced(std::shared_ptr<detail::client> c, std::string txn, diagnostics* diag)
+    {
+        auto got = co_await detail::client::call(c, "kv/txn", std::move(txn), diag);
+        if (!got)
+            co_return got.error();
+        if (!got.value().value("succeeded", false))
+            co_return distlock::errc::stale_fence;
+        co_return success();
+    }
+
+    static awaitable<result<lock_info>> inspected(std::shared_ptr<detail::client> c, std::string queue,
+                                                  diagnostics* diag)
+    {
+        auto oldest = detail::queue_request(queue, "ASCEND", 1);
+        oldest.erase("keys_only");
+        auto got = co_await detail::client::call(c, "kv/range", oldest.dump(), diag);
+        if (!got)
+            co_return got.error();
+        const auto r = detail::read_range(got.value());
+        const auto at = detail::header_revision(got.value());
+        if (!r || !at)
+            co_return distlock::errc::protocol_error;
+        lock_info info;
+        if (r->kvs.empty()) {
+            info.fence = static_cast<fence_token>(*at);
+            co_return info;
+        }
+        const auto& holder = r->kvs.front();
+        info.held = true;
+        info.owner = holder.value.substr(0, 8);
+        info.fence = static_cast<fence_token>(holder.create_revision);
+        info.version = info.fence;
+        const json ask = {{"ID", std::to_string(holder.lease)}};
+        if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask.dump(), nullptr)) {
+            if (const auto seconds = detail::integer(ttl.value(), "TTL"); seconds && *seconds >= 0)
+                info.remaining = std::chrono::seconds{*seconds};
+        }
+        co_return info;
+    }
+
+    executor_type ex_;
+    std::shared_ptr<detail::client> client_;
+    std::shared_ptr<detail::session> session_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
+};
+
+static_assert(session_queue_store<store>);
+static_assert(inspectable_store<store>);
+
+} // namespace distlock::etcd
