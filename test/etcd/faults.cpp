@@ -4,9 +4,11 @@
 #include "conformance/suite.hpp"
 #include "etcd/cluster.hpp"
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -196,4 +198,54 @@ TEST_CASE("etcd cluster: a store whose member stops answering goes on with the n
     if (stopped)
         cluster.restart(*stopped);
     CHECK(cluster.wait_writable());
+}
+
+TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][concurrency]")
+{
+    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("threads");
+    auto cfg = server.config(prefix);
+    cfg.keepalive_every = 200ms; // keepalives (and their pushes to the leases) run among the locks
+    asio::io_context io;
+    etcd::store store{io, cfg};
+    constexpr int workers = 8, rounds = 10;
+    std::atomic<int> errors{0}, finished{0};
+    const auto counter = prefix + "n";
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            patient_mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            patient_mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            for (int i = 0; i < rounds; ++i) {
+                auto own = co_await m.lock();
+                auto lease = co_await shared.lock();
+                if (!own || !lease) {
+                    ++errors;
+                    continue;
+                }
+                // A watched lease: its listener is bound while the keepalive pushes.
+                asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
+                auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
+                const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
+                const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
+                if (!r || !co_await store.fenced_put(counter, std::to_string(n + 1), *lease))
+                    ++errors;
+                if (!co_await lease->unlock() || !co_await own->unlock())
+                    ++errors;
+            }
+            if (++finished == workers)
+                co_await store.close(); // lets the threads' run() return
+        }, asio::detached);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(90s); });
+    for (auto& t : threads)
+        t.join();
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    const auto r = etcd::detail::read_range(server.call("kv/range", etcd::detail::range_request(counter)));
+    REQUIRE(r);
+    REQUIRE(r->kvs.size() == 1);
+    CHECK(std::stol(r->kvs.front().value) == workers * rounds);
+    CHECK(store.keepalives_sent() > 0);
 }
