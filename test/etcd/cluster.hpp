@@ -95,11 +95,21 @@ private:
     std::filesystem::path path_;
 };
 
+/// A server certificate and its key (PEM files).
+struct tls_files {
+    std::string cert;
+    std::string key;
+};
+
 /// A cluster of `size` members (1 or 3), started at once.
 class etcd_cluster {
 public:
-    /// `extra`: more command-line options for every member.
-    explicit etcd_cluster(std::size_t size = 1, std::vector<std::string> extra = {}) : extra_{std::move(extra)}
+    /// `extra`: more command-line options for every member. With `tls`, every member
+    /// also serves clients over HTTPS on a port of its own (tls_port()); the harness
+    /// keeps talking plain HTTP.
+    explicit etcd_cluster(std::size_t size = 1, std::vector<std::string> extra = {},
+                          std::optional<tls_files> tls = std::nullopt)
+        : extra_{std::move(extra)}, tls_{std::move(tls)}
     {
         for (std::size_t i = 0; i < size; ++i)
             members_.push_back(std::make_unique<member>());
@@ -117,6 +127,7 @@ public:
                     m->process.reset();
                     m->client_port = free_port();
                     m->peer_port = free_port();
+                    m->tls_port = free_port();
                     std::error_code ignored;
                     std::filesystem::remove_all(m->dir.path() / "data", ignored);
                 }
@@ -126,6 +137,7 @@ public:
 
     std::size_t size() const { return members_.size(); }
     std::uint16_t port(std::size_t i = 0) const { return members_[i]->client_port; }
+    std::uint16_t tls_port(std::size_t i = 0) const { return members_[i]->tls_port; }
 
     /// A store's settings for every member (or the ones given), with `prefix`.
     distlock::etcd::config config(std::string prefix = "distlock-test/") const
@@ -234,6 +246,7 @@ private:
         etcd_data_dir dir;
         std::uint16_t client_port = free_port();
         std::uint16_t peer_port = free_port();
+        std::uint16_t tls_port = free_port();
         std::optional<child> process;
     };
 
@@ -249,7 +262,9 @@ private:
     void launch(std::size_t i, const char* state)
     {
         auto& m = *members_[i];
-        const auto client = "http://127.0.0.1:" + std::to_string(m.client_port);
+        auto client = "http://127.0.0.1:" + std::to_string(m.client_port);
+        if (tls_)
+            client += ",https://127.0.0.1:" + std::to_string(m.tls_port);
         const auto peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
         std::vector<std::string> argv{"etcd",
                                                    "--name", "m" + std::to_string(i),
@@ -267,6 +282,8 @@ private:
                                                    "--logger", "zap",
                                                    "--log-level", "error"};
         argv.insert(argv.end(), extra_.begin(), extra_.end());
+        if (tls_)
+            argv.insert(argv.end(), {"--cert-file", tls_->cert, "--key-file", tls_->key});
         m.process.emplace(std::move(argv), false);
     }
 
@@ -292,6 +309,7 @@ private:
 
     std::vector<std::unique_ptr<member>> members_;
     std::vector<std::string> extra_;
+    std::optional<tls_files> tls_;
     std::string token_;
 };
 

@@ -200,52 +200,60 @@ TEST_CASE("etcd cluster: a store whose member stops answering goes on with the n
     CHECK(cluster.wait_writable());
 }
 
-TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][concurrency]")
+TEST_CASE("etcd: TLS with the certificate verified, watches included; an untrusted certificate is refused",
+          "[etcd][tls]")
 {
-    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
-    auto& server = test::shared_etcd();
-    const auto prefix = test::fresh_prefix("threads");
+    test::temp_dir certs;
+    const auto key = (certs.path() / "key.pem").string(), cert = (certs.path() / "cert.pem").string();
+    const auto make = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+                      " -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null";
+    REQUIRE(std::system(make.c_str()) == 0);
+    test::etcd_cluster server{1, {}, test::tls_files{cert, key}};
+    const auto prefix = test::fresh_prefix("tls");
     auto cfg = server.config(prefix);
-    cfg.keepalive_every = 200ms; // keepalives (and their pushes to the leases) run among the locks
+    cfg.members = {{"127.0.0.1", server.tls_port()}};
+    cfg.tls = true;
+    cfg.tls_ca_file = cert;
+    auto untrusting = cfg;
+    untrusting.tls_ca_file.clear(); // the system's CAs do not know the test's certificate
+    auto plain = cfg;
+    plain.tls = false; // HTTP to the HTTPS port
     asio::io_context io;
-    etcd::store store{io, cfg};
-    constexpr int workers = 8, rounds = 10;
-    std::atomic<int> errors{0}, finished{0};
-    const auto counter = prefix + "n";
-    for (int w = 0; w < workers; ++w)
-        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
-            patient_mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            patient_mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            for (int i = 0; i < rounds; ++i) {
-                auto own = co_await m.lock();
-                auto lease = co_await shared.lock();
-                if (!own || !lease) {
-                    ++errors;
-                    continue;
-                }
-                // A watched lease: its listener is bound while the keepalive pushes.
-                asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
-                auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
-                const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
-                const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
-                if (!r || !co_await store.fenced_put(counter, std::to_string(n + 1), *lease))
-                    ++errors;
-                if (!co_await lease->unlock() || !co_await own->unlock())
-                    ++errors;
-            }
-            if (++finished == workers)
-                co_await store.close(); // lets the threads' run() return
-        }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(90s); });
-    for (auto& t : threads)
-        t.join();
-    CHECK(errors == 0);
-    CHECK(finished == workers);
-    const auto r = etcd::detail::read_range(server.call("kv/range", etcd::detail::range_request(counter)));
-    REQUIRE(r);
-    REQUIRE(r->kvs.size() == 1);
-    CHECK(std::stol(r->kvs.front().value) == workers * rounds);
-    CHECK(store.keepalives_sent() > 0);
+    etcd::store a{io, cfg}, b{io, cfg}, refused{io, untrusting}, confused{io, plain};
+    test::recorder rec;
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store> ma{a, "r"};
+        dl::basic_distributed_mutex<etcd::store, dl::observe::callback, dl::retry::fixed> mb{
+            b, "r", {}, rec.observer(), test::conformance::patient()};
+        dl::diagnostics diag;
+        auto first = co_await ma.lock(diag);
+        INFO(diag.to_string());
+        REQUIRE(first);
+        auto waiting = test::start(co_await asio::this_coro::executor, mb.lock());
+        (void)co_await test::eventually("waiting", [&] { return !rec.of<dl::wait_event>().empty(); },
+                                        test::conformance::long_enough());
+        co_await test::settle(100ms);
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        auto& second = waiting.get();
+        REQUIRE(second);
+        REQUIRE_FALSE(rec.of<dl::wake_event>().empty());
+        CHECK(rec.of<dl::wake_event>().back().notified); // the watch stream ran over TLS
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> mr{refused, "r"};
+        dl::diagnostics words;
+        auto r = co_await mr.lock(words);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::auth_failed);
+        CHECK(words.to_string().find("TLS") != std::string::npos);
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> mc{confused, "r"};
+        auto c = co_await mc.lock();
+        REQUIRE_FALSE(c);
+        CHECK((c.error() == dl::condition::maybe_applied || c.error() == dl::condition::not_applied));
+        co_await a.close();
+        co_await b.close();
+        co_await refused.close();
+        co_await confused.close();
+    });
 }

@@ -324,49 +324,6 @@ TEST_CASE("redis: the wallet demo plays every scenario on Redis and on a Redlock
     }
 }
 
-TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][concurrency]")
-{
-    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
-    redis_server server;
-    asio::io_context io;
-    dl::redis::store store{io, server.config()};
-    constexpr int workers = 8, rounds = 20;
-    std::atomic<int> errors{0}, finished{0};
-    for (int w = 0; w < workers; ++w)
-        asio::co_spawn(asio::make_strand(io), [&]() -> asio::awaitable<void> {
-            dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{
-                store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
-            for (int i = 0; i < rounds; ++i) {
-                auto lease = co_await m.lock();
-                if (!lease) {
-                    ++errors;
-                    continue;
-                }
-                auto get = dl::redis::resp::command({"GET", "n"});
-                auto got = co_await store.execute_command(std::move(get));
-                const long n = got && got.value().is_string() ? std::stol(got.value().text) : 0;
-                auto set = dl::redis::resp::command({"SET", "n", std::to_string(n + 1)});
-                auto written = co_await store.execute_command(std::move(set));
-                if (!written)
-                    ++errors;
-                auto released = co_await lease->unlock();
-                if (!released)
-                    ++errors;
-            }
-            if (++finished == workers)
-                store.disconnect(); // lets the threads' run() return
-        }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(60s); });
-    for (auto& t : threads)
-        t.join();
-    CHECK(errors == 0);
-    CHECK(finished == workers);
-    asio::io_context probe;
-    CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
-}
-
 TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[redis][input]")
 {
     // A listening socket that nobody may connect to: any connection is I/O.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/url_query.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
@@ -163,14 +164,10 @@ struct config {
                 return errc::invalid_argument;
             c.members.push_back(std::move(m));
         }
-        while (!query.empty()) {
-            const auto amp = query.find('&');
-            const auto pair = query.substr(0, amp);
-            query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-            const auto eq = pair.find('=');
-            if (eq == std::string_view::npos)
-                return errc::invalid_argument;
-            const auto key = pair.substr(0, eq), value = pair.substr(eq + 1);
+        const auto pairs = distlock::detail::query_pairs(query);
+        if (!pairs)
+            return errc::invalid_argument;
+        for (const auto& [key, value, text] : *pairs) {
             if (key == "prefix") {
                 c.prefix = std::string{value};
             } else if (key == "ttl") {

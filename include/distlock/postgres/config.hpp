@@ -2,6 +2,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/url_query.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
@@ -135,14 +136,10 @@ struct config {
             std::string_view query = std::string_view{rest}.substr(q + 1);
             kept = rest.substr(0, q);
             char sep = '?';
-            while (!query.empty()) {
-                const auto amp = query.find('&');
-                const auto pair = query.substr(0, amp);
-                query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-                const auto eq = pair.find('=');
-                if (eq == std::string_view::npos)
-                    return errc::invalid_argument;
-                const auto key = pair.substr(0, eq), value = pair.substr(eq + 1);
+            const auto pairs = distlock::detail::query_pairs(query);
+            if (!pairs)
+                return errc::invalid_argument;
+            for (const auto& [key, value, pair] : *pairs) {
                 if (key == "table") {
                     c.table = std::string{value};
                 } else if (key == "channel") {
