@@ -1,0 +1,291 @@
+// distlock/zookeeper/proto/messages.hpp: the part of ZooKeeper's client protocol a
+// lock needs, as frames to send and answers to read. Bytes only, no I/O.
+//
+// A frame is a big-endian int32 length and that many bytes. The session starts with a
+// connect request and its response (no headers); after that every request starts
+// with {int xid, int op} and every answer with {int xid, long zxid, int err}. The
+// server answers a session's requests in the order it received them; notifications
+// (xid -1) come in between.
+#pragma once
+
+#include <distlock/zookeeper/proto/jute.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::zookeeper::proto {
+
+/// Operation codes.
+enum class op : std::int32_t {
+    create = 1,
+    remove = 2, ///< "delete"
+    exists = 3,
+    get_children = 8,
+    ping = 11,
+    get_children2 = 12,
+    create2 = 15,
+    auth = 100,
+    set_watches = 101,
+    close_session = -11,
+};
+
+/// The xids the protocol reserves.
+namespace xid {
+inline constexpr std::int32_t notification = -1;
+inline constexpr std::int32_t ping = -2;
+inline constexpr std::int32_t auth = -4;
+inline constexpr std::int32_t set_watches = -8;
+} // namespace xid
+
+/// Create flags.
+namespace create_flags {
+inline constexpr std::int32_t persistent = 0;
+inline constexpr std::int32_t ephemeral = 1;
+inline constexpr std::int32_t sequential = 2;
+} // namespace create_flags
+
+/// Watch event types and session states, as notifications carry them.
+namespace event {
+inline constexpr std::int32_t none = -1;
+inline constexpr std::int32_t created = 1;
+inline constexpr std::int32_t deleted = 2;
+inline constexpr std::int32_t data_changed = 3;
+inline constexpr std::int32_t children_changed = 4;
+} // namespace event
+namespace state {
+inline constexpr std::int32_t disconnected = 0;
+inline constexpr std::int32_t connected = 3;
+inline constexpr std::int32_t expired = -112;
+inline constexpr std::int32_t auth_failed = 4;
+} // namespace state
+
+/// A node's metadata.
+struct stat {
+    std::int64_t czxid = 0; ///< the zxid of the create: the lock's fence
+    std::int64_t mzxid = 0;
+    std::int64_t ctime = 0;
+    std::int64_t mtime = 0;
+    std::int32_t version = 0;
+    std::int32_t cversion = 0;
+    std::int32_t aversion = 0;
+    std::int64_t ephemeral_owner = 0; ///< the session that owns an ephemeral node
+    std::int32_t data_length = 0;
+    std::int32_t num_children = 0;
+    std::int64_t pzxid = 0;
+};
+
+inline stat read_stat(reader& r)
+{
+    stat s;
+    s.czxid = r.i64();
+    s.mzxid = r.i64();
+    s.ctime = r.i64();
+    s.mtime = r.i64();
+    s.version = r.i32();
+    s.cversion = r.i32();
+    s.aversion = r.i32();
+    s.ephemeral_owner = r.i64();
+    s.data_length = r.i32();
+    s.num_children = r.i32();
+    s.pzxid = r.i64();
+    return s;
+}
+
+/// The bytes of one frame holding `payload`.
+inline std::string frame(std::string_view payload)
+{
+    writer w;
+    w.i32(static_cast<std::int32_t>(payload.size()));
+    std::string out = w.take();
+    out.append(payload);
+    return out;
+}
+
+// -- Session ---------------------------------------------------------------------------
+
+struct connect_request {
+    std::int64_t last_zxid_seen = 0;
+    std::int32_t timeout_ms = 10000;
+    std::int64_t session_id = 0;  ///< 0: a new session; else the one to resume
+    std::string password = std::string(16, '\0'); ///< the session's password (16 bytes) when resuming
+    bool read_only = false;
+};
+
+inline std::string encode(const connect_request& c)
+{
+    writer w;
+    w.i32(0).i64(c.last_zxid_seen).i32(c.timeout_ms).i64(c.session_id).bytes(c.password).boolean(c.read_only);
+    return frame(w.data());
+}
+
+struct connect_response {
+    std::int32_t timeout_ms = 0; ///< negotiated; 0: the session to resume has expired
+    std::int64_t session_id = 0;
+    std::string password;
+    bool read_only = false;
+};
+
+/// A connect response's payload (the frame's bytes after its length).
+inline std::optional<connect_response> parse_connect_response(std::string_view payload)
+{
+    reader r{payload};
+    connect_response c;
+    (void)r.i32(); // protocol version
+    c.timeout_ms = r.i32();
+    c.session_id = r.i64();
+    c.password = r.bytes().value_or(std::string{});
+    if (r.left() == 1) // servers since 3.4 add the read-only flag
+        c.read_only = r.boolean();
+    if (!r.ok() || !r.at_end() || c.timeout_ms < 0)
+        return std::nullopt;
+    return c;
+}
+
+// -- Requests ----------------------------------------------------------------------------
+
+inline writer header(std::int32_t x, op o)
+{
+    writer w;
+    w.i32(x).i32(static_cast<std::int32_t>(o));
+    return w;
+}
+
+/// create2 with the open ACL (world:anyone, all permissions): the path may carry
+/// a sequence suffix added by the server (flags & sequential).
+inline std::string encode_create2(std::int32_t x, std::string_view path, std::string_view data, std::int32_t flags)
+{
+    auto w = header(x, op::create2);
+    w.bytes(path).bytes(data);
+    w.i32(1).i32(31).bytes("world").bytes("anyone"); // one ACL: perms ALL, id world:anyone
+    w.i32(flags);
+    return frame(w.data());
+}
+
+inline std::string encode_delete(std::int32_t x, std::string_view path, std::int32_t version = -1)
+{
+    auto w = header(x, op::remove);
+    w.bytes(path).i32(version);
+    return frame(w.data());
+}
+
+inline std::string encode_exists(std::int32_t x, std::string_view path, bool watch)
+{
+    auto w = header(x, op::exists);
+    w.bytes(path).boolean(watch);
+    return frame(w.data());
+}
+
+inline std::string encode_get_children2(std::int32_t x, std::string_view path, bool watch)
+{
+    auto w = header(x, op::get_children2);
+    w.bytes(path).boolean(watch);
+    return frame(w.data());
+}
+
+inline std::string encode_ping() { return frame(header(xid::ping, op::ping).data()); }
+
+inline std::string encode_close(std::int32_t x) { return frame(header(x, op::close_session).data()); }
+
+/// Digest auth: `credentials` is "user:password".
+inline std::string encode_auth(std::string_view scheme, std::string_view credentials)
+{
+    auto w = header(xid::auth, op::auth);
+    w.i32(0).bytes(scheme).bytes(credentials);
+    return frame(w.data());
+}
+
+/// After a reconnect: the watches to set again, relative to the last zxid seen.
+inline std::string encode_set_watches(std::int64_t relative_zxid, const std::vector<std::string>& data,
+                                      const std::vector<std::string>& exist, const std::vector<std::string>& child)
+{
+    auto w = header(xid::set_watches, op::set_watches);
+    w.i64(relative_zxid).strings(data).strings(exist).strings(child);
+    return frame(w.data());
+}
+
+// -- Answers -----------------------------------------------------------------------------
+
+/// One answer or notification: its header and the rest of its bytes.
+struct reply {
+    std::int32_t xid = 0;
+    std::int64_t zxid = 0;
+    std::int32_t err = 0; ///< 0, or a ZooKeeper error code (-101 no node, ...)
+    std::string body;
+};
+
+inline std::optional<reply> parse_reply(std::string_view payload)
+{
+    reader r{payload};
+    reply out;
+    out.xid = r.i32();
+    out.zxid = r.i64();
+    out.err = r.i32();
+    if (!r.ok())
+        return std::nullopt;
+    out.body = std::string{payload.substr(16)};
+    return out;
+}
+
+struct created {
+    std::string path; ///< with the sequence suffix the server added
+    proto::stat stat;
+};
+
+inline std::optional<created> parse_create2(std::string_view body)
+{
+    reader r{body};
+    created c;
+    c.path = r.text();
+    c.stat = read_stat(r);
+    if (!r.ok() || !r.at_end() || c.path.empty())
+        return std::nullopt;
+    return c;
+}
+
+inline std::optional<proto::stat> parse_stat(std::string_view body)
+{
+    reader r{body};
+    auto s = read_stat(r);
+    if (!r.ok() || !r.at_end())
+        return std::nullopt;
+    return s;
+}
+
+struct children {
+    std::vector<std::string> names; ///< unsorted, as the server keeps them
+    proto::stat stat;
+};
+
+inline std::optional<children> parse_get_children2(std::string_view body)
+{
+    reader r{body};
+    children c;
+    c.names = r.strings();
+    c.stat = read_stat(r);
+    if (!r.ok() || !r.at_end())
+        return std::nullopt;
+    return c;
+}
+
+struct watch_event {
+    std::int32_t type = event::none;
+    std::int32_t state = state::connected;
+    std::string path;
+};
+
+inline std::optional<watch_event> parse_event(std::string_view body)
+{
+    reader r{body};
+    watch_event e;
+    e.type = r.i32();
+    e.state = r.i32();
+    e.path = r.bytes().value_or(std::string{});
+    if (!r.ok() || !r.at_end())
+        return std::nullopt;
+    return e;
+}
+
+} // namespace distlock::zookeeper::proto

@@ -1,0 +1,34 @@
+// libFuzzer target: ZooKeeper's frames and answers (jute) on arbitrary bytes must
+// never crash, read out of bounds, claim more bytes than they were given, or
+// allocate more than the input could hold.
+#include <distlock/zookeeper/proto/codec.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    namespace zk = distlock::zookeeper::proto;
+    const std::string_view in{reinterpret_cast<const char*>(data), size};
+    const zk::codec codec{.max_frame = 1 << 16};
+    std::size_t at = 0;
+    while (at < in.size()) {
+        const auto d = codec.decode(in.substr(at));
+        if (d.status != distlock::transport::decode_status::complete)
+            break;
+        if (d.consumed == 0 || d.consumed > in.size() - at)
+            std::abort();
+        at += d.consumed;
+        // Every answer body a lock reads, whatever the request was.
+        (void)zk::parse_create2(d.message.body);
+        (void)zk::parse_stat(d.message.body);
+        (void)zk::parse_get_children2(d.message.body);
+        (void)zk::parse_event(d.message.body);
+    }
+    const zk::connect_codec connect{.max_frame = 1 << 16};
+    const auto c = connect.decode(in);
+    if (c.status == distlock::transport::decode_status::complete && (c.consumed == 0 || c.consumed > size))
+        std::abort();
+    return 0;
+}
