@@ -67,7 +67,8 @@ TEST_CASE("zookeeper proto: jute values round-trip, big-endian, and a reader nev
         (void)q.strings();
         CHECK_FALSE(q.ok());
     }
-    zk::reader b{std::string{"\x02", 1}};
+    const std::string two{"\x02", 1};
+    zk::reader b{two};
     (void)b.boolean();
     CHECK_FALSE(b.ok());
 }
