@@ -253,9 +253,14 @@ private:
     std::string initial_cluster() const
     {
         std::string out;
-        for (std::size_t i = 0; i < members_.size(); ++i)
-            out += (i ? "," : "") + ("m" + std::to_string(i)) + "=http://127.0.0.1:" +
-                   std::to_string(members_[i]->peer_port);
+        for (std::size_t i = 0; i < members_.size(); ++i) {
+            if (i)
+                out += ',';
+            out += "m";
+            out += std::to_string(i);
+            out += "=http://127.0.0.1:";
+            out += std::to_string(members_[i]->peer_port);
+        }
         return out;
     }
 

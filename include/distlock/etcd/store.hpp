@@ -7,9 +7,10 @@
 //    with the session's lease, only if absent (txn compare create_revision == 0).
 //    The same txn reads the queue's two newest keys: when the new key is alone it
 //    holds the lock (one round trip), else the key before it is its predecessor.
-//    When the key exists already (the reply of the create was lost, or the call is
-//    trying again after a wake-up), the txn reads it back and the queue's oldest key
-//    instead: never a second queue entry. A key left by an earlier session of this
+//    When the key exists already (the reply of the create was lost), the txn reads
+//    it back and the queue's oldest key instead: never a second queue entry. A call
+//    trying again after a wake-up, whose key this session made, reads instead of
+//    writing (two reads sent together). A key left by an earlier session of this
 //    store (one given up as in doubt) is deleted and made again, at the back.
 //  - The holder is the key with the lowest create revision. A waiter watches only
 //    its predecessor's key, from the revision of the read that found it, for its
@@ -39,6 +40,7 @@
 #include <distlock/store.hpp>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 
 #include <memory>
 #include <optional>
@@ -131,7 +133,9 @@ public:
     {
         if (auto ec = validate_resource(resource))
             return failed<void>(ec);
-        return deleted(client_, detail::queue_prefix(settings().prefix, resource) + owner.to_hex(), diag);
+        auto key = detail::queue_prefix(settings().prefix, resource) + owner.to_hex();
+        session_->forget(key);
+        return deleted(client_, std::move(key), diag);
     }
 
     std::optional<time_point> bind(std::string_view, fence_token entry, std::weak_ptr<session_listener> listener)
@@ -225,6 +229,27 @@ private:
             auto lease = co_await detail::session::lease(s, diag);
             if (!lease)
                 co_return lease.error();
+            if (s->made(key, lease.value())) {
+                // This call made its key under this session (it is trying again after a
+                // wake-up): two reads, sent together, say where it stands, without a write.
+                using namespace asio::experimental::awaitable_operators;
+                auto [mine_got, oldest_got] =
+                    co_await (detail::client::call(c, "kv/range", detail::range_request(key).dump(), diag) &&
+                              detail::client::call(c, "kv/range", detail::queue_request(queue, "ASCEND", 1).dump(),
+                                                   diag));
+                if (!mine_got)
+                    co_return mine_got.error();
+                if (!oldest_got)
+                    co_return oldest_got.error();
+                const auto mine = detail::read_range(mine_got.value());
+                const auto oldest = detail::read_range(oldest_got.value());
+                if (!mine || !oldest)
+                    co_return distlock::errc::protocol_error;
+                if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty())
+                    co_return co_await placed(c, s, queue, key, mine->kvs.front(), oldest->kvs.front(), lease.value(),
+                                              diag);
+                s->forget(key); // gone: made again below, at the back
+            }
             const json txn = {
                 {"compare", json::array({detail::create_compare(key, 0)})},
                 {"success", json::array({json{{"request_put", put_request(key, owner, lease.value())}},
@@ -247,6 +272,7 @@ private:
                 if (!second_range || second_range->kvs.empty() || second_range->kvs.front().key != key)
                     co_return distlock::errc::protocol_error;
                 const auto& mine = second_range->kvs.front();
+                s->remember(key, lease.value());
                 if (second_range->count == 1 || second_range->kvs.size() < 2) {
                     s->granted(mine.create_revision, lease.value());
                     co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
@@ -268,27 +294,37 @@ private:
                     co_return dropped.error();
                 continue;
             }
-            if (second_range->kvs.front().key == key) {
-                s->granted(mine.create_revision, lease.value());
-                co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
-            }
-            // Waiting: the newest key created before ours.
-            auto before = detail::queue_request(queue, "DESCEND", 1);
-            before["max_create_revision"] = std::to_string(mine.create_revision - 1);
-            auto pred = co_await detail::client::call(c, "kv/range", before.dump(), diag);
-            if (!pred)
-                co_return pred.error();
-            const auto r = detail::read_range(pred.value());
-            if (!r)
-                co_return distlock::errc::protocol_error;
-            if (r->kvs.empty()) { // the keys before ours went meanwhile
-                s->granted(mine.create_revision, lease.value());
-                co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
-            }
-            co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
-                                  static_cast<fence_token>(r->kvs.front().create_revision)};
+            s->remember(key, lease.value());
+            co_return co_await placed(c, s, queue, key, mine, second_range->kvs.front(), lease.value(), diag);
         }
         co_return distlock::errc::session_lost;
+    }
+
+    // Where the call's key `mine` stands, the queue's oldest key being `oldest`.
+    static awaitable<result<queue_place>> placed(std::shared_ptr<detail::client> c,
+                                                 std::shared_ptr<detail::session> s, std::string queue,
+                                                 std::string key, detail::kv mine, detail::kv oldest,
+                                                 std::int64_t lease, diagnostics* diag)
+    {
+        if (oldest.key == key) {
+            s->granted(mine.create_revision, lease);
+            co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
+        }
+        // Waiting: the newest key created before ours.
+        auto before = detail::queue_request(queue, "DESCEND", 1);
+        before["max_create_revision"] = std::to_string(mine.create_revision - 1);
+        auto pred = co_await detail::client::call(c, "kv/range", before.dump(), diag);
+        if (!pred)
+            co_return pred.error();
+        const auto r = detail::read_range(pred.value());
+        if (!r)
+            co_return distlock::errc::protocol_error;
+        if (r->kvs.empty()) { // the keys before ours went meanwhile
+            s->granted(mine.create_revision, lease);
+            co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
+        }
+        co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
+                              static_cast<fence_token>(r->kvs.front().create_revision)};
     }
 
     // Finds the key created at `entry` in the queue, then watches it for its deletion.

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -63,6 +64,7 @@ public:
                 return;
             lease_ = 0;
             granted_.clear();
+            made_.clear();
             told.swap(listeners_);
         }
         if (why == session_state::in_doubt)
@@ -81,6 +83,25 @@ public:
         granted_[entry] = lease;
         while (granted_.size() > 4096) // grants of lock() calls that never bound them
             granted_.erase(granted_.begin());
+    }
+
+    /// The keys this store made under the session's current lease (a lock() call that
+    /// tries again after a wake-up reads its key instead of writing).
+    void remember(std::string key, std::int64_t lease)
+    {
+        std::lock_guard lock{mutex_};
+        if (lease == lease_)
+            made_.insert(std::move(key));
+    }
+    bool made(const std::string& key, std::int64_t lease) const
+    {
+        std::lock_guard lock{mutex_};
+        return lease == lease_ && made_.count(key) > 0;
+    }
+    void forget(const std::string& key)
+    {
+        std::lock_guard lock{mutex_};
+        made_.erase(key);
     }
 
     /// Binds a lease whose entry is `entry` to the session: its validity, or nullopt
@@ -199,6 +220,7 @@ private:
             ttl_ = std::chrono::seconds{granted_ttl};
             valid_until_ = sent + ttl_ - cfg_.drift;
             granted_.clear();
+            made_.clear();
         }
         if (!keeping_) {
             keeping_ = true;
@@ -317,6 +339,7 @@ private:
     time_point valid_until_{};
     std::size_t keepalives_ = 0;
     std::map<std::int64_t, std::int64_t> granted_; // entry (create revision) -> lease
+    std::set<std::string> made_;
     std::vector<std::weak_ptr<session_listener>> listeners_;
 };
 
