@@ -41,7 +41,7 @@ def generate():
         "// stores (" + ", ".join(ENTRY_POINTS) + "); the network stores\n",
         "// stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,\n",
         "// distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL\n",
-        "// for TLS).\n",
+        "// for TLS); distlock/zookeeper/proto/ (ZooKeeper's wire protocol) needs nothing.\n",
         "#pragma once\n",
         "#ifndef DISTLOCK_SINGLE_INCLUDE_HPP\n",
         "#define DISTLOCK_SINGLE_INCLUDE_HPP\n",

@@ -3,7 +3,7 @@
 // stores (distlock/distlock.hpp, distlock/memory.hpp); the network stores
 // stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,
 // distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL
-// for TLS).
+// for TLS); distlock/zookeeper/proto/ (ZooKeeper's wire protocol) needs nothing.
 #pragma once
 #ifndef DISTLOCK_SINGLE_INCLUDE_HPP
 #define DISTLOCK_SINGLE_INCLUDE_HPP
