@@ -168,13 +168,19 @@ private:
             (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
             std::erase(self->grant_waiters_, &t);
         }
+        std::int64_t stale = 0;
         {
             std::lock_guard lock{self->mutex_};
             if (self->stopped_)
                 co_return distlock::errc::store_unavailable;
             if (self->lease_ && clock::now() < self->valid_until_)
                 co_return self->lease_;
+            stale = self->lease_;
         }
+        // A session whose validity ran out before its keepalive loop said so: its
+        // leases hear that it is in doubt before a new one replaces it.
+        if (stale)
+            self->ended(stale, session_state::in_doubt);
         self->granting_ = true;
         auto got = co_await self->grant(diag);
         self->granting_ = false;
