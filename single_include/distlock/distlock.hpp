@@ -3,7 +3,8 @@
 // stores (distlock/distlock.hpp, distlock/memory.hpp); the network stores
 // stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,
 // distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL
-// for TLS); distlock/zookeeper/proto/ (ZooKeeper's wire protocol) needs nothing.
+// for TLS); distlock/zookeeper/proto/ (ZooKeeper's wire protocol, bytes only)
+// needs nothing but is not a store.
 #pragma once
 #ifndef DISTLOCK_SINGLE_INCLUDE_HPP
 #define DISTLOCK_SINGLE_INCLUDE_HPP
