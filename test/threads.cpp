@@ -1,12 +1,14 @@
 // The tests that run the library on several threads at once: one store shared by
-// coroutines on strands of an io_context run by four threads, the in-process store
-// and Redis (test/unit/async_and_blocking.cpp, in the same executable, adds the
+// coroutines on strands of an io_context run by four threads, the in-process store,
+// Redis and etcd (test/unit/async_and_blocking.cpp, in the same executable, adds the
 // blocking adapters and completion tokens from foreign threads). The ThreadSanitizer
 // build runs this executable: every other test drives the library from one thread,
 // where TSan has nothing to find.
 #include "support.hpp"
 #include "redis_support.hpp"
+#include "etcd/cluster.hpp"
 
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
 
 #include <atomic>
@@ -17,6 +19,8 @@
 
 using namespace test;
 using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
+namespace etcd = distlock::etcd;
+using etcd_mutex = dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff>;
 
 TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
 {
@@ -100,4 +104,106 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
     CHECK(finished == workers);
     asio::io_context probe;
     CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
+}
+
+TEST_CASE("redis: requests cancelled on other threads than the connection's keep their replies in order",
+          "[redis][concurrency][cancel]")
+{
+    // Each request races a timer of a few microseconds: many are cancelled from the
+    // caller's strand while the connection's strand, on another thread, is sending or
+    // reading them. Those that complete must carry their own reply (an abandoned
+    // request's reply is read and dropped), and nothing is touched from two threads.
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    constexpr int workers = 8, rounds = 200;
+    std::atomic<int> mismatched{0}, answered{0}, cancelled{0}, finished{0};
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            using namespace asio::experimental::awaitable_operators;
+            for (int i = 0; i < rounds; ++i) {
+                const auto word = std::to_string(w) + ":" + std::to_string(i);
+                auto echo = dl::redis::resp::command({"ECHO", word});
+                dl::timer soon{co_await asio::this_coro::executor, std::chrono::microseconds{(i % 7) * 20}};
+                auto first = co_await (store.execute_command(std::move(echo)) ||
+                                       soon.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+                if (first.index() == 1) {
+                    ++cancelled;
+                    continue;
+                }
+                const auto& got = std::get<0>(first);
+                if (got) {
+                    ++answered;
+                    if (!got.value().is_string() || got.value().text != word)
+                        ++mismatched;
+                }
+            }
+            // After all that, a plain request still gets its own answer.
+            auto last_echo = dl::redis::resp::command({"ECHO", "last"});
+            auto last = co_await store.execute_command(std::move(last_echo));
+            if (!last || last.value().text != "last")
+                ++mismatched;
+            if (++finished == workers)
+                store.disconnect();
+        }, asio::detached);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(60s); });
+    for (auto& t : threads)
+        t.join();
+    CHECK(finished == workers);
+    CHECK(mismatched == 0);
+    // Both outcomes happened, or the test did not test the race.
+    CHECK(answered > 0);
+    CHECK(cancelled > 0);
+}
+
+TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][concurrency]")
+{
+    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("threads");
+    auto cfg = server.config(prefix);
+    cfg.keepalive_every = 200ms; // keepalives (and their pushes to the leases) run among the locks
+    asio::io_context io;
+    etcd::store store{io, cfg};
+    constexpr int workers = 8, rounds = 10;
+    std::atomic<int> errors{0}, finished{0};
+    const auto counter = prefix + "n";
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            etcd_mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            etcd_mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            for (int i = 0; i < rounds; ++i) {
+                auto own = co_await m.lock();
+                auto lease = co_await shared.lock();
+                if (!own || !lease) {
+                    ++errors;
+                    continue;
+                }
+                // A watched lease: its listener is bound while the keepalive pushes.
+                asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
+                auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
+                const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
+                const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
+                if (!r || !co_await store.fenced_put(counter, std::to_string(n + 1), *lease))
+                    ++errors;
+                if (!co_await lease->unlock() || !co_await own->unlock())
+                    ++errors;
+            }
+            if (++finished == workers)
+                co_await store.close(); // lets the threads' run() return
+        }, asio::detached);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(90s); });
+    for (auto& t : threads)
+        t.join();
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    const auto r = etcd::detail::read_range(server.call("kv/range", etcd::detail::range_request(counter)));
+    REQUIRE(r);
+    REQUIRE(r->kvs.size() == 1);
+    CHECK(std::stol(r->kvs.front().value) == workers * rounds);
+    CHECK(store.keepalives_sent() > 0);
 }

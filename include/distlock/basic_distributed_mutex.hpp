@@ -319,7 +319,7 @@ private:
                 ++history.number;
                 if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
                     observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
-                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
+                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended), cs);
                     break;
                 }
                 const result<answer>& a = *got;
@@ -378,7 +378,7 @@ private:
                 if (failure == condition::contended) {
                     auto began = co_await within(claim.listen(), deadline);
                     if (!began) {
-                        r = give_up(failure);
+                        r = give_up(failure, cs);
                         break;
                     }
                     if (*began && !listened_before_try) {
@@ -402,7 +402,7 @@ private:
                     until = std::min(until, *history.held_until);
                 if (deadline) {
                     if (clock::now() >= *deadline) {
-                        r = give_up(failure);
+                        r = give_up(failure, cs);
                         break;
                     }
                     until = std::min(until, *deadline);
@@ -417,7 +417,7 @@ private:
                     break;
                 }
                 if (deadline && clock::now() >= *deadline) {
-                    r = give_up(failure);
+                    r = give_up(failure, cs);
                     break;
                 }
             }
@@ -480,8 +480,12 @@ private:
     }
 
     // At the deadline: timeout if the lock was held elsewhere, else the store's error.
-    static std::error_code give_up(const std::error_code& last)
+    // A cancellation wins: it cancels the deadline's timer along with the operation, and
+    // the timer may be the first to complete.
+    static std::error_code give_up(const std::error_code& last, const asio::cancellation_state& cs)
     {
+        if (is_cancelled(cs))
+            return make_error_code(errc::cancelled);
         return last == condition::contended ? make_error_code(errc::timeout) : last;
     }
 

@@ -20,6 +20,7 @@
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/on_strand.hpp>
 #include <distlock/observe.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -112,7 +113,7 @@ public:
     awaitable<std::error_code> wait_ended()
     {
         activate();
-        co_return co_await asio::co_spawn(
+        co_return co_await on_strand(
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
@@ -126,8 +127,7 @@ public:
                         co_return errc::cancelled;
                 }
                 co_return p.end_reason;
-            }(shared_from_this()),
-            asio::use_awaitable);
+            }(shared_from_this()));
     }
 
     /// Releases the lease in the store. Not cancellable once started: it waits for an
@@ -161,12 +161,11 @@ private:
         }
         if (expected == released_mode)
             co_return errc::released;
-        co_return co_await asio::co_spawn(
+        co_return co_await on_strand(
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
-            }(std::move(keep)),
-            asio::use_awaitable);
+            }(std::move(keep)));
     }
 
 public:

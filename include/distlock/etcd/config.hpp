@@ -9,7 +9,6 @@
 #include <distlock/result.hpp>
 #include <distlock/transport/stream.hpp>
 
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -138,32 +137,12 @@ struct config {
             if (colon != std::string_view::npos)
                 c.password = std::string{creds.substr(colon + 1)};
         }
+        const auto hosts = distlock::detail::host_list(url, 2379);
+        if (!hosts || hosts->empty())
+            return errc::invalid_argument;
         c.members.clear();
-        while (!url.empty()) {
-            const auto comma = url.find(',');
-            auto one = url.substr(0, comma);
-            url = comma == std::string_view::npos ? std::string_view{} : url.substr(comma + 1);
-            member m;
-            std::string_view port;
-            if (one.starts_with('[')) {
-                const auto close = one.find(']');
-                if (close == std::string_view::npos || (close + 1 < one.size() && one[close + 1] != ':'))
-                    return errc::invalid_argument;
-                m.host = std::string{one.substr(1, close - 1)};
-                if (close + 1 < one.size())
-                    port = one.substr(close + 2);
-            } else {
-                const auto colon = one.rfind(':');
-                m.host = std::string{one.substr(0, colon)};
-                if (colon != std::string_view::npos)
-                    port = one.substr(colon + 1);
-            }
-            if (!port.empty() && !number(port, m.port))
-                return errc::invalid_argument;
-            if (m.host.empty() || m.port == 0)
-                return errc::invalid_argument;
-            c.members.push_back(std::move(m));
-        }
+        for (const auto& h : *hosts)
+            c.members.push_back(member{h.host, h.port});
         const auto pairs = distlock::detail::query_pairs(query);
         if (!pairs)
             return errc::invalid_argument;
@@ -172,7 +151,7 @@ struct config {
                 c.prefix = std::string{value};
             } else if (key == "ttl") {
                 std::uint32_t seconds = 0;
-                if (!number(value, seconds))
+                if (!distlock::detail::decimal(value, seconds))
                     return errc::invalid_argument;
                 c.session_ttl = std::chrono::seconds{seconds};
             } else if (key == "ca" && c.tls) {
@@ -184,14 +163,6 @@ struct config {
         if (auto ec = c.validate())
             return ec;
         return c;
-    }
-
-private:
-    template <class T>
-    static bool number(std::string_view s, T& out)
-    {
-        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-        return ec == std::errc{} && p == s.data() + s.size() && !s.empty();
     }
 };
 

@@ -338,7 +338,7 @@ private:
         find["min_create_revision"] = std::to_string(created);
         find["max_create_revision"] = std::to_string(created);
         const auto body = find.dump();
-        while (clock::now() < until) {
+        while (clock::now() < until && !co_await distlock::detail::cancelled()) {
             auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
             const auto r = got ? detail::read_range(got.value()) : std::nullopt;
             const auto at = got ? detail::header_revision(got.value()) : std::nullopt;

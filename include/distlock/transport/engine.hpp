@@ -19,6 +19,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/on_strand.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
@@ -116,8 +117,7 @@ public:
     awaitable<result<std::vector<message>>> exec(std::string payload, std::size_t count, diagnostics* diag = nullptr)
     {
         auto self = this->shared_from_this();
-        auto [r, words] = co_await asio::co_spawn(self->strand_, run(self, std::move(payload), count),
-                                                  asio::use_awaitable);
+        auto [r, words] = co_await distlock::detail::on_strand(self->strand_, run(self, std::move(payload), count));
         if (!r && diag)
             diag->set_client_message(std::move(words));
         co_return std::move(r);
@@ -127,14 +127,13 @@ public:
     awaitable<std::error_code> connect(diagnostics* diag = nullptr)
     {
         auto self = this->shared_from_this();
-        auto [ec, words] = co_await asio::co_spawn(
+        auto [ec, words] = co_await distlock::detail::on_strand(
             self->strand_,
             [](std::shared_ptr<engine> self) -> awaitable<std::pair<std::error_code, std::string>> {
                 std::string words;
                 auto ec = co_await self->ensure_connected(words);
                 co_return std::pair{ec, std::move(words)};
-            }(self),
-            asio::use_awaitable);
+            }(self));
         if (ec && diag)
             diag->set_client_message(std::move(words));
         co_return ec;

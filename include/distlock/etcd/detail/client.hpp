@@ -14,6 +14,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -102,7 +103,7 @@ public:
                                         std::int64_t revision, time_point until)
     {
         for (;;) {
-            if (clock::now() >= until)
+            if (clock::now() >= until || co_await distlock::detail::cancelled())
                 co_return false;
             auto opened = co_await self->watch_once(key, revision, until);
             if (opened.deleted)
@@ -123,7 +124,7 @@ public:
             } else if (opened.progress > 0) {
                 revision = opened.progress + 1;
             }
-            if (clock::now() >= until)
+            if (clock::now() >= until || co_await distlock::detail::cancelled())
                 co_return false;
             // A member that is down, or a stream cut: look again shortly (bounded by `until`).
             timer pause{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
@@ -348,7 +349,7 @@ private:
                 if (out.deleted)
                     break;
             }
-            if (out.deleted || ended || clock::now() >= until)
+            if (out.deleted || ended || clock::now() >= until || co_await distlock::detail::cancelled())
                 break;
             (void)co_await box->wake.wait(until);
         }

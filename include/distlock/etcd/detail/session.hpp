@@ -16,6 +16,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
 #include <distlock/etcd/detail/client.hpp>
 
@@ -50,7 +51,7 @@ public:
             if (self->lease_ && clock::now() < self->valid_until_)
                 co_return self->lease_;
         }
-        co_return co_await asio::co_spawn(self->strand_, granted(self, diag), asio::use_awaitable);
+        co_return co_await distlock::detail::on_strand(self->strand_, granted(self, diag));
     }
 
     /// The session `id` is over (lost) or cannot be vouched for (in doubt); every lease

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/on_strand.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/postgres/error.hpp>
@@ -160,8 +161,7 @@ public:
                                     duration timeout = duration::zero())
     {
         auto self = shared_from_this();
-        auto [r, words] = co_await asio::co_spawn(self->strand_, run(self, std::move(statements), timeout),
-                                                  asio::use_awaitable);
+        auto [r, words] = co_await distlock::detail::on_strand(self->strand_, run(self, std::move(statements), timeout));
         if (!r && diag) {
             if (r.error().category() == category())
                 diag->set_server_message(std::move(words));
@@ -175,14 +175,13 @@ public:
     awaitable<std::error_code> connect(diagnostics* diag = nullptr)
     {
         auto self = shared_from_this();
-        auto [ec, words] = co_await asio::co_spawn(
+        auto [ec, words] = co_await distlock::detail::on_strand(
             self->strand_,
             [](std::shared_ptr<connection> self) -> awaitable<std::pair<std::error_code, std::string>> {
                 std::string words;
                 auto ec = co_await self->ensure_connected(words);
                 co_return std::pair{ec, std::move(words)};
-            }(self),
-            asio::use_awaitable);
+            }(self));
         if (ec && diag)
             diag->set_client_message(std::move(words));
         co_return ec;

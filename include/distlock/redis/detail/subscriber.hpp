@@ -19,6 +19,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/handshake.hpp>
@@ -65,8 +66,7 @@ public:
     /// Registers `w` for `channel` and returns once the subscription is confirmed.
     awaitable<std::error_code> subscribe(std::string channel, waiter w)
     {
-        return asio::co_spawn(strand_, subscribe_on_strand(shared_from_this(), std::move(channel), std::move(w)),
-                              asio::use_awaitable);
+        return distlock::detail::on_strand(strand_, subscribe_on_strand(shared_from_this(), std::move(channel), std::move(w)));
     }
 
     /// Removes `w`; the channel is unsubscribed when it was the last waiter.

@@ -1,0 +1,52 @@
+// distlock/detail/on_strand.hpp: runs a coroutine on a strand and lets the caller's
+// cancellation reach it there.
+//
+// Why not plain co_spawn(strand, op, use_awaitable): Asio 1.22 connects the caller's
+// cancellation slot straight to the spawned coroutine, so a cancellation emitted on
+// the caller's thread cancels the spawned coroutine's timers and sockets on that
+// thread while the strand may be running them on another (a data race: a request
+// timer cancelled while the strand destroys it). Here the caller's slot gets a
+// handler that dispatches the emission to the strand, in order with the strand's own
+// work; the spawned coroutine sees it there.
+#pragma once
+
+#include <distlock/result.hpp>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <memory>
+
+namespace distlock::detail {
+
+/// Whether the calling coroutine was asked to stop.
+inline awaitable<bool> cancelled()
+{
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+/// `op`'s result, `op` having run on `strand` (any executor that serialises its work).
+template <class Strand, class T>
+awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
+{
+    const auto state = co_await asio::this_coro::cancellation_state;
+    auto slot = state.slot();
+    if (!slot.is_connected()) // nobody can cancel the caller: nothing to relay
+        co_return co_await asio::co_spawn(strand, std::move(op), asio::use_awaitable);
+    // Shared with the handler: an emission dispatched just before the call completes
+    // still finds its signal (with no handler left: a no-op).
+    auto relay = std::make_shared<asio::cancellation_signal>();
+    slot.assign([strand, relay](asio::cancellation_type type) {
+        asio::dispatch(strand, [relay, type] { relay->emit(type); });
+    });
+    // The caller's slot is cleared when this completes (Asio does so on resumption).
+    co_return co_await asio::co_spawn(strand, std::move(op),
+                                      asio::bind_cancellation_slot(relay->slot(), asio::use_awaitable));
+}
+
+} // namespace distlock::detail
