@@ -7,6 +7,7 @@
 //                                            one DynamoDB table (made if missing)
 //   wallet --postgres postgres://user@127.0.0.1:5432/db
 //   wallet --etcd etcd://127.0.0.1:2379
+//   wallet --zookeeper zk://127.0.0.1:2181
 //                                            a PostgreSQL lease table, and the
 //                                            wallet itself in a SQL table, its writes
 //                                            fenced in the same statement
@@ -19,6 +20,7 @@
 #include <distlock/etcd.hpp>
 #include <distlock/postgres.hpp>
 #include <distlock/redis.hpp>
+#include <distlock/zookeeper.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -27,10 +29,12 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 #include <vector>
 #include <string>
 
@@ -312,6 +316,98 @@ awaitable<void> crashed_holder(dl::etcd::store& store)
         (void)co_await next->unlock();
 }
 
+// On ZooKeeper a lock lives as long as its holder's session, which the holder keeps by
+// pinging. Here the holder really stalls: its store runs on a thread of its own that
+// sleeps (a GC pause) for longer than the session timeout, so its pings stop and the
+// ensemble expires the session.
+awaitable<void> stalled_holder(dl::zookeeper::store& store)
+{
+    std::puts("\n2. A holder stalls (a GC pause) until its ZooKeeper session expires, then writes.");
+    dl::memory::fenced_register<long> wallet{100};
+    auto settings = store.settings();
+    settings.session_timeout = 1s;
+    asio::io_context paused_io;
+    std::atomic<int> stage{0}; // 1: A holds, 2: B wrote, 3: A wrote
+    std::atomic<dl::fence_token> a_fence{0};
+    std::atomic<bool> late_accepted{false};
+    std::thread paused{[&] {
+        dl::zookeeper::store a_store{paused_io, settings};
+        asio::co_spawn(paused_io, [&]() -> awaitable<void> {
+            dl::basic_distributed_mutex<dl::zookeeper::store> a{a_store, "wallet:7"};
+            auto first = co_await a.lock();
+            if (!first) {
+                stage = -1;
+                co_return;
+            }
+            const long seen = wallet.read();
+            a_fence = first->fence();
+            stage = 1;
+            std::this_thread::sleep_for(3s); // the pause: nothing of this thread runs, pings included
+            while (stage.load() < 2)
+                co_await pause(20ms);
+            late_accepted = wallet.write(first->fence(), seen - 50).has_value();
+            stage = 3;
+            (void)co_await first->unlock();
+            co_await a_store.close();
+        }, asio::detached);
+        paused_io.run();
+    }};
+    while (stage.load() == 0)
+        co_await pause(20ms);
+    if (stage.load() < 0) {
+        paused.join();
+        co_return verdict(false, "first holder locks");
+    }
+    std::printf("  server A holds the lock with token %llu and pauses; its session expires...\n",
+                static_cast<unsigned long long>(a_fence.load()));
+    dl::basic_distributed_mutex<dl::zookeeper::store, dl::retry::exponential_backoff> b{
+        store, "wallet:7", {}, dl::retry::exponential_backoff{.initial = 20ms, .max = 200ms, .deadline = 20s}};
+    auto second = co_await b.lock();
+    if (!second) {
+        stage = 2;
+        paused.join();
+        co_return verdict(false, "second holder locks after the session expired");
+    }
+    std::printf("  server B takes the freed lock with token %llu and debits 10\n",
+                static_cast<unsigned long long>(second->fence()));
+    (void)wallet.write(second->fence(), wallet.read() - 10);
+    stage = 2;
+    while (stage.load() < 3)
+        co_await pause(20ms);
+    paused.join();
+    std::printf("  server A wakes up and writes with token %llu: %s\n", static_cast<unsigned long long>(a_fence.load()),
+                late_accepted ? "accepted" : "rejected (stale fence)");
+    verdict(!late_accepted && wallet.read() == 90, "the stale write is rejected by its fencing token");
+    auto b_released = co_await second->unlock();
+    verdict(b_released.has_value(), "B still held the lock until its own release");
+}
+
+awaitable<void> crashed_holder(dl::zookeeper::store& store)
+{
+    std::puts("\n4. A holder crashes while holding the lock (its release never arrives).");
+    auto settings = store.settings();
+    settings.session_timeout = 2s;
+    auto crashed = std::make_unique<dl::zookeeper::store>(co_await asio::this_coro::executor, settings);
+    dl::basic_distributed_mutex<dl::zookeeper::store> c{*crashed, "job:nightly"};
+    auto held = co_await c.lock();
+    if (!held)
+        co_return verdict(false, "the first holder locks");
+    // The crash: the holder's store goes without closing its session, and its pings stop.
+    crashed.reset();
+    dl::basic_distributed_mutex<dl::zookeeper::store, dl::retry::exponential_backoff> m{
+        store, "job:nightly", {}, dl::retry::exponential_backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
+    const auto start = dl::clock::now();
+    auto next = co_await m.lock();
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(dl::clock::now() - start);
+    std::printf("  another server waited %lld ms (the session timeout is 2 s) and got the lock with token %llu\n",
+                static_cast<long long>(waited.count()),
+                next ? static_cast<unsigned long long>(next->fence()) : 0ULL);
+    verdict(next.has_value() && next->fence() > held->fence() && waited >= 500ms,
+            "the lock went with the crashed holder's session");
+    if (next)
+        (void)co_await next->unlock();
+}
+
 template <class Store>
 int play(asio::io_context& io, Store& store, const char* where)
 {
@@ -348,10 +444,20 @@ int main(int argc, char** argv)
     std::optional<dl::dynamodb::config> dynamodb;
     std::optional<dl::postgres::config> postgres;
     std::optional<dl::etcd::config> etcd;
-    const char* usage =
-        "usage: wallet [--redis URL]... | wallet --dynamodb URL | wallet --postgres URL | wallet --etcd URL\n";
+    std::optional<dl::zookeeper::config> zookeeper;
+    const char* usage = "usage: wallet [--redis URL]... | wallet --dynamodb URL | wallet --postgres URL | "
+                        "wallet --etcd URL | wallet --zookeeper URL\n";
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
+        if (arg == "--zookeeper" && i + 1 < argc && !zookeeper) {
+            auto cfg = dl::zookeeper::config::from_url(argv[++i]);
+            if (!cfg) {
+                std::fprintf(stderr, "bad ZooKeeper URL %s (zk://host:port[,host:port...][/chroot])\n", argv[i]);
+                return 2;
+            }
+            zookeeper = *cfg;
+            continue;
+        }
         if (arg == "--etcd" && i + 1 < argc && !etcd) {
             auto cfg = dl::etcd::config::from_url(argv[++i]);
             if (!cfg) {
@@ -390,6 +496,14 @@ int main(int argc, char** argv)
         }
     }
     asio::io_context io;
+    if (zookeeper) {
+        if (!redis.empty() || dynamodb || postgres || etcd) {
+            std::fprintf(stderr, "%s", usage);
+            return 2;
+        }
+        dl::zookeeper::store store{io, *zookeeper};
+        return play(io, store, "ZooKeeper sessions");
+    }
     if (etcd) {
         if (!redis.empty() || dynamodb || postgres) {
             std::fprintf(stderr, "%s", usage);

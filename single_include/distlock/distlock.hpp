@@ -3,8 +3,7 @@
 // stores (distlock/distlock.hpp, distlock/memory.hpp); the network stores
 // stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,
 // distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL
-// for TLS); distlock/zookeeper/proto/ (ZooKeeper's wire protocol, bytes only)
-// needs nothing but is not a store.
+// for TLS), distlock/zookeeper.hpp OpenSSL (the shared transport's TLS).
 #pragma once
 #ifndef DISTLOCK_SINGLE_INCLUDE_HPP
 #define DISTLOCK_SINGLE_INCLUDE_HPP
@@ -1367,6 +1366,58 @@ private:
 
 } // namespace distlock::detail
 // ---- end distlock/detail/lifetime.hpp
+// ---- begin distlock/detail/on_strand.hpp
+// distlock/detail/on_strand.hpp: runs a coroutine on a strand and lets the caller's
+// cancellation reach it there.
+//
+// Why not plain co_spawn(strand, op, use_awaitable): Asio 1.22 connects the caller's
+// cancellation slot straight to the spawned coroutine, so a cancellation emitted on
+// the caller's thread cancels the spawned coroutine's timers and sockets on that
+// thread while the strand may be running them on another (a data race: a request
+// timer cancelled while the strand destroys it). Here the caller's slot gets a
+// handler that dispatches the emission to the strand, in order with the strand's own
+// work; the spawned coroutine sees it there.
+
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <memory>
+
+namespace distlock::detail {
+
+/// Whether the calling coroutine was asked to stop.
+inline awaitable<bool> cancelled()
+{
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+/// `op`'s result, `op` having run on `strand` (any executor that serialises its work).
+template <class Strand, class T>
+awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
+{
+    const auto state = co_await asio::this_coro::cancellation_state;
+    auto slot = state.slot();
+    if (!slot.is_connected()) // nobody can cancel the caller: nothing to relay
+        co_return co_await asio::co_spawn(strand, std::move(op), asio::use_awaitable);
+    // Shared with the handler: an emission dispatched just before the call completes
+    // still finds its signal (with no handler left: a no-op).
+    auto relay = std::make_shared<asio::cancellation_signal>();
+    slot.assign([strand, relay](asio::cancellation_type type) {
+        asio::dispatch(strand, [relay, type] { relay->emit(type); });
+    });
+    // The caller's slot is cleared when this completes (Asio does so on resumption).
+    co_return co_await asio::co_spawn(strand, std::move(op),
+                                      asio::bind_cancellation_slot(relay->slot(), asio::use_awaitable));
+}
+
+} // namespace distlock::detail
+// ---- end distlock/detail/on_strand.hpp
 // ---- begin distlock/observe.hpp
 // distlock/observe.hpp: events a lock reports, for the user's own metrics and logs.
 // The library itself prints nothing.
@@ -2713,7 +2764,7 @@ public:
     awaitable<std::error_code> wait_ended()
     {
         activate();
-        co_return co_await asio::co_spawn(
+        co_return co_await on_strand(
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
@@ -2727,8 +2778,7 @@ public:
                         co_return errc::cancelled;
                 }
                 co_return p.end_reason;
-            }(shared_from_this()),
-            asio::use_awaitable);
+            }(shared_from_this()));
     }
 
     /// Releases the lease in the store. Not cancellable once started: it waits for an
@@ -2762,12 +2812,11 @@ private:
         }
         if (expected == released_mode)
             co_return errc::released;
-        co_return co_await asio::co_spawn(
+        co_return co_await on_strand(
             parts().strand,
             [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
-            }(std::move(keep)),
-            asio::use_awaitable);
+            }(std::move(keep)));
     }
 
 public:
@@ -3965,7 +4014,7 @@ private:
                 ++history.number;
                 if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
                     observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
-                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended));
+                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended), cs);
                     break;
                 }
                 const result<answer>& a = *got;
@@ -4024,7 +4073,7 @@ private:
                 if (failure == condition::contended) {
                     auto began = co_await within(claim.listen(), deadline);
                     if (!began) {
-                        r = give_up(failure);
+                        r = give_up(failure, cs);
                         break;
                     }
                     if (*began && !listened_before_try) {
@@ -4048,7 +4097,7 @@ private:
                     until = std::min(until, *history.held_until);
                 if (deadline) {
                     if (clock::now() >= *deadline) {
-                        r = give_up(failure);
+                        r = give_up(failure, cs);
                         break;
                     }
                     until = std::min(until, *deadline);
@@ -4063,7 +4112,7 @@ private:
                     break;
                 }
                 if (deadline && clock::now() >= *deadline) {
-                    r = give_up(failure);
+                    r = give_up(failure, cs);
                     break;
                 }
             }
@@ -4126,8 +4175,12 @@ private:
     }
 
     // At the deadline: timeout if the lock was held elsewhere, else the store's error.
-    static std::error_code give_up(const std::error_code& last)
+    // A cancellation wins: it cancels the deadline's timer along with the operation, and
+    // the timer may be the first to complete.
+    static std::error_code give_up(const std::error_code& last, const asio::cancellation_state& cs)
     {
+        if (is_cancelled(cs))
+            return make_error_code(errc::cancelled);
         return last == condition::contended ? make_error_code(errc::timeout) : last;
     }
 

@@ -27,6 +27,7 @@ enum class op : std::int32_t {
     ping = 11,
     get_children2 = 12,
     create2 = 15,
+    create_container = 19,
     auth = 100,
     set_watches = 101,
     close_session = -11,
@@ -45,7 +46,14 @@ namespace create_flags {
 inline constexpr std::int32_t persistent = 0;
 inline constexpr std::int32_t ephemeral = 1;
 inline constexpr std::int32_t sequential = 2;
+inline constexpr std::int32_t container = 4; ///< with op::create_container: deleted by the server once emptied
 } // namespace create_flags
+
+/// The ACL a created node gets.
+enum class acl {
+    open,    ///< world:anyone, every permission
+    creator, ///< auth:"" (the identities the creating session authenticated as), every permission
+};
 
 /// Watch event types and session states, as notifications carry them.
 namespace event {
@@ -153,13 +161,18 @@ inline writer header(std::int32_t x, op o)
     return w;
 }
 
-/// create2 with the open ACL (world:anyone, all permissions): the path may carry
-/// a sequence suffix added by the server (flags & sequential).
-inline std::string encode_create2(std::int32_t x, std::string_view path, std::string_view data, std::int32_t flags)
+/// create2 (or create_container): the path may carry a sequence suffix added by the
+/// server (flags & sequential); the answer is the path created and its Stat.
+inline std::string encode_create2(std::int32_t x, std::string_view path, std::string_view data, std::int32_t flags,
+                                  acl a = acl::open, op o = op::create2)
 {
-    auto w = header(x, op::create2);
+    auto w = header(x, o);
     w.bytes(path).bytes(data);
-    w.i32(1).i32(31).bytes("world").bytes("anyone"); // one ACL: perms ALL, id world:anyone
+    w.i32(1).i32(31); // one ACL entry, permissions ALL
+    if (a == acl::open)
+        w.bytes("world").bytes("anyone");
+    else
+        w.bytes("auth").bytes("");
     w.i32(flags);
     return frame(w.data());
 }

@@ -1,0 +1,185 @@
+// distlock/zookeeper/config.hpp: how to reach a ZooKeeper ensemble, and the session
+// the store keeps there.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/detail/url_query.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/result.hpp>
+#include <distlock/transport/stream.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::zookeeper {
+
+/// One server's client port.
+struct server {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 2181;
+};
+
+struct config {
+    /// The ensemble's servers. The session starts on the first that answers and moves
+    /// to the next when its server stops answering (it stays the same session).
+    std::vector<server> servers{server{}};
+    /// Prepended to every path the store uses ("" or "/app"): the client's view of the
+    /// tree starts there, as ZooKeeper's own clients' chroot does.
+    std::string chroot;
+    /// The node under the chroot that holds one child per resource (docs/zookeeper.md:
+    /// the node layout).
+    std::string prefix = "/distlock";
+    /// The session timeout asked for. The server clamps it into its own range (2 to 20
+    /// ticks by default) and the store uses the timeout the server granted: a crashed
+    /// holder's lock is freed within it, and a holder cut off from the ensemble is told
+    /// its lease is in doubt after 2/3 of it.
+    duration session_timeout = std::chrono::seconds{10};
+    /// Subtracted from the session's validity (scheduling, clock rate error).
+    duration drift = std::chrono::milliseconds{10};
+    /// Bounds connecting to one server and its handshake. In (0, distlock::max_wait].
+    duration connect_timeout = std::chrono::seconds{2};
+    /// A request without its reply after this long is errc::outcome_unknown and the
+    /// connection is dropped (the session moves to the next server). In (0, max_wait].
+    duration request_timeout = std::chrono::seconds{3};
+    /// Digest authentication ("digest" scheme, user:password) sent on every connection.
+    /// With credentials, the nodes the store creates carry the creator's ACL: only
+    /// sessions authenticated as the same user can lock under them.
+    std::string username;
+    std::string password;
+
+    /// errc::invalid_argument for settings that cannot work: no server, a server
+    /// without host or port, a chroot or prefix that is not a valid absolute path
+    /// ("/a/b": printable ASCII, no empty, "." or ".." component, no trailing
+    /// '/'; the chroot may be empty), a prefix at or under /zookeeper, a session
+    /// timeout outside [100 ms, 1 h] or not whole milliseconds, a drift not within
+    /// [0, timeout), timeouts outside (0, max_wait], a password without a user, a user
+    /// name with ':' or either with control characters.
+    std::error_code validate() const noexcept
+    {
+        const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
+        if (servers.empty())
+            return errc::invalid_argument;
+        for (const auto& s : servers)
+            if (s.host.empty() || s.port == 0)
+                return errc::invalid_argument;
+        if ((!chroot.empty() && !valid_path(chroot)) || !valid_path(prefix))
+            return errc::invalid_argument;
+        if (chroot.empty() && (prefix == "/zookeeper" || prefix.starts_with("/zookeeper/")))
+            return errc::invalid_argument;
+        if (session_timeout < std::chrono::milliseconds{100} || session_timeout > std::chrono::hours{1} ||
+            session_timeout % std::chrono::milliseconds{1} != duration::zero())
+            return errc::invalid_argument;
+        if (drift < duration::zero() || drift >= session_timeout)
+            return errc::invalid_argument;
+        if (!in_range(connect_timeout) || !in_range(request_timeout))
+            return errc::invalid_argument;
+        if (username.empty() && !password.empty())
+            return errc::invalid_argument;
+        if (username.find(':') != std::string::npos)
+            return errc::invalid_argument;
+        for (const auto* s : {&username, &password})
+            for (const char c : *s)
+                if (static_cast<unsigned char>(c) < 0x20)
+                    return errc::invalid_argument;
+        return {};
+    }
+
+    /// The path of the node that holds the resources' nodes, as the server sees it.
+    std::string root() const { return chroot + prefix; }
+
+    transport::endpoint endpoint(std::size_t i) const
+    {
+        return {.host = servers[i].host,
+                .port = servers[i].port,
+                .unix_socket = {},
+                .tls = false,
+                .tls_ca_file = {},
+                .tls_verify_peer = true,
+                .tls_server_name = {},
+                .tls_cert_file = {},
+                .tls_key_file = {},
+                .connect_timeout = connect_timeout};
+    }
+
+    /// zk://[user:password@]host:port[,host:port...][/chroot][?prefix=/P&timeout=MS]
+    /// (IPv6 hosts in brackets; port 2181 when left out). errc::invalid_argument when
+    /// malformed or when the settings fail validate().
+    static result<config> from_url(std::string_view url)
+    {
+        config c;
+        if (!url.starts_with("zk://"))
+            return errc::invalid_argument;
+        url.remove_prefix(5);
+        std::string_view query;
+        if (const auto q = url.find('?'); q != std::string_view::npos) {
+            query = url.substr(q + 1);
+            url = url.substr(0, q);
+        }
+        if (const auto at = url.rfind('@'); at != std::string_view::npos) {
+            const auto creds = url.substr(0, at);
+            url.remove_prefix(at + 1);
+            const auto colon = creds.find(':');
+            c.username = std::string{creds.substr(0, colon)};
+            if (colon != std::string_view::npos)
+                c.password = std::string{creds.substr(colon + 1)};
+        }
+        if (const auto slash = url.find('/'); slash != std::string_view::npos) {
+            c.chroot = std::string{url.substr(slash)};
+            url = url.substr(0, slash);
+            if (c.chroot == "/")
+                c.chroot.clear();
+        }
+        const auto hosts = distlock::detail::host_list(url, 2181);
+        if (!hosts || hosts->empty())
+            return errc::invalid_argument;
+        c.servers.clear();
+        for (const auto& h : *hosts)
+            c.servers.push_back(server{h.host, h.port});
+        const auto pairs = distlock::detail::query_pairs(query);
+        if (!pairs)
+            return errc::invalid_argument;
+        for (const auto& [key, value, text] : *pairs) {
+            if (key == "prefix") {
+                c.prefix = std::string{value};
+            } else if (key == "timeout") {
+                std::uint32_t ms = 0;
+                if (!distlock::detail::decimal(value, ms))
+                    return errc::invalid_argument;
+                c.session_timeout = std::chrono::milliseconds{ms};
+            } else {
+                return errc::invalid_argument;
+            }
+        }
+        if (auto ec = c.validate())
+            return ec;
+        return c;
+    }
+
+    /// An absolute path ZooKeeper accepts, without a trailing '/' (the root "/" is not
+    /// one: nodes go under a named node).
+    static bool valid_path(std::string_view p) noexcept
+    {
+        if (p.size() < 2 || p.size() > 1024 || p.front() != '/' || p.back() == '/')
+            return false;
+        std::string_view rest = p.substr(1);
+        while (!rest.empty()) {
+            const auto slash = rest.find('/');
+            const auto part = rest.substr(0, slash);
+            if (part.empty() || part == "." || part == "..")
+                return false;
+            for (const char ch : part) {
+                const auto u = static_cast<unsigned char>(ch);
+                if (u < 0x20 || u >= 0x7f)
+                    return false;
+            }
+            rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+        }
+        return true;
+    }
+};
+
+} // namespace distlock::zookeeper

@@ -1,0 +1,563 @@
+// distlock/zookeeper/store.hpp: ZooKeeper as a distlock store: one session per store,
+// a fair queue per resource of ephemeral sequential nodes, the holder node's czxid as
+// the fence.
+//
+// Design note: the lock recipe ZooKeeper documents and Apache Curator's
+// InterProcessMutex made standard, with fencing and the cases its users hit.
+//  - Each lock() call creates its own node <root>/<escaped id>/<owner token>-<seq>,
+//    ephemeral (it goes with the session) and sequential (the server appends the
+//    next number), and reads the resource's children in the same write: the server
+//    answers a session's requests in order, so the read sees the new node and says
+//    at once whether it is the lowest (the holder: one round trip). The resource's
+//    node is a container the server deletes once emptied; a create that finds it
+//    gone makes it again.
+//  - Children come back unsorted: the queue is ordered by sequence number. A waiter
+//    watches only the node just before its own (exists + watch): one release wakes
+//    one waiter, which then reads the children again (its predecessor may have been a
+//    waiter that gave up rather than the holder).
+//  - The fence is the holder node's czxid, the zxid of its create: zxids are
+//    ensemble-wide and only grow, across leaders, so every acquisition of a resource
+//    has a larger one than the one before, whatever happened to the resource's node.
+//  - The node's name carries the lock() call's owner token, so a create whose reply
+//    was lost is found again when the call tries once more (never a second node), and
+//    a node left by an earlier session of this client (same owner) is told apart by
+//    its ephemeral owner and deleted.
+//  - A lease is bound to the session (session.hpp): connected = held, disconnected =
+//    in doubt (the loss is pushed), expired = lost.
+#pragma once
+
+#include <distlock/clock.hpp>
+#include <distlock/detail/lifetime.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/policy/queue.hpp>
+#include <distlock/result.hpp>
+#include <distlock/store.hpp>
+#include <distlock/zookeeper/config.hpp>
+#include <distlock/zookeeper/detail/paths.hpp>
+#include <distlock/zookeeper/detail/session.hpp>
+#include <distlock/zookeeper/error.hpp>
+#include <distlock/zookeeper/proto/messages.hpp>
+
+#include <asio/any_io_executor.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::zookeeper {
+
+/// A ZooKeeper ensemble used as a lock store. Models session_queue_store and
+/// inspectable_store; its default acquisition is acquire::session_queue, so
+/// `basic_distributed_mutex<zookeeper::store>` queues fairly, needs no watchdog, and
+/// its leases end with the store's session.
+///
+/// \par Thread safety
+/// Safe to use from several threads.
+///
+/// \par Object lifetimes
+/// Every operation owns the session it uses once started, so the store may be
+/// destroyed while one is in flight. close() finishes pending releases, closes the
+/// session on the server (its nodes go at once) and the connection, so io.run()
+/// returns; the destructor drops the connection and leaves the session to expire on
+/// the server within its timeout.
+class store {
+public:
+    using executor_type = asio::any_io_executor;
+    using default_acquire_policy = acquire::session_queue;
+
+    /// Throws std::system_error (errc::invalid_argument) for invalid settings;
+    /// connecting happens on first use.
+    store(executor_type ex, config cfg) : ex_{std::move(ex)}
+    {
+        if (auto ec = cfg.validate())
+            throw std::system_error{ec, "distlock::zookeeper::store: settings"};
+        session_ = std::make_shared<detail::session>(ex_, std::move(cfg));
+        session_->open();
+        life_ = distlock::detail::lifetime::make(ex_);
+    }
+
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    {}
+
+    ~store()
+    {
+        life_->shut();
+        session_->stop();
+        session_->drop();
+    }
+    store(const store&) = delete;
+    store& operator=(const store&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    const config& settings() const noexcept { return session_->settings(); }
+    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    /// The longest one primitive runs: a connect to each server, then up to four
+    /// requests.
+    duration operation_timeout() const noexcept
+    {
+        const auto servers = static_cast<int>(settings().servers.size());
+        return 2 * settings().connect_timeout * servers + 4 * settings().request_timeout;
+    }
+
+    /// Refuses new locks, finishes the releases still pending, closes the session on
+    /// the server, then the connection: io.run() can return afterwards.
+    awaitable<void> close()
+    {
+        co_await life_->close();
+        session_->stop();
+        co_await detail::session::close_session(session_);
+    }
+
+    // -- session_queue_store ---------------------------------------------------------
+
+    awaitable<result<queue_place>> enqueue(std::string_view resource, const owner_token& owner,
+                                           diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return failed<queue_place>(ec);
+        return enqueued(session_, settings().root(), detail::resource_node(settings().root(), resource),
+                        owner.to_hex(), acl(), diag);
+    }
+
+    /// For this store, `entry` is the sequence number of the node to wait for (the
+    /// predecessor enqueue() reported).
+    awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
+    {
+        if (validate_resource(resource) || entry > static_cast<fence_token>(INT64_MAX))
+            return gone_at_once();
+        return waited(session_, detail::resource_node(settings().root(), resource),
+                      static_cast<std::int64_t>(entry), until);
+    }
+
+    awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return failed<void>(ec);
+        return dequeued(session_, detail::resource_node(settings().root(), resource), owner.to_hex(), diag);
+    }
+
+    std::optional<time_point> bind(std::string_view, fence_token entry, std::weak_ptr<session_listener> listener)
+    {
+        if (entry > static_cast<fence_token>(INT64_MAX))
+            return std::nullopt;
+        return session_->bind(static_cast<std::int64_t>(entry), std::move(listener));
+    }
+
+    /// Reads the lock on `resource` without taking it: the lowest node (owner, fence).
+    /// Not held: the zxid the server had reached as the fence (the next holder's is
+    /// larger). There is no TTL to report: the holder's session keeps it.
+    awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return failed<lock_info>(ec);
+        return inspected(session_, detail::resource_node(settings().root(), resource), diag);
+    }
+
+    // -- Beyond the concepts ----------------------------------------------------------
+
+    /// Whether the session is connected and known alive now.
+    bool valid_session() const { return session_->valid_until().has_value(); }
+    /// The session's id now (0: none yet, or it ended), for tests and diagnostics.
+    std::int64_t session_id() const { return session_->id(); }
+    /// The session timeout the server granted (before the first connect: the one asked for).
+    duration negotiated_timeout() const { return session_->negotiated_timeout(); }
+    /// Pings sent so far (one per third of the timeout for all the store's locks).
+    std::size_t pings_sent() const { return session_->pings_sent(); }
+    /// Sessions made so far (one more after each expiry).
+    std::size_t sessions_made() const { return session_->sessions_made(); }
+    /// The index of the server the session talks to now.
+    std::size_t server_in_use() const { return session_->server_in_use(); }
+
+private:
+    using session = detail::session;
+    using request = detail::request;
+
+    template <class T>
+    static awaitable<result<T>> failed(std::error_code ec)
+    {
+        co_return ec;
+    }
+    static awaitable<bool> gone_at_once() { co_return true; }
+
+    proto::acl acl() const { return settings().username.empty() ? proto::acl::open : proto::acl::creator; }
+
+    // One write of `requests` (a plain call: no braced list inside co_await).
+    template <class... Requests>
+    static awaitable<result<std::vector<proto::reply>>> send(std::shared_ptr<session> s, diagnostics* diag,
+                                                             Requests... requests)
+    {
+        std::vector<request> all;
+        (all.push_back(std::move(requests)), ...);
+        return session::call(std::move(s), std::move(all), diag);
+    }
+
+    static request create_waiter(session& s, const std::string& prefix_path, proto::acl a)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_create2(x, prefix_path, {}, proto::create_flags::ephemeral | proto::create_flags::sequential, a)};
+    }
+    static request children_of(session& s, const std::string& parent)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_get_children2(x, parent, false)};
+    }
+    static request remove(session& s, const std::string& path)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_delete(x, path)};
+    }
+    static request exists(session& s, const std::string& path, bool watch)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_exists(x, path, watch)};
+    }
+
+    // The error a reply's err says, with the path in the diagnostics.
+    static std::error_code refused(const proto::reply& r, const std::string& path, diagnostics* diag)
+    {
+        const auto ec = from_reply(r.err);
+        if (diag)
+            diag->set_server_message(ec.message() + " (" + path + ")");
+        return ec;
+    }
+
+    // Where the waiter named `name` (fence `czxid`) stands in `children`.
+    static result<queue_place> placed(session& s, const std::string& parent, const std::vector<std::string>& children,
+                                      const std::string& owner_hex, const session::made_node& mine)
+    {
+        const auto st = detail::stand(children, owner_hex, mine.name);
+        if (!st.found)
+            return distlock::errc::not_owner; // gone meanwhile: the caller makes it again
+        if (st.first) {
+            s.granted(mine.czxid, mine.session, parent + "/" + mine.name);
+            return queue_place{static_cast<fence_token>(mine.czxid), true, std::nullopt};
+        }
+        s.remember_predecessor(parent, st.predecessor_sequence, st.predecessor);
+        return queue_place{static_cast<fence_token>(mine.czxid), false,
+                           static_cast<fence_token>(st.predecessor_sequence)};
+    }
+
+    static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s, std::string root, std::string parent,
+                                                   std::string owner_hex, proto::acl a, diagnostics* diag)
+    {
+        const auto prefix_path = parent + "/" + owner_hex + "-";
+        for (int round = 0; round < 4; ++round) {
+            const auto known = s->made(prefix_path);
+            const auto sid = s->id();
+            if (known && known->czxid != 0 && known->session == sid && sid != 0) {
+                // This call's node, made under this session (it tries again after a
+                // wake-up): one read says where it stands.
+                auto got = co_await send(s, diag, children_of(*s, parent));
+                if (!got)
+                    co_return got.error();
+                const auto& r = got.value().front();
+                if (r.err == 0) {
+                    const auto children = proto::parse_get_children2(r.body);
+                    if (!children)
+                        co_return distlock::errc::protocol_error;
+                    auto place = placed(*s, parent, children->names, owner_hex, *known);
+                    if (place || place.error() != condition::not_owner)
+                        co_return place;
+                } else if (r.err != static_cast<int>(errc::no_node)) {
+                    co_return refused(r, parent, diag);
+                }
+                s->forget(prefix_path); // gone with an earlier session: made again, at the back
+                continue;
+            }
+            if (known) {
+                // A create whose reply did not come, or a node of an earlier session:
+                // look for it before creating (never a second node of this call).
+                auto found = co_await recovered(s, parent, owner_hex, diag);
+                if (!found)
+                    co_return found.error();
+                if (found.value()) {
+                    s->remember(prefix_path, *found.value());
+                    continue; // now known under this session: placed by the read above
+                }
+                s->forget(prefix_path);
+            }
+            // Mark the create as sent before sending it: if its reply is lost, the next
+            // try looks before it creates.
+            s->remember(prefix_path, session::made_node{});
+            auto got = co_await send(s, diag, create_waiter(*s, prefix_path, a), children_of(*s, parent));
+            if (!got)
+                co_return got.error();
+            const auto& created_reply = got.value()[0];
+            const auto& children_reply = got.value()[1];
+            if (created_reply.err == static_cast<int>(errc::no_node)) {
+                s->forget(prefix_path);
+                if (auto ec = co_await made_parents(s, root, parent, a, diag))
+                    co_return ec;
+                continue;
+            }
+            if (created_reply.err != 0) {
+                s->forget(prefix_path);
+                co_return refused(created_reply, prefix_path, diag);
+            }
+            const auto created = proto::parse_create2(created_reply.body);
+            if (!created)
+                co_return distlock::errc::protocol_error;
+            session::made_node mine{std::string{detail::base_name(created->path)}, created->stat.czxid,
+                                    created->stat.ephemeral_owner};
+            if (mine.czxid <= 0 || !detail::parse_waiter(mine.name))
+                co_return distlock::errc::protocol_error;
+            s->remember(prefix_path, mine);
+            if (children_reply.err != 0)
+                continue; // the read failed after the create: read again
+            const auto children = proto::parse_get_children2(children_reply.body);
+            if (!children)
+                co_return distlock::errc::protocol_error;
+            auto place = placed(*s, parent, children->names, owner_hex, mine);
+            if (place || place.error() != condition::not_owner)
+                co_return place;
+            s->forget(prefix_path);
+        }
+        co_return distlock::errc::session_lost;
+    }
+
+    // This call's node among the children, if it is there and of the current session;
+    // one of an earlier session is deleted. The node's record, or nullopt.
+    static awaitable<result<std::optional<session::made_node>>> recovered(std::shared_ptr<session> s,
+                                                                          std::string parent, std::string owner_hex,
+                                                                          diagnostics* diag)
+    {
+        auto got = co_await send(s, diag, children_of(*s, parent));
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        if (r.err == static_cast<int>(errc::no_node))
+            co_return std::optional<session::made_node>{};
+        if (r.err != 0)
+            co_return refused(r, parent, diag);
+        const auto children = proto::parse_get_children2(r.body);
+        if (!children)
+            co_return distlock::errc::protocol_error;
+        for (const auto& name : children->names) {
+            const auto w = detail::parse_waiter(name);
+            if (!w || w->owner != owner_hex)
+                continue;
+            const auto path = parent + "/" + name;
+            auto look = co_await send(s, diag, exists(*s, path, false));
+            if (!look)
+                co_return look.error();
+            const auto& e = look.value().front();
+            if (e.err == static_cast<int>(errc::no_node))
+                continue;
+            if (e.err != 0)
+                co_return refused(e, path, diag);
+            const auto stat = proto::parse_stat(e.body);
+            if (!stat)
+                co_return distlock::errc::protocol_error;
+            if (stat->ephemeral_owner == s->id() && stat->ephemeral_owner != 0)
+                co_return std::optional<session::made_node>{session::made_node{name, stat->czxid, stat->ephemeral_owner}};
+            // An earlier session's: it must not hold a lock for this one.
+            auto dropped = co_await send(s, diag, remove(*s, path));
+            if (!dropped)
+                co_return dropped.error();
+        }
+        co_return std::optional<session::made_node>{};
+    }
+
+    // Makes every missing node above a resource's node (persistent), then the resource's
+    // node (a container). Only the last answer matters: an ancestor that exists may
+    // refuse a create for lack of permission on its own parent.
+    static awaitable<std::error_code> made_parents(std::shared_ptr<session> s, std::string root, std::string parent,
+                                                   proto::acl a, diagnostics* diag)
+    {
+        std::vector<request> creates;
+        for (std::size_t at = root.find('/', 1);; at = root.find('/', at + 1)) {
+            const auto path = root.substr(0, at);
+            const auto x = s->next_xid();
+            creates.push_back({x, proto::encode_create2(x, path, {}, proto::create_flags::persistent, a)});
+            if (at == std::string::npos)
+                break;
+        }
+        const auto x = s->next_xid();
+        creates.push_back({x, proto::encode_create2(x, parent, {}, proto::create_flags::container, a,
+                                                    proto::op::create_container)});
+        auto got = co_await session::call(s, std::move(creates), diag);
+        if (!got)
+            co_return got.error();
+        const auto& last = got.value().back();
+        if (last.err == 0 || last.err == static_cast<int>(errc::node_exists))
+            co_return std::error_code{};
+        if (last.err == static_cast<int>(errc::no_node)) // an ancestor could not be made: why
+            for (const auto& r : got.value())
+                if (r.err != 0 && r.err != static_cast<int>(errc::node_exists))
+                    co_return refused(r, root, diag);
+        co_return refused(last, parent, diag);
+    }
+
+    static awaitable<bool> waited(std::shared_ptr<session> s, std::string parent, std::int64_t seq, time_point until)
+    {
+        auto name = s->predecessor(parent, seq);
+        while (!name && clock::now() < until) {
+            // Not seen by this client's last look: find it by its sequence number.
+            auto got = co_await send(s, nullptr, children_of(*s, parent));
+            if (got) {
+                const auto& r = got.value().front();
+                const auto children = r.err == 0 ? proto::parse_get_children2(r.body) : std::nullopt;
+                if (r.err == static_cast<int>(errc::no_node))
+                    co_return true;
+                if (children) {
+                    for (const auto& c : children->names)
+                        if (const auto w = detail::parse_waiter(c); w && w->sequence == seq)
+                            name = c;
+                    if (!name)
+                        co_return true; // gone already
+                    break;
+                }
+            }
+            if (co_await distlock::detail::cancelled())
+                co_return false;
+            co_await pause(until);
+        }
+        if (!name)
+            co_return false;
+        const auto path = parent + "/" + *name;
+        const auto ex = co_await asio::this_coro::executor;
+        while (clock::now() < until && !co_await distlock::detail::cancelled()) {
+            // Registered before the request that sets the watch: its notification may
+            // come before the reply.
+            auto w = s->add_watch(path, ex);
+            auto got = co_await send(s, nullptr, exists(*s, path, true));
+            if (got) {
+                const auto& r = got.value().front();
+                if (r.err == static_cast<int>(errc::no_node)) {
+                    s->remove_watch(path, w);
+                    co_return true;
+                }
+                if (r.err == 0) {
+                    const bool woke = co_await w->wake.wait(until);
+                    s->remove_watch(path, w);
+                    co_return woke || w->fired;
+                }
+            }
+            s->remove_watch(path, w);
+            co_await pause(until);
+        }
+        co_return false;
+    }
+
+    static awaitable<void> pause(time_point until)
+    {
+        timer t{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
+        (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
+    }
+
+    static awaitable<result<void>> dequeued(std::shared_ptr<session> s, std::string parent, std::string owner_hex,
+                                            diagnostics* diag)
+    {
+        const auto prefix_path = parent + "/" + owner_hex + "-";
+        const auto known = s->made(prefix_path);
+        const auto sid = s->id();
+        std::vector<std::string> paths;
+        if (known && known->czxid != 0 && known->session == sid && sid != 0) {
+            paths.push_back(parent + "/" + known->name);
+        } else {
+            // Not known as made under this session: whatever of this owner is there.
+            auto got = co_await send(s, diag, children_of(*s, parent));
+            if (!got)
+                co_return got.error();
+            const auto& r = got.value().front();
+            if (r.err == static_cast<int>(errc::no_node)) {
+                s->forget(prefix_path);
+                co_return distlock::errc::not_owner;
+            }
+            if (r.err != 0)
+                co_return refused(r, parent, diag);
+            const auto children = proto::parse_get_children2(r.body);
+            if (!children)
+                co_return distlock::errc::protocol_error;
+            for (const auto& c : children->names)
+                if (const auto w = detail::parse_waiter(c); w && w->owner == owner_hex)
+                    paths.push_back(parent + "/" + c);
+            if (paths.empty()) {
+                s->forget(prefix_path);
+                co_return distlock::errc::not_owner;
+            }
+        }
+        std::vector<request> deletes;
+        for (const auto& p : paths)
+            deletes.push_back(remove(*s, p));
+        auto got = co_await session::call(s, std::move(deletes), diag);
+        if (!got) {
+            if (distlock::detail::connection_error(got.error()))
+                for (const auto& p : paths)
+                    s->delete_later(p, sid);
+            co_return got.error();
+        }
+        s->forget(prefix_path);
+        if (known)
+            s->unbind(known->czxid);
+        bool deleted = false;
+        for (std::size_t i = 0; i < paths.size(); ++i) {
+            const auto& r = got.value()[i];
+            if (r.err == 0)
+                deleted = true;
+            else if (r.err != static_cast<int>(errc::no_node))
+                co_return refused(r, paths[i], diag);
+        }
+        if (!deleted)
+            co_return distlock::errc::not_owner;
+        co_return success();
+    }
+
+    static awaitable<result<lock_info>> inspected(std::shared_ptr<session> s, std::string parent, diagnostics* diag)
+    {
+        auto got = co_await send(s, diag, children_of(*s, parent));
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        lock_info info;
+        if (r.err == static_cast<int>(errc::no_node)) {
+            info.fence = static_cast<fence_token>(std::max<std::int64_t>(r.zxid, 0));
+            co_return info;
+        }
+        if (r.err != 0)
+            co_return refused(r, parent, diag);
+        const auto children = proto::parse_get_children2(r.body);
+        if (!children)
+            co_return distlock::errc::protocol_error;
+        const auto st = detail::stand(children->names, {}, {});
+        if (st.holder.empty()) {
+            info.fence = static_cast<fence_token>(std::max<std::int64_t>(r.zxid, 0));
+            co_return info;
+        }
+        const auto path = parent + "/" + st.holder;
+        auto look = co_await send(s, diag, exists(*s, path, false));
+        if (!look)
+            co_return look.error();
+        const auto& e = look.value().front();
+        if (e.err == static_cast<int>(errc::no_node)) { // released in between
+            info.fence = static_cast<fence_token>(std::max<std::int64_t>(e.zxid, 0));
+            co_return info;
+        }
+        if (e.err != 0)
+            co_return refused(e, path, diag);
+        const auto stat = proto::parse_stat(e.body);
+        if (!stat)
+            co_return distlock::errc::protocol_error;
+        info.held = true;
+        info.owner = st.holder.substr(0, 8);
+        info.fence = static_cast<fence_token>(stat->czxid);
+        info.version = info.fence;
+        co_return info;
+    }
+
+    executor_type ex_;
+    std::shared_ptr<session> session_;
+    std::shared_ptr<distlock::detail::lifetime> life_;
+};
+
+static_assert(session_queue_store<store>);
+static_assert(inspectable_store<store>);
+
+} // namespace distlock::zookeeper
