@@ -459,11 +459,14 @@ TEST_CASE("zookeeper: digest auth: nodes carry the creator's ACL; another user c
         REQUIRE_FALSE(refused);
         CHECK(refused.error() == dl::condition::denied);
         CHECK(diag.to_string().find("ACL") != std::string::npos);
-        // The harness, unauthenticated, cannot delete the holder's node either.
-        test::zk_client anyone{server.port()};
-        const auto nodes = queue_of(prefix, "r");
-        REQUIRE(nodes.size() == 1);
-        CHECK(anyone.remove(zk::detail::resource_node(prefix, "r") + "/" + nodes[0]) == -102);
+        // Unauthenticated, the queue cannot even be read, nor the holder's node deleted.
+        const auto parent = zk::detail::resource_node(prefix, "r");
+        test::zk_client anyone{server.port()}, as_alice{server.port(), "alice:secret"};
+        CHECK_FALSE(anyone.children(parent));
+        const auto nodes = as_alice.children(parent);
+        REQUIRE(nodes);
+        REQUIRE(nodes->size() == 1);
+        CHECK(anyone.remove(parent + "/" + nodes->front()) == -102);
         { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
         // The same user from another session can.
         auto next = co_await ma2.lock();
