@@ -1,12 +1,13 @@
 // The tests that run the library on several threads at once: one store shared by
 // coroutines on strands of an io_context run by four threads, the in-process store,
-// Redis and etcd (test/unit/async_and_blocking.cpp, in the same executable, adds the
+// Redis, etcd and ZooKeeper (test/unit/async_and_blocking.cpp, in the same executable, adds the
 // blocking adapters and completion tokens from foreign threads). The ThreadSanitizer
 // build runs this executable: every other test drives the library from one thread,
 // where TSan has nothing to find.
 #include "support.hpp"
 #include "redis_support.hpp"
 #include "etcd/cluster.hpp"
+#include "zookeeper/ensemble.hpp"
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
@@ -21,6 +22,8 @@ using namespace test;
 using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
 namespace etcd = distlock::etcd;
 using etcd_mutex = dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff>;
+namespace zookeeper = distlock::zookeeper;
+using zookeeper_mutex = dl::basic_distributed_mutex<zookeeper::store, dl::retry::exponential_backoff>;
 
 TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
 {
@@ -206,4 +209,51 @@ TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][con
     REQUIRE(r->kvs.size() == 1);
     CHECK(std::stol(r->kvs.front().value) == workers * rounds);
     CHECK(store.keepalives_sent() > 0);
+}
+
+TEST_CASE("zookeeper: one store shared by coroutines on several threads", "[zookeeper][concurrency]")
+{
+    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
+    test::zookeeper_ensemble server{1};
+    auto cfg = server.config("/threads");
+    cfg.session_timeout = 600ms; // pings (and their pushes to the leases) every 200 ms, among the locks
+    asio::io_context io;
+    zookeeper::store store{io, cfg};
+    constexpr int workers = 8, rounds = 10;
+    std::atomic<int> errors{0}, finished{0};
+    dl::memory::fenced_register<long> counter{0};
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            zookeeper_mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            zookeeper_mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            for (int i = 0; i < rounds; ++i) {
+                auto own = co_await m.lock();
+                auto lease = co_await shared.lock();
+                if (!own || !lease) {
+                    ++errors;
+                    continue;
+                }
+                // A watched lease: its listener is bound while the pings push.
+                asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
+                const long n = counter.read();
+                // Another strand's turn in between, on another thread.
+                dl::timer t{co_await asio::this_coro::executor, std::chrono::milliseconds{1}};
+                co_await t.async_wait(asio::use_awaitable);
+                if (!counter.write(lease->fence(), n + 1))
+                    ++errors;
+                if (!co_await lease->unlock() || !co_await own->unlock())
+                    ++errors;
+            }
+            if (++finished == workers)
+                co_await store.close(); // lets the threads' run() return
+        }, asio::detached);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(90s); });
+    for (auto& t : threads)
+        t.join();
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    CHECK(counter.read() == workers * rounds);
+    CHECK(store.pings_sent() > 0);
 }

@@ -70,6 +70,12 @@ struct zookeeper_clients {
             for (auto& c : clients)
                 co_await c->close();
         });
+        // No waiter node is left behind by any test.
+        test::zk_client c{test::shared_zookeeper().port()};
+        for (const auto& resource : c.children(prefix).value_or(std::vector<std::string>{})) {
+            INFO(resource);
+            CHECK(c.children(prefix + "/" + resource).value_or(std::vector<std::string>{}).empty());
+        }
     }
 
     backend& client(std::size_t i) { return *clients[i]; }
@@ -601,8 +607,52 @@ int increment_worker(const std::vector<std::string>& args)
     return status;
 }
 
+// zookeeper-queue PORT PREFIX RESOURCE: prints "queued" once its node is in the queue
+// (its lock() is waiting), "locked FENCE" when granted, then releases on a line of
+// stdin and exits.
+int queue_worker(const std::vector<std::string>& args)
+{
+    if (args.size() != 3)
+        return 2;
+    asio::io_context io;
+    zk::config cfg;
+    cfg.servers = {{"127.0.0.1", static_cast<std::uint16_t>(std::stoi(args[0]))}};
+    cfg.prefix = args[1];
+    cfg.session_timeout = 4s;
+    zk::store store{io, cfg};
+    int status = 1;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        test::recorder rec;
+        dl::basic_distributed_mutex<zk::store, dl::observe::callback, dl::retry::exponential_backoff> m{
+            store, args[2], {}, rec.observer(), dl::retry::exponential_backoff{.deadline = 60s}};
+        auto waiting = test::start(co_await asio::this_coro::executor, m.lock());
+        for (int step = 0; rec.of<dl::wait_event>().empty() && !waiting.ready() && step < 5000; ++step) {
+            dl::timer t{co_await asio::this_coro::executor, 2ms};
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        std::printf("queued\n");
+        std::fflush(stdout);
+        if (!co_await waiting.wait())
+            co_return;
+        auto& l = waiting.get();
+        if (!l)
+            co_return;
+        std::printf("locked %llu\n", static_cast<unsigned long long>(l->fence()));
+        std::fflush(stdout);
+        char line[16];
+        if (!std::fgets(line, sizeof line, stdin)) // blocks this process only: nothing else runs here
+            co_return;
+        if (co_await l->unlock())
+            status = 0;
+        co_await store.close();
+    }, asio::detached);
+    io.run();
+    return status;
+}
+
 const bool workers_registered = test::register_worker("zookeeper-hold", hold_worker) &&
-                                test::register_worker("zookeeper-increment", increment_worker);
+                                test::register_worker("zookeeper-increment", increment_worker) &&
+                                test::register_worker("zookeeper-queue", queue_worker);
 
 } // namespace
 
@@ -663,4 +713,44 @@ TEST_CASE("zookeeper: processes counting under the lock lose nothing; fences gro
     CHECK(n == processes * rounds);
     INFO("hand-offs: " << handoffs << " of " << processes * rounds - 1);
     CHECK(handoffs >= (processes * rounds - 1) * 9 / 10);
+}
+
+TEST_CASE("zookeeper: waiters in separate processes are served in the order they queued", "[zookeeper][process]")
+{
+    REQUIRE(workers_registered);
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("process-order");
+    asio::io_context io;
+    zk::store s{io, server.config(prefix)};
+    constexpr int waiters = 4;
+    std::vector<std::unique_ptr<test::child>> workers;
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<zk::store> m{s, "r"};
+        auto held = co_await m.lock();
+        REQUIRE(held);
+        for (int i = 0; i < waiters; ++i) {
+            workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
+                test::self_path(), "--worker", "zookeeper-queue", std::to_string(server.port()), prefix, "r"}));
+            // Each is in the queue before the next starts.
+            REQUIRE(workers.back()->read_line(std::chrono::seconds{30}) == std::optional<std::string>{"queued"});
+        }
+        CHECK(queue_of(prefix, "r").size() == waiters + 1);
+        { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
+        dl::fence_token last = held->fence();
+        for (int i = 0; i < waiters; ++i) {
+            const auto line = workers[i]->read_line(std::chrono::seconds{30});
+            REQUIRE(line);
+            REQUIRE(line->starts_with("locked "));
+            const dl::fence_token fence = std::stoull(line->substr(7));
+            CHECK(fence > last);
+            last = fence;
+            // The ones behind it still wait.
+            for (int k = i + 1; k < waiters; ++k)
+                CHECK_FALSE(workers[k]->read_line(std::chrono::milliseconds{20}));
+            workers[i]->write_line("release");
+            CHECK(workers[i]->wait(std::chrono::seconds{30}) == std::optional<int>{0});
+        }
+        CHECK(queue_of(prefix, "r").empty());
+        co_await s.close();
+    });
 }
