@@ -127,7 +127,11 @@ TEST_CASE("redis: requests cancelled on other threads than the connection's keep
             for (int i = 0; i < rounds; ++i) {
                 const auto word = std::to_string(w) + ":" + std::to_string(i);
                 auto echo = dl::redis::resp::command({"ECHO", word});
-                dl::timer soon{co_await asio::this_coro::executor, std::chrono::microseconds{(i % 7) * 20}};
+                // Mostly a few tens of microseconds (cancelled mid-flight), every tenth
+                // round long enough to be answered even on a slow (sanitized) build.
+                const auto delay = i % 10 == 9 ? std::chrono::microseconds{100000}
+                                               : std::chrono::microseconds{(i % 9) * 40};
+                dl::timer soon{co_await asio::this_coro::executor, delay};
                 auto first = co_await (store.execute_command(std::move(echo)) ||
                                        soon.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
                 if (first.index() == 1) {
