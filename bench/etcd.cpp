@@ -14,6 +14,7 @@
 #include <distlock/etcd.hpp>
 
 #include "etcd/cluster.hpp"
+#include "handoff.hpp"
 #include "report.hpp"
 
 #include <asio/connect.hpp>
@@ -31,6 +32,7 @@ namespace dl = distlock;
 namespace etcd = distlock::etcd;
 using namespace std::chrono_literals;
 using bench::micros;
+using bench::now_ns;
 using bench::result_row;
 using bench::steady;
 using json = nlohmann::json;
@@ -72,8 +74,6 @@ private:
     asio::ip::tcp::socket socket_;
     std::string buffer_;
 };
-
-std::int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count(); }
 
 // --worker PORT PREFIX ROUNDS: ROUNDS critical sections of 1 ms on "contended", each
 // printed as "held ACQUIRED_NS RELEASED_NS".
@@ -201,47 +201,7 @@ int main(int argc, char** argv)
     bench::print(rtt);
 
     // Contended hand-off across processes.
-    constexpr int processes = 4, rounds = 50;
-    std::vector<std::unique_ptr<test::child>> workers;
-    for (int i = 0; i < processes; ++i)
-        workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
-            test::self_path(), "--worker", std::to_string(server.port()), prefix + "contended/", std::to_string(rounds)}));
-    struct section {
-        std::int64_t acquired, released;
-        int process;
-    };
-    std::vector<section> sections;
-    for (int i = 0; i < processes; ++i) {
-        while (auto line = workers[i]->read_line(std::chrono::seconds{120})) {
-            long long a = 0, r = 0;
-            if (std::sscanf(line->c_str(), "held %lld %lld", &a, &r) == 2)
-                sections.push_back({a, r, i});
-        }
-        if (workers[i]->wait(std::chrono::seconds{30}) != std::optional<int>{0}) {
-            std::fprintf(stderr, "a worker failed\n");
-            return 1;
-        }
-    }
-    std::sort(sections.begin(), sections.end(), [](const auto& x, const auto& y) { return x.acquired < y.acquired; });
-    result_row handoff{"distlock: hand-off across 4 processes (release -> grant)"};
-    std::size_t changed = 0, overlaps = 0;
-    for (std::size_t i = 1; i < sections.size(); ++i) {
-        if (sections[i].acquired < sections[i - 1].released)
-            ++overlaps;
-        if (sections[i].process != sections[i - 1].process) {
-            ++changed;
-            handoff.us.push_back(static_cast<double>(sections[i].acquired - sections[i - 1].released) / 1000.0);
-        }
-    }
-    handoff.operations = handoff.us.size();
-    handoff.seconds = sections.empty() ? 0
-                                       : static_cast<double>(sections.back().released - sections.front().acquired) / 1e9;
-    const double changed_share = sections.size() > 1 ? static_cast<double>(changed) / (sections.size() - 1) : 0;
-    const double round_trips = rtt.pct(0.5) > 0 ? handoff.pct(0.5) / rtt.pct(0.5) : 0;
-    handoff.extra = ",\"changed_hands\":" + std::to_string(changed_share) + ",\"p50_round_trips\":" +
-                    std::to_string(round_trips) + ",\"overlaps\":" + std::to_string(overlaps);
-    bench::print(handoff);
-    std::printf("  %zu critical sections, %.1f %% changed hands, hand-off p50 = %.2f round trips, %zu overlaps\n",
-                sections.size(), 100 * changed_share, round_trips, overlaps);
-    return overlaps == 0 ? 0 : 1;
+    const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
+                                          prefix + "contended/", "50"};
+    return bench::handoffs(worker, 4, rtt);
 }

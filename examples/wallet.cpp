@@ -289,33 +289,6 @@ awaitable<void> stalled_holder(dl::etcd::store& store)
     co_await other.close();
 }
 
-awaitable<void> crashed_holder(dl::etcd::store& store)
-{
-    std::puts("\n4. A holder crashes while holding the lock (its release never arrives).");
-    auto settings = store.settings();
-    settings.session_ttl = 2s;
-    auto crashed = std::make_unique<dl::etcd::store>(co_await asio::this_coro::executor, settings);
-    dl::basic_distributed_mutex<dl::etcd::store> c{*crashed, "job:nightly"};
-    auto held = co_await c.lock();
-    if (!held)
-        co_return verdict(false, "the first holder locks");
-    // The crash: the holder's store goes without a release (the lease, still in scope,
-    // finds it closed), and its keepalives stop.
-    crashed.reset();
-    dl::basic_distributed_mutex<dl::etcd::store, dl::retry::exponential_backoff> m{
-        store, "job:nightly", {}, dl::retry::exponential_backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
-    const auto start = dl::clock::now();
-    auto next = co_await m.lock();
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(dl::clock::now() - start);
-    std::printf("  another server waited %lld ms (the session TTL is 2 s) and got the lock with token %llu\n",
-                static_cast<long long>(waited.count()),
-                next ? static_cast<unsigned long long>(next->fence()) : 0ULL);
-    verdict(next.has_value() && next->fence() > held->fence() && waited >= 500ms,
-            "the lock went with the crashed holder's session");
-    if (next)
-        (void)co_await next->unlock();
-}
-
 // On ZooKeeper a lock lives as long as its holder's session, which the holder keeps by
 // pinging. Here the holder really stalls: its store runs on a thread of its own that
 // sleeps (a GC pause) for longer than the session timeout, so its pings stop and the
@@ -382,30 +355,46 @@ awaitable<void> stalled_holder(dl::zookeeper::store& store)
     verdict(b_released.has_value(), "B still held the lock until its own release");
 }
 
-awaitable<void> crashed_holder(dl::zookeeper::store& store)
+// A session store's crashed holder: its store goes without a release or a goodbye, and
+// its session expires on the server. `settings` are the crashed holder's.
+template <class SessionStore, class Config>
+awaitable<void> crashed_session_holder(SessionStore& store, Config settings, const char* timeout_words)
 {
     std::puts("\n4. A holder crashes while holding the lock (its release never arrives).");
-    auto settings = store.settings();
-    settings.session_timeout = 2s;
-    auto crashed = std::make_unique<dl::zookeeper::store>(co_await asio::this_coro::executor, settings);
-    dl::basic_distributed_mutex<dl::zookeeper::store> c{*crashed, "job:nightly"};
+    auto crashed = std::make_unique<SessionStore>(co_await asio::this_coro::executor, settings);
+    dl::basic_distributed_mutex<SessionStore> c{*crashed, "job:nightly"};
     auto held = co_await c.lock();
     if (!held)
         co_return verdict(false, "the first holder locks");
-    // The crash: the holder's store goes without closing its session, and its pings stop.
+    // The crash: the holder's store goes without a release (the lease, still in scope,
+    // finds it closed), and its keepalives or pings stop.
     crashed.reset();
-    dl::basic_distributed_mutex<dl::zookeeper::store, dl::retry::exponential_backoff> m{
+    dl::basic_distributed_mutex<SessionStore, dl::retry::exponential_backoff> m{
         store, "job:nightly", {}, dl::retry::exponential_backoff{.initial = 10ms, .max = 50ms, .deadline = 10s}};
     const auto start = dl::clock::now();
     auto next = co_await m.lock();
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(dl::clock::now() - start);
-    std::printf("  another server waited %lld ms (the session timeout is 2 s) and got the lock with token %llu\n",
-                static_cast<long long>(waited.count()),
+    std::printf("  another server waited %lld ms (%s) and got the lock with token %llu\n",
+                static_cast<long long>(waited.count()), timeout_words,
                 next ? static_cast<unsigned long long>(next->fence()) : 0ULL);
     verdict(next.has_value() && next->fence() > held->fence() && waited >= 500ms,
             "the lock went with the crashed holder's session");
     if (next)
         (void)co_await next->unlock();
+}
+
+awaitable<void> crashed_holder(dl::etcd::store& store)
+{
+    auto settings = store.settings();
+    settings.session_ttl = 2s;
+    return crashed_session_holder(store, settings, "the session TTL is 2 s");
+}
+
+awaitable<void> crashed_holder(dl::zookeeper::store& store)
+{
+    auto settings = store.settings();
+    settings.session_timeout = 2s;
+    return crashed_session_holder(store, settings, "the session timeout is 2 s");
 }
 
 template <class Store>

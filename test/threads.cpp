@@ -21,9 +21,7 @@
 using namespace test;
 using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
 namespace etcd = distlock::etcd;
-using etcd_mutex = dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff>;
 namespace zookeeper = distlock::zookeeper;
-using zookeeper_mutex = dl::basic_distributed_mutex<zookeeper::store, dl::retry::exponential_backoff>;
 
 TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
 {
@@ -165,22 +163,21 @@ TEST_CASE("redis: requests cancelled on other threads than the connection's keep
     CHECK(cancelled > 0);
 }
 
-TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][concurrency]")
+// `workers` coroutines, each on a strand of its own, on four threads, sharing `store`:
+// each takes its own lock ("odd" or "even") and a shared one `rounds` times, watches
+// its own lease (its listener is bound while the session pushes), and runs
+// `section(shared lease)` under both; the last one closes the store, so the threads'
+// run() returns. Catch's assertions are not thread-safe: the errors are counted and
+// returned, with the workers that finished.
+template <class Store, class Section>
+std::pair<int, int> share_session_store(Store& store, asio::io_context& io, int workers, int rounds, Section section)
 {
-    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
-    auto& server = test::shared_etcd();
-    const auto prefix = test::fresh_prefix("threads");
-    auto cfg = server.config(prefix);
-    cfg.keepalive_every = 200ms; // keepalives (and their pushes to the leases) run among the locks
-    asio::io_context io;
-    etcd::store store{io, cfg};
-    constexpr int workers = 8, rounds = 10;
+    using mutex = dl::basic_distributed_mutex<Store, dl::retry::exponential_backoff>;
     std::atomic<int> errors{0}, finished{0};
-    const auto counter = prefix + "n";
     for (int w = 0; w < workers; ++w)
         asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
-            etcd_mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            etcd_mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
+            mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
             for (int i = 0; i < rounds; ++i) {
                 auto own = co_await m.lock();
                 auto lease = co_await shared.lock();
@@ -188,24 +185,40 @@ TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][con
                     ++errors;
                     continue;
                 }
-                // A watched lease: its listener is bound while the keepalive pushes.
                 asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
-                auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
-                const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
-                const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
-                if (!r || !co_await store.fenced_put(counter, std::to_string(n + 1), *lease))
+                if (!co_await section(*lease))
                     ++errors;
                 if (!co_await lease->unlock() || !co_await own->unlock())
                     ++errors;
             }
             if (++finished == workers)
-                co_await store.close(); // lets the threads' run() return
+                co_await store.close();
         }, asio::detached);
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&] { io.run_for(90s); });
     for (auto& t : threads)
         t.join();
+    return {errors.load(), finished.load()};
+}
+
+TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][concurrency]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("threads");
+    auto cfg = server.config(prefix);
+    cfg.keepalive_every = 200ms; // keepalives (and their pushes to the leases) run among the locks
+    asio::io_context io;
+    etcd::store store{io, cfg};
+    constexpr int workers = 8, rounds = 10;
+    const auto counter = prefix + "n";
+    const auto [errors, finished] = share_session_store(store, io, workers, rounds,
+                                                        [&](const dl::lease& lease) -> asio::awaitable<bool> {
+        auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
+        const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
+        const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
+        co_return r && co_await store.fenced_put(counter, std::to_string(n + 1), lease);
+    });
     CHECK(errors == 0);
     CHECK(finished == workers);
     const auto r = etcd::detail::read_range(server.call("kv/range", etcd::detail::range_request(counter)));
@@ -217,45 +230,21 @@ TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][con
 
 TEST_CASE("zookeeper: one store shared by coroutines on several threads", "[zookeeper][concurrency]")
 {
-    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
     test::zookeeper_ensemble server{1};
     auto cfg = server.config("/threads");
     cfg.session_timeout = 600ms; // pings (and their pushes to the leases) every 200 ms, among the locks
     asio::io_context io;
     zookeeper::store store{io, cfg};
     constexpr int workers = 8, rounds = 10;
-    std::atomic<int> errors{0}, finished{0};
     dl::memory::fenced_register<long> counter{0};
-    for (int w = 0; w < workers; ++w)
-        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
-            zookeeper_mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            zookeeper_mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            for (int i = 0; i < rounds; ++i) {
-                auto own = co_await m.lock();
-                auto lease = co_await shared.lock();
-                if (!own || !lease) {
-                    ++errors;
-                    continue;
-                }
-                // A watched lease: its listener is bound while the pings push.
-                asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
-                const long n = counter.read();
-                // Another strand's turn in between, on another thread.
-                dl::timer t{co_await asio::this_coro::executor, std::chrono::milliseconds{1}};
-                co_await t.async_wait(asio::use_awaitable);
-                if (!counter.write(lease->fence(), n + 1))
-                    ++errors;
-                if (!co_await lease->unlock() || !co_await own->unlock())
-                    ++errors;
-            }
-            if (++finished == workers)
-                co_await store.close(); // lets the threads' run() return
-        }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(90s); });
-    for (auto& t : threads)
-        t.join();
+    const auto [errors, finished] = share_session_store(store, io, workers, rounds,
+                                                        [&](const dl::lease& lease) -> asio::awaitable<bool> {
+        const long n = counter.read();
+        // Another strand's turn in between, on another thread.
+        dl::timer t{co_await asio::this_coro::executor, std::chrono::milliseconds{1}};
+        co_await t.async_wait(asio::use_awaitable);
+        co_return counter.write(lease.fence(), n + 1).has_value();
+    });
     CHECK(errors == 0);
     CHECK(finished == workers);
     CHECK(counter.read() == workers * rounds);

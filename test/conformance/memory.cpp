@@ -39,6 +39,11 @@ struct memory_sessions {
 
     backend& client(std::size_t i) { return clients[i]; }
     bool held(std::string_view resource) { return server.holder(resource).has_value(); }
+    std::size_t waiters(std::string_view resource) { return server.entries(resource); }
+    std::unique_ptr<backend> make_client()
+    {
+        return std::make_unique<backend>(io, server, dl::memory::session_config{.session_ttl = session_ttl});
+    }
     void end_lock(const dl::lease& l)
     {
         for (auto& c : clients)

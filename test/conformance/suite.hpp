@@ -26,9 +26,13 @@
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/experimental/as_tuple.hpp>
 
+#include <algorithm>
+#include <concepts>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace test::conformance {
 
@@ -68,6 +72,13 @@ template <class F>
 struct closes : std::bool_constant<requires(F& f) { f.close(0); }> {};
 template <class F>
 struct inspectable : std::bool_constant<dl::inspectable_store<typename F::backend>> {};
+/// A fixture whose store keeps a fair queue and that can make more clients (sessions)
+/// and count a resource's waiters.
+template <class F>
+struct queues : std::bool_constant<requires(F& f) {
+    { f.make_client() } -> std::same_as<std::unique_ptr<typename F::backend>>;
+    { f.waiters(std::string_view{}) } -> std::convertible_to<std::size_t>;
+}> {};
 
 /// The fixtures among Fs for which Has<F> holds, as a std::tuple type.
 template <template <class> class Has, class... Fs>
@@ -116,6 +127,7 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
     using refusing = test::conformance::having<test::conformance::refuses, __VA_ARGS__>;                               \
     using closing = test::conformance::having<test::conformance::closes, __VA_ARGS__>;                                 \
     using inspectable = test::conformance::having<test::conformance::inspectable, __VA_ARGS__>;                        \
+    using queueing = test::conformance::having<test::conformance::queues, __VA_ARGS__>;                                \
     }                                                                                                                  \
     DISTLOCK_CONFORMANCE_CASE(exclusion, "conformance: one holder at a time, fences grow across clients", TAG, all)    \
     {                                                                                                                  \
@@ -350,4 +362,60 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
             co_await f.close(0);                                                                                       \
             CHECK_FALSE(f.held("conf:close"));                                                                         \
         });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(queue_order, "conformance: waiters of separate sessions are served in the order they queued; each release wakes one", TAG, queueing) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        using backend = typename TestType::backend;                                                                    \
+        using mutex = dl::basic_distributed_mutex<backend, dl::retry::exponential_backoff>;                            \
+        TestType f;                                                                                                    \
+        constexpr std::size_t waiters = 5;                                                                             \
+        std::vector<std::unique_ptr<backend>> stores;                                                                  \
+        for (std::size_t i = 0; i <= waiters; ++i)                                                                     \
+            stores.push_back(f.make_client());                                                                         \
+        std::vector<std::size_t> served;                                                                               \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            mutex holder_m{*stores[0], "conf:queue"};                                                                  \
+            auto holder = co_await holder_m.lock();                                                                    \
+            REQUIRE(holder);                                                                                           \
+            std::vector<std::unique_ptr<mutex>> mutexes;                                                               \
+            std::vector<test::pending<dl::result<dl::lease>>> pending;                                                 \
+            for (std::size_t i = 1; i <= waiters; ++i) {                                                               \
+                mutexes.push_back(std::make_unique<mutex>(*stores[i], "conf:queue", dl::lock_options{},                \
+                                                          dl::retry::exponential_backoff{.deadline = 30s}));           \
+                pending.push_back(test::start(co_await asio::this_coro::executor, mutexes.back()->lock()));            \
+                /* Queued one after the other: waiter i is in the queue before i + 1 starts. */                        \
+                (void)co_await test::eventually("queued", [&] { return f.waiters("conf:queue") == i + 1; }, long_enough()); \
+            }                                                                                                          \
+            { const auto ok_ = co_await holder->unlock(); CHECK(ok_); }                                                \
+            dl::fence_token last = holder->fence();                                                                    \
+            for (std::size_t turn = 0; turn < waiters; ++turn) {                                                       \
+                /* Exactly one waiter has the lock; the others still wait. */                                          \
+                std::optional<std::size_t> got;                                                                        \
+                (void)co_await test::eventually("one granted", [&] {                                                   \
+                    for (std::size_t i = 0; i < waiters; ++i)                                                          \
+                        if (pending[i].ready() && std::find(served.begin(), served.end(), i) == served.end())          \
+                            got = i;                                                                                   \
+                    return got.has_value();                                                                            \
+                }, long_enough());                                                                                     \
+                REQUIRE(got);                                                                                          \
+                served.push_back(*got);                                                                                \
+                auto& lease = pending[*got].get();                                                                     \
+                REQUIRE(lease);                                                                                        \
+                CHECK(lease->fence() > last);                                                                          \
+                last = lease->fence();                                                                                 \
+                std::size_t done = 0;                                                                                  \
+                for (auto& p : pending)                                                                                \
+                    done += p.ready();                                                                                 \
+                CHECK(done == turn + 1);                                                                               \
+                { const auto ok_ = co_await lease->unlock(); CHECK(ok_); }                                             \
+            }                                                                                                          \
+            for (auto& s : stores)                                                                                     \
+                co_await s->close();                                                                                   \
+        });                                                                                                            \
+        std::vector<std::size_t> in_order(waiters);                                                                    \
+        for (std::size_t i = 0; i < waiters; ++i)                                                                      \
+            in_order[i] = i;                                                                                           \
+        CHECK(served == in_order);                                                                                     \
     }

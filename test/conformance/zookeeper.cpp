@@ -80,6 +80,12 @@ struct zookeeper_clients {
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) { return !queue_of(prefix, resource).empty(); }
+    std::size_t waiters(std::string_view resource) { return queue_of(prefix, resource).size(); }
+    // Another client, with a session of its own, straight to the server.
+    std::unique_ptr<backend> make_client()
+    {
+        return std::make_unique<backend>(io, test::shared_zookeeper().config(prefix));
+    }
     // As if the store had dropped the lock behind the holder's back: its node is deleted.
     void end_lock(const dl::lease& l)
     {
@@ -276,60 +282,6 @@ TEST_CASE("zookeeper: the node layout: one ephemeral sequential node per waiter,
         CHECK(queue_of(prefix, "seat/7").empty());
         CHECK(ids[0] != 0);
     });
-}
-
-TEST_CASE("zookeeper: waiters of separate sessions are served in the order they queued; each release wakes one",
-          "[zookeeper]")
-{
-    const auto prefix = test::fresh_zk_prefix("order");
-    asio::io_context io;
-    constexpr std::size_t waiters = 5;
-    std::vector<std::unique_ptr<zk::store>> stores;
-    for (std::size_t i = 0; i <= waiters; ++i)
-        stores.push_back(std::make_unique<zk::store>(io, test::shared_zookeeper().config(prefix)));
-    std::vector<std::size_t> served;
-    test::run(io, [&]() -> asio::awaitable<void> {
-        patient_mutex holder_m{*stores[0], "queue"};
-        auto holder = co_await holder_m.lock();
-        REQUIRE(holder);
-        std::vector<std::unique_ptr<patient_mutex>> mutexes;
-        std::vector<test::pending<dl::result<dl::lease>>> pending;
-        for (std::size_t i = 1; i <= waiters; ++i) {
-            mutexes.push_back(std::make_unique<patient_mutex>(*stores[i], "queue", dl::lock_options{},
-                                                              dl::retry::exponential_backoff{.deadline = 30s}));
-            pending.push_back(test::start(co_await asio::this_coro::executor, mutexes.back()->lock()));
-            (void)co_await test::eventually("queued", [&] { return queue_of(prefix, "queue").size() == i + 1; },
-                                            test::conformance::long_enough());
-        }
-        { const auto ok_ = co_await holder->unlock(); CHECK(ok_); }
-        dl::fence_token last = holder->fence();
-        for (std::size_t turn = 0; turn < waiters; ++turn) {
-            std::optional<std::size_t> got;
-            (void)co_await test::eventually("one granted", [&] {
-                for (std::size_t i = 0; i < waiters; ++i)
-                    if (pending[i].ready() && std::find(served.begin(), served.end(), i) == served.end())
-                        got = i;
-                return got.has_value();
-            }, test::conformance::long_enough());
-            REQUIRE(got);
-            served.push_back(*got);
-            auto& lease = pending[*got].get();
-            REQUIRE(lease);
-            CHECK(lease->fence() > last);
-            last = lease->fence();
-            std::size_t done = 0;
-            for (auto& p : pending)
-                done += p.ready();
-            CHECK(done == turn + 1);
-            { const auto ok_ = co_await lease->unlock(); CHECK(ok_); }
-        }
-        for (auto& s : stores)
-            co_await s->close();
-    });
-    std::vector<std::size_t> in_order(waiters);
-    for (std::size_t i = 0; i < waiters; ++i)
-        in_order[i] = i;
-    CHECK(served == in_order);
 }
 
 TEST_CASE("zookeeper: a create whose reply was lost is found again, never a second node", "[zookeeper][fault]")

@@ -54,7 +54,9 @@ TEST_CASE("async_lock with use_future, from a thread that is not the io thread",
     std::future<dl::lease> f = m.async_lock(asio::use_future);
     dl::lease l = f.get();
     CHECK(l.fence() == 1);
-    std::future<dl::lease> busy = m.async_try_lock(asio::use_future);
+    // Shared: get() keeps the state (and the exception in it) alive on this thread
+    // while the handler reads it, instead of leaving its last release to the io thread.
+    std::shared_future<dl::lease> busy = m.async_try_lock(asio::use_future).share();
     try {
         busy.get();
         FAIL("a held lock was granted twice");

@@ -1,0 +1,75 @@
+// Hand-off across separate processes, for the session stores' benchmarks: copies of
+// the benchmark started as workers each take one lock in a loop and print every
+// critical section as "held ACQUIRED_NS RELEASED_NS" on the machine's one monotonic
+// clock; the time from one process's release to the next process's grant is the
+// hand-off, compared with one round trip of the floor client of the same run.
+#pragma once
+
+#include "process.hpp"
+#include "report.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+inline std::int64_t now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
+}
+
+/// Runs `processes` workers (`worker_argv` each), prints the hand-off row with its
+/// share of critical sections that changed hands and its p50 in round trips of `rtt`.
+/// Returns 0, or 1 when a worker failed or two critical sections overlapped.
+inline int handoffs(const std::vector<std::string>& worker_argv, int processes, result_row& rtt)
+{
+    std::vector<std::unique_ptr<test::child>> workers;
+    for (int i = 0; i < processes; ++i)
+        workers.push_back(std::make_unique<test::child>(worker_argv));
+    struct section {
+        std::int64_t acquired, released;
+        int process;
+    };
+    std::vector<section> sections;
+    for (int i = 0; i < processes; ++i) {
+        while (auto line = workers[i]->read_line(std::chrono::seconds{120})) {
+            long long a = 0, r = 0;
+            if (std::sscanf(line->c_str(), "held %lld %lld", &a, &r) == 2)
+                sections.push_back({a, r, i});
+        }
+        if (workers[i]->wait(std::chrono::seconds{30}) != std::optional<int>{0}) {
+            std::fprintf(stderr, "a worker failed\n");
+            return 1;
+        }
+    }
+    std::sort(sections.begin(), sections.end(), [](const auto& x, const auto& y) { return x.acquired < y.acquired; });
+    result_row handoff{"distlock: hand-off across " + std::to_string(processes) + " processes (release -> grant)"};
+    std::size_t changed = 0, overlaps = 0;
+    for (std::size_t i = 1; i < sections.size(); ++i) {
+        if (sections[i].acquired < sections[i - 1].released)
+            ++overlaps;
+        if (sections[i].process != sections[i - 1].process) {
+            ++changed;
+            handoff.us.push_back(static_cast<double>(sections[i].acquired - sections[i - 1].released) / 1000.0);
+        }
+    }
+    handoff.operations = handoff.us.size();
+    handoff.seconds = sections.empty() ? 0
+                                       : static_cast<double>(sections.back().released - sections.front().acquired) / 1e9;
+    const double changed_share = sections.size() > 1 ? static_cast<double>(changed) / (sections.size() - 1) : 0;
+    const double round_trips = rtt.pct(0.5) > 0 ? handoff.pct(0.5) / rtt.pct(0.5) : 0;
+    handoff.extra = ",\"changed_hands\":" + std::to_string(changed_share) + ",\"p50_round_trips\":" +
+                    std::to_string(round_trips) + ",\"overlaps\":" + std::to_string(overlaps);
+    print(handoff);
+    std::printf("  %zu critical sections, %.1f %% changed hands, hand-off p50 = %.2f round trips, %zu overlaps\n",
+                sections.size(), 100 * changed_share, round_trips, overlaps);
+    return overlaps == 0 ? 0 : 1;
+}
+
+} // namespace bench
