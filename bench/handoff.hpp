@@ -8,6 +8,12 @@
 #include "process.hpp"
 #include "report.hpp"
 
+#include <distlock/distlock.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +28,39 @@ namespace bench {
 inline std::int64_t now_ns()
 {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
+}
+
+/// A worker's body: `rounds` critical sections of 1 ms on "contended" through `store`,
+/// each printed as "held ACQUIRED_NS RELEASED_NS" once all are done.
+template <class Store>
+int handoff_worker(asio::io_context& io, Store& store, int rounds)
+{
+    using namespace std::chrono_literals;
+    int status = 1;
+    std::vector<std::pair<std::int64_t, std::int64_t>> held;
+    asio::co_spawn(io, [&]() -> distlock::awaitable<void> {
+        distlock::basic_distributed_mutex<Store, distlock::retry::exponential_backoff> m{
+            store, "contended", {}, distlock::retry::exponential_backoff{.deadline = 60s}};
+        for (int i = 0; i < rounds; ++i) {
+            auto l = co_await m.lock();
+            if (!l)
+                co_return;
+            const auto acquired = now_ns();
+            distlock::timer t{co_await asio::this_coro::executor, 1ms};
+            co_await t.async_wait(asio::use_awaitable);
+            const auto released = now_ns();
+            if (!co_await l->unlock())
+                co_return;
+            held.emplace_back(acquired, released);
+        }
+        status = 0;
+        co_await store.close();
+    }, asio::detached);
+    io.run_for(120s);
+    for (const auto& [a, r] : held)
+        std::printf("held %lld %lld\n", static_cast<long long>(a), static_cast<long long>(r));
+    std::fflush(stdout);
+    return status;
 }
 
 /// Runs `processes` workers (`worker_argv` each), prints the hand-off row with its

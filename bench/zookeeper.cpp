@@ -32,7 +32,6 @@ namespace zk = distlock::zookeeper;
 namespace proto = distlock::zookeeper::proto;
 using namespace std::chrono_literals;
 using bench::micros;
-using bench::now_ns;
 using bench::result_row;
 using bench::steady;
 
@@ -108,31 +107,7 @@ int worker(int argc, char** argv)
     const int rounds = std::atoi(argv[4]);
     asio::io_context io;
     zk::store store{io, cfg};
-    int status = 1;
-    std::vector<std::pair<std::int64_t, std::int64_t>> held;
-    asio::co_spawn(io, [&]() -> dl::awaitable<void> {
-        dl::basic_distributed_mutex<zk::store, dl::retry::exponential_backoff> m{
-            store, "contended", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-        for (int i = 0; i < rounds; ++i) {
-            auto l = co_await m.lock();
-            if (!l)
-                co_return;
-            const auto acquired = now_ns();
-            dl::timer t{co_await asio::this_coro::executor, 1ms};
-            co_await t.async_wait(asio::use_awaitable);
-            const auto released = now_ns();
-            if (!co_await l->unlock())
-                co_return;
-            held.emplace_back(acquired, released);
-        }
-        status = 0;
-        co_await store.close();
-    }, asio::detached);
-    io.run_for(120s);
-    for (const auto& [a, r] : held)
-        std::printf("held %lld %lld\n", static_cast<long long>(a), static_cast<long long>(r));
-    std::fflush(stdout);
-    return status;
+    return bench::handoff_worker(io, store, rounds);
 }
 
 } // namespace

@@ -80,6 +80,11 @@ struct etcd_clients {
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) { return !queue_of(test::shared_etcd(), prefix, resource).empty(); }
     std::size_t waiters(std::string_view resource) { return queue_of(test::shared_etcd(), prefix, resource).size(); }
+    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    {
+        return std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", "etcd-hold", std::to_string(test::shared_etcd().port()), prefix, resource});
+    }
     // Another client, with a session of its own, straight to the member.
     std::unique_ptr<backend> make_client() { return std::make_unique<backend>(io, test::shared_etcd().config(prefix)); }
     // As if the holder's session had expired: its lease is revoked on the server.
@@ -437,7 +442,7 @@ TEST_CASE("etcd: a blackholed holder hears of its loss at its own deadline, befo
 namespace {
 
 // etcd-hold PORT PREFIX RESOURCE: takes the lock, prints "locked FENCE", holds it
-// until killed.
+// until killed (the conformance suite's killed_holder).
 int hold_worker(const std::vector<std::string>& args)
 {
     if (args.size() != 3)
@@ -448,19 +453,7 @@ int hold_worker(const std::vector<std::string>& args)
     cfg.prefix = args[1];
     cfg.session_ttl = 3s;
     etcd::store store{io, cfg};
-    int status = 1;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        patient_mutex m{store, args[2], {}, dl::retry::exponential_backoff{.deadline = 30s}};
-        auto l = co_await m.lock();
-        if (!l)
-            co_return;
-        std::printf("locked %llu\n", static_cast<unsigned long long>(l->fence()));
-        std::fflush(stdout);
-        co_await l->lost();
-        status = 3;
-    }, asio::detached);
-    io.run();
-    return status;
+    return test::conformance::hold_until_lost(io, store, args[2]);
 }
 
 // etcd-increment PORT PREFIX ROUNDS PROCESSES: once PROCESSES workers are ready (each
@@ -539,31 +532,6 @@ const bool workers_registered =
     test::register_worker("etcd-hold", hold_worker) && test::register_worker("etcd-increment", increment_worker);
 
 } // namespace
-
-TEST_CASE("etcd: a SIGKILLed holder's lock is freed within its session TTL", "[etcd][process]")
-{
-    REQUIRE(workers_registered);
-    auto& server = test::shared_etcd();
-    const auto prefix = test::fresh_prefix("killed");
-    test::child holder{{test::self_path(), "--worker", "etcd-hold", std::to_string(server.port()), prefix, "r"}};
-    const auto line = holder.read_line(std::chrono::seconds{20});
-    REQUIRE(line);
-    REQUIRE(line->starts_with("locked "));
-    const dl::fence_token dead = std::stoull(line->substr(7));
-    holder.kill(SIGKILL);
-    REQUIRE(holder.wait());
-    CHECK_FALSE(queue_of(server, prefix, "r").empty()); // until its lease expires
-    asio::io_context io;
-    etcd::store s{io, server.config(prefix)};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        patient_mutex m{s, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
-        auto taken = co_await m.lock();
-        REQUIRE(taken);
-        CHECK(taken->fence() > dead);
-        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
-        co_await s.close();
-    });
-}
 
 TEST_CASE("etcd: processes incrementing one counter with fenced puts lose nothing; releases change hands",
           "[etcd][process]")

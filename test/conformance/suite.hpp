@@ -24,10 +24,14 @@
 #include "pending.hpp"
 
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 
 #include <algorithm>
 #include <concepts>
+#include <csignal>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -80,6 +84,35 @@ struct queues : std::bool_constant<requires(F& f) {
     { f.waiters(std::string_view{}) } -> std::convertible_to<std::size_t>;
 }> {};
 
+/// A fixture that can start a holder in a process of its own (a test::child, which
+/// the suite does not name: the in-process fixtures' tests do not link it): a worker
+/// that takes the lock on a resource, prints "locked FENCE" and holds it until killed
+/// (hold_until_lost() is its body).
+template <class F>
+struct kills_holders : std::bool_constant<requires(F& f) { f.holder_process(std::string{}); }> {};
+
+/// The body of a holder process: takes the lock on `resource` through `store`, prints
+/// "locked FENCE", and holds it until the lease is lost (exit status 3) or the process
+/// is killed.
+template <class Store>
+int hold_until_lost(asio::io_context& io, Store& store, const std::string& resource)
+{
+    int status = 1;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<Store, dl::retry::exponential_backoff> m{
+            store, resource, {}, dl::retry::exponential_backoff{.deadline = std::chrono::seconds{30}}};
+        auto l = co_await m.lock();
+        if (!l)
+            co_return;
+        std::printf("locked %llu\n", static_cast<unsigned long long>(l->fence()));
+        std::fflush(stdout);
+        co_await l->lost();
+        status = 3;
+    }, asio::detached);
+    io.run();
+    return status;
+}
+
 /// The fixtures among Fs for which Has<F> holds, as a std::tuple type.
 template <template <class> class Has, class... Fs>
 using having = decltype(std::tuple_cat(
@@ -128,6 +161,7 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
     using closing = test::conformance::having<test::conformance::closes, __VA_ARGS__>;                                 \
     using inspectable = test::conformance::having<test::conformance::inspectable, __VA_ARGS__>;                        \
     using queueing = test::conformance::having<test::conformance::queues, __VA_ARGS__>;                                \
+    using killing = test::conformance::having<test::conformance::kills_holders, __VA_ARGS__>;                          \
     }                                                                                                                  \
     DISTLOCK_CONFORMANCE_CASE(exclusion, "conformance: one holder at a time, fences grow across clients", TAG, all)    \
     {                                                                                                                  \
@@ -418,4 +452,26 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
         for (std::size_t i = 0; i < waiters; ++i)                                                                      \
             in_order[i] = i;                                                                                           \
         CHECK(served == in_order);                                                                                     \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(killed_holder, "conformance: a SIGKILLed holder's lock is freed with its session; the next fence is larger", TAG, killing) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        auto holder = f.holder_process("conf:killed");                                                                 \
+        const auto line = holder->read_line(std::chrono::seconds{20});                                                 \
+        REQUIRE(line);                                                                                                 \
+        REQUIRE(line->starts_with("locked "));                                                                         \
+        const dl::fence_token dead = std::stoull(line->substr(7));                                                     \
+        holder->kill(SIGKILL);                                                                                         \
+        REQUIRE(holder->wait());                                                                                       \
+        CHECK(f.held("conf:killed")); /* until its session ends on the server */                                       \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            dl::basic_distributed_mutex<typename TestType::backend, dl::retry::exponential_backoff> m{                 \
+                f.client(0), "conf:killed", {}, dl::retry::exponential_backoff{.deadline = 20s}};                      \
+            auto taken = co_await m.lock();                                                                            \
+            REQUIRE(taken);                                                                                            \
+            CHECK(taken->fence() > dead);                                                                              \
+            { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }                                                 \
+        });                                                                                                            \
     }

@@ -81,6 +81,12 @@ struct zookeeper_clients {
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) { return !queue_of(prefix, resource).empty(); }
     std::size_t waiters(std::string_view resource) { return queue_of(prefix, resource).size(); }
+    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    {
+        return std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", "zookeeper-hold", std::to_string(test::shared_zookeeper().port()), prefix,
+            resource});
+    }
     // Another client, with a session of its own, straight to the server.
     std::unique_ptr<backend> make_client()
     {
@@ -461,8 +467,8 @@ TEST_CASE("zookeeper: chroot: every node is under it", "[zookeeper]")
 
 namespace {
 
-// zookeeper-hold PORT PREFIX RESOURCE: takes the lock, prints "locked FENCE", holds it
-// until killed.
+// zookeeper-hold PORT PREFIX RESOURCE: takes the lock, prints "locked FENCE", holds
+// it until killed (the conformance suite's killed_holder).
 int hold_worker(const std::vector<std::string>& args)
 {
     if (args.size() != 3)
@@ -473,19 +479,7 @@ int hold_worker(const std::vector<std::string>& args)
     cfg.prefix = args[1];
     cfg.session_timeout = 2s;
     zk::store store{io, cfg};
-    int status = 1;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        patient_mutex m{store, args[2], {}, dl::retry::exponential_backoff{.deadline = 30s}};
-        auto l = co_await m.lock();
-        if (!l)
-            co_return;
-        std::printf("locked %llu\n", static_cast<unsigned long long>(l->fence()));
-        std::fflush(stdout);
-        co_await l->lost();
-        status = 3;
-    }, asio::detached);
-    io.run();
-    return status;
+    return test::conformance::hold_until_lost(io, store, args[2]);
 }
 
 // zookeeper-increment PORT PREFIX ROUNDS PROCESSES FILE: once PROCESSES workers are
@@ -607,31 +601,6 @@ const bool workers_registered = test::register_worker("zookeeper-hold", hold_wor
                                 test::register_worker("zookeeper-queue", queue_worker);
 
 } // namespace
-
-TEST_CASE("zookeeper: a SIGKILLed holder's lock is freed within its session timeout", "[zookeeper][process]")
-{
-    REQUIRE(workers_registered);
-    auto& server = test::shared_zookeeper();
-    const auto prefix = test::fresh_zk_prefix("killed");
-    test::child holder{{test::self_path(), "--worker", "zookeeper-hold", std::to_string(server.port()), prefix, "r"}};
-    const auto line = holder.read_line(std::chrono::seconds{20});
-    REQUIRE(line);
-    REQUIRE(line->starts_with("locked "));
-    const dl::fence_token dead = std::stoull(line->substr(7));
-    holder.kill(SIGKILL);
-    REQUIRE(holder.wait());
-    CHECK_FALSE(queue_of(prefix, "r").empty()); // until its session expires
-    asio::io_context io;
-    zk::store s{io, server.config(prefix)};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        patient_mutex m{s, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
-        auto taken = co_await m.lock();
-        REQUIRE(taken);
-        CHECK(taken->fence() > dead);
-        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
-        co_await s.close();
-    });
-}
 
 TEST_CASE("zookeeper: processes counting under the lock lose nothing; fences grow; releases change hands",
           "[zookeeper][process]")

@@ -72,30 +72,6 @@ inline std::optional<std::string> etcd_http(std::uint16_t port, const std::strin
 }
 
 /// A directory for a member's data, removed with its contents.
-class etcd_data_dir {
-public:
-    etcd_data_dir()
-    {
-        const std::filesystem::path base = std::filesystem::is_directory("/dev/shm")
-                                               ? std::filesystem::path{"/dev/shm"}
-                                               : std::filesystem::temp_directory_path();
-        std::string pattern = (base / "distlock-test-etcd-XXXXXX").string();
-        if (!::mkdtemp(pattern.data()))
-            throw std::runtime_error{"mkdtemp failed"};
-        path_ = pattern;
-    }
-    ~etcd_data_dir()
-    {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    const std::filesystem::path& path() const { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
-
-/// A server certificate and its key (PEM files).
 struct tls_files {
     std::string cert;
     std::string key;
@@ -243,7 +219,7 @@ public:
 
 private:
     struct member {
-        etcd_data_dir dir;
+        temp_dir dir{true};
         std::uint16_t client_port = free_port();
         std::uint16_t peer_port = free_port();
         std::uint16_t tls_port = free_port();

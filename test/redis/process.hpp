@@ -61,12 +61,16 @@ inline bool port_accepts(std::uint16_t port)
     return ok;
 }
 
-/// A temporary directory, removed with its contents.
+/// A temporary directory, removed with its contents. In memory (/dev/shm, when there
+/// is one) if asked: servers that fsync every write (etcd, ZooKeeper) are slow on a
+/// shared machine's disk.
 class temp_dir {
 public:
-    temp_dir()
+    explicit temp_dir(bool in_memory = false)
     {
-        std::string pattern = (std::filesystem::temp_directory_path() / "distlock-test-XXXXXX").string();
+        const bool shm = in_memory && std::filesystem::is_directory("/dev/shm");
+        const auto base = shm ? std::filesystem::path{"/dev/shm"} : std::filesystem::temp_directory_path();
+        std::string pattern = (base / "distlock-test-XXXXXX").string();
         if (!::mkdtemp(pattern.data()))
             throw std::runtime_error{"mkdtemp failed"};
         path_ = pattern;

@@ -308,7 +308,7 @@ public:
 
 private:
     struct server {
-        temp_dir dir;
+        temp_dir dir{true};
         std::uint16_t client_port = free_port();
         std::uint16_t quorum_port = free_port();
         std::uint16_t election_port = free_port();

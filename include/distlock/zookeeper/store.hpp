@@ -228,20 +228,29 @@ private:
         return ec;
     }
 
-    // Where the waiter named `name` (fence `czxid`) stands in `children`.
-    static result<queue_place> placed(session& s, const std::string& parent, const std::vector<std::string>& children,
-                                      const std::string& owner_hex, const session::made_node& mine)
+    // Where this call's node `mine` stands in `children` (remembered at `prefix_path`).
+    static result<queue_place> placed(session& s, const std::string& parent, const std::string& prefix_path,
+                                      const std::vector<std::string>& children, const std::string& owner_hex,
+                                      session::made_node mine)
     {
         const auto st = detail::stand(children, owner_hex, mine.name);
         if (!st.found)
             return distlock::errc::not_owner; // gone meanwhile: the caller makes it again
-        if (st.first) {
-            s.granted(mine.czxid, mine.session, parent + "/" + mine.name);
-            return queue_place{static_cast<fence_token>(mine.czxid), true, std::nullopt};
-        }
+        if (st.first)
+            return first_place(s, parent, mine);
         s.remember_predecessor(parent, st.predecessor_sequence, st.predecessor);
+        mine.predecessor = st.predecessor_sequence;
+        mine.predecessor_held = st.predecessor == st.holder;
+        mine.promoted = false;
+        s.remember(prefix_path, mine);
         return queue_place{static_cast<fence_token>(mine.czxid), false,
                            static_cast<fence_token>(st.predecessor_sequence)};
+    }
+
+    static queue_place first_place(session& s, const std::string& parent, const session::made_node& mine)
+    {
+        s.granted(mine.czxid, mine.session, parent + "/" + mine.name);
+        return queue_place{static_cast<fence_token>(mine.czxid), true, std::nullopt};
     }
 
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s, std::string root, std::string parent,
@@ -252,6 +261,9 @@ private:
             const auto known = s->made(prefix_path);
             const auto sid = s->id();
             if (known && known->czxid != 0 && known->session == sid && sid != 0) {
+                // The holder just before it is gone (its watch said so): it holds the lock.
+                if (known->promoted)
+                    co_return first_place(*s, parent, *known);
                 // This call's node, made under this session (it tries again after a
                 // wake-up): one read says where it stands.
                 auto got = co_await send(s, diag, children_of(*s, parent));
@@ -262,7 +274,7 @@ private:
                     const auto children = proto::parse_get_children2(r.body);
                     if (!children)
                         co_return distlock::errc::protocol_error;
-                    auto place = placed(*s, parent, children->names, owner_hex, *known);
+                    auto place = placed(*s, parent, prefix_path, children->names, owner_hex, *known);
                     if (place || place.error() != condition::not_owner)
                         co_return place;
                 } else if (r.err != static_cast<int>(errc::no_node)) {
@@ -314,7 +326,7 @@ private:
             const auto children = proto::parse_get_children2(children_reply.body);
             if (!children)
                 co_return distlock::errc::protocol_error;
-            auto place = placed(*s, parent, children->names, owner_hex, mine);
+            auto place = placed(*s, parent, prefix_path, children->names, owner_hex, mine);
             if (place || place.error() != condition::not_owner)
                 co_return place;
             s->forget(prefix_path);
@@ -432,11 +444,14 @@ private:
                 const auto& r = got.value().front();
                 if (r.err == static_cast<int>(errc::no_node)) {
                     s->remove_watch(path, w);
+                    s->predecessor_deleted(parent, seq);
                     co_return true;
                 }
                 if (r.err == 0) {
                     const bool woke = co_await w->wake.wait(until);
                     s->remove_watch(path, w);
+                    if (w->deleted)
+                        s->predecessor_deleted(parent, seq);
                     co_return woke || w->fired;
                 }
             }

@@ -170,6 +170,12 @@ public:
         std::string name;
         std::int64_t czxid = 0;
         std::int64_t session = 0;
+        /// The node it waits for (when not first), and whether that one held the lock
+        /// then: its deletion, seen by the watch, makes this node the lowest (sequences
+        /// only grow, so no node can come before it), with no read to confirm it.
+        std::int64_t predecessor = 0;
+        bool predecessor_held = false;
+        bool promoted = false;
     };
 
     void remember(const std::string& prefix_path, made_node n)
@@ -187,6 +193,18 @@ public:
             return std::nullopt;
         return it->second;
     }
+    /// The node `seq` under `parent` is deleted: the waiter whose predecessor held the
+    /// lock holds it now.
+    void predecessor_deleted(const std::string& parent, std::int64_t seq)
+    {
+        std::lock_guard lock{mutex_};
+        const auto under = parent + "/";
+        for (auto it = made_.lower_bound(under); it != made_.end() && it->first.starts_with(under); ++it)
+            if (it->second.czxid != 0 && it->second.session == id_ && it->second.predecessor == seq &&
+                it->second.predecessor_held)
+                it->second.promoted = true;
+    }
+
     void forget(const std::string& prefix_path)
     {
         std::lock_guard lock{mutex_};
@@ -265,6 +283,7 @@ public:
         explicit watch(asio::any_io_executor ex) : wake{std::move(ex)} {}
         distlock::detail::wakeup wake;
         std::atomic<bool> fired{false};
+        std::atomic<bool> deleted{false}; ///< fired by the node's deletion (not a session's end)
     };
 
     std::shared_ptr<watch> add_watch(const std::string& path, asio::any_io_executor ex)
@@ -566,7 +585,9 @@ private:
             woken.swap(it->second);
             watches_.erase(it);
         }
+        const bool deleted = e->type == proto::event::deleted;
         for (auto& w : woken) {
+            w->deleted = deleted;
             w->fired = true;
             w->wake.signal();
         }
