@@ -3,7 +3,9 @@
 // stores (distlock/distlock.hpp, distlock/memory.hpp); the network stores
 // stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,
 // distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL
-// for TLS), distlock/zookeeper.hpp OpenSSL (the shared transport's TLS).
+// for TLS), distlock/zookeeper.hpp OpenSSL (the shared transport's TLS). Each
+// network store has a CMake target (distlock::redis, ::dynamodb, ::postgres,
+// ::etcd, ::zookeeper) that links what it needs.
 #pragma once
 #ifndef DISTLOCK_SINGLE_INCLUDE_HPP
 #define DISTLOCK_SINGLE_INCLUDE_HPP
