@@ -55,27 +55,9 @@ struct etcd_clients {
     {
         for (auto& c : clients)
             c = std::make_unique<backend>(io, test::shared_etcd().config_through(net.port(), prefix));
-        // Each client's session is opened (a lock taken and released) so that a test's
-        // next request is its own.
-        test::run(io, [&]() -> asio::awaitable<void> {
-            for (auto& c : clients) {
-                dl::basic_distributed_mutex<backend, dl::retry::none> m{*c, "conf:warm-up"};
-                dl::diagnostics diag;
-                auto l = co_await m.lock(diag);
-                INFO(diag.to_string());
-                REQUIRE(l);
-                { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
-            }
-        });
+        test::conformance::warm_up(io, clients);
     }
-    ~etcd_clients()
-    {
-        io.restart();
-        test::run(io, [&]() -> asio::awaitable<void> {
-            for (auto& c : clients)
-                co_await c->close();
-        });
-    }
+    ~etcd_clients() { test::conformance::close_all(io, clients); }
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) { return !queue_of(test::shared_etcd(), prefix, resource).empty(); }

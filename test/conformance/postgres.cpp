@@ -104,16 +104,7 @@ struct postgres_clients {
     {
         for (auto& c : clients)
             c = std::make_unique<backend>(io, test::shared_cluster().config(table, net.port()));
-        test::run(io, [&]() -> asio::awaitable<void> {
-            for (auto& c : clients) {
-                dl::basic_distributed_mutex<backend, dl::retry::none> m{*c, "conf:warm-up", {.ttl = 10s}};
-                dl::diagnostics diag;
-                auto l = co_await m.lock(diag);
-                INFO(diag.to_string());
-                REQUIRE(l);
-                { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
-            }
-        });
+        test::conformance::warm_up(io, clients);
     }
 
     backend& client(std::size_t i) { return *clients[i]; }

@@ -43,20 +43,6 @@ dl::redis::config via(const test::redis_server& server, const fault::proxy& net)
     return c;
 }
 
-// Connects each store and loads its scripts, so that the next request of a test is
-// its lock script itself (a lost reply is then the lock's, not a handshake's).
-void warm_up(asio::io_context& io, std::span<const std::unique_ptr<dl::redis::store>> stores)
-{
-    test::run(io, [&]() -> asio::awaitable<void> {
-        for (const auto& s : stores) {
-            dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{*s, "conf:warm-up", {.ttl = 10s}};
-            auto l = co_await m.lock();
-            REQUIRE(l);
-            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
-        }
-    });
-}
-
 // The next reply from `net`'s server is dropped and its connection closed: the
 // request was applied, its client cannot know.
 void lose_next_reply(fault::proxy& net)
@@ -76,7 +62,9 @@ struct redis_single {
                                                              std::make_unique<dl::redis::store>(io, via(server, net)),
                                                              std::make_unique<dl::redis::store>(io, via(server, net))};
 
-    redis_single() { warm_up(io, clients); }
+    // Connects each store and loads its scripts: the next request of a test is its lock
+    // script itself.
+    redis_single() { test::conformance::warm_up(io, clients); }
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) const { return holds(server, resource); }
@@ -109,7 +97,7 @@ struct redis_quorum {
             }
             quorums.push_back(std::make_unique<backend>(std::span<dl::redis::store* const>{nodes}));
         }
-        warm_up(io, stores);
+        test::conformance::warm_up(io, stores);
     }
 
     backend& client(std::size_t i) { return *quorums[i]; }

@@ -113,6 +113,37 @@ int hold_until_lost(asio::io_context& io, Store& store, const std::string& resou
     return status;
 }
 
+/// Opens each client's connections and session with a lock taken and released, so
+/// that a test's next request is its own (a lost reply is then the test's, not a
+/// handshake's).
+template <class Clients>
+void warm_up(asio::io_context& io, Clients& clients)
+{
+    test::run(io, [&]() -> asio::awaitable<void> {
+        for (auto& c : clients) {
+            using backend = std::remove_reference_t<decltype(*c)>;
+            dl::basic_distributed_mutex<backend, dl::retry::none> m{*c, "conf:warm-up",
+                                                                   {.ttl = std::chrono::seconds{10}}};
+            dl::diagnostics diag;
+            auto l = co_await m.lock(diag);
+            INFO(diag.to_string());
+            REQUIRE(l);
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+    });
+}
+
+/// Closes every client after a test (their releases finish, their sessions end).
+template <class Clients>
+void close_all(asio::io_context& io, Clients& clients)
+{
+    io.restart();
+    test::run(io, [&]() -> asio::awaitable<void> {
+        for (auto& c : clients)
+            co_await c->close();
+    });
+}
+
 /// The fixtures among Fs for which Has<F> holds, as a std::tuple type.
 template <template <class> class Has, class... Fs>
 using having = decltype(std::tuple_cat(

@@ -50,26 +50,11 @@ struct zookeeper_clients {
     {
         for (auto& c : clients)
             c = std::make_unique<backend>(io, test::shared_zookeeper().config_through(net.port(), prefix));
-        // Each client's session is opened (a lock taken and released) so that a test's
-        // next request is its own.
-        test::run(io, [&]() -> asio::awaitable<void> {
-            for (auto& c : clients) {
-                dl::basic_distributed_mutex<backend, dl::retry::none> m{*c, "conf:warm-up"};
-                dl::diagnostics diag;
-                auto l = co_await m.lock(diag);
-                INFO(diag.to_string());
-                REQUIRE(l);
-                { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
-            }
-        });
+        test::conformance::warm_up(io, clients);
     }
     ~zookeeper_clients()
     {
-        io.restart();
-        test::run(io, [&]() -> asio::awaitable<void> {
-            for (auto& c : clients)
-                co_await c->close();
-        });
+        test::conformance::close_all(io, clients);
         // No waiter node is left behind by any test.
         test::zk_client c{test::shared_zookeeper().port()};
         for (const auto& resource : c.children(prefix).value_or(std::vector<std::string>{})) {
