@@ -275,6 +275,64 @@ TEST_CASE("zookeeper: the node layout: one ephemeral sequential node per waiter,
     });
 }
 
+TEST_CASE("zookeeper: a waiter that comes to hold the lock marks its node, so the one behind it is told that "
+          "it waits for the holder",
+          "[zookeeper]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("mark");
+    asio::io_context io;
+    zk::store a{io, server.config(prefix)}, b{io, server.config(prefix)}, c{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<zk::store> ma{a, "r"};
+        patient_mutex mb{b, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        patient_mutex mc{c, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        test::zk_client zc{server.port()};
+        const auto parent = zk::detail::resource_node(prefix, "r");
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        auto second = test::start(co_await asio::this_coro::executor, mb.lock());
+        (void)co_await test::eventually("two nodes", [&] { return queue_of(prefix, "r").size() == 2; },
+                                        test::conformance::long_enough());
+        auto third = test::start(co_await asio::this_coro::executor, mc.lock());
+        (void)co_await test::eventually("three nodes", [&] { return queue_of(prefix, "r").size() == 3; },
+                                        test::conformance::long_enough());
+        const auto nodes = queue_of(prefix, "r");
+        REQUIRE(nodes.size() == 3);
+        // Taken at the first try: whoever queues later sees it as the holder, no mark.
+        const auto s0 = zc.stat(parent + "/" + nodes[0]);
+        REQUIRE(s0);
+        CHECK(s0->data_length == 0);
+        // b queued behind a waiter-free holder; c behind b while b still waited.
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); }
+        REQUIRE(second.get());
+        const auto mark_of = [&](const std::string& name) {
+            const auto st = zc.stat(parent + "/" + name);
+            return st ? st->data_length : -1;
+        };
+        // b held the lock after waiting: it marks its node for c.
+        (void)co_await test::eventually("b's mark", [&] { return mark_of(nodes[1]) == 4; },
+                                        test::conformance::long_enough());
+        CHECK_FALSE(third.ready());
+        { const auto ok_ = co_await second.get()->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await third.wait(); REQUIRE(came_); }
+        auto& got = third.get();
+        REQUIRE(got);
+        const auto s2 = zc.stat(parent + "/" + nodes[2]);
+        REQUIRE(s2);
+        CHECK(got->fence() == static_cast<dl::fence_token>(s2->czxid));
+        CHECK(got->fence() > second.get()->fence());
+        (void)co_await test::eventually("c's mark", [&] { return mark_of(nodes[2]) == 4; },
+                                        test::conformance::long_enough());
+        { const auto ok_ = co_await got->unlock(); CHECK(ok_); }
+        CHECK(queue_of(prefix, "r").empty());
+        co_await a.close();
+        co_await b.close();
+        co_await c.close();
+    });
+}
+
 TEST_CASE("zookeeper: a create whose reply was lost is found again, never a second node", "[zookeeper][fault]")
 {
     auto& server = test::shared_zookeeper();

@@ -122,7 +122,7 @@ public:
     {
         if (auto ec = validate_resource(resource))
             return failed<queue_place>(ec);
-        return enqueued(session_, settings().root(), detail::resource_node(settings().root(), resource),
+        return enqueued(session_, life_, settings().root(), detail::resource_node(settings().root(), resource),
                         owner.to_hex(), acl(), diag);
     }
 
@@ -213,6 +213,11 @@ private:
         const auto x = s.next_xid();
         return {x, proto::encode_delete(x, path)};
     }
+    static request mark(session& s, const std::string& path)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_set_data(x, path, holder_mark)};
+    }
     static request exists(session& s, const std::string& path, bool watch)
     {
         const auto x = s.next_xid();
@@ -253,8 +258,10 @@ private:
         return queue_place{static_cast<fence_token>(mine.czxid), true, std::nullopt};
     }
 
-    static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s, std::string root, std::string parent,
-                                                   std::string owner_hex, proto::acl a, diagnostics* diag)
+    static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s,
+                                                   std::shared_ptr<distlock::detail::lifetime> life, std::string root,
+                                                   std::string parent, std::string owner_hex, proto::acl a,
+                                                   diagnostics* diag)
     {
         const auto prefix_path = parent + "/" + owner_hex + "-";
         for (int round = 0; round < 4; ++round) {
@@ -262,8 +269,10 @@ private:
             const auto sid = s->id();
             if (known && known->czxid != 0 && known->session == sid && sid != 0) {
                 // The holder just before it is gone (its watch said so): it holds the lock.
-                if (known->promoted)
+                if (known->promoted) {
+                    life->spawn(marked(s, parent + "/" + known->name));
                     co_return first_place(*s, parent, *known);
+                }
                 // This call's node, made under this session (it tries again after a
                 // wake-up): one read says where it stands.
                 auto got = co_await send(s, diag, children_of(*s, parent));
@@ -275,6 +284,8 @@ private:
                     if (!children)
                         co_return distlock::errc::protocol_error;
                     auto place = placed(*s, parent, prefix_path, children->names, owner_hex, *known);
+                    if (place && place.value().first)
+                        life->spawn(marked(s, parent + "/" + known->name));
                     if (place || place.error() != condition::not_owner)
                         co_return place;
                 } else if (r.err != static_cast<int>(errc::no_node)) {
@@ -332,6 +343,17 @@ private:
             s->forget(prefix_path);
         }
         co_return distlock::errc::session_lost;
+    }
+
+    // A waiter that came to hold the lock marks its node (sets its data): its successor
+    // queued while it still waited, so it saw a waiter before it, and would otherwise
+    // have to read the queue again when the node goes. The mark's data-changed event (or
+    // the mark seen by the successor's exists) tells it that the node before it holds
+    // the lock, so its deletion alone promotes the successor. Background work: the
+    // grant does not wait for it, and a mark that fails costs only that read.
+    static awaitable<void> marked(std::shared_ptr<session> s, std::string path)
+    {
+        (void)co_await send(s, nullptr, mark(*s, path));
     }
 
     // This call's node among the children, if it is there and of the current session;
@@ -448,8 +470,14 @@ private:
                     co_return true;
                 }
                 if (r.err == 0) {
+                    if (const auto st = proto::parse_stat(r.body); st && st->data_length > 0)
+                        s->predecessor_marked(parent, seq);
                     const bool woke = co_await w->wake.wait(until);
                     s->remove_watch(path, w);
+                    if (w->changed) { // the predecessor's mark: watch on for its deletion
+                        s->predecessor_marked(parent, seq);
+                        continue;
+                    }
                     if (w->deleted)
                         s->predecessor_deleted(parent, seq);
                     co_return woke || w->fired;
@@ -566,6 +594,9 @@ private:
         info.version = info.fence;
         co_return info;
     }
+
+    /// The data a holder's mark sets on its node.
+    static constexpr std::string_view holder_mark = "held";
 
     executor_type ex_;
     std::shared_ptr<session> session_;

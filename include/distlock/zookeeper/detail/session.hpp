@@ -205,6 +205,17 @@ public:
                 it->second.promoted = true;
     }
 
+    /// The node `seq` under `parent` holds the lock (it carries its holder's mark): the
+    /// waiter just after it is promoted when it goes, with no read to confirm it.
+    void predecessor_marked(const std::string& parent, std::int64_t seq)
+    {
+        std::lock_guard lock{mutex_};
+        const auto under = parent + "/";
+        for (auto it = made_.lower_bound(under); it != made_.end() && it->first.starts_with(under); ++it)
+            if (it->second.czxid != 0 && it->second.session == id_ && it->second.predecessor == seq)
+                it->second.predecessor_held = true;
+    }
+
     void forget(const std::string& prefix_path)
     {
         std::lock_guard lock{mutex_};
@@ -284,6 +295,7 @@ public:
         distlock::detail::wakeup wake;
         std::atomic<bool> fired{false};
         std::atomic<bool> deleted{false}; ///< fired by the node's deletion (not a session's end)
+        std::atomic<bool> changed{false}; ///< fired by a change of the node's data (its holder's mark)
     };
 
     std::shared_ptr<watch> add_watch(const std::string& path, asio::any_io_executor ex)
@@ -586,8 +598,10 @@ private:
             watches_.erase(it);
         }
         const bool deleted = e->type == proto::event::deleted;
+        const bool changed = e->type == proto::event::data_changed;
         for (auto& w : woken) {
             w->deleted = deleted;
+            w->changed = changed;
             w->fired = true;
             w->wake.signal();
         }

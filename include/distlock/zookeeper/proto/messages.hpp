@@ -23,6 +23,7 @@ enum class op : std::int32_t {
     create = 1,
     remove = 2, ///< "delete"
     exists = 3,
+    set_data = 5,
     get_children = 8,
     ping = 11,
     get_children2 = 12,
@@ -181,6 +182,15 @@ inline std::string encode_delete(std::int32_t x, std::string_view path, std::int
 {
     auto w = header(x, op::remove);
     w.bytes(path).i32(version);
+    return frame(w.data());
+}
+
+/// setData: `data` replaces the node's; the answer is its Stat. Version -1: any.
+inline std::string encode_set_data(std::int32_t x, std::string_view path, std::string_view data,
+                                   std::int32_t version = -1)
+{
+    auto w = header(x, op::set_data);
+    w.bytes(path).bytes(data).i32(version);
     return frame(w.data());
 }
 
