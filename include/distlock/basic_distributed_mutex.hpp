@@ -282,8 +282,15 @@ private:
         const detail::observer_ref observe{observer_};
         auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
         using claim_type = decltype(claim);
+        // What the retry policy is asked about. Its number counts failed attempts; the
+        // try made at once after subscribing to release notifications (which closes
+        // the window between the first failure and the subscription) belongs to the
+        // first attempt, so the policy's first next_delay() sees 1, not 2. `sent`
+        // counts every try, for the observer.
         attempt history;
+        std::size_t sent = 0;
         bool listened_before_try = false;
+        bool confirming = false; // this try is the one made at once after subscribing
         result<lease> r{make_error_code(errc::cancelled)};
 
         // Coroutines of this process already waiting for this resource go first (unless
@@ -309,24 +316,27 @@ private:
                 // A lease's validity counts from before its attempt was sent: the first
                 // attempt straight after lock() began may count from that (one clock
                 // reading less on the uncontended path).
-                const auto t0 = history.number == 0 && !place.joined() ? start : clock::now();
+                const auto t0 = sent == 0 && !place.joined() ? start : clock::now();
                 std::optional<result<answer>> got;
                 if (const auto bound = attempt_bound(store, deadline))
                     got = co_await within(claim.attempt(), bound);
                 else // no within(): a frame less on the uncontended path
                     got.emplace(co_await claim.attempt());
                 const auto t1 = clock::now();
-                ++history.number;
+                ++sent;
+                if (!confirming)
+                    ++history.number;
+                confirming = false;
                 if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
-                    observe(attempt_event{resource_, history.number, t1 - t0, make_error_code(errc::timeout), 0});
-                    r = give_up(history.number > 1 ? history.error : make_error_code(errc::contended), cs);
+                    observe(attempt_event{resource_, sent, t1 - t0, make_error_code(errc::timeout), 0});
+                    r = give_up(sent > 1 ? history.error : make_error_code(errc::contended), cs);
                     break;
                 }
                 const result<answer>& a = *got;
                 std::error_code failure;
                 if (a && a.value().is_granted()) {
                     const auto fence = a.value().fence();
-                    observe(attempt_event{resource_, history.number, t1 - t0, std::error_code{}, fence});
+                    observe(attempt_event{resource_, sent, t1 - t0, std::error_code{}, fence});
                     const auto valid_until = t0 + options_.ttl - options_.drift();
                     if (is_cancelled(cs)) {
                         co_await give_back(claim.hold());
@@ -342,7 +352,7 @@ private:
                     }
                 } else {
                     failure = a ? make_error_code(errc::contended) : a.error();
-                    observe(attempt_event{resource_, history.number, t1 - t0, failure, 0});
+                    observe(attempt_event{resource_, sent, t1 - t0, failure, 0});
                     history.held_until = a ? a.value().not_before() : std::nullopt;
                     if (is_cancelled(cs)) {
                         r = errc::cancelled;
@@ -383,6 +393,7 @@ private:
                     }
                     if (*began && !listened_before_try) {
                         listened_before_try = true;
+                        confirming = true;
                         continue;
                     }
                 }

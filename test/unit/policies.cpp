@@ -162,6 +162,49 @@ TEST_CASE("a custom retry policy drives lock()", "[policy][retry]")
     });
 }
 
+namespace {
+// Records the attempt numbers it is asked about; gives up at the fourth.
+struct counting_retry {
+    using policy_kind = dl::retry_policy_tag;
+    std::shared_ptr<std::vector<std::size_t>> asked = std::make_shared<std::vector<std::size_t>>();
+    std::optional<dl::duration> next_delay(const dl::attempt& a) const
+    {
+        asked->push_back(a.number);
+        return a.number < 4 ? std::optional{10ms} : std::nullopt;
+    }
+};
+} // namespace
+
+TEST_CASE("a retry policy's first next_delay sees attempt 1: the try after subscribing is not counted apart",
+          "[policy][retry]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    recorder rec;
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::memory::store> holder{store, "r", {.ttl = 60s}};
+        auto held = co_await holder.lock();
+        REQUIRE(held);
+        counting_retry policy;
+        dl::basic_distributed_mutex<dl::memory::store, counting_retry, dl::observe::callback> waiter{
+            store, "r", {.ttl = 60s}, policy, rec.observer()};
+        auto waiting = test::start(co_await asio::this_coro::executor, waiter.lock());
+        co_await eventually("the waiter gives up", [&] { return waiting.ready(); },
+                            {.max = 1000, .each = 10ms, .clock = &clock});
+        REQUIRE_FALSE(waiting.get());
+        CHECK(waiting.get().error() == dl::errc::contended);
+        CHECK(*policy.asked == std::vector<std::size_t>{1, 2, 3, 4});
+        // The observer sees every try: the first, the one after subscribing, then one
+        // after each of the three delays.
+        const auto attempts = rec.of<dl::attempt_event>();
+        REQUIRE(attempts.size() == 5);
+        for (std::size_t i = 0; i < attempts.size(); ++i)
+            CHECK(attempts[i].number == i + 1);
+        CHECK(rec.of<dl::wait_event>().size() == 3);
+    });
+}
+
 TEST_CASE("the conditional-write acquisition policy takes versioned locks", "[policy][acquire]")
 {
     asio::io_context io;

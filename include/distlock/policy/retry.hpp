@@ -21,7 +21,9 @@ struct retry_policy_tag {};
 
 /// What a retry policy knows when asked for the next delay.
 struct attempt {
-    std::size_t number = 0;      ///< Failed attempts so far (1 after the first failure).
+    /// Failed attempts so far: 1 at the first next_delay(). The try lock() makes at once
+    /// after subscribing to release notifications belongs to the first attempt.
+    std::size_t number = 0;
     duration elapsed{};          ///< Since lock() started.
     duration previous_delay{};   ///< The delay chosen last time (zero before the first).
     std::error_code error;       ///< Why the last attempt failed.
