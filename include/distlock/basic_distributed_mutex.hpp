@@ -2,6 +2,7 @@
 // from policies.
 #pragma once
 
+#include <distlock/detail/config.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/lease_state.hpp>
@@ -38,6 +39,11 @@ template <class B>
 struct is_quorum : std::false_type {};
 template <class S>
 struct is_quorum<distlock::quorum<S>> : std::true_type {};
+
+template <class P>
+struct is_quorum_policy : std::false_type {};
+template <class Inner>
+struct is_quorum_policy<acquire::quorum<Inner>> : std::true_type {};
 
 // A store may say how long any operation can take before it completes it itself
 // (its request timeout); an attempt that surely ends before the deadline needs no
@@ -85,16 +91,20 @@ using default_acquire_policy = typename detail::default_acquire<Backend>::type;
 template <store Backend, class... Policies>
 class basic_distributed_mutex {
     static_assert((detail::has_policy_kind<Policies> && ...),
-                  "every policy must name its kind: using policy_kind = distlock::..._policy_tag");
+                  "every policy must name its kind with one of: using policy_kind = "
+                  "distlock::acquire_policy_tag, distlock::retry_policy_tag, distlock::renew_policy_tag, "
+                  "distlock::order_policy_tag or distlock::observer_policy_tag (docs/policies.md)");
     static_assert(detail::count_kind<acquire_policy_tag, Policies...> <= 1, "at most one acquisition policy");
     static_assert(detail::count_kind<retry_policy_tag, Policies...> <= 1, "at most one retry policy");
     static_assert(detail::count_kind<renew_policy_tag, Policies...> <= 1, "at most one renewal policy");
     static_assert(detail::count_kind<order_policy_tag, Policies...> <= 1, "at most one ordering policy");
     static_assert(detail::count_kind<observer_policy_tag, Policies...> <= 1, "at most one observer");
-    static_assert(((detail::is_kind<acquire_policy_tag, Policies> || detail::is_kind<retry_policy_tag, Policies> ||
-                    detail::is_kind<renew_policy_tag, Policies> || detail::is_kind<order_policy_tag, Policies> ||
-                    detail::is_kind<observer_policy_tag, Policies>) && ...),
-                  "unknown policy kind");
+    static_assert(((!detail::has_policy_kind<Policies> || detail::is_kind<acquire_policy_tag, Policies> ||
+                    detail::is_kind<retry_policy_tag, Policies> || detail::is_kind<renew_policy_tag, Policies> ||
+                    detail::is_kind<order_policy_tag, Policies> || detail::is_kind<observer_policy_tag, Policies>) &&
+                   ...),
+                  "unknown policy kind: policy_kind must be one of distlock::acquire_policy_tag, retry_policy_tag, "
+                  "renew_policy_tag, order_policy_tag, observer_policy_tag");
 
 public:
     using backend_type = Backend;
@@ -104,7 +114,15 @@ public:
     using order_policy_type = detail::select_policy_t<order_policy_tag, order::by_resource_id, Policies...>;
     using observer_type = detail::select_policy_t<observer_policy_tag, observe::none, Policies...>;
 
-    static_assert(acquire_policy_for<acquire_policy, Backend>,
+    static_assert(!detail::is_quorum_policy<acquire_policy>::value || detail::is_quorum<Backend>::value,
+                  "acquire::quorum (Redlock) needs a quorum backend: use basic_distributed_mutex<"
+                  "distlock::quorum<Store>, ...> over several stores, not a single store");
+    static_assert(acquire_policy_for<acquire_policy, Backend> || detail::is_quorum_policy<acquire_policy>::value ||
+                      !detail::is_quorum<Backend>::value,
+                  "a distlock::quorum<Store> backend takes the quorum acquisition (acquire::quorum<...>), "
+                  "the default when none is named; this policy locks a single store");
+    static_assert(detail::is_quorum_policy<acquire_policy>::value != detail::is_quorum<Backend>::value ||
+                      acquire_policy_for<acquire_policy, Backend>,
                   "this acquisition policy cannot drive this backend: the store lacks a primitive it needs "
                   "(see the unsatisfied requirement below)");
     static_assert(retry_policy<retry_policy_type>, "the retry policy does not satisfy distlock::retry_policy");
@@ -232,7 +250,8 @@ private:
         else if constexpr (std::is_same_v<T, observer_type>)
             observer_ = std::forward<P>(p);
         else
-            static_assert(sizeof(T) == 0, "this argument is none of the mutex's policy types");
+            static_assert(sizeof(T) == 0, "this argument is none of the mutex's policy types: add its type to "
+                                          "the mutex's policy list, basic_distributed_mutex<Store, ..., ThatPolicy>");
     }
 
     static bool is_cancelled(const asio::cancellation_state& cs)

@@ -1,6 +1,7 @@
 // distlock/blocking.hpp: distlock for code that is not coroutine-based.
 #pragma once
 
+#include <distlock/detail/config.hpp>
 #include <distlock/error.hpp>
 #include <distlock/lease.hpp>
 #include <distlock/options.hpp>
@@ -10,6 +11,8 @@
 #include <asio/io_context.hpp>
 #include <asio/use_future.hpp>
 
+#include <map>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -43,6 +46,13 @@ private:
 /// operations run on an io_thread. lock() blocks until acquired and throws
 /// std::system_error on failure; try_lock() returns false when the lock is held
 /// elsewhere. Must not be called from the io_thread itself.
+///
+/// \par Thread safety
+/// Shared between threads as a std::mutex is: each thread's lock() takes a lease of
+/// its own (the threads exclude each other through the store, as separate processes
+/// would), and unlock() releases the calling thread's lease. A thread that locks
+/// again before unlocking gets std::errc::resource_deadlock_would_occur, never a
+/// second lease; unlock() by a thread that holds nothing does nothing.
 template <class Mutex>
 class blocking {
 public:
@@ -54,51 +64,82 @@ public:
 
     void lock()
     {
-        check_thread();
-        lease_ = get(asio::co_spawn(thread_.get_executor(), mutex_.lock(), asio::use_future).get());
+        auto& s = enter();
+        s.held = get(asio::co_spawn(thread_.get_executor(), mutex_.lock(), asio::use_future).get());
     }
 
     bool try_lock()
     {
-        check_thread();
+        auto& s = enter();
         auto r = asio::co_spawn(thread_.get_executor(), mutex_.try_lock(), asio::use_future).get();
         if (!r && r.error() == errc::contended)
             return false;
-        lease_ = get(std::move(r));
+        s.held = get(std::move(r));
         return true;
     }
 
-    /// Releases the lease; never throws (it runs in destructors). The outcome is kept
-    /// in last_unlock_error(): errc::lease_lost means the lease did not stay valid
-    /// throughout the critical section.
+    /// Releases the calling thread's lease; never throws (it runs in destructors). The
+    /// outcome is kept in last_unlock_error(): errc::lease_lost means the lease did not
+    /// stay valid throughout the critical section.
     void unlock() noexcept
     {
-        if (!lease_)
+        auto* s = find();
+        if (!s || !s->held)
             return;
         try {
-            auto r = asio::co_spawn(thread_.get_executor(), lease_.unlock(), asio::use_future).get();
-            last_unlock_error_ = r ? std::error_code{} : r.error();
+            auto r = asio::co_spawn(thread_.get_executor(), s->held.unlock(), asio::use_future).get();
+            s->last_unlock_error = r ? std::error_code{} : r.error();
         } catch (...) {
-            last_unlock_error_ = make_error_code(errc::outcome_unknown);
+            s->last_unlock_error = make_error_code(errc::outcome_unknown);
         }
-        lease_ = lease{};
+        s->held = lease{};
     }
 
-    /// The lease while locked (empty otherwise).
-    const lease& current() const noexcept { return lease_; }
-    fence_token fence() const { return lease_.fence(); }
-    std::error_code last_unlock_error() const noexcept { return last_unlock_error_; }
+    /// The calling thread's lease while it holds the lock (empty otherwise).
+    const lease& current() const noexcept
+    {
+        static const lease none;
+        const auto* s = find();
+        return s ? s->held : none;
+    }
+    fence_token fence() const { return current().fence(); }
+    /// How the calling thread's last unlock() went.
+    std::error_code last_unlock_error() const noexcept
+    {
+        const auto* s = find();
+        return s ? s->last_unlock_error : std::error_code{};
+    }
     Mutex& mutex() noexcept { return mutex_; }
 
 private:
-    void check_thread()
+    // One thread's use of the lock. Only that thread touches its slot; the map (whose
+    // nodes never move) is guarded for the threads that add theirs.
+    struct slot {
+        lease held;
+        std::error_code last_unlock_error;
+    };
+
+    slot& enter()
     {
         if (thread_.get_executor().running_in_this_thread())
             throw std::system_error{std::make_error_code(std::errc::resource_deadlock_would_occur),
                                     "distlock::blocking used from its own io_thread"};
-        if (lease_)
+        slot* s = nullptr;
+        {
+            std::lock_guard guard{slots_mutex_};
+            s = &slots_[std::this_thread::get_id()];
+        }
+        if (s->held)
             throw std::system_error{std::make_error_code(std::errc::resource_deadlock_would_occur),
-                                    "distlock::blocking is already locked"};
+                                    "distlock::blocking is already locked by this thread"};
+        return *s;
+    }
+
+    slot* find() const noexcept
+    {
+        std::lock_guard guard{slots_mutex_};
+        const auto it = slots_.find(std::this_thread::get_id());
+        return it == slots_.end() ? nullptr : &it->second;
     }
 
     static lease get(result<lease> r)
@@ -110,8 +151,8 @@ private:
 
     io_thread& thread_;
     Mutex mutex_;
-    lease lease_;
-    std::error_code last_unlock_error_;
+    mutable std::mutex slots_mutex_;
+    mutable std::map<std::thread::id, slot> slots_;
 };
 
 } // namespace distlock

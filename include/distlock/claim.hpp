@@ -26,6 +26,7 @@
 // process in arrival order (detail/local_line.hpp).
 #pragma once
 
+#include <distlock/detail/config.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>

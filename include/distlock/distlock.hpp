@@ -17,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <distlock/detail/config.hpp>
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/claim.hpp>
 #include <distlock/diagnostics.hpp>

@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <distlock/detail/config.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>

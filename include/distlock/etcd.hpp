@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <distlock/detail/config.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/etcd/config.hpp>
 #include <distlock/etcd/error.hpp>

@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <distlock/detail/config.hpp>
 #include <distlock/memory/fenced_register.hpp>
 #include <distlock/memory/session_store.hpp>
 #include <distlock/memory/store.hpp>

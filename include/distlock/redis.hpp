@@ -12,6 +12,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <distlock/detail/config.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/parser.hpp>

@@ -1,6 +1,7 @@
 // distlock/result.hpp: result<T>, a value or a std::error_code, from Boost.Outcome.
 #pragma once
 
+#include <distlock/detail/config.hpp>
 #include <distlock/error.hpp>
 
 #include <asio/awaitable.hpp>

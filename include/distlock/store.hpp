@@ -14,6 +14,7 @@
 //  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
 #pragma once
 
+#include <distlock/detail/config.hpp>
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/options.hpp>

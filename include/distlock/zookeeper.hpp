@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+#include <distlock/detail/config.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/zookeeper/config.hpp>
 #include <distlock/zookeeper/error.hpp>

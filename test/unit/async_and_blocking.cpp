@@ -4,6 +4,8 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 using namespace test;
 using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
@@ -105,4 +107,68 @@ TEST_CASE("blocking adapters work with std::scoped_lock across threads", "[block
     c.unlock();
     CHECK(c2.try_lock());
     c2.unlock();
+}
+
+TEST_CASE("one blocking mutex is shared between threads as a std::mutex is: each thread's lock has its own lease",
+          "[blocking][concurrency]")
+{
+    dl::io_thread worker;
+    dl::memory::store store{worker.context()};
+    using wallet_mutex = dl::basic_distributed_mutex<dl::memory::store, dl::retry::fixed>;
+    // One pair of objects for every thread, as std::mutex members of a service would be.
+    dl::blocking<wallet_mutex> a{worker, store, "wallet:42", {.ttl = 10s}, dl::retry::fixed{.delay = 200us}};
+    dl::blocking<wallet_mutex> b{worker, store, "wallet:7", {.ttl = 10s}, dl::retry::fixed{.delay = 200us}};
+    dl::memory::fenced_register<long> wallet_a{1000}, wallet_b{1000};
+    long moved = 0; // guarded by the two locks
+    std::atomic<int> errors{0};
+    constexpr int threads = 4, rounds = 25;
+    auto move_money = [&](int id) {
+        for (int i = 0; i < rounds; ++i) {
+            // Alternate the argument order: scoped_lock's deadlock avoidance, over try_lock.
+            if ((id + i) % 2 == 0) {
+                std::scoped_lock both(a, b);
+                if (!a.current() || !b.current() || a.fence() == 0 || b.fence() == 0)
+                    ++errors;
+                if (!wallet_a.write(a.fence(), wallet_a.read() - 1) || !wallet_b.write(b.fence(), wallet_b.read() + 1))
+                    ++errors;
+                ++moved;
+            } else {
+                std::scoped_lock both(b, a);
+                if (!wallet_b.write(b.fence(), wallet_b.read() - 1) || !wallet_a.write(a.fence(), wallet_a.read() + 1))
+                    ++errors;
+                ++moved;
+            }
+            // Unlocked: this thread holds nothing, whatever the others hold.
+            if (a.current() || b.current())
+                ++errors;
+            if (a.last_unlock_error() || b.last_unlock_error())
+                ++errors;
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back(move_money, t);
+    for (auto& t : pool)
+        t.join();
+    CHECK(errors == 0);
+    CHECK(moved == threads * rounds);
+    CHECK(wallet_a.read() + wallet_b.read() == 2000);
+    CHECK(store.live_locks() == 0);
+
+    // Locking twice from one thread is refused (never a second lease); another
+    // thread's unlock() does not release this thread's lease.
+    a.lock();
+    CHECK_THROWS_AS(a.lock(), std::system_error);
+    CHECK_THROWS_AS(a.try_lock(), std::system_error);
+    std::thread{[&] {
+        a.unlock(); // holds nothing here: a no-op
+        if (a.try_lock()) // the lock is this test thread's
+            ++errors;
+    }}.join();
+    CHECK(errors == 0);
+    CHECK(a.current());
+    CHECK(store.live_locks() == 1);
+    a.unlock();
+    CHECK_FALSE(a.current());
+    CHECK(store.live_locks() == 0);
 }

@@ -9,8 +9,10 @@ namespace distlock::detail {
 template <class P>
 concept has_policy_kind = requires { typename P::policy_kind; };
 
+// False, not an error, for a type without policy_kind: the mutex reports that once,
+// and nothing else then fails because of it.
 template <class Tag, class P>
-inline constexpr bool is_kind = has_policy_kind<P> && std::is_same_v<typename P::policy_kind, Tag>;
+inline constexpr bool is_kind = requires { requires std::is_same_v<typename P::policy_kind, Tag>; };
 
 template <class Tag, class Default, class... Ps>
 struct select_policy {
