@@ -13,10 +13,10 @@
 #include <asio/wait_traits.hpp>
 
 #include <atomic>
-#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 
 namespace distlock {
 
@@ -83,20 +83,25 @@ struct clock_wait_traits {
 using timer = asio::basic_waitable_timer<clock, clock_wait_traits>;
 
 /// A clock that stands still until advanced. While one is alive, `distlock::clock`
-/// and every `distlock::timer` in the process follow it. At most one may be alive.
+/// and every `distlock::timer` in the process follow it (code under test must wait on
+/// `distlock::timer`, not `asio::steady_timer`, to follow it). At most one may be
+/// alive: a second one throws std::logic_error. distlock/testing.hpp has the helper
+/// that advances it and runs what falls due.
 ///
 ///     distlock::manual_clock clock;
 ///     // ... take a lease with ttl 10s
 ///     clock.advance(11s);   // the lease's local validity has now run out
 class manual_clock {
 public:
-    manual_clock() noexcept
+    manual_clock()
     {
         const auto start = std::chrono::duration_cast<duration>(
                                std::chrono::steady_clock::now().time_since_epoch())
                                .count();
-        [[maybe_unused]] auto previous = detail::manual_time_ns().exchange(start);
-        assert(previous == detail::no_manual_time && "only one manual_clock may be alive");
+        auto expected = detail::no_manual_time;
+        if (!detail::manual_time_ns().compare_exchange_strong(expected, start))
+            throw std::logic_error{"distlock::manual_clock: another one is alive (at most one per process: "
+                                   "the clock it drives is process-wide)"};
     }
     ~manual_clock() { detail::manual_time_ns().store(detail::no_manual_time); }
     manual_clock(const manual_clock&) = delete;
@@ -105,10 +110,18 @@ public:
     time_point now() const noexcept { return clock::now(); }
 
     /// Moves time forward; timers whose expiry is passed fire within a millisecond.
-    void advance(duration d) noexcept
+    /// Throws std::invalid_argument for a negative `d` (a monotonic clock never goes
+    /// back) and std::overflow_error past the clock's last time point.
+    void advance(duration d)
     {
-        assert(d >= duration::zero() && "a monotonic clock never goes back");
-        detail::manual_time_ns().fetch_add(d.count(), std::memory_order_acq_rel);
+        if (d < duration::zero())
+            throw std::invalid_argument{"distlock::manual_clock::advance: a monotonic clock never goes back"};
+        auto& t = detail::manual_time_ns();
+        auto now = t.load(std::memory_order_acquire);
+        do {
+            if (d.count() > std::numeric_limits<std::int64_t>::max() - now)
+                throw std::overflow_error{"distlock::manual_clock::advance: past the clock's last time point"};
+        } while (!t.compare_exchange_weak(now, now + d.count(), std::memory_order_acq_rel));
     }
 };
 

@@ -26,6 +26,7 @@
 #include <distlock/error.hpp>
 #include <distlock/lease.hpp>
 #include <distlock/multi_lock.hpp>
+#include <distlock/named_locks.hpp>
 #include <distlock/observe.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>

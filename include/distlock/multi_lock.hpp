@@ -111,6 +111,12 @@ public:
           resources_{std::move(resources)}
     {}
 
+    /// The resources, with the backend, settings and policies of `prototype` (whose
+    /// own resource is ignored).
+    basic_multi_lock(mutex_type prototype, std::vector<std::string> resources)
+        : prototype_{std::move(prototype)}, resources_{std::move(resources)}
+    {}
+
     /// The resources in locking order, duplicates collapsed.
     std::vector<std::string> ordered_resources() const
     {

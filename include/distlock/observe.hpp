@@ -6,6 +6,7 @@
 #include <distlock/options.hpp>
 
 #include <cstddef>
+#include <concepts>
 #include <functional>
 #include <string_view>
 #include <system_error>
@@ -64,9 +65,12 @@ struct vote_event {
 using event = std::variant<attempt_event, wait_event, wake_event, renewal_event, release_event,
                            vote_event>;
 
-/// An observer accepts every event type.
+/// An observer names its kind and accepts every event type, called on a const object
+/// (a mutex's observer is shared by its calls, so it keeps its own state behind a
+/// pointer or a std::function, as observe::callback does).
 template <class O>
-concept observer = requires(const O& o, const event& e) { o(e); };
+concept observer = std::same_as<typename O::policy_kind, observer_policy_tag> &&
+                   requires(const O& o, const event& e) { o(e); };
 
 namespace observe {
 

@@ -218,31 +218,7 @@ dl::awaitable<void> restarts(world& w, const std::vector<std::unique_ptr<process
     }
 }
 
-// Runs everything that is due at the current (manual) time. A timer that expired
-// before every other (at the clock's epoch) becomes the earliest in the queue, which
-// makes the reactor look at the queue at once instead of at its next millisecond
-// poll; every other timer that is due fires in the same pass, so when that probe
-// runs alone, nothing is left to do.
-void drain(asio::io_context& io)
-{
-    for (;;) {
-        bool fired = false;
-        dl::timer probe{io};
-        probe.expires_at(dl::time_point{});
-        probe.async_wait([&](std::error_code) { fired = true; });
-        std::size_t others = 0;
-        while (!fired) {
-            if (io.stopped())
-                io.restart();
-            others += io.run_one();
-        }
-        if (io.stopped())
-            io.restart();
-        others += io.poll();
-        if (others <= 1) // the probe itself
-            return;
-    }
-}
+void drain(asio::io_context& io) { (void)dl::testing::run_due(io); }
 
 template <class Backend, class Acquire, class Renew>
 using sim_mutex = dl::basic_distributed_mutex<Backend, Acquire, seeded_backoff, Renew, dl::observe::callback>;

@@ -12,6 +12,7 @@
 
 #include <distlock/distlock.hpp>
 #include <distlock/memory.hpp>
+#include <distlock/testing.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>

@@ -2,6 +2,11 @@
 // deadlines, cancellation, unknown outcomes, wake-up on release.
 #include "support.hpp"
 
+#include "eventually.hpp"
+#include "pending.hpp"
+
+#include <distlock/testing.hpp>
+
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
@@ -442,4 +447,96 @@ TEST_CASE("a waiter cancelled while queued behind others passes its turn on", "[
         REQUIRE(third);
         CHECK(*third);
     });
+}
+
+TEST_CASE("named locks: one configured object locks any resource named per call", "[mutex][named]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::store store{io};
+    run(io, [&]() -> asio::awaitable<void> {
+        using seat_locks = dl::basic_named_locks<dl::memory::store, dl::retry::fixed, dl::observe::callback>;
+        recorder rec;
+        auto seats = std::make_unique<seat_locks>(store, dl::lock_options{.ttl = 30s},
+                                                  dl::retry::fixed{.delay = 10ms, .deadline = 1s}, rec.observer());
+        auto seven = co_await seats->try_lock("seat:7");
+        REQUIRE(seven);
+        CHECK(seven->resource() == "seat:7");
+        auto eight = co_await seats->try_lock("seat:8"); // another resource: not contended
+        REQUIRE(eight);
+        CHECK(eight->fence() != 0);
+        auto again = co_await seats->try_lock("seat:7");
+        REQUIRE_FALSE(again);
+        CHECK(again.error() == dl::errc::contended);
+        dl::diagnostics why;
+        auto bad = co_await seats->try_lock(std::string{}, why);
+        REQUIRE_FALSE(bad);
+        CHECK(bad.error() == dl::errc::invalid_argument);
+        CHECK(store.live_locks() == 2);
+        // The settings and policies are the object's: the observer saw the attempts.
+        CHECK(rec.of<dl::attempt_event>().size() >= 3);
+
+        // A waiting call owns its mutex: the object may go while it waits.
+        auto waiting = test::start(co_await asio::this_coro::executor, seats->lock("seat:7"));
+        seats.reset();
+        co_await settle();
+        CHECK_FALSE(waiting.ready());
+        { const auto ok_ = co_await seven->unlock(); CHECK(ok_); }
+        co_await eventually("the waiter gets seat 7", [&] { return waiting.ready(); },
+                            {.max = 200, .each = 10ms, .clock = &clock});
+        REQUIRE(waiting.get());
+        CHECK(waiting.get()->fence() > seven->fence());
+
+        // Several at once, sorted, all or nothing.
+        seat_locks more{store, {.ttl = 30s}, dl::retry::fixed{.delay = 10ms, .deadline = 1s}};
+        auto none = co_await more.try_lock_all(dl::resources("seat:9", "seat:8"));
+        REQUIRE_FALSE(none);
+        CHECK(none.error() == dl::errc::contended);
+        CHECK(store.live_locks() == 2); // seat 9 was given back
+        { const auto ok_ = co_await eight->unlock(); CHECK(ok_); }
+        auto both = co_await more.lock_all(dl::resources("seat:9", "seat:8"));
+        REQUIRE(both);
+        CHECK(both->size() == 2);
+        CHECK(both->fence("seat:8").has_value());
+        { const auto ok_ = co_await both->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await waiting.get()->unlock(); CHECK(ok_); }
+        CHECK(store.live_locks() == 0);
+    });
+}
+
+TEST_CASE("the manual clock: one per process, never backwards, never past its end; testing::advance runs what "
+          "falls due",
+          "[clock][input]")
+{
+    dl::manual_clock clock;
+    CHECK_THROWS_AS(dl::manual_clock{}, std::logic_error);
+    const auto before = clock.now();
+    CHECK_THROWS_AS(clock.advance(-1ns), std::invalid_argument);
+    CHECK_THROWS_AS(clock.advance(dl::duration::max()), std::overflow_error);
+    CHECK(clock.now() == before); // refused advances moved nothing
+    clock.advance(0ns);
+    CHECK(clock.now() == before);
+
+    // Code under test that waits on dl::timer follows the clock: a lock held by a
+    // holder that vanished is taken over once its TTL has run out, and not before.
+    asio::io_context io;
+    dl::memory::store store{io};
+    std::optional<dl::result<dl::lease>> crashed, got;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        memory_mutex holder{store, "job", {.ttl = 10s}};
+        crashed = co_await holder.lock();
+        fixed_retry_mutex waiter{store, "job", {.ttl = 10s}, dl::retry::fixed{.delay = 100ms, .deadline = 60s}};
+        got = co_await waiter.lock();
+    }, asio::detached);
+    dl::testing::advance(clock, io, 9s, 10ms);
+    REQUIRE(crashed);
+    REQUIRE(*crashed);
+    CHECK_FALSE(got.has_value());
+    // The holder's lease object is still alive but never renewed: at 10 s its lock
+    // expires in the store, and the waiter's next try (every 100 ms) takes it.
+    dl::testing::advance(clock, io, 1200ms, 10ms);
+    REQUIRE(got.has_value());
+    REQUIRE(*got);
+    CHECK((*got)->fence() > (*crashed)->fence());
+    CHECK(clock.now() - before >= 10s);
 }
