@@ -41,14 +41,13 @@ int increment(const char* port, int rounds)
             auto lease = co_await m.lock();
             if (!lease)
                 co_return;
-            auto get = dl::redis::resp::command({"GET", "counter"});
-            auto got = co_await store.execute_command(std::move(get));
+            // The variadic execute(): no braced list inside co_await (g++ 12).
+            auto got = co_await store.execute("GET", "counter");
             if (!got)
                 co_return;
             const long value = got.value().is_null() ? 0 : std::stol(got.value().text);
             const auto next = std::to_string(value + 1);
-            auto put = dl::redis::resp::command({"SET", "counter", next});
-            auto set = co_await store.execute_command(std::move(put));
+            auto set = co_await store.execute("SET", "counter", next);
             if (!set)
                 co_return;
             auto released = co_await lease->unlock();
@@ -56,7 +55,7 @@ int increment(const char* port, int rounds)
                 co_return;
         }
         status = 0;
-        store.disconnect(); // lets io.run() return
+        co_await store.close(); // io.run() returns once the store is closed
     }, asio::detached);
     io.run();
     return status;

@@ -85,3 +85,12 @@ TEST_CASE("sha1 names scripts the way Redis does", "[resp]")
     CHECK(distlock::redis::detail::sha1_hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
     CHECK(distlock::redis::detail::sha1_hex(std::string(1000, 'a')) == "291e9a6c66994949b57ba5e650361e98fc36b1ba");
 }
+
+TEST_CASE("resp: the variadic command_of encodes as the braced form does, binary-safe", "[resp]")
+{
+    const std::string key = std::string{"k\0\r\n", 4};
+    const std::string_view field = "f";
+    CHECK(resp::command_of("HSET", key, field, "v") == resp::command({"HSET", key, field, "v"}));
+    CHECK(resp::command_of("PING") == "*1\r\n$4\r\nPING\r\n");
+    CHECK(resp::command_of("DEL", key) == std::string{"*2\r\n$3\r\nDEL\r\n$4\r\n"} + key + "\r\n");
+}

@@ -43,6 +43,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace distlock::postgres {
@@ -51,6 +53,18 @@ namespace distlock::postgres {
 using param = detail::param;
 /// One statement's result rows.
 using rows = detail::rows;
+
+/// Statement parameters from values, callable inside a co_await expression (where g++
+/// 12 refuses a braced list): execute(sql, params(param::text("a"), param::number(7))).
+template <class... P>
+    requires(std::is_convertible_v<P&&, param> && ...)
+std::vector<param> params(P&&... p)
+{
+    std::vector<param> out;
+    out.reserve(sizeof...(p));
+    (out.emplace_back(std::forward<P>(p)), ...);
+    return out;
+}
 
 namespace detail {
 

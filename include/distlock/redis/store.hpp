@@ -267,6 +267,15 @@ public:
         return execute_command(resp::command(args), diag);
     }
 
+    /// execute() from the command's name and arguments (strings, string views, string
+    /// literals), callable inside co_await on g++ 12: execute("DEL", key1, key2).
+    template <class... Args>
+        requires(std::is_convertible_v<const Args&, std::string_view> && ...)
+    awaitable<result<resp::value>> execute(std::string_view name, const Args&... args)
+    {
+        return execute_command(resp::command_of(name, args...));
+    }
+
     /// execute() for a command already encoded (resp::command).
     awaitable<result<resp::value>> execute_command(std::string encoded, diagnostics* diag = nullptr)
     {

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace distlock::redis::resp {
 
@@ -60,6 +61,16 @@ inline std::string command(std::initializer_list<std::string_view> args)
     std::string out;
     append_command(out, args);
     return out;
+}
+
+/// A single command from its name and arguments, each anything a std::string_view
+/// can be made from: callable inside a co_await expression, where g++ 12 refuses a
+/// braced list (command_of("DEL", key1, key2)).
+template <class... Args>
+    requires(std::is_convertible_v<const Args&, std::string_view> && ...)
+std::string command_of(std::string_view name, const Args&... args)
+{
+    return command({name, std::string_view{args}...});
 }
 
 /// Decimal text of an integer, for command arguments.
