@@ -324,6 +324,13 @@ TEST_CASE("redis: the wallet demo plays every scenario on Redis and on a Redlock
     }
 }
 
+TEST_CASE("redis: the seat-booking example sells every seat once on Redis", "[redis][demo]")
+{
+    redis_server server;
+    child demo{{DISTLOCK_SEATS_PATH, "--redis", "redis://127.0.0.1:" + std::to_string(server.port())}};
+    CHECK(demo.wait(std::chrono::seconds{60}) == std::optional<int>{0});
+}
+
 TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[redis][input]")
 {
     // A listening socket that nobody may connect to: any connection is I/O.
