@@ -235,10 +235,10 @@ awaitable<void> fenced_sql(dl::postgres::store& db)
     auto second = co_await m.lock();
     if (!second)
         co_return verdict(false, "second holder locks after the TTL");
-    auto b = co_await db.fenced_execute(debit, amount(10), "wallet:sql", second->fence());
+    auto b = co_await db.fenced_execute("wallet:sql", second->fence(), debit, amount(10));
     std::printf("  server B debits 10 with token %llu: %s\n", static_cast<unsigned long long>(second->fence()),
                 b ? "1 row updated" : b.error().message().c_str());
-    auto a = co_await db.fenced_execute(debit, amount(50), "wallet:sql", first->fence());
+    auto a = co_await db.fenced_execute("wallet:sql", first->fence(), debit, amount(50));
     std::printf("  server A wakes up and debits 50 with token %llu: %s\n",
                 static_cast<unsigned long long>(first->fence()), a ? "updated" : a.error().message().c_str());
     auto balance = co_await db.execute("SELECT balance FROM distlock_demo_wallet WHERE id = 1", none);
@@ -279,7 +279,7 @@ awaitable<void> stalled_holder(dl::etcd::store& store)
                 static_cast<unsigned long long>(first->fence()),
                 late ? "accepted" : late.error().message().c_str());
     verdict(!late && wallet.read() == 90, "the stale write is rejected by its fencing token");
-    auto in_etcd = co_await store.fenced_put(store.settings().prefix + "data/wallet:7", "40", *first);
+    auto in_etcd = co_await store.fenced_put(store.settings().prefix + "data/wallet:7", *first, "40");
     verdict(!in_etcd && in_etcd.error() == dl::errc::stale_fence,
             "etcd itself refuses A's fenced put: its lock key is gone");
     auto released = co_await first->unlock();

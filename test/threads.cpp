@@ -217,7 +217,7 @@ TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][con
         auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
         const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
         const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
-        co_return r && co_await store.fenced_put(counter, std::to_string(n + 1), lease);
+        co_return r && co_await store.fenced_put(counter, lease, std::to_string(n + 1));
     });
     CHECK(errors == 0);
     CHECK(finished == workers);

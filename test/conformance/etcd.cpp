@@ -292,14 +292,14 @@ TEST_CASE("etcd: fenced writes: a holder whose lock ended writes nothing", "[etc
         auto first = co_await ma.lock();
         REQUIRE(first);
         const auto data = prefix + "data/wallet";
-        { const auto ok_ = co_await a.fenced_put(data, "90", *first); REQUIRE(ok_); }
+        { const auto ok_ = co_await a.fenced_put(data, *first, "90"); REQUIRE(ok_); }
         // A's session ends behind its back (a long pause); B takes the lock and writes.
         for (const auto& k : queue_of(server, prefix, "wallet"))
             (void)server.call("lease/revoke", {{"ID", std::to_string(k.lease)}});
         auto second = co_await mb.lock();
         REQUIRE(second);
-        { const auto ok_ = co_await b.fenced_put(data, "80", *second); REQUIRE(ok_); }
-        auto stale = co_await a.fenced_put(data, "40", *first);
+        { const auto ok_ = co_await b.fenced_put(data, *second, "80"); REQUIRE(ok_); }
+        auto stale = co_await a.fenced_put(data, *first, "40");
         REQUIRE_FALSE(stale);
         CHECK(stale.error() == dl::errc::stale_fence);
         const auto value = server.call("kv/range", etcd::detail::range_request(data));
@@ -307,7 +307,7 @@ TEST_CASE("etcd: fenced writes: a holder whose lock ended writes nothing", "[etc
         REQUIRE(r);
         REQUIRE(r->kvs.size() == 1);
         CHECK(r->kvs[0].value == "80");
-        auto bad = co_await a.fenced_put("", "x", *second);
+        auto bad = co_await a.fenced_put("", *second, "x");
         CHECK(bad.error() == dl::errc::invalid_argument);
         { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
         co_await a.close();
@@ -496,7 +496,7 @@ int increment_worker(const std::vector<std::string>& args)
             }
             if (!last_writer.empty() && last_writer != me)
                 ++handoffs;
-            if (!co_await store.fenced_put(counter, std::to_string(n + 1) + " " + me, *lease))
+            if (!co_await store.fenced_put(counter, *lease, std::to_string(n + 1) + " " + me))
                 co_return;
             if (!co_await lease->unlock())
                 co_return;

@@ -314,7 +314,7 @@ TEST_CASE("postgres: fenced SQL writes: a stale holder's UPDATE changes nothing"
         const auto add = [](std::int64_t amount) {
             return std::vector<pg::param>{pg::param::number(amount), pg::param::number(1)};
         };
-        auto wrote = co_await a.fenced_execute(update + a.fence_condition(3, 4), add(10), "pg:wallet", stale->fence());
+        auto wrote = co_await a.fenced_execute("pg:wallet", stale->fence(), update + a.fence_condition(3, 4), add(10));
         REQUIRE(wrote);
         CHECK(wrote.value() == 1);
         look.expire_lease("pg:wallet"); // the holder stalls past its TTL...
@@ -323,10 +323,10 @@ TEST_CASE("postgres: fenced SQL writes: a stale holder's UPDATE changes nothing"
         CHECK(fresh->fence() > stale->fence());
         dl::diagnostics diag;
         auto refused =
-            co_await a.fenced_execute(update + a.fence_condition(3, 4), add(1000), "pg:wallet", stale->fence(), &diag);
+            co_await a.fenced_execute("pg:wallet", stale->fence(), update + a.fence_condition(3, 4), add(1000), &diag);
         REQUIRE_FALSE(refused);
         CHECK(refused.error() == dl::errc::stale_fence);
-        auto accepted = co_await b.fenced_execute(update + b.fence_condition(3, 4), add(5), "pg:wallet", fresh->fence());
+        auto accepted = co_await b.fenced_execute("pg:wallet", fresh->fence(), update + b.fence_condition(3, 4), add(5));
         REQUIRE(accepted);
         { const auto ok_ = co_await fresh->unlock(); REQUIRE(ok_); }
         co_await a.close();
@@ -628,9 +628,10 @@ int increment_with(const std::vector<std::string>& args)
             if (!read || !read->integer(0, 0))
                 co_return;
             std::vector<pg::param> params{pg::param::number(*read->integer(0, 0) + 1)};
-            auto wrote = co_await store.fenced_execute("UPDATE " + counter + " SET n = $1 WHERE id = 1 AND " +
+            auto wrote = co_await store.fenced_execute("pg:counter", lease->fence(),
+                                                       "UPDATE " + counter + " SET n = $1 WHERE id = 1 AND " +
                                                            store.fence_condition(2, 3),
-                                                       std::move(params), "pg:counter", lease->fence());
+                                                       std::move(params));
             if (!wrote)
                 co_return;
             if (!co_await lease->unlock())

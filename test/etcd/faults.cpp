@@ -72,8 +72,8 @@ TEST_CASE("etcd auth: a user limited to the lock prefix locks; wrong passwords a
         auto l = co_await m.lock(diag);
         INFO(diag.to_string());
         REQUIRE(l);
-        { const auto ok_ = co_await a.fenced_put(prefix + "data/seat:1", "taken", *l); CHECK(ok_); }
-        auto outside = co_await a.fenced_put("elsewhere", "x", *l);
+        { const auto ok_ = co_await a.fenced_put(prefix + "data/seat:1", *l, "taken"); CHECK(ok_); }
+        auto outside = co_await a.fenced_put("elsewhere", *l, "x");
         REQUIRE_FALSE(outside);
         CHECK(outside.error() == dl::condition::denied);
         CHECK(outside.error() == etcd::errc::permission_denied);

@@ -69,7 +69,7 @@ dl::awaitable<dl::result<void>> unlocked(dl::lease& l, int process, std::vector<
 dl::awaitable<dl::result<void>> written(dl::redis::store& data, const dl::lease& l, int process, std::vector<op>& h)
 {
     const auto t = now_ns();
-    auto w = co_await data.fenced_write("data:" + l.resource(), std::to_string(process), l.fence());
+    auto w = co_await data.fenced_write("data:" + l.resource(), l.fence(), std::to_string(process));
     h.push_back(op{.process = process, .kind = kind::write, .resource = l.resource(), .invoke = t,
                    .complete = now_ns(), .result = w ? outcome::ok : outcome::fail, .fence = l.fence()});
     co_return w;
@@ -280,7 +280,7 @@ std::vector<std::string> exercise(asio::io_context& io, dl::redis::store& store,
             seen.push_back(got ? "locked" : got.error().message());
             if (!got)
                 continue;
-            auto w = co_await store.fenced_write(tag + ":data", binary, got->fence());
+            auto w = co_await store.fenced_write(tag + ":data", got->fence(), binary);
             seen.push_back(w ? "written" : w.error().message());
             auto released = co_await got->unlock();
             seen.push_back(released ? "released" : released.error().message());

@@ -102,7 +102,7 @@ dl::awaitable<void> hold(hold_args a, dl::redis::store& store, Mutex& mutex, dl:
         buffer.consume(n);
         if (line == "write") {
             const auto t = now_ns();
-            auto w = co_await store.fenced_write("data:" + a.resource, std::to_string(a.id), lease.fence());
+            auto w = co_await store.fenced_write("data:" + a.resource, lease.fence(), std::to_string(a.id));
             emit(op{.process = a.id, .kind = kind::write, .resource = a.resource, .invoke = t, .complete = now_ns(),
                     .result = w ? outcome::ok : outcome::fail, .fence = lease.fence()});
         } else if (line == "unlock") {
@@ -186,7 +186,7 @@ inline int run_contend(int id, std::uint16_t port, std::string resource, dl::dur
             if (!value)
                 co_return;
             const long next = value.value() ? std::stol(*value.value()) + 1 : 1;
-            auto w = co_await store.fenced_write("counter:" + resource, std::to_string(next), lease.fence());
+            auto w = co_await store.fenced_write("counter:" + resource, lease.fence(), std::to_string(next));
             emit(op{.process = id, .kind = kind::write, .resource = resource, .invoke = t, .complete = now_ns(),
                     .result = w ? outcome::ok : outcome::fail, .fence = lease.fence()});
             const auto r0 = now_ns();
@@ -230,7 +230,7 @@ inline int run_multi(int id, std::uint16_t port, dl::duration ttl, int rounds)
                         .valid_until = ns(l.valid_until())});
             for (const auto& l : set.leases()) {
                 const auto t = now_ns();
-                auto w = co_await store.fenced_write("data:" + l.resource(), std::to_string(id), l.fence());
+                auto w = co_await store.fenced_write("data:" + l.resource(), l.fence(), std::to_string(id));
                 emit(op{.process = id, .kind = kind::write, .resource = l.resource(), .invoke = t,
                         .complete = now_ns(), .result = w ? outcome::ok : outcome::fail, .fence = l.fence()});
             }

@@ -64,7 +64,7 @@ TEST_CASE("redis: a holder paused past its TTL has its late fenced write rejecte
         redis_mutex m{store, "wallet", {}, dl::retry::exponential_backoff{.initial = 20ms, .max = 100ms, .deadline = 5s}};
         auto next = co_await m.lock();
         REQUIRE(next);
-        auto written = co_await store.fenced_write("data", "new holder", next->fence());
+        auto written = co_await store.fenced_write("data", next->fence(), "new holder");
         REQUIRE(written);
     });
 

@@ -87,7 +87,7 @@ int hold(const char* port, const char* resource, int ttl_ms)
     const bool valid = lease.valid();
     io.restart();
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        auto w = co_await store.fenced_write("data", "late", lease.fence());
+        auto w = co_await store.fenced_write("data", lease.fence(), "late");
         outcome = w ? "ok" : w.error().message();
         store.disconnect();
     }, asio::detached);

@@ -182,7 +182,7 @@ TEST_CASE("redis: many coroutines on one connection never lose an update", "[red
             auto next = std::to_string(value + 1);
             auto set = dl::redis::resp::command({"SET", "balance", next});
             (void)co_await store.execute_command(std::move(set));
-            auto written = co_await store.fenced_write("ledger", next, lease->fence());
+            auto written = co_await store.fenced_write("ledger", lease->fence(), next);
             if (!written)
                 ++errors;
             auto released = co_await lease->unlock();
@@ -209,15 +209,15 @@ TEST_CASE("redis: fenced writes reject older tokens atomically", "[redis][fencin
     dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
         {
-            auto w = co_await store.fenced_write("row", "v5", 5);
+            auto w = co_await store.fenced_write("row", 5, "v5");
             REQUIRE(w);
         }
         {
-            auto same = co_await store.fenced_write("row", "v5b", 5); // one holder writes twice
+            auto same = co_await store.fenced_write("row", 5, "v5b"); // one holder writes twice
             REQUIRE(same);
         }
         {
-            auto stale = co_await store.fenced_write("row", "v4", 4);
+            auto stale = co_await store.fenced_write("row", 4, "v4");
             REQUIRE_FALSE(stale);
             CHECK(stale.error() == dl::errc::stale_fence);
         }

@@ -161,8 +161,9 @@ public:
     /// compares the holder key's create revision with the lease's fence (etcd's
     /// IsOwner()). errc::stale_fence when the lock has ended (released, expired, its
     /// session lost) even if its holder does not know yet: a stalled holder's write
-    /// changes nothing.
-    awaitable<result<void>> fenced_put(std::string key, std::string value, const lease& holder,
+    /// changes nothing. Arguments in the order of every fenced write of distlock:
+    /// where, the token (here the lease that carries it), what.
+    awaitable<result<void>> fenced_put(std::string key, const lease& holder, std::string value,
                                        diagnostics* diag = nullptr)
     {
         if (key.empty() || key.size() > 1024 * 1024 || value.size() > 1024 * 1024 || holder.fence() == 0 ||

@@ -351,10 +351,11 @@ public:
     /// Runs `sql` (with $1..$N for `params`) with the lease's resource and token
     /// appended as $N+1 and $N+2, for a statement that uses fence_condition(N+1,
     /// N+2); the rows it changed, or errc::stale_fence when it changed none (a newer
-    /// holder exists: the write was refused by the database itself).
-    awaitable<result<std::uint64_t>> fenced_execute(std::string sql, std::vector<param> params,
-                                                    std::string_view resource, fence_token token,
-                                                    diagnostics* diag = nullptr)
+    /// holder exists: the write was refused by the database itself). Arguments in the
+    /// order of every fenced write of distlock: where (the lock's resource, whose fence
+    /// the statement checks), the token, what.
+    awaitable<result<std::uint64_t>> fenced_execute(std::string_view resource, fence_token token, std::string sql,
+                                                    std::vector<param> params, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
             return failed<std::uint64_t>(ec);

@@ -245,8 +245,9 @@ public:
     /// Writes `value` under `key` (a hash with fields value and fence) unless a write
     /// with a newer fencing token has already happened: errc::stale_fence then. This
     /// is how data kept in Redis enforces the lease's fencing token atomically.
-    /// Tokens are compared as Lua numbers: exact up to 2^53.
-    awaitable<result<void>> fenced_write(std::string_view key, std::string_view value, fence_token fence,
+    /// Tokens are compared as Lua numbers: exact up to 2^53. Arguments in the order of
+    /// every fenced write of distlock: where, the token, what.
+    awaitable<result<void>> fenced_write(std::string_view key, fence_token fence, std::string_view value,
                                          diagnostics* diag = nullptr)
     {
         return fenced_reply(

@@ -25,7 +25,7 @@ int main()
         auto lease = co_await m.lock();
         got = lease ? std::error_code{} : lease.error();
         if (lease)
-            (void)co_await cluster.fenced_put("wallet/42", "70", *lease);
+            (void)co_await cluster.fenced_put("wallet/42", *lease, "70");
         auto set = co_await dl::lock_all(cluster, dl::resources("a", "b"), {}, dl::retry::none{});
         (void)set;
         co_await cluster.close();

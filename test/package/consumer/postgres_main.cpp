@@ -28,8 +28,9 @@ int main()
         leased = lease ? std::error_code{} : lease.error();
         if (lease) {
             std::vector<pg::param> values{pg::param::number(70)};
-            (void)co_await table.fenced_execute("UPDATE wallet SET balance = $1 WHERE " + table.fence_condition(2, 3),
-                                                std::move(values), "wallet:42", lease->fence());
+            (void)co_await table.fenced_execute("wallet:42", lease->fence(),
+                                                "UPDATE wallet SET balance = $1 WHERE " + table.fence_condition(2, 3),
+                                                std::move(values));
         }
         auto set = co_await dl::lock_all(table, dl::resources("a", "b"), {}, dl::retry::none{});
         (void)set;

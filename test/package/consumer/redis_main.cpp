@@ -27,7 +27,7 @@ int main()
         auto lease = co_await m.try_lock();
         outcome = lease ? std::error_code{} : lease.error();
         if (lease)
-            (void)co_await redis.fenced_write("balance:42", "70", lease->fence());
+            (void)co_await redis.fenced_write("balance:42", lease->fence(), "70");
         auto set = co_await dl::lock_all(redis, dl::resources("a", "b"), {}, dl::retry::none{});
         (void)set;
     }, asio::detached);
