@@ -12,9 +12,16 @@ function(run)
 endfunction()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/lib -DDISTLOCK_BUILD_TESTS=OFF -DDISTLOCK_BUILD_EXAMPLES=OFF -DDISTLOCK_BUILD_CLI=OFF -DCMAKE_INSTALL_PREFIX=${prefix})
 run(${CMAKE_COMMAND} --install ${WORK_DIR}/lib)
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/package/consumer -B ${WORK_DIR}/consumer -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER})
+# A copy of Asio outside the system's include path, named to the consumer's
+# find_package: the package must pass that directory on.
+find_path(system_asio asio.hpp PATHS ${ASIO_DIR} /usr/include /usr/local/include REQUIRED) # script mode: no default paths
+set(asio_copy ${WORK_DIR}/asio/include)
+file(COPY ${system_asio}/asio.hpp ${system_asio}/asio DESTINATION ${asio_copy})
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/package/consumer -B ${WORK_DIR}/consumer -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} -DDISTLOCK_ASIO_INCLUDE_DIR=${asio_copy} -DEXPECTED_ASIO_DIR=${asio_copy})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer --parallel 2)
 run(${WORK_DIR}/consumer/consumer)
+run(${WORK_DIR}/consumer/single_consumer)
 if(EXISTS ${WORK_DIR}/consumer/redis_consumer)
   run(${WORK_DIR}/consumer/redis_consumer)
 endif()

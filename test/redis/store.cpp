@@ -331,6 +331,14 @@ TEST_CASE("redis: the seat-booking example sells every seat once on Redis", "[re
     CHECK(demo.wait(std::chrono::seconds{60}) == std::optional<int>{0});
 }
 
+TEST_CASE("redis: the README's tour runs its Redis steps on one server and on a quorum of three", "[redis][demo]")
+{
+    redis_server a, b, c;
+    const auto url = [](const redis_server& s) { return "redis://127.0.0.1:" + std::to_string(s.port()); };
+    child tour{{DISTLOCK_TOUR_PATH, "--redis", url(a), "--redis", url(b), "--redis", url(c)}};
+    CHECK(tour.wait(std::chrono::seconds{60}) == std::optional<int>{0});
+}
+
 TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[redis][input]")
 {
     // A listening socket that nobody may connect to: any connection is I/O.
