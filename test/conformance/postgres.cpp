@@ -335,6 +335,54 @@ TEST_CASE("postgres: fenced SQL writes: a stale holder's UPDATE changes nothing"
     CHECK(look.query("SELECT balance FROM " + table + "_wallet WHERE id = 1").integer(0, 0) == 115);
 }
 
+TEST_CASE("postgres: the patterns of docs/fencing.md: a fence column and a fence table refuse a stale token",
+          "[postgres][fencing]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    const auto wallet = table + "_wallet", fences = table + "_fences", lines = table + "_lines";
+    look.query("CREATE TABLE " + wallet + " (id int PRIMARY KEY, balance bigint NOT NULL, fence bigint NOT NULL "
+               "DEFAULT 0)");
+    look.query("INSERT INTO " + wallet + " (id, balance) VALUES (3, 100)");
+    look.query("CREATE TABLE " + fences + " (resource text PRIMARY KEY, token bigint NOT NULL)");
+    look.query("CREATE TABLE " + lines + " (id int PRIMARY KEY, qty int NOT NULL)");
+    look.query("INSERT INTO " + lines + " VALUES (1, 0)");
+    asio::io_context io;
+    pg::store db{io, test::shared_cluster().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        // The fence column: one UPDATE, the WHERE clause is the check.
+        const auto column = "UPDATE " + wallet + " SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2";
+        const auto set = [&](std::int64_t balance, std::int64_t token) -> asio::awaitable<std::uint64_t> {
+            auto r = co_await db.execute(column, pg::params(pg::param::number(balance), pg::param::number(token),
+                                                            pg::param::number(3)));
+            co_return r ? r->affected() : 99;
+        };
+        { const auto n_ = co_await set(90, 7); CHECK(n_ == 1); }  // holder 7
+        { const auto n_ = co_await set(80, 7); CHECK(n_ == 1); }  // the same holder again
+        { const auto n_ = co_await set(70, 9); CHECK(n_ == 1); }  // the next holder, 9
+        { const auto n_ = co_await set(10, 7); CHECK(n_ == 0); }  // 7 wakes up late: refused
+        // The fence table: the upsert's WHERE refuses an older token, in the writes' transaction.
+        const auto claim = "INSERT INTO " + fences + " (resource, token) VALUES ($1, $2) ON CONFLICT (resource) DO "
+                           "UPDATE SET token = EXCLUDED.token WHERE " + fences + ".token <= EXCLUDED.token RETURNING token";
+        const auto write = [&](std::int64_t token, std::int64_t qty) -> asio::awaitable<std::size_t> {
+            // One statement here (a CTE); in a transaction on a connection of your own, the same
+            // upsert first, then the writes, then COMMIT.
+            auto r = co_await db.execute("WITH f AS (" + claim + ") UPDATE " + lines + " SET qty = $3 WHERE id = 1 AND "
+                                         "EXISTS (SELECT 1 FROM f)",
+                                         pg::params(pg::param::text("order:5"), pg::param::number(token),
+                                                    pg::param::number(qty)));
+            co_return r ? r->affected() : 99;
+        };
+        { const auto n_ = co_await write(3, 1); CHECK(n_ == 1); }  // the first token makes the row
+        { const auto n_ = co_await write(4, 2); CHECK(n_ == 1); }
+        { const auto n_ = co_await write(3, 9); CHECK(n_ == 0); }  // stale
+        co_await db.close();
+    });
+    CHECK(look.query("SELECT balance FROM " + wallet + " WHERE id = 3").integer(0, 0) == 70);
+    CHECK(look.query("SELECT qty FROM " + lines + " WHERE id = 1").integer(0, 0) == 2);
+    CHECK(look.query("SELECT token FROM " + fences + " WHERE resource = 'order:5'").integer(0, 0) == 4);
+}
+
 TEST_CASE("postgres: 64 coroutines pipelined on one connection: nothing lost, no result matched to another request",
           "[postgres]")
 {
