@@ -354,7 +354,7 @@ public:
     /// `attribute_not_exists(fence) OR fence <= :token`, setting it to the token.
     /// `assignments` is the SET clause's list without the keyword ("balance = :b,
     /// note = :n"), with `names` and `values` as ExpressionAttributeNames/Values (the
-    /// helper's own are #distlock_f and :distlock_t). errc::stale_fence when a newer
+    /// helper's own are `#distlock_f` and `:distlock_t`). errc::stale_fence when a newer
     /// holder has written: the data's own store shuts out a holder that lost its
     /// lease without knowing (docs/dynamodb.md).
     awaitable<result<void>> fenced_update(std::string table, nlohmann::json key, fence_token token,

@@ -177,7 +177,7 @@ public:
         return fenced(client_, txn.dump(), diag);
     }
 
-    /// One call of etcd's JSON gateway: POST /v3/<path> ("kv/range", "lease/grant",
+    /// One call of etcd's JSON gateway: `POST /v3/<path>` ("kv/range", "lease/grant",
     /// ...) with `body`; the answer's JSON, or the error its code says.
     awaitable<result<detail::json>> execute(std::string path, detail::json body, diagnostics* diag = nullptr)
     {

@@ -39,7 +39,7 @@ struct config {
     /// (0, distlock::max_wait].
     duration request_timeout = std::chrono::seconds{2};
 
-    std::string key_prefix = "distlock"; ///< Keys are <prefix>:{<resource>}:<kind>.
+    std::string key_prefix = "distlock"; ///< Keys are `<prefix>:{<resource>}:<kind>`.
 
     /// Where and how the transport connects.
     transport::endpoint endpoint() const

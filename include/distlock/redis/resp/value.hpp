@@ -9,17 +9,17 @@ namespace distlock::redis::resp {
 
 /// The RESP2 and RESP3 reply types.
 enum class type : std::uint8_t {
-    simple_string, ///< +OK
-    error,         ///< -ERR ... (and RESP3 blob errors)
-    integer,       ///< :42
-    bulk_string,   ///< $3\r\nabc
-    null,          ///< $-1, *-1, _
-    array,         ///< *N
-    map,           ///< %N (elements hold key, value, key, value, ...)
-    set,           ///< ~N
-    push,          ///< >N (RESP3 out-of-band data)
-    boolean,       ///< #t / #f (in `integer`)
-    double_number, ///< ,3.14 (text kept as sent)
+    simple_string, ///< `+OK`
+    error,         ///< `-ERR ...` (and RESP3 blob errors)
+    integer,       ///< `:42`
+    bulk_string,   ///< `$3\r\nabc`
+    null,          ///< `$-1`, `*-1`, `_`
+    array,         ///< `*N`
+    map,           ///< `%N` (elements hold key, value, key, value, ...)
+    set,           ///< `~N`
+    push,          ///< `>N` (RESP3 out-of-band data)
+    boolean,       ///< `#t` / `#f` (in `integer`)
+    double_number, ///< `,3.14` (text kept as sent)
     big_number,    ///< (123... (text kept as sent)
     verbatim,      ///< =N txt:... (text without the format prefix)
 };
