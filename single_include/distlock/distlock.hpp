@@ -6408,7 +6408,8 @@ inline std::size_t run_due(asio::io_context& io)
 
 /// Advances `clock` by `by` in steps of `step`, running everything due after each
 /// step (run_due): a lease's renewals, a retry's delays, a TTL's expiry happen in
-/// order, as they would in real time. Returns the handlers it ran.
+/// order, as they would in real time. A `step` of zero or less is taken as 1 ms.
+/// Returns the handlers it ran.
 inline std::size_t advance(manual_clock& clock, asio::io_context& io, duration by,
                            duration step = std::chrono::milliseconds{1})
 {
