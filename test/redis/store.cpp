@@ -479,3 +479,71 @@ TEST_CASE("redis: stores with colliding-looking prefixes hold their locks side b
         CHECK(r2);
     });
 }
+
+TEST_CASE("redis: with wait_replicas a grant is reported once a replica has it; unreplicated, it fails and is given "
+          "back",
+          "[redis][replication]")
+{
+    redis_server primary;
+    redis_server replica{{"--replicaof", "127.0.0.1", std::to_string(primary.port())}};
+    auto cfg = primary.config();
+    cfg.wait_replicas = 1;
+    cfg.wait_timeout = 300ms;
+    {
+        auto bad = cfg;
+        bad.wait_timeout = bad.request_timeout; // the reply would come after the request timeout
+        CHECK(bad.validate() == dl::errc::invalid_argument);
+        bad.wait_timeout = 0ms; // WAIT 0 would wait forever
+        CHECK(bad.validate() == dl::errc::invalid_argument);
+    }
+    asio::io_context io;
+    dl::redis::store store{io, cfg}, on_replica{io, replica.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        // The replica is online once its first synchronisation is done.
+        for (int i = 0; i < 400; ++i) {
+            auto info = co_await store.execute("INFO", "replication");
+            if (info && info->text.find("state=online") != std::string::npos)
+                break;
+            co_await settle(25ms);
+        }
+        one_shot m{store, "wallet:1", {.ttl = 10s}};
+        dl::diagnostics first_diag;
+        auto held = co_await m.lock(first_diag);
+        INFO(first_diag.to_string());
+        REQUIRE(held);
+        // Reported only after the replica acknowledged it: the replica has the key.
+        auto copy = co_await on_replica.execute("GET", store.lock_key("wallet:1"));
+        REQUIRE(copy);
+        CHECK(copy->text == held->owner().to_hex());
+        { const auto ok_ = co_await held->unlock(); REQUIRE(ok_); }
+
+        // A replica that stopped answering: the grant is not acknowledged in time.
+        ::kill(replica.pid(), SIGSTOP);
+        dl::diagnostics diag;
+        auto refused = co_await m.lock(diag);
+        ::kill(replica.pid(), SIGCONT);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::not_replicated);
+        CHECK(refused.error() == dl::condition::maybe_applied);
+        CHECK(diag.client_message().find("0 of 1 replicas") != std::string_view::npos);
+        // Given back by owner token, as after a lost reply.
+        std::optional<dl::lock_info> left;
+        for (int i = 0; i < 200; ++i) {
+            auto r = co_await store.read("wallet:1");
+            if (r && !r->held) {
+                left = *r;
+                break;
+            }
+            co_await settle(25ms);
+        }
+        REQUIRE(left);
+        CHECK_FALSE(left->held);
+        // Afterwards, with the replica back, locks are granted again.
+        auto again = co_await m.lock();
+        REQUIRE(again);
+        CHECK(again->fence() > held->fence());
+        { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
+        co_await store.close();
+        co_await on_replica.close();
+    });
+}

@@ -41,6 +41,15 @@ struct config {
 
     std::string key_prefix = "distlock"; ///< Keys are `<prefix>:{<resource>}:<kind>`.
 
+    /// After a grant, `WAIT wait_replicas wait_timeout`: the lock is reported only once
+    /// that many replicas have acknowledged it, else it fails with errc::not_replicated
+    /// (and is given back). This narrows, not closes, the window in which a failover
+    /// to a replica that never saw the grant loses the lock (docs/redis.md). WAIT holds
+    /// the store's one connection while it waits: keep `wait_timeout` short. 0: no WAIT.
+    int wait_replicas = 0;
+    /// How long a WAIT may take; in (0, request_timeout) when wait_replicas > 0.
+    duration wait_timeout = std::chrono::milliseconds{100};
+
     /// Where and how the transport connects.
     transport::endpoint endpoint() const
     {
@@ -63,7 +72,11 @@ struct config {
     std::error_code validate() const noexcept
     {
         const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
-        if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0)
+        if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0 || wait_replicas < 0)
+            return errc::invalid_argument;
+        // WAIT's timeout is whole milliseconds (0 would mean "forever"), and its reply
+        // must come before the request timeout drops the connection.
+        if (wait_replicas > 0 && (wait_timeout < std::chrono::milliseconds{1} || wait_timeout >= request_timeout))
             return errc::invalid_argument;
         return {};
     }

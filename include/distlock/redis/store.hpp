@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <string_view>
 #include <vector>
 
@@ -135,8 +136,10 @@ public:
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
                                                  diagnostics* diag = nullptr)
     {
-        return acquired(
-            eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}, diag));
+        return replicated(connection_, settings(),
+                          acquired(eval(script::acquire, {lock_key(resource), fence_key(resource)},
+                                        {owner.to_hex(), millis(ttl)}, diag)),
+                          diag);
     }
 
     /// put_if_absent() that tells how long the holder's lock has left when it is held
@@ -144,8 +147,10 @@ public:
     awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl,
                                                    diagnostics* diag = nullptr)
     {
-        return answered(
-            eval(script::acquire, {lock_key(resource), fence_key(resource)}, {owner.to_hex(), millis(ttl)}, diag));
+        return replicated(connection_, settings(),
+                          answered(eval(script::acquire, {lock_key(resource), fence_key(resource)},
+                                        {owner.to_hex(), millis(ttl)}, diag)),
+                          diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
@@ -238,8 +243,10 @@ public:
             keys.push_back(lock_key(r));
             keys.push_back(fence_key(r));
         }
-        return acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}, diag),
-                            resources.size());
+        return replicated(connection_, settings(),
+                          acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}, diag),
+                                       resources.size()),
+                          diag);
     }
 
     /// Writes `value` under `key` (a hash with fields value and fence) unless a write
@@ -425,6 +432,36 @@ private:
         if (v.elements[1].integer < 1)
             return errc::protocol_error;
         return static_cast<fence_token>(v.elements[1].integer);
+    }
+
+    // A grant is reported once config::wait_replicas replicas acknowledged it (WAIT),
+    // else errc::not_replicated, a maybe-applied outcome: the claim gives the lock back
+    // by owner token, as after a lost reply. Refusals pass through at once.
+    template <class T>
+    static awaitable<result<T>> replicated(connection_ptr c, const config& cfg, awaitable<result<T>> pending,
+                                           diagnostics* diag)
+    {
+        auto got = co_await std::move(pending);
+        if (cfg.wait_replicas <= 0 || !got)
+            co_return got;
+        if constexpr (std::is_same_v<T, answer>)
+            if (!got.value().is_granted())
+                co_return got;
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.wait_timeout).count();
+        auto acks = co_await exec_on(c, resp::command_of("WAIT", std::to_string(cfg.wait_replicas), std::to_string(ms)),
+                                     diag);
+        if (!acks) // the grant stands on the primary at least: maybe applied either way
+            co_return acks.error() == condition::maybe_applied ? acks.error() : make_error_code(errc::not_replicated);
+        if (acks.value().type != resp::type::integer)
+            co_return errc::protocol_error;
+        if (acks.value().integer < cfg.wait_replicas) {
+            if (diag)
+                diag->set_client_message("WAIT: " + std::to_string(acks.value().integer) + " of " +
+                                         std::to_string(cfg.wait_replicas) + " replicas acknowledged the grant in " +
+                                         std::to_string(ms) + " ms");
+            co_return errc::not_replicated;
+        }
+        co_return got;
     }
 
     static awaitable<result<fence_token>> acquired(awaitable<result<resp::value>> pending)
