@@ -18,8 +18,10 @@ TEST_CASE("error codes have the distlock category and say what happened", "[erro
     CHECK(ec != dl::errc::contended);
     // One category instance, whichever header asked.
     CHECK(&dl::error_category() == &std::error_code{dl::errc::contended}.category());
-    for (int v = 1; v <= static_cast<int>(dl::errc::auth_failed); ++v)
+    for (int v = 1; v <= static_cast<int>(dl::errc::not_replicated); ++v)
         CHECK(dl::error_category().message(v) != "unknown distlock error");
+    // A grant that did not reach the replicas stands on the primary: maybe applied.
+    CHECK(std::error_code{dl::errc::not_replicated} == dl::condition::maybe_applied);
 }
 
 namespace {
