@@ -3,9 +3,9 @@
 //   tour                          the in-process parts
 //   tour --redis URL [URL...]     the Redis parts too (several URLs: a Redlock quorum)
 // Exits non-zero if a step does not turn out as the README says.
-#include <distlock/distlock.hpp>
-#include <distlock/memory.hpp>
-#include <distlock/redis.hpp>
+#include <distlock/distlock.hpp>   // the core: mutexes, leases, policies
+#include <distlock/memory.hpp>     // the in-process store
+#include <distlock/redis.hpp>      // a network store (its CMake target links OpenSSL)
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
