@@ -212,6 +212,7 @@ enum class errc {
     stale_fence,         ///< A fenced write carried an older token than one already accepted.
     auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
     session_lost,        ///< The store session that kept the lock ended (expired, closed, or in doubt).
+    not_replicated,      ///< Granted by the primary, but fewer replicas than asked acknowledged it in time: given back.
 };
 
 /// What the core decides by. Every store's own error codes (distlock's errc, or a
@@ -295,6 +296,7 @@ public:
             return make_error_condition(condition::not_applied);
         case errc::outcome_unknown:
         case errc::protocol_error:
+        case errc::not_replicated: // applied on the primary: given back by owner token
             return make_error_condition(condition::maybe_applied);
         case errc::not_owner:
             return make_error_condition(condition::not_owner);
@@ -351,6 +353,9 @@ public:
         case errc::session_lost:
             return "the store session that kept the lock ended (expired, closed or in doubt): "
                    "the lock is gone or cannot be vouched for";
+        case errc::not_replicated:
+            return "granted by the primary, but fewer replicas than asked acknowledged it in time: "
+                   "a failover could lose it, so it was given back";
         }
         return "unknown distlock error";
     }
