@@ -170,7 +170,11 @@ private:
         if constexpr (has_batch_path) {
             // One round trip for the whole set when nothing is held; under contention,
             // the per-resource path below waits in order.
-            if (ids.size() > 1) {
+            // A store may take only some sets in one step (a cluster: one hash slot).
+            bool batchable = true;
+            if constexpr (requires(const Backend& b) { { b.batchable(ids) } -> std::convertible_to<bool>; })
+                batchable = prototype_.backend().batchable(ids);
+            if (ids.size() > 1 && batchable) {
                 auto batch = co_await take_batch(ids);
                 if (batch || batch.error() != condition::contended)
                     co_return batch;

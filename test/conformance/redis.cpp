@@ -1,9 +1,13 @@
-// The store conformance suite on Redis: one server with three clients, and a Redlock
-// quorum of three servers with three clients each made of one store per server. The
-// clients reach each server through a fault proxy, which loses replies on demand.
+// The store conformance suite on Redis: one server with three clients, a Redlock
+// quorum of three servers with three clients each made of one store per server, and
+// a Redis Cluster of three primaries with a replica each. The clients reach each
+// server through a fault proxy, which loses replies on demand.
+#include "cluster.hpp"
 #include "conformance/suite.hpp"
 #include "fault/proxy.hpp"
 #include "redis_support.hpp"
+
+#include <map>
 
 #include <array>
 #include <optional>
@@ -127,9 +131,93 @@ struct redis_quorum {
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };
 
+// Three primaries and their replicas. The clients start from the proxies and map
+// every address the cluster announces to its node's proxy (config::address_map), so
+// all their traffic passes the proxies; the fixture's own probe talks to the nodes.
+struct redis_cluster {
+    static constexpr const char* name = "redis_cluster";
+    using backend = dl::redis::store;
+    static constexpr bool notifies = true;
+    static constexpr bool quorum = false;
+    test::redis_cluster cluster;
+    std::vector<std::unique_ptr<fault::proxy>> nets;
+    std::map<std::uint16_t, std::uint16_t> proxy_of; // node port -> its proxy's port
+    asio::io_context io;
+    std::array<std::unique_ptr<dl::redis::store>, 3> clients;
+
+    redis_cluster()
+    {
+        auto c = cluster.config();
+        c.cluster_nodes.clear();
+        for (std::size_t i = 0; i < cluster.size(); ++i) {
+            const auto port = cluster.node(i).port();
+            nets.push_back(std::make_unique<fault::proxy>(port));
+            proxy_of[port] = nets.back()->port();
+            c.cluster_nodes.push_back({"127.0.0.1", nets.back()->port()});
+        }
+        c.address_map = [map = proxy_of](const dl::redis::node_address& a) {
+            const auto it = map.find(a.port);
+            return it == map.end() ? a : dl::redis::node_address{a.host, it->second};
+        };
+        for (auto& client : clients)
+            client = std::make_unique<dl::redis::store>(io, c);
+        // Each client connects to every primary and loads its scripts there: the next
+        // request of a test, whichever node it goes to, is its lock script itself.
+        std::vector<std::string> spread; // one resource per primary
+        std::vector<std::uint16_t> seen;
+        for (int i = 0; seen.size() < 3 && i < 1000; ++i) {
+            auto r = "conf:warm-up:" + std::to_string(i);
+            const auto node = cluster.primary_of(clients[0]->lock_key(r));
+            if (std::find(seen.begin(), seen.end(), node) == seen.end()) {
+                seen.push_back(node);
+                spread.push_back(std::move(r));
+            }
+        }
+        test::run(io, [&]() -> asio::awaitable<void> {
+            for (auto& client : clients)
+                for (const auto& r : spread) {
+                    dl::basic_distributed_mutex<backend, dl::retry::none> m{*client, r, {.ttl = 10s}};
+                    dl::diagnostics diag;
+                    auto l = co_await m.lock(diag);
+                    INFO(diag.to_string());
+                    REQUIRE(l);
+                    const auto u = co_await l->unlock();
+                    REQUIRE(u);
+                }
+        });
+    }
+
+    backend& client(std::size_t i) { return *clients[i]; }
+    bool held(std::string_view resource) const
+    {
+        asio::io_context probe_io;
+        dl::redis::store probe{probe_io, cluster.config()};
+        return test::peek(probe_io, cluster.config(), probe.lock_key(resource)).has_value();
+    }
+    void end_lock(const dl::lease& l)
+    {
+        asio::io_context probe_io;
+        dl::redis::store probe{probe_io, cluster.config()};
+        test::run(probe_io, [&]() -> asio::awaitable<void> {
+            auto r = co_await probe.execute("DEL", probe.lock_key(l.resource()));
+            REQUIRE(r);
+        });
+    }
+    // The reply lost is the one from the primary of the resource's slot.
+    void lose_next_reply(std::size_t, std::string_view resource)
+    {
+        const auto node = cluster.primary_of(clients[0]->lock_key(resource));
+        for (std::size_t i = 0; i < cluster.size(); ++i)
+            if (cluster.node(i).port() == node)
+                ::lose_next_reply(*nets[i]);
+    }
+    asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
+    static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
+};
+
 } // namespace
 
-DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_quorum)
+DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_quorum, redis_cluster)
 
 TEST_CASE("redis: a held lock is data: the answer says until when the holder's lock runs out", "[redis]")
 {

@@ -12,6 +12,8 @@
 //   void end_lock(const dl::lease& l);        the store drops l's lock (as if its TTL
 //                                             or session ran out); l does not know yet
 //   optional: void lose_next_reply(std::size_t client);  applied, reply lost
+//             (or lose_next_reply(client, resource), for a store whose servers
+//             split resources among them: the one holding `resource` loses it)
 //   optional: void refuse_next(std::size_t client);      not applied
 //   optional: awaitable<void> close(std::size_t client);
 // and the suite is instantiated with DISTLOCK_CONFORMANCE("[tag]", F1, F2, ...).
@@ -69,7 +71,18 @@ inline dl::retry::fixed quick()
 template <class F>
 struct notifies : std::bool_constant<F::notifies> {};
 template <class F>
-struct loses_replies : std::bool_constant<requires(F& f) { f.lose_next_reply(0); }> {};
+struct loses_replies : std::bool_constant<requires(F& f) { f.lose_next_reply(0); } ||
+                                          requires(F& f) { f.lose_next_reply(0, std::string_view{}); }> {};
+
+/// The next reply to `client` about `resource` is lost.
+template <class F>
+void lose_next_reply(F& f, std::size_t client, std::string_view resource)
+{
+    if constexpr (requires { f.lose_next_reply(client, resource); })
+        f.lose_next_reply(client, resource);
+    else
+        f.lose_next_reply(client);
+}
 template <class F>
 struct refuses : std::bool_constant<requires(F& f) { f.refuse_next(0); }> {};
 template <class F>
@@ -323,7 +336,7 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
         test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
             single_try_mutex_of<TestType> a{f.client(0), "conf:lost-reply", {.ttl = 10s},                              \
                                             dl::observe::callback{}};                                                  \
-            f.lose_next_reply(0);                                                                                      \
+            test::conformance::lose_next_reply(f, 0, "conf:lost-reply");                                              \
             auto r = co_await a.lock();                                                                                \
             REQUIRE_FALSE(r);                                                                                          \
             /* One store: the caller cannot know. A quorum gave back on every node */                                  \

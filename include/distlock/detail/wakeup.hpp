@@ -28,6 +28,15 @@ public:
     /// Wakes the waiter (or the next wait, if none is waiting now).
     void signal() { channel_.try_send(std::error_code{}, true); }
 
+    /// Takes a signal sent since the last wait or take, without waiting: true if
+    /// there was one.
+    bool try_take()
+    {
+        bool taken = false;
+        (void)channel_.try_receive([&](std::error_code, bool) { taken = true; });
+        return taken;
+    }
+
     /// True when signalled, false when `until` came first or on cancellation.
     awaitable<bool> wait(time_point until)
     {

@@ -10,12 +10,63 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace distlock::redis {
 
-/// Connection settings of one Redis server.
+/// host:port of one server, as a cluster or a Sentinel names it.
+struct node_address {
+    std::string host;
+    std::uint16_t port = 0;
+
+    /// host:port, [v6]:port for IPv6.
+    std::string describe() const
+    {
+        return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                                   : host + ":" + std::to_string(port);
+    }
+    friend bool operator==(const node_address&, const node_address&) = default;
+    friend auto operator<=>(const node_address&, const node_address&) = default;
+};
+
+/// Parses host:port, [v6]:port or v6:port (the last colon splits). nullopt when the
+/// host is empty or the port missing, zero or not a number.
+inline std::optional<node_address> parse_address(std::string_view text)
+{
+    node_address a;
+    std::string_view port;
+    if (text.starts_with('[')) {
+        const auto close = text.find(']');
+        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+            return std::nullopt;
+        a.host = std::string{text.substr(1, close - 1)};
+        port = text.substr(close + 2);
+    } else {
+        const auto colon = text.rfind(':');
+        if (colon == std::string_view::npos)
+            return std::nullopt;
+        a.host = std::string{text.substr(0, colon)};
+        port = text.substr(colon + 1);
+    }
+    const auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), a.port);
+    if (ec != std::errc{} || p != port.data() + port.size() || a.port == 0 || a.host.empty())
+        return std::nullopt;
+    return a;
+}
+
+/// How the servers behind one store are arranged.
+enum class topology {
+    single,   ///< One server at host:port (or unix_socket).
+    cluster,  ///< A Redis Cluster, learned from config::cluster_nodes.
+    sentinel, ///< A primary with replicas, found through config::sentinels.
+};
+
+/// Connection settings of one Redis server, a Redis Cluster or a primary watched by
+/// Sentinels. Everything but the addresses applies to every server reached.
 struct config {
     std::string host = "127.0.0.1";
     std::uint16_t port = 6379;
@@ -39,7 +90,14 @@ struct config {
     /// (0, distlock::max_wait].
     duration request_timeout = std::chrono::seconds{2};
 
-    std::string key_prefix = "distlock"; ///< Keys are `<prefix>:{<resource>}:<kind>`.
+    std::string key_prefix = "distlock"; ///< Keys are `<prefix>:{#<resource>}:<kind>`.
+
+    /// A resource id's own hash tag, as in "{order:7}:payment", picks the Redis
+    /// Cluster slot of its keys: resources sharing a tag live on one node, and a
+    /// multi-lock over them is one script. Off: every resource is its own tag (the
+    /// default; switching changes every tagged resource's keys, so all clients of a
+    /// resource must agree). Layout in redis/scripts.hpp.
+    bool hash_tags = false;
 
     /// After a grant, `WAIT wait_replicas wait_timeout`: the lock is reported only once
     /// that many replicas have acknowledged it, else it fails with errc::not_replicated
@@ -49,6 +107,58 @@ struct config {
     int wait_replicas = 0;
     /// How long a WAIT may take; in (0, request_timeout) when wait_replicas > 0.
     duration wait_timeout = std::chrono::milliseconds{100};
+
+    /// Redis Cluster: a few of its nodes (any: primaries or replicas), to learn the
+    /// slot map from. Not empty: each lock goes to the primary of its key's slot,
+    /// MOVED and ASK are followed, and host, port and unix_socket are not used.
+    std::vector<node_address> cluster_nodes;
+
+    /// Redis Sentinel: the Sentinels to ask, in order, where the primary named
+    /// `sentinel_master` is. Not empty: the store talks to that primary only, and
+    /// asks again after +switch-master, a refused write (READONLY) or a primary that
+    /// cannot be reached. host, port and unix_socket are not used.
+    std::vector<node_address> sentinels;
+    std::string sentinel_master;   ///< The primary's name in the Sentinels' configuration.
+    std::string sentinel_username; ///< ACL user for the Sentinels; empty: AUTH password.
+    std::string sentinel_password; ///< Empty: no AUTH to the Sentinels.
+
+    /// Translates an address a cluster or a Sentinel announces into the one to connect
+    /// to: servers behind NAT, in containers, through a tunnel. Empty: as announced.
+    std::function<node_address(const node_address&)> address_map;
+
+    /// Which arrangement of servers the settings describe.
+    redis::topology topology() const noexcept
+    {
+        if (!cluster_nodes.empty())
+            return redis::topology::cluster;
+        return sentinels.empty() ? redis::topology::single : redis::topology::sentinel;
+    }
+
+    /// The settings of one server of the cluster (or the primary Sentinel named):
+    /// these settings at `at`, after address_map.
+    config node(const node_address& at) const
+    {
+        config c = *this;
+        const auto to = address_map ? address_map(at) : at;
+        c.host = to.host;
+        c.port = to.port;
+        c.unix_socket.clear();
+        c.cluster_nodes.clear();
+        c.sentinels.clear();
+        c.address_map = nullptr;
+        return c;
+    }
+
+    /// The settings of one Sentinel: its own credentials, no database, no WAIT.
+    config sentinel(const node_address& at) const
+    {
+        config c = node(at);
+        c.username = sentinel_username;
+        c.password = sentinel_password;
+        c.database = 0;
+        c.wait_replicas = 0;
+        return c;
+    }
 
     /// Where and how the transport connects.
     transport::endpoint endpoint() const
@@ -78,13 +188,32 @@ struct config {
         // must come before the request timeout drops the connection.
         if (wait_replicas > 0 && (wait_timeout < std::chrono::milliseconds{1} || wait_timeout >= request_timeout))
             return errc::invalid_argument;
+        // A cluster has one database; a Sentinel setup needs the primary's name. An
+        // address without a host or port could never connect.
+        const auto unusable = [](const node_address& a) { return a.host.empty() || a.port == 0; };
+        if (!cluster_nodes.empty() && (!sentinels.empty() || database != 0))
+            return errc::invalid_argument;
+        if (!sentinels.empty() && sentinel_master.empty())
+            return errc::invalid_argument;
+        for (const auto& list : {&cluster_nodes, &sentinels})
+            for (const auto& a : *list)
+                if (unusable(a))
+                    return errc::invalid_argument;
         return {};
     }
 
-    /// Parses redis://[user:password@]host[:port][/db], rediss:// (TLS) and
-    /// unix:///path/to/socket[?db=N]. errc::invalid_argument when malformed.
+    /// Parses redis://[user:password@]host[:port][/db], rediss:// (TLS),
+    /// unix:///path/to/socket[?db=N], redis+cluster://[user:password@]host:port,host:port,...
+    /// (the cluster's nodes to start from) and
+    /// redis+sentinel://[user:password@]host:port,host:port,.../primary-name[/db] (the
+    /// Sentinels; the credentials are the data nodes'), each with rediss+ for TLS.
+    /// errc::invalid_argument when malformed.
     static result<config> from_url(std::string_view url)
     {
+        for (const std::string_view scheme : {"redis+cluster://", "rediss+cluster://", "redis+sentinel://",
+                                              "rediss+sentinel://"})
+            if (url.starts_with(scheme))
+                return from_multi_url(url, scheme);
         config c;
         auto take_number = [](std::string_view s, auto& out) {
             const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -148,6 +277,63 @@ struct config {
         }
         if (c.host.empty() || c.database < 0)
             return errc::invalid_argument;
+        return c;
+    }
+
+private:
+    static result<config> from_multi_url(std::string_view url, std::string_view scheme)
+    {
+        const bool sentinel = scheme.find("sentinel") != std::string_view::npos;
+        // The single-server parser reads the credentials and TLS: give it the rest
+        // without the host list, which it does not know.
+        url.remove_prefix(scheme.size());
+        std::string_view creds;
+        if (const auto at = url.rfind('@'); at != std::string_view::npos) {
+            creds = url.substr(0, at + 1);
+            url.remove_prefix(at + 1);
+        }
+        std::string_view hosts = url, path;
+        if (const auto slash = url.find('/'); slash != std::string_view::npos) {
+            hosts = url.substr(0, slash);
+            path = url.substr(slash + 1);
+        }
+        std::string single{scheme.starts_with("rediss") ? "rediss://" : "redis://"};
+        single.append(creds).append("placeholder");
+        std::string_view db;
+        if (sentinel) {
+            const auto slash = path.find('/');
+            const auto name = path.substr(0, slash);
+            if (name.empty())
+                return errc::invalid_argument;
+            if (slash != std::string_view::npos)
+                db = path.substr(slash + 1);
+            path = name;
+        } else if (!path.empty()) {
+            return errc::invalid_argument; // a cluster has one database
+        }
+        if (!db.empty())
+            single.append("/").append(db);
+        auto c = from_url(single);
+        if (!c)
+            return c;
+        c.value().host = "127.0.0.1";
+        auto& list = sentinel ? c.value().sentinels : c.value().cluster_nodes;
+        while (!hosts.empty()) {
+            const auto comma = hosts.find(',');
+            auto a = parse_address(hosts.substr(0, comma));
+            if (!a)
+                return errc::invalid_argument;
+            list.push_back(std::move(*a));
+            if (comma == std::string_view::npos)
+                break;
+            hosts.remove_prefix(comma + 1);
+            if (hosts.empty())
+                return errc::invalid_argument;
+        }
+        if (list.empty())
+            return errc::invalid_argument;
+        if (sentinel)
+            c.value().sentinel_master = std::string{path};
         return c;
     }
 };

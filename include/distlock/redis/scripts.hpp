@@ -5,12 +5,15 @@
 // '%', '{' and '}' percent-encoded (%25, %7B, %7D) and every other byte kept:
 //   E(P):{#E(R)}:lock      the lock: a string holding the owner token (32 hex chars), with a TTL
 //   E(P):{#E(R)}:fence     the fencing counter: an integer that only grows, no TTL
-//   E(P):{#E(R)}:released  the pub/sub channel a release publishes on
+//   E(P):{#E(R)}:released  the pub/sub channel a release publishes on (a shard channel
+//                          in a Redis Cluster, in the same slot)
 // The keys are built by the client (redis::store) and passed in; the scripts never
 // build or parse them. The only '{' of a key is the one before '#', so a key maps
 // back to exactly one (P, R): two stores with different prefixes never share a key.
 // {#E(R)} is the key's one hash tag, so all keys of a resource live in one Redis
-// Cluster slot; the '#' keeps it from ever being empty.
+// Cluster slot; the '#' keeps it from ever being empty. With config::hash_tags, an id
+// R with a tag of its own T (between its first '{' and the next '}', not empty) uses
+// E(P):{@E(T)}E(R):<kind>: resources sharing T share a slot.
 #pragma once
 
 #include <string_view>
@@ -40,6 +43,17 @@ inline constexpr std::string_view release = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+return 0
+)lua";
+
+/// release for a Redis Cluster: the channel is a shard channel (SPUBLISH), in the
+/// lock's slot, heard by SSUBSCRIBE on the slot's primary only.
+inline constexpr std::string_view release_sharded = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SPUBLISH', ARGV[2], 'released')
   return 1
 end
 return 0

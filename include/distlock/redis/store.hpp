@@ -1,5 +1,6 @@
-// distlock/redis/store.hpp: Redis as a distlock store (single node; several make a
-// Redlock quorum through distlock::quorum<redis::store>).
+// distlock/redis/store.hpp: Redis as a distlock store: one server, a Redis Cluster, or
+// a primary with replicas found through Sentinel (config::topology()). Several
+// independent stores make a Redlock quorum through distlock::quorum<redis::store>.
 #pragma once
 
 #include <distlock/clock.hpp>
@@ -10,7 +11,8 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/diagnostics.hpp>
-#include <distlock/redis/detail/connection.hpp>
+#include <distlock/redis/detail/cluster.hpp>
+#include <distlock/redis/detail/router.hpp>
 #include <distlock/redis/detail/sha1.hpp>
 #include <distlock/redis/detail/subscriber.hpp>
 #include <distlock/redis/resp/command.hpp>
@@ -23,7 +25,9 @@
 #include <asio/execution_context.hpp>
 #include <asio/strand.hpp>
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -39,6 +43,12 @@ namespace distlock::redis {
 /// notifications. Neither is opened before the first request; both reconnect on
 /// the next request after a failure.
 ///
+/// In a Redis Cluster (config::cluster_nodes) the store keeps such a pair per primary
+/// and sends each lock to its slot's primary, following MOVED and ASK; releases are
+/// published with SPUBLISH on the slot's shard. Behind Sentinels (config::sentinels)
+/// it talks to the primary they name and asks again after a failover. Every key of a
+/// resource shares one hash slot, so each script stays atomic on one node.
+///
 /// Models put_if_absent_store, owner_checked_store, fencing_counter_store and
 /// release_notifying_store.
 ///
@@ -53,6 +63,8 @@ namespace distlock::redis {
 /// errc::store_unavailable (held leases are reported lost). close() first finishes
 /// the releases still pending, then closes both connections, so io.run() returns.
 class store {
+    using router_ptr = std::shared_ptr<detail::router>;
+
 public:
     using executor_type = asio::any_io_executor;
 
@@ -63,9 +75,7 @@ public:
         auto tls = transport::make_tls_context(cfg_.endpoint());
         if (!tls)
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
-        auto strand = asio::make_strand(ex_);
-        connection_ = std::make_shared<detail::connection>(strand, cfg_, tls.value());
-        subscriber_ = std::make_shared<detail::subscriber>(strand, cfg_, tls.value());
+        router_ = std::make_shared<detail::router>(asio::make_strand(ex_), cfg_, tls.value());
         life_ = distlock::detail::lifetime::make(ex_);
     }
 
@@ -77,8 +87,7 @@ public:
     ~store()
     {
         life_->shut();
-        connection_->close();
-        subscriber_->close();
+        router_->close();
     }
     store(const store&) = delete;
     store& operator=(const store&) = delete;
@@ -92,7 +101,9 @@ public:
     /// The longest a request takes before the store completes it itself (connecting
     /// first, then the request): attempts that surely end before a deadline need no
     /// timer of their own.
-    duration operation_timeout() const noexcept { return cfg_.connect_timeout + cfg_.request_timeout; }
+    /// In a cluster or behind Sentinels that includes following redirects and
+    /// learning the servers' layout again (detail/router.hpp).
+    duration operation_timeout() const noexcept { return router_->operation_timeout(); }
 
     /// Refuses new locks, finishes the releases still pending, ends the leases still
     /// held (reported lost, released), then closes both connections: io.run() can
@@ -100,24 +111,27 @@ public:
     awaitable<void> close()
     {
         co_await life_->close();
-        connection_->close();
-        subscriber_->close();
+        router_->close();
     }
 
     /// Which server process this store reached at its last connect (its run_id, from
     /// INFO server in the handshake), without I/O: nullopt before the first connect,
     /// empty when the server would not tell. A quorum refuses two nodes with one
     /// identity (errc::invalid_argument), whatever their database, prefix or host name.
-    std::optional<std::string> known_server_identity() const { return connection_->known_identity(); }
+    /// A cluster is named by its primaries' node ids; behind Sentinels, the primary's.
+    std::optional<std::string> known_server_identity() const { return router_->identity(); }
+
+    /// Where requests on `resource` go now, without I/O: nullopt when not known yet
+    /// (before the first request in a cluster or behind Sentinels).
+    std::optional<node_address> node_of(std::string_view resource) const
+    {
+        return router_->node_of(detail::hash_slot(lock_key(resource)));
+    }
 
     /// Closes both connections; the next request reconnects. Requests already written
     /// (even in part) complete with errc::outcome_unknown, queued ones with
     /// errc::store_unavailable (the store contract: only those were surely not applied).
-    void disconnect()
-    {
-        connection_->close();
-        subscriber_->close();
-    }
+    void disconnect() { router_->close(); }
 
     // -- Key layout (see scripts.hpp) ---------------------------------------------
 
@@ -136,7 +150,7 @@ public:
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
                                                  diagnostics* diag = nullptr)
     {
-        return replicated(connection_, settings(),
+        return replicated(router_, slot_of(resource), settings(),
                           acquired(eval(script::acquire, {lock_key(resource), fence_key(resource)},
                                         {owner.to_hex(), millis(ttl)}, diag)),
                           diag);
@@ -147,7 +161,7 @@ public:
     awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl,
                                                    diagnostics* diag = nullptr)
     {
-        return replicated(connection_, settings(),
+        return replicated(router_, slot_of(resource), settings(),
                           answered(eval(script::acquire, {lock_key(resource), fence_key(resource)},
                                         {owner.to_hex(), millis(ttl)}, diag)),
                           diag);
@@ -161,12 +175,14 @@ public:
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release, {lock_key(resource)}, {owner.to_hex(), channel(resource)}, diag));
+        // A cluster publishes on the slot's shard (SPUBLISH), heard by SSUBSCRIBE.
+        const auto which = router_->mode() == topology::cluster ? script::release_sharded : script::release;
+        return owned_reply(eval(which, {lock_key(resource)}, {owner.to_hex(), channel(resource)}, diag));
     }
 
     awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return fence_reply(exec_on(connection_, resp::command({"INCR", fence_key(resource)}), diag));
+        return fence_reply(exec_on(router_, slot_of(resource), resp::command({"INCR", fence_key(resource)}), diag));
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor,
@@ -193,18 +209,20 @@ public:
                 subscriber_->unsubscribe(channel_, wakeup_);
         }
 
-        /// True when a release was published, false when `until` came first. If the
-        /// subscription was lost (connection dropped) it is renewed first.
+        /// True when a release was published, false when `until` came first. A
+        /// subscription that was lost (connection dropped, the slot moved to another
+        /// node) is made again first, where the channel now lives, and the wait ends
+        /// at once with true: a release may have gone unheard in between.
         awaitable<bool> wait(time_point until)
         {
-            if (lost_) {
-                const auto ec = co_await subscriber_->subscribe(channel_, wakeup_);
-                if (ec) { // still down: wait as a plain timer
-                    timer t{co_await asio::this_coro::executor, until};
-                    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-                    co_return false;
+            if (lost_ || !subscriber_ || subscriber_->epoch() != epoch_) {
+                if (co_await resubscribe()) {
+                    co_return true;
                 }
-                lost_ = false;
+                // still down: wait as a plain timer
+                timer t{co_await asio::this_coro::executor, until};
+                (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                co_return false;
             }
             const bool notified = co_await wakeup_->wait(until);
             co_return notified;
@@ -212,22 +230,45 @@ public:
 
     private:
         friend class store;
-        watcher(std::shared_ptr<detail::subscriber> s, std::string channel,
-                std::shared_ptr<distlock::detail::wakeup> w, bool lost)
-            : subscriber_{std::move(s)}, channel_{std::move(channel)}, wakeup_{std::move(w)}, lost_{lost}
+        watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w)
+            : router_{std::move(r)}, slot_{slot}, channel_{std::move(channel)}, wakeup_{std::move(w)}
         {}
-        std::shared_ptr<detail::subscriber> subscriber_;
+
+        // Subscribes on the node that serves the channel now; true when confirmed.
+        awaitable<bool> resubscribe()
+        {
+            auto sub = co_await router_->subscriber_for(slot_);
+            if (!sub) {
+                lost_ = true;
+                co_return false;
+            }
+            if (subscriber_ && subscriber_ != sub.value())
+                subscriber_->unsubscribe(channel_, wakeup_);
+            subscriber_ = std::move(sub.value());
+            epoch_ = subscriber_->epoch(); // before: a loss during the request shows next time
+            const auto ec = co_await subscriber_->subscribe(channel_, wakeup_);
+            lost_ = static_cast<bool>(ec);
+            co_return !lost_;
+        }
+
+        router_ptr router_;
+        std::uint16_t slot_ = 0;
         std::string channel_;
         std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        std::shared_ptr<detail::subscriber> subscriber_;
+        std::uint64_t epoch_ = 0;
         bool lost_ = false;
     };
 
     /// Subscribes to the resource's release channel; completes once Redis confirmed.
     /// If the subscription fails, the watcher still works as a plain timer.
-    awaitable<watcher> watch(std::string_view resource) { return watch_on(subscriber_, channel(resource)); }
+    awaitable<watcher> watch(std::string_view resource)
+    {
+        return watch_on(router_, slot_of(resource), channel(resource));
+    }
 
     /// Channels currently subscribed (they must not accumulate).
-    std::size_t subscribed_channels() const { return subscriber_->channels(); }
+    std::size_t subscribed_channels() const { return router_->channels(); }
 
     // -- Beyond the store concepts -----------------------------------------------
 
@@ -243,7 +284,7 @@ public:
             keys.push_back(lock_key(r));
             keys.push_back(fence_key(r));
         }
-        return replicated(connection_, settings(),
+        return replicated(router_, (resources.empty() ? std::uint16_t{0} : slot_of(resources.front())), settings(),
                           acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}, diag),
                                        resources.size()),
                           diag);
@@ -264,12 +305,13 @@ public:
     /// Reads a value written by fenced_write (nullopt if none).
     awaitable<result<std::optional<std::string>>> fenced_read(std::string_view key, diagnostics* diag = nullptr)
     {
-        return read_reply(exec_on(connection_, resp::command({"HGET", key, "value"}), diag));
+        return read_reply(exec_on(router_, detail::hash_slot(key), resp::command({"HGET", key, "value"}), diag));
     }
 
     /// Runs one command and returns its reply; an error reply becomes
     /// errc::store_unavailable (errc::auth_failed for NOAUTH, WRONGPASS, NOPERM), with
-    /// the server's words in `diag` when given.
+    /// the server's words in `diag` when given. In a cluster the command goes to the
+    /// primary of its first argument's slot (the key, for most commands).
     awaitable<result<resp::value>> execute(std::initializer_list<std::string_view> args, diagnostics* diag = nullptr)
     {
         return execute_command(resp::command(args), diag);
@@ -287,11 +329,24 @@ public:
     /// execute() for a command already encoded (resp::command).
     awaitable<result<resp::value>> execute_command(std::string encoded, diagnostics* diag = nullptr)
     {
-        return exec_on(connection_, std::move(encoded), diag);
+        const auto slot = slot_of_command(encoded);
+        return exec_on(router_, slot, std::move(encoded), diag);
+    }
+
+    /// Whether put_if_absent_all() can take these resources in one script: always on
+    /// one server; in a cluster, when they share a hash slot (a common hash tag).
+    /// Multi-locks take other sets one resource at a time.
+    bool batchable(const std::vector<std::string>& resources) const
+    {
+        if (router_->mode() != topology::cluster || resources.empty())
+            return true;
+        const auto first = slot_of(resources.front());
+        return std::all_of(resources.begin(), resources.end(),
+                           [&](const std::string& r) { return slot_of(r) == first; });
     }
 
 private:
-    enum class script { acquire, extend, release, raise_fence, acquire_all, fenced_write, inspect };
+    enum class script { acquire, extend, release, raise_fence, acquire_all, fenced_write, inspect, release_sharded };
 
     struct script_text {
         std::string_view text;
@@ -300,7 +355,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 7> all{
+        static const std::array<script_text, 8> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -308,6 +363,7 @@ private:
             script_text{scripts::acquire_all, detail::sha1_hex(scripts::acquire_all)},
             script_text{scripts::fenced_write, detail::sha1_hex(scripts::fenced_write)},
             script_text{scripts::inspect, detail::sha1_hex(scripts::inspect)},
+            script_text{scripts::release_sharded, detail::sha1_hex(scripts::release_sharded)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -321,10 +377,28 @@ private:
     // itself reversible. It also makes that pair the key's one hash tag (Redis Cluster
     // hashes from the first '{' to the next '}'), never empty thanks to '#'. Ids
     // without those three characters keep the keys they always had.
+    // With config::hash_tags, an id with a tag T of its own ("{T}..." anywhere) gets
+    // <prefix>:{@T}<resource>:<kind> instead: T picks the slot, the escaped id follows
+    // whole, so the key still names one (prefix, resource), and '@' keeps such keys
+    // apart from every untagged one.
     std::string key(std::string_view resource, std::string_view kind) const
     {
         std::string k;
         k.reserve(cfg_.key_prefix.size() + resource.size() + kind.size() + 5);
+        if (cfg_.hash_tags) {
+            const auto open = resource.find('{');
+            const auto close = open == std::string_view::npos ? open : resource.find('}', open + 1);
+            if (close != std::string_view::npos && close > open + 1) {
+                append_escaped(k, cfg_.key_prefix);
+                k.append(":{@");
+                append_escaped(k, resource.substr(open + 1, close - open - 1));
+                k.push_back('}');
+                append_escaped(k, resource);
+                k.push_back(':');
+                k.append(kind);
+                return k;
+            }
+        }
         append_escaped(k, cfg_.key_prefix);
         k.append(":{#");
         append_escaped(k, resource);
@@ -351,17 +425,45 @@ private:
         return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(ttl).count());
     }
 
-    using connection_ptr = std::shared_ptr<detail::connection>;
+    std::uint16_t slot_of(std::string_view resource) const { return detail::hash_slot(lock_key(resource)); }
+
+    // The slot of an encoded command's first argument (RESP: *N, $len name, $len arg).
+    static std::uint16_t slot_of_command(std::string_view encoded)
+    {
+        std::string_view rest = encoded;
+        for (int skip = 0; skip < 2; ++skip) { // the array header, then the name
+            const auto line = rest.find("\r\n");
+            if (line == std::string_view::npos)
+                return 0;
+            if (skip == 1) {
+                std::size_t len = 0;
+                const auto [p, ec] = std::from_chars(rest.data() + 1, rest.data() + line, len);
+                if (ec != std::errc{} || rest.size() < line + 2 + len + 2)
+                    return 0;
+                rest.remove_prefix(line + 2 + len + 2);
+            } else {
+                rest.remove_prefix(line + 2);
+            }
+        }
+        const auto line = rest.find("\r\n");
+        std::size_t len = 0;
+        if (line == std::string_view::npos || rest.empty() || rest[0] != '$')
+            return 0;
+        const auto [p, ec] = std::from_chars(rest.data() + 1, rest.data() + line, len);
+        if (ec != std::errc{} || rest.size() < line + 2 + len)
+            return 0;
+        return detail::hash_slot(rest.substr(line + 2, len));
+    }
 
     // EVALSHA, falling back to EVAL when the server does not know the script (after a
     // restart or SCRIPT FLUSH), which also caches it again.
     awaitable<result<resp::value>> eval(script which, std::vector<std::string> keys, std::vector<std::string> args,
                                         diagnostics* diag) const
     {
-        return eval_on(connection_, which, std::move(keys), std::move(args), diag);
+        return eval_on(router_, which, std::move(keys), std::move(args), diag);
     }
 
-    static awaitable<result<resp::value>> eval_on(connection_ptr c, script which, std::vector<std::string> keys,
+    static awaitable<result<resp::value>> eval_on(router_ptr c, script which, std::vector<std::string> keys,
                                                   std::vector<std::string> args, diagnostics* diag)
     {
         const auto& s = source(which);
@@ -373,7 +475,7 @@ private:
         co_return checked(std::move(reply.value()), diag);
     }
 
-    static awaitable<result<resp::value>> run_script(const connection_ptr& c, std::string_view verb,
+    static awaitable<result<resp::value>> run_script(const router_ptr& c, std::string_view verb,
                                                      std::string_view body, const std::vector<std::string>& keys,
                                                      const std::vector<std::string>& args, diagnostics* diag)
     {
@@ -389,15 +491,17 @@ private:
             parts.push_back(a);
         std::string payload;
         resp::append_command_range(payload, parts);
-        auto replies = co_await c->exec(std::move(payload), 1, diag);
+        const auto slot = keys.empty() ? std::uint16_t{0} : detail::hash_slot(keys.front());
+        auto replies = co_await c->exec(slot, std::move(payload), diag);
         if (!replies)
             co_return replies.error();
         co_return std::move(replies.value().front());
     }
 
-    static awaitable<result<resp::value>> exec_on(connection_ptr c, std::string encoded, diagnostics* diag)
+    static awaitable<result<resp::value>> exec_on(router_ptr c, std::uint16_t slot, std::string encoded,
+                                                  diagnostics* diag)
     {
-        auto replies = co_await c->exec(std::move(encoded), 1, diag);
+        auto replies = co_await c->exec(slot, std::move(encoded), diag);
         if (!replies)
             co_return replies.error();
         co_return checked(std::move(replies.value().front()), diag);
@@ -438,8 +542,8 @@ private:
     // else errc::not_replicated, a maybe-applied outcome: the claim gives the lock back
     // by owner token, as after a lost reply. Refusals pass through at once.
     template <class T>
-    static awaitable<result<T>> replicated(connection_ptr c, const config& cfg, awaitable<result<T>> pending,
-                                           diagnostics* diag)
+    static awaitable<result<T>> replicated(router_ptr c, std::uint16_t slot, const config& cfg,
+                                           awaitable<result<T>> pending, diagnostics* diag)
     {
         auto got = co_await std::move(pending);
         if (cfg.wait_replicas <= 0 || !got)
@@ -448,7 +552,7 @@ private:
             if (!got.value().is_granted())
                 co_return got;
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.wait_timeout).count();
-        auto acks = co_await exec_on(c, resp::command_of("WAIT", std::to_string(cfg.wait_replicas), std::to_string(ms)),
+        auto acks = co_await exec_on(c, slot, resp::command_of("WAIT", std::to_string(cfg.wait_replicas), std::to_string(ms)),
                                      diag);
         if (!acks) // the grant stands on the primary at least: maybe applied either way
             co_return acks.error() == condition::maybe_applied ? acks.error() : make_error_code(errc::not_replicated);
@@ -568,11 +672,12 @@ private:
         co_return std::optional<std::string>{std::move(reply.value().text)};
     }
 
-    static awaitable<watcher> watch_on(std::shared_ptr<detail::subscriber> sub, std::string ch)
+    static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch)
     {
         auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
-        const auto ec = co_await sub->subscribe(ch, w);
-        co_return watcher{std::move(sub), std::move(ch), std::move(w), static_cast<bool>(ec)};
+        watcher out{std::move(r), slot, std::move(ch), std::move(w)};
+        (void)co_await out.resubscribe();
+        co_return out;
     }
 
     static result<void> owned(const result<resp::value>& reply)
@@ -595,8 +700,7 @@ private:
 
     executor_type ex_;
     config cfg_;
-    std::shared_ptr<detail::connection> connection_;
-    std::shared_ptr<detail::subscriber> subscriber_;
+    router_ptr router_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 

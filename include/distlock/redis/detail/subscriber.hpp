@@ -16,6 +16,14 @@
 // release published between the server's UNSUBSCRIBE and its second SUBSCRIBE would
 // be missed. Redis answers each command on a channel in order, so a channel is
 // confirmed by the acknowledgement that leaves none of its commands unanswered.
+//
+// In a Redis Cluster the subscriber is sharded: SSUBSCRIBE on the node that serves the
+// channel's slot (the lock's), so a release is published on that shard only. When the
+// slot moves, the node unsubscribes the channel by itself (an unasked "sunsubscribe"),
+// and a SSUBSCRIBE sent to the wrong node is refused (MOVED): both forget the
+// subscriptions concerned and wake their waiters, who subscribe again where the slot
+// now is. epoch() counts such losses, so that a watcher can tell its subscription
+// went away without asking the strand.
 #pragma once
 
 #include <distlock/clock.hpp>
@@ -34,6 +42,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -46,8 +56,9 @@ public:
     using strand_type = asio::strand<asio::any_io_executor>;
     using waiter = std::shared_ptr<distlock::detail::wakeup>;
 
-    subscriber(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
-        : strand_{std::move(strand)}, cfg_{std::move(cfg)}, tls_{std::move(tls)}
+    /// `sharded`: SSUBSCRIBE, SUNSUBSCRIBE and smessage (Redis Cluster, Redis 7).
+    subscriber(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls, bool sharded = false)
+        : strand_{std::move(strand)}, cfg_{std::move(cfg)}, tls_{std::move(tls)}, sharded_{sharded}
     {
         cfg_.database = 0; // pub/sub ignores the database
         engine_ = std::make_shared<engine_type>(
@@ -84,7 +95,7 @@ public:
             self->channels_.erase(it);
             self->channel_count_ = self->channels_.size();
             if (was_subscribed && self->ready_)
-                self->send_on(channel, "UNSUBSCRIBE");
+                self->send_on(channel, self->sharded_ ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
         });
     }
 
@@ -95,6 +106,14 @@ public:
 
     /// Channels with at least one waiter (they must not accumulate).
     std::size_t channels() const { return channel_count_.load(); }
+
+    /// Grows whenever subscriptions were lost (connection down, a slot moved, a
+    /// subscription refused): a waiter subscribed at an older epoch subscribes again.
+    std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+
+    /// Called (on the strand) when a node refused a subscription: the slot map the
+    /// channel was routed by is out of date.
+    void on_refused(std::function<void()> f) { on_refused_ = std::move(f); }
 
 private:
     struct channel_state {
@@ -118,7 +137,7 @@ private:
             self->channel_count_ = self->channels_.size();
             if (!ch.requested) {
                 ch.requested = true;
-                self->send_on(channel, "SUBSCRIBE");
+                self->send_on(channel, self->sharded_ ? "SSUBSCRIBE" : "SUBSCRIBE");
             }
         }
         const auto deadline = clock::now() + self->cfg_.request_timeout;
@@ -129,6 +148,8 @@ private:
             if (it == self->channels_.end() || std::find(it->second.waiters.begin(), it->second.waiters.end(), w) ==
                                                    it->second.waiters.end())
                 co_return make_error_code(errc::cancelled); // unsubscribed while waiting for the answer
+            if (!it->second.requested) // refused or moved away before it was confirmed
+                co_return make_error_code(errc::store_unavailable);
             if (it->second.confirmed)
                 co_return std::error_code{};
             if (clock::now() >= deadline) {
@@ -193,19 +214,31 @@ private:
 
     void on_message(const resp::value& v)
     {
+        if (v.is_error()) {
+            // A subscription refused (MOVED: not this node's slot; or an ACL). Which
+            // channel it was for cannot be told from the reply: start afresh.
+            if (on_refused_)
+                on_refused_();
+            drop();
+            return;
+        }
         if (!v.is_aggregate() || v.elements.size() < 3 || !v.elements[0].is_string() || !v.elements[1].is_string())
             return;
         const auto& kind = v.elements[0].text;
         const auto& name = v.elements[1].text;
-        if (kind == "subscribe" || kind == "unsubscribe") {
+        const bool subscribed = kind == "subscribe" || kind == "ssubscribe";
+        if (subscribed || kind == "unsubscribe" || kind == "sunsubscribe") {
             const auto owed = unanswered_.find(name);
-            if (owed == unanswered_.end())
-                return; // not a command of this connection's: ignore
+            if (owed == unanswered_.end()) {
+                if (kind == "sunsubscribe")
+                    moved_away(name); // the node let go of the channel's slot
+                return; // otherwise not a command of this connection's: ignore
+            }
             if (--owed->second > 0)
                 return; // an earlier command's answer: a later one is still on its way
             unanswered_.erase(owed);
             const auto it = channels_.find(name);
-            if (kind == "subscribe" && it != channels_.end() && it->second.requested) {
+            if (subscribed && it != channels_.end() && it->second.requested) {
                 it->second.confirmed = true;
                 notify_change();
             }
@@ -214,10 +247,23 @@ private:
         const auto it = channels_.find(name);
         if (it == channels_.end())
             return;
-        if (kind == "message") {
+        if (kind == "message" || kind == "smessage") {
             for (auto& w : it->second.waiters)
                 w->signal();
         }
+    }
+
+    // The server unsubscribed `name` by itself: its waiters subscribe again.
+    void moved_away(const std::string& name)
+    {
+        const auto it = channels_.find(name);
+        if (it == channels_.end())
+            return;
+        it->second.requested = it->second.confirmed = false;
+        epoch_.fetch_add(1, std::memory_order_acq_rel);
+        for (auto& w : it->second.waiters)
+            w->signal();
+        notify_change();
     }
 
     // Closes the connection; forget() follows from the engine.
@@ -231,6 +277,7 @@ private:
     void forget()
     {
         ready_ = false;
+        epoch_.fetch_add(1, std::memory_order_acq_rel);
         unanswered_.clear();
         for (auto& [name, ch] : channels_) {
             ch.requested = ch.confirmed = false;
@@ -245,7 +292,10 @@ private:
     strand_type strand_;
     config cfg_;
     std::shared_ptr<asio::ssl::context> tls_;
+    bool sharded_ = false;
     std::shared_ptr<engine_type> engine_;
+    std::function<void()> on_refused_;
+    std::atomic<std::uint64_t> epoch_{0};
     bool wired_ = false; // the engine's push and down handlers are set
     bool ready_ = false;
     std::unordered_map<std::string, channel_state> channels_;
