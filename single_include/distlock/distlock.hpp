@@ -3197,6 +3197,15 @@ public:
     /// Wakes the waiter (or the next wait, if none is waiting now).
     void signal() { channel_.try_send(std::error_code{}, true); }
 
+    /// Takes a signal sent since the last wait or take, without waiting: true if
+    /// there was one.
+    bool try_take()
+    {
+        bool taken = false;
+        (void)channel_.try_receive([&](std::error_code, bool) { taken = true; });
+        return taken;
+    }
+
     /// True when signalled, false when `until` came first or on cancellation.
     awaitable<bool> wait(time_point until)
     {
@@ -4674,7 +4683,11 @@ private:
         if constexpr (has_batch_path) {
             // One round trip for the whole set when nothing is held; under contention,
             // the per-resource path below waits in order.
-            if (ids.size() > 1) {
+            // A store may take only some sets in one step (a cluster: one hash slot).
+            bool batchable = true;
+            if constexpr (requires(const Backend& b) { { b.batchable(ids) } -> std::convertible_to<bool>; })
+                batchable = prototype_.backend().batchable(ids);
+            if (ids.size() > 1 && batchable) {
                 auto batch = co_await take_batch(ids);
                 if (batch || batch.error() != condition::contended)
                     co_return batch;

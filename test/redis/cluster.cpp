@@ -406,13 +406,17 @@ TEST_CASE("redis sentinel: the store finds the primary, follows a failover while
     cfg.wait_replicas = 1;
     cfg.wait_timeout = 500ms;
     cfg.connect_timeout = 500ms;
-    dl::redis::store holder{io, cfg}, waiter_store{io, cfg};
+    // The waiter asks for no WAIT: after the failover the new primary has no replica
+    // left, and every grant with WAIT would be refused as not replicated.
+    auto waiter_cfg = set.config();
+    waiter_cfg.connect_timeout = 500ms;
+    dl::redis::store holder{io, cfg}, waiter_store{io, waiter_cfg};
     const auto old_primary = set.primary().port();
     std::optional<dl::result<dl::lease>> waited;
     std::optional<dl::lease> held;
     run(io, [&]() -> asio::awaitable<void> {
         dl::basic_distributed_mutex<dl::redis::store, dl::retry::none, dl::renew::watchdog> m{holder, "sentinel:job",
-                                                                                             {.ttl = 3s}};
+                                                                                             {.ttl = 10s}};
         dl::diagnostics diag;
         auto l = co_await m.lock(diag);
         INFO(diag.to_string());
@@ -422,7 +426,7 @@ TEST_CASE("redis sentinel: the store finds the primary, follows a failover while
         asio::co_spawn(
             io,
             [](dl::redis::store& s, std::optional<dl::result<dl::lease>>& out) -> asio::awaitable<void> {
-                patient_mutex m{s, "sentinel:job", {.ttl = 3s}, patient()};
+                patient_mutex m{s, "sentinel:job", {.ttl = 10s}, patient()};
                 out.emplace(co_await m.lock());
             }(waiter_store, waited),
             asio::detached);
@@ -430,7 +434,8 @@ TEST_CASE("redis sentinel: the store finds the primary, follows a failover while
     });
     set.primary().kill();
     // The watchdog keeps extending through the failover (each extension finds the
-    // new primary once the Sentinels name it); the lease must outlive it.
+    // new primary once the Sentinels name it); the lease, 10 s long, outlives the
+    // failover (1 s to be seen down, then an election).
     const auto fence = held->fence();
     run(io, [&]() -> asio::awaitable<void> {
         (void)co_await eventually("the Sentinels to promote the replica",

@@ -216,13 +216,20 @@ public:
         awaitable<bool> wait(time_point until)
         {
             if (lost_ || !subscriber_ || subscriber_->epoch() != epoch_) {
-                if (co_await resubscribe()) {
-                    co_return true;
+                // Still down: wait as a plain timer, trying to subscribe again every
+                // resubscribe_interval (after a failover the channel lives on a server
+                // that only a new try can find).
+                while (!co_await resubscribe()) {
+                    const auto now = clock::now();
+                    if (now >= until)
+                        co_return false;
+                    timer t{co_await asio::this_coro::executor, std::min(until, now + resubscribe_interval)};
+                    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                    auto cs = co_await asio::this_coro::cancellation_state;
+                    if (cs.cancelled() != asio::cancellation_type::none || clock::now() >= until)
+                        co_return false;
                 }
-                // still down: wait as a plain timer
-                timer t{co_await asio::this_coro::executor, until};
-                (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-                co_return false;
+                co_return true;
             }
             const bool notified = co_await wakeup_->wait(until);
             co_return notified;
@@ -230,6 +237,8 @@ public:
 
     private:
         friend class store;
+        static constexpr duration resubscribe_interval = std::chrono::seconds{1};
+
         watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w)
             : router_{std::move(r)}, slot_{slot}, channel_{std::move(channel)}, wakeup_{std::move(w)}
         {}
