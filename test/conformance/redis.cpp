@@ -139,14 +139,24 @@ struct redis_cluster {
     using backend = dl::redis::store;
     static constexpr bool notifies = true;
     static constexpr bool quorum = false;
-    test::redis_cluster cluster;
+    // One cluster for every test case (creating one takes seconds): each test case
+    // starts from empty primaries and reaches them through proxies of its own.
+    test::redis_cluster& cluster = shared_cluster();
     std::vector<std::unique_ptr<fault::proxy>> nets;
     std::map<std::uint16_t, std::uint16_t> proxy_of; // node port -> its proxy's port
     asio::io_context io;
     std::array<std::unique_ptr<dl::redis::store>, 3> clients;
 
+    static test::redis_cluster& shared_cluster()
+    {
+        static test::redis_cluster shared{3, 0};
+        return shared;
+    }
+
     redis_cluster()
     {
+        for (std::size_t i = 0; i < cluster.size(); ++i)
+            REQUIRE(test::cli(cluster.node(i).port(), "flushall").find("OK") != std::string::npos);
         auto c = cluster.config();
         c.cluster_nodes.clear();
         for (std::size_t i = 0; i < cluster.size(); ++i) {
