@@ -184,7 +184,13 @@ public:
 // accepts any completion token (use_awaitable, use_future, a callback, ...).
 
 // ---- begin distlock/result.hpp
-// distlock/result.hpp: result<T>, a value or a std::error_code, from Boost.Outcome.
+// distlock/result.hpp: result<T>, a value or a std::error_code, from Boost.Outcome,
+// and awaitable<T>, the type of every asynchronous operation.
+
+// ---- begin distlock/detail/result_type.hpp
+// distlock/detail/result_type.hpp: result<T> without Asio or coroutines, so that the
+// sans-I/O codecs can return it and still compile (and be fuzzed) on their own.
+// Users include <distlock/result.hpp>.
 
 // ---- begin distlock/error.hpp
 // distlock/error.hpp: the error codes every distlock operation reports.
@@ -393,8 +399,6 @@ inline bool maybe_applied(const std::error_code& ec) noexcept
 } // namespace distlock::detail
 // ---- end distlock/error.hpp
 
-#include <asio/awaitable.hpp>
-
 #include <boost/outcome/std_result.hpp>
 #include <boost/outcome/try.hpp>
 
@@ -447,6 +451,13 @@ public:
 
 /// Success without a value.
 inline auto success() { return outcome::success(); }
+
+} // namespace distlock
+// ---- end distlock/detail/result_type.hpp
+
+#include <asio/awaitable.hpp>
+
+namespace distlock {
 
 /// Every asynchronous distlock operation is a coroutine of this type.
 template <class T>

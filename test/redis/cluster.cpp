@@ -105,6 +105,24 @@ TEST_CASE("redis cluster: redirects, slot maps and Sentinel answers are parsed o
     CHECK(map->identity() == "id,id2");
     map->move(5, {"127.0.0.9", 9});
     CHECK(*map->node_for(5) == dl::redis::node_address{"127.0.0.9", 9});
+    // A map naming as many nodes as there are slots, one idle: a redirect to one
+    // more node makes the map forget the idle ones, and every slot keeps its owner.
+    {
+        detail::slot_map full;
+        for (std::uint32_t s = 0; s < detail::slot_count; ++s) {
+            full.primaries.push_back({"n", static_cast<std::uint16_t>(s + 1)});
+            full.primary_ids.push_back(std::to_string(s));
+            full.owner[s] = static_cast<std::int16_t>(s == 7 ? 6 : s); // node 7 serves nothing
+        }
+        full.move(9, {"new", 1});
+        CHECK(full.primaries.size() == detail::slot_count - 1);
+        CHECK(full.primary_ids.size() == full.primaries.size());
+        CHECK(*full.node_for(9) == dl::redis::node_address{"new", 1});
+        CHECK(*full.node_for(7) == dl::redis::node_address{"n", 7});
+        CHECK(*full.node_for(8) == dl::redis::node_address{"n", 9});
+        CHECK(*full.node_for(16383) == dl::redis::node_address{"n", 16384});
+        CHECK(full.identity().find(",7,") == std::string::npos); // node 7's id went with it
+    }
     for (const char* bad : {"*0\r\n", "+OK\r\n", "*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\na\r\n:1\r\n\r\n",
                             "*1\r\n*3\r\n:0\r\n:16384\r\n*2\r\n$1\r\na\r\n:1\r\n",
                             "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n$1\r\na\r\n:0\r\n", "*1\r\n*2\r\n:0\r\n:1\r\n"})

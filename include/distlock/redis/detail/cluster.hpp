@@ -4,10 +4,10 @@
 // RESP parser (test/fuzz/resp_parser.cpp).
 #pragma once
 
+#include <distlock/detail/result_type.hpp>
 #include <distlock/error.hpp>
-#include <distlock/redis/config.hpp>
+#include <distlock/redis/node_address.hpp>
 #include <distlock/redis/resp/value.hpp>
-#include <distlock/result.hpp>
 
 #include <algorithm>
 #include <array>
@@ -132,16 +132,45 @@ struct slot_map {
         return out;
     }
 
+    /// Drops the primaries that serve no slot (owner's indexes stay 16 bits however
+    /// many redirects name new nodes before the map is learnt again).
+    void forget_idle()
+    {
+        std::vector<std::int16_t> renumbered(primaries.size(), -1);
+        std::vector<char> used(primaries.size(), 0);
+        for (const auto o : owner)
+            if (o >= 0)
+                used[static_cast<std::size_t>(o)] = 1;
+        std::vector<node_address> kept;
+        std::vector<std::string> kept_ids;
+        for (std::size_t i = 0; i < primaries.size(); ++i)
+            if (used[i]) {
+                renumbered[i] = static_cast<std::int16_t>(kept.size());
+                kept.push_back(std::move(primaries[i]));
+                kept_ids.push_back(std::move(primary_ids[i]));
+            }
+        for (auto& o : owner)
+            if (o >= 0)
+                o = renumbered[static_cast<std::size_t>(o)];
+        primaries = std::move(kept);
+        primary_ids = std::move(kept_ids);
+    }
+
     /// MOVED: `slot` now lives on `to`.
     void move(std::uint16_t slot, const node_address& to)
     {
-        const auto at = std::find(primaries.begin(), primaries.end(), to);
-        std::size_t i = static_cast<std::size_t>(at - primaries.begin());
+        slot %= slot_count;
+        auto at = std::find(primaries.begin(), primaries.end(), to);
         if (at == primaries.end()) {
+            if (primaries.size() >= slot_count) { // room for one more: at most 16383 serve a slot then
+                owner[slot] = -1;
+                forget_idle();
+            }
             primaries.push_back(to);
             primary_ids.emplace_back();
+            at = primaries.end() - 1;
         }
-        owner[slot % slot_count] = static_cast<std::int16_t>(i);
+        owner[slot] = static_cast<std::int16_t>(at - primaries.begin());
     }
 };
 
@@ -175,6 +204,9 @@ inline result<slot_map> parse_cluster_slots(const resp::value& v, const node_add
         const auto found = std::find(map.primaries.begin(), map.primaries.end(), at);
         const auto index = static_cast<std::size_t>(found - map.primaries.begin());
         if (found == map.primaries.end()) {
+            // Never more primaries than slots (owner's index is 16 bits).
+            if (map.primaries.size() >= slot_count)
+                return errc::protocol_error;
             map.primaries.push_back(std::move(at));
             map.primary_ids.push_back(std::move(id));
         }
