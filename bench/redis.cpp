@@ -5,6 +5,7 @@
 #include <distlock/distlock.hpp>
 #include <distlock/redis.hpp>
 
+#include "cluster.hpp" // test/redis: a Redis Cluster on loopback
 #include "process.hpp" // test/redis: redis-server on a free loopback port
 #include "report.hpp"
 
@@ -403,6 +404,33 @@ int main(int argc, char** argv)
     print(base);
     auto seq = sequential_pairs("distlock: lock() + unlock(), sequential, distinct keys", io, store, count);
     print(seq, &base);
+
+    {
+        // The same pairs on a Redis Cluster of three primaries: each lock is routed to
+        // its slot's primary (one round trip, as on one server); the ratio is the cost
+        // of hashing the key and looking up its node. Rounds alternate between the
+        // two, so that a drift of the machine's speed falls on both.
+        // A fresh server for the single side, as fresh as the cluster's.
+        test::redis_cluster cluster{3, 0};
+        dl::redis::store routed{io, cluster.config()};
+        test::redis_server fresh;
+        dl::redis::store direct{io, fresh.config()};
+        result_row single{"distlock: one server, in rounds alternating with the cluster"};
+        result_row clustered{"distlock: the same on a 3-primary Redis Cluster"};
+        const auto merge = [](result_row& into, result_row&& part) {
+            into.us.insert(into.us.end(), part.us.begin(), part.us.end());
+            into.operations += part.operations;
+            into.seconds += part.seconds;
+        };
+        for (int round = 0; round < 10; ++round) {
+            merge(single, sequential_pairs("", io, direct, count / 10));
+            merge(clustered, sequential_pairs("", io, routed, count / 10));
+        }
+        print(single);
+        print(clustered, &single);
+        routed.disconnect();
+        direct.disconnect();
+    }
 
     auto base64 = baseline_threads(server.port(), 64, 5s);
     print(base64);
