@@ -1,17 +1,17 @@
 // The store conformance suite on Redis: one server with three clients, a Redlock
 // quorum of three servers with three clients each made of one store per server, and
-// a Redis Cluster of three primaries with a replica each. The clients reach each
+// a Redis Cluster of three primaries (one per test run). The clients reach each
 // server through a fault proxy, which loses replies on demand.
 #include "cluster.hpp"
 #include "conformance/suite.hpp"
 #include "fault/proxy.hpp"
 #include "redis_support.hpp"
 
-#include <map>
-
 #include <array>
-#include <optional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <vector>
 
 namespace {
@@ -165,7 +165,13 @@ struct redis_cluster {
             proxy_of[port] = nets.back()->port();
             c.cluster_nodes.push_back({"127.0.0.1", nets.back()->port()});
         }
-        c.address_map = [map = proxy_of](const dl::redis::node_address& a) {
+        std::set<std::uint16_t> proxies;
+        for (const auto& n : nets)
+            proxies.insert(n->port());
+        // Applied to what the cluster announces, once: never to a seed (a proxy here)
+        // nor again to an address it already produced.
+        c.address_map = [map = proxy_of, proxies](const dl::redis::node_address& a) {
+            CHECK_FALSE(proxies.contains(a.port));
             const auto it = map.find(a.port);
             return it == map.end() ? a : dl::redis::node_address{a.host, it->second};
         };

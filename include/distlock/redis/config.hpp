@@ -96,13 +96,13 @@ struct config {
     }
 
     /// The settings of one server of the cluster (or the primary Sentinel named):
-    /// these settings at `at`, after address_map.
+    /// these settings at `at`, an address to connect to as it is (a seed, or an
+    /// announced address already through address_map).
     config node(const node_address& at) const
     {
         config c = *this;
-        const auto to = address_map ? address_map(at) : at;
-        c.host = to.host;
-        c.port = to.port;
+        c.host = at.host;
+        c.port = at.port;
         c.unix_socket.clear();
         c.cluster_nodes.clear();
         c.sentinels.clear();
