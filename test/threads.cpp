@@ -1,10 +1,11 @@
 // The tests that run the library on several threads at once: one store shared by
 // coroutines on strands of an io_context run by four threads, the in-process store,
-// Redis, etcd and ZooKeeper (test/unit/async_and_blocking.cpp, in the same executable, adds the
+// Redis (one server, and a cluster whose slot moves meanwhile), etcd and ZooKeeper (test/unit/async_and_blocking.cpp, in the same executable, adds the
 // blocking adapters and completion tokens from foreign threads). The ThreadSanitizer
 // build runs this executable: every other test drives the library from one thread,
 // where TSan has nothing to find.
 #include "support.hpp"
+#include "cluster.hpp" // test/redis: a Redis Cluster on loopback
 #include "redis_support.hpp"
 #include "etcd/cluster.hpp"
 #include "zookeeper/ensemble.hpp"
@@ -12,6 +13,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
 
+#include <array>
 #include <atomic>
 #include <optional>
 #include <string>
@@ -105,6 +107,66 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
     CHECK(finished == workers);
     asio::io_context probe;
     CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
+}
+
+TEST_CASE("redis cluster: one store shared by threads while a slot migrates under them",
+          "[redis][cluster][concurrency]")
+{
+    // Workers on four threads take two locks that live on different primaries and
+    // increment a counter beside each (same hash tag, same slot); meanwhile the main
+    // thread migrates one of the slots. The router's map, its nodes and the sharded
+    // subscriptions are shared by every thread.
+    redis_cluster cluster{3, 0};
+    asio::io_context io;
+    dl::redis::store store{io, cluster.config()};
+    const std::array<std::string, 2> resources{"threads:a", "threads:b"};
+    const auto counter = [&](std::size_t r) { return "count:{#" + resources[r] + "}"; };
+    REQUIRE(cluster.primary_of(store.lock_key(resources[0])) != cluster.primary_of(store.lock_key(resources[1])));
+    constexpr int workers = 8, rounds = 50;
+    std::atomic<int> errors{0}, finished{0};
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            const auto r = static_cast<std::size_t>(w % 2);
+            dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{
+                store, resources[r], {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
+            for (int i = 0; i < rounds; ++i) {
+                auto lease = co_await m.lock();
+                if (!lease) {
+                    ++errors;
+                    continue;
+                }
+                auto get = dl::redis::resp::command({"GET", counter(r)});
+                auto got = co_await store.execute_command(std::move(get));
+                const long n = got && got.value().is_string() ? std::stol(got.value().text) : 0;
+                auto set = dl::redis::resp::command({"SET", counter(r), std::to_string(n + 1)});
+                if (!co_await store.execute_command(std::move(set)))
+                    ++errors;
+                if (!co_await lease->unlock())
+                    ++errors;
+            }
+            if (++finished == workers)
+                store.disconnect();
+        }, asio::detached);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(90s); });
+    // Once resource a's counter exists, its slot (lock, fence, counter) moves.
+    const auto key = store.lock_key(resources[0]);
+    const auto slot = dl::redis::detail::hash_slot(key);
+    const auto from = cluster.primary_of(key), to = cluster.other_primary(cluster.primary_of(key));
+    wait_until("the first increment", [&] { return cli(from, "exists " + counter(0)).find('1') != std::string::npos; });
+    cluster.begin_move(slot, from, to);
+    cluster.move_keys(slot, from, to);
+    cluster.finish_move(slot, to);
+    for (auto& t : threads)
+        t.join();
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    CHECK(cluster.primary_of(key) == to);
+    for (std::size_t r = 0; r < resources.size(); ++r) {
+        auto got = cli(cluster.primary_of(store.lock_key(resources[r])), "get " + counter(r));
+        CHECK(got.substr(0, got.find('\n')) == std::to_string(workers / 2 * rounds));
+    }
 }
 
 TEST_CASE("redis: requests cancelled on other threads than the connection's keep their replies in order",

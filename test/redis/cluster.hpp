@@ -102,6 +102,15 @@ public:
         throw std::runtime_error{"no live node"};
     }
 
+    /// The port of a primary other than the one on `port`.
+    std::uint16_t other_primary(std::uint16_t port) const
+    {
+        for (int i = 0; i < 1000; ++i)
+            if (const auto p = primary_of("other:" + std::to_string(i)); p != port)
+                return p;
+        throw std::runtime_error{"one primary only"};
+    }
+
     /// The node id of the server on `port` (CLUSTER MYID).
     std::string id_of(std::uint16_t port) const { return trim(cli(port, "cluster myid")); }
 
