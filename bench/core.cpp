@@ -6,6 +6,8 @@
 #include <distlock/distlock.hpp>
 #include <distlock/memory.hpp>
 
+#include "report.hpp"
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
@@ -29,14 +31,7 @@ struct stats {
     double seconds = 0;
     std::vector<double> samples_us; // latency of each operation
 
-    double percentile(double p)
-    {
-        if (samples_us.empty())
-            return 0;
-        std::sort(samples_us.begin(), samples_us.end());
-        const auto i = static_cast<std::size_t>(p * static_cast<double>(samples_us.size() - 1));
-        return samples_us[i];
-    }
+    double percentile(double p) { return bench::nearest_rank(samples_us, p); }
     double ops_per_second() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
     double ns_per_op() const { return operations ? seconds * 1e9 / static_cast<double>(operations) : 0; }
 };

@@ -261,9 +261,8 @@ result_row contended(asio::io_context& io, dl::redis::store& store, std::size_t 
         auto v = co_await store.execute_command(std::move(get));
         counter = v && v.value().is_string() ? std::stol(v.value().text) : -1;
     });
-    std::sort(handoff_us.begin(), handoff_us.end());
-    const double h50 = handoff_us.empty() ? 0 : handoff_us[handoff_us.size() / 2];
-    const double h99 = handoff_us.empty() ? 0 : handoff_us[handoff_us.size() * 99 / 100];
+    const double h50 = bench::nearest_rank(handoff_us, 0.50);
+    const double h99 = bench::nearest_rank(handoff_us, 0.99);
     char extra[256];
     std::snprintf(extra, sizeof extra, ",\"handoff_p50_us\":%.1f,\"handoff_p99_us\":%.1f,\"changed_hands\":%zu,\"counter_ok\":%s",
                   h50, h99, changes, counter == static_cast<long>(done) ? "true" : "false");

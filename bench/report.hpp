@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -13,6 +14,19 @@ namespace bench {
 
 using steady = std::chrono::steady_clock;
 
+/// The q-quantile of `samples` by nearest rank, sorted[ceil(q*n) - 1] (q = 0 gives
+/// the smallest, 1 the largest): every workload and baseline is read the same way.
+/// Sorts `samples`. 0 when there are none.
+inline double nearest_rank(std::vector<double>& samples, double q)
+{
+    if (samples.empty())
+        return 0;
+    std::sort(samples.begin(), samples.end());
+    const auto n = static_cast<double>(samples.size());
+    const auto rank = static_cast<std::size_t>(std::ceil(std::clamp(q, 0.0, 1.0) * n));
+    return samples[std::max<std::size_t>(rank, 1) - 1];
+}
+
 struct result_row {
     std::string name;
     std::size_t operations = 0;
@@ -20,13 +34,7 @@ struct result_row {
     std::vector<double> us; // per-operation latency samples
     std::string extra;      // workload-specific JSON fields
 
-    double pct(double p)
-    {
-        if (us.empty())
-            return 0;
-        std::sort(us.begin(), us.end());
-        return us[static_cast<std::size_t>(p * static_cast<double>(us.size() - 1))];
-    }
+    double pct(double p) { return nearest_rank(us, p); }
     double rate() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
 };
 
