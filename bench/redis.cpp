@@ -16,6 +16,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -23,11 +24,52 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <fstream>
+#include <optional>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+// Live bytes allocated with operator new (the library, Asio and the benchmark; not
+// hiredis, which uses malloc), for the memory rows. One thread allocates at a time
+// when they are read, but relaxed atomics keep the counter exact everywhere.
+namespace {
+std::atomic<long long> live_bytes{0};
+
+void* counted_new(std::size_t n, std::size_t align)
+{
+    void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                                                 : std::malloc(n ? n : 1);
+    if (!p)
+        throw std::bad_alloc{};
+    live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    return p;
+}
+
+void counted_delete(void* p) noexcept
+{
+    if (!p)
+        return;
+    live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    std::free(p);
+}
+} // namespace
+
+void* operator new(std::size_t n) { return counted_new(n, 0); }
+void* operator new[](std::size_t n) { return counted_new(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_new(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_new(n, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { counted_delete(p); }
+void operator delete[](void* p) noexcept { counted_delete(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_delete(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_delete(p); }
+void operator delete(void* p, std::align_val_t) noexcept { counted_delete(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { counted_delete(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_delete(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_delete(p); }
 
 namespace dl = distlock;
 using namespace std::chrono_literals;
@@ -354,6 +396,81 @@ result_row watchdog_cost(asio::io_context& io, dl::redis::store& store, std::siz
     return r;
 }
 
+// Client memory per held lease (10,000, with and without the watchdog) and per
+// waiting lock() (1,000 on one held key), from the live-bytes counter; and whether
+// waiting grows with time (retries must not accumulate state).
+template <class... Policies>
+double bytes_per_held_lease(asio::io_context& io, dl::redis::store& store, std::size_t leases, const char* prefix)
+{
+    std::vector<dl::lease> held;
+    held.reserve(leases);
+    const auto before = live_bytes.load();
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        for (std::size_t i = 0; i < leases; ++i) {
+            dl::basic_distributed_mutex<dl::redis::store, dl::retry::none, Policies...> m{
+                store, prefix + std::to_string(i), {.ttl = 30s}};
+            if (auto l = co_await m.lock())
+                held.push_back(std::move(*l));
+        }
+    });
+    const auto after = live_bytes.load();
+    const auto count = held.size();
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        for (auto& l : held)
+            (void)co_await l.unlock();
+    });
+    return count ? static_cast<double>(after - before) / static_cast<double>(count) : 0;
+}
+
+void memory_rows(asio::io_context& io, dl::redis::store& store, const test::redis_server& server)
+{
+    dl::redis::store other{io, server.config()};
+    const double plain = bytes_per_held_lease<>(io, store, 10000, "mem:plain:");
+    const double watched = bytes_per_held_lease<dl::renew::watchdog>(io, store, 10000, "mem:watched:");
+
+    // 1,000 waiters on a key another store holds; each gives up after 20 s at most.
+    constexpr int waiters = 1000;
+    std::optional<dl::lease> holder;
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{other, "mem:contended", {.ttl = 60s}};
+        if (auto l = co_await m.lock())
+            holder.emplace(std::move(*l));
+    });
+    const auto before = live_bytes.load();
+    int acquired = 0;
+    for (int w = 0; w < waiters; ++w)
+        asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+            dl::basic_distributed_mutex<dl::redis::store> m{
+                store, "mem:contended", {.ttl = 10s},
+                dl::retry::exponential_backoff{.initial = 20ms, .max = 50ms, .deadline = 20s}};
+            if (auto l = co_await m.lock()) {
+                ++acquired;
+                (void)co_await l->unlock();
+            }
+        }, asio::detached);
+    io.run_for(1s);
+    const auto waiting_1s = live_bytes.load();
+    io.run_for(2s); // some 40 more retry delays each
+    const auto waiting_3s = live_bytes.load();
+    io.restart();
+    run_coroutine(io, [&]() -> asio::awaitable<void> { (void)co_await holder->unlock(); });
+    const auto until = steady::now() + 30s;
+    while (acquired < waiters && steady::now() < until) {
+        io.run_for(100ms);
+        io.restart();
+    }
+    const double per_waiter = static_cast<double>(waiting_1s - before) / waiters;
+    const double growth = static_cast<double>(waiting_3s - waiting_1s);
+    std::printf("%-58s %8s %10s   %.0f B per lease without renewal, %.0f B with the watchdog (target <= 4096)\n",
+                "memory: 10,000 held leases", "10000", "", plain, watched);
+    std::printf("%-58s %8d %10s   %.0f B per waiter; %+.0f B over 2 s more of retries; %d of %d acquired after\n",
+                "memory: 1,000 lock() waiting on one held key", waiters, "", per_waiter, growth, acquired, waiters);
+    other.disconnect();
+    json << "{\"name\":\"memory per held lease\",\"bytes_plain\":" << plain << ",\"bytes_watchdog\":" << watched
+         << "}\n{\"name\":\"memory per waiting lock\",\"bytes_per_waiter\":" << per_waiter
+         << ",\"growth_bytes_2s\":" << growth << ",\"acquired\":" << acquired << "}\n";
+}
+
 // Time to compile a translation unit with the umbrella header, against one with only
 // <asio.hpp>: the median of three g++ runs each.
 void compile_cost()
@@ -463,6 +580,8 @@ int main(int argc, char** argv)
 
     auto watched = watchdog_cost(io, store, 10000);
     print(watched);
+
+    memory_rows(io, store, server);
 
     compile_cost();
 
