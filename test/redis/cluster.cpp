@@ -25,19 +25,10 @@ dl::retry::fixed patient() { return {.delay = 20s, .deadline = 60s}; }
 // node importing the slot answers too (redirects come back as errors, not "1").
 bool node_has(std::uint16_t port, const std::string& key)
 {
-    const std::string command = "printf 'ASKING\\nEXISTS %s\\n' '" + key + "' | redis-cli -h 127.0.0.1 -p " +
-                                std::to_string(port) + " 2>&1";
-    std::string out;
-    if (FILE* p = ::popen(command.c_str(), "r")) {
-        char buf[256];
-        while (const auto n = std::fread(buf, 1, sizeof buf, p))
-            out.append(buf, n);
-        ::pclose(p);
-    }
-    return out == "OK\n1\n";
+    return shell("printf 'ASKING\\nEXISTS %s\\n' '" + key + "' | redis-cli -h 127.0.0.1 -p " + std::to_string(port)) ==
+           "OK\n1\n";
 }
 
-// The other primaries of a cluster than the one on `port`.
 } // namespace
 
 TEST_CASE("redis cluster: hash slots as the spec defines them, CRC16 of the hash tag", "[redis][cluster][unit]")

@@ -19,18 +19,23 @@
 
 namespace test {
 
-/// Runs redis-cli with `args` against 127.0.0.1:`port` and returns its output.
-inline std::string cli(std::uint16_t port, const std::string& args)
+/// Runs `command` in a shell and returns what it printed (stdout and stderr).
+inline std::string shell(const std::string& command)
 {
-    const std::string command = "redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args + " 2>&1";
     std::string out;
-    if (FILE* p = ::popen(command.c_str(), "r")) {
+    if (FILE* p = ::popen((command + " 2>&1").c_str(), "r")) {
         char buf[4096];
         while (const auto n = std::fread(buf, 1, sizeof buf, p))
             out.append(buf, n);
         ::pclose(p);
     }
     return out;
+}
+
+/// Runs redis-cli with `args` against 127.0.0.1:`port` and returns its output.
+inline std::string cli(std::uint16_t port, const std::string& args)
+{
+    return shell("redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args);
 }
 
 /// Waits until `done()` or throws after `limit`.
