@@ -7,6 +7,7 @@
 #include "fault/proxy.hpp"
 #include "redis_support.hpp"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -27,6 +28,19 @@ bool holds(const test::redis_server& server, std::string_view resource)
     return test::peek(io, server.config(), probe.lock_key(resource)).has_value();
 }
 
+// Whether `server` keeps a key of `resource`: its lock or its last fence.
+bool remembers(const test::redis_server& server, std::string_view resource)
+{
+    asio::io_context io;
+    dl::redis::store probe{io, server.config()};
+    return test::peek(io, server.config(), probe.lock_key(resource)).has_value() ||
+           test::peek(io, server.config(), probe.fence_key(resource)).has_value();
+}
+
+// The clients forget a resource's fence this long after its lock ended, so that the
+// suite sees fences keep growing across forgetting (the default keeps them 10 s).
+constexpr auto fence_retention = 50ms;
+
 // Deletes the lock key of `resource` on `server`, as if its TTL had run out.
 void drop(const test::redis_server& server, std::string_view resource)
 {
@@ -44,6 +58,7 @@ dl::redis::config via(const test::redis_server& server, const fault::proxy& net)
 {
     auto c = server.config();
     c.port = net.port();
+    c.fence_retention = fence_retention;
     return c;
 }
 
@@ -72,6 +87,7 @@ struct redis_single {
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) const { return holds(server, resource); }
+    bool remembers(std::string_view resource) const { return ::remembers(server, resource); }
     void end_lock(const dl::lease& l) { drop(server, l.resource()); }
     // Only the client asking is doing I/O when a test loses a reply.
     void lose_next_reply(std::size_t) { ::lose_next_reply(net); }
@@ -111,6 +127,11 @@ struct redis_quorum {
             if (holds(s, resource))
                 return true;
         return false;
+    }
+    bool remembers(std::string_view resource) const
+    {
+        return std::any_of(servers.begin(), servers.end(),
+                           [&](const test::redis_server& s) { return ::remembers(s, resource); });
     }
     void end_lock(const dl::lease& l)
     {
@@ -158,6 +179,7 @@ struct redis_cluster {
         for (std::size_t i = 0; i < cluster.size(); ++i)
             REQUIRE(test::cli(cluster.node(i).port(), "flushall").find("OK") != std::string::npos);
         auto c = cluster.config();
+        c.fence_retention = fence_retention;
         c.cluster_nodes.clear();
         for (std::size_t i = 0; i < cluster.size(); ++i) {
             const auto port = cluster.node(i).port();
@@ -209,6 +231,12 @@ struct redis_cluster {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
         return test::peek(probe_io, cluster.config(), probe.lock_key(resource)).has_value();
+    }
+    bool remembers(std::string_view resource) const
+    {
+        asio::io_context probe_io;
+        dl::redis::store probe{probe_io, cluster.config()};
+        return held(resource) || test::peek(probe_io, cluster.config(), probe.fence_key(resource)).has_value();
     }
     void end_lock(const dl::lease& l)
     {

@@ -16,6 +16,8 @@
 //             split resources among them: the one holding `resource` loses it)
 //   optional: void refuse_next(std::size_t client);      not applied
 //   optional: awaitable<void> close(std::size_t client);
+//   optional: bool remembers(std::string_view resource);  the store keeps anything
+//             for the resource (a store that forgets released and expired locks)
 // and the suite is instantiated with DISTLOCK_CONFORMANCE("[tag]", F1, F2, ...).
 // Real-time stores (Redis) run on the steady clock: the tests wait for conditions with
 // eventually(), never assert on wall-clock durations.
@@ -95,6 +97,13 @@ template <class F>
 struct queues : std::bool_constant<requires(F& f) {
     { f.make_client() } -> std::same_as<std::unique_ptr<typename F::backend>>;
     { f.waiters(std::string_view{}) } -> std::convertible_to<std::size_t>;
+}> {};
+
+/// A fixture whose store forgets a resource some time after its lock ended, and can
+/// tell whether it still remembers it.
+template <class F>
+struct forgets : std::bool_constant<requires(F& f) {
+    { f.remembers(std::string_view{}) } -> std::convertible_to<bool>;
 }> {};
 
 /// A fixture that can start a holder in a process of its own (a test::child, which
@@ -206,6 +215,7 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
     using inspectable = test::conformance::having<test::conformance::inspectable, __VA_ARGS__>;                        \
     using queueing = test::conformance::having<test::conformance::queues, __VA_ARGS__>;                                \
     using killing = test::conformance::having<test::conformance::kills_holders, __VA_ARGS__>;                          \
+    using forgetting = test::conformance::having<test::conformance::forgets, __VA_ARGS__>;                             \
     }                                                                                                                  \
     DISTLOCK_CONFORMANCE_CASE(exclusion, "conformance: one holder at a time, fences grow across clients", TAG, all)    \
     {                                                                                                                  \
@@ -496,6 +506,35 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
         for (std::size_t i = 0; i < waiters; ++i)                                                                      \
             in_order[i] = i;                                                                                           \
         CHECK(served == in_order);                                                                                     \
+    }                                                                                                                  \
+                                                                                                                       \
+    DISTLOCK_CONFORMANCE_CASE(forgotten, "conformance: a forgotten resource's next fence is still larger, released or expired", TAG, forgetting) \
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            single_try_mutex_of<TestType> m{f.client(0), "conf:forgotten", {.ttl = 300ms}, dl::observe::callback{}};   \
+            auto released = co_await m.lock();                                                                         \
+            REQUIRE(released);                                                                                         \
+            const auto first = released->fence();                                                                      \
+            { const auto ok_ = co_await released->unlock(); CHECK(ok_); }                                              \
+            (void)co_await test::eventually("forgotten after release", [&] { return !f.remembers("conf:forgotten"); }, \
+                                            long_enough());                                                            \
+            CHECK_FALSE(f.remembers("conf:forgotten"));                                                                \
+            auto expired = co_await m.lock();                                                                          \
+            REQUIRE(expired);                                                                                          \
+            CHECK(expired->fence() > first);                                                                           \
+            const auto second = expired->fence();                                                                      \
+            /* Not released: its TTL runs out, then the store forgets it. */                                           \
+            (void)co_await test::eventually("forgotten after expiry", [&] { return !f.remembers("conf:forgotten"); },  \
+                                            long_enough());                                                            \
+            CHECK_FALSE(f.remembers("conf:forgotten"));                                                                \
+            mutex_of<TestType> other{f.client(1), "conf:forgotten", {.ttl = 10s}, dl::observe::callback{}};            \
+            auto third = co_await other.lock();                                                                        \
+            REQUIRE(third);                                                                                            \
+            CHECK(third->fence() > second);                                                                            \
+            { const auto ok_ = co_await third->unlock(); CHECK(ok_); }                                                 \
+        });                                                                                                            \
     }                                                                                                                  \
                                                                                                                        \
     DISTLOCK_CONFORMANCE_CASE(killed_holder, "conformance: a SIGKILLed holder's lock is freed with its session; the next fence is larger", TAG, killing) \

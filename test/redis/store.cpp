@@ -17,9 +17,18 @@ TEST_CASE("redis: lock, contention, fencing, release", "[redis]")
     dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
         one_shot m{store, "seat:12", {.ttl = 10s}};
+        // The first token is the server's clock in microseconds (this machine's).
+        const auto micros = [] {
+            return static_cast<dl::fence_token>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    .count());
+        };
+        const auto before = micros();
         auto first = co_await m.lock();
+        const auto after = micros();
         REQUIRE(first);
-        CHECK(first->fence() == 1);
+        CHECK(first->fence() >= before);
+        CHECK(first->fence() <= after);
         auto second = co_await m.try_lock();
         REQUIRE_FALSE(second);
         CHECK(second.error() == dl::errc::contended);
@@ -29,7 +38,7 @@ TEST_CASE("redis: lock, contention, fencing, release", "[redis]")
         }
         auto third = co_await m.lock();
         REQUIRE(third);
-        CHECK(third->fence() == 2);
+        CHECK(third->fence() > first->fence());
         // The store holds the owner token with a TTL, in the documented key.
         auto get = dl::redis::resp::command({"GET", store.lock_key("seat:12")});
         auto held = co_await store.execute_command(std::move(get));
@@ -90,7 +99,10 @@ TEST_CASE("redis: resource ids are binary-safe", "[redis][input]")
             one_shot m{store, id};
             auto l = co_await m.lock();
             REQUIRE(l);
-            CHECK(l->fence() == 1); // every id is its own lock with its own counter
+            // Every id has its own lock and its own fence key, holding its token.
+            auto stored = co_await store.execute("GET", store.fence_key(id));
+            REQUIRE(stored);
+            CHECK(stored.value().text == std::to_string(l->fence()));
             held.push_back(std::move(*l));
         }
         for (auto& l : held) {
@@ -240,7 +252,12 @@ TEST_CASE("redis: several resources in one round trip, all or nothing", "[redis]
         const auto ids = dl::resources("a", "b", "c");
         auto all = co_await store.put_if_absent_all(ids, owner, 10s);
         REQUIRE(all);
-        CHECK(all.value() == std::vector<dl::fence_token>{1, 1, 1});
+        REQUIRE(all.value().size() == 3);
+        for (std::size_t i = 0; i < ids.size(); ++i) { // each resource's own token, in order
+            auto stored = co_await store.execute("GET", store.fence_key(ids[i]));
+            REQUIRE(stored);
+            CHECK(stored.value().text == std::to_string(all.value()[i]));
+        }
         const auto overlapping = dl::resources("c", "d");
         auto busy = co_await store.put_if_absent_all(overlapping, dl::owner_token::generate(), 10s);
         REQUIRE_FALSE(busy);
@@ -272,7 +289,7 @@ TEST_CASE("redis: scripts are reloaded after SCRIPT FLUSH", "[redis]")
         CHECK(released);
         auto b = co_await m.lock();
         REQUIRE(b);
-        CHECK(b->fence() == 2);
+        CHECK(b->fence() > a->fence());
     });
 }
 
@@ -351,11 +368,16 @@ TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[
     });
     const std::array<dl::duration, 6> bad{dl::duration::min(), dl::duration{-1}, dl::duration::zero(),
                                           dl::max_wait + dl::duration{1}, dl::duration::max(), -dl::max_wait};
-    for (int which = 0; which < 2; ++which) {
+    for (int which = 0; which < 3; ++which) {
         for (auto d : bad) {
+            if (which == 2 && d == dl::duration::zero())
+                continue; // a fence retention of zero is valid: forget at once
             dl::redis::config cfg;
             cfg.port = acceptor.local_endpoint().port();
-            (which == 0 ? cfg.request_timeout : cfg.connect_timeout) = d;
+            if (which == 2)
+                cfg.fence_retention = d;
+            else
+                (which == 0 ? cfg.request_timeout : cfg.connect_timeout) = d;
             CHECK(cfg.validate() == dl::errc::invalid_argument);
             dl::redis::store store{io, cfg};
             run(io, [&]() -> asio::awaitable<void> {
@@ -388,6 +410,7 @@ TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[red
     auto cfg = server.config();
     cfg.request_timeout = dl::max_wait;
     cfg.connect_timeout = dl::max_wait;
+    cfg.fence_retention = dl::max_wait;
     CHECK_FALSE(cfg.validate());
     dl::redis::store store{io, cfg};
     run(io, [&]() -> asio::awaitable<void> {
@@ -400,6 +423,128 @@ TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[red
         CHECK(r);
     });
     store.disconnect();
+}
+
+TEST_CASE("redis: a fence key lives for the lock's TTL plus the retention, and none outlives it", "[redis][fencing]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.fence_retention = 2s;
+    dl::redis::store store{io, cfg};
+    const auto pttl = [&](const std::string& key) -> asio::awaitable<long long> {
+        auto r = co_await store.execute("PTTL", key);
+        REQUIRE(r);
+        co_return r.value().integer;
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "kept", {.ttl = 10s}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        const auto key = store.fence_key("kept");
+        auto granted = co_await pttl(key);
+        CHECK(granted > 10'000);
+        CHECK(granted <= 12'001);
+        // An extension keeps the fence as long past the new TTL.
+        auto extended = co_await store.extend("kept", l->owner(), 60s);
+        REQUIRE(extended);
+        auto after = co_await pttl(key);
+        CHECK(after > 60'000);
+        CHECK(after <= 62'001);
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+
+        // A token raised above this server's clock (a quorum's, from a node whose
+        // clock runs ahead) is kept until the clock has passed it.
+        const auto now_us = static_cast<dl::fence_token>(
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
+        auto raised = co_await store.raise_fence("ahead", now_us + 100'000'000);
+        REQUIRE(raised);
+        CHECK(raised.value() == now_us + 100'000'000);
+        const auto ahead = co_await pttl(store.fence_key("ahead"));
+        CHECK(ahead > 100'000);
+        auto next = co_await store.next_fence("ahead");
+        REQUIRE(next);
+        CHECK(next.value() == now_us + 100'000'001);
+
+        // A counter left by an older layout (no TTL, a small number) is taken over:
+        // the next token is above it and the key now expires.
+        auto old = co_await store.execute("SET", store.fence_key("old"), "41");
+        REQUIRE(old);
+        auto taken = co_await m.lock(); // "kept" again, free now
+        REQUIRE(taken);
+        one_shot legacy{store, "old"};
+        auto upgraded = co_await legacy.lock();
+        REQUIRE(upgraded);
+        CHECK(upgraded->fence() > 41);
+        const auto expires = co_await pttl(store.fence_key("old"));
+        CHECK(expires > 0);
+        { const auto ok_ = co_await upgraded->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
+    });
+
+    // Without a retention every fence is kept forever.
+    auto forever = server.config();
+    forever.fence_retention = std::nullopt;
+    dl::redis::store keeping{io, forever};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{keeping, "forever"};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        auto r = co_await keeping.execute("PTTL", keeping.fence_key("forever"));
+        REQUIRE(r);
+        CHECK(r.value().integer == -1);
+    });
+}
+
+TEST_CASE("redis: 2,000 distinct resources locked and released leave no keys behind", "[redis][fencing]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.fence_retention = 0ms;
+    dl::redis::store store{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        std::map<std::string, dl::fence_token> last;
+        std::vector<dl::lease> expiring;
+        for (int i = 0; i < 2000; ++i) {
+            auto id = "order:" + std::to_string(i);
+            one_shot m{store, id, {.ttl = 50ms}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            last[id] = l->fence();
+            if (i % 2 == 0) { // half released, half left to expire
+                const auto ok_ = co_await l->unlock();
+                CHECK(ok_);
+            } else {
+                expiring.push_back(std::move(*l));
+            }
+        }
+        const auto keys = [&]() -> asio::awaitable<long long> {
+            auto r = co_await store.execute("DBSIZE");
+            REQUIRE(r);
+            co_return r.value().integer;
+        };
+        long long left = -1;
+        for (int tries = 0; tries < 500 && left != 0; ++tries) {
+            left = co_await keys();
+            if (left != 0) {
+                asio::steady_timer t{co_await asio::this_coro::executor, 20ms};
+                co_await t.async_wait(asio::use_awaitable);
+            }
+        }
+        CHECK(left == 0);
+        // Forgotten, and still each resource's next token is larger.
+        for (const auto& [id, fence] : last) {
+            one_shot m{store, id};
+            auto again = co_await m.lock();
+            REQUIRE(again);
+            CHECK(again->fence() > fence);
+            const auto ok_ = co_await again->unlock();
+            CHECK(ok_);
+        }
+    });
 }
 
 namespace {
@@ -472,7 +617,14 @@ TEST_CASE("redis: stores with colliding-looking prefixes hold their locks side b
         REQUIRE(one);
         auto two = co_await second.lock();
         REQUIRE(two); // a different lock, though the texts look alike
-        CHECK(two->fence() == 1);
+        // Each has its own fence key, holding its own token.
+        CHECK(a.fence_key("b:{#c") != b.fence_key("c"));
+        auto fence_a = co_await a.execute("GET", a.fence_key("b:{#c"));
+        auto fence_b = co_await b.execute("GET", b.fence_key("c"));
+        REQUIRE(fence_a);
+        REQUIRE(fence_b);
+        CHECK(fence_a.value().text == std::to_string(one->fence()));
+        CHECK(fence_b.value().text == std::to_string(two->fence()));
         auto r1 = co_await one->unlock();
         auto r2 = co_await two->unlock();
         CHECK(r1);

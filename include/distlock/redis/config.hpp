@@ -60,6 +60,15 @@ struct config {
     /// resource must agree). Layout in redis/scripts.hpp.
     bool hash_tags = false;
 
+    /// How long a resource's last fencing token is kept after its lock's TTL ran out
+    /// (or after its release). Tokens come from the server's clock in microseconds,
+    /// above the last token while it is kept (redis/scripts.hpp), so a forgotten
+    /// resource's next token is still larger: the store keeps keys only for live and
+    /// recent locks. The retention is the margin against the server's clock stepping
+    /// back (docs/guarantees.md). std::nullopt: keep every resource's token forever (one
+    /// key per resource ever locked). Must lie in [0, distlock::max_wait].
+    std::optional<duration> fence_retention = std::chrono::seconds{10};
+
     /// After a grant, `WAIT wait_replicas wait_timeout`: the lock is reported only once
     /// that many replicas have acknowledged it, else it fails with errc::not_replicated
     /// (and is given back). This narrows, not closes, the window in which a failover
@@ -144,6 +153,8 @@ struct config {
     {
         const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
         if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0 || wait_replicas < 0)
+            return errc::invalid_argument;
+        if (fence_retention && (*fence_retention < duration::zero() || *fence_retention > max_wait))
             return errc::invalid_argument;
         // WAIT's timeout is whole milliseconds (0 would mean "forever"), and its reply
         // must come before the request timeout drops the connection.

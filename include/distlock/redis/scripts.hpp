@@ -4,7 +4,9 @@
 // Key layout for resource R under key prefix P (binary-safe), where E(x) is x with
 // '%', '{' and '}' percent-encoded (%25, %7B, %7D) and every other byte kept:
 //   E(P):{#E(R)}:lock      the lock: a string holding the owner token (32 hex chars), with a TTL
-//   E(P):{#E(R)}:fence     the fencing counter: an integer that only grows, no TTL
+//   E(P):{#E(R)}:fence     the last fencing token granted: an integer that only grows,
+//                          kept for the lock's TTL plus config::fence_retention (or
+//                          forever when that is unset); see next_fence below
 //   E(P):{#E(R)}:released  the pub/sub channel a release publishes on (a shard channel
 //                          in a Redis Cluster, in the same slot)
 // The keys are built by the client (redis::store) and passed in; the scripts never
@@ -16,23 +18,104 @@
 // E(P):{@E(T)}E(R):<kind>: resources sharing T share a slot.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <string_view>
 
 namespace distlock::redis::scripts {
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms.
-/// {1, fence} when acquired; {0, pttl} when held by another.
-inline constexpr std::string_view acquire = R"lua(
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
+namespace detail {
+
+// Joins string literals at compile time: the scripts below share one Lua function
+// without repeating its text.
+template <std::size_t N>
+struct text {
+    std::array<char, N> chars{};
+    constexpr std::string_view view() const { return {chars.data(), N - 1}; }
+};
+
+template <std::size_t... N>
+constexpr auto join(const char (&... parts)[N])
+{
+    text<(N + ...) - sizeof...(N) + 1> out;
+    std::size_t at = 0;
+    ((std::copy_n(parts, N - 1, out.chars.data() + at), at += N - 1), ...);
+    return out;
+}
+
+// next_fence(key, ttl, retention): the fencing token of a new grant, stored in `key`.
+//
+// Why it is not a counter that lives forever: a service that locks per order id would
+// leave one key per id ever locked. The token is instead the larger of the server's
+// clock in microseconds and the last token plus one, and the key is kept only while it
+// is needed: until the server's clock has passed the token (so a forgotten token is
+// always below the clock) and for the lock's TTL plus `retention` milliseconds beyond
+// it (a margin against the server's clock stepping back). retention '' keeps the key
+// forever. Tokens stay below 2^53 (Lua's exact integers) until the year 2255, and
+// string.format('%d') writes them whole (a Lua number would turn into 1.8e+15).
+inline constexpr char next_fence_lua[] = R"lua(
+local function next_fence(key, ttl, retention)
+  local clock = redis.call('TIME')
+  local now = clock[1] * 1000000 + clock[2]
+  local fence = tonumber(redis.call('GET', key) or '0') + 1
+  if fence < now then
+    fence = now
+  end
+  if retention == '' then
+    redis.call('SET', key, string.format('%d', fence))
+  else
+    local ahead = math.ceil((fence - now) / 1000)
+    redis.call('SET', key, string.format('%d', fence), 'PX', string.format('%d', ttl + retention + ahead + 1))
+  end
+  return fence
 end
-return {0, redis.call('PTTL', KEYS[1])}
 )lua";
 
-/// KEYS: lock. ARGV: owner, ttl ms. 1 when extended, 0 when not the owner.
+inline constexpr auto acquire = join(next_fence_lua, R"lua(
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, next_fence(KEYS[2], ARGV[2], ARGV[3])}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+)lua");
+
+inline constexpr auto acquire_all = join(next_fence_lua, R"lua(
+for i = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    return {0, (i + 1) / 2, redis.call('PTTL', KEYS[i])}
+  end
+end
+local out = {1}
+for i = 1, #KEYS, 2 do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  out[#out + 1] = next_fence(KEYS[i + 1], ARGV[2], ARGV[3])
+end
+return out
+)lua");
+
+inline constexpr auto next = join(next_fence_lua, R"lua(
+return next_fence(KEYS[1], 0, ARGV[1])
+)lua");
+
+} // namespace detail
+
+/// KEYS: lock, fence. ARGV: owner, ttl ms, fence retention ms ('' for forever).
+/// {1, fence} when acquired; {0, pttl} when held by another.
+inline constexpr std::string_view acquire = detail::acquire.view();
+
+/// KEYS: fence. ARGV: fence retention ms ('' for forever). The next fencing token of
+/// the resource, without a lock.
+inline constexpr std::string_view next_fence = detail::next.view();
+
+/// KEYS: lock, fence. ARGV: owner, ttl ms, fence retention ms ('' for forever).
+/// 1 when extended, 0 when not the owner. The fence is kept for as long past the new
+/// TTL as past the first one, so that a held lock's token can always be read.
 inline constexpr std::string_view extend = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[3] ~= '' and redis.call('PTTL', KEYS[2]) < ARGV[2] + ARGV[3] then
+    redis.call('PEXPIRE', KEYS[2], string.format('%d', ARGV[2] + ARGV[3] + 1))
+  end
   return 1
 end
 return 0
@@ -59,32 +142,30 @@ end
 return 0
 )lua";
 
-/// KEYS: fence. ARGV: floor. Raises the counter to at least floor; returns its value.
+/// KEYS: fence. ARGV: floor, fence retention ms ('' for forever). Raises the
+/// token to at least floor (a quorum's lease token, which may come from a node whose
+/// clock runs ahead); returns its value. The key keeps its time to live, and lives at
+/// least until this server's clock has passed floor.
 inline constexpr std::string_view raise_fence = R"lua(
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local floor = tonumber(ARGV[1])
-if current < floor then
+if current >= floor then
+  return current
+end
+if ARGV[2] == '' then
   redis.call('SET', KEYS[1], ARGV[1])
   return floor
 end
-return current
+local clock = redis.call('TIME')
+local ahead = math.ceil((floor - (clock[1] * 1000000 + clock[2])) / 1000)
+local keep = math.max(redis.call('PTTL', KEYS[1]), ARGV[2] + ahead + 1)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', string.format('%d', keep))
+return floor
 )lua";
 
-/// KEYS: lock1, fence1, lock2, fence2, ... ARGV: owner, ttl ms.
+/// KEYS: lock1, fence1, lock2, fence2, ... ARGV: owner, ttl ms, fence retention ms.
 /// All or nothing: {1, fence1, fence2, ...}, or {0, index of the held one (1-based), pttl}.
-inline constexpr std::string_view acquire_all = R"lua(
-for i = 1, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    return {0, (i + 1) / 2, redis.call('PTTL', KEYS[i])}
-  end
-end
-local out = {1}
-for i = 1, #KEYS, 2 do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-  out[#out + 1] = redis.call('INCR', KEYS[i + 1])
-end
-return out
-)lua";
+inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
 /// KEYS: data. ARGV: value, fence. Writes the hash {value, fence} unless a newer
 /// fence has written: {1, previous fence} when written, {0, newest fence} when rejected.

@@ -152,7 +152,7 @@ public:
     {
         return replicated(router_, slot_of(resource), settings(),
                           acquired(eval(script::acquire, {lock_key(resource), fence_key(resource)},
-                                        {owner.to_hex(), millis(ttl)}, diag)),
+                                        {owner.to_hex(), millis(ttl), retention()}, diag)),
                           diag);
     }
 
@@ -163,14 +163,15 @@ public:
     {
         return replicated(router_, slot_of(resource), settings(),
                           answered(eval(script::acquire, {lock_key(resource), fence_key(resource)},
-                                        {owner.to_hex(), millis(ttl)}, diag)),
+                                        {owner.to_hex(), millis(ttl), retention()}, diag)),
                           diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
                                    diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::extend, {lock_key(resource)}, {owner.to_hex(), millis(ttl)}, diag));
+        return owned_reply(eval(script::extend, {lock_key(resource), fence_key(resource)},
+                                {owner.to_hex(), millis(ttl), retention()}, diag));
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
@@ -182,13 +183,14 @@ public:
 
     awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return fence_reply(exec_on(router_, slot_of(resource), resp::command({"INCR", fence_key(resource)}), diag));
+        return fence_reply(eval(script::next_fence, {fence_key(resource)}, {retention()}, diag));
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor,
                                                diagnostics* diag = nullptr)
     {
-        return fence_reply(eval(script::raise_fence, {fence_key(resource)}, {std::to_string(floor)}, diag));
+        return fence_reply(
+            eval(script::raise_fence, {fence_key(resource)}, {std::to_string(floor), retention()}, diag));
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
@@ -294,7 +296,7 @@ public:
             keys.push_back(fence_key(r));
         }
         return replicated(router_, (resources.empty() ? std::uint16_t{0} : slot_of(resources.front())), settings(),
-                          acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl)}, diag),
+                          acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl), retention()}, diag),
                                        resources.size()),
                           diag);
     }
@@ -355,7 +357,17 @@ public:
     }
 
 private:
-    enum class script { acquire, extend, release, raise_fence, acquire_all, fenced_write, inspect, release_sharded };
+    enum class script {
+        acquire,
+        extend,
+        release,
+        raise_fence,
+        acquire_all,
+        fenced_write,
+        inspect,
+        release_sharded,
+        next_fence
+    };
 
     struct script_text {
         std::string_view text;
@@ -364,7 +376,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 8> all{
+        static const std::array<script_text, 9> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -373,6 +385,7 @@ private:
             script_text{scripts::fenced_write, detail::sha1_hex(scripts::fenced_write)},
             script_text{scripts::inspect, detail::sha1_hex(scripts::inspect)},
             script_text{scripts::release_sharded, detail::sha1_hex(scripts::release_sharded)},
+            script_text{scripts::next_fence, detail::sha1_hex(scripts::next_fence)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -432,6 +445,13 @@ private:
     static std::string millis(duration ttl)
     {
         return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(ttl).count());
+    }
+
+    // How long the scripts keep a resource's fence after its lock's TTL, in whole
+    // milliseconds; empty: forever (config::fence_retention unset).
+    std::string retention() const
+    {
+        return cfg_.fence_retention ? millis(*cfg_.fence_retention) : std::string{};
     }
 
     std::uint16_t slot_of(std::string_view resource) const { return detail::hash_slot(lock_key(resource)); }
