@@ -39,9 +39,9 @@ concept store = requires(S& s) {
     { s.get_executor() } -> std::convertible_to<asio::any_io_executor>;
 };
 
-/// Put-if-absent with a TTL and an owner value, which also advances the resource's
-/// fencing counter in the same atomic step and returns the new value
-/// (Redis SET NX PX + INCR in one script).
+/// Put-if-absent with a TTL and an owner value, which also gives the resource a new
+/// fencing token, above every earlier one, in the same atomic step and returns it
+/// (Redis: SET NX PX and the next token in one script).
 template <class S>
 concept put_if_absent_store = store<S> && requires(S& s, std::string_view resource,
                                                    const owner_token& owner, duration ttl) {
@@ -77,7 +77,8 @@ concept conditional_write_store =
         } -> std::same_as<awaitable<result<fence_token>>>;
     };
 
-/// A per-resource fencing counter that only ever grows.
+/// A per-resource fencing token that only ever grows (a counter, or the Redis
+/// store's clock-derived tokens).
 template <class S>
 concept fencing_counter_store = store<S> && requires(S& s, std::string_view resource,
                                                      fence_token floor) {

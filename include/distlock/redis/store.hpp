@@ -194,7 +194,8 @@ public:
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
-    /// (shortened), the time left and the fencing counter, in one script.
+    /// (shortened), the time left and the last fencing token (0 once forgotten), in
+    /// one script.
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         return inspected(eval(script::inspect, {lock_key(resource), fence_key(resource)}, {}, diag));
