@@ -471,6 +471,79 @@ void memory_rows(asio::io_context& io, dl::redis::store& store, const test::redi
          << ",\"growth_bytes_2s\":" << growth << ",\"acquired\":" << acquired << "}\n";
 }
 
+// Keys left on a fresh server after `count` distinct resources were each locked and
+// released once (64 coroutines on one store, bounded by count and 120 s), read at once
+// and again after the locks' TTL plus the fence retention has passed; `retention`
+// unset is the fence-per-resource-forever layout.
+void fence_state_row(asio::io_context& io, std::size_t count, std::optional<dl::duration> retention, const char* name)
+{
+    test::redis_server server;
+    auto cfg = server.config();
+    cfg.fence_retention = retention;
+    dl::redis::store store{io, cfg};
+    constexpr dl::duration ttl = 1s;
+    std::size_t next = 0, done = 0, failed = 0;
+    int finished = 0;
+    const auto start = steady::now();
+    constexpr int coroutines = 64;
+    for (int c = 0; c < coroutines; ++c)
+        asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+            while (next < count && steady::now() - start < 120s) {
+                dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{
+                    store, "order:" + std::to_string(next++), {.ttl = ttl}};
+                auto l = co_await m.lock();
+                if (l && co_await l->unlock())
+                    ++done;
+                else
+                    ++failed;
+            }
+            ++finished;
+        }, asio::detached);
+    while (finished < coroutines)
+        io.run_one();
+    io.restart();
+    const double seconds = std::chrono::duration<double>(steady::now() - start).count();
+    const auto ask = [&](const char* what) {
+        long long n = -1;
+        run_coroutine(io, [&]() -> asio::awaitable<void> {
+            auto r = co_await store.execute(what);
+            if (r)
+                n = r.value().integer;
+        });
+        return n;
+    };
+    const auto used_memory = [&] {
+        long long bytes = -1;
+        run_coroutine(io, [&]() -> asio::awaitable<void> {
+            auto r = co_await store.execute("MEMORY", "STATS");
+            if (!r || r.value().elements.size() < 2)
+                co_return;
+            for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2)
+                if (r.value().elements[i].text == "dataset.bytes")
+                    bytes = r.value().elements[i + 1].integer;
+        });
+        return bytes;
+    };
+    const auto at_once = ask("DBSIZE");
+    const auto bytes_at_once = used_memory();
+    // Expired keys go lazily or by Redis's sampling; wait for the count to settle.
+    const auto settle_until = steady::now() + ttl + retention.value_or(0s) + 30s;
+    auto later = at_once;
+    for (std::this_thread::sleep_for(ttl + retention.value_or(0s)); steady::now() < settle_until;
+         std::this_thread::sleep_for(500ms)) {
+        later = ask("DBSIZE");
+        if (!retention || later == 0)
+            break;
+    }
+    const auto bytes_later = used_memory();
+    std::printf("%-58s %8zu %10.0f   keys: %lld at once (%lld B), %lld after TTL + retention (%lld B); %zu failed\n",
+                name, done, static_cast<double>(done) / seconds, at_once, bytes_at_once, later, bytes_later, failed);
+    json << "{\"name\":\"" << name << "\",\"resources\":" << done << ",\"keys_at_once\":" << at_once
+         << ",\"keys_after\":" << later << ",\"dataset_bytes_at_once\":" << bytes_at_once
+         << ",\"dataset_bytes_after\":" << bytes_later << "}\n";
+    store.disconnect();
+}
+
 // Time to compile a translation unit with the umbrella header, against one with only
 // <asio.hpp>: the median of three g++ runs each.
 void compile_cost()
@@ -582,6 +655,9 @@ int main(int argc, char** argv)
     print(watched);
 
     memory_rows(io, store, server);
+
+    fence_state_row(io, 1'000'000, 10s, "fence state: 1,000,000 resources, retention 10 s");
+    fence_state_row(io, 1'000'000, std::nullopt, "fence state: the same, every fence kept forever");
 
     compile_cost();
 

@@ -119,6 +119,29 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
     };
 };
 
+/// A TTL store that keeps a fair queue of waiters per resource (the Redis store's
+/// scripts): a lock is granted only to the head of its queue, a release wakes the
+/// head only, and a waiter that stops asking loses its place after a bounded time.
+/// What acquire::fair runs on. Each lock() call is one waiter (`waiter`, kept across
+/// its attempts); each attempt has its own owner token, as with setnx.
+template <class S>
+concept fair_queue_store =
+    owner_checked_store<S> &&
+    requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
+             duration ttl, bool join) {
+        /// Granted only if the lock is free and no one waits or `waiter` is the head;
+        /// else, with `join`, takes or keeps `waiter`'s place in line.
+        { s.put_if_first(resource, waiter, owner, ttl, join) } -> std::same_as<awaitable<result<answer>>>;
+        /// Releases by owner and wakes the head waiter only.
+        { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        /// Gives up `waiter`'s place; a head that leaves a free lock wakes the next.
+        { s.leave_queue(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
+        /// How often a waiter asks again, at the least, to keep its place.
+        { cs.queue_refresh() } -> std::convertible_to<duration>;
+        /// Listens for releases addressed to `waiter` or to everyone.
+        typename detail::awaited<decltype(s.watch(resource, waiter))>::type;
+    };
+
 /// What a store says about one resource's lock, read without taking it (for a
 /// status command, and for stores that may take over a lock only after seeing it
 /// unchanged for a full lease).

@@ -59,6 +59,7 @@ dl::redis::config via(const test::redis_server& server, const fault::proxy& net)
     auto c = server.config();
     c.port = net.port();
     c.fence_retention = fence_retention;
+    c.queue_ttl = 900ms;
     return c;
 }
 
@@ -93,6 +94,29 @@ struct redis_single {
     void lose_next_reply(std::size_t) { ::lose_next_reply(net); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
+};
+
+// One server, every mutex through acquire::fair: the store's scripts keep the queue.
+// A short queue TTL, so that a waiter that vanished holds up the line briefly.
+struct redis_fair : redis_single {
+    static constexpr const char* name = "redis_fair";
+    using acquisition = dl::acquire::fair;
+
+    // A client of its own (a session, in the suite's words) for the queue tests.
+    std::unique_ptr<dl::redis::store> make_client() { return std::make_unique<dl::redis::store>(io, via(server, net)); }
+    // The holder and the waiters in line, as a session store counts its entries.
+    std::size_t waiters(std::string_view resource) const
+    {
+        asio::io_context probe_io;
+        dl::redis::store probe{probe_io, server.config()};
+        std::size_t n = held(resource) ? 1 : 0;
+        test::run(probe_io, [&]() -> asio::awaitable<void> {
+            auto r = co_await probe.execute("ZCARD", probe.queue_key(resource));
+            REQUIRE(r);
+            n += static_cast<std::size_t>(r.value().integer);
+        });
+        return n;
+    }
 };
 
 struct redis_quorum {
@@ -261,7 +285,7 @@ struct redis_cluster {
 
 } // namespace
 
-DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_quorum, redis_cluster)
+DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_fair, redis_quorum, redis_cluster)
 
 TEST_CASE("redis: a held lock is data: the answer says until when the holder's lock runs out", "[redis]")
 {

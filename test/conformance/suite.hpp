@@ -16,6 +16,8 @@
 //             split resources among them: the one holding `resource` loses it)
 //   optional: void refuse_next(std::size_t client);      not applied
 //   optional: awaitable<void> close(std::size_t client);
+//   optional: using acquisition = ...;  the acquisition policy of its mutexes (default:
+//             the backend's)
 //   optional: bool remembers(std::string_view resource);  the store keeps anything
 //             for the resource (a store that forgets released and expired locks)
 // and the suite is instantiated with DISTLOCK_CONFORMANCE("[tag]", F1, F2, ...).
@@ -50,11 +52,26 @@ inline test::steps long_enough()
     return {.max = 2500};
 }
 
+/// The acquisition a fixture's mutexes use: F::acquisition when it names one (a
+/// store with several modes), else the backend's default.
 template <class F>
-using mutex_of = dl::basic_distributed_mutex<typename F::backend, dl::observe::callback, dl::retry::fixed>;
+struct acquisition_of {
+    using type = dl::default_acquire_policy<typename F::backend>;
+};
+template <class F>
+    requires requires { typename F::acquisition; }
+struct acquisition_of<F> {
+    using type = typename F::acquisition;
+};
+
+template <class F, class... Policies>
+using mutex_with = dl::basic_distributed_mutex<typename F::backend, typename acquisition_of<F>::type, Policies...>;
 
 template <class F>
-using single_try_mutex_of = dl::basic_distributed_mutex<typename F::backend, dl::observe::callback, dl::retry::none>;
+using mutex_of = mutex_with<F, dl::observe::callback, dl::retry::fixed>;
+
+template <class F>
+using single_try_mutex_of = mutex_with<F, dl::observe::callback, dl::retry::none>;
 
 inline dl::retry::fixed patient()
 {
@@ -456,7 +473,7 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
     {                                                                                                                  \
         using namespace test::conformance;                                                                             \
         using backend = typename TestType::backend;                                                                    \
-        using mutex = dl::basic_distributed_mutex<backend, dl::retry::exponential_backoff>;                            \
+        using mutex = mutex_with<TestType, dl::retry::exponential_backoff>;                                            \
         TestType f;                                                                                                    \
         constexpr std::size_t waiters = 5;                                                                             \
         std::vector<std::unique_ptr<backend>> stores;                                                                  \
@@ -550,7 +567,7 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
         REQUIRE(holder->wait());                                                                                       \
         CHECK(f.held("conf:killed")); /* until its session ends on the server */                                       \
         test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
-            dl::basic_distributed_mutex<typename TestType::backend, dl::retry::exponential_backoff> m{                 \
+            mutex_with<TestType, dl::retry::exponential_backoff> m{                                                    \
                 f.client(0), "conf:killed", {}, dl::retry::exponential_backoff{.deadline = 20s}};                      \
             auto taken = co_await m.lock();                                                                            \
             REQUIRE(taken);                                                                                            \

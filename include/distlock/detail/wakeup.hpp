@@ -16,6 +16,8 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <variant>
 
@@ -23,7 +25,18 @@ namespace distlock::detail {
 
 class wakeup {
 public:
-    explicit wakeup(asio::any_io_executor ex) : channel_{std::move(ex), 1} {}
+    /// `addressee`: the waiter's id in a fair queue; a message naming another waiter
+    /// is not for it (empty: every message is).
+    explicit wakeup(asio::any_io_executor ex, std::string addressee = {})
+        : channel_{std::move(ex), 1}, addressee_{std::move(addressee)}
+    {}
+
+    /// Whether a release message with this text should wake the waiter: one for
+    /// everyone, or one naming it.
+    bool wants(std::string_view message) const noexcept
+    {
+        return addressee_.empty() || message == addressee_ || message == "released";
+    }
 
     /// Wakes the waiter (or the next wait, if none is waiting now).
     void signal() { channel_.try_send(std::error_code{}, true); }
@@ -52,6 +65,7 @@ private:
     // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
     // tell the single-argument form apart.
     asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+    const std::string addressee_;
 };
 
 } // namespace distlock::detail

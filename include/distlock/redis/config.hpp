@@ -69,6 +69,12 @@ struct config {
     /// key per resource ever locked). Must lie in [0, distlock::max_wait].
     std::optional<duration> fence_retention = std::chrono::seconds{10};
 
+    /// acquire::fair: how long a waiter keeps its place in a resource's queue without
+    /// asking again. A waiting lock() asks at least every third of it, so a live waiter
+    /// never loses its place; a waiter that vanished (crashed, partitioned) holds up the
+    /// line at most this long. Must lie in [3 ms, distlock::max_wait].
+    duration queue_ttl = std::chrono::seconds{3};
+
     /// After a grant, `WAIT wait_replicas wait_timeout`: the lock is reported only once
     /// that many replicas have acknowledged it, else it fails with errc::not_replicated
     /// (and is given back). This narrows, not closes, the window in which a failover
@@ -155,6 +161,8 @@ struct config {
         if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0 || wait_replicas < 0)
             return errc::invalid_argument;
         if (fence_retention && (*fence_retention < duration::zero() || *fence_retention > max_wait))
+            return errc::invalid_argument;
+        if (queue_ttl < std::chrono::milliseconds{3} || queue_ttl > max_wait)
             return errc::invalid_argument;
         // WAIT's timeout is whole milliseconds (0 would mean "forever"), and its reply
         // must come before the request timeout drops the connection.

@@ -9,6 +9,10 @@
 //                          forever when that is unset); see next_fence below
 //   E(P):{#E(R)}:released  the pub/sub channel a release publishes on (a shard channel
 //                          in a Redis Cluster, in the same slot)
+//   E(P):{#E(R)}:queue     acquire::fair only: the waiters in line, a sorted set of
+//                          waiter ids scored by arrival (the server's clock in us)
+//   E(P):{#E(R)}:deadlines acquire::fair only: each waiter's deadline (server ms),
+//                          after which a waiter that stopped asking loses its place
 // The keys are built by the client (redis::store) and passed in; the scripts never
 // build or parse them. The only '{' of a key is the one before '#', so a key maps
 // back to exactly one (P, R): two stores with different prefixes never share a key.
@@ -97,6 +101,72 @@ inline constexpr auto next = join(next_fence_lua, R"lua(
 return next_fence(KEYS[1], 0, ARGV[1])
 )lua");
 
+// The fair queue's helpers. forget_gone: drops the waiters whose deadline has passed
+// (they stopped asking: crashed, cancelled without a word, partitioned). wake_head:
+// publishes the head waiter's id (or 'released' when no one waits) on the channel, so
+// that only the head tries; sharded '1' uses SPUBLISH (a Redis Cluster).
+inline constexpr char fair_queue_lua[] = R"lua(
+local function server_ms()
+  local clock = redis.call('TIME')
+  return clock[1] * 1000 + math.floor(clock[2] / 1000)
+end
+local function forget_gone(queue, deadlines, now_ms)
+  local gone = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)
+  for _, waiter in ipairs(gone) do
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', deadlines, waiter)
+  end
+end
+local function wake_head(queue, channel, sharded)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1] or 'released'
+  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', channel, head)
+end
+)lua";
+
+inline constexpr auto acquire_fair = join(next_fence_lua, fair_queue_lua, R"lua(
+local now_ms = server_ms()
+forget_gone(KEYS[3], KEYS[4], now_ms)
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if (head == nil or head == ARGV[4]) and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if head then
+    redis.call('ZREM', KEYS[3], ARGV[4])
+    redis.call('ZREM', KEYS[4], ARGV[4])
+  end
+  return {1, next_fence(KEYS[2], ARGV[2], ARGV[3])}
+end
+if ARGV[6] == '1' then
+  if not redis.call('ZSCORE', KEYS[3], ARGV[4]) then
+    local clock = redis.call('TIME')
+    redis.call('ZADD', KEYS[3], clock[1] * 1000000 + clock[2], ARGV[4])
+  end
+  redis.call('ZADD', KEYS[4], now_ms + ARGV[5], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+  redis.call('PEXPIRE', KEYS[4], ARGV[5])
+end
+return {0, redis.call('PTTL', KEYS[1])}
+)lua");
+
+inline constexpr auto release_fair = join(fair_queue_lua, R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+forget_gone(KEYS[2], KEYS[3], server_ms())
+wake_head(KEYS[2], ARGV[2], ARGV[3])
+return 1
+)lua");
+
+inline constexpr auto leave_queue = join(fair_queue_lua, R"lua(
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+  forget_gone(KEYS[2], KEYS[3], server_ms())
+  wake_head(KEYS[2], ARGV[2], ARGV[3])
+end
+return 1
+)lua");
+
 } // namespace detail
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms, fence retention ms ('' for forever).
@@ -166,6 +236,21 @@ return floor
 /// KEYS: lock1, fence1, lock2, fence2, ... ARGV: owner, ttl ms, fence retention ms.
 /// All or nothing: {1, fence1, fence2, ...}, or {0, index of the held one (1-based), pttl}.
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
+
+/// acquire::fair. KEYS: lock, fence, queue, deadlines. ARGV: owner, ttl ms, fence
+/// retention ms, waiter id, queue ttl ms, join ('1': take a place in line when not
+/// granted, or keep it until now + queue ttl). Granted only when the lock is free and
+/// no one waits or the waiter is the head: {1, fence}; else {0, pttl}.
+inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
+
+/// acquire::fair. KEYS: lock, queue, deadlines. ARGV: owner, channel, sharded ('1').
+/// Releases the owner's lock and wakes the head waiter only (the message is its id);
+/// 1 when released, 0 when not the owner.
+inline constexpr std::string_view release_fair = detail::release_fair.view();
+
+/// acquire::fair. KEYS: lock, queue, deadlines. ARGV: waiter id, channel, sharded.
+/// Leaves the line; a head that leaves a free lock wakes the next waiter. Returns 1.
+inline constexpr std::string_view leave_queue = detail::leave_queue.view();
 
 /// KEYS: data. ARGV: value, fence. Writes the hash {value, fence} unless a newer
 /// fence has written: {1, previous fence} when written, {0, newest fence} when rejected.

@@ -282,6 +282,55 @@ public:
     /// Channels currently subscribed (they must not accumulate).
     std::size_t subscribed_channels() const { return router_->channels(); }
 
+    // -- The fair queue (fair_queue_store, acquire::fair) ----------------------------
+
+    /// Takes the lock for `owner` only if it is free and no one waits, or `waiter` is
+    /// the head of the resource's queue; otherwise, with `join`, takes or keeps
+    /// `waiter`'s place in line for config::queue_ttl. Held locks are answered as data.
+    awaitable<result<answer>> put_if_first(std::string_view resource, const owner_token& waiter,
+                                           const owner_token& owner, duration ttl, bool join,
+                                           diagnostics* diag = nullptr)
+    {
+        return replicated(router_, slot_of(resource), settings(),
+                          answered(eval(script::acquire_fair,
+                                        {lock_key(resource), fence_key(resource), queue_key(resource),
+                                         deadlines_key(resource)},
+                                        {owner.to_hex(), millis(ttl), retention(), waiter.to_hex(),
+                                         millis(cfg_.queue_ttl), join ? "1" : "0"},
+                                        diag)),
+                          diag);
+    }
+
+    /// Releases `owner`'s lock and wakes the head waiter only.
+    awaitable<result<void>> release_to_head(std::string_view resource, const owner_token& owner,
+                                            diagnostics* diag = nullptr)
+    {
+        return owned_reply(eval(script::release_fair, {lock_key(resource), queue_key(resource), deadlines_key(resource)},
+                                {owner.to_hex(), channel(resource), sharded_flag()}, diag));
+    }
+
+    /// Gives up `waiter`'s place in line (a lock() that ended without the lock).
+    awaitable<result<void>> leave_queue(std::string_view resource, const owner_token& waiter,
+                                        diagnostics* diag = nullptr)
+    {
+        return done_reply(eval(script::leave_queue, {lock_key(resource), queue_key(resource), deadlines_key(resource)},
+                               {waiter.to_hex(), channel(resource), sharded_flag()}, diag));
+    }
+
+    /// How often a waiter must ask again to keep its place.
+    duration queue_refresh() const noexcept { return cfg_.queue_ttl / 3; }
+
+    /// Listens for releases of one resource addressed to `waiter` (the head of its
+    /// queue) or to everyone.
+    awaitable<watcher> watch(std::string_view resource, const owner_token& waiter)
+    {
+        return watch_on(router_, slot_of(resource), channel(resource), waiter.to_hex());
+    }
+
+    /// The keys of a resource's fair queue (layout in redis/scripts.hpp).
+    std::string queue_key(std::string_view resource) const { return key(resource, "queue"); }
+    std::string deadlines_key(std::string_view resource) const { return key(resource, "deadlines"); }
+
     // -- Beyond the store concepts -----------------------------------------------
 
     /// Put-if-absent on several resources in one round trip, all or nothing (a single
@@ -367,7 +416,10 @@ private:
         fenced_write,
         inspect,
         release_sharded,
-        next_fence
+        next_fence,
+        acquire_fair,
+        release_fair,
+        leave_queue
     };
 
     struct script_text {
@@ -377,7 +429,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 9> all{
+        static const std::array<script_text, 12> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -387,6 +439,9 @@ private:
             script_text{scripts::inspect, detail::sha1_hex(scripts::inspect)},
             script_text{scripts::release_sharded, detail::sha1_hex(scripts::release_sharded)},
             script_text{scripts::next_fence, detail::sha1_hex(scripts::next_fence)},
+            script_text{scripts::acquire_fair, detail::sha1_hex(scripts::acquire_fair)},
+            script_text{scripts::release_fair, detail::sha1_hex(scripts::release_fair)},
+            script_text{scripts::leave_queue, detail::sha1_hex(scripts::leave_queue)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -450,6 +505,9 @@ private:
 
     // How long the scripts keep a resource's fence after its lock's TTL, in whole
     // milliseconds; empty: forever (config::fence_retention unset).
+    // '1' when releases publish on shard channels (a Redis Cluster).
+    const char* sharded_flag() const { return router_->mode() == topology::cluster ? "1" : "0"; }
+
     std::string retention() const
     {
         return cfg_.fence_retention ? millis(*cfg_.fence_retention) : std::string{};
@@ -629,6 +687,17 @@ private:
         co_return owned(co_await std::move(pending));
     }
 
+    // A script that always answers 1.
+    static awaitable<result<void>> done_reply(awaitable<result<resp::value>> pending)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        if (reply.value().type != resp::type::integer || reply.value().integer != 1)
+            co_return errc::protocol_error;
+        co_return success();
+    }
+
     static awaitable<result<fence_token>> fence_reply(awaitable<result<resp::value>> pending)
     {
         co_return as_fence(co_await std::move(pending));
@@ -702,9 +771,9 @@ private:
         co_return std::optional<std::string>{std::move(reply.value().text)};
     }
 
-    static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch)
+    static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch, std::string addressee = {})
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor, std::move(addressee));
         watcher out{std::move(r), slot, std::move(ch), std::move(w)};
         (void)co_await out.resubscribe();
         co_return out;
