@@ -53,6 +53,21 @@ void drop(const test::redis_server& server, std::string_view resource)
     });
 }
 
+// How many wait in a resource's fair queue (acquire::fair), asked on a connection of
+// its own.
+std::size_t in_line(const dl::redis::config& cfg, std::string_view resource)
+{
+    asio::io_context io;
+    dl::redis::store probe{io, cfg};
+    std::size_t n = 0;
+    test::run(io, [&]() -> asio::awaitable<void> {
+        auto r = co_await probe.execute("ZCARD", probe.queue_key(resource));
+        REQUIRE(r);
+        n = static_cast<std::size_t>(r.value().integer);
+    });
+    return n;
+}
+
 // A server's address through `net`.
 dl::redis::config via(const test::redis_server& server, const fault::proxy& net)
 {
@@ -107,15 +122,7 @@ struct redis_fair : redis_single {
     // The holder and the waiters in line, as a session store counts its entries.
     std::size_t waiters(std::string_view resource) const
     {
-        asio::io_context probe_io;
-        dl::redis::store probe{probe_io, server.config()};
-        std::size_t n = held(resource) ? 1 : 0;
-        test::run(probe_io, [&]() -> asio::awaitable<void> {
-            auto r = co_await probe.execute("ZCARD", probe.queue_key(resource));
-            REQUIRE(r);
-            n += static_cast<std::size_t>(r.value().integer);
-        });
-        return n;
+        return (held(resource) ? 1 : 0) + in_line(server.config(), resource);
     }
 };
 
@@ -191,6 +198,7 @@ struct redis_cluster {
     std::map<std::uint16_t, std::uint16_t> proxy_of; // node port -> its proxy's port
     asio::io_context io;
     std::array<std::unique_ptr<dl::redis::store>, 3> clients;
+    dl::redis::config client_config; // through the proxies
 
     static test::redis_cluster& shared_cluster()
     {
@@ -204,6 +212,7 @@ struct redis_cluster {
             REQUIRE(test::cli(cluster.node(i).port(), "flushall").find("OK") != std::string::npos);
         auto c = cluster.config();
         c.fence_retention = fence_retention;
+        c.queue_ttl = 900ms;
         c.cluster_nodes.clear();
         for (std::size_t i = 0; i < cluster.size(); ++i) {
             const auto port = cluster.node(i).port();
@@ -223,6 +232,7 @@ struct redis_cluster {
         };
         for (auto& client : clients)
             client = std::make_unique<dl::redis::store>(io, c);
+        client_config = c;
         // Each client connects to every primary and loads its scripts there: the next
         // request of a test, whichever node it goes to, is its lock script itself.
         std::vector<std::string> spread; // one resource per primary
@@ -283,9 +293,22 @@ struct redis_cluster {
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };
 
+// The cluster, every mutex through acquire::fair (the queue lives in the resource's
+// slot; releases wake the head by SPUBLISH).
+struct redis_cluster_fair : redis_cluster {
+    static constexpr const char* name = "redis_cluster_fair";
+    using acquisition = dl::acquire::fair;
+
+    std::unique_ptr<dl::redis::store> make_client() { return std::make_unique<dl::redis::store>(io, client_config); }
+    std::size_t waiters(std::string_view resource) const
+    {
+        return (held(resource) ? 1 : 0) + in_line(cluster.config(), resource);
+    }
+};
+
 } // namespace
 
-DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_fair, redis_quorum, redis_cluster)
+DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_fair, redis_quorum, redis_cluster, redis_cluster_fair)
 
 TEST_CASE("redis: a held lock is data: the answer says until when the holder's lock runs out", "[redis]")
 {
