@@ -316,6 +316,152 @@ result_row contended(asio::io_context& io, dl::redis::store& store, std::size_t 
     return r;
 }
 
+// -- Contention across processes ---------------------------------------------------
+//
+// 8 processes, each with its own store and connection (separate servers, as far as the
+// lock can tell), take one key until a shared counter in Redis reaches `sections`;
+// each critical section is a GET/SET increment of it. Each prints one line per
+// critical section: when it asked, was granted and called unlock(), on the steady
+// clock (CLOCK_MONOTONIC, one clock for every process of the machine).
+
+template <class Mutex>
+asio::awaitable<void> contend(dl::redis::store& store, Mutex& m, long sections, const std::string& counter)
+{
+    const auto start = steady::now();
+    while (steady::now() - start < 60s) {
+        const auto asked = steady::now();
+        auto l = co_await m.lock();
+        if (!l)
+            break;
+        const auto granted = steady::now();
+        auto v = co_await store.execute("GET", counter);
+        const long n = v && v.value().is_string() ? std::stol(v.value().text) : 0;
+        if (n >= sections) {
+            (void)co_await l->unlock();
+            break;
+        }
+        (void)co_await store.execute("SET", counter, std::to_string(n + 1));
+        const auto released = steady::now();
+        (void)co_await l->unlock();
+        std::printf("%lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
+                    static_cast<long long>(granted.time_since_epoch().count()),
+                    static_cast<long long>(released.time_since_epoch().count()));
+    }
+    std::printf("done\n");
+    std::fflush(stdout);
+}
+
+// The body of one contender: argv PORT FAIR SECTIONS RESOURCE.
+int contender_main(char** argv)
+{
+    asio::io_context io;
+    dl::redis::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::stoi(argv[0]));
+    const bool fair = std::string{argv[1]} == "1";
+    const long sections = std::stol(argv[2]);
+    const std::string resource = argv[3];
+    dl::redis::store store{io, cfg};
+    const auto backoff = dl::retry::exponential_backoff{.initial = 10ms, .max = 200ms, .deadline = 60s};
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        (void)co_await store.execute("PING"); // connected before the start
+        std::printf("ready\n");
+        std::fflush(stdout);
+        char go[16];
+        if (!std::fgets(go, sizeof go, stdin))
+            co_return;
+        if (fair) {
+            dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair> m{store, resource, {.ttl = 10s}, backoff};
+            co_await contend(store, m, sections, resource + ":counter");
+        } else {
+            dl::basic_distributed_mutex<dl::redis::store> m{store, resource, {.ttl = 10s}, backoff};
+            co_await contend(store, m, sections, resource + ":counter");
+        }
+    });
+    store.disconnect();
+    io.run();
+    return 0;
+}
+
+// One round trip on this server: the p50 of sequential PINGs by hiredis.
+double round_trip_us(std::uint16_t port)
+{
+    redisContext* c = redisConnect("127.0.0.1", port);
+    std::vector<double> us;
+    for (int i = 0; i < 2000; ++i) {
+        const auto t0 = steady::now();
+        freeReplyObject(redisCommand(c, "PING"));
+        us.push_back(micros(steady::now() - t0));
+    }
+    redisFree(c);
+    return bench::nearest_rank(us, 0.5);
+}
+
+result_row contended_processes(std::uint16_t port, bool fair, long sections, double rtt_us)
+{
+    constexpr int workers = 8;
+    result_row r{fair ? "distlock: 8 processes, one key, acquire::fair" : "distlock: 8 processes, one key, setnx"};
+    const std::string resource = fair ? "processes:fair" : "processes:setnx";
+    std::vector<std::unique_ptr<test::child>> children;
+    for (int w = 0; w < workers; ++w)
+        children.push_back(std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--contender", std::to_string(port), fair ? "1" : "0", std::to_string(sections),
+            resource}));
+    for (auto& c : children)
+        if (c->read_line(10s) != std::optional<std::string>{"ready"})
+            return r;
+    struct section {
+        long long asked, granted, released;
+        int worker;
+    };
+    std::vector<section> all;
+    const auto start = steady::now();
+    for (auto& c : children)
+        c->write_line("go");
+    for (int w = 0; w < workers; ++w)
+        while (auto line = children[static_cast<std::size_t>(w)]->read_line(90s)) {
+            if (*line == "done")
+                break;
+            section s{};
+            if (std::sscanf(line->c_str(), "%lld %lld %lld", &s.asked, &s.granted, &s.released) == 3) {
+                s.worker = w;
+                all.push_back(s);
+            }
+        }
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    for (auto& c : children)
+        (void)c->wait(10s);
+    std::sort(all.begin(), all.end(), [](const section& a, const section& b) { return a.granted < b.granted; });
+    std::vector<double> handoff_us;
+    std::size_t changes = 0;
+    double held_ns = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        r.us.push_back(static_cast<double>(all[i].granted - all[i].asked) / 1000.0);
+        held_ns += static_cast<double>(all[i].released - all[i].granted);
+        if (i > 0 && all[i].worker != all[i - 1].worker) {
+            ++changes;
+            handoff_us.push_back(static_cast<double>(all[i].granted - all[i - 1].released) / 1000.0);
+        }
+    }
+    r.operations = all.size();
+    const double section_us = all.empty() ? 0 : held_ns / 1000.0 / static_cast<double>(all.size());
+    const double h50 = bench::nearest_rank(handoff_us, 0.50);
+    const double worst = r.pct(1.0);
+    // Another waiter's turn comes after at most the others' sections: the worst wait
+    // is compared with 2 x waiters x (section + hand-off).
+    const double bound = 2.0 * (workers - 1) * (section_us + h50);
+    char extra[320];
+    std::snprintf(extra, sizeof extra,
+                  ",\"changed_hands\":%zu,\"handoff_p50_us\":%.1f,\"handoff_p50_rtt\":%.2f,\"worst_acquire_us\":%.1f,"
+                  "\"worst_vs_bound\":%.2f",
+                  changes, h50, rtt_us > 0 ? h50 / rtt_us : 0, worst, bound > 0 ? worst / bound : 0);
+    r.extra = extra;
+    std::printf("    changed hands %zu of %zu (%.0f%%); hand-off p50 %.1f us = %.2f round trips (%.1f us); worst "
+                "acquire %.0f us = %.2f x the bound 2 x 7 x (section %.0f us + hand-off)\n",
+                changes, all.size(), all.empty() ? 0.0 : 100.0 * static_cast<double>(changes) / static_cast<double>(all.size() - 1),
+                h50, rtt_us > 0 ? h50 / rtt_us : 0, rtt_us, worst, bound > 0 ? worst / bound : 0, section_us);
+    return r;
+}
+
 result_row multi(asio::io_context& io, dl::redis::store& store, std::size_t size, std::size_t count)
 {
     result_row r{"distlock: lock_all of " + std::to_string(size) + " + unlock"};
@@ -580,6 +726,8 @@ void compile_cost()
 
 int main(int argc, char** argv)
 {
+    if (argc == 6 && std::string{argv[1]} == "--contender")
+        return contender_main(argv + 2);
     json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (Redis on loopback)", "ops", "ops/s", "p50 us",
                 "p90 us", "p99 us", "max us");
@@ -628,6 +776,13 @@ int main(int argc, char** argv)
 
     auto cont = contended(io, store, 2000);
     print(cont);
+    {
+        const double rtt = round_trip_us(server.port());
+        for (const bool fair : {false, true}) {
+            auto across = contended_processes(server.port(), fair, 2000, rtt);
+            print(across);
+        }
+    }
 
     std::vector<std::unique_ptr<test::redis_server>> servers;
     std::vector<std::unique_ptr<dl::redis::store>> stores;
