@@ -998,9 +998,9 @@ concept store = requires(S& s) {
     { s.get_executor() } -> std::convertible_to<asio::any_io_executor>;
 };
 
-/// Put-if-absent with a TTL and an owner value, which also advances the resource's
-/// fencing counter in the same atomic step and returns the new value
-/// (Redis SET NX PX + INCR in one script).
+/// Put-if-absent with a TTL and an owner value, which also gives the resource a new
+/// fencing token, above every earlier one, in the same atomic step and returns it
+/// (Redis: SET NX PX and the next token in one script).
 template <class S>
 concept put_if_absent_store = store<S> && requires(S& s, std::string_view resource,
                                                    const owner_token& owner, duration ttl) {
@@ -1036,7 +1036,8 @@ concept conditional_write_store =
         } -> std::same_as<awaitable<result<fence_token>>>;
     };
 
-/// A per-resource fencing counter that only ever grows.
+/// A per-resource fencing token that only ever grows (a counter, or the Redis
+/// store's clock-derived tokens).
 template <class S>
 concept fencing_counter_store = store<S> && requires(S& s, std::string_view resource,
                                                      fence_token floor) {
@@ -1076,6 +1077,29 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
         { w.wait(until) } -> std::same_as<awaitable<bool>>;
     };
 };
+
+/// A TTL store that keeps a fair queue of waiters per resource (the Redis store's
+/// scripts): a lock is granted only to the head of its queue, a release wakes the
+/// head only, and a waiter that stops asking loses its place after a bounded time.
+/// What acquire::fair runs on. Each lock() call is one waiter (`waiter`, kept across
+/// its attempts); each attempt has its own owner token, as with setnx.
+template <class S>
+concept fair_queue_store =
+    owner_checked_store<S> &&
+    requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
+             duration ttl, bool join) {
+        /// Granted only if the lock is free and no one waits or `waiter` is the head;
+        /// else, with `join`, takes or keeps `waiter`'s place in line.
+        { s.put_if_first(resource, waiter, owner, ttl, join) } -> std::same_as<awaitable<result<answer>>>;
+        /// Releases by owner and wakes the head waiter only.
+        { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        /// Gives up `waiter`'s place; a head that leaves a free lock wakes the next.
+        { s.leave_queue(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
+        /// How often a waiter asks again, at the least, to keep its place.
+        { cs.queue_refresh() } -> std::convertible_to<duration>;
+        /// Listens for releases addressed to `waiter` or to everyone.
+        typename detail::awaited<decltype(s.watch(resource, waiter))>::type;
+    };
 
 /// What a store says about one resource's lock, read without taking it (for a
 /// status command, and for stores that may take over a lock only after seeing it
@@ -2039,8 +2063,11 @@ struct claim_memo_of<Inner> {
 /// One lock() call's claim on one store through TTL primitives.
 template <class Inner, class S>
 class ttl_claim {
+    using memo_type = typename claim_memo_of<Inner>::type;
+
 public:
-    static constexpr bool fair = false;
+    // A policy whose store queues waiters (acquire::fair) needs no local line.
+    static constexpr bool fair = requires { requires Inner::queues_waiters; };
 
     ttl_claim(Inner policy, store_ref<S> store, claim_request r)
         : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(r.resource)},
@@ -2106,7 +2133,12 @@ public:
         if constexpr (release_notifying_store<S>) {
             if (watcher_)
                 co_return false;
-            auto start = store_.with([&](S& s) { return s.watch(resource_); });
+            auto start = store_.with([&](S& s) {
+                if constexpr (requires { policy_.watch(s, resource_, memo_); })
+                    return policy_.watch(s, resource_, memo_); // only what concerns this waiter
+                else
+                    return s.watch(resource_);
+            });
             if (!start)
                 co_return false;
             watcher_.emplace(co_await std::move(*start));
@@ -2118,6 +2150,12 @@ public:
 
     awaitable<bool> wait(time_point until)
     {
+        // A waiter that must ask again to keep its place in the store's queue wakes
+        // in time to.
+        if constexpr (requires(S& s) { policy_.ask_again_within(s); }) {
+            if (const auto within = store_.with([&](S& s) { return policy_.ask_again_within(s); }))
+                until = std::min(until, clock::now() + *within);
+        }
         if constexpr (release_notifying_store<S>) {
             if (watcher_)
                 co_return co_await watcher_->wait(until);
@@ -2132,16 +2170,24 @@ public:
         auto owners = maybe_granted_;
         if (in_flight_)
             owners.push_back(owner_);
-        return give_back(policy_, store_, resource_, std::move(owners));
+        return give_back(policy_, store_, resource_, std::move(owners), memo_);
     }
 
     ttl_hold<Inner, S> hold()
     {
         in_flight_ = false;
+        if constexpr (requires { memo_.settle(); })
+            memo_.settle(); // the grant took this waiter out of the store's queue
         return ttl_hold<Inner, S>{policy_, store_, resource_, owner_, ttl_};
     }
 
-    bool unsettled() const noexcept { return in_flight_ || !maybe_granted_.empty(); }
+    bool unsettled() const noexcept
+    {
+        if constexpr (requires { memo_.unsettled(); })
+            if (memo_.unsettled())
+                return true;
+        return in_flight_ || !maybe_granted_.empty();
+    }
 
 private:
     awaitable<void> settle()
@@ -2155,12 +2201,15 @@ private:
     }
 
     static awaitable<void> give_back(Inner policy, store_ref<S> store, std::string resource,
-                                     std::vector<owner_token> owners)
+                                     std::vector<owner_token> owners, memo_type memo)
     {
         for (const auto& owner : owners) {
             const lock_request r{resource, owner, {}};
             (void)co_await release_by_owner(policy, store, r);
         }
+        // A place in the store's queue, if this call took one, is given up too.
+        if constexpr (requires { policy.leave(store, resource, memo); })
+            co_await policy.leave(store, resource, memo);
     }
 
     Inner policy_;
@@ -2178,7 +2227,7 @@ private:
     // Earlier attempts' owners whose answer was lost (maybe applied), not yet given back.
     std::vector<owner_token> maybe_granted_;
     std::optional<typename watcher_of<S>::type> watcher_;
-    [[no_unique_address]] typename claim_memo_of<Inner>::type memo_{};
+    [[no_unique_address]] memo_type memo_{};
 };
 
 } // namespace detail
@@ -2244,6 +2293,80 @@ struct setnx : owner_checked {
                                     duration ttl) const
     {
         return {*this, s, std::move(resource), owner, ttl};
+    }
+};
+
+/// Put-if-absent with a TTL behind a fair queue kept by the store (the Redis
+/// store's scripts): waiters of every process are served in the order they queued,
+/// a release wakes only the head waiter, and a releaser that asks again queues at
+/// the back. Each lock() call is one waiter: its first try only asks (a try_lock()
+/// leaves nothing behind), later tries take and keep a place in line; a waiter that
+/// stops asking (crashed, partitioned) loses its place after the store's queue TTL,
+/// and a lock() that ends without the lock gives its place up. All clients of a
+/// resource must use it: a setnx client ignores the queue.
+struct fair : owner_checked {
+    using policy_kind = acquire_policy_tag;
+    static constexpr bool queues_waiters = true;
+
+    /// What one lock() call keeps across its attempts: its identity in the queue.
+    struct claim_memo {
+        owner_token waiter = owner_token::generate();
+        std::size_t tries = 0;
+        bool queued = false; ///< a place in line may exist
+        void settle() noexcept { queued = false; }
+        bool unsettled() const noexcept { return queued; }
+    };
+
+    template <class S>
+        requires fair_queue_store<S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref, claim_memo& m) const
+    {
+        const bool join = m.tries++ > 0;
+        m.queued = m.queued || join;
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, join);
+    }
+
+    /// Releases and wakes the head waiter only.
+    template <class S>
+        requires fair_queue_store<S>
+    awaitable<result<void>> release(S& s, const lock_request& r) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_to_head, r.resource, r.owner);
+    }
+
+    template <class S>
+        requires fair_queue_store<S>
+    auto watch(S& s, std::string_view resource, const claim_memo& m) const
+    {
+        return s.watch(resource, m.waiter);
+    }
+
+    template <class S>
+        requires fair_queue_store<S>
+    duration ask_again_within(const S& s) const
+    {
+        return s.queue_refresh();
+    }
+
+    /// Gives up a place in line (idempotent; a connection error is tried once more).
+    template <class S>
+        requires fair_queue_store<S>
+    static awaitable<void> leave(const store_ref<S>& store, const std::string& resource, const claim_memo& m)
+    {
+        if (!m.queued)
+            co_return;
+        for (int tries = 0; tries < 2; ++tries) {
+            auto left = co_await store.call([&](S& s) { return s.leave_queue(resource, m.waiter); });
+            if (left || !detail::connection_error(left.error()))
+                co_return;
+        }
+    }
+
+    template <class S>
+        requires fair_queue_store<S>
+    detail::ttl_claim<fair, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
     }
 };
 
@@ -3196,6 +3319,8 @@ private:
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <variant>
 
@@ -3203,7 +3328,18 @@ namespace distlock::detail {
 
 class wakeup {
 public:
-    explicit wakeup(asio::any_io_executor ex) : channel_{std::move(ex), 1} {}
+    /// `addressee`: the waiter's id in a fair queue; a message naming another waiter
+    /// is not for it (empty: every message is).
+    explicit wakeup(asio::any_io_executor ex, std::string addressee = {})
+        : channel_{std::move(ex), 1}, addressee_{std::move(addressee)}
+    {}
+
+    /// Whether a release message with this text should wake the waiter: one for
+    /// everyone, or one naming it.
+    bool wants(std::string_view message) const noexcept
+    {
+        return addressee_.empty() || message == addressee_ || message == "released";
+    }
 
     /// Wakes the waiter (or the next wait, if none is waiting now).
     void signal() { channel_.try_send(std::error_code{}, true); }
@@ -3232,6 +3368,7 @@ private:
     // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
     // tell the single-argument form apart.
     asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+    const std::string addressee_;
 };
 
 } // namespace distlock::detail
