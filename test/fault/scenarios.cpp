@@ -219,18 +219,18 @@ TEST_CASE("faults: replies so slow that validity runs out: not acquired, and rel
     });
     p0.set(fault::direction::to_client, {.latency = 1500ms});
     p1.set(fault::direction::to_client, {.latency = 1500ms});
-    // TTL 6 s with a drift margin of 80 %: 1.2 s of validity, gone when the second
-    // grant arrives after 1.5 s, while the keys would live on for 6 s.
-    const dl::lock_options options{.ttl = 6s, .drift_factor = 0.8};
-    const auto started = std::chrono::steady_clock::now();
+    // TTL 120 s with a drift margin of 99 %: 1.2 s of validity, gone when the second
+    // grant arrives after 1.5 s, while the keys would live on for two minutes. The
+    // TTL is far beyond anything this scenario takes even on a loaded machine, so
+    // a probe that finds nothing means the lock was given back, not that it expired.
+    const dl::lock_options options{.ttl = 120s, .drift_factor = 0.99};
     run(io, [&]() -> asio::awaitable<void> {
         redlock m{nodes, "job", options};
         auto got = co_await locked(m, 1, h, true);
         REQUIRE_FALSE(got);
         CHECK(got.error() == dl::errc::validity_exhausted);
     });
-    // Well before the TTL, no node still holds the lock: it was given back.
-    REQUIRE(std::chrono::steady_clock::now() - started < 5s);
+    // No node still holds the lock: it was given back.
     for (const auto* s : {&s0, &s1, &s2})
         probe(h, s->config(), "job");
     judge(h, 2);
