@@ -14,8 +14,10 @@
 // through the connector, which also runs the protocol's handshake. A caller that
 // stops waiting (cancellation) abandons its request: the reply, when it comes, is
 // read and dropped, keeping the order of the others intact. `generation_` tells the
-// reader and writer of a closed connection to exit without touching the state of
-// its successor.
+// reader, writer and sweeper of a closed connection to exit without touching the
+// state of its successor. Request timeouts are checked by one sweeper per connection
+// (a timer armed per request would cost a system call per request, each becoming the
+// reactor's earliest deadline); a request waits on a timer that never expires.
 #pragma once
 
 #include <distlock/clock.hpp>
@@ -33,6 +35,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -96,7 +99,8 @@ public:
 
     struct options {
         /// A request without its reply after this long fails with errc::outcome_unknown
-        /// and the connection is dropped.
+        /// and the connection is dropped (checked every tenth of it, at least every
+        /// 10 ms and at most every 250 ms).
         duration request_timeout = std::chrono::seconds{2};
         /// Names the peer in diagnostics ("host:port").
         std::string peer;
@@ -108,7 +112,7 @@ public:
 
     engine(strand_type strand, Codec codec, options opts, connector connect)
         : strand_{std::move(strand)}, codec_{std::move(codec)}, options_{std::move(opts)},
-          connect_{std::move(connect)}, writer_wake_{strand_}
+          connect_{std::move(connect)}, writer_wake_{strand_}, sweep_{strand_}
     {}
 
     /// Sends `payload` (holding `count` requests) and returns their replies. Error
@@ -178,6 +182,7 @@ private:
         std::size_t expected; // 0: no reply (send())
         std::vector<message> replies;
         std::string words; // why it failed, for the caller's diagnostics
+        time_point deadline = time_point::max(); // the sweeper drops the connection then
         bool written = false;
         bool done = false;
         bool abandoned = false;
@@ -202,17 +207,16 @@ private:
                 co_return outcome{ec, std::move(words)};
         }
         auto req = std::make_shared<request>(self->strand_, std::move(payload), count);
+        req->deadline = clock::now() + self->options_.request_timeout;
         self->queue_.push_back(req);
         self->writer_wake_.cancel();
-        req->done_event.expires_after(self->options_.request_timeout);
+        // Completed by the reply, by fail() (the sweeper's timeout among its causes) or
+        // by the caller's cancellation; it never expires on its own.
+        req->done_event.expires_at(time_point::max());
         while (!req->done) {
-            auto [ec] = co_await req->done_event.async_wait(as_tuple(asio::use_awaitable));
+            (void)co_await req->done_event.async_wait(as_tuple(asio::use_awaitable));
             if (req->done)
                 break;
-            if (!ec) { // the request timed out: the server stopped answering
-                self->fail("no reply from " + self->options_.peer + " within the request timeout");
-                break;
-            }
             auto cs = co_await asio::this_coro::cancellation_state;
             if (cs.cancelled() != asio::cancellation_type::none) {
                 req->abandoned = true;
@@ -258,7 +262,34 @@ private:
         wake_connect_waiters();
         asio::co_spawn(strand_, reader(this->shared_from_this(), generation), asio::detached);
         asio::co_spawn(strand_, writer(this->shared_from_this(), generation), asio::detached);
+        asio::co_spawn(strand_, sweeper(this->shared_from_this(), generation), asio::detached);
         co_return std::error_code{};
+    }
+
+    // Drops the connection when a request is past its deadline: a server that stops
+    // answering would otherwise hold every request behind it. fail() cancels its
+    // timer, so a closed connection's sweeper exits at once.
+    static awaitable<void> sweeper(std::shared_ptr<engine> self, std::uint64_t generation)
+    {
+        co_await asio::this_coro::throw_if_cancelled(false);
+        const auto tick = std::clamp<duration>(self->options_.request_timeout / 10, std::chrono::milliseconds{10},
+                                               std::chrono::milliseconds{250});
+        const auto late = [](const std::deque<std::shared_ptr<request>>& requests, time_point now) {
+            return std::any_of(requests.begin(), requests.end(), [now](const std::shared_ptr<request>& r) {
+                return !r->done && r->expected > 0 && r->deadline <= now;
+            });
+        };
+        while (self->generation_ == generation) {
+            self->sweep_.expires_after(tick);
+            (void)co_await self->sweep_.async_wait(as_tuple(asio::use_awaitable));
+            if (self->generation_ != generation)
+                co_return;
+            const auto now = clock::now();
+            if (late(self->in_flight_, now) || late(self->queue_, now)) {
+                self->fail("no reply from " + self->options_.peer + " within the request timeout");
+                co_return;
+            }
+        }
     }
 
     static awaitable<void> writer(std::shared_ptr<engine> self, std::uint64_t generation)
@@ -404,6 +435,7 @@ private:
             }
         queue_.clear();
         writer_wake_.cancel();
+        sweep_.cancel();
         if (was_ready && on_down_)
             on_down_();
     }
@@ -419,6 +451,7 @@ private:
     std::deque<std::shared_ptr<request>> queue_;
     std::deque<std::shared_ptr<request>> in_flight_;
     timer writer_wake_;
+    timer sweep_; // the sweeper's; one per engine, re-armed by each connection's sweeper
     std::vector<timer*> connect_waiters_;
     std::function<void(message)> on_push_;
     std::function<void()> on_down_;
