@@ -15,6 +15,7 @@
 #include <asio/this_coro.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,11 +24,56 @@
 
 namespace distlock {
 
+namespace detail {
+
+/// Gives back, in one store request, a set of resources taken in one step under one
+/// owner token (the batch path of a multi-lock): per resource, in the given order,
+/// whether it was still the owner's.
+class set_release {
+public:
+    virtual ~set_release() = default;
+    virtual awaitable<result<std::vector<bool>>> release(std::vector<std::string> resources) const = 0;
+};
+
+template <class Policy, class S>
+class set_release_for final : public set_release {
+public:
+    set_release_for(Policy policy, store_ref<S> store, owner_token owner)
+        : policy_{std::move(policy)}, store_{std::move(store)}, owner_{owner}
+    {}
+
+    // As release_by_owner for one resource: a connection error may mean the request
+    // did not arrive, and the release is idempotent by owner token, so it is sent once
+    // more; "not the owner" then means the first one did arrive.
+    awaitable<result<std::vector<bool>>> release(std::vector<std::string> resources) const override
+    {
+        auto first = co_await policy_.release_all(store_, resources, owner_);
+        if (first || !connection_error(first.error()))
+            co_return first;
+        auto second = co_await policy_.release_all(store_, resources, owner_);
+        if (second)
+            std::fill(second.value().begin(), second.value().end(), true);
+        co_return second;
+    }
+
+private:
+    Policy policy_;
+    store_ref<S> store_;
+    owner_token owner_;
+};
+
+} // namespace detail
+
 /// Leases on a set of resources, in the order they were taken.
 class multi_lease {
 public:
     multi_lease() = default;
     explicit multi_lease(std::vector<lease> leases) noexcept : leases_{std::move(leases)} {}
+    /// Leases taken in one step under one owner token, which `together` gives back in
+    /// one request.
+    multi_lease(std::vector<lease> leases, std::shared_ptr<const detail::set_release> together) noexcept
+        : leases_{std::move(leases)}, together_{std::move(together)}
+    {}
 
     const std::vector<lease>& leases() const noexcept { return leases_; }
     std::size_t size() const noexcept { return leases_.size(); }
@@ -74,13 +120,16 @@ public:
                std::all_of(leases_.begin(), leases_.end(), [](const lease& l) { return l.valid(); });
     }
 
-    /// Releases every lease, all at once (over a pipelined connection, in one round
-    /// trip). Reports the first failure in locking order (errc::lease_lost if any
-    /// lease did not stay valid to the end).
+    /// Releases every lease, all at once: in one request when the set was taken in one
+    /// step (one script on Redis), else every release at once (over a pipelined
+    /// connection, in one round trip). Reports the first failure in locking order
+    /// (errc::lease_lost if any lease did not stay valid to the end).
     /// \par Per-Operation Cancellation
     /// None: once started, every release completes.
     awaitable<result<void>> unlock()
     {
+        if (together_ && leases_.size() > 1)
+            co_return co_await unlock_together();
         std::vector<awaitable<result<void>>> releases;
         releases.reserve(leases_.size());
         for (auto& l : leases_)
@@ -94,7 +143,46 @@ public:
     }
 
 private:
+    awaitable<result<void>> unlock_together()
+    {
+        auto leases = std::move(leases_);
+        leases_.clear();
+        const auto together = std::move(together_);
+        // Each lease stops first (its renewal, its loss detection), so that no
+        // extension reaches the store after the release; then one request for those
+        // not released before; then each hears its answer.
+        std::vector<std::optional<bool>> lost_before;
+        std::vector<std::string> ids;
+        lost_before.reserve(leases.size());
+        for (auto& l : leases) {
+            lost_before.push_back(co_await l.state_->begin_shared_release());
+            if (lost_before.back())
+                ids.push_back(l.resource());
+        }
+        result<std::vector<bool>> answers = std::vector<bool>{};
+        if (!ids.empty())
+            answers = co_await together->release(std::move(ids));
+        result<void> first = success();
+        std::size_t sent = 0;
+        for (std::size_t i = 0; i < leases.size(); ++i) {
+            result<void> r = errc::released;
+            if (lost_before[i]) {
+                result<void> answer = success();
+                if (!answers)
+                    answer = answers.error();
+                else if (!answers.value()[sent])
+                    answer = errc::not_owner;
+                ++sent;
+                r = co_await leases[i].state_->finish_shared_release(std::move(answer), *lost_before[i]);
+            }
+            if (first && !r)
+                first = r.error();
+        }
+        co_return first;
+    }
+
     std::vector<lease> leases_;
+    std::shared_ptr<const detail::set_release> together_;
 };
 
 /// Locks on a set of resources of one backend, with the same policies as
@@ -225,26 +313,46 @@ private:
         const auto& options = prototype_.options();
         const auto started = clock::now();
         auto fences = co_await policy.acquire_all(store, ids, owner, options.ttl);
+        auto together = release_together(policy, store, owner);
         if (!fences) {
             if (detail::maybe_applied(fences.error()))
-                co_await release_all(policy, store, ids, owner);
+                co_await release_all(policy, store, ids, owner, together.get());
             co_return fences.error();
         }
         std::vector<lease> held;
         for (std::size_t i = 0; i < ids.size(); ++i)
             held.push_back(
                 with_resource(ids[i]).adopt(policy.hold(store, ids[i], owner, options.ttl), fences.value()[i], started));
+        multi_lease set{std::move(held), std::move(together)};
         if (clock::now() >= started + options.ttl - options.drift()) {
-            multi_lease late{std::move(held)};
-            (void)co_await late.unlock();
+            (void)co_await set.unlock();
             co_return errc::validity_exhausted;
         }
-        co_return multi_lease{std::move(held)};
+        co_return set;
+    }
+
+    // How a set taken in one step goes back in one request, where the policy and the
+    // store can (nullptr: one release per resource).
+    static std::shared_ptr<const detail::set_release> release_together(const acquire_policy& policy,
+                                                                       const store_ref<Backend>& store,
+                                                                       const owner_token& owner)
+    {
+        if constexpr (requires(const std::vector<std::string>& ids) {
+                          { policy.release_all(store, ids, owner) } -> std::same_as<awaitable<result<std::vector<bool>>>>;
+                      })
+            return std::make_shared<detail::set_release_for<acquire_policy, Backend>>(policy, store, owner);
+        else
+            return nullptr;
     }
 
     static awaitable<void> release_all(const acquire_policy& policy, const store_ref<Backend>& store,
-                                       const std::vector<std::string>& ids, owner_token owner)
+                                       std::vector<std::string> ids, owner_token owner,
+                                       const detail::set_release* together)
     {
+        if (together) {
+            (void)co_await together->release(std::move(ids));
+            co_return;
+        }
         for (const auto& id : ids) {
             auto hold = policy.hold(store, id, owner, duration{});
             (void)co_await hold.release();

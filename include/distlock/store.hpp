@@ -25,6 +25,7 @@
 #include <asio/awaitable.hpp>
 
 #include <concepts>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,6 +89,21 @@ concept fencing_counter_store = store<S> && requires(S& s, std::string_view reso
     { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
 };
 
+/// A store whose fencing tokens follow its clock: a resource's next token is at least
+/// the server's clock, counted in `fence_ticks_per_second` (the Redis store: its
+/// TIME in microseconds), so that a token handed out a TTL ago is below any token
+/// handed out now, as long as the servers' clocks agree within that. Its release can
+/// raise the resource's token to a floor in the same step. A quorum of such stores
+/// aligns its nodes' tokens as it releases, with no round trip of its own after a
+/// grant (acquire::quorum; docs/guarantees.md says what it assumes).
+template <class S>
+concept clock_fenced_store =
+    owner_checked_store<S> && fencing_counter_store<S> &&
+    requires(S& s, std::string_view resource, const owner_token& owner, fence_token floor) {
+        { S::fence_ticks_per_second } -> std::convertible_to<std::uint64_t>;
+        { s.release_raising(resource, owner, floor) } -> std::same_as<awaitable<result<void>>>;
+    };
+
 /// Put-if-absent on several resources in one atomic step (one round trip), all or
 /// nothing; one fencing token per resource, in the given order.
 template <class S>
@@ -95,6 +111,16 @@ concept batch_put_if_absent_store =
     put_if_absent_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner,
                                        duration ttl) {
         { s.put_if_absent_all(resources, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+    };
+
+/// Owner-checked release of several resources in one atomic step (one round trip):
+/// for each resource, in the given order, true when `owner`'s lock was released,
+/// false when `owner` did not hold it (what errc::not_owner says for one). How a
+/// set taken in one step goes back in one step.
+template <class S>
+concept batch_release_store =
+    owner_checked_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner) {
+        { s.release_all(resources, owner) } -> std::same_as<awaitable<result<std::vector<bool>>>>;
     };
 
 namespace detail {

@@ -984,6 +984,7 @@ concept claim = requires(C& c, time_point until) {
 #include <asio/awaitable.hpp>
 
 #include <concepts>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -1047,6 +1048,21 @@ concept fencing_counter_store = store<S> && requires(S& s, std::string_view reso
     { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
 };
 
+/// A store whose fencing tokens follow its clock: a resource's next token is at least
+/// the server's clock, counted in `fence_ticks_per_second` (the Redis store: its
+/// TIME in microseconds), so that a token handed out a TTL ago is below any token
+/// handed out now, as long as the servers' clocks agree within that. Its release can
+/// raise the resource's token to a floor in the same step. A quorum of such stores
+/// aligns its nodes' tokens as it releases, with no round trip of its own after a
+/// grant (acquire::quorum; docs/guarantees.md says what it assumes).
+template <class S>
+concept clock_fenced_store =
+    owner_checked_store<S> && fencing_counter_store<S> &&
+    requires(S& s, std::string_view resource, const owner_token& owner, fence_token floor) {
+        { S::fence_ticks_per_second } -> std::convertible_to<std::uint64_t>;
+        { s.release_raising(resource, owner, floor) } -> std::same_as<awaitable<result<void>>>;
+    };
+
 /// Put-if-absent on several resources in one atomic step (one round trip), all or
 /// nothing; one fencing token per resource, in the given order.
 template <class S>
@@ -1054,6 +1070,16 @@ concept batch_put_if_absent_store =
     put_if_absent_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner,
                                        duration ttl) {
         { s.put_if_absent_all(resources, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+    };
+
+/// Owner-checked release of several resources in one atomic step (one round trip):
+/// for each resource, in the given order, true when `owner`'s lock was released,
+/// false when `owner` did not hold it (what errc::not_owner says for one). How a
+/// set taken in one step goes back in one step.
+template <class S>
+concept batch_release_store =
+    owner_checked_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner) {
+        { s.release_all(resources, owner) } -> std::same_as<awaitable<result<std::vector<bool>>>>;
     };
 
 namespace detail {
@@ -1937,6 +1963,9 @@ struct lock_request {
     /// Where a failure's words go (the caller's, for the attempt of a lock() given
     /// one), or nullptr. Stores whose primitives take a trailing `diagnostics*` get it.
     diagnostics* diag = nullptr;
+    /// For a release on a clock-fenced store (clock_fenced_store): the token the
+    /// resource's counter is raised to in the same step (a quorum lease's token).
+    std::optional<fence_token> floor = std::nullopt;
 };
 
 /// How the core reaches a store (a pointer plus the store's lifetime, so that work
@@ -2246,6 +2275,9 @@ struct owner_checked {
         requires owner_checked_store<S>
     awaitable<result<void>> release(S& s, const lock_request& r) const
     {
+        if constexpr (clock_fenced_store<S>)
+            if (r.floor)
+                return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_raising, r.resource, r.owner, *r.floor);
         return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release, r.resource, r.owner);
     }
 };
@@ -2284,6 +2316,16 @@ struct setnx : owner_checked {
                                                             const owner_token& owner, duration ttl) const
     {
         return s.call([&](S& st) { return st.put_if_absent_all(resources, owner, ttl); });
+    }
+
+    /// The batch path's release: every resource of a set taken by acquire_all() in one
+    /// atomic step; per resource, whether it was still this owner's.
+    template <class S>
+        requires batch_release_store<S>
+    awaitable<result<std::vector<bool>>> release_all(const store_ref<S>& s, const std::vector<std::string>& resources,
+                                                     const owner_token& owner) const
+    {
+        return s.call([&](S& st) { return st.release_all(resources, owner); });
     }
 
     /// What a lease taken by acquire_all() keeps for one of its resources.
@@ -2444,13 +2486,15 @@ struct release_on_node {
     Inner policy;
     std::string resource;
     owner_token owner;
+    std::optional<fence_token> floor = std::nullopt; // a lease's token, raised to as it goes
     awaitable<result<bool>> operator()(const store_ref<S>& node, std::size_t) const
     {
-        return run(policy, node, resource, owner);
+        return run(policy, node, resource, owner, floor);
     }
-    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner)
+    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
+                                       std::optional<fence_token> floor)
     {
-        const lock_request r{res, owner, {}};
+        const lock_request r{res, owner, {}, nullptr, floor};
         BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.release(s, r); }));
         co_return true;
     }
@@ -2601,16 +2645,19 @@ awaitable<void> release_everywhere(Inner policy, node_refs<S> nodes, std::string
 }
 
 /// A lease on a quorum: extended when a majority extends, released on every node.
+/// On clock-fenced nodes the release also raises each node's token to the lease's
+/// (`floor`), which the grant left to it (see quorum_claim::try_nodes()).
 template <class Inner, class S>
 class quorum_hold {
 public:
-    quorum_hold(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner, duration ttl)
+    quorum_hold(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner, duration ttl,
+                std::optional<fence_token> floor = std::nullopt)
         : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(resource)}, owner_{owner},
-          ttl_{ttl}
+          ttl_{ttl}, floor_{floor}
     {}
 
     awaitable<result<void>> extend() { return extend_on(policy_, nodes_, resource_, owner_, ttl_); }
-    awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_); }
+    awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_, floor_); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const
     {
@@ -2635,9 +2682,10 @@ private:
         count_each_server_once(got, nodes);
         co_return settle_votes(got, nodes.majority());
     }
-    static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner)
+    static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
+                                              std::optional<fence_token> floor)
     {
-        const release_on_node<Inner, S> rel{p, std::move(res), owner};
+        const release_on_node<Inner, S> rel{p, std::move(res), owner, floor};
         auto got = co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
         co_return settle_votes(got, 1);
     }
@@ -2647,6 +2695,7 @@ private:
     std::string resource_;
     owner_token owner_;
     duration ttl_;
+    std::optional<fence_token> floor_;
 };
 
 /// One lock() call's claim on a quorum (Redlock); see acquire::quorum.
@@ -2685,7 +2734,13 @@ public:
         return give_back(policy_, nodes_, resource_, unsettled_);
     }
 
-    quorum_hold<Inner, S> hold() { return {policy_, nodes_, resource_, owner_, ttl_}; }
+    quorum_hold<Inner, S> hold()
+    {
+        std::optional<fence_token> floor;
+        if constexpr (clock_fenced_store<S>)
+            floor = top_;
+        return {policy_, nodes_, resource_, owner_, ttl_, floor};
+    }
     bool unsettled() const noexcept { return !unsettled_.empty(); }
 
 private:
@@ -2739,9 +2794,16 @@ private:
             co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
         }
 
-        // Bring lagging counters of the granting nodes up to the lease's token.
+        // Bring lagging counters of the granting nodes up to the lease's token, so that
+        // the next lease's token, from whichever majority, is larger. Clock-fenced
+        // nodes whose tokens are all within half a TTL of the top need not be raised
+        // now: the release raises them (hold()); without a release, the lock is free
+        // again only once each granting node's key expired, a TTL later by its clock,
+        // when its clock, and so its next token, has passed the top (as long as the
+        // servers' clocks agree within half a TTL: docs/guarantees.md).
         const bool lagging = std::any_of(fences.begin(), fences.end(), [top](const auto& f) { return f && *f < top; });
-        if (lagging) {
+        top_ = top;
+        if (lagging && !close_enough(fences, top)) {
             const raise_on_node<S> raise{resource_, top, fences};
             auto raised = co_await fan_out<fence_token>(nodes_, raise, all_settled{}, ignore_late{});
             std::size_t at_top = 0;
@@ -2758,6 +2820,24 @@ private:
         // with it on every node).
         verdict->conclude(true);
         co_return top;
+    }
+
+    // Clock-fenced nodes whose grants all lie within half a TTL of `top`, in the
+    // nodes' clock ticks; never for other stores (their counters do not move with
+    // time, so only a raise keeps the next token above this one).
+    bool close_enough(const std::vector<std::optional<fence_token>>& fences, fence_token top) const
+    {
+        if constexpr (clock_fenced_store<S>) {
+            const double ticks = std::chrono::duration<double>(ttl_).count() *
+                                 static_cast<double>(S::fence_ticks_per_second) / 2.0;
+            return std::all_of(fences.begin(), fences.end(), [&](const std::optional<fence_token>& f) {
+                return !f || static_cast<double>(top - *f) < ticks;
+            });
+        } else {
+            (void)fences;
+            (void)top;
+            return false;
+        }
     }
 
     static awaitable<void> give_back(Inner policy, node_refs<S> nodes, std::string resource,
@@ -2819,6 +2899,7 @@ private:
     observer_ref observe_;
     diagnostics* diag_;
     owner_token owner_;
+    fence_token top_ = 0; // the granted lease's token
     std::size_t attempts_ = 0;
     std::vector<owner_token> unsettled_;
 };
@@ -2837,6 +2918,15 @@ namespace acquire {
 /// least one node whose counter is then >= F, so the next token exceeds F, as long
 /// as that node kept its counter: a node restarted empty (without persistence) can
 /// make the token go back when it was the only node the two majorities shared.
+///
+/// On clock-fenced nodes (clock_fenced_store: Redis) the raise waits for the
+/// release, which raises every node to F in the same script, when every granting
+/// node's token is within half a TTL of F (the nodes' clocks agree); a grant further
+/// behind is raised before the lease is reported, as above. Without a release the
+/// lock is free again only once each granting node's key has expired, a TTL after its
+/// grant by that node's clock, and its next token is then its clock, past F as long as
+/// the servers' clocks agree within half a TTL. A lock + unlock is then one round trip
+/// each, as on one node.
 template <class Inner = setnx>
 struct quorum {
     using policy_kind = acquire_policy_tag;
@@ -2964,6 +3054,20 @@ public:
     /// operation keeps the state alive until it completes, whoever drops the lease.
     awaitable<result<void>> unlock() { return unlock_keeping(shared_from_this()); }
 
+    /// The first half of a release that someone else sends (a set taken in one step
+    /// goes back in one request): stops renewal and loss detection as unlock() does,
+    /// and marks the lease released. std::nullopt when it was released before; else
+    /// whether it had already been lost. Not cancellable; must be followed by
+    /// finish_shared_release() with the store's answer for this lease.
+    awaitable<std::optional<bool>> begin_shared_release() { return begin_shared_keeping(shared_from_this()); }
+
+    /// The second half: reports the store's answer for this lease and ends it.
+    /// errc::lease_lost when it did not stay valid to the release (as unlock()).
+    awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before)
+    {
+        return finish_shared_keeping(shared_from_this(), std::move(answer), lost_before);
+    }
+
     /// Releases in the background (a lease that went out of scope while held).
     void release_detached()
     {
@@ -2982,9 +3086,7 @@ private:
             // (in this frame: an uncontended unlock costs as few frames as it can).
             const bool expired = clock::now() >= valid_until();
             auto r = co_await store_release();
-            if (observed_) // the event's clock reading is skipped when nobody listens
-                report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
-            co_return finish(r, expired);
+            co_return finish_passive(r, expired);
         }
         if (expected == released_mode)
             co_return errc::released;
@@ -2993,6 +3095,43 @@ private:
             [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
             }(std::move(keep)));
+    }
+
+    awaitable<std::optional<bool>> begin_shared_keeping(std::shared_ptr<lease_state> keep)
+    {
+        int expected = passive_mode;
+        if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
+            released_passively_ = true;
+            co_return clock::now() >= valid_until();
+        }
+        if (expected == released_mode)
+            co_return std::nullopt;
+        co_return co_await on_strand(
+            parts().strand,
+            [](std::shared_ptr<lease_state> self) -> awaitable<std::optional<bool>> {
+                co_return co_await self->stop_active();
+            }(std::move(keep)));
+    }
+
+    awaitable<result<void>> finish_shared_keeping(std::shared_ptr<lease_state> keep, result<void> answer,
+                                                  bool lost_before)
+    {
+        // Passive until its release began: nothing runs on a strand (parts() was never
+        // made, or was made after the release and ended at once).
+        if (released_passively_)
+            co_return finish_passive(answer, lost_before);
+        co_return co_await on_strand(
+            parts().strand,
+            [](std::shared_ptr<lease_state> self, result<void> r, bool lost) -> awaitable<result<void>> {
+                co_return self->finish_active(r, lost);
+            }(std::move(keep), std::move(answer), lost_before));
+    }
+
+    result<void> finish_passive(const result<void>& r, bool expired)
+    {
+        if (observed_) // the event's clock reading is skipped when nobody listens
+            report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
+        return finish(r, expired);
     }
 
 public:
@@ -3197,12 +3336,24 @@ private:
     // On the strand.
     awaitable<result<void>> release_active()
     {
+        const auto lost_before = co_await stop_active();
+        if (!lost_before)
+            co_return errc::released;
+        auto r = co_await store_release();
+        co_return finish_active(r, *lost_before);
+    }
+
+    // On the strand: stops the keeper and waits until no extension is in flight, so
+    // that none can reach the store after the release. std::nullopt when released
+    // before; else whether the lease had been lost.
+    awaitable<std::optional<bool>> stop_active()
+    {
         co_await asio::this_coro::reset_cancellation_state(
             [](asio::cancellation_type) { return asio::cancellation_type::none; });
         co_await asio::this_coro::throw_if_cancelled(false);
         auto& p = *parts_;
         if (released_flag_)
-            co_return errc::released;
+            co_return std::nullopt;
         released_flag_ = true;
         mode_.store(released_mode, std::memory_order_release);
         p.stopping = true;
@@ -3211,13 +3362,16 @@ private:
             p.quiet.expires_at(time_point::max());
             (void)co_await p.quiet.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
         }
-        const bool lost_before = p.ended || clock::now() >= valid_until();
-        auto r = co_await store_release();
-        if (!p.ended)
-            report(release_event{resource_, valid_until() - clock::now(),
-                                 r ? std::error_code{} : r.error()});
+        co_return p.ended || clock::now() >= valid_until();
+    }
+
+    // On the strand, with the store's answer to the release.
+    result<void> finish_active(const result<void>& r, bool lost_before)
+    {
+        if (!parts_->ended)
+            report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
         end(errc::released, false);
-        co_return finish(r, lost_before);
+        return finish(r, lost_before);
     }
 
     static result<void> finish(const result<void>& r, bool lost_before)
@@ -3240,6 +3394,9 @@ private:
     std::atomic<bool> parts_ready_{false};
     std::unique_ptr<active_parts> parts_;
     bool released_flag_ = false; // on the strand
+    // begin_shared_release() found the lease passive; read by finish_shared_release(),
+    // which the same caller runs after it.
+    bool released_passively_ = false;
 };
 
 /// The lease state of one kind of hold (what the claim handed over) and observer.
@@ -3529,6 +3686,8 @@ inline constexpr int count_kind = (0 + ... + (is_kind<Tag, Ps> ? 1 : 0));
 
 namespace distlock {
 
+class multi_lease;
+
 /// Exclusive use of a resource until valid_until(), as far as the store can promise.
 ///
 /// A lease is not a guarantee: a holder that stalls (GC pause, swapped out, a slow
@@ -3614,6 +3773,9 @@ public:
     }
 
 private:
+    // A set taken in one step is released in one step, through the states' halves.
+    friend class multi_lease;
+
     // A coroutine that owns what it uses (a capturing lambda coroutine would not).
     static awaitable<result<void>> unlock_state(std::shared_ptr<detail::lease_state> state)
     {
@@ -4676,6 +4838,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
 #include <asio/this_coro.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -4684,11 +4847,56 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
 
 namespace distlock {
 
+namespace detail {
+
+/// Gives back, in one store request, a set of resources taken in one step under one
+/// owner token (the batch path of a multi-lock): per resource, in the given order,
+/// whether it was still the owner's.
+class set_release {
+public:
+    virtual ~set_release() = default;
+    virtual awaitable<result<std::vector<bool>>> release(std::vector<std::string> resources) const = 0;
+};
+
+template <class Policy, class S>
+class set_release_for final : public set_release {
+public:
+    set_release_for(Policy policy, store_ref<S> store, owner_token owner)
+        : policy_{std::move(policy)}, store_{std::move(store)}, owner_{owner}
+    {}
+
+    // As release_by_owner for one resource: a connection error may mean the request
+    // did not arrive, and the release is idempotent by owner token, so it is sent once
+    // more; "not the owner" then means the first one did arrive.
+    awaitable<result<std::vector<bool>>> release(std::vector<std::string> resources) const override
+    {
+        auto first = co_await policy_.release_all(store_, resources, owner_);
+        if (first || !connection_error(first.error()))
+            co_return first;
+        auto second = co_await policy_.release_all(store_, resources, owner_);
+        if (second)
+            std::fill(second.value().begin(), second.value().end(), true);
+        co_return second;
+    }
+
+private:
+    Policy policy_;
+    store_ref<S> store_;
+    owner_token owner_;
+};
+
+} // namespace detail
+
 /// Leases on a set of resources, in the order they were taken.
 class multi_lease {
 public:
     multi_lease() = default;
     explicit multi_lease(std::vector<lease> leases) noexcept : leases_{std::move(leases)} {}
+    /// Leases taken in one step under one owner token, which `together` gives back in
+    /// one request.
+    multi_lease(std::vector<lease> leases, std::shared_ptr<const detail::set_release> together) noexcept
+        : leases_{std::move(leases)}, together_{std::move(together)}
+    {}
 
     const std::vector<lease>& leases() const noexcept { return leases_; }
     std::size_t size() const noexcept { return leases_.size(); }
@@ -4735,13 +4943,16 @@ public:
                std::all_of(leases_.begin(), leases_.end(), [](const lease& l) { return l.valid(); });
     }
 
-    /// Releases every lease, all at once (over a pipelined connection, in one round
-    /// trip). Reports the first failure in locking order (errc::lease_lost if any
-    /// lease did not stay valid to the end).
+    /// Releases every lease, all at once: in one request when the set was taken in one
+    /// step (one script on Redis), else every release at once (over a pipelined
+    /// connection, in one round trip). Reports the first failure in locking order
+    /// (errc::lease_lost if any lease did not stay valid to the end).
     /// \par Per-Operation Cancellation
     /// None: once started, every release completes.
     awaitable<result<void>> unlock()
     {
+        if (together_ && leases_.size() > 1)
+            co_return co_await unlock_together();
         std::vector<awaitable<result<void>>> releases;
         releases.reserve(leases_.size());
         for (auto& l : leases_)
@@ -4755,7 +4966,46 @@ public:
     }
 
 private:
+    awaitable<result<void>> unlock_together()
+    {
+        auto leases = std::move(leases_);
+        leases_.clear();
+        const auto together = std::move(together_);
+        // Each lease stops first (its renewal, its loss detection), so that no
+        // extension reaches the store after the release; then one request for those
+        // not released before; then each hears its answer.
+        std::vector<std::optional<bool>> lost_before;
+        std::vector<std::string> ids;
+        lost_before.reserve(leases.size());
+        for (auto& l : leases) {
+            lost_before.push_back(co_await l.state_->begin_shared_release());
+            if (lost_before.back())
+                ids.push_back(l.resource());
+        }
+        result<std::vector<bool>> answers = std::vector<bool>{};
+        if (!ids.empty())
+            answers = co_await together->release(std::move(ids));
+        result<void> first = success();
+        std::size_t sent = 0;
+        for (std::size_t i = 0; i < leases.size(); ++i) {
+            result<void> r = errc::released;
+            if (lost_before[i]) {
+                result<void> answer = success();
+                if (!answers)
+                    answer = answers.error();
+                else if (!answers.value()[sent])
+                    answer = errc::not_owner;
+                ++sent;
+                r = co_await leases[i].state_->finish_shared_release(std::move(answer), *lost_before[i]);
+            }
+            if (first && !r)
+                first = r.error();
+        }
+        co_return first;
+    }
+
     std::vector<lease> leases_;
+    std::shared_ptr<const detail::set_release> together_;
 };
 
 /// Locks on a set of resources of one backend, with the same policies as
@@ -4886,26 +5136,46 @@ private:
         const auto& options = prototype_.options();
         const auto started = clock::now();
         auto fences = co_await policy.acquire_all(store, ids, owner, options.ttl);
+        auto together = release_together(policy, store, owner);
         if (!fences) {
             if (detail::maybe_applied(fences.error()))
-                co_await release_all(policy, store, ids, owner);
+                co_await release_all(policy, store, ids, owner, together.get());
             co_return fences.error();
         }
         std::vector<lease> held;
         for (std::size_t i = 0; i < ids.size(); ++i)
             held.push_back(
                 with_resource(ids[i]).adopt(policy.hold(store, ids[i], owner, options.ttl), fences.value()[i], started));
+        multi_lease set{std::move(held), std::move(together)};
         if (clock::now() >= started + options.ttl - options.drift()) {
-            multi_lease late{std::move(held)};
-            (void)co_await late.unlock();
+            (void)co_await set.unlock();
             co_return errc::validity_exhausted;
         }
-        co_return multi_lease{std::move(held)};
+        co_return set;
+    }
+
+    // How a set taken in one step goes back in one request, where the policy and the
+    // store can (nullptr: one release per resource).
+    static std::shared_ptr<const detail::set_release> release_together(const acquire_policy& policy,
+                                                                       const store_ref<Backend>& store,
+                                                                       const owner_token& owner)
+    {
+        if constexpr (requires(const std::vector<std::string>& ids) {
+                          { policy.release_all(store, ids, owner) } -> std::same_as<awaitable<result<std::vector<bool>>>>;
+                      })
+            return std::make_shared<detail::set_release_for<acquire_policy, Backend>>(policy, store, owner);
+        else
+            return nullptr;
     }
 
     static awaitable<void> release_all(const acquire_policy& policy, const store_ref<Backend>& store,
-                                       const std::vector<std::string>& ids, owner_token owner)
+                                       std::vector<std::string> ids, owner_token owner,
+                                       const detail::set_release* together)
     {
+        if (together) {
+            (void)co_await together->release(std::move(ids));
+            co_return;
+        }
         for (const auto& id : ids) {
             auto hold = policy.hold(store, id, owner, duration{});
             (void)co_await hold.release();

@@ -292,6 +292,23 @@ TEST_CASE("postgres: multi-locks are one statement, sorted, all or nothing", "[p
         auto dup = co_await a.put_if_absent_all(twice, dl::owner_token::generate(), 10s);
         REQUIRE_FALSE(dup);
         CHECK(dup.error() == dl::condition::invalid_argument);
+        auto dup_release = co_await a.release_all(twice, dl::owner_token::generate());
+        REQUIRE_FALSE(dup_release);
+        CHECK(dup_release.error() == dl::condition::invalid_argument);
+        // Its batch release: what the owner holds goes, in one statement; another
+        // owner's row and an absent one are answered false and left as they were.
+        const auto owner = dl::owner_token::generate();
+        const auto other = dl::owner_token::generate();
+        const auto mine = dl::resources("pg:r1", "pg:r2");
+        { const auto ok_ = co_await a.put_if_absent_all(mine, owner, 10s); REQUIRE(ok_); }
+        { const auto ok_ = co_await a.put_if_absent("pg:theirs", other, 10s); REQUIRE(ok_); }
+        const auto asked = dl::resources("pg:r2", "pg:theirs", "pg:absent", "pg:r1");
+        auto answers = co_await a.release_all(asked, owner);
+        REQUIRE(answers);
+        CHECK(answers.value() == std::vector<bool>{true, false, false, true});
+        CHECK_FALSE(look.lease_held("pg:r1"));
+        CHECK_FALSE(look.lease_held("pg:r2"));
+        CHECK(look.lease_held("pg:theirs"));
         co_await a.close();
         co_await b.close();
     });

@@ -285,6 +285,51 @@ int register_cases(std::type_identity<std::tuple<Fs...>>, [[maybe_unused]] const
         });                                                                                                            \
     }                                                                                                                  \
                                                                                                                        \
+    DISTLOCK_CONFORMANCE_CASE(set_release, "conformance: a set's unlock gives back every lock of the set, never the next holder's", TAG, all)\
+    {                                                                                                                  \
+        using namespace test::conformance;                                                                             \
+        using set_of = dl::basic_multi_lock<typename TestType::backend, typename acquisition_of<TestType>::type,       \
+                                            dl::observe::callback, dl::retry::fixed>;                                  \
+        TestType f;                                                                                                    \
+        test::run(f.io, [&]() -> asio::awaitable<void> {                                                               \
+            const auto ids = dl::resources("conf:set-c", "conf:set-a", "conf:set-b");                                  \
+            set_of set{mutex_of<TestType>{f.client(0), "conf:set", {.ttl = 10s}, dl::observe::callback{}}, ids};       \
+            auto first = co_await set.lock();                                                                          \
+            REQUIRE(first);                                                                                            \
+            REQUIRE(first->resources() == dl::resources("conf:set-a", "conf:set-b", "conf:set-c"));                    \
+            for (const auto& id : ids)                                                                                 \
+                CHECK(f.held(id));                                                                                     \
+            /* The store drops b's lock and another client takes it. */                                                \
+            f.end_lock(first->leases()[1]);                                                                            \
+            mutex_of<TestType> other{f.client(1), "conf:set-b", {.ttl = 10s}, dl::observe::callback{}, quick()};       \
+            auto second = co_await other.lock();                                                                       \
+            REQUIRE(second);                                                                                           \
+            const auto fences = first->fences();                                                                       \
+            auto stale = co_await first->unlock();                                                                     \
+            if constexpr (!TestType::quorum) {                                                                         \
+                REQUIRE_FALSE(stale);                                                                                  \
+                /* The lease was lost, or (session-bound) its session with it. */                                  \
+                CHECK((stale.error() == dl::condition::lease_lost || stale.error() == dl::condition::session_lost));\
+            }                                                                                                          \
+            CHECK(first->size() == 0);                                                                                 \
+            CHECK_FALSE(f.held("conf:set-a"));                                                                         \
+            CHECK_FALSE(f.held("conf:set-c"));                                                                         \
+            CHECK(f.held("conf:set-b"));                                                                               \
+            CHECK(second->valid());                                                                                    \
+            { const auto ok_ = co_await second->unlock(); CHECK(ok_); }                                                \
+            /* Taken again whole, with larger fences, and given back whole. */                                         \
+            auto again = co_await set.lock();                                                                          \
+            REQUIRE(again);                                                                                            \
+            for (std::size_t i = 0; i < fences.size(); ++i)                                                            \
+                CHECK(again->fences()[i] > fences[i]);                                                                 \
+            { const auto ok_ = co_await again->unlock(); CHECK(ok_); }                                                 \
+            for (const auto& id : ids)                                                                                 \
+                CHECK_FALSE(f.held(id));                                                                               \
+            auto twice = co_await again->unlock();                                                                     \
+            CHECK(twice);                                                                                              \
+        });                                                                                                            \
+    }                                                                                                                  \
+                                                                                                                       \
     DISTLOCK_CONFORMANCE_CASE(validity, "conformance: validity counts from the request, minus the margin", TAG, all)   \
     {                                                                                                                  \
         using namespace test::conformance;                                                                             \

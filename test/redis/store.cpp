@@ -2,8 +2,10 @@
 // bad input, one-round-trip multi-lock, fenced writes.
 #include "redis_support.hpp"
 
+#include <array>
 #include <map>
 #include <random>
+#include <span>
 #include <tuple>
 
 using namespace test;
@@ -318,12 +320,63 @@ TEST_CASE("redis: lock_all takes a set on one node in a single round trip", "[re
         auto busy = co_await dl::lock_all(store, ids, {.ttl = 10s}, dl::retry::exponential_backoff{.deadline = 300ms});
         REQUIRE_FALSE(busy);
         CHECK(busy.error() == dl::errc::timeout);
+        const auto before_release = co_await evalsha_calls();
         auto released = co_await all->unlock();
         CHECK(released);
+        const auto after_release = co_await evalsha_calls();
+        CHECK(after_release - before_release == 1); // one script gives the set back
         auto keys = dl::redis::resp::command({"KEYS", "distlock:*:lock"});
         auto left = co_await store.execute_command(std::move(keys));
         REQUIRE(left);
         CHECK(left.value().elements.empty());
+
+        // Leases kept by a watchdog stop renewing first, then go back in one script.
+        auto watched = co_await dl::lock_all(store, ids, {.ttl = 3s}, dl::renew::watchdog{});
+        REQUIRE(watched);
+        for (const auto& id : ids) {
+            auto exists = co_await store.execute("EXISTS", store.lock_key(id));
+            REQUIRE(exists);
+            CHECK(exists.value().integer == 1);
+        }
+        const auto before_watched = co_await evalsha_calls();
+        const auto watched_released = co_await watched->unlock();
+        CHECK(watched_released);
+        const auto after_watched = co_await evalsha_calls();
+        CHECK(after_watched - before_watched == 1);
+        auto keys_again = dl::redis::resp::command({"KEYS", "distlock:*:lock"});
+        auto gone = co_await store.execute_command(std::move(keys_again));
+        REQUIRE(gone);
+        CHECK(gone.value().elements.empty());
+    });
+}
+
+TEST_CASE("redis: release_all gives back what the owner holds, in one script, and says what it did not", "[redis][multi]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        const auto other = dl::owner_token::generate();
+        { const auto ok_ = co_await store.put_if_absent("mine-1", owner, 10s); REQUIRE(ok_); }
+        { const auto ok_ = co_await store.put_if_absent("theirs", other, 10s); REQUIRE(ok_); }
+        { const auto ok_ = co_await store.put_if_absent("mine-2", owner, 10s); REQUIRE(ok_); }
+        const auto ids = dl::resources("mine-1", "theirs", "absent", "mine-2");
+        auto answers = co_await store.release_all(ids, owner);
+        REQUIRE(answers);
+        CHECK(answers.value() == std::vector<bool>{true, false, false, true});
+        for (const auto* id : {"mine-1", "mine-2"}) {
+            auto exists = co_await store.execute("EXISTS", store.lock_key(id));
+            REQUIRE(exists);
+            CHECK(exists.value().integer == 0);
+        }
+        auto theirs = co_await store.execute("GET", store.lock_key("theirs"));
+        REQUIRE(theirs);
+        CHECK(theirs.value().text == other.to_hex()); // never another owner's lock
+        const std::vector<std::string> empty;
+        auto none = co_await store.release_all(empty, owner);
+        REQUIRE_FALSE(none);
+        CHECK(none.error() == dl::errc::invalid_argument);
     });
 }
 
@@ -697,5 +750,108 @@ TEST_CASE("redis: with wait_replicas a grant is reported once a replica has it; 
         { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
         co_await store.close();
         co_await on_replica.close();
+    });
+}
+
+TEST_CASE("redis: Redlock aligns the nodes' tokens as it releases; a node far behind is raised before the lease",
+          "[redis][quorum][fencing]")
+{
+    redis_server s0, s1, s2;
+    asio::io_context io;
+    dl::redis::store n0{io, s0.config()}, n1{io, s1.config()}, n2{io, s2.config()};
+    dl::redis::store* pointers[] = {&n0, &n1, &n2};
+    dl::quorum<dl::redis::store> nodes{std::span<dl::redis::store* const>{pointers}};
+    using redlock = dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::observe::callback, dl::retry::none>;
+    // Which nodes' grants the decision counted.
+    std::vector<std::size_t> voted;
+    const dl::observe::callback votes{[&](const dl::event& e) {
+        if (const auto* v = std::get_if<dl::vote_event>(&e); v && !v->error)
+            voted.push_back(v->node);
+    }};
+    // Scripts a node has run (EVALSHA, and EVAL after a NOSCRIPT).
+    const auto scripts = [](dl::redis::store& s) -> asio::awaitable<long> {
+        auto info = co_await s.execute("INFO", "commandstats");
+        REQUIRE(info);
+        long calls = 0;
+        static const std::array<std::string, 2> names{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+        for (const auto& name : names) {
+            const auto at = info.value().text.find(name);
+            if (at != std::string::npos)
+                calls += std::stol(info.value().text.substr(at + name.size()));
+        }
+        co_return calls;
+    };
+    const auto fence_on = [](dl::redis::store& s, const std::string& resource) -> asio::awaitable<dl::fence_token> {
+        auto v = co_await s.execute("GET", s.fence_key(resource));
+        REQUIRE(v);
+        co_return v.value().is_null() ? 0 : std::stoull(v.value().text);
+    };
+    const auto now_us = [] {
+        return static_cast<dl::fence_token>(
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        { // connected, scripts loaded
+            redlock warm{nodes, "warm-up", {}, votes};
+            auto l = co_await warm.lock();
+            REQUIRE(l);
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+        // Nodes 1 and 2 hand out tokens 1 s ahead of node 0's clock (as if their clocks
+        // ran ahead): within half the TTL of 10 s. Any majority has one of them.
+        for (int round = 0; round < 4; ++round) {
+            const std::string resource = "near:" + std::to_string(round);
+            const auto ahead = now_us() + 1'000'000;
+            { const auto ok_ = co_await n1.raise_fence(resource, ahead); REQUIRE(ok_); }
+            { const auto ok_ = co_await n2.raise_fence(resource, ahead); REQUIRE(ok_); }
+            std::vector<long> before;
+            for (auto* n : pointers)
+                before.push_back(co_await scripts(*n));
+            redlock m{nodes, resource, {.ttl = 10s}, votes};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            CHECK(l->fence() > ahead);
+            for (std::size_t i = 0; i < 3; ++i) { // the grant alone: no round trip to raise
+                const auto now = co_await scripts(*pointers[i]);
+                CHECK(now - before[i] == 1);
+            }
+            const auto behind = co_await fence_on(n0, resource);
+            CHECK(behind < l->fence()); // node 0 stays behind until the release
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+            for (std::size_t i = 0; i < 3; ++i) {
+                const auto now = co_await scripts(*pointers[i]);
+                CHECK(now - before[i] == 2); // the release raised it in the same script
+                const auto fence = co_await fence_on(*pointers[i], resource);
+                CHECK(fence >= l->fence());
+            }
+            auto next = co_await m.lock(); // from any majority, a larger token
+            REQUIRE(next);
+            CHECK(next->fence() > l->fence());
+            { const auto ok_ = co_await next->unlock(); REQUIRE(ok_); }
+        }
+
+        // 60 s ahead, beyond half the TTL: when node 0's grant is counted (its reply
+        // comes first or second, usually), node 0 is raised before the lease is
+        // reported.
+        int raised_at_once = 0;
+        for (int round = 0; round < 12 && raised_at_once < 2; ++round) {
+            const std::string resource = "far:" + std::to_string(round);
+            const auto far = now_us() + 60'000'000;
+            { const auto ok_ = co_await n1.raise_fence(resource, far); REQUIRE(ok_); }
+            { const auto ok_ = co_await n2.raise_fence(resource, far); REQUIRE(ok_); }
+            redlock f{nodes, resource, {.ttl = 10s}, votes};
+            voted.clear();
+            auto fl = co_await f.lock();
+            REQUIRE(fl);
+            CHECK(fl->fence() > far);
+            if (std::find(voted.begin(), voted.end(), std::size_t{0}) != voted.end()) {
+                const auto fence = co_await fence_on(n0, resource);
+                CHECK(fence >= fl->fence());
+                ++raised_at_once;
+            }
+            { const auto ok_ = co_await fl->unlock(); REQUIRE(ok_); }
+        }
+        CHECK(raised_at_once > 0);
     });
 }

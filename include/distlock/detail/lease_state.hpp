@@ -137,6 +137,20 @@ public:
     /// operation keeps the state alive until it completes, whoever drops the lease.
     awaitable<result<void>> unlock() { return unlock_keeping(shared_from_this()); }
 
+    /// The first half of a release that someone else sends (a set taken in one step
+    /// goes back in one request): stops renewal and loss detection as unlock() does,
+    /// and marks the lease released. std::nullopt when it was released before; else
+    /// whether it had already been lost. Not cancellable; must be followed by
+    /// finish_shared_release() with the store's answer for this lease.
+    awaitable<std::optional<bool>> begin_shared_release() { return begin_shared_keeping(shared_from_this()); }
+
+    /// The second half: reports the store's answer for this lease and ends it.
+    /// errc::lease_lost when it did not stay valid to the release (as unlock()).
+    awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before)
+    {
+        return finish_shared_keeping(shared_from_this(), std::move(answer), lost_before);
+    }
+
     /// Releases in the background (a lease that went out of scope while held).
     void release_detached()
     {
@@ -155,9 +169,7 @@ private:
             // (in this frame: an uncontended unlock costs as few frames as it can).
             const bool expired = clock::now() >= valid_until();
             auto r = co_await store_release();
-            if (observed_) // the event's clock reading is skipped when nobody listens
-                report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
-            co_return finish(r, expired);
+            co_return finish_passive(r, expired);
         }
         if (expected == released_mode)
             co_return errc::released;
@@ -166,6 +178,43 @@ private:
             [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
             }(std::move(keep)));
+    }
+
+    awaitable<std::optional<bool>> begin_shared_keeping(std::shared_ptr<lease_state> keep)
+    {
+        int expected = passive_mode;
+        if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
+            released_passively_ = true;
+            co_return clock::now() >= valid_until();
+        }
+        if (expected == released_mode)
+            co_return std::nullopt;
+        co_return co_await on_strand(
+            parts().strand,
+            [](std::shared_ptr<lease_state> self) -> awaitable<std::optional<bool>> {
+                co_return co_await self->stop_active();
+            }(std::move(keep)));
+    }
+
+    awaitable<result<void>> finish_shared_keeping(std::shared_ptr<lease_state> keep, result<void> answer,
+                                                  bool lost_before)
+    {
+        // Passive until its release began: nothing runs on a strand (parts() was never
+        // made, or was made after the release and ended at once).
+        if (released_passively_)
+            co_return finish_passive(answer, lost_before);
+        co_return co_await on_strand(
+            parts().strand,
+            [](std::shared_ptr<lease_state> self, result<void> r, bool lost) -> awaitable<result<void>> {
+                co_return self->finish_active(r, lost);
+            }(std::move(keep), std::move(answer), lost_before));
+    }
+
+    result<void> finish_passive(const result<void>& r, bool expired)
+    {
+        if (observed_) // the event's clock reading is skipped when nobody listens
+            report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
+        return finish(r, expired);
     }
 
 public:
@@ -370,12 +419,24 @@ private:
     // On the strand.
     awaitable<result<void>> release_active()
     {
+        const auto lost_before = co_await stop_active();
+        if (!lost_before)
+            co_return errc::released;
+        auto r = co_await store_release();
+        co_return finish_active(r, *lost_before);
+    }
+
+    // On the strand: stops the keeper and waits until no extension is in flight, so
+    // that none can reach the store after the release. std::nullopt when released
+    // before; else whether the lease had been lost.
+    awaitable<std::optional<bool>> stop_active()
+    {
         co_await asio::this_coro::reset_cancellation_state(
             [](asio::cancellation_type) { return asio::cancellation_type::none; });
         co_await asio::this_coro::throw_if_cancelled(false);
         auto& p = *parts_;
         if (released_flag_)
-            co_return errc::released;
+            co_return std::nullopt;
         released_flag_ = true;
         mode_.store(released_mode, std::memory_order_release);
         p.stopping = true;
@@ -384,13 +445,16 @@ private:
             p.quiet.expires_at(time_point::max());
             (void)co_await p.quiet.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
         }
-        const bool lost_before = p.ended || clock::now() >= valid_until();
-        auto r = co_await store_release();
-        if (!p.ended)
-            report(release_event{resource_, valid_until() - clock::now(),
-                                 r ? std::error_code{} : r.error()});
+        co_return p.ended || clock::now() >= valid_until();
+    }
+
+    // On the strand, with the store's answer to the release.
+    result<void> finish_active(const result<void>& r, bool lost_before)
+    {
+        if (!parts_->ended)
+            report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
         end(errc::released, false);
-        co_return finish(r, lost_before);
+        return finish(r, lost_before);
     }
 
     static result<void> finish(const result<void>& r, bool lost_before)
@@ -413,6 +477,9 @@ private:
     std::atomic<bool> parts_ready_{false};
     std::unique_ptr<active_parts> parts_;
     bool released_flag_ = false; // on the strand
+    // begin_shared_release() found the lease passive; read by finish_shared_release(),
+    // which the same caller runs after it.
+    bool released_passively_ = false;
 };
 
 /// The lease state of one kind of hold (what the claim handed over) and observer.

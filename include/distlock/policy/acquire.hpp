@@ -38,6 +38,9 @@ struct lock_request {
     /// Where a failure's words go (the caller's, for the attempt of a lock() given
     /// one), or nullptr. Stores whose primitives take a trailing `diagnostics*` get it.
     diagnostics* diag = nullptr;
+    /// For a release on a clock-fenced store (clock_fenced_store): the token the
+    /// resource's counter is raised to in the same step (a quorum lease's token).
+    std::optional<fence_token> floor = std::nullopt;
 };
 
 /// How the core reaches a store (a pointer plus the store's lifetime, so that work
@@ -347,6 +350,9 @@ struct owner_checked {
         requires owner_checked_store<S>
     awaitable<result<void>> release(S& s, const lock_request& r) const
     {
+        if constexpr (clock_fenced_store<S>)
+            if (r.floor)
+                return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_raising, r.resource, r.owner, *r.floor);
         return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release, r.resource, r.owner);
     }
 };
@@ -385,6 +391,16 @@ struct setnx : owner_checked {
                                                             const owner_token& owner, duration ttl) const
     {
         return s.call([&](S& st) { return st.put_if_absent_all(resources, owner, ttl); });
+    }
+
+    /// The batch path's release: every resource of a set taken by acquire_all() in one
+    /// atomic step; per resource, whether it was still this owner's.
+    template <class S>
+        requires batch_release_store<S>
+    awaitable<result<std::vector<bool>>> release_all(const store_ref<S>& s, const std::vector<std::string>& resources,
+                                                     const owner_token& owner) const
+    {
+        return s.call([&](S& st) { return st.release_all(resources, owner); });
     }
 
     /// What a lease taken by acquire_all() keeps for one of its resources.
@@ -545,13 +561,15 @@ struct release_on_node {
     Inner policy;
     std::string resource;
     owner_token owner;
+    std::optional<fence_token> floor = std::nullopt; // a lease's token, raised to as it goes
     awaitable<result<bool>> operator()(const store_ref<S>& node, std::size_t) const
     {
-        return run(policy, node, resource, owner);
+        return run(policy, node, resource, owner, floor);
     }
-    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner)
+    static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
+                                       std::optional<fence_token> floor)
     {
-        const lock_request r{res, owner, {}};
+        const lock_request r{res, owner, {}, nullptr, floor};
         BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.release(s, r); }));
         co_return true;
     }
@@ -702,16 +720,19 @@ awaitable<void> release_everywhere(Inner policy, node_refs<S> nodes, std::string
 }
 
 /// A lease on a quorum: extended when a majority extends, released on every node.
+/// On clock-fenced nodes the release also raises each node's token to the lease's
+/// (`floor`), which the grant left to it (see quorum_claim::try_nodes()).
 template <class Inner, class S>
 class quorum_hold {
 public:
-    quorum_hold(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner, duration ttl)
+    quorum_hold(Inner policy, node_refs<S> nodes, std::string resource, owner_token owner, duration ttl,
+                std::optional<fence_token> floor = std::nullopt)
         : policy_{std::move(policy)}, nodes_{std::move(nodes)}, resource_{std::move(resource)}, owner_{owner},
-          ttl_{ttl}
+          ttl_{ttl}, floor_{floor}
     {}
 
     awaitable<result<void>> extend() { return extend_on(policy_, nodes_, resource_, owner_, ttl_); }
-    awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_); }
+    awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_, floor_); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const
     {
@@ -736,9 +757,10 @@ private:
         count_each_server_once(got, nodes);
         co_return settle_votes(got, nodes.majority());
     }
-    static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner)
+    static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
+                                              std::optional<fence_token> floor)
     {
-        const release_on_node<Inner, S> rel{p, std::move(res), owner};
+        const release_on_node<Inner, S> rel{p, std::move(res), owner, floor};
         auto got = co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
         co_return settle_votes(got, 1);
     }
@@ -748,6 +770,7 @@ private:
     std::string resource_;
     owner_token owner_;
     duration ttl_;
+    std::optional<fence_token> floor_;
 };
 
 /// One lock() call's claim on a quorum (Redlock); see acquire::quorum.
@@ -786,7 +809,13 @@ public:
         return give_back(policy_, nodes_, resource_, unsettled_);
     }
 
-    quorum_hold<Inner, S> hold() { return {policy_, nodes_, resource_, owner_, ttl_}; }
+    quorum_hold<Inner, S> hold()
+    {
+        std::optional<fence_token> floor;
+        if constexpr (clock_fenced_store<S>)
+            floor = top_;
+        return {policy_, nodes_, resource_, owner_, ttl_, floor};
+    }
     bool unsettled() const noexcept { return !unsettled_.empty(); }
 
 private:
@@ -840,9 +869,16 @@ private:
             co_return contended > 0 ? errc::contended : errc::quorum_not_reached;
         }
 
-        // Bring lagging counters of the granting nodes up to the lease's token.
+        // Bring lagging counters of the granting nodes up to the lease's token, so that
+        // the next lease's token, from whichever majority, is larger. Clock-fenced
+        // nodes whose tokens are all within half a TTL of the top need not be raised
+        // now: the release raises them (hold()); without a release, the lock is free
+        // again only once each granting node's key expired, a TTL later by its clock,
+        // when its clock, and so its next token, has passed the top (as long as the
+        // servers' clocks agree within half a TTL: docs/guarantees.md).
         const bool lagging = std::any_of(fences.begin(), fences.end(), [top](const auto& f) { return f && *f < top; });
-        if (lagging) {
+        top_ = top;
+        if (lagging && !close_enough(fences, top)) {
             const raise_on_node<S> raise{resource_, top, fences};
             auto raised = co_await fan_out<fence_token>(nodes_, raise, all_settled{}, ignore_late{});
             std::size_t at_top = 0;
@@ -859,6 +895,24 @@ private:
         // with it on every node).
         verdict->conclude(true);
         co_return top;
+    }
+
+    // Clock-fenced nodes whose grants all lie within half a TTL of `top`, in the
+    // nodes' clock ticks; never for other stores (their counters do not move with
+    // time, so only a raise keeps the next token above this one).
+    bool close_enough(const std::vector<std::optional<fence_token>>& fences, fence_token top) const
+    {
+        if constexpr (clock_fenced_store<S>) {
+            const double ticks = std::chrono::duration<double>(ttl_).count() *
+                                 static_cast<double>(S::fence_ticks_per_second) / 2.0;
+            return std::all_of(fences.begin(), fences.end(), [&](const std::optional<fence_token>& f) {
+                return !f || static_cast<double>(top - *f) < ticks;
+            });
+        } else {
+            (void)fences;
+            (void)top;
+            return false;
+        }
     }
 
     static awaitable<void> give_back(Inner policy, node_refs<S> nodes, std::string resource,
@@ -920,6 +974,7 @@ private:
     observer_ref observe_;
     diagnostics* diag_;
     owner_token owner_;
+    fence_token top_ = 0; // the granted lease's token
     std::size_t attempts_ = 0;
     std::vector<owner_token> unsettled_;
 };
@@ -938,6 +993,15 @@ namespace acquire {
 /// least one node whose counter is then >= F, so the next token exceeds F, as long
 /// as that node kept its counter: a node restarted empty (without persistence) can
 /// make the token go back when it was the only node the two majorities shared.
+///
+/// On clock-fenced nodes (clock_fenced_store: Redis) the raise waits for the
+/// release, which raises every node to F in the same script, when every granting
+/// node's token is within half a TTL of F (the nodes' clocks agree); a grant further
+/// behind is raised before the lease is reported, as above. Without a release the
+/// lock is free again only once each granting node's key has expired, a TTL after its
+/// grant by that node's clock, and its next token is then its clock, past F as long as
+/// the servers' clocks agree within half a TTL. A lock + unlock is then one round trip
+/// each, as on one node.
 template <class Inner = setnx>
 struct quorum {
     using policy_kind = acquire_policy_tag;

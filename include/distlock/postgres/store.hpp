@@ -126,7 +126,8 @@ struct session_pool {
 } // namespace detail
 
 /// A PostgreSQL database used as a lock store. Models put_if_absent_store (answering),
-/// owner_checked_store, batch_put_if_absent_store, release_notifying_store and
+/// owner_checked_store, batch_put_if_absent_store, batch_release_store,
+/// release_notifying_store and
 /// inspectable_store (the lease table, the default policy acquire::setnx), and the
 /// advisory sessions of postgres::advisory (advisory.hpp).
 ///
@@ -253,27 +254,32 @@ public:
                                                                   const owner_token& owner, duration ttl,
                                                                   diagnostics* diag = nullptr)
     {
-        if (resources.empty() || resources.size() > 1024 || ttl <= duration::zero() || ttl > max_wait)
+        if (ttl <= duration::zero() || ttl > max_wait)
             return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
         std::vector<std::string> keys;
-        std::string array = "{";
-        for (const auto& r : resources) {
-            if (auto ec = validate_resource(r))
-                return failed<std::vector<fence_token>>(ec);
-            keys.push_back(detail::hex(r));
-            if (array.size() > 1)
-                array += ',';
-            array += "\"\\\\x" + keys.back() + "\"";
-        }
-        array += '}';
-        auto sorted = keys;
-        std::sort(sorted.begin(), sorted.end());
-        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-            return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
+        std::string array;
+        if (auto ec = bytea_array(resources, keys, array))
+            return failed<std::vector<fence_token>>(ec);
         detail::statement s{"distlock_acquire_all", sql_->acquire_all,
                             {param::text(std::move(array)), param::text(owner.to_hex()),
                              param::number(millis(ttl))}};
         return acquired_all(prepared(), ensure(), std::move(s), std::move(keys), diag);
+    }
+
+    /// Releases `owner`'s locks on several resources in one statement (one round
+    /// trip), announcing each release: per resource, in the given order, true when
+    /// released, false when `owner` did not hold it. Resources must be distinct. Rows
+    /// are locked in sorted order, as put_if_absent_all() takes them.
+    awaitable<result<std::vector<bool>>> release_all(const std::vector<std::string>& resources,
+                                                     const owner_token& owner, diagnostics* diag = nullptr)
+    {
+        std::vector<std::string> keys;
+        std::string array;
+        if (auto ec = bytea_array(resources, keys, array))
+            return failed<std::vector<bool>>(ec);
+        detail::statement s{"distlock_release_all", sql_->release_all,
+                            {param::text(std::move(array)), param::text(owner.to_hex()), param::text(cfg_.channel)}};
+        return released_all(prepared(), ensure(), std::move(s), std::move(keys), diag);
     }
 
     /// Reads the lock without taking it.
@@ -655,6 +661,50 @@ private:
         co_return success();
     }
 
+    // A set of resources as a bytea[] literal of hex escapes, and their hex keys (how
+    // the statements name rows in their answers): a non-empty set of at most 1,024
+    // valid, distinct ids, else errc::invalid_argument.
+    static std::error_code bytea_array(const std::vector<std::string>& resources, std::vector<std::string>& keys,
+                                       std::string& array)
+    {
+        if (resources.empty() || resources.size() > 1024)
+            return distlock::errc::invalid_argument;
+        array = "{";
+        for (const auto& r : resources) {
+            if (auto ec = validate_resource(r))
+                return ec;
+            keys.push_back(detail::hex(r));
+            if (array.size() > 1)
+                array += ',';
+            array += "\"\\\\x" + keys.back() + "\"";
+        }
+        array += '}';
+        auto sorted = keys;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+            return distlock::errc::invalid_argument;
+        return {};
+    }
+
+    static awaitable<result<std::vector<bool>>> released_all(std::shared_ptr<detail::connection> c,
+                                                            std::shared_ptr<schema_state> schema,
+                                                            detail::statement s, std::vector<std::string> keys,
+                                                            diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        std::vector<bool> released(keys.size(), false);
+        for (int row = 0; row < r.count(); ++row) {
+            const auto at = std::find(keys.begin(), keys.end(), r.text(row, 0));
+            if (at == keys.end() || released[static_cast<std::size_t>(at - keys.begin())])
+                co_return make_error_code(distlock::errc::protocol_error);
+            released[static_cast<std::size_t>(at - keys.begin())] = true;
+        }
+        co_return released;
+    }
+
     static awaitable<result<std::vector<fence_token>>> acquired_all(std::shared_ptr<detail::connection> c,
                                                                     std::shared_ptr<schema_state> schema,
                                                                     detail::statement s,
@@ -775,5 +825,8 @@ private:
     std::shared_ptr<schema_state> schema_ = std::make_shared<schema_state>();
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+static_assert(batch_put_if_absent_store<store>);
+static_assert(batch_release_store<store>);
 
 } // namespace distlock::postgres

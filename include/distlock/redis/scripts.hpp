@@ -167,6 +167,43 @@ end
 return 1
 )lua");
 
+// raise_fence(key, floor, retention): the token in `key` raised to at least `floor`
+// (kept until this server's clock has passed it, and `retention` ms more); returns
+// the token.
+inline constexpr char raise_fence_lua[] = R"lua(
+local function raise_fence(key, floor_text, retention)
+  local current = tonumber(redis.call('GET', key) or '0')
+  local floor = tonumber(floor_text)
+  if current >= floor then
+    return current
+  end
+  if retention == '' then
+    redis.call('SET', key, floor_text)
+    return floor
+  end
+  local clock = redis.call('TIME')
+  local ahead = math.ceil((floor - (clock[1] * 1000000 + clock[2])) / 1000)
+  local keep = math.max(redis.call('PTTL', key), retention + ahead + 1)
+  redis.call('SET', key, floor_text, 'PX', string.format('%d', keep))
+  return floor
+end
+)lua";
+
+inline constexpr auto raise = join(raise_fence_lua, R"lua(
+return raise_fence(KEYS[1], ARGV[1], ARGV[2])
+)lua");
+
+inline constexpr auto release_raising = join(raise_fence_lua, R"lua(
+local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+  released = 1
+end
+raise_fence(KEYS[2], ARGV[3], ARGV[4])
+return released
+)lua");
+
 } // namespace detail
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms, fence retention ms ('' for forever).
@@ -212,26 +249,35 @@ end
 return 0
 )lua";
 
+/// KEYS: the locks of a set. ARGV: owner, '1' for shard channels (a Redis Cluster)
+/// else '0', then each lock's channel. For each lock, in order, 1 when released (and
+/// published) and 0 when not the owner: the release script over a set, in one step.
+inline constexpr std::string_view release_all = R"lua(
+local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    redis.call(publish, ARGV[i + 2], 'released')
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+)lua";
+
 /// KEYS: fence. ARGV: floor, fence retention ms ('' for forever). Raises the
 /// token to at least floor (a quorum's lease token, which may come from a node whose
 /// clock runs ahead); returns its value. The key keeps its time to live, and lives at
 /// least until this server's clock has passed floor.
-inline constexpr std::string_view raise_fence = R"lua(
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-local floor = tonumber(ARGV[1])
-if current >= floor then
-  return current
-end
-if ARGV[2] == '' then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return floor
-end
-local clock = redis.call('TIME')
-local ahead = math.ceil((floor - (clock[1] * 1000000 + clock[2])) / 1000)
-local keep = math.max(redis.call('PTTL', KEYS[1]), ARGV[2] + ahead + 1)
-redis.call('SET', KEYS[1], ARGV[1], 'PX', string.format('%d', keep))
-return floor
-)lua";
+inline constexpr std::string_view raise_fence = detail::raise.view();
+
+/// KEYS: lock, fence. ARGV: owner, channel, floor, fence retention ms ('' for
+/// forever), '1' for a shard channel (a Redis Cluster) else '0'. The release of a
+/// quorum's lease: release, and in the same step raise_fence to the lease's token
+/// (on every node, whether or not it still held the lock). 1 when released.
+inline constexpr std::string_view release_raising = detail::release_raising.view();
 
 /// KEYS: lock1, fence1, lock2, fence2, ... ARGV: owner, ttl ms, fence retention ms.
 /// All or nothing: {1, fence1, fence2, ...}, or {0, index of the held one (1-based), pttl}.

@@ -181,6 +181,22 @@ public:
         return owned_reply(eval(which, {lock_key(resource)}, {owner.to_hex(), channel(resource)}, diag));
     }
 
+    /// Fencing tokens follow the server's clock: a resource's next token is at least
+    /// the server's clock (TIME) in microseconds (clock_fenced_store).
+    static constexpr std::uint64_t fence_ticks_per_second = 1'000'000;
+
+    /// release() that also raises the resource's fencing token to at least `floor`
+    /// (raise_fence()) in the same step, whether or not `owner` still held the lock:
+    /// how a quorum's lease aligns the nodes' tokens without a round trip of its own.
+    awaitable<result<void>> release_raising(std::string_view resource, const owner_token& owner, fence_token floor,
+                                            diagnostics* diag = nullptr)
+    {
+        return owned_reply(eval(script::release_raising, {lock_key(resource), fence_key(resource)},
+                                {owner.to_hex(), channel(resource), std::to_string(floor), retention(),
+                                 router_->mode() == topology::cluster ? "1" : "0"},
+                                diag));
+    }
+
     awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
         return fence_reply(eval(script::next_fence, {fence_key(resource)}, {retention()}, diag));
@@ -351,6 +367,27 @@ public:
                           diag);
     }
 
+    /// Releases `owner`'s locks on several resources in one round trip (one script):
+    /// for each resource, in the given order, true when released (and announced to
+    /// its waiters), false when `owner` did not hold it. In a cluster the resources
+    /// must share a hash slot (batchable()); an empty set or one that spans slots is
+    /// errc::invalid_argument, before any I/O.
+    awaitable<result<std::vector<bool>>> release_all(const std::vector<std::string>& resources,
+                                                     const owner_token& owner, diagnostics* diag = nullptr)
+    {
+        if (resources.empty() || !batchable(resources))
+            return refused_all(errc::invalid_argument);
+        std::vector<std::string> keys;
+        std::vector<std::string> args{owner.to_hex(), router_->mode() == topology::cluster ? "1" : "0"};
+        keys.reserve(resources.size());
+        args.reserve(resources.size() + 2);
+        for (const auto& r : resources) {
+            keys.push_back(lock_key(r));
+            args.push_back(channel(r));
+        }
+        return released_all(eval(script::release_all, std::move(keys), std::move(args), diag), resources.size());
+    }
+
     /// Writes `value` under `key` (a hash with fields value and fence) unless a write
     /// with a newer fencing token has already happened: errc::stale_fence then. This
     /// is how data kept in Redis enforces the lease's fencing token atomically.
@@ -419,7 +456,9 @@ private:
         next_fence,
         acquire_fair,
         release_fair,
-        leave_queue
+        leave_queue,
+        release_all,
+        release_raising
     };
 
     struct script_text {
@@ -429,7 +468,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 12> all{
+        static const std::array<script_text, 14> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -442,6 +481,8 @@ private:
             script_text{scripts::acquire_fair, detail::sha1_hex(scripts::acquire_fair)},
             script_text{scripts::release_fair, detail::sha1_hex(scripts::release_fair)},
             script_text{scripts::leave_queue, detail::sha1_hex(scripts::leave_queue)},
+            script_text{scripts::release_all, detail::sha1_hex(scripts::release_all)},
+            script_text{scripts::release_raising, detail::sha1_hex(scripts::release_raising)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -746,6 +787,27 @@ private:
         co_return fences;
     }
 
+    static awaitable<result<std::vector<bool>>> released_all(awaitable<result<resp::value>> pending,
+                                                            std::size_t count)
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type != resp::type::array || v.elements.size() != count)
+            co_return errc::protocol_error;
+        std::vector<bool> released;
+        released.reserve(count);
+        for (const auto& e : v.elements) {
+            if (e.type != resp::type::integer || (e.integer != 0 && e.integer != 1))
+                co_return errc::protocol_error;
+            released.push_back(e.integer == 1);
+        }
+        co_return released;
+    }
+
+    static awaitable<result<std::vector<bool>>> refused_all(errc why) { co_return make_error_code(why); }
+
     static awaitable<result<void>> fenced_reply(awaitable<result<resp::value>> pending)
     {
         auto reply = co_await std::move(pending);
@@ -808,5 +870,7 @@ static_assert(inspectable_store<store>);
 static_assert(owner_checked_store<store>);
 static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
+static_assert(batch_release_store<store>);
+static_assert(clock_fenced_store<store>);
 
 } // namespace distlock::redis

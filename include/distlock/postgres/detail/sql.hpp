@@ -76,6 +76,14 @@ struct sql_texts {
         release = "WITH freed AS (UPDATE " + t +
                   " SET owner = NULL, expires_at = NULL WHERE resource = $1 AND owner = $2 RETURNING resource) "
                   "SELECT pg_notify($3, encode(resource, 'hex')) FROM freed";
+        // A set's release: its rows locked in sorted order first (as acquire_all takes
+        // them, so the two never wait on each other in a cycle), then freed and
+        // announced; one row per resource released.
+        release_all = "WITH mine AS MATERIALIZED (SELECT resource FROM " + t +
+                      " WHERE resource = ANY($1::bytea[]) AND owner = $2 ORDER BY resource FOR UPDATE), freed AS "
+                      "(UPDATE " + t + " AS l SET owner = NULL, expires_at = NULL FROM mine WHERE l.resource = "
+                      "mine.resource AND l.owner = $2 RETURNING l.resource) SELECT encode(resource, 'hex'), "
+                      "pg_notify($3, encode(resource, 'hex')) FROM freed";
         read = "SELECT owner, fence, CASE WHEN owner IS NOT NULL THEN ceil(extract(epoch FROM expires_at - "
                "clock_timestamp()) * 1000)::bigint END FROM " +
                t + " WHERE resource = $1";
@@ -108,7 +116,7 @@ struct sql_texts {
     }
 
     std::string table, channel;
-    std::string create, acquire, acquire_all, extend, release, read;
+    std::string create, acquire, acquire_all, extend, release, release_all, read;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
 };
 
