@@ -253,6 +253,42 @@ result_row concurrent_pairs(asio::io_context& io, dl::redis::store& store, int c
     return r;
 }
 
+// 64 coroutines on one store whose io_context runs on `threads` threads (the store's
+// strand serialises its connection; the coroutines run on any of the threads).
+result_row threaded_pairs(const test::redis_server& server, int threads, int coroutines,
+                          std::chrono::milliseconds span)
+{
+    result_row r{"distlock: 64 coroutines, one store, " + std::to_string(threads) + " thread(s), pairs"};
+    asio::io_context io{threads};
+    dl::redis::store store{io, server.config()};
+    std::atomic<std::size_t> total{0};
+    std::atomic<int> finished{0};
+    const auto start = steady::now();
+    for (int c = 0; c < coroutines; ++c)
+        asio::co_spawn(io, [&, c]() -> asio::awaitable<void> {
+            std::size_t n = 0;
+            while (steady::now() - start < span) {
+                dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{
+                    store, "thr:" + std::to_string(c) + ":" + std::to_string(n++)};
+                auto l = co_await m.lock();
+                if (l)
+                    (void)co_await l->unlock();
+            }
+            total += n;
+            if (++finished == coroutines)
+                store.disconnect();
+        }, asio::detached);
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t)
+        pool.emplace_back([&] { io.run(); });
+    io.run();
+    for (auto& t : pool)
+        t.join();
+    r.operations = total;
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    return r;
+}
+
 // 8 workers on one key; each critical section is a GET/SET increment. Measures time to
 // acquire, hand-off (release to the next holder's grant) and how often the lock
 // changed hands; verifies that no update was lost.
@@ -724,6 +760,19 @@ void compile_cost()
 
 } // namespace
 
+// DISTLOCK_BENCH_ONLY=multi,redlock runs only those groups of workloads (pairs,
+// cluster, concurrent, threads, contended, redlock, multi, watchdog, memory, fences,
+// compile);
+// unset, every group runs.
+bool wanted(const char* group)
+{
+    const char* only = std::getenv("DISTLOCK_BENCH_ONLY");
+    if (!only || !*only)
+        return true;
+    const std::string list = std::string{","} + only + ",";
+    return list.find(std::string{","} + group + ",") != std::string::npos;
+}
+
 int main(int argc, char** argv)
 {
     if (argc == 6 && std::string{argv[1]} == "--contender")
@@ -736,13 +785,16 @@ int main(int argc, char** argv)
     dl::redis::store store{io, server.config()};
     constexpr std::size_t count = 20000;
 
-    redis_benchmark_reference(server.port());
-    auto base = baseline_sequential(server.port(), count);
-    print(base);
-    auto seq = sequential_pairs("distlock: lock() + unlock(), sequential, distinct keys", io, store, count);
-    print(seq, &base);
+    result_row seq{"distlock: lock() + unlock(), sequential, distinct keys"};
+    if (wanted("pairs") || wanted("redlock")) {
+        redis_benchmark_reference(server.port());
+        auto base = baseline_sequential(server.port(), count);
+        print(base);
+        seq = sequential_pairs("distlock: lock() + unlock(), sequential, distinct keys", io, store, count);
+        print(seq, &base);
+    }
 
-    {
+    if (wanted("cluster")) {
         // The same pairs on a Redis Cluster of three primaries: each lock is routed to
         // its slot's primary (one round trip, as on one server); the ratio is the cost
         // of hashing the key and looking up its node. Rounds alternate between the
@@ -769,14 +821,32 @@ int main(int argc, char** argv)
         direct.disconnect();
     }
 
-    auto base64 = baseline_threads(server.port(), 64, 5s);
-    print(base64);
-    auto co64 = concurrent_pairs(io, store, 64, 5s);
-    print(co64, &base64, true);
+    if (wanted("concurrent")) {
+        auto base64 = baseline_threads(server.port(), 64, 5s);
+        print(base64);
+        auto co64 = concurrent_pairs(io, store, 64, 5s);
+        print(co64, &base64, true);
+    }
 
-    auto cont = contended(io, store, 2000);
-    print(cont);
-    {
+    if (wanted("threads")) {
+        // Alternating rounds, so that a drift in the machine's speed falls on both.
+        result_row one{"distlock: 64 coroutines, one store, 1 thread, pairs"};
+        result_row two{"distlock: 64 coroutines, one store, 2 threads, pairs"};
+        for (int round = 0; round < 3; ++round)
+            for (int threads : {1, 2}) {
+                auto part = threaded_pairs(server, threads, 64, 2000ms);
+                auto& into = threads == 1 ? one : two;
+                into.operations += part.operations;
+                into.seconds += part.seconds;
+            }
+        print(one);
+        print(two, &one, true);
+    }
+
+    if (wanted("contended")) {
+        auto cont = contended(io, store, 2000);
+        print(cont);
+
         const double rtt = round_trip_us(server.port());
         for (const bool fair : {false, true}) {
             auto across = contended_processes(server.port(), fair, 2000, rtt);
@@ -793,28 +863,38 @@ int main(int argc, char** argv)
         nodes.push_back(stores.back().get());
     }
     for (std::size_t n : {3u, 5u}) {
+        if (!wanted("redlock"))
+            break;
         dl::quorum<dl::redis::store> q{std::span<dl::redis::store* const>{nodes.data(), n}};
         auto name = "distlock: Redlock over " + std::to_string(n) + " nodes, sequential";
         auto ql = sequential_pairs(name.c_str(), io, q, count / 4);
         print(ql, &seq);
     }
 
-    auto one = multi(io, store, 1, count / 4);
-    print(one);
-    for (std::size_t size : {2u, 8u, 32u}) {
-        auto m = multi(io, store, size, count / 4);
-        print(m, &one);
+    if (wanted("multi")) {
+        auto one = multi(io, store, 1, count / 4);
+        print(one);
+        for (std::size_t size : {2u, 8u, 32u}) {
+            auto m = multi(io, store, size, count / 4);
+            print(m, &one);
+        }
     }
 
-    auto watched = watchdog_cost(io, store, 10000);
-    print(watched);
+    if (wanted("watchdog")) {
+        auto watched = watchdog_cost(io, store, 10000);
+        print(watched);
+    }
 
-    memory_rows(io, store, server);
+    if (wanted("memory"))
+        memory_rows(io, store, server);
 
-    fence_state_row(io, 1'000'000, 10s, "fence state: 1,000,000 resources, retention 10 s");
-    fence_state_row(io, 1'000'000, std::nullopt, "fence state: the same, every fence kept forever");
+    if (wanted("fences")) {
+        fence_state_row(io, 1'000'000, 10s, "fence state: 1,000,000 resources, retention 10 s");
+        fence_state_row(io, 1'000'000, std::nullopt, "fence state: the same, every fence kept forever");
+    }
 
-    compile_cost();
+    if (wanted("compile"))
+        compile_cost();
 
     store.disconnect();
     for (auto& s : stores)
