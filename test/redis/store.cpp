@@ -377,6 +377,16 @@ TEST_CASE("redis: release_all gives back what the owner holds, in one script, an
         auto none = co_await store.release_all(empty, owner);
         REQUIRE_FALSE(none);
         CHECK(none.error() == dl::errc::invalid_argument);
+        const auto twice = dl::resources("mine-1", "mine-1");
+        auto doubled = co_await store.release_all(twice, owner);
+        REQUIRE_FALSE(doubled);
+        CHECK(doubled.error() == dl::errc::invalid_argument);
+        auto taken_twice = co_await store.put_if_absent_all(twice, owner, 10s);
+        REQUIRE_FALSE(taken_twice);
+        CHECK(taken_twice.error() == dl::errc::invalid_argument);
+        auto still_free = co_await store.execute("EXISTS", store.lock_key("mine-1"));
+        REQUIRE(still_free);
+        CHECK(still_free.value().integer == 0); // nothing was sent
     });
 }
 

@@ -59,10 +59,12 @@ constexpr auto join(const char (&... parts)[N])
 // forever. Tokens stay below 2^53 (Lua's exact integers) until the year 2255, and
 // string.format('%d') writes them whole (a Lua number would turn into 1.8e+15).
 inline constexpr char next_fence_lua[] = R"lua(
-local function next_fence(key, ttl, retention)
+local function server_us()
   local clock = redis.call('TIME')
-  local now = clock[1] * 1000000 + clock[2]
-  local fence = tonumber(redis.call('GET', key) or '0') + 1
+  return clock[1] * 1000000 + clock[2]
+end
+local function store_fence(key, last, now, ttl, retention)
+  local fence = tonumber(last or '0') + 1
   if fence < now then
     fence = now
   end
@@ -74,6 +76,32 @@ local function next_fence(key, ttl, retention)
   end
   return fence
 end
+local function next_fence(key, ttl, retention)
+  return store_fence(key, redis.call('GET', key), server_us(), ttl, retention)
+end
+)lua";
+
+// Commands over many keys of one slot, 1,000 keys a call (Lua's unpack() has a
+// limit): how the scripts over a set make a few calls instead of one per key.
+inline constexpr char set_lua[] = R"lua(
+local function any_exists(keys)
+  for i = 1, #keys, 1000 do
+    if redis.call('EXISTS', unpack(keys, i, math.min(i + 999, #keys))) > 0 then
+      return true
+    end
+  end
+  return false
+end
+local function mget(keys)
+  local out = {}
+  for i = 1, #keys, 1000 do
+    local part = redis.call('MGET', unpack(keys, i, math.min(i + 999, #keys)))
+    for j = 1, #part do
+      out[#out + 1] = part[j]
+    end
+  end
+  return out
+end
 )lua";
 
 inline constexpr auto acquire = join(next_fence_lua, R"lua(
@@ -83,16 +111,52 @@ end
 return {0, redis.call('PTTL', KEYS[1])}
 )lua");
 
-inline constexpr auto acquire_all = join(next_fence_lua, R"lua(
-for i = 1, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    return {0, (i + 1) / 2, redis.call('PTTL', KEYS[i])}
+// One EXISTS over the set (the per-lock look only when one is held), one MGET of the
+// fences, one TIME: two calls per resource (its lock and its fence) and three more.
+inline constexpr auto acquire_all = join(next_fence_lua, set_lua, R"lua(
+local n = #KEYS / 2
+local locks, fences = {}, {}
+for i = 1, n do
+  locks[i] = KEYS[2 * i - 1]
+  fences[i] = KEYS[2 * i]
+end
+if any_exists(locks) then
+  for i = 1, n do
+    if redis.call('EXISTS', locks[i]) == 1 then
+      return {0, i, redis.call('PTTL', locks[i])}
+    end
   end
 end
+local last = mget(fences)
+local now = server_us()
 local out = {1}
-for i = 1, #KEYS, 2 do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-  out[#out + 1] = next_fence(KEYS[i + 1], ARGV[2], ARGV[3])
+for i = 1, n do
+  redis.call('SET', locks[i], ARGV[1], 'PX', ARGV[2])
+  out[i + 1] = store_fence(fences[i], last[i], now, ARGV[2], ARGV[3])
+end
+return out
+)lua");
+
+// One MGET of the owners, one DEL of those that are the owner's, a PUBLISH each.
+inline constexpr auto release_all = join(set_lua, R"lua(
+local owners = mget(KEYS)
+local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
+local out, mine = {}, {}
+for i = 1, #KEYS do
+  if owners[i] == ARGV[1] then
+    mine[#mine + 1] = KEYS[i]
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+for i = 1, #mine, 1000 do
+  redis.call('DEL', unpack(mine, i, math.min(i + 999, #mine)))
+end
+for i = 1, #KEYS do
+  if out[i] == 1 then
+    redis.call(publish, ARGV[i + 2], 'released')
+  end
 end
 return out
 )lua");
@@ -252,20 +316,7 @@ return 0
 /// KEYS: the locks of a set. ARGV: owner, '1' for shard channels (a Redis Cluster)
 /// else '0', then each lock's channel. For each lock, in order, 1 when released (and
 /// published) and 0 when not the owner: the release script over a set, in one step.
-inline constexpr std::string_view release_all = R"lua(
-local publish = ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH'
-local out = {}
-for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
-    redis.call('DEL', KEYS[i])
-    redis.call(publish, ARGV[i + 2], 'released')
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out
-)lua";
+inline constexpr std::string_view release_all = detail::release_all.view();
 
 /// KEYS: fence. ARGV: floor, fence retention ms ('' for forever). Raises the
 /// token to at least floor (a quorum's lease token, which may come from a node whose

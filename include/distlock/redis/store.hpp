@@ -351,11 +351,14 @@ public:
 
     /// Put-if-absent on several resources in one round trip, all or nothing (a single
     /// Redis node; in a cluster the keys of different resources are in different slots).
-    /// Returns one fencing token per resource, in the given order.
+    /// Returns one fencing token per resource, in the given order. An empty set or a
+    /// resource named twice is errc::invalid_argument, before any I/O.
     awaitable<result<std::vector<fence_token>>> put_if_absent_all(const std::vector<std::string>& resources,
                                                                   const owner_token& owner, duration ttl,
                                                                   diagnostics* diag = nullptr)
     {
+        if (resources.empty() || !distinct(resources))
+            return refused_fences(errc::invalid_argument);
         std::vector<std::string> keys;
         for (const auto& r : resources) {
             keys.push_back(lock_key(r));
@@ -370,12 +373,12 @@ public:
     /// Releases `owner`'s locks on several resources in one round trip (one script):
     /// for each resource, in the given order, true when released (and announced to
     /// its waiters), false when `owner` did not hold it. In a cluster the resources
-    /// must share a hash slot (batchable()); an empty set or one that spans slots is
-    /// errc::invalid_argument, before any I/O.
+    /// must share a hash slot (batchable()); an empty set, a resource named twice or
+    /// a set that spans slots is errc::invalid_argument, before any I/O.
     awaitable<result<std::vector<bool>>> release_all(const std::vector<std::string>& resources,
                                                      const owner_token& owner, diagnostics* diag = nullptr)
     {
-        if (resources.empty() || !batchable(resources))
+        if (resources.empty() || !distinct(resources) || !batchable(resources))
             return refused_all(errc::invalid_argument);
         std::vector<std::string> keys;
         std::vector<std::string> args{owner.to_hex(), router_->mode() == topology::cluster ? "1" : "0"};
@@ -807,6 +810,15 @@ private:
     }
 
     static awaitable<result<std::vector<bool>>> refused_all(errc why) { co_return make_error_code(why); }
+    static awaitable<result<std::vector<fence_token>>> refused_fences(errc why) { co_return make_error_code(why); }
+
+    // No resource named twice: a set's script takes each one once.
+    static bool distinct(const std::vector<std::string>& resources)
+    {
+        std::vector<std::string_view> sorted(resources.begin(), resources.end());
+        std::sort(sorted.begin(), sorted.end());
+        return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    }
 
     static awaitable<result<void>> fenced_reply(awaitable<result<resp::value>> pending)
     {
