@@ -34,10 +34,13 @@
 #include <vector>
 
 // Live bytes allocated with operator new (the library, Asio and the benchmark; not
-// hiredis, which uses malloc), for the memory rows. One thread allocates at a time
-// when they are read, but relaxed atomics keep the counter exact everywhere.
+// hiredis, which uses malloc), for the memory rows. Counted only in the process that
+// measures them (`--memory`, set before anything else runs): a counter shared by
+// every allocation would slow the other workloads' allocations, and with two threads
+// make its cache line bounce between the cores. Relaxed atomics keep it exact.
 namespace {
 std::atomic<long long> live_bytes{0};
+bool counting_allocations = false;
 
 void* counted_new(std::size_t n, std::size_t align)
 {
@@ -45,7 +48,8 @@ void* counted_new(std::size_t n, std::size_t align)
                                                  : std::malloc(n ? n : 1);
     if (!p)
         throw std::bad_alloc{};
-    live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    if (counting_allocations)
+        live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
     return p;
 }
 
@@ -53,7 +57,8 @@ void counted_delete(void* p) noexcept
 {
     if (!p)
         return;
-    live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+    if (counting_allocations)
+        live_bytes.fetch_sub(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
     std::free(p);
 }
 } // namespace
@@ -604,9 +609,9 @@ double bytes_per_held_lease(asio::io_context& io, dl::redis::store& store, std::
     return count ? static_cast<double>(after - before) / static_cast<double>(count) : 0;
 }
 
-void memory_rows(asio::io_context& io, dl::redis::store& store, const test::redis_server& server)
+void memory_rows(asio::io_context& io, dl::redis::store& store, const dl::redis::config& cfg)
 {
-    dl::redis::store other{io, server.config()};
+    dl::redis::store other{io, cfg};
     const double plain = bytes_per_held_lease<>(io, store, 10000, "mem:plain:");
     const double watched = bytes_per_held_lease<dl::renew::watchdog>(io, store, 10000, "mem:watched:");
 
@@ -773,11 +778,29 @@ bool wanted(const char* group)
     return list.find(std::string{","} + group + ",") != std::string::npos;
 }
 
+// The body of the process that measures memory: argv PORT RESULTS.
+int memory_main(char** argv)
+{
+    counting_allocations = true;
+    json.open(argv[1], std::ios::app);
+    asio::io_context io;
+    dl::redis::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::stoi(argv[0]));
+    dl::redis::store store{io, cfg};
+    memory_rows(io, store, cfg);
+    store.disconnect();
+    io.run();
+    return 0;
+}
+
 int main(int argc, char** argv)
 {
+    if (argc == 4 && std::string{argv[1]} == "--memory")
+        return memory_main(argv + 2);
     if (argc == 6 && std::string{argv[1]} == "--contender")
         return contender_main(argv + 2);
-    json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
+    const std::string results = argc > 1 ? argv[1] : "bench/results.jsonl";
+    json.open(results, std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (Redis on loopback)", "ops", "ops/s", "p50 us",
                 "p90 us", "p99 us", "max us");
     test::redis_server server;
@@ -885,8 +908,14 @@ int main(int argc, char** argv)
         print(watched);
     }
 
-    if (wanted("memory"))
-        memory_rows(io, store, server);
+    if (wanted("memory")) {
+        json.flush();
+        test::child measure{std::vector<std::string>{test::self_path(), "--memory", std::to_string(server.port()),
+                                                     results}};
+        while (auto line = measure.read_line(120s))
+            std::printf("%s\n", line->c_str());
+        (void)measure.wait(10s);
+    }
 
     if (wanted("fences")) {
         fence_state_row(io, 1'000'000, 10s, "fence state: 1,000,000 resources, retention 10 s");
