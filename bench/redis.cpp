@@ -231,6 +231,21 @@ result_row sequential_pairs(const char* name, asio::io_context& io, Backend& bac
     return r;
 }
 
+// One coroutine's share of a concurrent workload: lock + unlock pairs on distinct
+// keys until `span` has passed since `start`; returns how many.
+asio::awaitable<std::size_t> pairs_until(dl::redis::store& store, std::string prefix, steady::time_point start,
+                                         steady::duration span)
+{
+    std::size_t n = 0;
+    while (steady::now() - start < span) {
+        dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{store, prefix + std::to_string(n++)};
+        auto l = co_await m.lock();
+        if (l)
+            (void)co_await l->unlock();
+    }
+    co_return n;
+}
+
 result_row concurrent_pairs(asio::io_context& io, dl::redis::store& store, int coroutines, std::chrono::seconds span)
 {
     result_row r{"distlock: 64 coroutines, one connection, pairs"};
@@ -238,18 +253,11 @@ result_row concurrent_pairs(asio::io_context& io, dl::redis::store& store, int c
     int finished = 0;
     const auto start = steady::now();
     for (int c = 0; c < coroutines; ++c)
-        asio::co_spawn(io, [&, c]() -> asio::awaitable<void> {
-            std::size_t n = 0;
-            while (steady::now() - start < span) {
-                dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{
-                    store, "co:" + std::to_string(c) + ":" + std::to_string(n++)};
-                auto l = co_await m.lock();
-                if (l)
-                    (void)co_await l->unlock();
-            }
-            total += n;
-            ++finished;
-        }, asio::detached);
+        asio::co_spawn(io, pairs_until(store, "co:" + std::to_string(c) + ":", start, span),
+                       [&](std::exception_ptr, std::size_t n) {
+                           total += n;
+                           ++finished;
+                       });
     while (finished < coroutines)
         io.run_one();
     io.restart();
@@ -270,19 +278,12 @@ result_row threaded_pairs(const test::redis_server& server, int threads, int cor
     std::atomic<int> finished{0};
     const auto start = steady::now();
     for (int c = 0; c < coroutines; ++c)
-        asio::co_spawn(io, [&, c]() -> asio::awaitable<void> {
-            std::size_t n = 0;
-            while (steady::now() - start < span) {
-                dl::basic_distributed_mutex<dl::redis::store, dl::retry::none> m{
-                    store, "thr:" + std::to_string(c) + ":" + std::to_string(n++)};
-                auto l = co_await m.lock();
-                if (l)
-                    (void)co_await l->unlock();
-            }
-            total += n;
-            if (++finished == coroutines)
-                store.disconnect();
-        }, asio::detached);
+        asio::co_spawn(io, pairs_until(store, "thr:" + std::to_string(c) + ":", start, span),
+                       [&](std::exception_ptr, std::size_t n) {
+                           total += n;
+                           if (++finished == coroutines)
+                               store.disconnect();
+                       });
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t)
         pool.emplace_back([&] { io.run(); });
