@@ -1,6 +1,7 @@
 // The tests that run the library on several threads at once: one store shared by
 // coroutines on strands of an io_context run by four threads, the in-process store,
-// Redis (one server, and a cluster whose slot moves meanwhile), etcd and ZooKeeper (test/unit/async_and_blocking.cpp, in the same executable, adds the
+// Redis (one server, sets of locks taken and released in one script each, and a
+// cluster whose slot moves meanwhile), etcd and ZooKeeper (test/unit/async_and_blocking.cpp, in the same executable, adds the
 // blocking adapters and completion tokens from foreign threads). The ThreadSanitizer
 // build runs this executable: every other test drives the library from one thread,
 // where TSan has nothing to find.
@@ -107,6 +108,55 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
     CHECK(finished == workers);
     asio::io_context probe;
     CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
+}
+
+TEST_CASE("redis: sets taken and given back in one script by coroutines on several threads", "[redis][concurrency][multi]")
+{
+    // Each set's leases are kept by a watchdog (active: their keepers run on strands)
+    // and go back in one script; the counter is guarded by the set alone.
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    constexpr int workers = 6, rounds = 15;
+    std::atomic<int> errors{0}, finished{0};
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            // Each worker names the set in its own order: the multi-lock sorts them.
+            auto ids = w % 2 ? dl::resources("set:c", "set:a", "set:b") : dl::resources("set:a", "set:b", "set:c");
+            dl::basic_multi_lock<dl::redis::store, dl::renew::watchdog, dl::retry::exponential_backoff> set{
+                store, ids, {.ttl = 5s}, dl::renew::watchdog{},
+                dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms, .deadline = 30s}};
+            for (int i = 0; i < rounds; ++i) {
+                auto held = co_await set.lock();
+                if (!held) {
+                    ++errors;
+                    continue;
+                }
+                auto get = dl::redis::resp::command({"GET", "sets"});
+                auto got = co_await store.execute_command(std::move(get));
+                const long n = got && got.value().is_string() ? std::stol(got.value().text) : 0;
+                auto put = dl::redis::resp::command({"SET", "sets", std::to_string(n + 1)});
+                auto written = co_await store.execute_command(std::move(put));
+                if (!written)
+                    ++errors;
+                auto released = co_await held->unlock();
+                if (!released)
+                    ++errors;
+            }
+            if (++finished == workers)
+                store.disconnect(); // lets the threads' run() return
+        }, asio::detached);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(90s); });
+    for (auto& t : threads)
+        t.join();
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    asio::io_context probe;
+    CHECK(peek(probe, server.config(), "sets") == std::to_string(workers * rounds));
+    for (const char* id : {"set:a", "set:b", "set:c"})
+        CHECK_FALSE(peek(probe, server.config(), store.lock_key(id))); // nothing left held
 }
 
 TEST_CASE("redis cluster: one store shared by threads while a slot migrates under them",
