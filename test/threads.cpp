@@ -26,6 +26,32 @@ using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
 namespace etcd = distlock::etcd;
 namespace zookeeper = distlock::zookeeper;
 
+namespace {
+
+// Reads `key`, adds one and writes it back: a read-modify-write that only a held lock
+// keeps exact. False when the write failed.
+asio::awaitable<bool> increment(dl::redis::store& store, const std::string& key)
+{
+    auto get = dl::redis::resp::command({"GET", key});
+    auto got = co_await store.execute_command(std::move(get));
+    const long n = got && got.value().is_string() ? std::stol(got.value().text) : 0;
+    auto put = dl::redis::resp::command({"SET", key, std::to_string(n + 1)});
+    auto written = co_await store.execute_command(std::move(put));
+    co_return static_cast<bool>(written);
+}
+
+// Runs `io` on four threads until its work is done or `limit` has passed.
+void run_on_four_threads(asio::io_context& io, dl::duration limit)
+{
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] { io.run_for(limit); });
+    for (auto& t : threads)
+        t.join();
+}
+
+} // namespace
+
 TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
 {
     // Catch's assertions are not thread-safe: workers count, the main thread asserts.
@@ -85,12 +111,7 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
                     ++errors;
                     continue;
                 }
-                auto get = dl::redis::resp::command({"GET", "n"});
-                auto got = co_await store.execute_command(std::move(get));
-                const long n = got && got.value().is_string() ? std::stol(got.value().text) : 0;
-                auto set = dl::redis::resp::command({"SET", "n", std::to_string(n + 1)});
-                auto written = co_await store.execute_command(std::move(set));
-                if (!written)
+                if (!co_await increment(store, "n"))
                     ++errors;
                 auto released = co_await lease->unlock();
                 if (!released)
@@ -99,11 +120,7 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
             if (++finished == workers)
                 store.disconnect(); // lets the threads' run() return
         }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(60s); });
-    for (auto& t : threads)
-        t.join();
+    run_on_four_threads(io, 60s);
     CHECK(errors == 0);
     CHECK(finished == workers);
     asio::io_context probe;
@@ -132,12 +149,7 @@ TEST_CASE("redis: sets taken and given back in one script by coroutines on sever
                     ++errors;
                     continue;
                 }
-                auto get = dl::redis::resp::command({"GET", "sets"});
-                auto got = co_await store.execute_command(std::move(get));
-                const long n = got && got.value().is_string() ? std::stol(got.value().text) : 0;
-                auto put = dl::redis::resp::command({"SET", "sets", std::to_string(n + 1)});
-                auto written = co_await store.execute_command(std::move(put));
-                if (!written)
+                if (!co_await increment(store, "sets"))
                     ++errors;
                 auto released = co_await held->unlock();
                 if (!released)
@@ -146,11 +158,7 @@ TEST_CASE("redis: sets taken and given back in one script by coroutines on sever
             if (++finished == workers)
                 store.disconnect(); // lets the threads' run() return
         }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(90s); });
-    for (auto& t : threads)
-        t.join();
+    run_on_four_threads(io, 90s);
     CHECK(errors == 0);
     CHECK(finished == workers);
     asio::io_context probe;

@@ -358,7 +358,7 @@ public:
                                                                   diagnostics* diag = nullptr)
     {
         if (resources.empty() || !distinct(resources))
-            return refused_fences(errc::invalid_argument);
+            return refused<std::vector<fence_token>>(errc::invalid_argument);
         std::vector<std::string> keys;
         for (const auto& r : resources) {
             keys.push_back(lock_key(r));
@@ -379,7 +379,7 @@ public:
                                                      const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (resources.empty() || !distinct(resources) || !batchable(resources))
-            return refused_all(errc::invalid_argument);
+            return refused<std::vector<bool>>(errc::invalid_argument);
         std::vector<std::string> keys;
         std::vector<std::string> args{owner.to_hex(), router_->mode() == topology::cluster ? "1" : "0"};
         keys.reserve(resources.size());
@@ -809,8 +809,12 @@ private:
         co_return released;
     }
 
-    static awaitable<result<std::vector<bool>>> refused_all(errc why) { co_return make_error_code(why); }
-    static awaitable<result<std::vector<fence_token>>> refused_fences(errc why) { co_return make_error_code(why); }
+    // A request refused before any I/O.
+    template <class T>
+    static awaitable<result<T>> refused(errc why)
+    {
+        co_return make_error_code(why);
+    }
 
     // No resource named twice: a set's script takes each one once.
     static bool distinct(const std::vector<std::string>& resources)
