@@ -19,7 +19,8 @@
 
 namespace distlock {
 
-class multi_lease;
+template <class Unused = void>
+class basic_multi_lease;
 
 /// Exclusive use of a resource until valid_until(), as far as the store can promise.
 ///
@@ -107,7 +108,8 @@ public:
 
 private:
     // A set taken in one step is released in one step, through the states' halves.
-    friend class multi_lease;
+    template <class>
+    friend class basic_multi_lease;
 
     // A coroutine that owns what it uses (a capturing lambda coroutine would not).
     static awaitable<result<void>> unlock_state(std::shared_ptr<detail::lease_state> state)

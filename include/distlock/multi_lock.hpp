@@ -64,14 +64,17 @@ private:
 
 } // namespace detail
 
-/// Leases on a set of resources, in the order they were taken.
-class multi_lease {
+/// Leases on a set of resources, in the order they were taken. Used as multi_lease.
+// A template only so that its coroutines are compiled where they are used (see
+// detail/lease_state.hpp).
+template <class Unused>
+class basic_multi_lease {
 public:
-    multi_lease() = default;
-    explicit multi_lease(std::vector<lease> leases) noexcept : leases_{std::move(leases)} {}
+    basic_multi_lease() = default;
+    explicit basic_multi_lease(std::vector<lease> leases) noexcept : leases_{std::move(leases)} {}
     /// Leases taken in one step under one owner token, which `together` gives back in
     /// one request.
-    multi_lease(std::vector<lease> leases, std::shared_ptr<const detail::set_release> together) noexcept
+    basic_multi_lease(std::vector<lease> leases, std::shared_ptr<const detail::set_release> together) noexcept
         : leases_{std::move(leases)}, together_{std::move(together)}
     {}
 
@@ -184,6 +187,9 @@ private:
     std::vector<lease> leases_;
     std::shared_ptr<const detail::set_release> together_;
 };
+
+/// Leases on a set of resources: see basic_multi_lease.
+using multi_lease = basic_multi_lease<>;
 
 /// Locks on a set of resources of one backend, with the same policies as
 /// basic_distributed_mutex<Backend, Policies...>.

@@ -1205,7 +1205,11 @@ public:
     virtual void store_closing() noexcept = 0;
 };
 
-class lifetime : public std::enable_shared_from_this<lifetime> {
+// A template only so that its coroutines are compiled where a store uses them (g++
+// emits a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_lifetime : public std::enable_shared_from_this<basic_lifetime<Unused>> {
 public:
     /// A permission to start one operation on the store; empty when it is closed.
     class entry {
@@ -1222,14 +1226,14 @@ public:
         }
 
     private:
-        friend class lifetime;
-        explicit entry(lifetime* o) noexcept : owner_{o} {}
-        lifetime* owner_ = nullptr;
+        friend class basic_lifetime;
+        explicit entry(basic_lifetime* o) noexcept : owner_{o} {}
+        basic_lifetime* owner_ = nullptr;
     };
 
-    static std::shared_ptr<lifetime> make(asio::any_io_executor ex)
+    static std::shared_ptr<basic_lifetime> make(asio::any_io_executor ex)
     {
-        return std::shared_ptr<lifetime>{new lifetime{std::move(ex)}};
+        return std::shared_ptr<basic_lifetime>{new basic_lifetime{std::move(ex)}};
     }
 
     /// Enters the store for one synchronous step (starting an operation).
@@ -1267,7 +1271,7 @@ public:
                 return;
             ++background_;
         }
-        asio::co_spawn(ex_, run(shared_from_this(), std::move(work)), asio::detached);
+        asio::co_spawn(ex_, run(this->shared_from_this(), std::move(work)), asio::detached);
     }
 
     std::size_t background_work() const
@@ -1328,7 +1332,7 @@ public:
     }
 
 private:
-    explicit lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
+    explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
 
     static void tell(std::vector<std::weak_ptr<closing_listener>>& listeners)
     {
@@ -1343,7 +1347,7 @@ private:
             entered_.notify_all(); // shut() may be waiting for the last one
     }
 
-    static awaitable<void> run(std::shared_ptr<lifetime> self, awaitable<void> work)
+    static awaitable<void> run(std::shared_ptr<basic_lifetime> self, awaitable<void> work)
     {
         try {
             co_await std::move(work);
@@ -1366,6 +1370,8 @@ private:
     std::vector<std::weak_ptr<closing_listener>> listeners_;
     asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
 };
+
+using lifetime = basic_lifetime<>;
 
 /// Stores that own their background work expose `lifetime()`.
 template <class S>
@@ -1490,7 +1496,9 @@ private:
 namespace distlock::detail {
 
 /// Whether the calling coroutine was asked to stop.
-inline awaitable<bool> cancelled()
+// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+template <class Unused = void>
+awaitable<bool> cancelled()
 {
     const auto cs = co_await asio::this_coro::cancellation_state;
     co_return cs.cancelled() != asio::cancellation_type::none;
@@ -2013,7 +2021,9 @@ struct watcher_of<S> {
     using type = typename awaited<decltype(std::declval<S&>().watch(std::string_view{}))>::type;
 };
 
-inline awaitable<void> sleep_until(time_point until)
+// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+template <class Unused = void>
+awaitable<void> sleep_until(time_point until)
 {
     timer t{co_await asio::this_coro::executor, until};
     (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
@@ -2973,16 +2983,12 @@ struct keep_plan {
     bool session_bound = false; ///< Kept by a store session, which reports its state.
 };
 
+/// What a lease (and a set of leases) sees of its state. The data and the accessors
+/// live here; the operations are virtual, implemented by basic_lease_keeper.
 class lease_state : public std::enable_shared_from_this<lease_state>,
                     public closing_listener,
                     public session_listener {
 public:
-    lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
-                fence_token fence, time_point acquired_at, keep_plan plan)
-        : ex_{std::move(ex)}, resource_{std::move(resource)}, owner_{owner}, fence_{fence},
-          acquired_at_{acquired_at}, plan_{plan},
-          valid_until_ns_{(acquired_at + plan.ttl - plan.drift).time_since_epoch().count()}
-    {}
     virtual ~lease_state() = default;
     lease_state(const lease_state&) = delete;
     lease_state& operator=(const lease_state&) = delete;
@@ -3002,23 +3008,92 @@ public:
 
     /// A session-bound lease takes its validity from the session, and is watched from
     /// the start (the session reports loss).
-    void start_session(time_point valid_until)
+    virtual void start_session(time_point valid_until) = 0;
+
+    /// Starts the keeper (renewal and loss detection) if it is not running yet.
+    virtual void activate() = 0;
+
+    /// A new slot on every call: all of them are emitted on loss, so binding one
+    /// operation never unbinds another.
+    virtual asio::cancellation_slot lost_slot() = 0;
+
+    /// Completes when the lease ends: with why it was lost, or errc::released.
+    virtual awaitable<std::error_code> wait_ended() = 0;
+
+    /// Releases the lease in the store. Not cancellable once started: it waits for an
+    /// in-flight extension, then sends the release (each bounded by the store's own
+    /// request timeout). Returns errc::lease_lost if the lease did not stay valid all
+    /// the way to the release, errc::released if it was already released. The
+    /// operation keeps the state alive until it completes, whoever drops the lease.
+    virtual awaitable<result<void>> unlock() = 0;
+
+    /// The first half of a release that someone else sends (a set taken in one step
+    /// goes back in one request): stops renewal and loss detection as unlock() does,
+    /// and marks the lease released. std::nullopt when it was released before; else
+    /// whether it had already been lost. Not cancellable; must be followed by
+    /// finish_shared_release() with the store's answer for this lease.
+    virtual awaitable<std::optional<bool>> begin_shared_release() = 0;
+
+    /// The second half: reports the store's answer for this lease and ends it.
+    /// errc::lease_lost when it did not stay valid to the release (as unlock()).
+    virtual awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before) = 0;
+
+    /// Releases in the background (a lease that went out of scope while held).
+    virtual void release_detached() = 0;
+
+protected:
+    lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
+                fence_token fence, time_point acquired_at, keep_plan plan)
+        : ex_{std::move(ex)}, resource_{std::move(resource)}, owner_{owner}, fence_{fence},
+          acquired_at_{acquired_at}, plan_{plan},
+          valid_until_ns_{(acquired_at + plan.ttl - plan.drift).time_since_epoch().count()}
+    {}
+
+    void set_valid_until(time_point t) noexcept
+    {
+        valid_until_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
+    }
+
+    static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
+
+    asio::any_io_executor ex_;
+    std::string resource_;
+    owner_token owner_;
+    fence_token fence_;
+    time_point acquired_at_;
+    keep_plan plan_;
+    std::atomic<time_point::rep> valid_until_ns_;
+    std::atomic<int> mode_{passive_mode};
+    std::atomic<bool> lost_{false};
+};
+
+/// The keeper: how a lease is renewed, watched and released (see the design note).
+// A template only so that its coroutines are compiled where a lease is made: g++
+// emits every coroutine defined in a header as an ordinary inline function in each
+// translation unit that includes it, called or not. One instantiation serves every
+// kind of lease.
+template <class Unused = void>
+class basic_lease_keeper : public lease_state {
+public:
+    basic_lease_keeper(asio::any_io_executor ex, std::string resource, owner_token owner,
+                       fence_token fence, time_point acquired_at, keep_plan plan)
+        : lease_state{std::move(ex), std::move(resource), owner, fence, acquired_at, plan}
+    {}
+
+    void start_session(time_point valid_until) override
     {
         set_valid_until(valid_until);
         activate();
     }
 
-    /// Starts the keeper (renewal and loss detection) if it is not running yet.
-    void activate()
+    void activate() override
     {
         int expected = passive_mode;
         mode_.compare_exchange_strong(expected, active_mode, std::memory_order_acq_rel);
         parts();
     }
 
-    /// A new slot on every call: all of them are emitted on loss, so binding one
-    /// operation never unbinds another.
-    asio::cancellation_slot lost_slot()
+    asio::cancellation_slot lost_slot() override
     {
         activate();
         auto& p = parts();
@@ -3026,13 +3101,12 @@ public:
         return p.lost_signals.emplace_back().slot();
     }
 
-    /// Completes when the lease ends: with why it was lost, or errc::released.
-    awaitable<std::error_code> wait_ended()
+    awaitable<std::error_code> wait_ended() override
     {
         activate();
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
+            [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
                 // ended_event never expires (see active_parts); several waiters may
                 // wait on it, and end() cancels them all.
@@ -3044,41 +3118,33 @@ public:
                         co_return errc::cancelled;
                 }
                 co_return p.end_reason;
-            }(shared_from_this()));
+            }(self_ptr()));
     }
 
-    /// Releases the lease in the store. Not cancellable once started: it waits for an
-    /// in-flight extension, then sends the release (each bounded by the store's own
-    /// request timeout). Returns errc::lease_lost if the lease did not stay valid all
-    /// the way to the release, errc::released if it was already released. The
-    /// operation keeps the state alive until it completes, whoever drops the lease.
-    awaitable<result<void>> unlock() { return unlock_keeping(shared_from_this()); }
+    awaitable<result<void>> unlock() override { return unlock_keeping(self_ptr()); }
 
-    /// The first half of a release that someone else sends (a set taken in one step
-    /// goes back in one request): stops renewal and loss detection as unlock() does,
-    /// and marks the lease released. std::nullopt when it was released before; else
-    /// whether it had already been lost. Not cancellable; must be followed by
-    /// finish_shared_release() with the store's answer for this lease.
-    awaitable<std::optional<bool>> begin_shared_release() { return begin_shared_keeping(shared_from_this()); }
+    awaitable<std::optional<bool>> begin_shared_release() override { return begin_shared_keeping(self_ptr()); }
 
-    /// The second half: reports the store's answer for this lease and ends it.
-    /// errc::lease_lost when it did not stay valid to the release (as unlock()).
-    awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before)
+    awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before) override
     {
-        return finish_shared_keeping(shared_from_this(), std::move(answer), lost_before);
+        return finish_shared_keeping(self_ptr(), std::move(answer), lost_before);
     }
 
-    /// Releases in the background (a lease that went out of scope while held).
-    void release_detached()
+    void release_detached() override
     {
-        spawn_owned([](std::shared_ptr<lease_state> self) -> awaitable<void> {
+        spawn_owned([](std::shared_ptr<basic_lease_keeper> self) -> awaitable<void> {
             (void)co_await self->unlock();
-        }(shared_from_this()));
+        }(self_ptr()));
     }
 
 private:
+    std::shared_ptr<basic_lease_keeper> self_ptr()
+    {
+        return std::static_pointer_cast<basic_lease_keeper>(shared_from_this());
+    }
+
     // `keep`, in the frame, is what keeps the state alive until the release is done.
-    awaitable<result<void>> unlock_keeping(std::shared_ptr<lease_state> keep)
+    awaitable<result<void>> unlock_keeping(std::shared_ptr<basic_lease_keeper> keep)
     {
         int expected = passive_mode;
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
@@ -3092,12 +3158,12 @@ private:
             co_return errc::released;
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
+            [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
             }(std::move(keep)));
     }
 
-    awaitable<std::optional<bool>> begin_shared_keeping(std::shared_ptr<lease_state> keep)
+    awaitable<std::optional<bool>> begin_shared_keeping(std::shared_ptr<basic_lease_keeper> keep)
     {
         int expected = passive_mode;
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
@@ -3108,12 +3174,12 @@ private:
             co_return std::nullopt;
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self) -> awaitable<std::optional<bool>> {
+            [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::optional<bool>> {
                 co_return co_await self->stop_active();
             }(std::move(keep)));
     }
 
-    awaitable<result<void>> finish_shared_keeping(std::shared_ptr<lease_state> keep, result<void> answer,
+    awaitable<result<void>> finish_shared_keeping(std::shared_ptr<basic_lease_keeper> keep, result<void> answer,
                                                   bool lost_before)
     {
         // Passive until its release began: nothing runs on a strand (parts() was never
@@ -3122,7 +3188,7 @@ private:
             co_return finish_passive(answer, lost_before);
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self, result<void> r, bool lost) -> awaitable<result<void>> {
+            [](std::shared_ptr<basic_lease_keeper> self, result<void> r, bool lost) -> awaitable<result<void>> {
                 co_return self->finish_active(r, lost);
             }(std::move(keep), std::move(answer), lost_before));
     }
@@ -3142,7 +3208,7 @@ public:
     {
         if (!parts_ready())
             return;
-        asio::post(parts_->strand, [self = shared_from_this()] {
+        asio::post(parts_->strand, [self = self_ptr()] {
             if (self->parts_->ended)
                 return;
             self->end(make_error_code(errc::store_unavailable), true);
@@ -3159,7 +3225,7 @@ public:
     {
         if (!parts_ready())
             return;
-        asio::post(parts_->strand, [self = shared_from_this(), state, valid_until] {
+        asio::post(parts_->strand, [self = self_ptr(), state, valid_until] {
             auto& p = *self->parts_;
             if (p.ended)
                 return;
@@ -3186,8 +3252,6 @@ protected:
     virtual void listen_closing() = 0;
 
 private:
-    static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
-
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
             : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
@@ -3231,14 +3295,9 @@ private:
             parts_->keeper_running = true;
             parts_ready_.store(true, std::memory_order_release);
             listen_closing();
-            asio::co_spawn(parts_->strand, keep(shared_from_this()), asio::detached);
+            asio::co_spawn(parts_->strand, keep(self_ptr()), asio::detached);
         });
         return *parts_;
-    }
-
-    void set_valid_until(time_point t) noexcept
-    {
-        valid_until_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
     }
 
     // On the strand: the lease is gone for reason `why`.
@@ -3264,7 +3323,7 @@ private:
         p.ended_event.cancel();
     }
 
-    static awaitable<void> keep(std::shared_ptr<lease_state> self)
+    static awaitable<void> keep(std::shared_ptr<basic_lease_keeper> self)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
         auto& p = *self->parts_;
@@ -3312,7 +3371,7 @@ private:
         p.extend_started = now;
         asio::co_spawn(
             p.strand,
-            [](std::shared_ptr<lease_state> self, duration lag) -> awaitable<void> {
+            [](std::shared_ptr<basic_lease_keeper> self, duration lag) -> awaitable<void> {
                 auto& p = *self->parts_;
                 auto r = co_await self->store_extend();
                 p.extend_finished = clock::now();
@@ -3329,7 +3388,7 @@ private:
                                            r ? std::error_code{} : r.error(), self->valid_until()});
                 p.wake.cancel();
                 p.quiet.cancel();
-            }(shared_from_this(), now - p.next_renew),
+            }(self_ptr(), now - p.next_renew),
             asio::detached);
     }
 
@@ -3381,15 +3440,6 @@ private:
         return r;
     }
 
-    asio::any_io_executor ex_;
-    std::string resource_;
-    owner_token owner_;
-    fence_token fence_;
-    time_point acquired_at_;
-    keep_plan plan_;
-    std::atomic<time_point::rep> valid_until_ns_;
-    std::atomic<int> mode_{passive_mode};
-    std::atomic<bool> lost_{false};
     std::once_flag parts_once_;
     std::atomic<bool> parts_ready_{false};
     std::unique_ptr<active_parts> parts_;
@@ -3401,11 +3451,11 @@ private:
 
 /// The lease state of one kind of hold (what the claim handed over) and observer.
 template <lease_hold Hold, class Observer>
-class lease_state_for final : public lease_state {
+class lease_state_for final : public basic_lease_keeper<> {
 public:
     lease_state_for(Hold hold, const Observer& observer, asio::any_io_executor ex, std::string resource,
                     fence_token fence, time_point acquired_at, keep_plan plan)
-        : lease_state{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
+        : basic_lease_keeper{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
           hold_{std::move(hold)}, observer_{observer}
     {
         observed_ = !std::is_same_v<Observer, observe::none>;
@@ -3511,6 +3561,9 @@ public:
     }
 
     /// True when signalled, false when `until` came first or on cancellation.
+    // A template so that it is compiled only where it is used (see
+    // detail/lease_state.hpp).
+    template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
         using namespace asio::experimental::awaitable_operators;
@@ -3583,7 +3636,13 @@ public:
         bool at_head() const { return joined() && instance().head(store_, resource_) == wakeup_.get(); }
 
         /// Sleeps until this ticket may be at the head, or until `until`.
-        awaitable<void> wait(time_point until) { (void)co_await wakeup_->wait(until); }
+        // A template so that it is compiled only where it is used (see
+        // detail/lease_state.hpp).
+        template <class Unused = void>
+        awaitable<void> wait(time_point until)
+        {
+            (void)co_await wakeup_->wait(until);
+        }
 
         void leave()
         {
@@ -3686,7 +3745,8 @@ inline constexpr int count_kind = (0 + ... + (is_kind<Tag, Ps> ? 1 : 0));
 
 namespace distlock {
 
-class multi_lease;
+template <class Unused = void>
+class basic_multi_lease;
 
 /// Exclusive use of a resource until valid_until(), as far as the store can promise.
 ///
@@ -3774,7 +3834,8 @@ public:
 
 private:
     // A set taken in one step is released in one step, through the states' halves.
-    friend class multi_lease;
+    template <class>
+    friend class basic_multi_lease;
 
     // A coroutine that owns what it uses (a capturing lambda coroutine would not).
     static awaitable<result<void>> unlock_state(std::shared_ptr<detail::lease_state> state)
@@ -4887,14 +4948,17 @@ private:
 
 } // namespace detail
 
-/// Leases on a set of resources, in the order they were taken.
-class multi_lease {
+/// Leases on a set of resources, in the order they were taken. Used as multi_lease.
+// A template only so that its coroutines are compiled where they are used (see
+// detail/lease_state.hpp).
+template <class Unused>
+class basic_multi_lease {
 public:
-    multi_lease() = default;
-    explicit multi_lease(std::vector<lease> leases) noexcept : leases_{std::move(leases)} {}
+    basic_multi_lease() = default;
+    explicit basic_multi_lease(std::vector<lease> leases) noexcept : leases_{std::move(leases)} {}
     /// Leases taken in one step under one owner token, which `together` gives back in
     /// one request.
-    multi_lease(std::vector<lease> leases, std::shared_ptr<const detail::set_release> together) noexcept
+    basic_multi_lease(std::vector<lease> leases, std::shared_ptr<const detail::set_release> together) noexcept
         : leases_{std::move(leases)}, together_{std::move(together)}
     {}
 
@@ -5007,6 +5071,9 @@ private:
     std::vector<lease> leases_;
     std::shared_ptr<const detail::set_release> together_;
 };
+
+/// Leases on a set of resources: see basic_multi_lease.
+using multi_lease = basic_multi_lease<>;
 
 /// Locks on a set of resources of one backend, with the same policies as
 /// basic_distributed_mutex<Backend, Policies...>.
@@ -5656,16 +5723,20 @@ struct string_hash {
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
-class store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp). Used as memory::store.
+template <class Unused = void>
+class basic_store {
     struct core;
 
 public:
     using executor_type = asio::any_io_executor;
 
-    explicit store(executor_type ex)
+    explicit basic_store(executor_type ex)
         : ex_{std::move(ex)}, core_{std::make_shared<core>()}, life_{distlock::detail::lifetime::make(ex_)}
     {}
-    ~store()
+    ~basic_store()
     {
         life_->shut();
         core_->wake_all();
@@ -5673,11 +5744,11 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    explicit store(ExecutionContext& ctx) : store(executor_type{ctx.get_executor()})
+    explicit basic_store(ExecutionContext& ctx) : basic_store(executor_type{ctx.get_executor()})
     {}
 
-    store(const store&) = delete;
-    store& operator=(const store&) = delete;
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
 
@@ -5816,7 +5887,7 @@ public:
         awaitable<bool> wait(time_point until) { return wakeup_->wait(until); }
 
     private:
-        friend class store;
+        friend class basic_store;
         watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
             : core_{std::move(c)}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
@@ -6042,6 +6113,9 @@ private:
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
+/// The in-process store: see basic_store.
+using store = basic_store<>;
+
 static_assert(put_if_absent_store<store>);
 static_assert(owner_checked_store<store>);
 static_assert(conditional_write_store<store>);
@@ -6086,6 +6160,9 @@ struct queue_entry {
 /// What a session server keeps. Thread-safe. It must outlive its clients.
 /// Sessions expire by distlock::clock (the manual clock in tests), checked on every
 /// request and whenever a client's waiter wakes.
+template <class Unused>
+class basic_session_store;
+
 class session_server {
 public:
     session_server() = default;
@@ -6150,7 +6227,8 @@ public:
     }
 
 private:
-    friend class session_store;
+    template <class>
+    friend class basic_session_store;
 
     struct session {
         duration ttl{};
@@ -6375,7 +6453,10 @@ inline std::error_code validate(const session_config& c) noexcept
 /// the client. close() finishes pending releases, ends the session (its entries go)
 /// and stops the keepalive, so io.run() can return; the destructor stops the
 /// keepalive and leaves the session to expire on the server.
-class session_store {
+// A template only so that its coroutines are compiled where they are used (see
+// detail/lease_state.hpp). Used as memory::session_store.
+template <class Unused = void>
+class basic_session_store {
     struct core;
 
 public:
@@ -6383,7 +6464,7 @@ public:
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
-    session_store(executor_type ex, session_server& server, session_config cfg = {})
+    basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
         : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
           life_{distlock::detail::lifetime::make(ex_)}
     {
@@ -6393,17 +6474,17 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
-        : session_store(executor_type{ctx.get_executor()}, server, cfg)
+    basic_session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
+        : basic_session_store(executor_type{ctx.get_executor()}, server, cfg)
     {}
 
-    ~session_store()
+    ~basic_session_store()
     {
         life_->shut();
         core_->stop(false);
     }
-    session_store(const session_store&) = delete;
-    session_store& operator=(const session_store&) = delete;
+    basic_session_store(const basic_session_store&) = delete;
+    basic_session_store& operator=(const basic_session_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
     std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
@@ -6545,7 +6626,7 @@ private:
             if (!keeping) {
                 keeping = true;
                 lock.unlock();
-                asio::co_spawn(ex, keep(shared_from_this()), asio::detached);
+                asio::co_spawn(ex, keep(this->shared_from_this()), asio::detached);
             }
             return id;
         }
@@ -6591,7 +6672,7 @@ private:
             }
             if (end_session && id)
                 server.close_session(id);
-            asio::post(ex, [self = shared_from_this()] { self->tick.cancel(); });
+            asio::post(ex, [self = this->shared_from_this()] { self->tick.cancel(); });
             for (auto& w : told)
                 if (auto l = w.lock())
                     l->session_changed(session_state::lost, time_point{});
@@ -6777,6 +6858,9 @@ private:
     std::shared_ptr<core> core_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// One client of a session_server: see basic_session_store.
+using session_store = basic_session_store<>;
 
 static_assert(session_queue_store<session_store>);
 static_assert(inspectable_store<session_store>);

@@ -56,16 +56,12 @@ struct keep_plan {
     bool session_bound = false; ///< Kept by a store session, which reports its state.
 };
 
+/// What a lease (and a set of leases) sees of its state. The data and the accessors
+/// live here; the operations are virtual, implemented by basic_lease_keeper.
 class lease_state : public std::enable_shared_from_this<lease_state>,
                     public closing_listener,
                     public session_listener {
 public:
-    lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
-                fence_token fence, time_point acquired_at, keep_plan plan)
-        : ex_{std::move(ex)}, resource_{std::move(resource)}, owner_{owner}, fence_{fence},
-          acquired_at_{acquired_at}, plan_{plan},
-          valid_until_ns_{(acquired_at + plan.ttl - plan.drift).time_since_epoch().count()}
-    {}
     virtual ~lease_state() = default;
     lease_state(const lease_state&) = delete;
     lease_state& operator=(const lease_state&) = delete;
@@ -85,23 +81,92 @@ public:
 
     /// A session-bound lease takes its validity from the session, and is watched from
     /// the start (the session reports loss).
-    void start_session(time_point valid_until)
+    virtual void start_session(time_point valid_until) = 0;
+
+    /// Starts the keeper (renewal and loss detection) if it is not running yet.
+    virtual void activate() = 0;
+
+    /// A new slot on every call: all of them are emitted on loss, so binding one
+    /// operation never unbinds another.
+    virtual asio::cancellation_slot lost_slot() = 0;
+
+    /// Completes when the lease ends: with why it was lost, or errc::released.
+    virtual awaitable<std::error_code> wait_ended() = 0;
+
+    /// Releases the lease in the store. Not cancellable once started: it waits for an
+    /// in-flight extension, then sends the release (each bounded by the store's own
+    /// request timeout). Returns errc::lease_lost if the lease did not stay valid all
+    /// the way to the release, errc::released if it was already released. The
+    /// operation keeps the state alive until it completes, whoever drops the lease.
+    virtual awaitable<result<void>> unlock() = 0;
+
+    /// The first half of a release that someone else sends (a set taken in one step
+    /// goes back in one request): stops renewal and loss detection as unlock() does,
+    /// and marks the lease released. std::nullopt when it was released before; else
+    /// whether it had already been lost. Not cancellable; must be followed by
+    /// finish_shared_release() with the store's answer for this lease.
+    virtual awaitable<std::optional<bool>> begin_shared_release() = 0;
+
+    /// The second half: reports the store's answer for this lease and ends it.
+    /// errc::lease_lost when it did not stay valid to the release (as unlock()).
+    virtual awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before) = 0;
+
+    /// Releases in the background (a lease that went out of scope while held).
+    virtual void release_detached() = 0;
+
+protected:
+    lease_state(asio::any_io_executor ex, std::string resource, owner_token owner,
+                fence_token fence, time_point acquired_at, keep_plan plan)
+        : ex_{std::move(ex)}, resource_{std::move(resource)}, owner_{owner}, fence_{fence},
+          acquired_at_{acquired_at}, plan_{plan},
+          valid_until_ns_{(acquired_at + plan.ttl - plan.drift).time_since_epoch().count()}
+    {}
+
+    void set_valid_until(time_point t) noexcept
+    {
+        valid_until_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
+    }
+
+    static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
+
+    asio::any_io_executor ex_;
+    std::string resource_;
+    owner_token owner_;
+    fence_token fence_;
+    time_point acquired_at_;
+    keep_plan plan_;
+    std::atomic<time_point::rep> valid_until_ns_;
+    std::atomic<int> mode_{passive_mode};
+    std::atomic<bool> lost_{false};
+};
+
+/// The keeper: how a lease is renewed, watched and released (see the design note).
+// A template only so that its coroutines are compiled where a lease is made: g++
+// emits every coroutine defined in a header as an ordinary inline function in each
+// translation unit that includes it, called or not. One instantiation serves every
+// kind of lease.
+template <class Unused = void>
+class basic_lease_keeper : public lease_state {
+public:
+    basic_lease_keeper(asio::any_io_executor ex, std::string resource, owner_token owner,
+                       fence_token fence, time_point acquired_at, keep_plan plan)
+        : lease_state{std::move(ex), std::move(resource), owner, fence, acquired_at, plan}
+    {}
+
+    void start_session(time_point valid_until) override
     {
         set_valid_until(valid_until);
         activate();
     }
 
-    /// Starts the keeper (renewal and loss detection) if it is not running yet.
-    void activate()
+    void activate() override
     {
         int expected = passive_mode;
         mode_.compare_exchange_strong(expected, active_mode, std::memory_order_acq_rel);
         parts();
     }
 
-    /// A new slot on every call: all of them are emitted on loss, so binding one
-    /// operation never unbinds another.
-    asio::cancellation_slot lost_slot()
+    asio::cancellation_slot lost_slot() override
     {
         activate();
         auto& p = parts();
@@ -109,13 +174,12 @@ public:
         return p.lost_signals.emplace_back().slot();
     }
 
-    /// Completes when the lease ends: with why it was lost, or errc::released.
-    awaitable<std::error_code> wait_ended()
+    awaitable<std::error_code> wait_ended() override
     {
         activate();
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self) -> awaitable<std::error_code> {
+            [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
                 // ended_event never expires (see active_parts); several waiters may
                 // wait on it, and end() cancels them all.
@@ -127,41 +191,33 @@ public:
                         co_return errc::cancelled;
                 }
                 co_return p.end_reason;
-            }(shared_from_this()));
+            }(self_ptr()));
     }
 
-    /// Releases the lease in the store. Not cancellable once started: it waits for an
-    /// in-flight extension, then sends the release (each bounded by the store's own
-    /// request timeout). Returns errc::lease_lost if the lease did not stay valid all
-    /// the way to the release, errc::released if it was already released. The
-    /// operation keeps the state alive until it completes, whoever drops the lease.
-    awaitable<result<void>> unlock() { return unlock_keeping(shared_from_this()); }
+    awaitable<result<void>> unlock() override { return unlock_keeping(self_ptr()); }
 
-    /// The first half of a release that someone else sends (a set taken in one step
-    /// goes back in one request): stops renewal and loss detection as unlock() does,
-    /// and marks the lease released. std::nullopt when it was released before; else
-    /// whether it had already been lost. Not cancellable; must be followed by
-    /// finish_shared_release() with the store's answer for this lease.
-    awaitable<std::optional<bool>> begin_shared_release() { return begin_shared_keeping(shared_from_this()); }
+    awaitable<std::optional<bool>> begin_shared_release() override { return begin_shared_keeping(self_ptr()); }
 
-    /// The second half: reports the store's answer for this lease and ends it.
-    /// errc::lease_lost when it did not stay valid to the release (as unlock()).
-    awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before)
+    awaitable<result<void>> finish_shared_release(result<void> answer, bool lost_before) override
     {
-        return finish_shared_keeping(shared_from_this(), std::move(answer), lost_before);
+        return finish_shared_keeping(self_ptr(), std::move(answer), lost_before);
     }
 
-    /// Releases in the background (a lease that went out of scope while held).
-    void release_detached()
+    void release_detached() override
     {
-        spawn_owned([](std::shared_ptr<lease_state> self) -> awaitable<void> {
+        spawn_owned([](std::shared_ptr<basic_lease_keeper> self) -> awaitable<void> {
             (void)co_await self->unlock();
-        }(shared_from_this()));
+        }(self_ptr()));
     }
 
 private:
+    std::shared_ptr<basic_lease_keeper> self_ptr()
+    {
+        return std::static_pointer_cast<basic_lease_keeper>(shared_from_this());
+    }
+
     // `keep`, in the frame, is what keeps the state alive until the release is done.
-    awaitable<result<void>> unlock_keeping(std::shared_ptr<lease_state> keep)
+    awaitable<result<void>> unlock_keeping(std::shared_ptr<basic_lease_keeper> keep)
     {
         int expected = passive_mode;
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
@@ -175,12 +231,12 @@ private:
             co_return errc::released;
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self) -> awaitable<result<void>> {
+            [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
             }(std::move(keep)));
     }
 
-    awaitable<std::optional<bool>> begin_shared_keeping(std::shared_ptr<lease_state> keep)
+    awaitable<std::optional<bool>> begin_shared_keeping(std::shared_ptr<basic_lease_keeper> keep)
     {
         int expected = passive_mode;
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
@@ -191,12 +247,12 @@ private:
             co_return std::nullopt;
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self) -> awaitable<std::optional<bool>> {
+            [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::optional<bool>> {
                 co_return co_await self->stop_active();
             }(std::move(keep)));
     }
 
-    awaitable<result<void>> finish_shared_keeping(std::shared_ptr<lease_state> keep, result<void> answer,
+    awaitable<result<void>> finish_shared_keeping(std::shared_ptr<basic_lease_keeper> keep, result<void> answer,
                                                   bool lost_before)
     {
         // Passive until its release began: nothing runs on a strand (parts() was never
@@ -205,7 +261,7 @@ private:
             co_return finish_passive(answer, lost_before);
         co_return co_await on_strand(
             parts().strand,
-            [](std::shared_ptr<lease_state> self, result<void> r, bool lost) -> awaitable<result<void>> {
+            [](std::shared_ptr<basic_lease_keeper> self, result<void> r, bool lost) -> awaitable<result<void>> {
                 co_return self->finish_active(r, lost);
             }(std::move(keep), std::move(answer), lost_before));
     }
@@ -225,7 +281,7 @@ public:
     {
         if (!parts_ready())
             return;
-        asio::post(parts_->strand, [self = shared_from_this()] {
+        asio::post(parts_->strand, [self = self_ptr()] {
             if (self->parts_->ended)
                 return;
             self->end(make_error_code(errc::store_unavailable), true);
@@ -242,7 +298,7 @@ public:
     {
         if (!parts_ready())
             return;
-        asio::post(parts_->strand, [self = shared_from_this(), state, valid_until] {
+        asio::post(parts_->strand, [self = self_ptr(), state, valid_until] {
             auto& p = *self->parts_;
             if (p.ended)
                 return;
@@ -269,8 +325,6 @@ protected:
     virtual void listen_closing() = 0;
 
 private:
-    static constexpr int passive_mode = 0, active_mode = 1, released_mode = 2;
-
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
             : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
@@ -314,14 +368,9 @@ private:
             parts_->keeper_running = true;
             parts_ready_.store(true, std::memory_order_release);
             listen_closing();
-            asio::co_spawn(parts_->strand, keep(shared_from_this()), asio::detached);
+            asio::co_spawn(parts_->strand, keep(self_ptr()), asio::detached);
         });
         return *parts_;
-    }
-
-    void set_valid_until(time_point t) noexcept
-    {
-        valid_until_ns_.store(t.time_since_epoch().count(), std::memory_order_release);
     }
 
     // On the strand: the lease is gone for reason `why`.
@@ -347,7 +396,7 @@ private:
         p.ended_event.cancel();
     }
 
-    static awaitable<void> keep(std::shared_ptr<lease_state> self)
+    static awaitable<void> keep(std::shared_ptr<basic_lease_keeper> self)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
         auto& p = *self->parts_;
@@ -395,7 +444,7 @@ private:
         p.extend_started = now;
         asio::co_spawn(
             p.strand,
-            [](std::shared_ptr<lease_state> self, duration lag) -> awaitable<void> {
+            [](std::shared_ptr<basic_lease_keeper> self, duration lag) -> awaitable<void> {
                 auto& p = *self->parts_;
                 auto r = co_await self->store_extend();
                 p.extend_finished = clock::now();
@@ -412,7 +461,7 @@ private:
                                            r ? std::error_code{} : r.error(), self->valid_until()});
                 p.wake.cancel();
                 p.quiet.cancel();
-            }(shared_from_this(), now - p.next_renew),
+            }(self_ptr(), now - p.next_renew),
             asio::detached);
     }
 
@@ -464,15 +513,6 @@ private:
         return r;
     }
 
-    asio::any_io_executor ex_;
-    std::string resource_;
-    owner_token owner_;
-    fence_token fence_;
-    time_point acquired_at_;
-    keep_plan plan_;
-    std::atomic<time_point::rep> valid_until_ns_;
-    std::atomic<int> mode_{passive_mode};
-    std::atomic<bool> lost_{false};
     std::once_flag parts_once_;
     std::atomic<bool> parts_ready_{false};
     std::unique_ptr<active_parts> parts_;
@@ -484,11 +524,11 @@ private:
 
 /// The lease state of one kind of hold (what the claim handed over) and observer.
 template <lease_hold Hold, class Observer>
-class lease_state_for final : public lease_state {
+class lease_state_for final : public basic_lease_keeper<> {
 public:
     lease_state_for(Hold hold, const Observer& observer, asio::any_io_executor ex, std::string resource,
                     fence_token fence, time_point acquired_at, keep_plan plan)
-        : lease_state{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
+        : basic_lease_keeper{std::move(ex), std::move(resource), hold.owner(), fence, acquired_at, plan},
           hold_{std::move(hold)}, observer_{observer}
     {
         observed_ = !std::is_same_v<Observer, observe::none>;

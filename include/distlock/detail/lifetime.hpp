@@ -60,7 +60,11 @@ public:
     virtual void store_closing() noexcept = 0;
 };
 
-class lifetime : public std::enable_shared_from_this<lifetime> {
+// A template only so that its coroutines are compiled where a store uses them (g++
+// emits a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_lifetime : public std::enable_shared_from_this<basic_lifetime<Unused>> {
 public:
     /// A permission to start one operation on the store; empty when it is closed.
     class entry {
@@ -77,14 +81,14 @@ public:
         }
 
     private:
-        friend class lifetime;
-        explicit entry(lifetime* o) noexcept : owner_{o} {}
-        lifetime* owner_ = nullptr;
+        friend class basic_lifetime;
+        explicit entry(basic_lifetime* o) noexcept : owner_{o} {}
+        basic_lifetime* owner_ = nullptr;
     };
 
-    static std::shared_ptr<lifetime> make(asio::any_io_executor ex)
+    static std::shared_ptr<basic_lifetime> make(asio::any_io_executor ex)
     {
-        return std::shared_ptr<lifetime>{new lifetime{std::move(ex)}};
+        return std::shared_ptr<basic_lifetime>{new basic_lifetime{std::move(ex)}};
     }
 
     /// Enters the store for one synchronous step (starting an operation).
@@ -122,7 +126,7 @@ public:
                 return;
             ++background_;
         }
-        asio::co_spawn(ex_, run(shared_from_this(), std::move(work)), asio::detached);
+        asio::co_spawn(ex_, run(this->shared_from_this(), std::move(work)), asio::detached);
     }
 
     std::size_t background_work() const
@@ -183,7 +187,7 @@ public:
     }
 
 private:
-    explicit lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
+    explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
 
     static void tell(std::vector<std::weak_ptr<closing_listener>>& listeners)
     {
@@ -198,7 +202,7 @@ private:
             entered_.notify_all(); // shut() may be waiting for the last one
     }
 
-    static awaitable<void> run(std::shared_ptr<lifetime> self, awaitable<void> work)
+    static awaitable<void> run(std::shared_ptr<basic_lifetime> self, awaitable<void> work)
     {
         try {
             co_await std::move(work);
@@ -221,6 +225,8 @@ private:
     std::vector<std::weak_ptr<closing_listener>> listeners_;
     asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
 };
+
+using lifetime = basic_lifetime<>;
 
 /// Stores that own their background work expose `lifetime()`.
 template <class S>

@@ -66,7 +66,13 @@ public:
         bool at_head() const { return joined() && instance().head(store_, resource_) == wakeup_.get(); }
 
         /// Sleeps until this ticket may be at the head, or until `until`.
-        awaitable<void> wait(time_point until) { (void)co_await wakeup_->wait(until); }
+        // A template so that it is compiled only where it is used (see
+        // detail/lease_state.hpp).
+        template <class Unused = void>
+        awaitable<void> wait(time_point until)
+        {
+            (void)co_await wakeup_->wait(until);
+        }
 
         void leave()
         {

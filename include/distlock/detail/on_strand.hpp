@@ -24,7 +24,9 @@
 namespace distlock::detail {
 
 /// Whether the calling coroutine was asked to stop.
-inline awaitable<bool> cancelled()
+// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+template <class Unused = void>
+awaitable<bool> cancelled()
 {
     const auto cs = co_await asio::this_coro::cancellation_state;
     co_return cs.cancelled() != asio::cancellation_type::none;

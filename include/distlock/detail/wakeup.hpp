@@ -51,6 +51,9 @@ public:
     }
 
     /// True when signalled, false when `until` came first or on cancellation.
+    // A template so that it is compiled only where it is used (see
+    // detail/lease_state.hpp).
+    template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
         using namespace asio::experimental::awaitable_operators;

@@ -56,6 +56,9 @@ struct queue_entry {
 /// What a session server keeps. Thread-safe. It must outlive its clients.
 /// Sessions expire by distlock::clock (the manual clock in tests), checked on every
 /// request and whenever a client's waiter wakes.
+template <class Unused>
+class basic_session_store;
+
 class session_server {
 public:
     session_server() = default;
@@ -120,7 +123,8 @@ public:
     }
 
 private:
-    friend class session_store;
+    template <class>
+    friend class basic_session_store;
 
     struct session {
         duration ttl{};
@@ -345,7 +349,10 @@ inline std::error_code validate(const session_config& c) noexcept
 /// the client. close() finishes pending releases, ends the session (its entries go)
 /// and stops the keepalive, so io.run() can return; the destructor stops the
 /// keepalive and leaves the session to expire on the server.
-class session_store {
+// A template only so that its coroutines are compiled where they are used (see
+// detail/lease_state.hpp). Used as memory::session_store.
+template <class Unused = void>
+class basic_session_store {
     struct core;
 
 public:
@@ -353,7 +360,7 @@ public:
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
-    session_store(executor_type ex, session_server& server, session_config cfg = {})
+    basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
         : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
           life_{distlock::detail::lifetime::make(ex_)}
     {
@@ -363,17 +370,17 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
-        : session_store(executor_type{ctx.get_executor()}, server, cfg)
+    basic_session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
+        : basic_session_store(executor_type{ctx.get_executor()}, server, cfg)
     {}
 
-    ~session_store()
+    ~basic_session_store()
     {
         life_->shut();
         core_->stop(false);
     }
-    session_store(const session_store&) = delete;
-    session_store& operator=(const session_store&) = delete;
+    basic_session_store(const basic_session_store&) = delete;
+    basic_session_store& operator=(const basic_session_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
     std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
@@ -515,7 +522,7 @@ private:
             if (!keeping) {
                 keeping = true;
                 lock.unlock();
-                asio::co_spawn(ex, keep(shared_from_this()), asio::detached);
+                asio::co_spawn(ex, keep(this->shared_from_this()), asio::detached);
             }
             return id;
         }
@@ -561,7 +568,7 @@ private:
             }
             if (end_session && id)
                 server.close_session(id);
-            asio::post(ex, [self = shared_from_this()] { self->tick.cancel(); });
+            asio::post(ex, [self = this->shared_from_this()] { self->tick.cancel(); });
             for (auto& w : told)
                 if (auto l = w.lock())
                     l->session_changed(session_state::lost, time_point{});
@@ -747,6 +754,9 @@ private:
     std::shared_ptr<core> core_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// One client of a session_server: see basic_session_store.
+using session_store = basic_session_store<>;
 
 static_assert(session_queue_store<session_store>);
 static_assert(inspectable_store<session_store>);

@@ -71,16 +71,20 @@ struct string_hash {
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
-class store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp). Used as memory::store.
+template <class Unused = void>
+class basic_store {
     struct core;
 
 public:
     using executor_type = asio::any_io_executor;
 
-    explicit store(executor_type ex)
+    explicit basic_store(executor_type ex)
         : ex_{std::move(ex)}, core_{std::make_shared<core>()}, life_{distlock::detail::lifetime::make(ex_)}
     {}
-    ~store()
+    ~basic_store()
     {
         life_->shut();
         core_->wake_all();
@@ -88,11 +92,11 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    explicit store(ExecutionContext& ctx) : store(executor_type{ctx.get_executor()})
+    explicit basic_store(ExecutionContext& ctx) : basic_store(executor_type{ctx.get_executor()})
     {}
 
-    store(const store&) = delete;
-    store& operator=(const store&) = delete;
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
 
@@ -231,7 +235,7 @@ public:
         awaitable<bool> wait(time_point until) { return wakeup_->wait(until); }
 
     private:
-        friend class store;
+        friend class basic_store;
         watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
             : core_{std::move(c)}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
@@ -456,6 +460,9 @@ private:
     std::shared_ptr<core> core_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// The in-process store: see basic_store.
+using store = basic_store<>;
 
 static_assert(put_if_absent_store<store>);
 static_assert(owner_checked_store<store>);

@@ -88,7 +88,9 @@ struct watcher_of<S> {
     using type = typename awaited<decltype(std::declval<S&>().watch(std::string_view{}))>::type;
 };
 
-inline awaitable<void> sleep_until(time_point until)
+// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+template <class Unused = void>
+awaitable<void> sleep_until(time_point until)
 {
     timer t{co_await asio::this_coro::executor, until};
     (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
