@@ -144,14 +144,18 @@ inline std::optional<std::string> string(const nlohmann::json& item, const char*
 /// calls reach the store through its lifetime: after it is destroyed they find it
 /// closed and report errc::store_unavailable. close() finishes the releases still
 /// pending, then closes the connection, so io.run() returns.
-class store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_store {
 public:
     using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire_item;
 
     /// Throws std::system_error (errc::invalid_argument) when the TLS settings cannot
     /// be loaded; connecting happens on first use.
-    store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
     {
         if (cfg_.credentials.empty())
             cfg_.credentials = credentials::from_environment();
@@ -172,16 +176,16 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
     {}
 
-    ~store()
+    ~basic_store()
     {
         life_->shut();
         engine_->close();
     }
-    store(const store&) = delete;
-    store& operator=(const store&) = delete;
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return cfg_; }
@@ -676,5 +680,8 @@ private:
     engine_ptr engine_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// See basic_store.
+using store = basic_store<>;
 
 } // namespace distlock::dynamodb

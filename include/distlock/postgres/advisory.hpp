@@ -201,12 +201,19 @@ struct advisory {
 /// The PostgreSQL store with advisory locks as its default acquisition: the same
 /// connections and settings, for mutexes that name no acquisition policy. It does not
 /// read locks (read() would see the lease table, not the advisory locks).
-class advisory_store : public store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_advisory_store : public store {
 public:
     using default_acquire_policy = advisory;
     using store::store;
 
     awaitable<result<lock_info>> read(std::string_view, diagnostics* = nullptr) = delete;
 };
+
+/// See basic_advisory_store.
+using advisory_store = basic_advisory_store<>;
 
 } // namespace distlock::postgres

@@ -141,13 +141,17 @@ struct session_pool {
 /// connection, advisory sessions included (their leases are reported lost and the
 /// server frees their locks). close() finishes the releases still pending, then
 /// closes the connections, so io.run() returns.
-class store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_store {
 public:
     using executor_type = asio::any_io_executor;
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
-    store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
     {
         if (auto ec = cfg_.validate())
             throw std::system_error{ec, "distlock::postgres::store: " +
@@ -181,16 +185,16 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
     {}
 
-    ~store()
+    ~basic_store()
     {
         life_->shut();
         close_connections();
     }
-    store(const store&) = delete;
-    store& operator=(const store&) = delete;
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return cfg_; }
@@ -319,7 +323,7 @@ public:
         }
 
     private:
-        friend class store;
+        friend class basic_store;
         watcher(std::shared_ptr<detail::watch_registry> r, std::shared_ptr<detail::connection> l, std::string key,
                 std::shared_ptr<distlock::detail::wakeup> w)
             : registry_{std::move(r)}, listener_{std::move(l)}, key_{std::move(key)}, wakeup_{std::move(w)}
@@ -825,6 +829,9 @@ private:
     std::shared_ptr<schema_state> schema_ = std::make_shared<schema_state>();
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// See basic_store.
+using store = basic_store<>;
 
 static_assert(batch_put_if_absent_store<store>);
 static_assert(batch_release_store<store>);

@@ -62,7 +62,11 @@ namespace distlock::redis {
 /// after the store is destroyed they find it closed and report
 /// errc::store_unavailable (held leases are reported lost). close() first finishes
 /// the releases still pending, then closes both connections, so io.run() returns.
-class store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_store {
     using router_ptr = std::shared_ptr<detail::router>;
 
 public:
@@ -70,7 +74,7 @@ public:
 
     /// Fails (throws std::system_error with errc::invalid_argument) only when the TLS
     /// files in `cfg` cannot be loaded; connecting happens on first use.
-    store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
     {
         auto tls = transport::make_tls_context(cfg_.endpoint());
         if (!tls)
@@ -81,16 +85,16 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
     {}
 
-    ~store()
+    ~basic_store()
     {
         life_->shut();
         router_->close();
     }
-    store(const store&) = delete;
-    store& operator=(const store&) = delete;
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return cfg_; }
@@ -255,7 +259,7 @@ public:
         }
 
     private:
-        friend class store;
+        friend class basic_store;
         static constexpr duration resubscribe_interval = std::chrono::seconds{1};
 
         watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w)
@@ -880,6 +884,9 @@ private:
     router_ptr router_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// See basic_store.
+using store = basic_store<>;
 
 static_assert(put_if_absent_store<store>);
 static_assert(inspectable_store<store>);

@@ -83,7 +83,11 @@ inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const endpoi
 // operations complete with an error) and lets go of its own reference. A connect()
 // after a close() starts a new socket_set; the old one goes away with its last
 // operation. Everything runs on the owner's strand.
-class stream {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_stream {
 public:
     bool is_open() const noexcept { return sockets_ && sockets_->is_open(); }
 
@@ -109,7 +113,7 @@ public:
         using namespace asio::experimental::awaitable_operators;
         std::error_code ec;
         if (!cfg.unix_socket.empty()) {
-            auto& s = fresh->s.emplace<unix_stream::socket>(ex);
+            auto& s = fresh->s.template emplace<unix_stream::socket>(ex);
             auto r = co_await (s.async_connect(unix_stream::endpoint{cfg.unix_socket}, as_tuple(asio::use_awaitable)) ||
                                deadline.async_wait(as_tuple(asio::use_awaitable)));
             ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
@@ -125,7 +129,7 @@ public:
             }
             if (sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
-            auto& socket = fresh->s.emplace<tcp::socket>(ex);
+            auto& socket = fresh->s.template emplace<tcp::socket>(ex);
             auto r = co_await (asio::async_connect(socket, endpoints, as_tuple(asio::use_awaitable)) ||
                                deadline.async_wait(as_tuple(asio::use_awaitable)));
             ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
@@ -137,7 +141,7 @@ public:
                     // No operation is outstanding on the plain socket here, so it can
                     // move into the TLS stream.
                     tcp::socket plain = std::move(socket);
-                    auto& s = fresh->s.emplace<tls_stream>(std::move(plain), *tls);
+                    auto& s = fresh->s.template emplace<tls_stream>(std::move(plain), *tls);
                     const auto& name = cfg.tls_server_name.empty() ? cfg.host : cfg.tls_server_name;
                     SSL_set_tlsext_host_name(s.native_handle(), name.c_str());
                     if (cfg.tls_verify_peer)
@@ -237,5 +241,8 @@ private:
 
     std::shared_ptr<socket_set> sockets_;
 };
+
+/// See basic_stream.
+using stream = basic_stream<>;
 
 } // namespace distlock::transport

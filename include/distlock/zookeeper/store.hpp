@@ -65,14 +65,18 @@ namespace distlock::zookeeper {
 /// session on the server (its nodes go at once) and the connection, so io.run()
 /// returns; the destructor drops the connection and leaves the session to expire on
 /// the server within its timeout.
-class store {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_store {
 public:
     using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
-    store(executor_type ex, config cfg) : ex_{std::move(ex)}
+    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}
     {
         if (auto ec = cfg.validate())
             throw std::system_error{ec, "distlock::zookeeper::store: settings"};
@@ -83,17 +87,17 @@ public:
 
     template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    store(ExecutionContext& ctx, config cfg) : store(executor_type{ctx.get_executor()}, std::move(cfg))
+    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
     {}
 
-    ~store()
+    ~basic_store()
     {
         life_->shut();
         session_->stop();
         session_->drop();
     }
-    store(const store&) = delete;
-    store& operator=(const store&) = delete;
+    basic_store(const basic_store&) = delete;
+    basic_store& operator=(const basic_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return session_->settings(); }
@@ -602,6 +606,9 @@ private:
     std::shared_ptr<session> session_;
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
+
+/// See basic_store.
+using store = basic_store<>;
 
 static_assert(session_queue_store<store>);
 static_assert(inspectable_store<store>);

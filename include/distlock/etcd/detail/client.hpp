@@ -35,13 +35,17 @@
 
 namespace distlock::etcd::detail {
 
-class client : public std::enable_shared_from_this<client> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_client : public std::enable_shared_from_this<basic_client<Unused>> {
 public:
     using unary_engine = transport::engine<http::codec>;
     using stream_engine = transport::engine<http::stream_codec>;
 
     /// Throws std::system_error (errc::invalid_argument) when the TLS files cannot be loaded.
-    client(asio::any_io_executor ex, const config& cfg) : ex_{std::move(ex)}, cfg_{cfg}
+    basic_client(asio::any_io_executor ex, const config& cfg) : ex_{std::move(ex)}, cfg_{cfg}
     {
         if (cfg_.tls) {
             auto tls = transport::make_tls_context(cfg_.endpoint(0));
@@ -58,7 +62,7 @@ public:
 
     /// POST /v3/<path> with `body`: the answer's JSON (a streamed answer's first
     /// "result"), or the error its gRPC code says, with the server's words in `diag`.
-    static awaitable<result<json>> call(std::shared_ptr<client> self, std::string path, std::string body,
+    static awaitable<result<json>> call(std::shared_ptr<basic_client> self, std::string path, std::string body,
                                         diagnostics* diag)
     {
         bool token_renewed = false;
@@ -99,7 +103,7 @@ public:
     /// `revision` on (so a deletion after the read that found the key is not missed).
     /// A stream that ends or breaks is opened again from the last revision it reported;
     /// a start revision that was compacted meanwhile is recovered by reading the key.
-    static awaitable<bool> wait_deleted(std::shared_ptr<client> self, std::string key, std::int64_t created,
+    static awaitable<bool> wait_deleted(std::shared_ptr<basic_client> self, std::string key, std::int64_t created,
                                         std::int64_t revision, time_point until)
     {
         for (;;) {
@@ -255,9 +259,9 @@ private:
             co_return got.error();
         }
         const auto token = got.value().find("token");
-        if (token == got.value().end() || !token->is_string() || token->get_ref<const std::string&>().empty())
+        if (token == got.value().end() || !token->is_string() || token->template get_ref<const std::string&>().empty())
             co_return distlock::errc::protocol_error;
-        auto t = token->get<std::string>();
+        auto t = token->template get<std::string>();
         if (t.find_first_of("\r\n") != std::string::npos)
             co_return distlock::errc::protocol_error;
         std::lock_guard lock{mutex_};
@@ -366,5 +370,8 @@ private:
     std::string token_;
     std::vector<std::weak_ptr<stream_engine>> watches_;
 };
+
+/// See basic_client.
+using client = basic_client<>;
 
 } // namespace distlock::etcd::detail

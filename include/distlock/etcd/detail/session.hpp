@@ -35,14 +35,18 @@
 
 namespace distlock::etcd::detail {
 
-class session : public std::enable_shared_from_this<session> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
-    session(asio::any_io_executor ex, std::shared_ptr<client> c)
+    basic_session(asio::any_io_executor ex, std::shared_ptr<client> c)
         : strand_{asio::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
     {}
 
     /// The open lease, granted now when there is none (and the keepalive started).
-    static awaitable<result<std::int64_t>> lease(std::shared_ptr<session> self, diagnostics* diag)
+    static awaitable<result<std::int64_t>> lease(std::shared_ptr<basic_session> self, diagnostics* diag)
     {
         {
             std::lock_guard lock{self->mutex_};
@@ -133,7 +137,7 @@ public:
             id = std::exchange(lease_, 0);
             told.swap(listeners_);
         }
-        asio::post(strand_, [self = shared_from_this()] { self->tick_.cancel(); });
+        asio::post(strand_, [self = this->shared_from_this()] { self->tick_.cancel(); });
         for (auto& w : told)
             if (auto l = w.lock())
                 l->session_changed(session_state::lost, time_point{});
@@ -161,7 +165,7 @@ public:
 private:
     // On the strand: one grant at a time; lock() calls that need a lease meanwhile
     // wait for it.
-    static awaitable<result<std::int64_t>> granted(std::shared_ptr<session> self, diagnostics* diag)
+    static awaitable<result<std::int64_t>> granted(std::shared_ptr<basic_session> self, diagnostics* diag)
     {
         while (self->granting_) {
             timer t{self->strand_, time_point::max()};
@@ -231,13 +235,13 @@ private:
         }
         if (!keeping_) {
             keeping_ = true;
-            asio::co_spawn(strand_, keep(shared_from_this()), asio::detached);
+            asio::co_spawn(strand_, keep(this->shared_from_this()), asio::detached);
         }
         co_return id;
     }
 
     // One keepalive loop per store serves all its leases (on the strand).
-    static awaitable<void> keep(std::shared_ptr<session> self)
+    static awaitable<void> keep(std::shared_ptr<basic_session> self)
     {
         for (;;) {
             std::int64_t id = 0;
@@ -349,5 +353,8 @@ private:
     std::set<std::string> made_;
     std::vector<std::weak_ptr<session_listener>> listeners_;
 };
+
+/// See basic_session.
+using session = basic_session<>;
 
 } // namespace distlock::etcd::detail

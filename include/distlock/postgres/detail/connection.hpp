@@ -133,7 +133,11 @@ struct statement {
 
 using replies = std::vector<rows>;
 
-class connection : public std::enable_shared_from_this<connection> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_connection : public std::enable_shared_from_this<basic_connection<Unused>> {
 public:
     using strand_type = asio::strand<asio::any_io_executor>;
 
@@ -148,10 +152,10 @@ public:
         std::string peer = "PostgreSQL";
     };
 
-    connection(strand_type strand, options opts) : strand_{std::move(strand)}, options_{std::move(opts)} {}
-    ~connection() { finish(); }
-    connection(const connection&) = delete;
-    connection& operator=(const connection&) = delete;
+    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, options_{std::move(opts)} {}
+    ~basic_connection() { finish(); }
+    basic_connection(const basic_connection&) = delete;
+    basic_connection& operator=(const basic_connection&) = delete;
 
     /// Sends `statements` as one request (one implicit transaction) and returns one
     /// result per statement. A statement the server failed is the error of its
@@ -160,7 +164,7 @@ public:
     awaitable<result<replies>> exec(std::vector<statement> statements, diagnostics* diag = nullptr,
                                     duration timeout = duration::zero())
     {
-        auto self = shared_from_this();
+        auto self = this->shared_from_this();
         auto [r, words] = co_await distlock::detail::on_strand(self->strand_, run(self, std::move(statements), timeout));
         if (!r && diag) {
             if (r.error().category() == category())
@@ -174,10 +178,10 @@ public:
     /// Connects (when not connected) without sending anything.
     awaitable<std::error_code> connect(diagnostics* diag = nullptr)
     {
-        auto self = shared_from_this();
+        auto self = this->shared_from_this();
         auto [ec, words] = co_await distlock::detail::on_strand(
             self->strand_,
-            [](std::shared_ptr<connection> self) -> awaitable<std::pair<std::error_code, std::string>> {
+            [](std::shared_ptr<basic_connection> self) -> awaitable<std::pair<std::error_code, std::string>> {
                 std::string words;
                 auto ec = co_await self->ensure_connected(words);
                 co_return std::pair{ec, std::move(words)};
@@ -195,7 +199,7 @@ public:
     /// Closes the connection; requests in flight fail as described above.
     void close()
     {
-        asio::dispatch(strand_, [self = shared_from_this()] {
+        asio::dispatch(strand_, [self = this->shared_from_this()] {
             self->fail(make_error_code(errc::outcome_unknown),
                        "connection to " + self->options_.peer + " closed by the client");
         });
@@ -232,13 +236,13 @@ private:
     enum class state { idle, connecting, ready };
     using outcome = std::pair<result<replies>, std::string>;
 
-    static awaitable<outcome> run(std::shared_ptr<connection> self, std::vector<statement> statements,
+    static awaitable<outcome> run(std::shared_ptr<basic_connection> self, std::vector<statement> statements,
                                   duration timeout)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
         self->load_.fetch_add(1, std::memory_order_relaxed);
         struct unload {
-            connection* c;
+            basic_connection* c;
             ~unload() { c->load_.fetch_sub(1, std::memory_order_relaxed); }
         } unload_{self.get()};
         {
@@ -329,7 +333,7 @@ private:
             words = "libpq could not allocate a connection";
             co_return make_error_code(errc::store_unavailable);
         }
-        PQsetNoticeReceiver(conn_, &connection::notice, this);
+        PQsetNoticeReceiver(conn_, &basic_connection::notice, this);
         const auto deadline = clock::now() + options_.connect_timeout;
         auto polled = PGRES_POLLING_WRITING;
         while (polled != PGRES_POLLING_OK) {
@@ -361,8 +365,8 @@ private:
         socket_.emplace(strand_, PQsocket(conn_));
         prepared_.clear();
         state_ = state::ready;
-        asio::co_spawn(strand_, reader(shared_from_this(), generation), asio::detached);
-        asio::co_spawn(strand_, sweeper(shared_from_this(), generation), asio::detached);
+        asio::co_spawn(strand_, reader(this->shared_from_this(), generation), asio::detached);
+        asio::co_spawn(strand_, sweeper(this->shared_from_this(), generation), asio::detached);
         if (!options_.setup.empty()) {
             auto req = std::make_shared<request>(strand_);
             req->statements = options_.setup;
@@ -461,11 +465,11 @@ private:
         }
         if (r == 1) {
             flushing_ = true;
-            asio::co_spawn(strand_, writer(shared_from_this(), generation_), asio::detached);
+            asio::co_spawn(strand_, writer(this->shared_from_this(), generation_), asio::detached);
         }
     }
 
-    static awaitable<void> writer(std::shared_ptr<connection> self, std::uint64_t generation)
+    static awaitable<void> writer(std::shared_ptr<basic_connection> self, std::uint64_t generation)
     {
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_write,
@@ -494,7 +498,7 @@ private:
     // Drops the connection when a request in flight is past its deadline: a server
     // that stops answering would otherwise hold every request behind it. One timer per
     // connection, not one per request (arming a timer costs a system call each time).
-    static awaitable<void> sweeper(std::shared_ptr<connection> self, std::uint64_t generation)
+    static awaitable<void> sweeper(std::shared_ptr<basic_connection> self, std::uint64_t generation)
     {
         const auto tick = std::clamp<duration>(self->options_.request_timeout / 10, std::chrono::milliseconds{10},
                                                std::chrono::milliseconds{250});
@@ -514,7 +518,7 @@ private:
         }
     }
 
-    static awaitable<void> reader(std::shared_ptr<connection> self, std::uint64_t generation)
+    static awaitable<void> reader(std::shared_ptr<basic_connection> self, std::uint64_t generation)
     {
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_read,
@@ -668,7 +672,7 @@ private:
     // backend was terminated) is kept as the reason the connection went.
     static void notice(void* arg, const PGresult* r)
     {
-        auto* self = static_cast<connection*>(arg);
+        auto* self = static_cast<basic_connection*>(arg);
         const char* severity = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
         const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         if (severity && state && (std::string_view{severity} == "FATAL" || std::string_view{severity} == "PANIC")) {
@@ -693,5 +697,8 @@ private:
     std::function<void(std::string_view, std::string_view)> on_notify_;
     std::function<void(std::error_code, const std::string&)> on_down_;
 };
+
+/// See basic_connection.
+using connection = basic_connection<>;
 
 } // namespace distlock::postgres::detail

@@ -34,7 +34,11 @@
 
 namespace distlock::postgres::detail {
 
-class session : public std::enable_shared_from_this<session> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
     struct settings {
         std::shared_ptr<const sql_texts> sql;
@@ -44,12 +48,12 @@ public:
         duration statement_timeout;
     };
 
-    session(std::shared_ptr<connection> c, settings s) : conn_{std::move(c)}, settings_{std::move(s)} {}
+    basic_session(std::shared_ptr<connection> c, settings s) : conn_{std::move(c)}, settings_{std::move(s)} {}
 
     /// Hooks the connection's loss to the session; once, after construction.
     void start()
     {
-        std::weak_ptr<session> weak = shared_from_this();
+        std::weak_ptr<basic_session> weak = this->shared_from_this();
         conn_->on_down([weak](std::error_code ec, const std::string&) {
             if (auto self = weak.lock())
                 self->down(ec);
@@ -101,7 +105,7 @@ public:
             bound_ = true;
             valid_until_ = clock::now() + settings_.in_doubt_after;
         }
-        asio::co_spawn(conn_->strand(), pinger(shared_from_this()), asio::detached);
+        asio::co_spawn(conn_->strand(), pinger(this->shared_from_this()), asio::detached);
         return valid_until_;
     }
 
@@ -197,7 +201,7 @@ private:
             l->session_changed(state, time_point{});
     }
 
-    static awaitable<void> pinger(std::shared_ptr<session> self)
+    static awaitable<void> pinger(std::shared_ptr<basic_session> self)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
         auto t = std::make_shared<timer>(self->conn_->strand());
@@ -244,5 +248,8 @@ private:
     bool bound_ = false;
     bool ended_ = false;
 };
+
+/// See basic_session.
+using session = basic_session<>;
 
 } // namespace distlock::postgres::detail

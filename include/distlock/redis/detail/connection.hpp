@@ -17,12 +17,16 @@
 
 namespace distlock::redis::detail {
 
-class connection {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_connection {
 public:
     using engine_type = transport::engine<resp::codec>;
     using strand_type = engine_type::strand_type;
 
-    connection(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
+    basic_connection(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
         : identity_{std::make_shared<learned_identity>()},
           engine_{std::make_shared<engine_type>(std::move(strand), resp::codec{},
                                                 engine_type::options{cfg.request_timeout, cfg.endpoint().describe()},
@@ -79,5 +83,8 @@ private:
     std::shared_ptr<learned_identity> identity_;
     std::shared_ptr<engine_type> engine_;
 };
+
+/// See basic_connection.
+using connection = basic_connection<>;
 
 } // namespace distlock::redis::detail

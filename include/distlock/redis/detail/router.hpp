@@ -49,7 +49,11 @@
 
 namespace distlock::redis::detail {
 
-class router : public std::enable_shared_from_this<router> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_router : public std::enable_shared_from_this<basic_router<Unused>> {
 public:
     using strand_type = asio::strand<asio::any_io_executor>;
     using replies = result<std::vector<resp::value>>;
@@ -68,7 +72,7 @@ public:
     /// Pause before sending again after a refusal (a failover in progress).
     static constexpr duration refusal_pause = std::chrono::milliseconds{50};
 
-    router(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
+    basic_router(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
         : strand_{std::move(strand)}, cfg_{std::move(cfg)}, tls_{std::move(tls)}, mode_{cfg_.topology()}
     {
         if (mode_ == topology::single)
@@ -76,8 +80,8 @@ public:
         if (mode_ == topology::sentinel)
             switched_ = std::make_shared<distlock::detail::wakeup>(strand_);
     }
-    router(const router&) = delete;
-    router& operator=(const router&) = delete;
+    basic_router(const basic_router&) = delete;
+    basic_router& operator=(const basic_router&) = delete;
 
     redis::topology mode() const noexcept { return mode_; }
 
@@ -95,13 +99,13 @@ public:
     {
         if (mode_ == topology::single)
             return single_->conn->exec(std::move(payload), 1, diag);
-        return routed(shared_from_this(), slot, std::move(payload), diag);
+        return routed(this->shared_from_this(), slot, std::move(payload), diag);
     }
 
     /// The subscriber that hears releases published for `slot`.
     awaitable<result<std::shared_ptr<subscriber>>> subscriber_for(std::uint16_t slot)
     {
-        return find_subscriber(shared_from_this(), slot);
+        return find_subscriber(this->shared_from_this(), slot);
     }
 
     /// Closes every connection; the next request connects again.
@@ -182,7 +186,7 @@ private:
         auto& n = nodes_[at];
         if (!n) {
             n = make_node(at, cfg_.node(at));
-            std::weak_ptr<router> weak = weak_from_this();
+            std::weak_ptr<basic_router> weak = this->weak_from_this();
             n->sub->on_refused([weak] {
                 if (auto self = weak.lock())
                     self->stale_ = true;
@@ -210,7 +214,7 @@ private:
         return node_at_locked(reachable(*map_->node_for(slot)));
     }
 
-    static awaitable<replies> routed(std::shared_ptr<router> self, std::uint16_t slot, std::string payload,
+    static awaitable<replies> routed(std::shared_ptr<basic_router> self, std::uint16_t slot, std::string payload,
                                      diagnostics* diag)
     {
         // Settings out of range are refused before any I/O (config::validate()).
@@ -290,11 +294,11 @@ private:
     awaitable<std::error_code> learn(diagnostics* diag)
     {
         if (mode_ == topology::cluster)
-            return learn_slots(shared_from_this(), diag);
-        return learn_primary(shared_from_this(), diag);
+            return learn_slots(this->shared_from_this(), diag);
+        return learn_primary(this->shared_from_this(), diag);
     }
 
-    static awaitable<std::error_code> learn_slots(std::shared_ptr<router> self, diagnostics* diag)
+    static awaitable<std::error_code> learn_slots(std::shared_ptr<basic_router> self, diagnostics* diag)
     {
         // Every primary known, then the configured nodes: any of them can tell.
         std::vector<node_address> ask;
@@ -367,7 +371,7 @@ private:
         }
     }
 
-    static awaitable<std::error_code> learn_primary(std::shared_ptr<router> self, diagnostics* diag)
+    static awaitable<std::error_code> learn_primary(std::shared_ptr<basic_router> self, diagnostics* diag)
     {
         const auto give_up = clock::now() + self->cfg_.connect_timeout + self->cfg_.request_timeout;
         std::error_code last = errc::store_unavailable;
@@ -444,7 +448,7 @@ private:
         }
     }
 
-    static awaitable<result<std::shared_ptr<subscriber>>> find_subscriber(std::shared_ptr<router> self,
+    static awaitable<result<std::shared_ptr<subscriber>>> find_subscriber(std::shared_ptr<basic_router> self,
                                                                         std::uint16_t slot)
     {
         if (self->single_)
@@ -481,5 +485,8 @@ private:
     std::shared_ptr<distlock::detail::wakeup> switched_;
     std::shared_ptr<subscriber> sentinel_sub_; // the Sentinel listened to (under mutex_)
 };
+
+/// See basic_router.
+using router = basic_router<>;
 
 } // namespace distlock::redis::detail

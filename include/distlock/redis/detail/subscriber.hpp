@@ -51,13 +51,17 @@
 
 namespace distlock::redis::detail {
 
-class subscriber : public std::enable_shared_from_this<subscriber> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_subscriber : public std::enable_shared_from_this<basic_subscriber<Unused>> {
 public:
     using strand_type = asio::strand<asio::any_io_executor>;
     using waiter = std::shared_ptr<distlock::detail::wakeup>;
 
     /// `sharded`: SSUBSCRIBE, SUNSUBSCRIBE and smessage (Redis Cluster, Redis 7).
-    subscriber(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls, bool sharded = false)
+    basic_subscriber(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls, bool sharded = false)
         : strand_{std::move(strand)}, cfg_{std::move(cfg)}, tls_{std::move(tls)}, sharded_{sharded}
     {
         cfg_.database = 0; // pub/sub ignores the database
@@ -71,19 +75,19 @@ public:
                 co_return co_await handshake(s, cfg, tls.get(), false, false, unused, diagnostic);
             });
     }
-    subscriber(const subscriber&) = delete;
-    subscriber& operator=(const subscriber&) = delete;
+    basic_subscriber(const basic_subscriber&) = delete;
+    basic_subscriber& operator=(const basic_subscriber&) = delete;
 
     /// Registers `w` for `channel` and returns once the subscription is confirmed.
     awaitable<std::error_code> subscribe(std::string channel, waiter w)
     {
-        return distlock::detail::on_strand(strand_, subscribe_on_strand(shared_from_this(), std::move(channel), std::move(w)));
+        return distlock::detail::on_strand(strand_, subscribe_on_strand(this->shared_from_this(), std::move(channel), std::move(w)));
     }
 
     /// Removes `w`; the channel is unsubscribed when it was the last waiter.
     void unsubscribe(std::string channel, waiter w)
     {
-        asio::dispatch(strand_, [self = shared_from_this(), channel = std::move(channel), w = std::move(w)] {
+        asio::dispatch(strand_, [self = this->shared_from_this(), channel = std::move(channel), w = std::move(w)] {
             auto it = self->channels_.find(channel);
             if (it == self->channels_.end())
                 return;
@@ -101,7 +105,7 @@ public:
 
     void close()
     {
-        asio::dispatch(strand_, [self = shared_from_this()] { self->drop(); });
+        asio::dispatch(strand_, [self = this->shared_from_this()] { self->drop(); });
     }
 
     /// Channels with at least one waiter (they must not accumulate).
@@ -122,7 +126,7 @@ private:
         bool confirmed = false;
     };
 
-    static awaitable<std::error_code> subscribe_on_strand(std::shared_ptr<subscriber> self, std::string channel,
+    static awaitable<std::error_code> subscribe_on_strand(std::shared_ptr<basic_subscriber> self, std::string channel,
                                                           waiter w)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
@@ -169,7 +173,7 @@ private:
             co_return std::error_code{};
         if (!wired_) {
             // Weak: the engine must not keep its subscriber alive.
-            std::weak_ptr<subscriber> weak = shared_from_this();
+            std::weak_ptr<basic_subscriber> weak = this->shared_from_this();
             engine_->on_push([weak](resp::value v) {
                 if (auto self = weak.lock())
                     self->on_message(v);
@@ -308,5 +312,8 @@ private:
     std::atomic<std::size_t> channel_count_{0};
     std::vector<timer*> waiting_;
 };
+
+/// See basic_subscriber.
+using subscriber = basic_subscriber<>;
 
 } // namespace distlock::redis::detail

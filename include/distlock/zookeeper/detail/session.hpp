@@ -69,16 +69,20 @@ struct request {
     std::string frame;
 };
 
-class session : public std::enable_shared_from_this<session> {
+// A template only so that its coroutines are compiled where they are used (g++ emits
+// a header's non-template coroutines in every translation unit; see
+// detail/lease_state.hpp).
+template <class Unused = void>
+class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
     using engine_type = transport::engine<proto::codec>;
 
-    session(asio::any_io_executor ex, config cfg)
+    basic_session(asio::any_io_executor ex, config cfg)
         : strand_{asio::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_}, negotiated_{cfg_.session_timeout}
     {}
 
-    session(const session&) = delete;
-    session& operator=(const session&) = delete;
+    basic_session(const basic_session&) = delete;
+    basic_session& operator=(const basic_session&) = delete;
 
     const config& settings() const noexcept { return cfg_; }
 
@@ -88,17 +92,17 @@ public:
         engine_ = std::make_shared<engine_type>(
             strand_, proto::codec{},
             engine_type::options{cfg_.request_timeout, "ZooKeeper", duration::zero()},
-            [w = weak_from_this()](transport::stream& s, std::string& diagnostic) -> awaitable<std::error_code> {
+            [w = this->weak_from_this()](transport::stream& s, std::string& diagnostic) -> awaitable<std::error_code> {
                 auto self = w.lock();
                 if (!self)
                     co_return distlock::errc::store_unavailable;
                 co_return co_await self->handshake(s, diagnostic);
             });
-        engine_->on_push([w = weak_from_this()](proto::reply r) {
+        engine_->on_push([w = this->weak_from_this()](proto::reply r) {
             if (auto self = w.lock())
                 self->notified(r);
         });
-        engine_->on_down([w = weak_from_this()] {
+        engine_->on_down([w = this->weak_from_this()] {
             if (auto self = w.lock())
                 self->connection_down();
         });
@@ -117,7 +121,7 @@ public:
 
     /// Sends `requests` as one write and returns their replies (each checked against
     /// its xid). A reply's `err` is data: the caller decides.
-    static awaitable<result<std::vector<proto::reply>>> call(std::shared_ptr<session> self,
+    static awaitable<result<std::vector<proto::reply>>> call(std::shared_ptr<basic_session> self,
                                                              std::vector<request> requests, diagnostics* diag)
     {
         if (self->stopped())
@@ -330,13 +334,13 @@ public:
             stopped_ = true;
             id = id_;
         }
-        asio::dispatch(strand_, [self = shared_from_this()] { self->tick_.cancel(); });
+        asio::dispatch(strand_, [self = this->shared_from_this()] { self->tick_.cancel(); });
         return id;
     }
 
     /// Closes the session on the server (its ephemeral nodes go at once), then the
     /// connection. Bounded by the request timeout.
-    static awaitable<void> close_session(std::shared_ptr<session> self)
+    static awaitable<void> close_session(std::shared_ptr<basic_session> self)
     {
         if (self->engine_) {
             bool connected = false;
@@ -399,7 +403,7 @@ private:
     {
         if (keeper_started_.exchange(true))
             return;
-        asio::co_spawn(strand_, keep(shared_from_this()), asio::detached);
+        asio::co_spawn(strand_, keep(this->shared_from_this()), asio::detached);
     }
 
     // A request sent at `sent` was answered: the ensemble heard from this session then
@@ -538,7 +542,7 @@ private:
     awaitable<result<std::vector<proto::reply>>> read_setup(transport::stream& s, std::string payload,
                                                             std::size_t expected)
     {
-        auto exchange = [](session& self, transport::stream& s, std::string payload,
+        auto exchange = [](basic_session& self, transport::stream& s, std::string payload,
                            std::size_t expected) -> awaitable<result<std::vector<proto::reply>>> {
             auto [wec, n] = co_await s.write(asio::buffer(payload));
             if (wec)
@@ -674,7 +678,7 @@ private:
 
     // The keeper, on the strand: pings, judges the session's health, sends the deletes
     // that could not be sent before once the session answers.
-    static awaitable<void> keep(std::shared_ptr<session> self)
+    static awaitable<void> keep(std::shared_ptr<basic_session> self)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
         bool doubted = false; // the connection was dropped for silence since the last answer
@@ -745,7 +749,7 @@ private:
     {
         pings_.fetch_add(1, std::memory_order_relaxed);
         using namespace asio::experimental::awaitable_operators;
-        auto self = shared_from_this();
+        auto self = this->shared_from_this();
         timer bound{strand_, until};
         std::vector<request> ping(1, request{proto::xid::ping, proto::encode_ping()});
         auto r = co_await (call(self, std::move(ping), nullptr) ||
@@ -770,7 +774,7 @@ private:
             const auto x = next_xid();
             deletes.push_back(request{x, proto::encode_delete(x, p)});
         }
-        auto got = co_await call(shared_from_this(), std::move(deletes), nullptr);
+        auto got = co_await call(this->shared_from_this(), std::move(deletes), nullptr);
         if (!got) { // try again after the next answered ping
             std::lock_guard lock{mutex_};
             pending_deletes_.insert(pending_deletes_.end(), paths.begin(), paths.end());
@@ -808,5 +812,8 @@ private:
     std::atomic<std::size_t> pings_{0};
     std::atomic<std::size_t> sessions_{0};
 };
+
+/// See basic_session.
+using session = basic_session<>;
 
 } // namespace distlock::zookeeper::detail
