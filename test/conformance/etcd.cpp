@@ -253,6 +253,73 @@ TEST_CASE("etcd: the key layout: one key per waiter with its session's lease, fe
     });
 }
 
+TEST_CASE("etcd: a waiter that comes to hold the lock marks its key, so the one behind it is told that it "
+          "waits for the holder",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("mark");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)}, c{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store> ma{a, "r"};
+        patient_mutex mb{b, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        patient_mutex mc{c, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        auto second = test::start(co_await asio::this_coro::executor, mb.lock());
+        (void)co_await test::eventually("two keys", [&] { return queue_of(server, prefix, "r").size() == 2; },
+                                        test::conformance::long_enough());
+        auto third = test::start(co_await asio::this_coro::executor, mc.lock());
+        (void)co_await test::eventually("three keys", [&] { return queue_of(server, prefix, "r").size() == 3; },
+                                        test::conformance::long_enough());
+        const auto keys = queue_of(server, prefix, "r");
+        REQUIRE(keys.size() == 3);
+        // Taken at the first try: whoever queues later sees it as the holder, no mark.
+        CHECK(keys[0].value == first->owner().to_hex());
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); }
+        REQUIRE(second.get());
+        const auto value_of = [&](const std::string& key) -> std::string {
+            for (const auto& k : queue_of(server, prefix, "r"))
+                if (k.key == key)
+                    return k.value;
+            return "(gone)";
+        };
+        // b held the lock after waiting: it marks its key for c. The mark keeps the
+        // create revision (the fence) and the owner at the front of the value.
+        const auto marked = second.get()->owner().to_hex() + "+held";
+        (void)co_await test::eventually("b's mark", [&] { return value_of(keys[1].key) == marked; },
+                                        test::conformance::long_enough());
+        const auto after = queue_of(server, prefix, "r");
+        REQUIRE(after.size() == 2);
+        CHECK(after[0].create_revision == keys[1].create_revision);
+        CHECK(after[0].lease == b.session_lease());
+        CHECK(second.get()->fence() == static_cast<dl::fence_token>(keys[1].create_revision));
+        {
+            const auto info = co_await c.read("r");
+            REQUIRE(info);
+            CHECK(info->held);
+            CHECK(info->owner == second.get()->owner().to_hex().substr(0, 8));
+        }
+        CHECK_FALSE(third.ready());
+        { const auto ok_ = co_await second.get()->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await third.wait(); REQUIRE(came_); }
+        auto& got = third.get();
+        REQUIRE(got);
+        CHECK(got->fence() == static_cast<dl::fence_token>(keys[2].create_revision));
+        CHECK(got->fence() > second.get()->fence());
+        (void)co_await test::eventually("c's mark",
+                                        [&] { return value_of(keys[2].key) == got->owner().to_hex() + "+held"; },
+                                        test::conformance::long_enough());
+        { const auto ok_ = co_await got->unlock(); CHECK(ok_); }
+        CHECK(queue_of(server, prefix, "r").empty());
+        co_await a.close();
+        co_await b.close();
+        co_await c.close();
+    });
+}
+
 TEST_CASE("etcd: a lost session ends its leases; a session lost before binding is not reused", "[etcd]")
 {
     auto& server = test::shared_etcd();
@@ -369,21 +436,35 @@ TEST_CASE("etcd: a watch from a compacted revision recovers by reading the key",
     REQUIRE(server.call("kv/compaction", {{"revision", std::to_string(now)}}).is_object());
     test::run(io, [&]() -> asio::awaitable<void> {
         // Deleted before the compaction that erased the event: seen as gone.
-        CHECK(co_await etcd::detail::client::wait_deleted(client, gone, gone_rev, gone_rev, dl::clock::now() + 10s));
-        // Still there: watched again from now on, and its deletion is seen.
+        {
+            const auto w = co_await etcd::detail::client::wait_deleted(client, gone, gone_rev, gone_rev,
+                                                                       dl::clock::now() + 10s);
+            CHECK(w.deleted);
+            CHECK_FALSE(w.marked);
+        }
+        // Still there: watched again from now on; a put that marks it as the holder's
+        // is noted, and its deletion is seen.
         auto waiting = test::start(co_await asio::this_coro::executor,
                                    etcd::detail::client::wait_deleted(client, alive, alive_rev, alive_rev,
                                                                       dl::clock::now() + 20s));
         co_await test::settle(300ms);
         CHECK_FALSE(waiting.ready());
+        (void)server.call("kv/put", {{"key", b64(alive)}, {"value", b64("v+held")}});
+        co_await test::settle(300ms);
+        CHECK_FALSE(waiting.ready());
         (void)server.call("kv/deleterange", etcd::detail::range_request(alive));
         { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
-        CHECK(waiting.get());
-        // Not deleted: false at the deadline.
+        CHECK(waiting.get().deleted);
+        CHECK(waiting.get().marked);
+        // Not deleted: not deleted at the deadline, and never marked.
         const auto kept = prefix + "kept";
         const auto kept_rev = put(kept);
-        CHECK_FALSE(co_await etcd::detail::client::wait_deleted(client, kept, kept_rev, kept_rev + 1,
-                                                                 dl::clock::now() + 300ms));
+        {
+            const auto w = co_await etcd::detail::client::wait_deleted(client, kept, kept_rev, kept_rev + 1,
+                                                                       dl::clock::now() + 300ms);
+            CHECK_FALSE(w.deleted);
+            CHECK_FALSE(w.marked);
+        }
         client->close();
     });
 }

@@ -681,7 +681,7 @@ private:
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
-/// See basic_store.
+/// The DynamoDB store. See basic_store for its documentation.
 using store = basic_store<>;
 
 } // namespace distlock::dynamodb

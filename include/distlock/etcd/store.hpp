@@ -125,12 +125,12 @@ public:
             return failed<queue_place>(ec);
         auto queue = detail::queue_prefix(settings().prefix, resource);
         auto key = queue + owner.to_hex();
-        return enqueued(client_, session_, std::move(queue), std::move(key), owner.to_hex(), diag);
+        return enqueued(client_, session_, life_, std::move(queue), std::move(key), owner.to_hex(), diag);
     }
 
     awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
     {
-        return waited(client_, detail::queue_prefix(settings().prefix, resource), entry, until);
+        return waited(client_, session_, detail::queue_prefix(settings().prefix, resource), entry, until);
     }
 
     awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
@@ -227,13 +227,21 @@ private:
     }
 
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<detail::client> c,
-                                                   std::shared_ptr<detail::session> s, std::string queue,
+                                                   std::shared_ptr<detail::session> s,
+                                                   std::shared_ptr<distlock::detail::lifetime> life, std::string queue,
                                                    std::string key, std::string owner, diagnostics* diag)
     {
         for (int round = 0; round < 2; ++round) {
             auto lease = co_await detail::session::lease(s, diag);
             if (!lease)
                 co_return lease.error();
+            if (const auto entry = s->promoted(key, lease.value())) {
+                // The key before it held the lock and is gone (its watch said so): this
+                // one is the oldest, with no read to confirm it.
+                life->spawn(marked(c, key, owner, lease.value(), *entry));
+                s->granted(*entry, lease.value());
+                co_return queue_place{static_cast<fence_token>(*entry), true, std::nullopt};
+            }
             if (s->made(key, lease.value())) {
                 // This call made its key under this session (it is trying again after a
                 // wake-up): two reads, sent together, say where it stands, without a write.
@@ -250,9 +258,13 @@ private:
                 const auto oldest = detail::read_range(oldest_got.value());
                 if (!mine || !oldest)
                     co_return distlock::errc::protocol_error;
-                if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty())
-                    co_return co_await placed(c, s, queue, key, mine->kvs.front(), oldest->kvs.front(), lease.value(),
-                                              diag);
+                if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty()) {
+                    auto place = co_await placed(c, s, queue, key, mine->kvs.front(), oldest->kvs.front(),
+                                                 lease.value(), diag);
+                    if (place && place.value().first)
+                        life->spawn(marked(c, key, owner, lease.value(), mine->kvs.front().create_revision));
+                    co_return place;
+                }
                 s->forget(key); // gone: made again below, at the back
             }
             const json txn = {
@@ -277,13 +289,16 @@ private:
                 if (!second_range || second_range->kvs.empty() || second_range->kvs.front().key != key)
                     co_return distlock::errc::protocol_error;
                 const auto& mine = second_range->kvs.front();
-                s->remember(key, lease.value());
+                s->remember(key, lease.value(), mine.create_revision);
                 if (second_range->count == 1 || second_range->kvs.size() < 2) {
                     s->granted(mine.create_revision, lease.value());
                     co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
                 }
+                // With two keys in the queue, the other one is the oldest: the holder.
+                const auto& before = second_range->kvs[1];
+                s->remember_predecessor(key, before.create_revision, second_range->count == 2);
                 co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
-                                      static_cast<fence_token>(second_range->kvs[1].create_revision)};
+                                      static_cast<fence_token>(before.create_revision)};
             }
             if (!first_range || first_range->kvs.size() != 1 || !second_range || second_range->kvs.empty())
                 co_return distlock::errc::protocol_error;
@@ -299,8 +314,11 @@ private:
                     co_return dropped.error();
                 continue;
             }
-            s->remember(key, lease.value());
-            co_return co_await placed(c, s, queue, key, mine, second_range->kvs.front(), lease.value(), diag);
+            s->remember(key, lease.value(), mine.create_revision);
+            auto place = co_await placed(c, s, queue, key, mine, second_range->kvs.front(), lease.value(), diag);
+            if (place && place.value().first)
+                life->spawn(marked(c, key, owner, lease.value(), mine.create_revision));
+            co_return place;
         }
         co_return distlock::errc::session_lost;
     }
@@ -328,18 +346,36 @@ private:
             s->granted(mine.create_revision, lease);
             co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
         }
+        const auto& waits_for = r->kvs.front();
+        s->remember_predecessor(key, waits_for.create_revision, waits_for.key == oldest.key);
         co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
-                              static_cast<fence_token>(r->kvs.front().create_revision)};
+                              static_cast<fence_token>(waits_for.create_revision)};
+    }
+
+    // A waiter that came to hold the lock marks its key (appends holder_mark to its
+    // value, in a txn that changes nothing if the key is no longer this one): the
+    // waiter behind it then knows, when the key goes, that it is the oldest, with no
+    // read. In the background: the grant does not wait for it, and a mark that fails
+    // costs only that read.
+    static awaitable<void> marked(std::shared_ptr<detail::client> c, std::string key, std::string owner,
+                                  std::int64_t lease, std::int64_t entry)
+    {
+        const json txn = {
+            {"compare", json::array({detail::create_compare(key, entry)})},
+            {"success", json::array({json{
+                            {"request_put", put_request(key, owner + std::string{detail::holder_mark}, lease)}}})}};
+        (void)co_await detail::client::call(c, "kv/txn", txn.dump(), nullptr);
     }
 
     // Finds the key created at `entry` in the queue, then watches it for its deletion.
-    static awaitable<bool> waited(std::shared_ptr<detail::client> c, std::string queue, fence_token entry,
-                                  time_point until)
+    static awaitable<bool> waited(std::shared_ptr<detail::client> c, std::shared_ptr<detail::session> s,
+                                  std::string queue, fence_token entry, time_point until)
     {
         if (entry == 0 || entry > static_cast<fence_token>(INT64_MAX))
             co_return true;
         const auto created = static_cast<std::int64_t>(entry);
         auto find = detail::queue_request(queue, "ASCEND", 1);
+        find.erase("keys_only"); // its value says whether it holds the lock
         find["min_create_revision"] = std::to_string(created);
         find["max_create_revision"] = std::to_string(created);
         const auto body = find.dump();
@@ -350,7 +386,14 @@ private:
             if (r && at) {
                 if (r->kvs.empty())
                     co_return true;
-                co_return co_await detail::client::wait_deleted(c, r->kvs.front().key, created, *at + 1, until);
+                if (detail::carries_mark(r->kvs.front()))
+                    s->predecessor_marked(queue, created);
+                const auto w = co_await detail::client::wait_deleted(c, r->kvs.front().key, created, *at + 1, until);
+                if (w.marked)
+                    s->predecessor_marked(queue, created);
+                if (w.deleted)
+                    s->predecessor_deleted(queue, created);
+                co_return w.deleted;
             }
             // Unreachable for now: look again shortly, within `until`.
             timer pause{co_await asio::this_coro::executor,
@@ -419,7 +462,7 @@ private:
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
-/// See basic_store.
+/// The etcd store. See basic_store for its documentation.
 using store = basic_store<>;
 
 static_assert(session_queue_store<store>);

@@ -213,7 +213,8 @@ public:
     awaitable<result<lock_info>> read(std::string_view, diagnostics* = nullptr) = delete;
 };
 
-/// See basic_advisory_store.
+/// The PostgreSQL store with session-bound advisory locks. See basic_advisory_store
+/// for its documentation.
 using advisory_store = basic_advisory_store<>;
 
 } // namespace distlock::postgres

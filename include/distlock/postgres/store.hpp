@@ -830,7 +830,7 @@ private:
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
-/// See basic_store.
+/// The PostgreSQL lease-table store. See basic_store for its documentation.
 using store = basic_store<>;
 
 static_assert(batch_put_if_absent_store<store>);

@@ -885,7 +885,8 @@ private:
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
-/// See basic_store.
+/// The Redis store: one server, a cluster, or one node of a Redlock quorum. See
+/// basic_store for its documentation.
 using store = basic_store<>;
 
 static_assert(put_if_absent_store<store>);

@@ -607,7 +607,7 @@ private:
     std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
-/// See basic_store.
+/// The ZooKeeper store. See basic_store for its documentation.
 using store = basic_store<>;
 
 static_assert(session_queue_store<store>);

@@ -99,19 +99,30 @@ public:
         }
     }
 
-    /// Waits until `key` is deleted (true) or `until` (false), watching it from
-    /// `revision` on (so a deletion after the read that found the key is not missed).
-    /// A stream that ends or breaks is opened again from the last revision it reported;
-    /// a start revision that was compacted meanwhile is recovered by reading the key.
-    static awaitable<bool> wait_deleted(std::shared_ptr<basic_client> self, std::string key, std::int64_t created,
-                                        std::int64_t revision, time_point until)
+    /// How a wait for a key's deletion ended.
+    struct watched {
+        bool deleted = false; ///< false: `until` came, or the wait was cancelled
+        bool marked = false;  ///< the key was seen carrying its holder's mark
+    };
+
+    /// Waits until `key` is deleted or `until`, watching it from `revision` on (so a
+    /// deletion after the read that found the key is not missed), and notes whether it
+    /// was marked as the holder's meanwhile. A stream that ends or breaks is opened
+    /// again from the last revision it reported; a start revision that was compacted
+    /// meanwhile is recovered by reading the key.
+    static awaitable<watched> wait_deleted(std::shared_ptr<basic_client> self, std::string key,
+                                           std::int64_t created, std::int64_t revision, time_point until)
     {
+        watched out;
         for (;;) {
             if (clock::now() >= until || co_await distlock::detail::cancelled())
-                co_return false;
+                co_return out;
             auto opened = co_await self->watch_once(key, revision, until);
-            if (opened.deleted)
-                co_return true;
+            out.marked = out.marked || opened.marked;
+            if (opened.deleted) {
+                out.deleted = true;
+                co_return out;
+            }
             if (opened.compacted) {
                 // The history is gone: whether the key still exists says it all.
                 auto look = co_await call(self, "kv/range", range_request(key).dump(), nullptr);
@@ -119,8 +130,11 @@ public:
                     const auto r = read_range(look.value());
                     const auto at = header_revision(look.value());
                     if (r && at) {
-                        if (r->kvs.empty() || r->kvs.front().create_revision != created)
-                            co_return true;
+                        if (r->kvs.empty() || r->kvs.front().create_revision != created) {
+                            out.deleted = true;
+                            co_return out;
+                        }
+                        out.marked = out.marked || carries_mark(r->kvs.front());
                         revision = *at + 1;
                         continue;
                     }
@@ -129,7 +143,7 @@ public:
                 revision = opened.progress + 1;
             }
             if (clock::now() >= until || co_await distlock::detail::cancelled())
-                co_return false;
+                co_return out;
             // A member that is down, or a stream cut: look again shortly (bounded by `until`).
             timer pause{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
             (void)co_await pause.async_wait(transport::as_tuple(asio::use_awaitable));
@@ -271,6 +285,7 @@ private:
 
     struct watch_outcome {
         bool deleted = false;
+        bool marked = false;
         bool compacted = false;
         std::int64_t progress = 0; // the last revision the stream reported
     };
@@ -311,9 +326,8 @@ private:
             std::erase_if(watches_, [](const auto& w) { return w.expired(); });
             watches_.push_back(stream);
         }
-        json create = {{"key", distlock::detail::base64(key)},
-                       {"start_revision", std::to_string(revision)},
-                       {"filters", json::array({"NOPUT"})}};
+        // Puts are wanted too: the holder's mark is one.
+        json create = {{"key", distlock::detail::base64(key)}, {"start_revision", std::to_string(revision)}};
         json request = {{"create_request", std::move(create)}};
         auto head = co_await stream->exec(request_bytes(member, "watch", request.dump(), token), 1, nullptr);
         if (!head || head.value().front().head.status != 200 || head.value().front().last) {
@@ -347,9 +361,17 @@ private:
                     break;
                 }
                 if (const auto events = r->find("events"); events != r->end() && events->is_array())
-                    for (const auto& e : *events)
-                        if (e.is_object() && e.value("type", std::string{}) == "DELETE")
+                    for (const auto& e : *events) {
+                        if (!e.is_object())
+                            continue;
+                        // The gateway leaves out the default type, PUT.
+                        if (e.value("type", std::string{"PUT"}) == "DELETE") {
                             out.deleted = true;
+                        } else if (const auto k = e.find("kv"); k != e.end()) {
+                            if (const auto put = read_kv(*k); put && carries_mark(*put))
+                                out.marked = true;
+                        }
+                    }
                 if (out.deleted)
                     break;
             }

@@ -83,6 +83,15 @@ struct kv {
     std::int64_t lease = 0;
 };
 
+/// What a holder appends to its key's value once it holds the lock (the waiter behind
+/// it then needs no read when the key goes; see docs/etcd.md).
+inline constexpr std::string_view holder_mark = "+held";
+
+inline bool carries_mark(const kv& k) noexcept
+{
+    return k.value.ends_with(holder_mark);
+}
+
 inline std::optional<kv> read_kv(const json& j)
 {
     if (!j.is_object())

@@ -29,7 +29,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <vector>
 
@@ -92,11 +91,15 @@ public:
 
     /// The keys this store made under the session's current lease (a lock() call that
     /// tries again after a wake-up reads its key instead of writing).
-    void remember(std::string key, std::int64_t lease)
+    void remember(std::string key, std::int64_t lease, std::int64_t entry)
     {
         std::lock_guard lock{mutex_};
-        if (lease == lease_)
-            made_.insert(std::move(key));
+        if (lease == lease_) {
+            auto& k = made_[std::move(key)];
+            k.entry = entry;
+            while (made_.size() > 65536) // lock() calls that vanished without leaving
+                made_.erase(made_.begin());
+        }
     }
     bool made(const std::string& key, std::int64_t lease) const
     {
@@ -107,6 +110,50 @@ public:
     {
         std::lock_guard lock{mutex_};
         made_.erase(key);
+    }
+
+    /// The key `key` waits for the key created at `predecessor`, which held the lock
+    /// when it looked if `held`.
+    void remember_predecessor(const std::string& key, std::int64_t predecessor, bool held)
+    {
+        std::lock_guard lock{mutex_};
+        if (const auto it = made_.find(key); it != made_.end()) {
+            it->second.predecessor = predecessor;
+            it->second.predecessor_held = held;
+            it->second.promoted = false;
+        }
+    }
+
+    /// The key created at `predecessor` in `queue` holds the lock (it carries its
+    /// holder's mark).
+    void predecessor_marked(const std::string& queue, std::int64_t predecessor)
+    {
+        std::lock_guard lock{mutex_};
+        for (auto it = made_.lower_bound(queue); it != made_.end() && it->first.starts_with(queue); ++it)
+            if (it->second.predecessor == predecessor)
+                it->second.predecessor_held = true;
+    }
+
+    /// The key created at `predecessor` in `queue` is gone (a watch saw its deletion).
+    /// The key waiting for it is the oldest of its queue if that one held the lock:
+    /// create revisions only grow, so no key can come before it.
+    void predecessor_deleted(const std::string& queue, std::int64_t predecessor)
+    {
+        std::lock_guard lock{mutex_};
+        for (auto it = made_.lower_bound(queue); it != made_.end() && it->first.starts_with(queue); ++it)
+            if (it->second.predecessor == predecessor && it->second.predecessor_held)
+                it->second.promoted = true;
+    }
+
+    /// The entry (create revision) of `key` when a watch promoted it to the front of
+    /// its queue under `lease`: it holds the lock with no read to confirm it.
+    std::optional<std::int64_t> promoted(const std::string& key, std::int64_t lease) const
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = made_.find(key);
+        if (lease != lease_ || it == made_.end() || !it->second.promoted || it->second.entry == 0)
+            return std::nullopt;
+        return it->second.entry;
     }
 
     /// Binds a lease whose entry is `entry` to the session: its validity, or nullopt
@@ -350,7 +397,13 @@ private:
     time_point valid_until_{};
     std::size_t keepalives_ = 0;
     std::map<std::int64_t, std::int64_t> granted_; // entry (create revision) -> lease
-    std::set<std::string> made_;
+    struct made_key {
+        std::int64_t entry = 0;       // its create revision
+        std::int64_t predecessor = 0; // the key it waits for (its create revision)
+        bool predecessor_held = false;
+        bool promoted = false;
+    };
+    std::map<std::string, made_key> made_;
     std::vector<std::weak_ptr<session_listener>> listeners_;
 };
 
