@@ -1,8 +1,10 @@
 // Hand-off across separate processes, for the session stores' benchmarks: copies of
 // the benchmark started as workers each take one lock in a loop and print every
-// critical section as "held ACQUIRED_NS RELEASED_NS" on the machine's one monotonic
-// clock; the time from one process's release to the next process's grant is the
-// hand-off, compared with one round trip of the floor client of the same run.
+// critical section as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" on the machine's one
+// monotonic clock; the time from one process's release to the next process's grant is
+// the hand-off, compared with one round trip of the floor client of the same run. The
+// release's own time (unlock() called to returned) is reported beside it: what of the
+// hand-off is the releasing request.
 #pragma once
 
 #include "process.hpp"
@@ -15,6 +17,7 @@
 #include <asio/io_context.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -31,13 +34,13 @@ inline std::int64_t now_ns()
 }
 
 /// A worker's body: `rounds` critical sections of 1 ms on "contended" through `store`,
-/// each printed as "held ACQUIRED_NS RELEASED_NS" once all are done.
+/// each printed as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" once all are done.
 template <class Store>
 int handoff_worker(asio::io_context& io, Store& store, int rounds)
 {
     using namespace std::chrono_literals;
     int status = 1;
-    std::vector<std::pair<std::int64_t, std::int64_t>> held;
+    std::vector<std::array<std::int64_t, 3>> held;
     asio::co_spawn(io, [&]() -> distlock::awaitable<void> {
         distlock::basic_distributed_mutex<Store, distlock::retry::exponential_backoff> m{
             store, "contended", {}, distlock::retry::exponential_backoff{.deadline = 60s}};
@@ -51,14 +54,15 @@ int handoff_worker(asio::io_context& io, Store& store, int rounds)
             const auto released = now_ns();
             if (!co_await l->unlock())
                 co_return;
-            held.emplace_back(acquired, released);
+            held.push_back({acquired, released, now_ns()});
         }
         status = 0;
         co_await store.close();
     }, asio::detached);
     io.run_for(120s);
-    for (const auto& [a, r] : held)
-        std::printf("held %lld %lld\n", static_cast<long long>(a), static_cast<long long>(r));
+    for (const auto& [a, r, u] : held)
+        std::printf("held %lld %lld %lld\n", static_cast<long long>(a), static_cast<long long>(r),
+                    static_cast<long long>(u));
     std::fflush(stdout);
     return status;
 }
@@ -72,15 +76,15 @@ inline int handoffs(const std::vector<std::string>& worker_argv, int processes, 
     for (int i = 0; i < processes; ++i)
         workers.push_back(std::make_unique<test::child>(worker_argv));
     struct section {
-        std::int64_t acquired, released;
+        std::int64_t acquired, released, unlocked;
         int process;
     };
     std::vector<section> sections;
     for (int i = 0; i < processes; ++i) {
         while (auto line = workers[i]->read_line(std::chrono::seconds{120})) {
-            long long a = 0, r = 0;
-            if (std::sscanf(line->c_str(), "held %lld %lld", &a, &r) == 2)
-                sections.push_back({a, r, i});
+            long long a = 0, r = 0, u = 0;
+            if (std::sscanf(line->c_str(), "held %lld %lld %lld", &a, &r, &u) == 3)
+                sections.push_back({a, r, u, i});
         }
         if (workers[i]->wait(std::chrono::seconds{30}) != std::optional<int>{0}) {
             std::fprintf(stderr, "a worker failed\n");
@@ -89,6 +93,10 @@ inline int handoffs(const std::vector<std::string>& worker_argv, int processes, 
     }
     std::sort(sections.begin(), sections.end(), [](const auto& x, const auto& y) { return x.acquired < y.acquired; });
     result_row handoff{"distlock: hand-off across " + std::to_string(processes) + " processes (release -> grant)"};
+    result_row release{"  of which the release: unlock() called to returned"};
+    for (const auto& s : sections)
+        release.us.push_back(static_cast<double>(s.unlocked - s.released) / 1000.0);
+    release.operations = release.us.size();
     std::size_t changed = 0, overlaps = 0;
     for (std::size_t i = 1; i < sections.size(); ++i) {
         if (sections[i].acquired < sections[i - 1].released)
@@ -105,7 +113,9 @@ inline int handoffs(const std::vector<std::string>& worker_argv, int processes, 
     const double round_trips = rtt.pct(0.5) > 0 ? handoff.pct(0.5) / rtt.pct(0.5) : 0;
     handoff.extra = ",\"changed_hands\":" + std::to_string(changed_share) + ",\"p50_round_trips\":" +
                     std::to_string(round_trips) + ",\"overlaps\":" + std::to_string(overlaps);
+    release.seconds = handoff.seconds;
     print(handoff);
+    print(release);
     std::printf("  %zu critical sections, %.1f %% changed hands, hand-off p50 = %.2f round trips, %zu overlaps\n",
                 sections.size(), 100 * changed_share, round_trips, overlaps);
     return overlaps == 0 ? 0 : 1;

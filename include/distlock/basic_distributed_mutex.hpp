@@ -426,6 +426,14 @@ private:
                 history.previous_delay = *delay;
                 // A custom policy's delay is clamped, so that the sum cannot overflow.
                 auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+                // A claim told exactly when its turn may come (a fair queue watching the
+                // entry before its own) waits for that, not for the retry policy's next
+                // step: looking sooner costs requests (on etcd, a new watch stream) and
+                // can only find the same place. It still looks again after
+                // turn_recheck, in case a notification went missing.
+                if constexpr (requires { claim.waits_for_turn(); })
+                    if (claim.waits_for_turn())
+                        until = std::max(until, clock::now() + turn_recheck);
                 // The store said when the lock can be taken over at the latest (its TTL,
                 // or a record version that must stay unchanged that long): no later.
                 if (history.held_until && *history.held_until > clock::now())

@@ -33,6 +33,12 @@ inline constexpr duration min_ttl = std::chrono::milliseconds{1};
 /// "now + duration" would overflow.
 inline constexpr duration max_wait = std::chrono::hours{24 * 366};
 
+/// How long a lock() call that waits for its turn in a fair queue (etcd, ZooKeeper, a
+/// session store: it watches the entry before its own) goes without looking at its
+/// place again, when the retry policy would have it look sooner. The watch wakes it
+/// when its turn may have come; the look is a safety net for a lost notification.
+inline constexpr duration turn_recheck = std::chrono::seconds{1};
+
 /// Settings of one lock.
 struct lock_options {
     /// How long the store keeps the lock if its holder vanishes.

@@ -604,6 +604,12 @@ inline constexpr duration min_ttl = std::chrono::milliseconds{1};
 /// "now + duration" would overflow.
 inline constexpr duration max_wait = std::chrono::hours{24 * 366};
 
+/// How long a lock() call that waits for its turn in a fair queue (etcd, ZooKeeper, a
+/// session store: it watches the entry before its own) goes without looking at its
+/// place again, when the retry policy would have it look sooner. The watch wakes it
+/// when its turn may have come; the look is a safety net for a lost notification.
+inline constexpr duration turn_recheck = std::chrono::seconds{1};
+
 /// Settings of one lock.
 struct lock_options {
     /// How long the store keeps the lock if its holder vanishes.
@@ -4546,6 +4552,14 @@ private:
                 history.previous_delay = *delay;
                 // A custom policy's delay is clamped, so that the sum cannot overflow.
                 auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+                // A claim told exactly when its turn may come (a fair queue watching the
+                // entry before its own) waits for that, not for the retry policy's next
+                // step: looking sooner costs requests (on etcd, a new watch stream) and
+                // can only find the same place. It still looks again after
+                // turn_recheck, in case a notification went missing.
+                if constexpr (requires { claim.waits_for_turn(); })
+                    if (claim.waits_for_turn())
+                        until = std::max(until, clock::now() + turn_recheck);
                 // The store said when the lock can be taken over at the latest (its TTL,
                 // or a record version that must stay unchanged that long): no later.
                 if (history.held_until && *history.held_until > clock::now())
@@ -5485,6 +5499,7 @@ public:
         // From the first try on, an entry may exist (a lost reply included): abandon()
         // deletes it unless the lease takes it over.
         queued_ = true;
+        place_ = {}; // a failed attempt leaves no predecessor to wait for
         auto got = co_await store_.call(
             [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
         if (!got)
@@ -5496,6 +5511,10 @@ public:
     }
 
     awaitable<bool> listen() { co_return false; }
+
+    /// True when wait() watches the entry before this one: it returns as soon as this
+    /// call's turn may have come, so a longer wait costs nothing.
+    bool waits_for_turn() const noexcept { return place_.predecessor.has_value(); }
 
     /// Watches the predecessor only.
     awaitable<bool> wait(time_point until)

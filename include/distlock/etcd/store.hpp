@@ -382,13 +382,13 @@ private:
         while (clock::now() < until && !co_await distlock::detail::cancelled()) {
             auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
             const auto r = got ? detail::read_range(got.value()) : std::nullopt;
-            const auto at = got ? detail::header_revision(got.value()) : std::nullopt;
-            if (r && at) {
+            if (r) {
                 if (r->kvs.empty())
                     co_return true;
                 if (detail::carries_mark(r->kvs.front()))
                     s->predecessor_marked(queue, created);
-                const auto w = co_await detail::client::wait_deleted(c, r->kvs.front().key, created, *at + 1, until);
+                // Watched from now, not from this read's revision: see wait_deleted.
+                const auto w = co_await detail::client::wait_deleted(c, r->kvs.front().key, created, 0, until);
                 if (w.marked)
                     s->predecessor_marked(queue, created);
                 if (w.deleted)

@@ -81,6 +81,7 @@ public:
         // From the first try on, an entry may exist (a lost reply included): abandon()
         // deletes it unless the lease takes it over.
         queued_ = true;
+        place_ = {}; // a failed attempt leaves no predecessor to wait for
         auto got = co_await store_.call(
             [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
         if (!got)
@@ -92,6 +93,10 @@ public:
     }
 
     awaitable<bool> listen() { co_return false; }
+
+    /// True when wait() watches the entry before this one: it returns as soon as this
+    /// call's turn may have come, so a longer wait costs nothing.
+    bool waits_for_turn() const noexcept { return place_.predecessor.has_value(); }
 
     /// Watches the predecessor only.
     awaitable<bool> wait(time_point until)

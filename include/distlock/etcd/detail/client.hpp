@@ -105,11 +105,14 @@ public:
         bool marked = false;  ///< the key was seen carrying its holder's mark
     };
 
-    /// Waits until `key` is deleted or `until`, watching it from `revision` on (so a
-    /// deletion after the read that found the key is not missed), and notes whether it
-    /// was marked as the holder's meanwhile. A stream that ends or breaks is opened
-    /// again from the last revision it reported; a start revision that was compacted
-    /// meanwhile is recovered by reading the key.
+    /// Waits until `key` (the one created at `created`) is deleted or `until`, and notes
+    /// whether it was marked as the holder's meanwhile. The watch starts at `revision`,
+    /// or, when that is 0, from now: then, once the watch is in place, one read says
+    /// whether the key went before it. (A watch from a past revision would not miss
+    /// that either, but etcd serves such a watch from its history, catching up only
+    /// every 100 ms, which a waiter would pay on every hand-off.) A stream that ends or
+    /// breaks is opened again from the last revision it reported; a start revision that
+    /// was compacted meanwhile is recovered by reading the key.
     static awaitable<watched> wait_deleted(std::shared_ptr<basic_client> self, std::string key,
                                            std::int64_t created, std::int64_t revision, time_point until)
     {
@@ -117,7 +120,7 @@ public:
         for (;;) {
             if (clock::now() >= until || co_await distlock::detail::cancelled())
                 co_return out;
-            auto opened = co_await self->watch_once(key, revision, until);
+            auto opened = co_await self->watch_once(key, revision, revision == 0 ? created : 0, until);
             out.marked = out.marked || opened.marked;
             if (opened.deleted) {
                 out.deleted = true;
@@ -139,7 +142,7 @@ public:
                         continue;
                     }
                 }
-            } else if (opened.progress > 0) {
+            } else if (opened.progress > 0 && opened.confirmed) {
                 revision = opened.progress + 1;
             }
             if (clock::now() >= until || co_await distlock::detail::cancelled())
@@ -286,13 +289,16 @@ private:
     struct watch_outcome {
         bool deleted = false;
         bool marked = false;
+        bool confirmed = false; // the key was known to exist once the watch stood
         bool compacted = false;
         std::int64_t progress = 0; // the last revision the stream reported
     };
 
     // One watch stream on a connection of its own, until a deletion, `until`, or the
-    // stream's end.
-    awaitable<watch_outcome> watch_once(const std::string& key, std::int64_t revision, time_point until)
+    // stream's end. With `confirm` (a create revision), the key is read once the watch
+    // is created: gone, or made again, counts as deleted.
+    awaitable<watch_outcome> watch_once(const std::string& key, std::int64_t revision, std::int64_t confirm,
+                                        time_point until)
     {
         struct inbox {
             explicit inbox(asio::any_io_executor ex) : wake{std::move(ex)} {}
@@ -327,8 +333,11 @@ private:
             watches_.push_back(stream);
         }
         // Puts are wanted too: the holder's mark is one.
-        json create = {{"key", distlock::detail::base64(key)}, {"start_revision", std::to_string(revision)}};
+        json create = {{"key", distlock::detail::base64(key)}};
+        if (revision != 0)
+            create["start_revision"] = std::to_string(revision);
         json request = {{"create_request", std::move(create)}};
+        out.confirmed = confirm == 0;
         auto head = co_await stream->exec(request_bytes(member, "watch", request.dump(), token), 1, nullptr);
         if (!head || head.value().front().head.status != 200 || head.value().front().last) {
             if (!head)
@@ -338,6 +347,7 @@ private:
             stream->close();
             co_return out;
         }
+        bool look = false;
         for (;;) {
             std::deque<std::string> lines;
             bool ended = false;
@@ -360,6 +370,8 @@ private:
                     ended = true;
                     break;
                 }
+                if (r->value("created", false) && !out.confirmed)
+                    look = true;
                 if (const auto events = r->find("events"); events != r->end() && events->is_array())
                     for (const auto& e : *events) {
                         if (!e.is_object())
@@ -374,6 +386,21 @@ private:
                     }
                 if (out.deleted)
                     break;
+            }
+            if (look && !out.deleted && !ended) {
+                // The watch stands: whatever happens to the key from now on reaches it.
+                // One read says whether the key went before.
+                look = false;
+                auto got = co_await call(this->shared_from_this(), "kv/range", range_request(key).dump(), nullptr);
+                const auto r = got ? read_range(got.value()) : std::nullopt;
+                if (!r) {
+                    ended = true; // opened again from now, and looked at again
+                } else if (r->kvs.empty() || r->kvs.front().create_revision != confirm) {
+                    out.deleted = true;
+                } else {
+                    out.confirmed = true;
+                    out.marked = out.marked || carries_mark(r->kvs.front());
+                }
             }
             if (out.deleted || ended || clock::now() >= until || co_await distlock::detail::cancelled())
                 break;
