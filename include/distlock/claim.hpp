@@ -23,7 +23,10 @@
 //    replies were lost or cut off by the deadline, its place in a queue.
 // A claim on a store with a fair queue of its own (etcd, ZooKeeper) keeps one entry
 // across attempts and says so with `fair`; elsewhere the mutex keeps waiters of one
-// process in arrival order (detail/local_line.hpp).
+// process in arrival order (detail/local_line.hpp). A claim whose wait() is woken
+// exactly when its turn may have come (it watches the entry before its own) may say
+// so with an optional `waits_for_turn()`: while it returns true, the mutex waits up to
+// turn_recheck even when the retry policy's step is shorter.
 #pragma once
 
 #include <distlock/detail/config.hpp>

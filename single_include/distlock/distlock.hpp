@@ -569,7 +569,10 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 //    replies were lost or cut off by the deadline, its place in a queue.
 // A claim on a store with a fair queue of its own (etcd, ZooKeeper) keeps one entry
 // across attempts and says so with `fair`; elsewhere the mutex keeps waiters of one
-// process in arrival order (detail/local_line.hpp).
+// process in arrival order (detail/local_line.hpp). A claim whose wait() is woken
+// exactly when its turn may have come (it watches the entry before its own) may say
+// so with an optional `waits_for_turn()`: while it returns true, the mutex waits up to
+// turn_recheck even when the retry policy's step is shorter.
 
 // ---- begin distlock/options.hpp
 // distlock/options.hpp: what a lock asks of the store, and the limits checked

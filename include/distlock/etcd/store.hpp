@@ -238,9 +238,7 @@ private:
             if (const auto entry = s->promoted(key, lease.value())) {
                 // The key before it held the lock and is gone (its watch said so): this
                 // one is the oldest, with no read to confirm it.
-                life->spawn(marked(c, key, owner, lease.value(), *entry));
-                s->granted(*entry, lease.value());
-                co_return queue_place{static_cast<fence_token>(*entry), true, std::nullopt};
+                co_return held_after_waiting(c, *s, *life, key, owner, lease.value(), *entry);
             }
             if (s->made(key, lease.value())) {
                 // This call made its key under this session (it is trying again after a
@@ -258,13 +256,9 @@ private:
                 const auto oldest = detail::read_range(oldest_got.value());
                 if (!mine || !oldest)
                     co_return distlock::errc::protocol_error;
-                if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty()) {
-                    auto place = co_await placed(c, s, queue, key, mine->kvs.front(), oldest->kvs.front(),
-                                                 lease.value(), diag);
-                    if (place && place.value().first)
-                        life->spawn(marked(c, key, owner, lease.value(), mine->kvs.front().create_revision));
-                    co_return place;
-                }
+                if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty())
+                    co_return co_await placed(c, s, life, queue, key, owner, mine->kvs.front(), oldest->kvs.front(),
+                                              lease.value(), diag);
                 s->forget(key); // gone: made again below, at the back
             }
             const json txn = {
@@ -315,24 +309,22 @@ private:
                 continue;
             }
             s->remember(key, lease.value(), mine.create_revision);
-            auto place = co_await placed(c, s, queue, key, mine, second_range->kvs.front(), lease.value(), diag);
-            if (place && place.value().first)
-                life->spawn(marked(c, key, owner, lease.value(), mine.create_revision));
-            co_return place;
+            co_return co_await placed(c, s, life, queue, key, owner, mine, second_range->kvs.front(), lease.value(),
+                                      diag);
         }
         co_return distlock::errc::session_lost;
     }
 
-    // Where the call's key `mine` stands, the queue's oldest key being `oldest`.
+    // Where the call's key `mine` (made before this attempt) stands, the queue's
+    // oldest key being `oldest`.
     static awaitable<result<queue_place>> placed(std::shared_ptr<detail::client> c,
-                                                 std::shared_ptr<detail::session> s, std::string queue,
-                                                 std::string key, detail::kv mine, detail::kv oldest,
-                                                 std::int64_t lease, diagnostics* diag)
+                                                 std::shared_ptr<detail::session> s,
+                                                 std::shared_ptr<distlock::detail::lifetime> life, std::string queue,
+                                                 std::string key, std::string owner, detail::kv mine,
+                                                 detail::kv oldest, std::int64_t lease, diagnostics* diag)
     {
-        if (oldest.key == key) {
-            s->granted(mine.create_revision, lease);
-            co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
-        }
+        if (oldest.key == key)
+            co_return held_after_waiting(c, *s, *life, key, owner, lease, mine.create_revision);
         // Waiting: the newest key created before ours.
         auto before = detail::queue_request(queue, "DESCEND", 1);
         before["max_create_revision"] = std::to_string(mine.create_revision - 1);
@@ -342,14 +334,23 @@ private:
         const auto r = detail::read_range(pred.value());
         if (!r)
             co_return distlock::errc::protocol_error;
-        if (r->kvs.empty()) { // the keys before ours went meanwhile
-            s->granted(mine.create_revision, lease);
-            co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
-        }
+        if (r->kvs.empty()) // the keys before ours went meanwhile
+            co_return held_after_waiting(c, *s, *life, key, owner, lease, mine.create_revision);
         const auto& waits_for = r->kvs.front();
         s->remember_predecessor(key, waits_for.create_revision, waits_for.key == oldest.key);
         co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
                               static_cast<fence_token>(waits_for.create_revision)};
+    }
+
+    // The key `key`, created at `entry` in an earlier attempt, is the oldest of its
+    // queue: the lock is this call's. Its key is marked for the waiter behind it.
+    static queue_place held_after_waiting(const std::shared_ptr<detail::client>& c, detail::session& s,
+                                          distlock::detail::lifetime& life, const std::string& key,
+                                          const std::string& owner, std::int64_t lease, std::int64_t entry)
+    {
+        life.spawn(marked(c, key, owner, lease, entry));
+        s.granted(entry, lease);
+        return queue_place{static_cast<fence_token>(entry), true, std::nullopt};
     }
 
     // A waiter that came to hold the lock marks its key (appends holder_mark to its
