@@ -93,6 +93,52 @@ TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
     CHECK(counter == workers * rounds);
 }
 
+TEST_CASE("session store: a session's loss races its leases being watched, released and checked on other threads",
+          "[session][concurrency]")
+{
+    // A session lease nobody watches takes the session's reports in its atomics; one
+    // watched meanwhile starts a keeper that must still hear a loss reported just
+    // before. Half the workers watch before the loss, half after or while it lands.
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store store{io, server, {.session_ttl = 300ms}};
+    using mutex = dl::basic_distributed_mutex<dl::memory::session_store>;
+    constexpr int workers = 16;
+    std::atomic<int> held{0}, told_lost{0}, refused_unlock{0}, errors{0}, finished{0};
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            mutex m{store, "r" + std::to_string(w)};
+            auto lease = co_await m.lock();
+            if (!lease) {
+                ++errors;
+                co_return;
+            }
+            const auto ex = co_await asio::this_coro::executor;
+            if (++held == workers)
+                server.expire(store.session_id()); // learnt at the next keepalive (100 ms)
+            if (w % 2 == 1) { // watches later: before, while or after the loss lands
+                asio::steady_timer pause{ex, std::chrono::milliseconds{20 * (w % 8)}};
+                (void)co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                (void)lease->valid();
+            }
+            using namespace asio::experimental::awaitable_operators;
+            asio::steady_timer limit{ex, 10s};
+            auto ended = co_await (lease->lost() || limit.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+            if (ended.index() == 0 && std::get<0>(ended) == dl::errc::lease_lost && !lease->valid())
+                ++told_lost;
+            auto r = co_await lease->unlock();
+            if (!r && r.error() == dl::errc::lease_lost)
+                ++refused_unlock;
+            if (++finished == workers)
+                co_await store.close();
+        }, asio::detached);
+    run_on_four_threads(io, 60s);
+    CHECK(errors == 0);
+    CHECK(held == workers);
+    CHECK(told_lost == workers);
+    CHECK(refused_unlock == workers);
+}
+
 TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][concurrency]")
 {
     // Catch's assertions are not thread-safe: workers count, the main thread asserts.

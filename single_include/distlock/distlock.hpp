@@ -530,7 +530,12 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 // Design note: states of a lease.
 //  - mode_ passive: nobody watches the lease and nothing renews it. Validity is
 //    computed from the clock when asked; unlock() releases directly, with no strand
-//    hop, which keeps an uncontended lock/unlock cheap.
+//    hop, which keeps an uncontended lock/unlock cheap. A session-bound lease stays
+//    passive too until someone watches it: the session's reports go straight to the
+//    atomics (validity, lost_), so a lock taken and released through a session costs
+//    no keeper, strand or timer. A keeper started later picks up a loss reported
+//    before it ran (lost_ is written before parts_ready_ is read, and the other way
+//    round, both sequentially consistent: one side always sees the other).
 //  - mode_ active: a keeper coroutine runs on the lease's strand. It extends the lease
 //    on schedule (if renewal is on) and declares it lost when an extension fails or
 //    when the local validity runs out before an extension succeeded, whichever is
@@ -3012,11 +3017,11 @@ public:
         return time_point{duration{valid_until_ns_.load(std::memory_order_acquire)}};
     }
 
-    bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
+    bool lost() const noexcept { return lost_.load(); }
     bool released() const noexcept { return mode_.load(std::memory_order_acquire) == released_mode; }
 
-    /// A session-bound lease takes its validity from the session, and is watched from
-    /// the start (the session reports loss).
+    /// A session-bound lease takes its validity from the session, which reports its
+    /// state (session_changed()) and its loss; it stays passive until watched.
     virtual void start_session(time_point valid_until) = 0;
 
     /// Starts the keeper (renewal and loss detection) if it is not running yet.
@@ -3074,6 +3079,7 @@ protected:
     std::atomic<time_point::rep> valid_until_ns_;
     std::atomic<int> mode_{passive_mode};
     std::atomic<bool> lost_{false};
+    std::atomic<int> passive_end_{0}; // why a passive lease was lost (an errc; 0: not lost while passive)
 };
 
 /// The keeper: how a lease is renewed, watched and released (see the design note).
@@ -3092,7 +3098,8 @@ public:
     void start_session(time_point valid_until) override
     {
         set_valid_until(valid_until);
-        activate();
+        // Told when the store closes, as an active lease is (store_closing()).
+        listen_closing();
     }
 
     void activate() override
@@ -3159,7 +3166,7 @@ private:
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
             // Passive: nothing runs on the strand, so the release goes straight out
             // (in this frame: an uncontended unlock costs as few frames as it can).
-            const bool expired = clock::now() >= valid_until();
+            const bool expired = lost() || clock::now() >= valid_until();
             auto r = co_await store_release();
             co_return finish_passive(r, expired);
         }
@@ -3177,7 +3184,7 @@ private:
         int expected = passive_mode;
         if (mode_.compare_exchange_strong(expected, released_mode, std::memory_order_acq_rel)) {
             released_passively_ = true;
-            co_return clock::now() >= valid_until();
+            co_return lost() || clock::now() >= valid_until();
         }
         if (expected == released_mode)
             co_return std::nullopt;
@@ -3204,7 +3211,9 @@ private:
 
     result<void> finish_passive(const result<void>& r, bool expired)
     {
-        if (observed_) // the event's clock reading is skipped when nobody listens
+        // A loss reported while passive was its event; the event's clock reading is
+        // skipped when nobody listens.
+        if (observed_ && !lost())
             report(release_event{resource_, valid_until() - clock::now(), r ? std::error_code{} : r.error()});
         return finish(r, expired);
     }
@@ -3215,8 +3224,15 @@ public:
     // The loss is posted first, so it is on the strand before the release.
     void store_closing() noexcept override
     {
-        if (!parts_ready())
-            return;
+        if (!parts_ready()) {
+            // Passive (a session-bound lease nobody watches): lost now, released below.
+            if (released())
+                return;
+            passive_loss(errc::store_unavailable);
+            release_detached();
+            if (!parts_ready())
+                return;
+        }
         asio::post(parts_->strand, [self = self_ptr()] {
             if (self->parts_->ended)
                 return;
@@ -3232,8 +3248,19 @@ public:
     // A session store reports the session this lease is bound to.
     void session_changed(session_state state, time_point valid_until) noexcept override
     {
-        if (!parts_ready())
-            return;
+        if (!parts_ready()) {
+            // Passive: the state lives in the atomics. Validity only moves on while the
+            // lease stands (a report after the deadline does not revive it).
+            if (released())
+                return;
+            if (state != session_state::held)
+                passive_loss(errc::lease_lost);
+            else if (!lost() && clock::now() < this->valid_until())
+                set_valid_until(valid_until);
+            if (!parts_ready())
+                return;
+            // A keeper started meanwhile: it hears the report too, on its strand.
+        }
         asio::post(parts_->strand, [self = self_ptr(), state, valid_until] {
             auto& p = *self->parts_;
             if (p.ended)
@@ -3285,25 +3312,42 @@ private:
         bool renewing = false;
     };
 
-    bool parts_ready() const noexcept { return parts_ready_.load(std::memory_order_acquire); }
+    bool parts_ready() const noexcept { return parts_ready_.load(); }
+
+    // A loss while passive, from the session's or the store's thread: reported by
+    // whoever marks the lease lost first (here, or end() on the keeper's strand).
+    void passive_loss(errc why) noexcept
+    {
+        int none = 0; // the first reason stays: a closing store's, or the session's
+        passive_end_.compare_exchange_strong(none, static_cast<int>(why));
+        if (!lost_.exchange(true))
+            report(release_event{resource_, valid_until() - clock::now(), passive_reason()});
+    }
+    std::error_code passive_reason() const noexcept
+    {
+        const int why = passive_end_.load();
+        return make_error_code(why != 0 ? static_cast<errc>(why) : errc::lease_lost);
+    }
 
     active_parts& parts()
     {
         std::call_once(parts_once_, [this] {
             parts_ = std::make_unique<active_parts>(ex_);
             if (mode_.load(std::memory_order_acquire) == released_mode) {
-                // Released before anyone watched it: nothing to keep, never "lost".
+                // Released before anyone watched it: nothing to keep, and "lost" only if
+                // its loss came first (a closing store releases the leases it ends).
                 parts_->ended = true;
-                parts_->end_reason = errc::released;
+                parts_->end_reason = lost() ? passive_reason() : make_error_code(errc::released);
                 released_flag_ = true;
-                parts_ready_.store(true, std::memory_order_release);
+                parts_ready_.store(true);
                 return;
             }
             parts_->renewing = plan_.renew_every.has_value();
             parts_->next_renew = acquired_at_ + plan_.renew_every.value_or(duration::zero());
             parts_->keeper_running = true;
-            parts_ready_.store(true, std::memory_order_release);
-            listen_closing();
+            parts_ready_.store(true);
+            if (!plan_.session_bound) // a session-bound lease listens from the start
+                listen_closing();
             asio::co_spawn(parts_->strand, keep(self_ptr()), asio::detached);
         });
         return *parts_;
@@ -3318,8 +3362,8 @@ private:
         p.ended = true;
         p.end_reason = why;
         if (by_loss) {
-            lost_.store(true, std::memory_order_release);
-            report(release_event{resource_, valid_until() - clock::now(), why});
+            if (!lost_.exchange(true))
+                report(release_event{resource_, valid_until() - clock::now(), why});
             std::vector<asio::cancellation_signal*> signals;
             {
                 std::lock_guard lock{p.signals_mutex};
@@ -3340,6 +3384,10 @@ private:
         for (;;) {
             if (p.stopping || p.ended)
                 break;
+            if (self->lost()) { // reported while the lease was passive
+                self->end(self->passive_reason(), true);
+                break;
+            }
             if (p.extend_done) {
                 p.extend_done = false;
                 if (!p.extend_result) {

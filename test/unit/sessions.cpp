@@ -160,6 +160,74 @@ TEST_CASE("session store: an unanswered keepalive puts the leases in doubt; the 
     });
 }
 
+TEST_CASE("session store: a lease nobody watches learns its loss from the session at once, reported once",
+          "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()};
+    int losses = 0, releases = 0;
+    dl::observe::callback count{[&](const dl::event& e) {
+        if (const auto* r = std::get_if<dl::release_event>(&e)) {
+            if (r->error == dl::errc::lease_lost) {
+                ++losses;
+            } else {
+                ++releases;
+            }
+        }
+    }};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex m{a, "job", {}, count};
+        auto held = co_await m.lock();
+        REQUIRE(held);
+        // Keepalives move a passive lease's validity on, as they do a watched one's.
+        const auto first_validity = held->valid_until();
+        co_await advance(clock, 2500ms, 100ms);
+        CHECK(held->valid());
+        CHECK(held->valid_until() > first_validity);
+
+        a.set_reachable(false); // the next keepalive goes unanswered: in doubt
+        co_await advance(clock, 1100ms, 100ms);
+        // Nobody watched the lease, and it knows anyway, before its validity ran out.
+        CHECK_FALSE(held->valid());
+        CHECK(dl::clock::now() < held->valid_until()); // lost, not run out
+        CHECK(losses == 1);
+        // Watching it now reports the loss at once, and does not report it again.
+        const auto why = co_await held->lost();
+        CHECK(why == dl::errc::lease_lost);
+        const auto unlocked = co_await held->unlock();
+        REQUIRE_FALSE(unlocked);
+        CHECK(unlocked.error() == dl::errc::lease_lost);
+        CHECK(losses == 1);
+        CHECK(releases == 0);
+        a.set_reachable(true);
+    });
+}
+
+TEST_CASE("session store: a lease released before its session is lost hears nothing of the loss", "[session]")
+{
+    dl::manual_clock clock;
+    asio::io_context io;
+    dl::memory::session_server server;
+    dl::memory::session_store a{io, server, quick_sessions()};
+    int losses = 0;
+    dl::observe::callback count{[&](const dl::event& e) {
+        if (const auto* r = std::get_if<dl::release_event>(&e); r && r->error == dl::errc::lease_lost)
+            ++losses;
+    }};
+    run(io, [&]() -> asio::awaitable<void> {
+        session_mutex m{a, "job", {}, count};
+        auto held = co_await m.lock();
+        REQUIRE(held);
+        { const auto ok_ = co_await held->unlock(); REQUIRE(ok_); }
+        server.expire(a.session_id());
+        co_await advance(clock, 2s, 100ms);
+        CHECK(losses == 0);
+        CHECK_FALSE(held->valid());
+    });
+}
+
 TEST_CASE("session store: a refused keepalive is retried within the validity", "[session]")
 {
     dl::manual_clock clock;
