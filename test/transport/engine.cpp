@@ -89,16 +89,54 @@ TEST_CASE("transport engine: pipelined requests share one write and get their ow
     CHECK(r.connects == 1);
 }
 
+TEST_CASE("transport engine: an idle connection writes a request at once; what the socket did not take goes "
+          "out through the writer, before the next request",
+          "[transport]")
+{
+    struct socket_case {
+        const char* what;
+        std::size_t try_limit;     // what the socket takes of one try_write()
+        std::size_t taken_at_once; // bytes written at once, not by the writer
+    };
+    // "b\n" always finds "hello\n" in flight, and goes through the writer.
+    for (const auto& c : {socket_case{"the socket takes all of it", std::string::npos, 6},
+                          socket_case{"the socket takes part of it: \"llo\\n\" follows, then \"b\\n\"", 2, 2},
+                          socket_case{"the socket would block", 0, 0}}) {
+        INFO(c.what);
+        rig r;
+        auto played = r.add({{step::connect, {}}, {step::write, "hello\nb\n"}, {step::read, "H\nB\n"}});
+        played->try_limit = c.try_limit;
+        test::run(r.io, [&]() -> asio::awaitable<void> {
+            const auto ex = co_await asio::this_coro::executor;
+            { const auto up_ = co_await r.engine->connect(); REQUIRE_FALSE(up_); }
+            auto a = test::start(ex, r.engine->exec("hello\n", 1));
+            auto b = test::start(ex, r.engine->exec("b\n", 1));
+            { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+            { const bool came_ = co_await b.wait(); REQUIRE(came_); }
+            REQUIRE(a.get());
+            CHECK(*a.get() == std::vector<std::string>{"H"});
+            REQUIRE(b.get());
+            CHECK(*b.get() == std::vector<std::string>{"B"});
+        });
+        CHECK(played->tried_bytes == c.taken_at_once);
+        CHECK(played->at == played->steps.size());
+    }
+}
+
 TEST_CASE("transport engine: an error at every step in turn: each request learns what may have happened",
           "[transport]")
 {
     // connect, write, read of the first request; then the engine must connect again
     // for the second and succeed.
+    // The first request goes out at once on the idle connection (try_write), or, when
+    // the socket would block, through the writer.
     const std::vector<step> steps{{step::connect, {}}, {step::write, "a\n"}, {step::read, "A\n"}};
+    for (const bool at_once : {true, false})
     for (std::size_t fail_at = 0; fail_at <= steps.size(); ++fail_at) {
-        INFO("error injected at step " << fail_at);
+        INFO("error injected at step " << fail_at << (at_once ? ", written at once" : ", written by the writer"));
         rig r;
-        r.add(steps, fail_at < steps.size() ? std::optional{fail_at} : std::nullopt);
+        r.add(steps, fail_at < steps.size() ? std::optional{fail_at} : std::nullopt)->try_limit =
+            at_once ? std::string::npos : 0;
         r.add({{step::connect, {}}, {step::write, "b\n"}, {step::read, "B\n"}});
         test::run(r.io, [&]() -> asio::awaitable<void> {
             dl::diagnostics diag;
@@ -108,6 +146,11 @@ TEST_CASE("transport engine: an error at every step in turn: each request learns
                 REQUIRE_FALSE(first);
                 CHECK(first.error() == dl::errc::store_unavailable);
                 CHECK(diag.client_message() == "refused");
+            } else if (fail_at == 1 && at_once) {
+                // The socket took none of it: not sent, and the connection is gone.
+                REQUIRE_FALSE(first);
+                CHECK(first.error() == dl::errc::store_unavailable);
+                CHECK(diag.client_message().find("write to scripted failed") != std::string_view::npos);
             } else if (fail_at < steps.size()) {
                 // Written (even if the write failed part-way) or its reply lost: it may
                 // have been applied.

@@ -41,6 +41,9 @@ struct script {
     std::size_t at = 0;                 ///< the next step
     std::size_t written = 0;            ///< bytes of the current write step already written
     bool broken = false;
+    /// How many bytes a try_write() takes at most (0: none, it would block).
+    std::size_t try_limit = std::string::npos;
+    std::size_t tried_bytes = 0; ///< bytes taken by try_write()
     std::vector<dl::timer*> readers; // reads waiting for their step
 
     bool failing() const { return fail_at && *fail_at == at; }
@@ -86,27 +89,32 @@ public:
         const auto s = s_;
         if (!open_ || !s || s->broken)
             co_return std::tuple{make_error_code(asio::error::not_connected), std::size_t{0}};
-        std::string_view data{static_cast<const char*>(b.data()), b.size()};
-        while (!data.empty()) {
-            REQUIRE(s->at < s->steps.size());
-            auto& st = s->steps[s->at];
-            REQUIRE(st.kind == step::write);
-            if (s->failing()) {
-                s->broken = true;
-                s->wake();
-                co_return std::tuple{make_error_code(asio::error::connection_reset), std::size_t{0}};
-            }
-            const auto n = std::min(data.size(), st.bytes.size() - s->written);
-            CHECK(data.substr(0, n) == std::string_view{st.bytes}.substr(s->written, n));
-            data.remove_prefix(n);
-            s->written += n;
-            if (s->written == st.bytes.size()) {
-                s->written = 0;
-                ++s->at;
-            }
-        }
-        s->wake();
+        if (auto ec = arrive(*s, {static_cast<const char*>(b.data()), b.size()}))
+            co_return std::tuple{ec, std::size_t{0}};
         co_return std::tuple{std::error_code{}, b.size()};
+    }
+
+    /// As a non-blocking socket: takes up to the script's try_limit bytes at once.
+    std::size_t try_write(asio::const_buffer b, std::error_code& ec)
+    {
+        ec.clear();
+        const auto s = s_;
+        if (!open_ || !s || s->broken) {
+            ec = make_error_code(asio::error::not_connected);
+            return 0;
+        }
+        const auto n = std::min(b.size(), s->try_limit);
+        if (n == 0) {
+            ec = make_error_code(asio::error::would_block);
+            return 0;
+        }
+        // A socket reports the bytes it took; an error comes only when it took none.
+        std::size_t took = 0;
+        if ((ec = arrive(*s, {static_cast<const char*>(b.data()), n}, &took)) && took == 0)
+            return 0;
+        ec.clear();
+        s->tried_bytes += took;
+        return took;
     }
 
     asio::awaitable<std::tuple<std::error_code, std::size_t>> read_some(asio::mutable_buffer b)
@@ -138,6 +146,33 @@ public:
     }
 
 private:
+    // Bytes reach the server: they must be the script's next write steps.
+    static std::error_code arrive(script& s, std::string_view data, std::size_t* took = nullptr)
+    {
+        while (!data.empty()) {
+            REQUIRE(s.at < s.steps.size());
+            auto& st = s.steps[s.at];
+            REQUIRE(st.kind == step::write);
+            if (s.failing()) {
+                s.broken = true;
+                s.wake();
+                return make_error_code(asio::error::connection_reset);
+            }
+            const auto n = std::min(data.size(), st.bytes.size() - s.written);
+            CHECK(data.substr(0, n) == std::string_view{st.bytes}.substr(s.written, n));
+            data.remove_prefix(n);
+            if (took)
+                *took += n;
+            s.written += n;
+            if (s.written == st.bytes.size()) {
+                s.written = 0;
+                ++s.at;
+            }
+        }
+        s.wake();
+        return {};
+    }
+
     std::shared_ptr<script> next_;
     std::shared_ptr<script> s_;
     bool open_ = false;

@@ -4,7 +4,12 @@
 //
 // Design note. Everything runs on one strand. A request is queued; the writer sends
 // whatever is queued in one write (pipelining) and moves the requests to the
-// in-flight list; the reader decodes messages, hands pushes to the push handler and
+// in-flight list. On an idle connection (nothing in flight, the writer waiting) a
+// stream that can write without waiting (try_write: plain TCP and Unix sockets) takes
+// the request at once, and the writer sends only what the socket did not take: a
+// lone request leaves without two hand-offs through the scheduler (in one run, 20 µs
+// off a ZooKeeper lock/unlock pair of two round trips), while a busy connection still
+// batches; the reader decodes messages, hands pushes to the push handler and
 // replies, in order, to the oldest request in flight. A request that times out
 // drops the connection: a server that stops answering would otherwise hold every
 // request behind it. When the connection fails or is closed, requests that were
@@ -150,7 +155,8 @@ public:
         if (state_ != state::ready)
             return;
         queue_.push_back(std::make_shared<request>(strand_, std::move(payload), 0));
-        writer_wake_.cancel();
+        if (!written_at_once())
+            writer_wake_.cancel();
     }
 
     /// Receives every push message; call on the strand, before connecting.
@@ -209,7 +215,8 @@ private:
         auto req = std::make_shared<request>(self->strand_, std::move(payload), count);
         req->deadline = clock::now() + self->options_.request_timeout;
         self->queue_.push_back(req);
-        self->writer_wake_.cancel();
+        if (!self->written_at_once())
+            self->writer_wake_.cancel();
         // Completed by the reply, by fail() (the sweeper's timeout among its causes) or
         // by the caller's cancellation; it never expires on its own.
         req->done_event.expires_at(time_point::max());
@@ -229,6 +236,41 @@ private:
         if (req->error)
             co_return outcome{req->error, std::move(req->words)};
         co_return outcome{std::move(req->replies), std::string{}};
+    }
+
+    // On an idle connection (the writer waits, nothing is in flight) the only queued
+    // request is written here, at once: waking the writer would cost two hand-offs
+    // through the scheduler before the bytes leave. True when the writer has nothing
+    // to do: the request left whole, or the socket refused all of it (the connection
+    // failed, and the request, of which nothing was sent, with it). False when the
+    // writer must send it or what is left of it; a busy connection batches there.
+    bool written_at_once()
+    {
+        if constexpr (requires(Stream& s, std::error_code& ec) { s.try_write(asio::const_buffer{}, ec); }) {
+            if (state_ != state::ready || idle_writer_ != generation_ || !in_flight_.empty() || queue_.size() != 1)
+                return false;
+            auto& req = queue_.front();
+            std::error_code ec;
+            const auto n = stream_.try_write(asio::buffer(req->payload), ec);
+            if (n == 0) {
+                if (!ec || ec == asio::error::would_block || ec == asio::error::try_again)
+                    return false;
+                fail("write to " + options_.peer + " failed: " + ec.message());
+                return true;
+            }
+            req->written = true;
+            last_activity_ = clock::now();
+            if (n < req->payload.size()) {
+                req->payload.erase(0, n);
+                return false;
+            }
+            if (req->expected > 0)
+                in_flight_.push_back(std::move(req));
+            queue_.pop_front();
+            return true;
+        } else {
+            return false;
+        }
     }
 
     // `diagnostic` receives the words of a failure.
@@ -299,7 +341,10 @@ private:
         while (self->generation_ == generation && self->state_ == state::ready) {
             if (self->queue_.empty()) {
                 self->writer_wake_.expires_at(time_point::max());
+                self->idle_writer_ = generation;
                 (void)co_await self->writer_wake_.async_wait(as_tuple(asio::use_awaitable));
+                if (self->idle_writer_ == generation)
+                    self->idle_writer_ = 0;
                 continue;
             }
             batch.clear();
@@ -447,6 +492,7 @@ private:
     Stream stream_;
     state state_ = state::idle;
     std::uint64_t generation_ = 0;
+    std::uint64_t idle_writer_ = 0; // the generation whose writer waits for a request (0: none)
     time_point last_activity_{}; // the last write or read on the connection
     std::deque<std::shared_ptr<request>> queue_;
     std::deque<std::shared_ptr<request>> in_flight_;

@@ -167,6 +167,17 @@ public:
             close();
             co_return make_error_code(errc::store_unavailable);
         }
+        // try_write() must never block the thread: a full socket says would_block.
+        std::error_code nb;
+        if (auto* u = std::get_if<unix_stream::socket>(&fresh->s))
+            u->non_blocking(true, nb);
+        else if (auto* p = std::get_if<tcp::socket>(&fresh->s))
+            p->non_blocking(true, nb);
+        if (nb) {
+            diagnostic = "cannot make the socket to " + cfg.describe() + " non-blocking: " + nb.message();
+            close();
+            co_return make_error_code(errc::store_unavailable);
+        }
         co_return std::error_code{};
     }
 
@@ -197,6 +208,24 @@ public:
         if (auto* p = std::get_if<tcp::socket>(&keep->s))
             co_return co_await asio::async_write(*p, b, as_tuple(asio::use_awaitable));
         co_return not_open();
+    }
+
+    /// Writes what it can of `b` now, without waiting: the bytes written, 0 with
+    /// asio::error::would_block when the socket cannot take any, or 0 with no error
+    /// where a write cannot be tried this way (TLS, whose records the asynchronous
+    /// writer must send whole).
+    std::size_t try_write(asio::const_buffer b, std::error_code& ec)
+    {
+        ec.clear();
+        if (!sockets_) {
+            ec = make_error_code(asio::error::not_connected);
+            return 0;
+        }
+        if (auto* u = std::get_if<unix_stream::socket>(&sockets_->s))
+            return u->write_some(b, ec);
+        if (auto* p = std::get_if<tcp::socket>(&sockets_->s))
+            return p->write_some(b, ec);
+        return 0;
     }
 
 private:
