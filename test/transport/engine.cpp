@@ -123,6 +123,23 @@ TEST_CASE("transport engine: an idle connection writes a request at once; what t
     }
 }
 
+TEST_CASE("transport engine: a request the socket took in part when the connection failed may have been applied",
+          "[transport]")
+{
+    // One payload of two requests: the socket takes the first whole ("a\n") and the
+    // connection fails before the writer sends the rest. The server may have applied
+    // "a": never "not sent".
+    rig r;
+    r.add({{step::connect, {}}, {step::write, "a\n"}, {step::write, "b\n"}, {step::read, "A\nB\n"}}, 2);
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        { const auto up_ = co_await r.engine->connect(); REQUIRE_FALSE(up_); }
+        auto both = co_await r.engine->exec("a\nb\n", 2);
+        REQUIRE_FALSE(both);
+        CHECK(both.error() == dl::errc::outcome_unknown);
+    });
+    CHECK(r.scripts[0]->tried_bytes == 2);
+}
+
 TEST_CASE("transport engine: an error at every step in turn: each request learns what may have happened",
           "[transport]")
 {

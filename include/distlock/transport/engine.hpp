@@ -451,7 +451,9 @@ private:
     // Drops the connection. A request moves to in_flight_ before its bytes are
     // written, so everything there may have reached the server (even in part):
     // outcome_unknown, never "not applied", or a grant in flight would be left held
-    // until its TTL. Queued requests were never sent: store_unavailable.
+    // until its TTL. Queued requests were never sent (store_unavailable), except one
+    // whose head an idle connection wrote at once (written_at_once()) and whose rest
+    // waits for the writer: its head may hold whole requests, so outcome_unknown.
     //
     // A connect in progress is not reset here: closing the stream makes it fail and
     // it resets the state itself, so that no second connect starts on the stream
@@ -473,8 +475,8 @@ private:
         in_flight_.clear();
         for (auto& r : queue_)
             if (!r->done) {
-                r->error = errc::store_unavailable;
-                r->words = why + " (the request was not sent)";
+                r->error = r->written ? errc::outcome_unknown : errc::store_unavailable;
+                r->words = r->written ? why : why + " (the request was not sent)";
                 r->done = true;
                 r->done_event.cancel();
             }
