@@ -390,6 +390,35 @@ TEST_CASE("redis: release_all gives back what the owner holds, in one script, an
     });
 }
 
+TEST_CASE("redis: release_all publishes the release where a waiter listens, and only there", "[redis][multi]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto publishes = [&]() -> asio::awaitable<long> {
+            auto info = dl::redis::resp::command({"INFO", "commandstats"});
+            auto reply = co_await store.execute_command(std::move(info));
+            const auto& text = reply.value().text;
+            const auto at = text.find("cmdstat_publish:calls=");
+            co_return at == std::string::npos ? 0 : std::stol(text.substr(at + 22));
+        };
+        const auto owner = dl::owner_token::generate();
+        const auto ids = dl::resources("set:a", "set:b", "set:c");
+        auto taken = co_await store.put_if_absent_all(ids, owner, 10s);
+        REQUIRE(taken);
+        auto listening = co_await store.watch("set:b"); // confirmed by Redis when this returns
+        const auto before = co_await publishes();
+        auto answers = co_await store.release_all(ids, owner);
+        REQUIRE(answers);
+        CHECK(answers.value() == std::vector<bool>{true, true, true});
+        const auto after = co_await publishes();
+        CHECK(after - before == 1); // set:b's channel; no one listens on the others
+        const bool woken = co_await listening.wait(dl::clock::now() + 10s);
+        CHECK(woken);
+    });
+}
+
 TEST_CASE("redis: the wallet demo plays every scenario on Redis and on a Redlock quorum", "[redis][demo]")
 {
     redis_server a, b, c;

@@ -341,3 +341,108 @@ TEST_CASE("transport engine: a connection idle past idle_timeout is replaced bef
     CHECK(r.connects == 2);
     CHECK(r.downs == 1);
 }
+
+TEST_CASE("transport engine: a request the socket took in part and whose caller stopped waiting still leaves "
+          "whole; the next request gets its own reply",
+          "[transport]")
+{
+    // The socket takes "he" of "hello\n" at once; the caller gives up before the
+    // writer sends the rest. Dropping the rest would put "b\n" right after "he".
+    rig r;
+    auto played = r.add({{step::connect, {}}, {step::write, "hello\nb\n"}, {step::read, "H\nB\n"}});
+    played->try_limit = 2;
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        { const auto up_ = co_await r.engine->connect(); REQUIRE_FALSE(up_); }
+        asio::cancellation_signal cancel;
+        std::optional<dl::result<std::vector<std::string>>> abandoned;
+        asio::co_spawn(ex, r.engine->exec("hello\n", 1),
+                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto res) {
+                           abandoned.emplace(std::move(res));
+                       }));
+        // exec() has run up to its wait: "he" left at once, the writer is yet to run.
+        CHECK(played->tried_bytes == 2);
+        cancel.emit(asio::cancellation_type::all);
+        (void)co_await test::eventually("abandoned", [&] { return abandoned.has_value(); });
+        REQUIRE_FALSE(*abandoned);
+        CHECK(abandoned->error() == dl::errc::outcome_unknown); // part of it had left
+        auto b = co_await r.engine->exec("b\n", 1);
+        REQUIRE(b);
+        CHECK(*b == std::vector<std::string>{"B"});
+    });
+    CHECK(played->at == played->steps.size());
+    CHECK(r.downs == 0);
+}
+
+TEST_CASE("transport engine: callers answered by one read resume in order; one that closes the connection as it "
+          "resumes leaves the others their replies",
+          "[transport]")
+{
+    rig r;
+    r.add({{step::connect, {}}, {step::write, "a\nb\nc\n"}, {step::read, "A\nB\nC\n"}});
+    std::vector<std::string> order;
+    // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
+    auto closing = [&]() -> asio::awaitable<dl::result<std::vector<std::string>>> {
+        auto got = co_await r.engine->exec("a\n", 1);
+        order.push_back("a");
+        r.engine->close(); // as the callers of one read are handed their replies
+        co_return got;
+    };
+    auto noting = [&]() -> asio::awaitable<dl::result<std::vector<std::string>>> {
+        auto got = co_await r.engine->exec("b\n", 1);
+        order.push_back("b");
+        co_return got;
+    };
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        auto a = test::start(ex, closing());
+        auto b = test::start(ex, noting());
+        auto c = test::start(ex, r.engine->exec("c\n", 1));
+        { const bool came_ = co_await c.wait(); REQUIRE(came_); }
+        { const bool came_ = co_await b.wait(); REQUIRE(came_); }
+        { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+        REQUIRE(a.get());
+        CHECK(*a.get() == std::vector<std::string>{"A"});
+        REQUIRE(b.get());
+        CHECK(*b.get() == std::vector<std::string>{"B"});
+        REQUIRE(c.get());
+        CHECK(*c.get() == std::vector<std::string>{"C"});
+    });
+    CHECK(order == std::vector<std::string>{"a", "b"});
+    CHECK(r.downs == 1);
+}
+
+TEST_CASE("transport engine: an io_context destroyed while a request waits lets go of its caller and the engine",
+          "[transport][lifetime]")
+{
+    // The request keeps its caller's frames, which keep the engine, which keeps the
+    // request: the io_context's shutdown must break the cycle, as it does for Asio's
+    // own pending operations. Under ASan a leak would also be reported at exit.
+    auto played = std::make_shared<script>(script{.steps = {{step::connect, {}}, {step::write, "a\n"}}});
+    std::weak_ptr<engine_type> engine_left;
+    bool resumed = false;
+    {
+        asio::io_context io;
+        auto engine = std::make_shared<engine_type>(
+            asio::make_strand(asio::any_io_executor{io.get_executor()}), line_codec{},
+            engine_type::options{10s, "scripted", {}},
+            [played](scripted_stream& s, std::string&) -> asio::awaitable<std::error_code> {
+                s.play(played);
+                co_return co_await s.connect();
+            });
+        engine_left = engine;
+        asio::co_spawn(
+            io,
+            [](std::shared_ptr<engine_type> e, bool& resumed) -> asio::awaitable<void> {
+                (void)co_await e->exec("a\n", 1); // the server never answers
+                resumed = true;
+            }(std::move(engine), resumed),
+            asio::detached);
+        for (int i = 0; i < 1000 && played->at < played->steps.size(); ++i)
+            io.poll();
+        REQUIRE(played->at == played->steps.size()); // written, waiting for its reply
+        CHECK_FALSE(engine_left.expired());
+    }
+    CHECK(engine_left.expired());
+    CHECK_FALSE(resumed);
+}

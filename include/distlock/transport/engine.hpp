@@ -10,19 +10,30 @@
 // lone request leaves without two hand-offs through the scheduler (in one run, 20 µs
 // off a ZooKeeper lock/unlock pair of two round trips), while a busy connection still
 // batches; the reader decodes messages, hands pushes to the push handler and
-// replies, in order, to the oldest request in flight. A request that times out
-// drops the connection: a server that stops answering would otherwise hold every
-// request behind it. When the connection fails or is closed, requests that were
-// written, even in part, complete with errc::outcome_unknown (they may have been
-// applied: the caller cleans up by owner token) and queued ones with
-// errc::store_unavailable (they were not sent); the next request connects again
-// through the connector, which also runs the protocol's handshake. A caller that
-// stops waiting (cancellation) abandons its request: the reply, when it comes, is
-// read and dropped, keeping the order of the others intact. `generation_` tells the
-// reader, writer and sweeper of a closed connection to exit without touching the
-// state of its successor. Request timeouts are checked by one sweeper per connection
-// (a timer armed per request would cost a system call per request, each becoming the
-// reactor's earliest deadline); a request waits on a timer that never expires.
+// replies, in order, to the oldest request in flight.
+//
+// exec() is an asynchronous operation, not a coroutine spawned onto the strand: its
+// initiation reaches the strand by dispatch (at once when the strand is free on this
+// thread) and the request keeps the caller's completion handler. After each read the
+// reader resumes the callers it answered, one after another, each until it waits
+// again, often with its next request already written; every other completion
+// (failures, cancellation) is queued on the caller's executor, never run inside the
+// call that started the request. So a request and its reply cost no scheduler
+// hand-off at all when the strand is free.
+//
+// A request that times out drops the connection: a server that stops answering
+// would otherwise hold every request behind it. When the connection fails or is
+// closed, requests that were written, even in part, complete with
+// errc::outcome_unknown (they may have been applied: the caller cleans up by owner
+// token) and queued ones with errc::store_unavailable (they were not sent); the next
+// request connects again through the connector, which also runs the protocol's
+// handshake. A caller that stops waiting (cancellation) abandons its request: one
+// not yet written is dropped; the reply of one written is read and dropped, keeping
+// the order of the others intact. `generation_` tells the reader, writer and sweeper
+// of a closed connection to exit without touching the state of its successor.
+// Request timeouts are checked by one sweeper per connection (a timer armed per
+// request would cost a system call per request, each becoming the reactor's earliest
+// deadline).
 #pragma once
 
 #include <distlock/clock.hpp>
@@ -33,9 +44,17 @@
 #include <distlock/transport/codec.hpp>
 #include <distlock/transport/stream.hpp>
 
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
+#include <asio/execution/context.hpp>
+#include <asio/execution/outstanding_work.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/post.hpp>
+#include <asio/prefer.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
@@ -44,6 +63,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -93,8 +113,63 @@ awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, con
     co_return std::move(std::get<0>(r));
 }
 
+namespace detail {
+
+/// What holds requests whose callers wait: told to let them go when the io_context
+/// that runs it shuts down.
+class holds_waiting_callers {
+public:
+    virtual void drop_waiting_callers() noexcept = 0;
+
+protected:
+    ~holds_waiting_callers() = default;
+};
+
+/// A service of the io_context: the requests still waiting when it shuts down.
+///
+/// Why: a request keeps its caller's completion handler, and through it the caller's
+/// coroutine frames, which keep the engine alive that keeps the request: a cycle. A
+/// reply or a failure ends it; an io_context destroyed with a request still waiting
+/// must end it too, as Asio's own services do for operations they hold: the handlers
+/// are destroyed without being called, and the frames with them.
+class waiting_callers : public asio::execution_context::service {
+public:
+    using key_type = waiting_callers;
+    static inline asio::execution_context::id id;
+
+    explicit waiting_callers(asio::execution_context& context) : service{context} {}
+
+    /// Called once per engine, from any thread.
+    void add(std::weak_ptr<holds_waiting_callers> holder)
+    {
+        const std::lock_guard lock{mutex_};
+        std::erase_if(holders_, [](const auto& h) { return h.expired(); });
+        holders_.push_back(std::move(holder));
+    }
+
+private:
+    void shutdown() override
+    {
+        std::vector<std::shared_ptr<holds_waiting_callers>> live;
+        {
+            const std::lock_guard lock{mutex_};
+            for (auto& h : holders_)
+                if (auto p = h.lock())
+                    live.push_back(std::move(p));
+            holders_.clear();
+        }
+        for (auto& p : live)
+            p->drop_waiting_callers();
+    }
+
+    std::mutex mutex_;
+    std::vector<std::weak_ptr<holds_waiting_callers>> holders_;
+};
+
+} // namespace detail
+
 template <codec Codec, class Stream = stream>
-class engine : public std::enable_shared_from_this<engine<Codec, Stream>> {
+class engine : public std::enable_shared_from_this<engine<Codec, Stream>>, private detail::holds_waiting_callers {
 public:
     using strand_type = asio::strand<asio::any_io_executor>;
     using message = typename Codec::message;
@@ -125,8 +200,10 @@ public:
     /// A failure's words (which server, what happened) go to `diag` when given.
     awaitable<result<std::vector<message>>> exec(std::string payload, std::size_t count, diagnostics* diag = nullptr)
     {
-        auto self = this->shared_from_this();
-        auto [r, words] = co_await distlock::detail::on_strand(self->strand_, run(self, std::move(payload), count));
+        // Named, not a temporary of the co_await expression (g++ 12 destroys those twice).
+        starter start{this->shared_from_this(), std::make_shared<request>(std::move(payload), count)};
+        auto [r, words] = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(outcome)>(
+            std::move(start), asio::use_awaitable);
         if (!r && diag)
             diag->set_client_message(std::move(words));
         co_return std::move(r);
@@ -154,7 +231,7 @@ public:
     {
         if (state_ != state::ready)
             return;
-        queue_.push_back(std::make_shared<request>(strand_, std::move(payload), 0));
+        queue_.push_back(std::make_shared<request>(std::move(payload), 0));
         if (!written_at_once())
             writer_wake_.cancel();
     }
@@ -180,10 +257,52 @@ public:
     const options& settings() const noexcept { return options_; }
 
 private:
-    struct request {
-        explicit request(const strand_type& s, std::string p, std::size_t n)
-            : payload{std::move(p)}, expected{n}, done_event{s}
+    using outcome = std::pair<result<std::vector<message>>, std::string>;
+
+    // The caller of exec(), waiting for its outcome. Type-erased: a request outlives
+    // the frame that made it (an abandoned one waits for its reply in the queue).
+    class completion {
+    public:
+        completion() = default;
+        template <class Handler>
+        explicit completion(Handler h) : impl_{std::make_unique<model<Handler>>(std::move(h))}
         {}
+        explicit operator bool() const noexcept { return impl_ != nullptr; }
+        // Resumes the caller with `o` on its executor: at once when that executor may
+        // run on this thread now (`here`), else queued there.
+        void resume(outcome o, bool here)
+        {
+            auto impl = std::move(impl_);
+            impl->resume(std::move(o), here);
+        }
+
+    private:
+        struct base {
+            virtual ~base() = default;
+            virtual void resume(outcome o, bool here) = 0;
+        };
+        template <class Handler>
+        struct model final : base {
+            explicit model(Handler h)
+                : handler{std::move(h)},
+                  work{asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)}
+            {}
+            void resume(outcome o, bool here) override
+            {
+                auto run = [h = std::move(handler), o = std::move(o)]() mutable { std::move(h)(std::move(o)); };
+                if (here)
+                    asio::dispatch(work, std::move(run));
+                else
+                    asio::post(work, std::move(run));
+            }
+            Handler handler;
+            asio::any_io_executor work; // keeps the caller's executor from running out of work
+        };
+        std::unique_ptr<base> impl_;
+    };
+
+    struct request {
+        explicit request(std::string p, std::size_t n) : payload{std::move(p)}, expected{n} {}
         std::string payload;
         std::size_t expected; // 0: no reply (send())
         std::vector<message> replies;
@@ -193,49 +312,107 @@ private:
         bool done = false;
         bool abandoned = false;
         std::error_code error;
-        timer done_event;
+        completion caller; // empty for send()
     };
 
     enum class state { idle, connecting, ready };
 
-    using outcome = std::pair<result<std::vector<message>>, std::string>;
+    // exec()'s initiation, run by the caller's coroutine as it suspends. The caller's
+    // cancellation is relayed to the strand (acting on it here would touch the
+    // strand's state from the caller's thread). The request goes to the strand: at
+    // once when the strand is free and its executor runs on this thread.
+    struct starter {
+        std::shared_ptr<engine> self;
+        std::shared_ptr<request> req;
 
-    static awaitable<outcome> run(std::shared_ptr<engine> self, std::string payload, std::size_t count)
-    {
-        co_await asio::this_coro::throw_if_cancelled(false);
-        if (self->state_ == state::ready && self->queue_.empty() && self->in_flight_.empty() &&
-            self->options_.idle_timeout > duration::zero() &&
-            clock::now() - self->last_activity_ > self->options_.idle_timeout)
-            self->fail("connection to " + self->options_.peer + " idle: replaced");
+        template <class Handler>
+        void operator()(Handler handler)
         {
-            std::string words;
-            if (auto ec = co_await self->ensure_connected(words))
-                co_return outcome{ec, std::move(words)};
+            auto slot = asio::get_associated_cancellation_slot(handler);
+            if (slot.is_connected())
+                slot.assign([self = self, req = req](asio::cancellation_type) {
+                    asio::dispatch(self->strand_, [self, req] { self->abandon(req); });
+                });
+            req->caller = completion{std::move(handler)};
+            auto strand = self->strand_;
+            asio::dispatch(strand, [self = std::move(self), req = std::move(req)]() mutable {
+                self->begin(std::move(req));
+            });
         }
-        auto req = std::make_shared<request>(self->strand_, std::move(payload), count);
-        req->deadline = clock::now() + self->options_.request_timeout;
-        self->queue_.push_back(req);
-        if (!self->written_at_once())
-            self->writer_wake_.cancel();
-        // Completed by the reply, by fail() (the sweeper's timeout among its causes) or
-        // by the caller's cancellation; it never expires on its own.
-        req->done_event.expires_at(time_point::max());
-        while (!req->done) {
-            (void)co_await req->done_event.async_wait(as_tuple(asio::use_awaitable));
-            if (req->done)
-                break;
-            auto cs = co_await asio::this_coro::cancellation_state;
-            if (cs.cancelled() != asio::cancellation_type::none) {
-                req->abandoned = true;
-                req->done = true;
-                req->error = req->written ? errc::outcome_unknown : errc::cancelled;
-                std::erase(self->queue_, req);
-                break;
-            }
+    };
+
+    // On the strand: queues the request (written at once when the connection is
+    // idle), connecting first when there is no connection.
+    void begin(std::shared_ptr<request> req)
+    {
+        if (req->done) // abandoned before it reached the strand
+            return;
+        if (!registered_) {
+            registered_ = true;
+            asio::use_service<detail::waiting_callers>(asio::query(strand_, asio::execution::context))
+                .add(std::shared_ptr<holds_waiting_callers>{this->shared_from_this(), this});
         }
-        if (req->error)
-            co_return outcome{req->error, std::move(req->words)};
-        co_return outcome{std::move(req->replies), std::string{}};
+        if (state_ == state::ready && queue_.empty() && in_flight_.empty() && options_.idle_timeout > duration::zero() &&
+            clock::now() - last_activity_ > options_.idle_timeout)
+            fail("connection to " + options_.peer + " idle: replaced");
+        if (state_ == state::ready) {
+            enqueue(std::move(req));
+            return;
+        }
+        asio::co_spawn(strand_, connect_then_enqueue(this->shared_from_this(), std::move(req)), asio::detached);
+    }
+
+    static awaitable<void> connect_then_enqueue(std::shared_ptr<engine> self, std::shared_ptr<request> req)
+    {
+        std::string words;
+        const auto ec = co_await self->ensure_connected(words);
+        if (req->done) // abandoned while connecting
+            co_return;
+        if (ec) {
+            req->error = ec;
+            req->words = std::move(words);
+            req->done = true;
+            self->deliver(*req, false);
+            co_return;
+        }
+        self->enqueue(std::move(req));
+    }
+
+    void enqueue(std::shared_ptr<request> req)
+    {
+        req->deadline = clock::now() + options_.request_timeout;
+        queue_.push_back(std::move(req));
+        if (!written_at_once())
+            writer_wake_.cancel();
+    }
+
+    // The caller stopped waiting. A request not yet written is dropped; one written,
+    // even in part, keeps its place, so that the rest of its bytes still leave and its
+    // reply is matched (and dropped) in order.
+    void abandon(const std::shared_ptr<request>& req)
+    {
+        if (req->done)
+            return;
+        req->abandoned = true;
+        req->done = true;
+        req->error = req->written ? errc::outcome_unknown : errc::cancelled;
+        if (!req->written)
+            std::erase(queue_, req);
+        deliver(*req, false);
+    }
+
+    // Hands a finished request's outcome to its caller. `here`: the caller may resume
+    // at once, nested in the current handler; only the reader asks for it, between two
+    // reads, where none of the engine's state is in use. Everywhere else (always in
+    // the call that started the request) the caller is queued on its executor.
+    void deliver(request& r, bool here)
+    {
+        if (!r.caller)
+            return;
+        if (r.error)
+            r.caller.resume(outcome{r.error, std::move(r.words)}, here);
+        else
+            r.caller.resume(outcome{std::move(r.replies), std::string{}}, here);
     }
 
     // On an idle connection (the writer waits, nothing is in flight) the only queued
@@ -373,6 +550,7 @@ private:
         std::string buffer;
         std::size_t offset = 0;
         std::vector<char> chunk(16 * 1024);
+        std::vector<std::shared_ptr<request>> answered;
         for (;;) {
             auto [ec, n] = co_await self->stream_.read_some(asio::buffer(chunk));
             if (self->generation_ != generation)
@@ -395,6 +573,15 @@ private:
                 if (self->generation_ != generation)
                     co_return; // a push handler closed the connection
             }
+            // The callers resume here, one after another, each until it waits again
+            // (often with its next request written). One that closes the connection
+            // leaves the others' outcomes, complete already, to be handed over here.
+            answered.swap(self->answered_);
+            for (auto& r : answered)
+                self->deliver(*r, true);
+            answered.clear();
+            if (self->generation_ != generation)
+                co_return;
             if (offset == buffer.size()) {
                 buffer.clear();
                 offset = 0;
@@ -425,7 +612,7 @@ private:
         if (done->abandoned)
             return true;
         done->done = true;
-        done->done_event.cancel();
+        answered_.push_back(std::move(done)); // the reader hands it over after this read's messages
         return true;
     }
 
@@ -442,7 +629,7 @@ private:
                 r->error = errc::protocol_error;
                 r->words = why;
                 r->done = true;
-                r->done_event.cancel();
+                deliver(*r, false);
             }
         in_flight_.clear();
         fail(why);
@@ -470,7 +657,7 @@ private:
                 r->error = errc::outcome_unknown;
                 r->words = why;
                 r->done = true;
-                r->done_event.cancel();
+                deliver(*r, false);
             }
         in_flight_.clear();
         for (auto& r : queue_)
@@ -478,13 +665,32 @@ private:
                 r->error = r->written ? errc::outcome_unknown : errc::store_unavailable;
                 r->words = r->written ? why : why + " (the request was not sent)";
                 r->done = true;
-                r->done_event.cancel();
+                deliver(*r, false);
             }
         queue_.clear();
+        for (auto& r : answered_) // replied to before the failure: their replies stand
+            deliver(*r, false);
+        answered_.clear();
         writer_wake_.cancel();
         sweep_.cancel();
         if (was_ready && on_down_)
             on_down_();
+    }
+
+    // The io_context shuts down (no handler runs any more): the waiting callers' frames
+    // go, without being resumed. Moved out first: the last of them may hold the last
+    // reference to this engine.
+    void drop_waiting_callers() noexcept override
+    {
+        auto keep = this->shared_from_this();
+        auto queued = std::move(queue_);
+        auto in_flight = std::move(in_flight_);
+        auto answered = std::move(answered_);
+        for (auto* requests : {&queued, &in_flight})
+            for (auto& r : *requests)
+                r->caller = completion{};
+        for (auto& r : answered)
+            r->caller = completion{};
     }
 
     strand_type strand_;
@@ -498,6 +704,8 @@ private:
     time_point last_activity_{}; // the last write or read on the connection
     std::deque<std::shared_ptr<request>> queue_;
     std::deque<std::shared_ptr<request>> in_flight_;
+    std::vector<std::shared_ptr<request>> answered_; // replied to, handed over by the reader after its read
+    bool registered_ = false; // with the io_context's waiting_callers
     timer writer_wake_;
     timer sweep_; // the sweeper's; one per engine, re-armed by each connection's sweeper
     std::vector<timer*> connect_waiters_;
