@@ -446,3 +446,46 @@ TEST_CASE("transport engine: an io_context destroyed while a request waits lets 
     CHECK(engine_left.expired());
     CHECK_FALSE(resumed);
 }
+
+TEST_CASE("transport engine: the next requests of callers answered by one read leave together, in one write at "
+          "once",
+          "[transport]")
+{
+    // Three callers, answered by one read, each send their next request as they resume:
+    // the reader writes the three in one try_write() when the last has queued its own,
+    // instead of one write each or a hand-off to the writer.
+    rig r;
+    auto played = r.add({{step::connect, {}},
+                         {step::write, "a1\nb1\nc1\n"},
+                         {step::read, "A1\nB1\nC1\n"},
+                         {step::write, "a2\nb2\nc2\n"},
+                         {step::read, "A2\nB2\nC2\n"}});
+    played->try_limit = 0; // the first requests go through the writer, together
+    auto twice = [&](std::string name) -> asio::awaitable<std::vector<std::string>> {
+        std::vector<std::string> got;
+        for (const char* n : {"1", "2"}) {
+            auto reply = co_await r.engine->exec(name + n + "\n", 1);
+            got.push_back(reply ? reply->front() : reply.error().message());
+            if (*n == '1')
+                played->try_limit = std::string::npos; // the socket takes all from now on
+        }
+        co_return got;
+    };
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        { const auto up_ = co_await r.engine->connect(); REQUIRE_FALSE(up_); }
+        auto a = test::start(ex, twice("a"));
+        auto b = test::start(ex, twice("b"));
+        auto c = test::start(ex, twice("c"));
+        for (auto* p : {&a, &b, &c}) {
+            const bool came = co_await p->wait();
+            REQUIRE(came);
+        }
+        CHECK(a.get() == std::vector<std::string>{"A1", "A2"});
+        CHECK(b.get() == std::vector<std::string>{"B1", "B2"});
+        CHECK(c.get() == std::vector<std::string>{"C1", "C2"});
+    });
+    CHECK(played->at == played->steps.size());
+    CHECK(played->tried_bytes == 9); // "a2\nb2\nc2\n", at once
+    CHECK(played->tries == 2);       // a1, refused (the socket took nothing), then the three together
+}

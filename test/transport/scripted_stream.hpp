@@ -44,6 +44,7 @@ struct script {
     /// How many bytes a try_write() takes at most (0: none, it would block).
     std::size_t try_limit = std::string::npos;
     std::size_t tried_bytes = 0; ///< bytes taken by try_write()
+    std::size_t tries = 0;       ///< calls of try_write()
     std::vector<dl::timer*> readers; // reads waiting for their step
 
     bool failing() const { return fail_at && *fail_at == at; }
@@ -103,6 +104,7 @@ public:
             ec = make_error_code(asio::error::not_connected);
             return 0;
         }
+        ++s->tries;
         const auto n = std::min(b.size(), s->try_limit);
         if (n == 0) {
             ec = make_error_code(asio::error::would_block);

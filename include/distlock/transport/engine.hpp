@@ -16,7 +16,9 @@
 // initiation reaches the strand by dispatch (at once when the strand is free on this
 // thread) and the request keeps the caller's completion handler. After each read the
 // reader resumes the callers it answered, one after another, each until it waits
-// again, often with its next request already written; every other completion
+// again, and then writes the requests they queued meanwhile in one write, at once
+// when the writer waits (so a pipelined connection batches without waking the writer,
+// and a sequential caller's next request leaves before the reader reads again); every other completion
 // (failures, cancellation) is queued on the caller's executor, never run inside the
 // call that started the request. So a request and its reply cost no scheduler
 // hand-off at all when the strand is free.
@@ -382,6 +384,8 @@ private:
     {
         req->deadline = clock::now() + options_.request_timeout;
         queue_.push_back(std::move(req));
+        if (delivering_) // the reader writes what its callers queue, together, when they are done
+            return;
         if (!written_at_once())
             writer_wake_.cancel();
     }
@@ -415,36 +419,52 @@ private:
             r.caller.resume(outcome{std::move(r.replies), std::string{}}, here);
     }
 
-    // On an idle connection (the writer waits, nothing is in flight) the only queued
-    // request is written here, at once: waking the writer would cost two hand-offs
-    // through the scheduler before the bytes leave. True when the writer has nothing
-    // to do: the request left whole, or the socket refused all of it (the connection
-    // failed, and the request, of which nothing was sent, with it). False when the
-    // writer must send it or what is left of it; a busy connection batches there.
-    bool written_at_once()
+    // Writes queued requests at once, from the front, through the stream's non-blocking
+    // try_write(), when the writer waits: waking it would cost two hand-offs through
+    // the scheduler (and, with the io_context on several threads, a wake-up of another
+    // thread) before the bytes leave. `whole_queue` false: only a lone request on an
+    // idle connection (nothing in flight), so that a busy connection still batches in
+    // the writer; true: everything queued, in one write (the reader, once the callers
+    // it resumed have queued their next requests). True when the writer has nothing
+    // to do: all of it left, or the socket refused all of it (the connection failed,
+    // and the requests, of which nothing was sent, with it). False when the writer
+    // must send the rest.
+    bool written_at_once(bool whole_queue = false)
     {
         if constexpr (requires(Stream& s, std::error_code& ec) { s.try_write(asio::const_buffer{}, ec); }) {
-            if (state_ != state::ready || idle_writer_ != generation_ || !in_flight_.empty() || queue_.size() != 1)
+            if (state_ != state::ready || idle_writer_ != generation_ || queue_.empty())
                 return false;
-            auto& req = queue_.front();
+            if (!whole_queue && (!in_flight_.empty() || queue_.size() != 1))
+                return false;
+            const std::string* bytes = &queue_.front()->payload;
+            if (queue_.size() > 1) {
+                batch_.clear();
+                for (const auto& r : queue_)
+                    batch_ += r->payload;
+                bytes = &batch_;
+            }
             std::error_code ec;
-            const auto n = stream_.try_write(asio::buffer(req->payload), ec);
+            auto n = stream_.try_write(asio::buffer(*bytes), ec);
             if (n == 0) {
                 if (!ec || ec == asio::error::would_block || ec == asio::error::try_again)
                     return false;
                 fail("write to " + options_.peer + " failed: " + ec.message());
                 return true;
             }
-            req->written = true;
             last_activity_ = clock::now();
-            if (n < req->payload.size()) {
-                req->payload.erase(0, n);
-                return false;
+            while (n > 0 && !queue_.empty()) {
+                auto& req = queue_.front();
+                req->written = true;
+                if (n < req->payload.size()) { // the rest waits for the writer
+                    req->payload.erase(0, n);
+                    break;
+                }
+                n -= req->payload.size();
+                if (req->expected > 0)
+                    in_flight_.push_back(std::move(req));
+                queue_.pop_front();
             }
-            if (req->expected > 0)
-                in_flight_.push_back(std::move(req));
-            queue_.pop_front();
-            return true;
+            return queue_.empty();
         } else {
             return false;
         }
@@ -577,11 +597,15 @@ private:
             // (often with its next request written). One that closes the connection
             // leaves the others' outcomes, complete already, to be handed over here.
             answered.swap(self->answered_);
+            self->delivering_ = !answered.empty();
             for (auto& r : answered)
                 self->deliver(*r, true);
             answered.clear();
+            self->delivering_ = false;
             if (self->generation_ != generation)
                 co_return;
+            if (!self->queue_.empty() && !self->written_at_once(true))
+                self->writer_wake_.cancel();
             if (offset == buffer.size()) {
                 buffer.clear();
                 offset = 0;
@@ -706,6 +730,8 @@ private:
     std::deque<std::shared_ptr<request>> in_flight_;
     std::vector<std::shared_ptr<request>> answered_; // replied to, handed over by the reader after its read
     bool registered_ = false; // with the io_context's waiting_callers
+    bool delivering_ = false; // the reader is resuming the callers it answered
+    std::string batch_;       // written_at_once()'s, kept for its capacity
     timer writer_wake_;
     timer sweep_; // the sweeper's; one per engine, re-armed by each connection's sweeper
     std::vector<timer*> connect_waiters_;
