@@ -295,19 +295,28 @@ TEST_CASE("redis: scripts are reloaded after SCRIPT FLUSH", "[redis]")
     });
 }
 
+namespace {
+
+// How many times Redis has run `command` (scripts' calls included), from INFO commandstats.
+asio::awaitable<long> calls_of(dl::redis::store& store, std::string command)
+{
+    auto info = dl::redis::resp::command({"INFO", "commandstats"});
+    auto reply = co_await store.execute_command(std::move(info));
+    const auto& text = reply.value().text;
+    const auto field = "cmdstat_" + command + ":calls=";
+    const auto at = text.find(field);
+    co_return at == std::string::npos ? 0 : std::stol(text.substr(at + field.size()));
+}
+
+} // namespace
+
 TEST_CASE("redis: lock_all takes a set on one node in a single round trip", "[redis][multi]")
 {
     redis_server server;
     asio::io_context io;
     dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
-        auto evalsha_calls = [&]() -> asio::awaitable<long> {
-            auto info = dl::redis::resp::command({"INFO", "commandstats"});
-            auto reply = co_await store.execute_command(std::move(info));
-            const auto& text = reply.value().text;
-            const auto at = text.find("cmdstat_evalsha:calls=");
-            co_return at == std::string::npos ? 0 : std::stol(text.substr(at + 22));
-        };
+        auto evalsha_calls = [&] { return calls_of(store, "evalsha"); };
         const auto before = co_await evalsha_calls();
         auto ids = dl::resources("wallet:7", "wallet:42", "wallet:9");
         auto all = co_await dl::lock_all(store, ids, {.ttl = 10s});
@@ -396,13 +405,7 @@ TEST_CASE("redis: release_all publishes the release where a waiter listens, and 
     asio::io_context io;
     dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
-        auto publishes = [&]() -> asio::awaitable<long> {
-            auto info = dl::redis::resp::command({"INFO", "commandstats"});
-            auto reply = co_await store.execute_command(std::move(info));
-            const auto& text = reply.value().text;
-            const auto at = text.find("cmdstat_publish:calls=");
-            co_return at == std::string::npos ? 0 : std::stol(text.substr(at + 22));
-        };
+        auto publishes = [&] { return calls_of(store, "publish"); };
         const auto owner = dl::owner_token::generate();
         const auto ids = dl::resources("set:a", "set:b", "set:c");
         auto taken = co_await store.put_if_absent_all(ids, owner, 10s);
