@@ -223,7 +223,7 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return failed<answer>(ec);
-        return acquired(prepared(), ensure(), statement("distlock_acquire", sql_->acquire, resource, owner, ttl), diag);
+        return acquired(prepared(), ensure(), statement("dl_acquire", sql_->acquire, resource, owner, ttl), diag);
     }
 
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
@@ -237,7 +237,7 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return failed<void>(ec);
-        return owned(prepared(), ensure(), statement("distlock_extend", sql_->extend, resource, owner, ttl),
+        return owned(prepared(), ensure(), statement("dl_extend", sql_->extend, resource, owner, ttl),
                            diag);
     }
 
@@ -247,8 +247,8 @@ public:
     {
         if (auto ec = check(resource))
             return failed<void>(ec);
-        detail::statement s{"distlock_release", sql_->release,
-                            {param::bytes(resource), param::text(owner.to_hex()), param::text(cfg_.channel)}};
+        detail::statement s{"dl_release", sql_->release,
+                            params_of(param::bytes(resource), param::text(owner.to_hex()), param::text(cfg_.channel))};
         return owned(prepared(), ensure(), std::move(s), diag);
     }
 
@@ -264,7 +264,7 @@ public:
         std::string array;
         if (auto ec = bytea_array(resources, keys, array))
             return failed<std::vector<fence_token>>(ec);
-        detail::statement s{"distlock_acquire_all", sql_->acquire_all,
+        detail::statement s{"dl_acquire_all", sql_->acquire_all,
                             {param::text(std::move(array)), param::text(owner.to_hex()),
                              param::number(millis(ttl))}};
         return acquired_all(prepared(), ensure(), std::move(s), std::move(keys), diag);
@@ -281,7 +281,7 @@ public:
         std::string array;
         if (auto ec = bytea_array(resources, keys, array))
             return failed<std::vector<bool>>(ec);
-        detail::statement s{"distlock_release_all", sql_->release_all,
+        detail::statement s{"dl_release_all", sql_->release_all,
                             {param::text(std::move(array)), param::text(owner.to_hex()), param::text(cfg_.channel)}};
         return released_all(prepared(), ensure(), std::move(s), std::move(keys), diag);
     }
@@ -291,7 +291,7 @@ public:
     {
         if (auto ec = check(resource))
             return failed<lock_info>(ec);
-        detail::statement s{"distlock_read", sql_->read, {param::bytes(resource)}};
+        detail::statement s{"dl_read", sql_->read, {param::bytes(resource)}};
         return inspected(prepared(), ensure(), std::move(s), diag);
     }
 
@@ -584,7 +584,17 @@ private:
     detail::statement statement(const char* name, const std::string& sql, std::string_view resource,
                                 const owner_token& owner, duration ttl) const
     {
-        return {name, sql, {param::bytes(resource), param::text(owner.to_hex()), param::number(millis(ttl))}};
+        return {name, sql, params_of(param::bytes(resource), param::text(owner.to_hex()), param::number(millis(ttl)))};
+    }
+
+    // A statement's parameters, moved in (an initializer list would copy each one).
+    template <class... Params>
+    static std::vector<param> params_of(Params... p)
+    {
+        std::vector<param> out;
+        out.reserve(sizeof...(Params));
+        (out.push_back(std::move(p)), ...);
+        return out;
     }
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
@@ -610,14 +620,25 @@ private:
         co_return ec;
     }
 
+    // Not a coroutine: once the table is there (nearly always), the request's own
+    // frame is the only one between the caller and the connection.
     static awaitable<result<detail::replies>> run(std::shared_ptr<detail::connection> c,
                                                   std::shared_ptr<schema_state> schema, detail::statement s,
                                                   diagnostics* diag)
     {
-        if (auto ec = co_await ensured(c, schema, diag))
-            co_return ec;
         std::vector<detail::statement> one;
         one.push_back(std::move(s));
+        if (schema->ready.load(std::memory_order_acquire) || !schema->create)
+            return c->exec(std::move(one), diag);
+        return ensure_then_run(std::move(c), std::move(schema), std::move(one), diag);
+    }
+
+    static awaitable<result<detail::replies>> ensure_then_run(std::shared_ptr<detail::connection> c,
+                                                              std::shared_ptr<schema_state> schema,
+                                                              std::vector<detail::statement> one, diagnostics* diag)
+    {
+        if (auto ec = co_await ensured(c, schema, diag))
+            co_return ec;
         co_return co_await c->exec(std::move(one), diag);
     }
 

@@ -40,6 +40,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
@@ -115,63 +116,8 @@ awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, con
     co_return std::move(std::get<0>(r));
 }
 
-namespace detail {
-
-/// What holds requests whose callers wait: told to let them go when the io_context
-/// that runs it shuts down.
-class holds_waiting_callers {
-public:
-    virtual void drop_waiting_callers() noexcept = 0;
-
-protected:
-    ~holds_waiting_callers() = default;
-};
-
-/// A service of the io_context: the requests still waiting when it shuts down.
-///
-/// Why: a request keeps its caller's completion handler, and through it the caller's
-/// coroutine frames, which keep the engine alive that keeps the request: a cycle. A
-/// reply or a failure ends it; an io_context destroyed with a request still waiting
-/// must end it too, as Asio's own services do for operations they hold: the handlers
-/// are destroyed without being called, and the frames with them.
-class waiting_callers : public asio::execution_context::service {
-public:
-    using key_type = waiting_callers;
-    static inline asio::execution_context::id id;
-
-    explicit waiting_callers(asio::execution_context& context) : service{context} {}
-
-    /// Called once per engine, from any thread.
-    void add(std::weak_ptr<holds_waiting_callers> holder)
-    {
-        const std::lock_guard lock{mutex_};
-        std::erase_if(holders_, [](const auto& h) { return h.expired(); });
-        holders_.push_back(std::move(holder));
-    }
-
-private:
-    void shutdown() override
-    {
-        std::vector<std::shared_ptr<holds_waiting_callers>> live;
-        {
-            const std::lock_guard lock{mutex_};
-            for (auto& h : holders_)
-                if (auto p = h.lock())
-                    live.push_back(std::move(p));
-            holders_.clear();
-        }
-        for (auto& p : live)
-            p->drop_waiting_callers();
-    }
-
-    std::mutex mutex_;
-    std::vector<std::weak_ptr<holds_waiting_callers>> holders_;
-};
-
-} // namespace detail
-
 template <codec Codec, class Stream = stream>
-class engine : public std::enable_shared_from_this<engine<Codec, Stream>>, private detail::holds_waiting_callers {
+class engine : public std::enable_shared_from_this<engine<Codec, Stream>>, private distlock::detail::holds_waiting_callers {
 public:
     using strand_type = asio::strand<asio::any_io_executor>;
     using message = typename Codec::message;
@@ -193,7 +139,7 @@ public:
     };
 
     engine(strand_type strand, Codec codec, options opts, connector connect)
-        : strand_{std::move(strand)}, codec_{std::move(codec)}, options_{std::move(opts)},
+        : strand_{std::move(strand)}, inner_{strand_.get_inner_executor()}, codec_{std::move(codec)}, options_{std::move(opts)},
           connect_{std::move(connect)}, writer_wake_{strand_}, sweep_{strand_}
     {}
 
@@ -261,47 +207,8 @@ public:
 private:
     using outcome = std::pair<result<std::vector<message>>, std::string>;
 
-    // The caller of exec(), waiting for its outcome. Type-erased: a request outlives
-    // the frame that made it (an abandoned one waits for its reply in the queue).
-    class completion {
-    public:
-        completion() = default;
-        template <class Handler>
-        explicit completion(Handler h) : impl_{std::make_unique<model<Handler>>(std::move(h))}
-        {}
-        explicit operator bool() const noexcept { return impl_ != nullptr; }
-        // Resumes the caller with `o` on its executor: at once when that executor may
-        // run on this thread now (`here`), else queued there.
-        void resume(outcome o, bool here)
-        {
-            auto impl = std::move(impl_);
-            impl->resume(std::move(o), here);
-        }
-
-    private:
-        struct base {
-            virtual ~base() = default;
-            virtual void resume(outcome o, bool here) = 0;
-        };
-        template <class Handler>
-        struct model final : base {
-            explicit model(Handler h)
-                : handler{std::move(h)},
-                  work{asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)}
-            {}
-            void resume(outcome o, bool here) override
-            {
-                auto run = [h = std::move(handler), o = std::move(o)]() mutable { std::move(h)(std::move(o)); };
-                if (here)
-                    asio::dispatch(work, std::move(run));
-                else
-                    asio::post(work, std::move(run));
-            }
-            Handler handler;
-            asio::any_io_executor work; // keeps the caller's executor from running out of work
-        };
-        std::unique_ptr<base> impl_;
-    };
+    // The caller of exec(), waiting for its outcome.
+    using completion = distlock::detail::waiting_caller<outcome>;
 
     struct request {
         explicit request(std::string p, std::size_t n) : payload{std::move(p)}, expected{n} {}
@@ -351,7 +258,7 @@ private:
             return;
         if (!registered_) {
             registered_ = true;
-            asio::use_service<detail::waiting_callers>(asio::query(strand_, asio::execution::context))
+            asio::use_service<distlock::detail::waiting_callers>(asio::query(strand_, asio::execution::context))
                 .add(std::shared_ptr<holds_waiting_callers>{this->shared_from_this(), this});
         }
         if (state_ == state::ready && queue_.empty() && in_flight_.empty() && options_.idle_timeout > duration::zero() &&
@@ -414,9 +321,9 @@ private:
         if (!r.caller)
             return;
         if (r.error)
-            r.caller.resume(outcome{r.error, std::move(r.words)}, here);
+            r.caller.resume(outcome{r.error, std::move(r.words)}, here ? &inner_ : nullptr);
         else
-            r.caller.resume(outcome{std::move(r.replies), std::string{}}, here);
+            r.caller.resume(outcome{std::move(r.replies), std::string{}}, here ? &inner_ : nullptr);
     }
 
     // Writes queued requests at once, from the front, through the stream's non-blocking
@@ -718,6 +625,7 @@ private:
     }
 
     strand_type strand_;
+    asio::any_io_executor inner_; // the strand's: the reader resumes callers on it at once
     Codec codec_;
     options options_;
     connector connect_;

@@ -13,18 +13,27 @@
 // request in flight; NOTIFY messages go to the notification handler. Statements with a
 // name are prepared once per connection (the Parse travels in the same pipeline).
 //
+// exec() is an asynchronous operation, as the transport engine's is: the request
+// keeps the caller's completion handler (detail/waiting_caller.hpp) and is sent from
+// the strand, reached by dispatch. After each read the reader resumes the callers it
+// answered, one after another, and then flushes the requests they sent meanwhile in
+// one write: a sequential caller's next statement leaves before the reader waits
+// again, with no trip through the scheduler in between.
+//
 // Failure and cancellation follow the transport engine (transport/engine.hpp): a
 // request without its reply within its timeout drops the connection; when the
 // connection fails, requests that were sent complete with errc::outcome_unknown (or
 // the SQLSTATE the server gave, such as 57P01 when the backend was terminated), and
 // the next request connects again; a caller that stops waiting abandons its request,
-// whose results are read and dropped when they come. Everything runs on one strand;
+// whose results are read and dropped when they come (one not sent yet, waiting for
+// the connection, is dropped: errc::cancelled). Everything runs on one strand;
 // `generation_` tells the reader of a closed connection to touch nothing of its
 // successor.
 #pragma once
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/postgres/error.hpp>
@@ -32,6 +41,8 @@
 
 #include <libpq-fe.h>
 
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/async_result.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
@@ -124,7 +135,8 @@ struct param {
 
 /// One statement: SQL with $1... placeholders (never user strings), its parameters,
 /// and a name under which it is prepared once per connection ("" sends the text each
-/// time).
+/// time). distlock's own names are at most 15 characters, so that copying one per
+/// request allocates nothing (the string keeps it in its own buffer).
 struct statement {
     std::string name;
     std::string sql;
@@ -137,7 +149,8 @@ using replies = std::vector<rows>;
 // a header's non-template coroutines in every translation unit; see
 // detail/lease_state.hpp).
 template <class Unused = void>
-class basic_connection : public std::enable_shared_from_this<basic_connection<Unused>> {
+class basic_connection : public std::enable_shared_from_this<basic_connection<Unused>>,
+                         private distlock::detail::holds_waiting_callers {
 public:
     using strand_type = asio::strand<asio::any_io_executor>;
 
@@ -152,7 +165,7 @@ public:
         std::string peer = "PostgreSQL";
     };
 
-    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, options_{std::move(opts)} {}
+    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, inner_{strand_.get_inner_executor()}, options_{std::move(opts)} {}
     ~basic_connection() { finish(); }
     basic_connection(const basic_connection&) = delete;
     basic_connection& operator=(const basic_connection&) = delete;
@@ -164,15 +177,10 @@ public:
     awaitable<result<replies>> exec(std::vector<statement> statements, diagnostics* diag = nullptr,
                                     duration timeout = duration::zero())
     {
-        auto self = this->shared_from_this();
-        auto [r, words] = co_await distlock::detail::on_strand(self->strand_, run(self, std::move(statements), timeout));
-        if (!r && diag) {
-            if (r.error().category() == category())
-                diag->set_server_message(std::move(words));
-            else
-                diag->set_client_message(std::move(words));
-        }
-        co_return std::move(r);
+        auto req = std::make_shared<request>();
+        req->statements = std::move(statements);
+        req->timeout = timeout;
+        return exec_request(starter{this->shared_from_this(), std::move(req)}, diag);
     }
 
     /// Connects (when not connected) without sending anything.
@@ -215,8 +223,10 @@ public:
     const strand_type& strand() const noexcept { return strand_; }
 
 private:
+    using outcome = std::pair<result<replies>, std::string>;
+    using completion = distlock::detail::waiting_caller<outcome>;
+
     struct request {
-        explicit request(const strand_type& s) : done_event{s} {}
         std::vector<statement> statements;
         std::size_t items = 0;   // results expected before the Sync (prepares included)
         std::size_t current = 0; // the item whose results come now
@@ -224,57 +234,138 @@ private:
         replies results;
         std::error_code error;
         std::string words;
-        bool done = false;
-        bool abandoned = false;
+        duration timeout = duration::zero(); // zero: the connection's request timeout
         // When the reply is late: the connection is dropped then (the sweeper checks).
         time_point deadline = time_point::max();
-        // Cancelled when done; it never expires on its own, so arming it costs the
-        // reactor nothing (the sweeper's timer is always earlier).
-        timer done_event;
+        bool sent = false;
+        bool done = false;
+        bool abandoned = false;
+        bool counted = false; // in load_ until its caller is handed the outcome
+        completion caller;
     };
 
     enum class state { idle, connecting, ready };
-    using outcome = std::pair<result<replies>, std::string>;
 
-    static awaitable<outcome> run(std::shared_ptr<basic_connection> self, std::vector<statement> statements,
-                                  duration timeout)
-    {
-        co_await asio::this_coro::throw_if_cancelled(false);
-        self->load_.fetch_add(1, std::memory_order_relaxed);
-        struct unload {
-            basic_connection* c;
-            ~unload() { c->load_.fetch_sub(1, std::memory_order_relaxed); }
-        } unload_{self.get()};
+    // exec()'s initiation, run by the caller's coroutine as it suspends. The caller's
+    // cancellation is relayed to the strand; the request reaches the strand at once
+    // when the strand is free and its executor runs on this thread.
+    struct starter {
+        std::shared_ptr<basic_connection> self;
+        std::shared_ptr<request> req;
+
+        template <class Handler>
+        void operator()(Handler handler)
         {
-            std::string words;
-            if (auto ec = co_await self->ensure_connected(words))
-                co_return outcome{ec, std::move(words)};
+            auto slot = asio::get_associated_cancellation_slot(handler);
+            if (slot.is_connected())
+                slot.assign([self = self, req = req](asio::cancellation_type) {
+                    asio::dispatch(self->strand_, [self, req] { self->abandon(req); });
+                });
+            req->caller = completion{std::move(handler)};
+            req->counted = true;
+            self->load_.fetch_add(1, std::memory_order_relaxed);
+            auto strand = self->strand_;
+            asio::dispatch(strand, [self = std::move(self), req = std::move(req)]() mutable {
+                self->begin(std::move(req));
+            });
         }
-        auto req = std::make_shared<request>(self->strand_);
-        req->statements = std::move(statements);
-        if (auto why = self->send(*req); !why.empty()) {
-            self->fail(make_error_code(errc::outcome_unknown), why);
-            co_return outcome{make_error_code(errc::outcome_unknown), std::move(why)};
+    };
+
+    // One coroutine frame per request (the starter owns the connection and the request).
+    static awaitable<result<replies>> exec_request(starter start, diagnostics* diag)
+    {
+        auto [r, words] = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(outcome)>(
+            std::move(start), asio::use_awaitable);
+        if (!r && diag) {
+            if (r.error().category() == category())
+                diag->set_server_message(std::move(words));
+            else
+                diag->set_client_message(std::move(words));
         }
-        req->deadline = clock::now() + (timeout > duration::zero() ? timeout : self->options_.request_timeout);
-        self->in_flight_.push_back(req);
-        self->flush();
-        req->done_event.expires_at(time_point::max());
-        while (!req->done) {
-            (void)co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-            if (req->done)
-                break;
-            auto cs = co_await asio::this_coro::cancellation_state;
-            if (cs.cancelled() != asio::cancellation_type::none) {
-                req->abandoned = true; // its results are read and dropped
-                req->done = true;
-                req->error = make_error_code(errc::outcome_unknown);
-                break;
-            }
+        co_return std::move(r);
+    }
+
+    // On the strand: sends the request, connecting first when there is no connection.
+    void begin(std::shared_ptr<request> req)
+    {
+        if (req->done) // abandoned before it reached the strand
+            return;
+        if (!registered_) {
+            registered_ = true;
+            asio::use_service<distlock::detail::waiting_callers>(asio::query(strand_, asio::execution::context))
+                .add(std::shared_ptr<holds_waiting_callers>{this->shared_from_this(), this});
         }
-        if (req->error)
-            co_return outcome{req->error, std::move(req->words)};
-        co_return outcome{std::move(req->results), std::string{}};
+        if (state_ == state::ready) {
+            start(std::move(req));
+            return;
+        }
+        asio::co_spawn(strand_, connect_then_start(this->shared_from_this(), std::move(req)), asio::detached);
+    }
+
+    static awaitable<void> connect_then_start(std::shared_ptr<basic_connection> self, std::shared_ptr<request> req)
+    {
+        std::string words;
+        const auto ec = co_await self->ensure_connected(words);
+        if (req->done) // abandoned while connecting
+            co_return;
+        if (ec) {
+            req->error = ec;
+            req->words = std::move(words);
+            req->done = true;
+            self->deliver(*req, false);
+            co_return;
+        }
+        self->start(std::move(req));
+    }
+
+    // Puts the request in libpq's output buffer and in flight, and flushes (unless the
+    // reader is resuming callers: it flushes what they all sent, once, after them).
+    void start(std::shared_ptr<request> req)
+    {
+        if (auto why = send(*req); !why.empty()) {
+            fail(make_error_code(errc::outcome_unknown), why);
+            req->error = make_error_code(errc::outcome_unknown);
+            req->words = std::move(why);
+            req->done = true;
+            deliver(*req, false);
+            return;
+        }
+        req->sent = true;
+        req->deadline = clock::now() + (req->timeout > duration::zero() ? req->timeout : options_.request_timeout);
+        in_flight_.push_back(std::move(req));
+        if (!delivering_)
+            flush();
+    }
+
+    // The caller stopped waiting. A request sent keeps its place in flight, so that its
+    // results are read (and dropped) in order; one still waiting for the connection is
+    // dropped when the connection comes.
+    void abandon(const std::shared_ptr<request>& req)
+    {
+        if (req->done)
+            return;
+        req->abandoned = true;
+        req->done = true;
+        req->error = make_error_code(req->sent ? errc::outcome_unknown : errc::cancelled);
+        deliver(*req, false);
+    }
+
+    // Hands a finished request's outcome to its caller. `here`: the caller may resume
+    // at once, nested in the current handler; only the reader asks for it, between two
+    // reads. Everywhere else (always in the call that started the request) the caller
+    // is queued on its executor.
+    void deliver(request& r, bool here)
+    {
+        if (r.counted) {
+            r.counted = false;
+            load_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        if (!r.caller)
+            return;
+        if (r.error)
+            r.caller.resume(outcome{r.error, std::move(r.words)}, here ? &inner_ : nullptr);
+        else
+            r.caller.resume(outcome{std::move(r.results), std::string{}}, here ? &inner_ : nullptr);
     }
 
     awaitable<std::error_code> ensure_connected(std::string& words)
@@ -308,7 +399,7 @@ private:
                     r->error = make_error_code(errc::outcome_unknown);
                     r->words = words;
                     r->done = true;
-                    r->done_event.cancel();
+                    deliver(*r, false);
                 }
             wake_connect_waiters();
             co_return ec;
@@ -364,33 +455,30 @@ private:
         }
         socket_.emplace(strand_, PQsocket(conn_));
         prepared_.clear();
-        state_ = state::ready;
         asio::co_spawn(strand_, reader(this->shared_from_this(), generation), asio::detached);
         asio::co_spawn(strand_, sweeper(this->shared_from_this(), generation), asio::detached);
+        // The setup runs while the state is still `connecting`: requests wait behind it,
+        // and a failure meanwhile (the sweeper's timeout, a lost connection) fails only
+        // this attempt, which ensure_connected() cleans up.
         if (!options_.setup.empty()) {
-            auto req = std::make_shared<request>(strand_);
+            auto req = std::make_shared<request>();
             req->statements = options_.setup;
-            if (auto why = send(*req); !why.empty()) {
-                words = why;
+            req->timeout = std::max<duration>(deadline - clock::now(), duration::zero()) + std::chrono::seconds{1};
+            // Named, not a temporary of the co_await expression (g++ 12 destroys those twice).
+            auto send_setup = [this, req](auto handler) mutable {
+                req->caller = completion{std::move(handler)};
+                start(std::move(req));
+            };
+            auto [r, why] = co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(outcome)>(
+                std::move(send_setup), asio::use_awaitable);
+            if (!r) {
+                words = "session setup on " + options_.peer + " failed: " + why;
+                co_return r.error().category() == category() ? r.error() : make_error_code(errc::store_unavailable);
+            }
+            if (generation_ != generation)
                 co_return make_error_code(errc::store_unavailable);
-            }
-            req->deadline = deadline + std::chrono::seconds{1};
-            in_flight_.push_back(req);
-            flush();
-            req->done_event.expires_at(req->deadline);
-            while (!req->done) {
-                auto [ec] = co_await req->done_event.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-                if (!req->done && !ec) {
-                    words = "no reply from " + options_.peer + " to the session setup";
-                    co_return make_error_code(errc::store_unavailable);
-                }
-            }
-            if (req->error) {
-                words = "session setup on " + options_.peer + " failed: " + req->words;
-                co_return req->error.category() == category() ? req->error
-                                                               : make_error_code(errc::store_unavailable);
-            }
         }
+        state_ = state::ready;
         co_return std::error_code{};
     }
 
@@ -419,10 +507,16 @@ private:
     std::string send(request& req)
     {
         req.results.resize(req.statements.size());
+        req.slot.reserve(2 * req.statements.size());
         for (std::size_t i = 0; i < req.statements.size(); ++i) {
             const auto& s = req.statements[i];
-            std::vector<const char*> values;
-            std::vector<int> lengths, formats;
+            // Kept between requests for their capacity: no allocation per statement.
+            auto& values = scratch_values_;
+            auto& lengths = scratch_lengths_;
+            auto& formats = scratch_formats_;
+            values.clear();
+            lengths.clear();
+            formats.clear();
             for (const auto& p : s.params) {
                 values.push_back(p.null ? nullptr : p.value.data());
                 lengths.push_back(static_cast<int>(p.value.size()));
@@ -520,6 +614,7 @@ private:
 
     static awaitable<void> reader(std::shared_ptr<basic_connection> self, std::uint64_t generation)
     {
+        std::vector<std::shared_ptr<request>> answered;
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_read,
                                                            asio::experimental::as_tuple(asio::use_awaitable));
@@ -529,15 +624,24 @@ private:
                 self->fail(make_error_code(errc::outcome_unknown), "connection to " + self->options_.peer + " lost");
                 co_return;
             }
-            if (!PQconsumeInput(self->conn_) || PQstatus(self->conn_) == CONNECTION_BAD) {
-                self->drain(); // results that did arrive are still delivered
-                if (self->generation_ == generation)
-                    self->fail_lost();
-                co_return;
-            }
-            self->drain();
+            const bool lost = !PQconsumeInput(self->conn_) || PQstatus(self->conn_) == CONNECTION_BAD;
+            self->drain(); // results that did arrive are delivered, even from a lost connection
+            // The callers resume here, one after another, each until it waits again
+            // (often with its next request sent). One that closes the connection
+            // leaves the others' outcomes, complete already, to be handed over here.
+            answered.swap(self->answered_);
+            self->delivering_ = !answered.empty();
+            for (auto& r : answered)
+                self->deliver(*r, true);
+            answered.clear();
+            self->delivering_ = false;
             if (self->generation_ != generation)
                 co_return;
+            if (lost) {
+                self->fail_lost();
+                co_return;
+            }
+            self->flush();
         }
     }
 
@@ -562,7 +666,7 @@ private:
                 in_flight_.pop_front();
                 if (!done->abandoned) {
                     done->done = true;
-                    done->done_event.cancel();
+                    answered_.push_back(std::move(done)); // the reader hands it over after this read
                 }
                 continue;
             }
@@ -630,8 +734,12 @@ private:
                 r->error = ec;
                 r->words = why;
                 r->done = true;
-                r->done_event.cancel();
+                deliver(*r, false);
             }
+        auto answered = std::move(answered_); // answered before the failure: their results stand
+        answered_.clear();
+        for (auto& r : answered)
+            deliver(*r, false);
         if (was_ready && on_down_)
             on_down_(ec, why);
     }
@@ -650,6 +758,20 @@ private:
         }
         last_fatal_state_.clear();
         last_fatal_words_.clear();
+    }
+
+    // The io_context shuts down (no handler runs any more): the waiting callers' frames
+    // go, without being resumed. Moved out first: the last of them may hold the last
+    // reference to this connection.
+    void drop_waiting_callers() noexcept override
+    {
+        auto keep = this->shared_from_this();
+        auto in_flight = std::move(in_flight_);
+        auto answered = std::move(answered_);
+        for (auto& r : in_flight)
+            r->caller = completion{};
+        for (auto& r : answered)
+            r->caller = completion{};
     }
 
     void wake_connect_waiters()
@@ -682,6 +804,7 @@ private:
     }
 
     strand_type strand_;
+    asio::any_io_executor inner_; // the strand's: the reader resumes callers on it at once
     options options_;
     PGconn* conn_ = nullptr;
     std::optional<asio::posix::stream_descriptor> socket_;
@@ -691,7 +814,12 @@ private:
     timer* connect_timer_ = nullptr;
     std::atomic<std::size_t> load_{0};
     std::set<std::string> prepared_;
+    std::vector<const char*> scratch_values_; // send()'s
+    std::vector<int> scratch_lengths_, scratch_formats_;
     std::deque<std::shared_ptr<request>> in_flight_;
+    std::vector<std::shared_ptr<request>> answered_; // answered, handed over by the reader after its read
+    bool registered_ = false; // with the io_context's waiting_callers
+    bool delivering_ = false; // the reader is resuming the callers it answered
     std::vector<timer*> connect_waiters_;
     std::string last_fatal_state_, last_fatal_words_;
     std::function<void(std::string_view, std::string_view)> on_notify_;

@@ -67,7 +67,7 @@ public:
     awaitable<result<std::optional<fence_token>>> try_lock(std::string resource, diagnostics* diag)
     {
         std::vector<statement> s;
-        s.push_back({"distlock_advisory_try", settings_.sql->advisory_try, key_params(resource)});
+        s.push_back({"dl_adv_try", settings_.sql->advisory_try, key_params(resource)});
         return fenced(conn_->exec(std::move(s), diag));
     }
 
@@ -81,7 +81,7 @@ public:
         std::vector<statement> s;
         s.push_back({"", settings_.sql->wait_limits,
                      {param::text(std::to_string(wait) + "ms"), param::text(std::to_string(wait + 2000) + "ms")}});
-        s.push_back({"distlock_advisory_wait", settings_.sql->advisory_wait, key_params(resource)});
+        s.push_back({"dl_adv_wait", settings_.sql->advisory_wait, key_params(resource)});
         return waited(conn_->exec(std::move(s), diag, std::chrono::milliseconds{wait} + settings_.statement_timeout));
     }
 
@@ -89,7 +89,7 @@ public:
     awaitable<result<bool>> unlock(std::string resource)
     {
         std::vector<statement> s;
-        s.push_back({"distlock_advisory_unlock", settings_.sql->advisory_unlock, key_params(resource)});
+        s.push_back({"dl_adv_unlock", settings_.sql->advisory_unlock, key_params(resource)});
         return unlocked(conn_->exec(std::move(s)));
     }
 
