@@ -10,6 +10,9 @@
 #include "redis_support.hpp"
 #include "etcd/cluster.hpp"
 #include "zookeeper/ensemble.hpp"
+#if defined(DISTLOCK_THREADS_POSTGRES)
+#include "postgres/cluster.hpp"
+#endif
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
@@ -416,3 +419,70 @@ TEST_CASE("zookeeper: one store shared by coroutines on several threads", "[zook
     CHECK(counter.read() == workers * rounds);
     CHECK(store.pings_sent() > 0);
 }
+
+#if defined(DISTLOCK_THREADS_POSTGRES)
+TEST_CASE("postgres: one store shared by coroutines on several threads", "[postgres][concurrency]")
+{
+    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
+    test::postgres_cluster cluster;
+    asio::io_context io;
+    dl::postgres::store store{io, cluster.config("threads_locks")};
+    constexpr int workers = 8, rounds = 10;
+    std::atomic<int> errors{0}, finished{0};
+    // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
+    auto worker = [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::postgres::store> m{
+            store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
+        for (int i = 0; i < rounds; ++i) {
+            auto lease = co_await m.lock();
+            if (!lease) {
+                ++errors;
+                continue;
+            }
+            // A read, then a write fenced by the lease, as two requests: another
+            // worker's requests on other threads come between them on the pool.
+            auto read = co_await store.execute("SELECT n FROM threads_counter WHERE id = 1");
+            const auto n = read ? read.value().integer(0, 0) : std::nullopt;
+            std::vector<dl::postgres::param> next;
+            next.push_back(dl::postgres::param::number(n.value_or(-1000) + 1));
+            auto wrote = co_await store.fenced_execute("threads", lease->fence(),
+                                                       "UPDATE threads_counter SET n = $1 WHERE id = 1 AND " +
+                                                           store.fence_condition(2, 3),
+                                                       std::move(next));
+            if (!n || !wrote || wrote.value() != 1)
+                ++errors;
+            if (!co_await lease->unlock())
+                ++errors;
+        }
+        if (++finished == workers)
+            co_await store.close(); // lets the threads' run() return
+    };
+    auto setup = [&]() -> asio::awaitable<void> {
+        auto made = co_await store.execute("CREATE TABLE threads_counter (id int PRIMARY KEY, n bigint)");
+        auto row = co_await store.execute("INSERT INTO threads_counter VALUES (1, 0)");
+        if (!made || !row) {
+            ++errors;
+            co_await store.close();
+            co_return;
+        }
+        for (int w = 0; w < workers; ++w)
+            asio::co_spawn(asio::make_strand(io), worker(), asio::detached);
+    };
+    asio::co_spawn(io, setup(), asio::detached);
+    run_on_four_threads(io, 60s);
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    std::int64_t total = -1;
+    {
+        asio::io_context look;
+        dl::postgres::store reader{look, cluster.config("threads_locks")};
+        test::run(look, [&]() -> asio::awaitable<void> {
+            auto r = co_await reader.execute("SELECT n FROM threads_counter WHERE id = 1");
+            if (r)
+                total = r.value().integer(0, 0).value_or(-1);
+            co_await reader.close();
+        });
+    }
+    CHECK(total == workers * rounds);
+}
+#endif

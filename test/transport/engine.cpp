@@ -489,3 +489,27 @@ TEST_CASE("transport engine: the next requests of callers answered by one read l
     CHECK(played->tried_bytes == 9); // "a2\nb2\nc2\n", at once
     CHECK(played->tries == 2);       // a1, refused (the socket took nothing), then the three together
 }
+
+TEST_CASE("transport engine: a caller on a strand of its own resumes on that strand",
+          "[transport]")
+{
+    rig r;
+    r.add({{step::connect, {}}, {step::write, "a\n"}, {step::read, "A\n"}});
+    const asio::any_io_executor own = asio::make_strand(r.io);
+    bool on_own = false;
+    // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
+    auto caller = [&]() -> asio::awaitable<dl::result<std::vector<std::string>>> {
+        auto got = co_await r.engine->exec("a\n", 1);
+        // Dispatched to its strand (which may run it at once, nested in the engine's),
+        // never called directly from the engine's.
+        on_own = own.target<asio::strand<asio::io_context::executor_type>>()->running_in_this_thread();
+        co_return got;
+    };
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        auto a = test::start(own, caller());
+        { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+        REQUIRE(a.get());
+        CHECK(*a.get() == std::vector<std::string>{"A"});
+    });
+    CHECK(on_own);
+}

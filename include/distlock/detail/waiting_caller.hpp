@@ -8,16 +8,22 @@
 // without a trip through the scheduler.
 #pragma once
 
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
+#include <asio/cancellation_type.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/execution/outstanding_work.hpp>
+#include <asio/execution/context.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/query.hpp>
 #include <asio/any_io_executor.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -48,6 +54,16 @@ public:
         impl->resume(std::move(o), running);
     }
 
+    /// resume() with `error` and its `words`, or with `value` when there is no error.
+    template <class Value>
+    void resume_with(std::error_code error, std::string& words, Value& value, const asio::any_io_executor* running)
+    {
+        if (error)
+            resume(Outcome{error, std::move(words)}, running);
+        else
+            resume(Outcome{std::move(value), std::string{}}, running);
+    }
+
 private:
     struct base {
         virtual ~base() = default;
@@ -76,6 +92,36 @@ private:
         asio::any_io_executor work; // the same, keeping it from running out of work
     };
     std::unique_ptr<base> impl_;
+};
+
+/// The initiation of a connection's exec(), run by the caller's coroutine as it
+/// suspends: the request keeps the caller's handler; the caller's cancellation is
+/// relayed to the connection's strand (acting on it here would touch the strand's
+/// state from the caller's thread); the request reaches the strand by dispatch, at
+/// once when the strand is free and its executor runs on this thread.
+///
+/// `Connection` has `strand()`, `begin(std::shared_ptr<Request>)` and
+/// `abandon(const std::shared_ptr<Request>&)` (both run on the strand; it names this
+/// type a friend when they are private); `Request` has a `caller`, a waiting_caller.
+template <class Connection, class Request>
+struct start_request {
+    std::shared_ptr<Connection> self;
+    std::shared_ptr<Request> req;
+
+    template <class Handler>
+    void operator()(Handler handler)
+    {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected())
+            slot.assign([self = self, req = req](asio::cancellation_type) {
+                asio::dispatch(self->strand(), [self, req] { self->abandon(req); });
+            });
+        req->caller = decltype(req->caller){std::move(handler)};
+        auto strand = self->strand();
+        asio::dispatch(strand, [self = std::move(self), req = std::move(req)]() mutable {
+            self->begin(std::move(req));
+        });
+    }
 };
 
 /// What holds waiting callers: told to let them go when the io_context that runs it
@@ -128,5 +174,12 @@ private:
     std::mutex mutex_;
     std::vector<std::weak_ptr<holds_waiting_callers>> holders_;
 };
+
+/// Registers `holder` with the waiting_callers of the io_context that runs `ex`.
+template <class Executor>
+void hold_until_shutdown(const Executor& ex, std::shared_ptr<holds_waiting_callers> holder)
+{
+    asio::use_service<waiting_callers>(asio::query(ex, asio::execution::context)).add(std::move(holder));
+}
 
 } // namespace distlock::detail

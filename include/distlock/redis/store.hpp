@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -154,9 +155,9 @@ public:
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
                                                  diagnostics* diag = nullptr)
     {
-        return replicated(router_, slot_of(resource), settings(),
-                          acquired(eval(script::acquire, {lock_key(resource), fence_key(resource)},
-                                        {owner.to_hex(), millis(ttl), retention()}, diag)),
+        return replicated(resource,
+                          acquired(eval(script::acquire, strings(lock_key(resource), fence_key(resource)),
+                                        strings(owner.to_hex(), millis(ttl), retention()), diag)),
                           diag);
     }
 
@@ -165,24 +166,24 @@ public:
     awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl,
                                                    diagnostics* diag = nullptr)
     {
-        return replicated(router_, slot_of(resource), settings(),
-                          answered(eval(script::acquire, {lock_key(resource), fence_key(resource)},
-                                        {owner.to_hex(), millis(ttl), retention()}, diag)),
+        return replicated(resource,
+                          answered(eval(script::acquire, strings(lock_key(resource), fence_key(resource)),
+                                        strings(owner.to_hex(), millis(ttl), retention()), diag)),
                           diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
                                    diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::extend, {lock_key(resource), fence_key(resource)},
-                                {owner.to_hex(), millis(ttl), retention()}, diag));
+        return owned_reply(eval(script::extend, strings(lock_key(resource), fence_key(resource)),
+                                strings(owner.to_hex(), millis(ttl), retention()), diag));
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         // A cluster publishes on the slot's shard (SPUBLISH), heard by SSUBSCRIBE.
         const auto which = router_->mode() == topology::cluster ? script::release_sharded : script::release;
-        return owned_reply(eval(which, {lock_key(resource)}, {owner.to_hex(), channel(resource)}, diag));
+        return owned_reply(eval(which, strings(lock_key(resource)), strings(owner.to_hex(), channel(resource)), diag));
     }
 
     /// Fencing tokens follow the server's clock: a resource's next token is at least
@@ -195,7 +196,7 @@ public:
     awaitable<result<void>> release_raising(std::string_view resource, const owner_token& owner, fence_token floor,
                                             diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release_raising, {lock_key(resource), fence_key(resource)},
+        return owned_reply(eval(script::release_raising, strings(lock_key(resource), fence_key(resource)),
                                 {owner.to_hex(), channel(resource), std::to_string(floor), retention(),
                                  router_->mode() == topology::cluster ? "1" : "0"},
                                 diag));
@@ -203,14 +204,14 @@ public:
 
     awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return fence_reply(eval(script::next_fence, {fence_key(resource)}, {retention()}, diag));
+        return fence_reply(eval(script::next_fence, strings(fence_key(resource)), strings(retention()), diag));
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor,
                                                diagnostics* diag = nullptr)
     {
         return fence_reply(
-            eval(script::raise_fence, {fence_key(resource)}, {std::to_string(floor), retention()}, diag));
+            eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor), retention()), diag));
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
@@ -218,7 +219,7 @@ public:
     /// one script.
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return inspected(eval(script::inspect, {lock_key(resource), fence_key(resource)}, {}, diag));
+        return inspected(eval(script::inspect, strings(lock_key(resource), fence_key(resource)), {}, diag));
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -311,12 +312,12 @@ public:
                                            const owner_token& owner, duration ttl, bool join,
                                            diagnostics* diag = nullptr)
     {
-        return replicated(router_, slot_of(resource), settings(),
+        return replicated(resource,
                           answered(eval(script::acquire_fair,
-                                        {lock_key(resource), fence_key(resource), queue_key(resource),
-                                         deadlines_key(resource)},
-                                        {owner.to_hex(), millis(ttl), retention(), waiter.to_hex(),
-                                         millis(cfg_.queue_ttl), join ? "1" : "0"},
+                                        strings(lock_key(resource), fence_key(resource), queue_key(resource),
+                                                deadlines_key(resource)),
+                                        strings(owner.to_hex(), millis(ttl), retention(), waiter.to_hex(),
+                                                millis(cfg_.queue_ttl), join ? "1" : "0"),
                                         diag)),
                           diag);
     }
@@ -325,16 +326,16 @@ public:
     awaitable<result<void>> release_to_head(std::string_view resource, const owner_token& owner,
                                             diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release_fair, {lock_key(resource), queue_key(resource), deadlines_key(resource)},
-                                {owner.to_hex(), channel(resource), sharded_flag()}, diag));
+        return owned_reply(eval(script::release_fair, strings(lock_key(resource), queue_key(resource), deadlines_key(resource)),
+                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag));
     }
 
     /// Gives up `waiter`'s place in line (a lock() that ended without the lock).
     awaitable<result<void>> leave_queue(std::string_view resource, const owner_token& waiter,
                                         diagnostics* diag = nullptr)
     {
-        return done_reply(eval(script::leave_queue, {lock_key(resource), queue_key(resource), deadlines_key(resource)},
-                               {waiter.to_hex(), channel(resource), sharded_flag()}, diag));
+        return done_reply(eval(script::leave_queue, strings(lock_key(resource), queue_key(resource), deadlines_key(resource)),
+                               strings(waiter.to_hex(), channel(resource), sharded_flag()), diag));
     }
 
     /// How often a waiter must ask again to keep its place.
@@ -368,8 +369,8 @@ public:
             keys.push_back(lock_key(r));
             keys.push_back(fence_key(r));
         }
-        return replicated(router_, (resources.empty() ? std::uint16_t{0} : slot_of(resources.front())), settings(),
-                          acquired_all(eval(script::acquire_all, std::move(keys), {owner.to_hex(), millis(ttl), retention()}, diag),
+        return replicated(resources.empty() ? std::string_view{} : std::string_view{resources.front()},
+                          acquired_all(eval(script::acquire_all, std::move(keys), strings(owner.to_hex(), millis(ttl), retention()), diag),
                                        resources.size()),
                           diag);
     }
@@ -404,7 +405,7 @@ public:
                                          diagnostics* diag = nullptr)
     {
         return fenced_reply(
-            eval(script::fenced_write, {std::string{key}}, {std::string{value}, std::to_string(fence)}, diag));
+            eval(script::fenced_write, strings(std::string{key}), strings(std::string{value}, std::to_string(fence)), diag));
     }
 
     /// Reads a value written by fenced_write (nullopt if none).
@@ -534,14 +535,26 @@ private:
 
     static void append_escaped(std::string& out, std::string_view part)
     {
-        for (const char c : part) {
-            switch (c) {
-            case '%': out.append("%25"); break;
-            case '{': out.append("%7B"); break;
-            case '}': out.append("%7D"); break;
-            default: out.push_back(c);
-            }
+        std::size_t run = 0; // bytes kept as they are go in whole runs
+        for (std::size_t i = 0; i < part.size(); ++i) {
+            const char c = part[i];
+            if (c != '%' && c != '{' && c != '}')
+                continue;
+            out.append(part.data() + run, i - run);
+            out.append(c == '%' ? "%25" : c == '{' ? "%7B" : "%7D", 3);
+            run = i + 1;
         }
+        out.append(part.data() + run, part.size() - run);
+    }
+
+    // A script's keys or arguments, moved in (an initializer list would copy each one).
+    template <class... T>
+    static std::vector<std::string> strings(T&&... v)
+    {
+        std::vector<std::string> out;
+        out.reserve(sizeof...(T));
+        (out.emplace_back(std::forward<T>(v)), ...);
+        return out;
     }
 
     // TTLs go to Redis in whole milliseconds, rounded up: the store never expires a
@@ -603,35 +616,42 @@ private:
                                                   std::vector<std::string> args, diagnostics* diag)
     {
         const auto& s = source(which);
-        auto reply = co_await run_script(c, "EVALSHA", s.sha, keys, args, diag);
-        if (reply && reply.value().is_error() && reply.value().text.starts_with("NOSCRIPT"))
-            reply = co_await run_script(c, "EVAL", s.text, keys, args, diag);
-        if (!reply)
-            co_return reply.error();
-        co_return checked(std::move(reply.value()), diag);
-    }
-
-    static awaitable<result<resp::value>> run_script(const router_ptr& c, std::string_view verb,
-                                                     std::string_view body, const std::vector<std::string>& keys,
-                                                     const std::vector<std::string>& args, diagnostics* diag)
-    {
-        std::vector<std::string_view> parts;
-        const auto numkeys = std::to_string(keys.size());
-        parts.reserve(3 + keys.size() + args.size());
-        parts.push_back(verb);
-        parts.push_back(body);
-        parts.push_back(numkeys);
-        for (const auto& k : keys)
-            parts.push_back(k);
-        for (const auto& a : args)
-            parts.push_back(a);
-        std::string payload;
-        resp::append_command_range(payload, parts);
-        const auto slot = keys.empty() ? std::uint16_t{0} : detail::hash_slot(keys.front());
-        auto replies = co_await c->exec(slot, std::move(payload), diag);
+        // Only a cluster routes by slot: elsewhere the key's CRC16 is not computed.
+        const auto slot = keys.empty() || c->mode() != topology::cluster ? std::uint16_t{0}
+                                                                          : detail::hash_slot(keys.front());
+        auto replies = co_await c->exec(slot, script_command("EVALSHA", s.sha, keys, args), diag);
+        if (replies && replies.value().front().is_error() && replies.value().front().text.starts_with("NOSCRIPT"))
+            replies = co_await c->exec(slot, script_command("EVAL", s.text, keys, args), diag);
         if (!replies)
             co_return replies.error();
-        co_return std::move(replies.value().front());
+        co_return checked(std::move(replies.value().front()), diag);
+    }
+
+    // EVALSHA sha numkeys keys... args... (or EVAL text ...), encoded.
+    static std::string script_command(std::string_view verb, std::string_view body,
+                                      const std::vector<std::string>& keys, const std::vector<std::string>& args)
+    {
+        std::array<std::string_view, 16> few;
+        std::vector<std::string_view> many;
+        const std::size_t n = 3 + keys.size() + args.size();
+        std::string_view* parts = few.data();
+        if (n > few.size()) {
+            many.resize(n);
+            parts = many.data();
+        }
+        char digits[24];
+        const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, keys.size());
+        std::size_t i = 0;
+        parts[i++] = verb;
+        parts[i++] = body;
+        parts[i++] = std::string_view{digits, static_cast<std::size_t>(end - digits)};
+        for (const auto& k : keys)
+            parts[i++] = k;
+        for (const auto& a : args)
+            parts[i++] = a;
+        std::string payload;
+        resp::append_command_range(payload, std::span<const std::string_view>{parts, n});
+        return payload;
     }
 
     static awaitable<result<resp::value>> exec_on(router_ptr c, std::uint16_t slot, std::string encoded,
@@ -677,8 +697,18 @@ private:
     // A grant is reported once config::wait_replicas replicas acknowledged it (WAIT),
     // else errc::not_replicated, a maybe-applied outcome: the claim gives the lock back
     // by owner token, as after a lost reply. Refusals pass through at once.
+    // Not a coroutine: without config::wait_replicas (the default) the grant's own
+    // awaitable is returned as it is, with no frame of its own around it.
     template <class T>
-    static awaitable<result<T>> replicated(router_ptr c, std::uint16_t slot, const config& cfg,
+    awaitable<result<T>> replicated(std::string_view resource, awaitable<result<T>> pending, diagnostics* diag) const
+    {
+        if (cfg_.wait_replicas <= 0)
+            return pending;
+        return replicated_wait(router_, slot_of(resource), settings(), std::move(pending), diag);
+    }
+
+    template <class T>
+    static awaitable<result<T>> replicated_wait(router_ptr c, std::uint16_t slot, const config& cfg,
                                            awaitable<result<T>> pending, diagnostics* diag)
     {
         auto got = co_await std::move(pending);

@@ -226,29 +226,8 @@ private:
 
     enum class state { idle, connecting, ready };
 
-    // exec()'s initiation, run by the caller's coroutine as it suspends. The caller's
-    // cancellation is relayed to the strand (acting on it here would touch the
-    // strand's state from the caller's thread). The request goes to the strand: at
-    // once when the strand is free and its executor runs on this thread.
-    struct starter {
-        std::shared_ptr<engine> self;
-        std::shared_ptr<request> req;
-
-        template <class Handler>
-        void operator()(Handler handler)
-        {
-            auto slot = asio::get_associated_cancellation_slot(handler);
-            if (slot.is_connected())
-                slot.assign([self = self, req = req](asio::cancellation_type) {
-                    asio::dispatch(self->strand_, [self, req] { self->abandon(req); });
-                });
-            req->caller = completion{std::move(handler)};
-            auto strand = self->strand_;
-            asio::dispatch(strand, [self = std::move(self), req = std::move(req)]() mutable {
-                self->begin(std::move(req));
-            });
-        }
-    };
+    using starter = distlock::detail::start_request<engine, request>;
+    friend starter;
 
     // On the strand: queues the request (written at once when the connection is
     // idle), connecting first when there is no connection.
@@ -258,8 +237,7 @@ private:
             return;
         if (!registered_) {
             registered_ = true;
-            asio::use_service<distlock::detail::waiting_callers>(asio::query(strand_, asio::execution::context))
-                .add(std::shared_ptr<holds_waiting_callers>{this->shared_from_this(), this});
+            distlock::detail::hold_until_shutdown(strand_, {this->shared_from_this(), this});
         }
         if (state_ == state::ready && queue_.empty() && in_flight_.empty() && options_.idle_timeout > duration::zero() &&
             clock::now() - last_activity_ > options_.idle_timeout)
@@ -318,12 +296,8 @@ private:
     // the call that started the request) the caller is queued on its executor.
     void deliver(request& r, bool here)
     {
-        if (!r.caller)
-            return;
-        if (r.error)
-            r.caller.resume(outcome{r.error, std::move(r.words)}, here ? &inner_ : nullptr);
-        else
-            r.caller.resume(outcome{std::move(r.replies), std::string{}}, here ? &inner_ : nullptr);
+        if (r.caller)
+            r.caller.resume_with(r.error, r.words, r.replies, here ? &inner_ : nullptr);
     }
 
     // Writes queued requests at once, from the front, through the stream's non-blocking

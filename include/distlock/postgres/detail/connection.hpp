@@ -180,6 +180,8 @@ public:
         auto req = std::make_shared<request>();
         req->statements = std::move(statements);
         req->timeout = timeout;
+        req->counted = true;
+        load_.fetch_add(1, std::memory_order_relaxed);
         return exec_request(starter{this->shared_from_this(), std::move(req)}, diag);
     }
 
@@ -246,30 +248,8 @@ private:
 
     enum class state { idle, connecting, ready };
 
-    // exec()'s initiation, run by the caller's coroutine as it suspends. The caller's
-    // cancellation is relayed to the strand; the request reaches the strand at once
-    // when the strand is free and its executor runs on this thread.
-    struct starter {
-        std::shared_ptr<basic_connection> self;
-        std::shared_ptr<request> req;
-
-        template <class Handler>
-        void operator()(Handler handler)
-        {
-            auto slot = asio::get_associated_cancellation_slot(handler);
-            if (slot.is_connected())
-                slot.assign([self = self, req = req](asio::cancellation_type) {
-                    asio::dispatch(self->strand_, [self, req] { self->abandon(req); });
-                });
-            req->caller = completion{std::move(handler)};
-            req->counted = true;
-            self->load_.fetch_add(1, std::memory_order_relaxed);
-            auto strand = self->strand_;
-            asio::dispatch(strand, [self = std::move(self), req = std::move(req)]() mutable {
-                self->begin(std::move(req));
-            });
-        }
-    };
+    using starter = distlock::detail::start_request<basic_connection, request>;
+    friend starter;
 
     // One coroutine frame per request (the starter owns the connection and the request).
     static awaitable<result<replies>> exec_request(starter start, diagnostics* diag)
@@ -292,8 +272,7 @@ private:
             return;
         if (!registered_) {
             registered_ = true;
-            asio::use_service<distlock::detail::waiting_callers>(asio::query(strand_, asio::execution::context))
-                .add(std::shared_ptr<holds_waiting_callers>{this->shared_from_this(), this});
+            distlock::detail::hold_until_shutdown(strand_, {this->shared_from_this(), this});
         }
         if (state_ == state::ready) {
             start(std::move(req));
@@ -360,12 +339,8 @@ private:
             r.counted = false;
             load_.fetch_sub(1, std::memory_order_relaxed);
         }
-        if (!r.caller)
-            return;
-        if (r.error)
-            r.caller.resume(outcome{r.error, std::move(r.words)}, here ? &inner_ : nullptr);
-        else
-            r.caller.resume(outcome{std::move(r.results), std::string{}}, here ? &inner_ : nullptr);
+        if (r.caller)
+            r.caller.resume_with(r.error, r.words, r.results, here ? &inner_ : nullptr);
     }
 
     awaitable<std::error_code> ensure_connected(std::string& words)

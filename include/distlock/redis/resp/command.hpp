@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -35,24 +36,37 @@ inline void append_command(std::string& out, std::initializer_list<std::string_v
     }
 }
 
-/// Appends a command whose arguments are in a range of string-like values.
+/// Appends a command whose arguments are in a range of string-like values. The
+/// command is written in place after one resize (it is encoded for every request).
 template <class Range>
 void append_command_range(std::string& out, const Range& args)
 {
-    std::size_t n = 0;
-    for ([[maybe_unused]] const auto& a : args)
+    std::size_t n = 0, bytes = 0;
+    for (const auto& a : args) {
         ++n;
-    out.push_back('*');
-    detail::append_number(out, n);
-    out.append("\r\n");
+        bytes += std::string_view{a}.size();
+    }
+    constexpr std::size_t header = 1 + 20 + 2; // '*' or '$', a length, CRLF
+    const std::size_t start = out.size();
+    out.resize(start + header + n * (header + 2) + bytes); // at most this much
+    char* p = out.data() + start;
+    const auto put_header = [&p](char mark, std::size_t length) {
+        *p++ = mark;
+        p = std::to_chars(p, p + 20, length).ptr;
+        *p++ = '\r';
+        *p++ = '\n';
+    };
+    put_header('*', n);
     for (const auto& a : args) {
         const std::string_view s{a};
-        out.push_back('$');
-        detail::append_number(out, s.size());
-        out.append("\r\n");
-        out.append(s);
-        out.append("\r\n");
+        put_header('$', s.size());
+        if (!s.empty())
+            std::memcpy(p, s.data(), s.size());
+        p += s.size();
+        *p++ = '\r';
+        *p++ = '\n';
     }
+    out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
 /// A single command as a string.
