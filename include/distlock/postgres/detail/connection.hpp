@@ -180,8 +180,6 @@ public:
         auto req = std::make_shared<request>();
         req->statements = std::move(statements);
         req->timeout = timeout;
-        req->counted = true;
-        load_.fetch_add(1, std::memory_order_relaxed);
         return exec_request(starter{this->shared_from_this(), std::move(req)}, diag);
     }
 
@@ -270,6 +268,10 @@ private:
     {
         if (req->done) // abandoned before it reached the strand
             return;
+        // Counted from here (not when exec() is called: an operation never awaited
+        // never gets here) until its caller is handed the outcome.
+        req->counted = true;
+        load_.fetch_add(1, std::memory_order_relaxed);
         if (!registered_) {
             registered_ = true;
             distlock::detail::hold_until_shutdown(strand_, {this->shared_from_this(), this});
