@@ -53,6 +53,24 @@ void run_on_four_threads(asio::io_context& io, dl::duration limit)
         t.join();
 }
 
+// `rounds` times: takes `m`, runs `section` under the lease, gives it back. Every
+// failure counts in `errors` (Catch's assertions are not thread-safe).
+template <class Mutex, class Section>
+asio::awaitable<void> lock_rounds(Mutex& m, int rounds, std::atomic<int>& errors, Section& section)
+{
+    for (int i = 0; i < rounds; ++i) {
+        auto lease = co_await m.lock();
+        if (!lease) {
+            ++errors;
+            continue;
+        }
+        if (!co_await section(*lease))
+            ++errors;
+        if (!co_await lease->unlock())
+            ++errors;
+    }
+}
+
 } // namespace
 
 TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
@@ -154,18 +172,9 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
         asio::co_spawn(asio::make_strand(io), [&]() -> asio::awaitable<void> {
             dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{
                 store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
-            for (int i = 0; i < rounds; ++i) {
-                auto lease = co_await m.lock();
-                if (!lease) {
-                    ++errors;
-                    continue;
-                }
-                if (!co_await increment(store, "n"))
-                    ++errors;
-                auto released = co_await lease->unlock();
-                if (!released)
-                    ++errors;
-            }
+            // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
+            auto section = [&](const dl::lease&) -> asio::awaitable<bool> { co_return co_await increment(store, "n"); };
+            co_await lock_rounds(m, rounds, errors, section);
             if (++finished == workers)
                 store.disconnect(); // lets the threads' run() return
         }, asio::detached);
@@ -429,31 +438,25 @@ TEST_CASE("postgres: one store shared by coroutines on several threads", "[postg
     dl::postgres::store store{io, cluster.config("threads_locks")};
     constexpr int workers = 8, rounds = 10;
     std::atomic<int> errors{0}, finished{0};
+    // A read, then a write fenced by the lease, as two requests: another worker's
+    // requests on other threads come between them on the pool.
+    auto section = [&](const dl::lease& lease) -> asio::awaitable<bool> {
+        auto read = co_await store.execute("SELECT n FROM threads_counter WHERE id = 1");
+        const auto n = read ? read.value().integer(0, 0) : std::nullopt;
+        if (!n)
+            co_return false;
+        std::vector<dl::postgres::param> next;
+        next.push_back(dl::postgres::param::number(*n + 1));
+        auto wrote = co_await store.fenced_execute(
+            "threads", lease.fence(), "UPDATE threads_counter SET n = $1 WHERE id = 1 AND " + store.fence_condition(2, 3),
+            std::move(next));
+        co_return wrote && wrote.value() == 1;
+    };
     // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
     auto worker = [&]() -> asio::awaitable<void> {
         dl::basic_distributed_mutex<dl::postgres::store> m{
             store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
-        for (int i = 0; i < rounds; ++i) {
-            auto lease = co_await m.lock();
-            if (!lease) {
-                ++errors;
-                continue;
-            }
-            // A read, then a write fenced by the lease, as two requests: another
-            // worker's requests on other threads come between them on the pool.
-            auto read = co_await store.execute("SELECT n FROM threads_counter WHERE id = 1");
-            const auto n = read ? read.value().integer(0, 0) : std::nullopt;
-            std::vector<dl::postgres::param> next;
-            next.push_back(dl::postgres::param::number(n.value_or(-1000) + 1));
-            auto wrote = co_await store.fenced_execute("threads", lease->fence(),
-                                                       "UPDATE threads_counter SET n = $1 WHERE id = 1 AND " +
-                                                           store.fence_condition(2, 3),
-                                                       std::move(next));
-            if (!n || !wrote || wrote.value() != 1)
-                ++errors;
-            if (!co_await lease->unlock())
-                ++errors;
-        }
+        co_await lock_rounds(m, rounds, errors, section);
         if (++finished == workers)
             co_await store.close(); // lets the threads' run() return
     };

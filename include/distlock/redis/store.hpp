@@ -33,7 +33,6 @@
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <span>
 #include <string_view>
 #include <vector>
 
@@ -197,8 +196,8 @@ public:
                                             diagnostics* diag = nullptr)
     {
         return owned_reply(eval(script::release_raising, strings(lock_key(resource), fence_key(resource)),
-                                {owner.to_hex(), channel(resource), std::to_string(floor), retention(),
-                                 router_->mode() == topology::cluster ? "1" : "0"},
+                                strings(owner.to_hex(), channel(resource), std::to_string(floor), retention(),
+                                        sharded_flag()),
                                 diag));
     }
 
@@ -405,7 +404,7 @@ public:
                                          diagnostics* diag = nullptr)
     {
         return fenced_reply(
-            eval(script::fenced_write, strings(std::string{key}), strings(std::string{value}, std::to_string(fence)), diag));
+            eval(script::fenced_write, strings(key), strings(value, std::to_string(fence)), diag));
     }
 
     /// Reads a value written by fenced_write (nullopt if none).
@@ -627,30 +626,25 @@ private:
         co_return checked(std::move(replies.value().front()), diag);
     }
 
-    // EVALSHA sha numkeys keys... args... (or EVAL text ...), encoded.
+    // EVALSHA sha numkeys keys... args... (or EVAL text ...), encoded into one allocation.
     static std::string script_command(std::string_view verb, std::string_view body,
                                       const std::vector<std::string>& keys, const std::vector<std::string>& args)
     {
-        std::array<std::string_view, 16> few;
-        std::vector<std::string_view> many;
-        const std::size_t n = 3 + keys.size() + args.size();
-        std::string_view* parts = few.data();
-        if (n > few.size()) {
-            many.resize(n);
-            parts = many.data();
-        }
         char digits[24];
-        const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, keys.size());
-        std::size_t i = 0;
-        parts[i++] = verb;
-        parts[i++] = body;
-        parts[i++] = std::string_view{digits, static_cast<std::size_t>(end - digits)};
-        for (const auto& k : keys)
-            parts[i++] = k;
-        for (const auto& a : args)
-            parts[i++] = a;
+        const char* digits_end = std::to_chars(digits, digits + sizeof digits, keys.size()).ptr;
+        const std::string_view numkeys{digits, static_cast<std::size_t>(digits_end - digits)};
+        std::size_t bytes = verb.size() + body.size() + numkeys.size() + 4 * resp::framing_bytes;
+        for (const auto* part : {&keys, &args})
+            for (const auto& p : *part)
+                bytes += p.size() + resp::framing_bytes;
         std::string payload;
-        resp::append_command_range(payload, std::span<const std::string_view>{parts, n});
+        payload.reserve(bytes);
+        resp::append_array_header(payload, 3 + keys.size() + args.size());
+        for (const auto fixed : {verb, body, numkeys})
+            resp::append_bulk(payload, fixed);
+        for (const auto* part : {&keys, &args})
+            for (const auto& p : *part)
+                resp::append_bulk(payload, p);
         return payload;
     }
 
@@ -709,7 +703,7 @@ private:
 
     template <class T>
     static awaitable<result<T>> replicated_wait(router_ptr c, std::uint16_t slot, const config& cfg,
-                                           awaitable<result<T>> pending, diagnostics* diag)
+                                                awaitable<result<T>> pending, diagnostics* diag)
     {
         auto got = co_await std::move(pending);
         if (cfg.wait_replicas <= 0 || !got)

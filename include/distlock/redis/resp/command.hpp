@@ -4,7 +4,6 @@
 
 #include <charconv>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -21,52 +20,49 @@ inline void append_number(std::string& out, std::size_t n)
 }
 } // namespace detail
 
+/// Appends the header of a command of `n` arguments ("*n\r\n").
+inline void append_array_header(std::string& out, std::size_t n)
+{
+    out.push_back('*');
+    detail::append_number(out, n);
+    out.append("\r\n", 2);
+}
+
+/// Appends one argument as a bulk string ("$length\r\n" bytes "\r\n").
+inline void append_bulk(std::string& out, std::string_view s)
+{
+    out.push_back('$');
+    detail::append_number(out, s.size());
+    out.append("\r\n", 2);
+    out.append(s);
+    out.append("\r\n", 2);
+}
+
+/// The most a header or a bulk string adds to its bytes: reserve with it, so that a
+/// command is encoded into one allocation.
+inline constexpr std::size_t framing_bytes = 1 + 20 + 2 + 2;
+
 /// Appends one command (`args[0]` is its name) to `out`.
 inline void append_command(std::string& out, std::initializer_list<std::string_view> args)
 {
-    out.push_back('*');
-    detail::append_number(out, args.size());
-    out.append("\r\n");
-    for (const auto a : args) {
-        out.push_back('$');
-        detail::append_number(out, a.size());
-        out.append("\r\n");
-        out.append(a);
-        out.append("\r\n");
-    }
+    append_array_header(out, args.size());
+    for (const auto a : args)
+        append_bulk(out, a);
 }
 
-/// Appends a command whose arguments are in a range of string-like values. The
-/// command is written in place after one resize (it is encoded for every request).
+/// Appends a command whose arguments are in a range of string-like values.
 template <class Range>
 void append_command_range(std::string& out, const Range& args)
 {
-    std::size_t n = 0, bytes = 0;
+    std::size_t n = 0, bytes = framing_bytes;
     for (const auto& a : args) {
         ++n;
-        bytes += std::string_view{a}.size();
+        bytes += std::string_view{a}.size() + framing_bytes;
     }
-    constexpr std::size_t header = 1 + 20 + 2; // '*' or '$', a length, CRLF
-    const std::size_t start = out.size();
-    out.resize(start + header + n * (header + 2) + bytes); // at most this much
-    char* p = out.data() + start;
-    const auto put_header = [&p](char mark, std::size_t length) {
-        *p++ = mark;
-        p = std::to_chars(p, p + 20, length).ptr;
-        *p++ = '\r';
-        *p++ = '\n';
-    };
-    put_header('*', n);
-    for (const auto& a : args) {
-        const std::string_view s{a};
-        put_header('$', s.size());
-        if (!s.empty())
-            std::memcpy(p, s.data(), s.size());
-        p += s.size();
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    out.resize(static_cast<std::size_t>(p - out.data()));
+    out.reserve(out.size() + bytes);
+    append_array_header(out, n);
+    for (const auto& a : args)
+        append_bulk(out, std::string_view{a});
 }
 
 /// A single command as a string.
