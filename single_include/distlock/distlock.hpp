@@ -1539,6 +1539,48 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
 
 } // namespace distlock::detail
 // ---- end distlock/detail/on_strand.hpp
+// ---- begin distlock/detail/strand.hpp
+// distlock/detail/strand.hpp: the strands the connections and sessions run on.
+//
+// Why not asio::strand<asio::any_io_executor>: its inner executor is type-erased, and
+// Asio 1.22 pays for that on every hand-off. Each execute() on the strand asks the
+// inner executor whether it may block, and a type-erased executor answers that query
+// with a heap-allocated result; each handler bound to the strand is tracked through
+// an any_io_executor holding the strand, and a strand over a type-erased executor
+// (48 bytes) does not fit in any_io_executor's inline buffer, so that allocates too.
+// A request through a connection paid about ten allocations for this alone. A strand
+// over the io_context's own executor type (24 bytes) fits, and its queries are plain
+// calls. Any other executor (a thread pool's, a user's wrapper) gets the type-erased
+// strand as before.
+
+#include <asio/any_io_executor.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+
+namespace distlock::detail {
+
+/// A strand over `ex`, as an any_io_executor: over io_context::executor_type when `ex`
+/// is one, else over `ex` itself.
+inline asio::any_io_executor make_strand(const asio::any_io_executor& ex)
+{
+    if (const auto* io = ex.target<asio::io_context::executor_type>())
+        return asio::make_strand(*io);
+    return asio::make_strand(ex);
+}
+
+/// The executor a strand made by make_strand() runs its work on (`strand` itself for
+/// any other executor).
+inline asio::any_io_executor inner_executor(const asio::any_io_executor& strand)
+{
+    if (const auto* s = strand.target<asio::strand<asio::io_context::executor_type>>())
+        return s->get_inner_executor();
+    if (const auto* s = strand.target<asio::strand<asio::any_io_executor>>())
+        return s->get_inner_executor();
+    return strand;
+}
+
+} // namespace distlock::detail
+// ---- end distlock/detail/strand.hpp
 // ---- begin distlock/observe.hpp
 // distlock/observe.hpp: events a lock reports, for the user's own metrics and logs.
 // The library itself prints nothing.
@@ -3290,9 +3332,9 @@ protected:
 private:
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
-            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
+            : strand{detail::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
         {}
-        asio::strand<asio::any_io_executor> strand;
+        asio::any_io_executor strand; // detail::make_strand()
         timer wake;         // the keeper sleeps on it
         timer quiet;        // unlock() waits on it for the keeper and extensions to stop
         timer ended_event;  // wait_ended() waits on it
@@ -6657,7 +6699,7 @@ public:
 private:
     struct core : std::enable_shared_from_this<core> {
         core(asio::any_io_executor e, session_server& s, session_config c)
-            : ex{asio::make_strand(e)}, server{s}, cfg{c}, tick{ex}
+            : ex{distlock::detail::make_strand(e)}, server{s}, cfg{c}, tick{ex}
         {}
 
         asio::any_io_executor ex; // a strand: the keepalive loop and its timer live on it

@@ -26,6 +26,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/observe.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -354,9 +355,9 @@ protected:
 private:
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
-            : strand{asio::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
+            : strand{detail::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
         {}
-        asio::strand<asio::any_io_executor> strand;
+        asio::any_io_executor strand; // detail::make_strand()
         timer wake;         // the keeper sleeps on it
         timer quiet;        // unlock() waits on it for the keeper and extensions to stop
         timer ended_event;  // wait_ended() waits on it

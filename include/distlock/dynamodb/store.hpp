@@ -33,6 +33,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/base64.hpp>
 #include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
@@ -164,7 +165,7 @@ public:
         if (!tls)
             throw std::system_error{tls.error(), "distlock::dynamodb::store: TLS settings"};
         engine_ = std::make_shared<engine_type>(
-            asio::make_strand(ex_), http::codec{},
+            distlock::detail::make_strand(ex_), http::codec{},
             // Node (dynalite) closes idle keep-alive sockets after 5 s; AWS after longer.
             engine_type::options{cfg_.request_timeout, cfg_.endpoint().describe(), std::chrono::seconds{4}},
             [endpoint = cfg_.endpoint(), ctx = tls.value()](transport::stream& s,

@@ -14,6 +14,7 @@
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/error.hpp>
 #include <distlock/memory/store.hpp>
@@ -483,7 +484,7 @@ public:
 private:
     struct core : std::enable_shared_from_this<core> {
         core(asio::any_io_executor e, session_server& s, session_config c)
-            : ex{asio::make_strand(e)}, server{s}, cfg{c}, tick{ex}
+            : ex{distlock::detail::make_strand(e)}, server{s}, cfg{c}, tick{ex}
         {}
 
         asio::any_io_executor ex; // a strand: the keepalive loop and its timer live on it

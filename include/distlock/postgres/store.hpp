@@ -19,6 +19,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -482,7 +483,7 @@ private:
         o.connect_timeout = cfg_.connect_timeout;
         o.request_timeout = cfg_.statement_timeout + std::chrono::seconds{1};
         o.peer = peer_;
-        return std::make_shared<detail::connection>(asio::make_strand(ex_), std::move(o));
+        return std::make_shared<detail::connection>(distlock::detail::make_strand(ex_), std::move(o));
     }
 
     // "PostgreSQL at host:port" from the conninfo, for diagnostics.

@@ -5,6 +5,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
@@ -79,7 +80,7 @@ public:
         auto tls = transport::make_tls_context(cfg_.endpoint());
         if (!tls)
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
-        router_ = std::make_shared<detail::router>(asio::make_strand(ex_), cfg_, tls.value());
+        router_ = std::make_shared<detail::router>(distlock::detail::make_strand(ex_), cfg_, tls.value());
         life_ = distlock::detail::lifetime::make(ex_);
     }
 

@@ -40,6 +40,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -119,7 +120,8 @@ awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, con
 template <codec Codec, class Stream = stream>
 class engine : public std::enable_shared_from_this<engine<Codec, Stream>>, private distlock::detail::holds_waiting_callers {
 public:
-    using strand_type = asio::strand<asio::any_io_executor>;
+    /// Serialises the engine's work: a strand, as distlock::detail::make_strand() makes.
+    using strand_type = asio::any_io_executor;
     using message = typename Codec::message;
     /// Connects the stream and runs the protocol's handshake; `diagnostic` receives
     /// the words of a failure. Runs on the engine's strand, before the stream is shared.
@@ -139,7 +141,7 @@ public:
     };
 
     engine(strand_type strand, Codec codec, options opts, connector connect)
-        : strand_{std::move(strand)}, inner_{strand_.get_inner_executor()}, codec_{std::move(codec)}, options_{std::move(opts)},
+        : strand_{std::move(strand)}, inner_{distlock::detail::inner_executor(strand_)}, codec_{std::move(codec)}, options_{std::move(opts)},
           connect_{std::move(connect)}, writer_wake_{strand_}, sweep_{strand_}
     {}
 
@@ -211,7 +213,7 @@ private:
     using completion = distlock::detail::waiting_caller<outcome>;
 
     struct request {
-        explicit request(std::string p, std::size_t n) : payload{std::move(p)}, expected{n} {}
+        explicit request(std::string p, std::size_t n) : payload{std::move(p)}, expected{n} { replies.reserve(n); }
         std::string payload;
         std::size_t expected; // 0: no reply (send())
         std::vector<message> replies;

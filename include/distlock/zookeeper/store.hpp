@@ -198,6 +198,7 @@ private:
                                                              Requests... requests)
     {
         std::vector<request> all;
+        all.reserve(sizeof...(Requests));
         (all.push_back(std::move(requests)), ...);
         return session::call(std::move(s), std::move(all), diag);
     }
@@ -247,7 +248,7 @@ private:
             return distlock::errc::not_owner; // gone meanwhile: the caller makes it again
         if (st.first)
             return first_place(s, parent, mine);
-        s.remember_predecessor(parent, st.predecessor_sequence, st.predecessor);
+        s.remember_predecessor(parent, st.predecessor_sequence, std::string{st.predecessor});
         mine.predecessor = st.predecessor_sequence;
         mine.predecessor_held = st.predecessor == st.holder;
         mine.promoted = false;
@@ -258,7 +259,7 @@ private:
 
     static queue_place first_place(session& s, const std::string& parent, const session::made_node& mine)
     {
-        s.granted(mine.czxid, mine.session, parent + "/" + mine.name);
+        s.granted(mine.czxid, mine.session, detail::child_path(parent, mine.name));
         return queue_place{static_cast<fence_token>(mine.czxid), true, std::nullopt};
     }
 
@@ -267,14 +268,14 @@ private:
                                                    std::string parent, std::string owner_hex, proto::acl a,
                                                    diagnostics* diag)
     {
-        const auto prefix_path = parent + "/" + owner_hex + "-";
+        const auto prefix_path = detail::child_path(parent, owner_hex, "-");
         for (int round = 0; round < 4; ++round) {
             const auto known = s->made(prefix_path);
             const auto sid = s->id();
             if (known && known->czxid != 0 && known->session == sid && sid != 0) {
                 // The holder just before it is gone (its watch said so): it holds the lock.
                 if (known->promoted) {
-                    life->spawn(marked(s, parent + "/" + known->name));
+                    life->spawn(marked(s, detail::child_path(parent, known->name)));
                     co_return first_place(*s, parent, *known);
                 }
                 // This call's node, made under this session (it tries again after a
@@ -289,7 +290,7 @@ private:
                         co_return distlock::errc::protocol_error;
                     auto place = placed(*s, parent, prefix_path, children->names, owner_hex, *known);
                     if (place && place.value().first)
-                        life->spawn(marked(s, parent + "/" + known->name));
+                        life->spawn(marked(s, detail::child_path(parent, known->name)));
                     if (place || place.error() != condition::not_owner)
                         co_return place;
                 } else if (r.err != static_cast<int>(errc::no_node)) {
@@ -381,7 +382,7 @@ private:
             const auto w = detail::parse_waiter(name);
             if (!w || w->owner != owner_hex)
                 continue;
-            const auto path = parent + "/" + name;
+            const auto path = detail::child_path(parent, name);
             auto look = co_await send(s, diag, exists(*s, path, false));
             if (!look)
                 co_return look.error();
@@ -459,7 +460,7 @@ private:
         }
         if (!name)
             co_return false;
-        const auto path = parent + "/" + *name;
+        const auto path = detail::child_path(parent, *name);
         const auto ex = co_await asio::this_coro::executor;
         while (clock::now() < until && !co_await distlock::detail::cancelled()) {
             // Registered before the request that sets the watch: its notification may
@@ -502,12 +503,12 @@ private:
     static awaitable<result<void>> dequeued(std::shared_ptr<session> s, std::string parent, std::string owner_hex,
                                             diagnostics* diag)
     {
-        const auto prefix_path = parent + "/" + owner_hex + "-";
+        const auto prefix_path = detail::child_path(parent, owner_hex, "-");
         const auto known = s->made(prefix_path);
         const auto sid = s->id();
         std::vector<std::string> paths;
         if (known && known->czxid != 0 && known->session == sid && sid != 0) {
-            paths.push_back(parent + "/" + known->name);
+            paths.push_back(detail::child_path(parent, known->name));
         } else {
             // Not known as made under this session: whatever of this owner is there.
             auto got = co_await send(s, diag, children_of(*s, parent));
@@ -525,7 +526,7 @@ private:
                 co_return distlock::errc::protocol_error;
             for (const auto& c : children->names)
                 if (const auto w = detail::parse_waiter(c); w && w->owner == owner_hex)
-                    paths.push_back(parent + "/" + c);
+                    paths.push_back(detail::child_path(parent, c));
             if (paths.empty()) {
                 s->forget(prefix_path);
                 co_return distlock::errc::not_owner;
@@ -578,7 +579,7 @@ private:
             info.fence = static_cast<fence_token>(std::max<std::int64_t>(r.zxid, 0));
             co_return info;
         }
-        const auto path = parent + "/" + st.holder;
+        const auto path = detail::child_path(parent, st.holder);
         auto look = co_await send(s, diag, exists(*s, path, false));
         if (!look)
             co_return look.error();

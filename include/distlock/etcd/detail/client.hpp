@@ -15,6 +15,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -55,7 +56,7 @@ public:
         }
         for (std::size_t i = 0; i < cfg_.members.size(); ++i)
             engines_.push_back(std::make_shared<unary_engine>(
-                asio::make_strand(ex_), http::codec{},
+                distlock::detail::make_strand(ex_), http::codec{},
                 unary_engine::options{cfg_.request_timeout, cfg_.endpoint(i).describe(), std::chrono::seconds{30}},
                 connector(i)));
     }
@@ -311,7 +312,7 @@ private:
         auto [member, token] = current();
         auto box = std::make_shared<inbox>(co_await asio::this_coro::executor);
         auto stream = std::make_shared<stream_engine>(
-            asio::make_strand(ex_), http::stream_codec{},
+            distlock::detail::make_strand(ex_), http::stream_codec{},
             stream_engine::options{cfg_.request_timeout, cfg_.endpoint(member).describe(), duration::zero()},
             connector(member));
         stream->on_push([box](http::stream_message m) {

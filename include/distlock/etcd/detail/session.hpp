@@ -18,6 +18,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/etcd/detail/client.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -41,7 +42,7 @@ template <class Unused = void>
 class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
     basic_session(asio::any_io_executor ex, std::shared_ptr<client> c)
-        : strand_{asio::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
+        : strand_{distlock::detail::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
     {}
 
     /// The open lease, granted now when there is none (and the keepalive started).
@@ -382,7 +383,7 @@ private:
                 l->session_changed(session_state::held, valid);
     }
 
-    asio::strand<asio::any_io_executor> strand_;
+    asio::any_io_executor strand_; // distlock::detail::make_strand()
     std::shared_ptr<client> client_;
     const config& cfg_; // the client's, which this session keeps alive
     timer tick_;        // on the strand

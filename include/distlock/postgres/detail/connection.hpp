@@ -33,6 +33,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -152,7 +153,8 @@ template <class Unused = void>
 class basic_connection : public std::enable_shared_from_this<basic_connection<Unused>>,
                          private distlock::detail::holds_waiting_callers {
 public:
-    using strand_type = asio::strand<asio::any_io_executor>;
+    /// A strand, as distlock::detail::make_strand() makes.
+    using strand_type = asio::any_io_executor;
 
     struct options {
         /// libpq keywords and values, in order (a later one overrides an earlier one;
@@ -165,7 +167,7 @@ public:
         std::string peer = "PostgreSQL";
     };
 
-    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, inner_{strand_.get_inner_executor()}, options_{std::move(opts)} {}
+    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, inner_{distlock::detail::inner_executor(strand_)}, options_{std::move(opts)} {}
     ~basic_connection() { finish(); }
     basic_connection(const basic_connection&) = delete;
     basic_connection& operator=(const basic_connection&) = delete;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/error.hpp>
@@ -55,7 +56,7 @@ namespace distlock::redis::detail {
 template <class Unused = void>
 class basic_router : public std::enable_shared_from_this<basic_router<Unused>> {
 public:
-    using strand_type = asio::strand<asio::any_io_executor>;
+    using strand_type = asio::any_io_executor; // distlock::detail::make_strand()
     using replies = result<std::vector<resp::value>>;
 
     /// One server: its command connection and its subscriber.

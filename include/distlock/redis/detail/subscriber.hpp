@@ -28,6 +28,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/handshake.hpp>
@@ -57,7 +58,7 @@ namespace distlock::redis::detail {
 template <class Unused = void>
 class basic_subscriber : public std::enable_shared_from_this<basic_subscriber<Unused>> {
 public:
-    using strand_type = asio::strand<asio::any_io_executor>;
+    using strand_type = asio::any_io_executor; // distlock::detail::make_strand()
     using waiter = std::shared_ptr<distlock::detail::wakeup>;
 
     /// `sharded`: SSUBSCRIBE, SUNSUBSCRIBE and smessage (Redis Cluster, Redis 7).

@@ -46,13 +46,19 @@ inline std::optional<std::string> resource_of(std::string_view name)
     return id;
 }
 
+/// `parent`/`name``suffix`, made in one allocation (paths are built on every request).
+inline std::string child_path(std::string_view parent, std::string_view name, std::string_view suffix = {})
+{
+    std::string out;
+    out.reserve(parent.size() + 1 + name.size() + suffix.size());
+    out.append(parent).append(1, '/').append(name).append(suffix);
+    return out;
+}
+
 /// The node whose children are the waiters for `resource`.
 inline std::string resource_node(std::string_view root, std::string_view resource)
 {
-    std::string out{root};
-    out += '/';
-    out += component(resource);
-    return out;
+    return child_path(root, component(resource));
 }
 
 /// The name a waiter asks for (the server appends the sequence number).
@@ -72,12 +78,13 @@ inline std::optional<waiter_name> parse_waiter(std::string_view name)
     if (name.size() < hex + 2 || name[hex] != '-')
         return std::nullopt;
     const auto owner = name.substr(0, hex);
-    if (owner.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (!std::all_of(owner.begin(), owner.end(), [&](char c) { return digit(c) || (c >= 'a' && c <= 'f'); }))
         return std::nullopt;
     const auto digits = name.substr(hex + 1);
     // The server writes %010d: ten digits (a negative number after 2^31 creates under
     // one node; the queue order is then undefined, as for ZooKeeper's own recipes).
-    if (digits.find_first_not_of("0123456789") != std::string_view::npos)
+    if (!std::all_of(digits.begin(), digits.end(), digit))
         return std::nullopt;
     std::int64_t seq = 0;
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seq);
@@ -93,15 +100,16 @@ inline std::string_view base_name(std::string_view path)
     return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
-/// Where one waiter stands among a resource's children.
+/// Where one waiter stands among a resource's children. The names are views of the
+/// children stand() was given.
 struct standing {
-    bool found = false;        ///< a child of `owner` is among them
-    std::string mine;          ///< its name
-    std::int64_t sequence = 0; ///< its sequence number
-    bool first = false;        ///< it has the lowest sequence: it holds the lock
-    std::string predecessor;   ///< the name just before it, when not first
+    bool found = false;            ///< a child of `owner` is among them
+    std::string_view mine;         ///< its name
+    std::int64_t sequence = 0;     ///< its sequence number
+    bool first = false;            ///< it has the lowest sequence: it holds the lock
+    std::string_view predecessor;  ///< the name just before it, when not first
     std::int64_t predecessor_sequence = 0;
-    std::string holder;        ///< the name with the lowest sequence, if any
+    std::string_view holder;       ///< the name with the lowest sequence, if any
 };
 
 /// Children come back unsorted: ordered by sequence number here, ignoring names the
@@ -120,16 +128,16 @@ inline standing stand(const std::vector<std::string>& children, std::string_view
               [](const waiter_name& a, const waiter_name& b) { return a.sequence < b.sequence; });
     standing s;
     if (!waiters.empty())
-        s.holder = std::string{waiters.front().name};
+        s.holder = waiters.front().name;
     for (std::size_t i = 0; i < waiters.size(); ++i) {
         if (exact.empty() ? waiters[i].owner != owner_hex : waiters[i].name != exact)
             continue;
         s.found = true;
-        s.mine = std::string{waiters[i].name};
+        s.mine = waiters[i].name;
         s.sequence = waiters[i].sequence;
         s.first = i == 0;
         if (i > 0) {
-            s.predecessor = std::string{waiters[i - 1].name};
+            s.predecessor = waiters[i - 1].name;
             s.predecessor_sequence = waiters[i - 1].sequence;
         }
         break;

@@ -35,6 +35,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
+#include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -78,7 +79,7 @@ public:
     using engine_type = transport::engine<proto::codec>;
 
     basic_session(asio::any_io_executor ex, config cfg)
-        : strand_{asio::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_}, negotiated_{cfg_.session_timeout}
+        : strand_{distlock::detail::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_}, negotiated_{cfg_.session_timeout}
     {}
 
     basic_session(const basic_session&) = delete;
@@ -128,8 +129,16 @@ public:
             co_return distlock::errc::store_unavailable;
         self->start();
         std::string payload;
-        for (const auto& r : requests)
-            payload += r.frame;
+        if (requests.size() == 1) {
+            payload = std::move(requests.front().frame);
+        } else {
+            std::size_t size = 0;
+            for (const auto& r : requests)
+                size += r.frame.size();
+            payload.reserve(size);
+            for (const auto& r : requests)
+                payload += r.frame;
+        }
         const auto sent = clock::now();
         auto got = co_await self->engine_->exec(std::move(payload), requests.size(), diag);
         if (!got)
@@ -787,7 +796,7 @@ private:
         server_ = (server_ + 1) % cfg_.servers.size();
     }
 
-    asio::strand<asio::any_io_executor> strand_;
+    asio::any_io_executor strand_; // distlock::detail::make_strand()
     const config cfg_;
     std::shared_ptr<engine_type> engine_;
     timer tick_;

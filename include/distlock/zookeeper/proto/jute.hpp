@@ -18,20 +18,12 @@ namespace distlock::zookeeper::proto {
 
 class writer {
 public:
-    writer& i32(std::int32_t v)
-    {
-        const auto u = static_cast<std::uint32_t>(v);
-        for (int shift = 24; shift >= 0; shift -= 8)
-            out_ += static_cast<char>((u >> shift) & 0xFF);
-        return *this;
-    }
-    writer& i64(std::int64_t v)
-    {
-        const auto u = static_cast<std::uint64_t>(v);
-        for (int shift = 56; shift >= 0; shift -= 8)
-            out_ += static_cast<char>((u >> shift) & 0xFF);
-        return *this;
-    }
+    writer() = default;
+    /// Reserves room for `size` bytes (the encoders know a frame's size up front).
+    explicit writer(std::size_t size) { out_.reserve(size); }
+
+    writer& i32(std::int32_t v) { return big_endian<4>(static_cast<std::uint32_t>(v)); }
+    writer& i64(std::int64_t v) { return big_endian<8>(static_cast<std::uint64_t>(v)); }
     writer& boolean(bool v)
     {
         out_ += static_cast<char>(v ? 1 : 0);
@@ -55,8 +47,27 @@ public:
 
     const std::string& data() const noexcept { return out_; }
     std::string take() { return std::move(out_); }
+    /// The bytes written, as a frame: the first four bytes written (a placeholder) set
+    /// to the length of the rest.
+    std::string take_frame()
+    {
+        const auto n = static_cast<std::uint32_t>(out_.size() - 4);
+        for (int i = 0; i < 4; ++i)
+            out_[static_cast<std::size_t>(i)] = static_cast<char>((n >> (24 - 8 * i)) & 0xFF);
+        return std::move(out_);
+    }
 
 private:
+    template <int Bytes, class Unsigned>
+    writer& big_endian(Unsigned u)
+    {
+        char b[Bytes];
+        for (int i = 0; i < Bytes; ++i)
+            b[i] = static_cast<char>((u >> (8 * (Bytes - 1 - i))) & 0xFF);
+        out_.append(b, Bytes);
+        return *this;
+    }
+
     std::string out_;
 };
 

@@ -106,7 +106,7 @@ inline stat read_stat(reader& r)
 /// The bytes of one frame holding `payload`.
 inline std::string frame(std::string_view payload)
 {
-    writer w;
+    writer w{4 + payload.size()};
     w.i32(static_cast<std::int32_t>(payload.size()));
     std::string out = w.take();
     out.append(payload);
@@ -155,10 +155,12 @@ inline std::optional<connect_response> parse_connect_response(std::string_view p
 
 // -- Requests ----------------------------------------------------------------------------
 
-inline writer header(std::int32_t x, op o)
+// A request's frame up to its header, with room for `body` bytes more; the frame's
+// length is set by writer::take_frame().
+inline writer header(std::int32_t x, op o, std::size_t body = 0)
 {
-    writer w;
-    w.i32(x).i32(static_cast<std::int32_t>(o));
+    writer w{12 + body};
+    w.i32(0).i32(x).i32(static_cast<std::int32_t>(o));
     return w;
 }
 
@@ -167,57 +169,56 @@ inline writer header(std::int32_t x, op o)
 inline std::string encode_create2(std::int32_t x, std::string_view path, std::string_view data, std::int32_t flags,
                                   acl a = acl::open, op o = op::create2)
 {
-    auto w = header(x, o);
+    const std::string_view scheme = a == acl::open ? "world" : "auth";
+    const std::string_view id = a == acl::open ? "anyone" : "";
+    auto w = header(x, o, 4 + path.size() + 4 + data.size() + 8 + 4 + scheme.size() + 4 + id.size() + 4);
     w.bytes(path).bytes(data);
     w.i32(1).i32(31); // one ACL entry, permissions ALL
-    if (a == acl::open)
-        w.bytes("world").bytes("anyone");
-    else
-        w.bytes("auth").bytes("");
+    w.bytes(scheme).bytes(id);
     w.i32(flags);
-    return frame(w.data());
+    return w.take_frame();
 }
 
 inline std::string encode_delete(std::int32_t x, std::string_view path, std::int32_t version = -1)
 {
-    auto w = header(x, op::remove);
+    auto w = header(x, op::remove, 4 + path.size() + 4);
     w.bytes(path).i32(version);
-    return frame(w.data());
+    return w.take_frame();
 }
 
 /// setData: `data` replaces the node's; the answer is its Stat. Version -1: any.
 inline std::string encode_set_data(std::int32_t x, std::string_view path, std::string_view data,
                                    std::int32_t version = -1)
 {
-    auto w = header(x, op::set_data);
+    auto w = header(x, op::set_data, 4 + path.size() + 4 + data.size() + 4);
     w.bytes(path).bytes(data).i32(version);
-    return frame(w.data());
+    return w.take_frame();
 }
 
 inline std::string encode_exists(std::int32_t x, std::string_view path, bool watch)
 {
-    auto w = header(x, op::exists);
+    auto w = header(x, op::exists, 4 + path.size() + 1);
     w.bytes(path).boolean(watch);
-    return frame(w.data());
+    return w.take_frame();
 }
 
 inline std::string encode_get_children2(std::int32_t x, std::string_view path, bool watch)
 {
-    auto w = header(x, op::get_children2);
+    auto w = header(x, op::get_children2, 4 + path.size() + 1);
     w.bytes(path).boolean(watch);
-    return frame(w.data());
+    return w.take_frame();
 }
 
-inline std::string encode_ping() { return frame(header(xid::ping, op::ping).data()); }
+inline std::string encode_ping() { return header(xid::ping, op::ping).take_frame(); }
 
-inline std::string encode_close(std::int32_t x) { return frame(header(x, op::close_session).data()); }
+inline std::string encode_close(std::int32_t x) { return header(x, op::close_session).take_frame(); }
 
 /// Digest auth: `credentials` is "user:password".
 inline std::string encode_auth(std::string_view scheme, std::string_view credentials)
 {
-    auto w = header(xid::auth, op::auth);
+    auto w = header(xid::auth, op::auth, 4 + 4 + scheme.size() + 4 + credentials.size());
     w.i32(0).bytes(scheme).bytes(credentials);
-    return frame(w.data());
+    return w.take_frame();
 }
 
 /// After a reconnect: the watches to set again, relative to the last zxid seen.
@@ -226,7 +227,7 @@ inline std::string encode_set_watches(std::int64_t relative_zxid, const std::vec
 {
     auto w = header(xid::set_watches, op::set_watches);
     w.i64(relative_zxid).strings(data).strings(exist).strings(child);
-    return frame(w.data());
+    return w.take_frame();
 }
 
 // -- Answers -----------------------------------------------------------------------------
