@@ -1557,13 +1557,30 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>
 
+#include <typeinfo>
+
 namespace distlock::detail {
+
+/// `ex`'s target when it is a `T`, else null. Asio 1.22's any_executor::target() does
+/// not check the type it is asked for; this does, by RTTI. Without RTTI the type
+/// cannot be told, and the answer is always null (the type-erased strand: slower,
+/// as correct).
+template <class T>
+const T* target_of(const asio::any_io_executor& ex) noexcept
+{
+#if !defined(ASIO_NO_TYPEID)
+    if (ex && ex.target_type() == typeid(T))
+        return ex.target<T>();
+#endif
+    (void)ex;
+    return nullptr;
+}
 
 /// A strand over `ex`, as an any_io_executor: over io_context::executor_type when `ex`
 /// is one, else over `ex` itself.
 inline asio::any_io_executor make_strand(const asio::any_io_executor& ex)
 {
-    if (const auto* io = ex.target<asio::io_context::executor_type>())
+    if (const auto* io = target_of<asio::io_context::executor_type>(ex))
         return asio::make_strand(*io);
     return asio::make_strand(ex);
 }
@@ -1572,9 +1589,9 @@ inline asio::any_io_executor make_strand(const asio::any_io_executor& ex)
 /// any other executor).
 inline asio::any_io_executor inner_executor(const asio::any_io_executor& strand)
 {
-    if (const auto* s = strand.target<asio::strand<asio::io_context::executor_type>>())
+    if (const auto* s = target_of<asio::strand<asio::io_context::executor_type>>(strand))
         return s->get_inner_executor();
-    if (const auto* s = strand.target<asio::strand<asio::any_io_executor>>())
+    if (const auto* s = target_of<asio::strand<asio::any_io_executor>>(strand))
         return s->get_inner_executor();
     return strand;
 }

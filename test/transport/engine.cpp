@@ -5,13 +5,17 @@
 #include "pending.hpp"
 #include "support.hpp"
 
+#include <distlock/detail/strand.hpp>
 #include <distlock/transport/engine.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -32,10 +36,14 @@ struct rig {
     std::size_t downs = 0;
     std::shared_ptr<engine_type> engine;
 
-    explicit rig(dl::duration request_timeout = 10s, dl::duration idle_timeout = {})
+    // The engine runs on a strand over a type-erased executor (the fallback of
+    // detail::make_strand(), which the stores' tests do not reach), or with
+    // `store_strand` on the one detail::make_strand() gives the stores.
+    explicit rig(dl::duration request_timeout = 10s, dl::duration idle_timeout = {}, bool store_strand = false)
     {
+        const asio::any_io_executor ex = io.get_executor();
         engine = std::make_shared<engine_type>(
-            asio::make_strand(asio::any_io_executor{io.get_executor()}), line_codec{},
+            store_strand ? dl::detail::make_strand(ex) : asio::any_io_executor{asio::make_strand(ex)}, line_codec{},
             engine_type::options{request_timeout, "scripted", idle_timeout},
             [this](scripted_stream& s, std::string& diagnostic) -> asio::awaitable<std::error_code> {
                 REQUIRE(connects < scripts.size());
@@ -512,4 +520,57 @@ TEST_CASE("transport engine: a caller on a strand of its own resumes on that str
         CHECK(*a.get() == std::vector<std::string>{"A"});
     });
     CHECK(on_own);
+}
+
+TEST_CASE("detail::make_strand: over the io_context's executor type when given one, else over the executor given",
+          "[transport]")
+{
+    asio::io_context io;
+    const auto fast = dl::detail::make_strand(asio::any_io_executor{io.get_executor()});
+    // (Asio 1.22's own target() does not check the type: target_of() does.)
+    CHECK(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(fast) != nullptr);
+    CHECK(dl::detail::target_of<asio::strand<asio::any_io_executor>>(fast) == nullptr);
+    CHECK(dl::detail::inner_executor(fast) == asio::any_io_executor{io.get_executor()});
+
+    // Any other executor (here a thread pool's) gets the strand over itself, which still
+    // runs one piece of work at a time: two threads posting through it lose no update.
+    asio::thread_pool pool{2};
+    const asio::any_io_executor pool_ex = pool.get_executor();
+    const auto other = dl::detail::make_strand(pool_ex);
+    REQUIRE(dl::detail::target_of<asio::strand<asio::any_io_executor>>(other) != nullptr);
+    CHECK(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(other) == nullptr);
+    CHECK(dl::detail::inner_executor(other) == pool_ex);
+    int count = 0; // not atomic: the strand alone keeps the increments apart
+    constexpr int each = 2000;
+    auto post_all = [&] {
+        for (int i = 0; i < each; ++i)
+            asio::post(other, [&count] { ++count; });
+    };
+    std::thread a{post_all}, b{post_all};
+    a.join();
+    b.join();
+    pool.join();
+    CHECK(count == 2 * each);
+
+    // Neither a strand nor an executor to wrap: inner_executor() answers the executor itself.
+    CHECK(dl::detail::inner_executor(pool_ex) == pool_ex);
+}
+
+TEST_CASE("transport engine: on the strand detail::make_strand gives, replies resume their callers in order",
+          "[transport]")
+{
+    rig r{10s, {}, true};
+    REQUIRE(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(r.engine->strand()) != nullptr);
+    r.add({{step::connect, {}}, {step::write, "a\nb\n"}, {step::read, "A\nB1\nB2\n"}});
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        auto a = test::start(ex, r.engine->exec("a\n", 1));
+        auto b = test::start(ex, r.engine->exec("b\n", 2));
+        { const bool came_ = co_await a.wait(); REQUIRE(came_); }
+        { const bool came_ = co_await b.wait(); REQUIRE(came_); }
+        REQUIRE(a.get());
+        REQUIRE(b.get());
+        CHECK(*a.get() == std::vector<std::string>{"A"});
+        CHECK(*b.get() == std::vector<std::string>{"B1", "B2"});
+    });
 }
