@@ -653,6 +653,22 @@ std::string key_of(asio::io_context& io, const std::string& prefix, const std::s
 }
 } // namespace
 
+TEST_CASE("redis: the key layout, for ids written in place and ids escaped", "[redis][input]")
+{
+    asio::io_context io;
+    // Nothing to escape: written in place at its final size.
+    CHECK(key_of(io, "p", "job", 0) == "p:{#job}:lock");
+    CHECK(key_of(io, "p", "job", 1) == "p:{#job}:fence");
+    CHECK(key_of(io, "p", "job", 2) == "p:{#job}:released");
+    CHECK(key_of(io, "distlock", std::string(100, 'x'), 0) == "distlock:{#" + std::string(100, 'x') + "}:lock");
+    // The prefix escaped once, for both ways of writing the id.
+    CHECK(key_of(io, "p{%}", "job", 0) == "p%7B%25%7D:{#job}:lock");
+    CHECK(key_of(io, "p{%}", "a%b", 0) == "p%7B%25%7D:{#a%25b}:lock");
+    // An id that needs escaping.
+    CHECK(key_of(io, "p", "{x}%", 1) == "p:{#%7Bx%7D%25}:fence");
+    CHECK(key_of(io, "p", std::string{"a\0b", 3}, 0) == std::string{"p:{#a\0b}:lock", 13});
+}
+
 TEST_CASE("redis: no two prefix and resource pairs share a key", "[redis][input]")
 {
     asio::io_context io;
