@@ -695,14 +695,17 @@ TEST_CASE("zookeeper: waiters in separate processes are served in the order they
         for (int i = 0; i < waiters; ++i) {
             workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
                 test::self_path(), "--worker", "zookeeper-queue", std::to_string(server.port()), prefix, "r"}));
-            // Each is in the queue before the next starts.
-            REQUIRE(workers.back()->read_line(std::chrono::seconds{30}) == std::optional<std::string>{"queued"});
+            // Each is in the queue before the next starts. Waited for without blocking
+            // this thread: the holder's session (2 s) keeps pinging however long the
+            // workers take to start.
+            const auto queued = co_await workers.back()->next_line(std::chrono::seconds{30});
+            REQUIRE(queued == std::optional<std::string>{"queued"});
         }
         CHECK(queue_of(prefix, "r").size() == waiters + 1);
         { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
         dl::fence_token last = held->fence();
         for (int i = 0; i < waiters; ++i) {
-            const auto line = workers[i]->read_line(std::chrono::seconds{30});
+            const auto line = co_await workers[i]->next_line(std::chrono::seconds{30});
             REQUIRE(line);
             REQUIRE(line->starts_with("locked "));
             const dl::fence_token fence = std::stoull(line->substr(7));

@@ -5,6 +5,10 @@
 
 #include <distlock/redis.hpp>
 
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -192,6 +196,23 @@ public:
             if (n <= 0)
                 return std::nullopt;
             buffer_.append(chunk, static_cast<std::size_t>(n));
+        }
+    }
+
+    /// The same, waited for without blocking the calling coroutine's thread: a store
+    /// on that thread (a ZooKeeper session, an etcd lease) keeps its keepalives going
+    /// while the child takes its time, as a slow machine's child may.
+    asio::awaitable<std::optional<std::string>> next_line(std::chrono::milliseconds limit = std::chrono::seconds{10})
+    {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        asio::steady_timer pause{co_await asio::this_coro::executor};
+        for (;;) {
+            if (auto line = read_line(std::chrono::milliseconds{1}))
+                co_return line;
+            if (std::chrono::steady_clock::now() >= deadline)
+                co_return std::nullopt;
+            pause.expires_after(std::chrono::milliseconds{5});
+            co_await pause.async_wait(asio::use_awaitable);
         }
     }
 

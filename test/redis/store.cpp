@@ -605,7 +605,9 @@ TEST_CASE("redis: 2,000 distinct resources locked and released leave no keys beh
         std::vector<dl::lease> expiring;
         for (int i = 0; i < 2000; ++i) {
             auto id = "order:" + std::to_string(i);
-            one_shot m{store, id, {.ttl = 50ms}};
+            // A TTL that a slow, busy machine's round trip cannot use up (lock() refuses
+            // a lease whose validity is gone on arrival), short enough to wait out.
+            one_shot m{store, id, {.ttl = 1s}};
             auto l = co_await m.lock();
             REQUIRE(l);
             last[id] = l->fence();

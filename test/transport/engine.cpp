@@ -292,6 +292,50 @@ TEST_CASE("transport engine: an abandoned request's reply is read and dropped; t
     CHECK(r.downs == 0);
 }
 
+TEST_CASE("transport engine: a connect whose caller was cancelled while connecting does not hold up the callers "
+          "behind it",
+          "[transport][cancel]")
+{
+    // The first connect hangs until its caller is cancelled; a second caller waits
+    // for that attempt meanwhile. Once the first is cut off, the second connects by
+    // itself instead of waiting for an attempt nobody will finish.
+    asio::io_context io;
+    auto played = std::make_shared<script>(script{.steps = {{step::connect, {}}}});
+    int connects = 0;
+    auto engine = std::make_shared<engine_type>(
+        asio::make_strand(asio::any_io_executor{io.get_executor()}), line_codec{},
+        engine_type::options{10s, "scripted", {}},
+        [&](scripted_stream& s, std::string&) -> asio::awaitable<std::error_code> {
+            if (connects++ == 0) {
+                asio::steady_timer forever{co_await asio::this_coro::executor, 1h};
+                co_await forever.async_wait(asio::use_awaitable); // throws when cancelled
+            }
+            s.play(played);
+            co_return co_await s.connect();
+        });
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        asio::cancellation_signal cancel;
+        bool first_ended = false;
+        asio::co_spawn(ex, engine->connect(),
+                       asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, auto) { first_ended = true; }));
+        (void)co_await test::eventually("the first connect under way", [&] { return connects == 1; });
+        std::optional<std::error_code> second;
+        asio::co_spawn(ex, engine->connect(), [&](std::exception_ptr e, std::error_code ec) {
+            second = e ? make_error_code(dl::errc::store_unavailable) : ec;
+        });
+        co_await test::settle();
+        CHECK_FALSE(second); // it waits for the attempt under way
+        cancel.emit(asio::cancellation_type::all);
+        (void)co_await test::eventually("the second connect done", [&] { return second.has_value(); });
+        CHECK(first_ended);
+        CHECK(*second == std::error_code{});
+        CHECK(connects == 2);
+        CHECK(engine->ready());
+        engine->close();
+    });
+}
+
 TEST_CASE("transport engine: a request without a reply within the timeout drops the connection", "[transport]")
 {
     rig r{50ms};
