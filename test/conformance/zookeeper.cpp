@@ -621,7 +621,9 @@ int queue_worker(const std::vector<std::string>& args)
         }
         std::printf("queued\n");
         std::fflush(stdout);
-        if (!co_await waiting.wait())
+        // Longer than lock()'s deadline: this coroutine must not end (and destroy the
+        // mutex) while lock() still runs, however slowly the waiters ahead are served.
+        if (!co_await waiting.wait(std::chrono::seconds{90}))
             co_return;
         auto& l = waiting.get();
         if (!l)
@@ -719,5 +721,5 @@ TEST_CASE("zookeeper: waiters in separate processes are served in the order they
         }
         CHECK(queue_of(prefix, "r").empty());
         co_await s.close();
-    });
+    }, std::chrono::seconds{180}); // four sanitized processes started and served one after another
 }

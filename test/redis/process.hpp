@@ -207,7 +207,8 @@ public:
         const auto deadline = std::chrono::steady_clock::now() + limit;
         asio::steady_timer pause{co_await asio::this_coro::executor};
         for (;;) {
-            if (auto line = read_line(std::chrono::milliseconds{1}))
+            // 2 ms: read_line() looks at the pipe only with a whole millisecond left.
+            if (auto line = read_line(std::chrono::milliseconds{2}))
                 co_return line;
             if (std::chrono::steady_clock::now() >= deadline)
                 co_return std::nullopt;

@@ -368,24 +368,18 @@ private:
 
         state_ = state::connecting;
         const auto generation = ++generation_;
-        // The callers waiting above wait for this attempt to end. Should this coroutine
-        // end inside connect_ instead (its caller cancelled, its frame destroyed at
-        // shutdown), they would wait for ever: the attempt is undone here, they wake and
-        // one of them connects.
-        struct undo_if_abandoned {
-            engine& self;
-            bool ended = false;
-            ~undo_if_abandoned()
-            {
-                if (ended)
-                    return;
-                self.stream_.close();
-                self.state_ = state::idle;
-                self.wake_connect_waiters();
-            }
-        } undo{*this};
-        auto ec = co_await connect_(stream_, diagnostic);
-        undo.ended = true;
+        // The callers waiting above wait for this attempt to end. Should it end by an
+        // exception instead (its caller cancelled inside connect_), they would wait for
+        // ever: the attempt is undone, they wake and one of them connects.
+        std::error_code ec;
+        try {
+            ec = co_await connect_(stream_, diagnostic);
+        } catch (...) {
+            stream_.close();
+            state_ = state::idle;
+            wake_connect_waiters();
+            throw;
+        }
         if (!ec && generation_ != generation) { // closed while connecting
             diagnostic = "connection to " + options_.peer + " closed while connecting";
             ec = make_error_code(errc::store_unavailable);
