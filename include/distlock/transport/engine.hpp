@@ -375,9 +375,7 @@ private:
         try {
             ec = co_await connect_(stream_, diagnostic);
         } catch (...) {
-            stream_.close();
-            state_ = state::idle;
-            wake_connect_waiters();
+            end_failed_attempt();
             throw;
         }
         if (!ec && generation_ != generation) { // closed while connecting
@@ -385,9 +383,7 @@ private:
             ec = make_error_code(errc::store_unavailable);
         }
         if (ec) {
-            stream_.close();
-            state_ = state::idle;
-            wake_connect_waiters();
+            end_failed_attempt();
             co_return ec;
         }
         state_ = state::ready;
@@ -532,6 +528,15 @@ private:
         done->done = true;
         answered_.push_back(std::move(done)); // the reader hands it over after this read's messages
         return true;
+    }
+
+    // A connect attempt that did not end connected: the callers waiting for it wake
+    // and one of them tries again.
+    void end_failed_attempt()
+    {
+        stream_.close();
+        state_ = state::idle;
+        wake_connect_waiters();
     }
 
     void wake_connect_waiters()
