@@ -4,6 +4,7 @@
 
 #include <distlock/detail/config.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/lease_state.hpp>
 #include <distlock/detail/local_line.hpp>
@@ -20,8 +21,6 @@
 #include <distlock/store.hpp>
 
 #include <asio/cancellation_type.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -493,12 +492,7 @@ private:
     {
         if (!until)
             co_return co_await std::move(op);
-        using namespace asio::experimental::awaitable_operators;
-        timer t{co_await asio::this_coro::executor, *until};
-        auto first = co_await (std::move(op) || t.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
-        if (first.index() == 0)
-            co_return std::move(std::get<0>(first));
-        co_return std::nullopt;
+        co_return co_await detail::within(std::move(op), *until);
     }
 
     // Sleeps until `place` is at the head of this process's line for the resource.

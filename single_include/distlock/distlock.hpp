@@ -179,9 +179,18 @@ public:
 
 } // namespace distlock
 // ---- end distlock/clock.hpp
-// ---- begin distlock/detail/initiate.hpp
-// distlock/detail/initiate.hpp: turn a coroutine into an Asio initiating function that
-// accepts any completion token (use_awaitable, use_future, a callback, ...).
+// ---- begin distlock/detail/cut_off.hpp
+// distlock/detail/cut_off.hpp: an operation cut off at a point in time, and a result
+// carried out of a coroutine of another type.
+//
+// Why one race over awaitable<void> for the whole library: Asio's `op || timer`
+// instantiates a parallel group, a co_spawn per side and their handlers (some 250
+// functions) for each result type it is used with, and the same holds for co_spawn
+// into use_awaitable. The core's deadlines, the transport's handshake round trips and
+// detail::on_strand go through the void forms, with the result written through a
+// reference, so a translation unit compiles one of each instead of one per result
+// type (the compile cost in bench/README.md).
+// The cost at run time is one more coroutine frame, from Asio's recycled frame memory.
 
 // ---- begin distlock/result.hpp
 // distlock/result.hpp: result<T>, a value or a std::error_code, from Boost.Outcome,
@@ -465,6 +474,61 @@ using awaitable = asio::awaitable<T>;
 
 } // namespace distlock
 // ---- end distlock/result.hpp
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <optional>
+#include <utility>
+
+namespace distlock::detail {
+
+/// Awaits `op` and keeps its result in `out` (which outlives the await).
+template <class T>
+awaitable<void> keep_result(awaitable<T> op, std::optional<T>& out)
+{
+    out.emplace(co_await std::move(op));
+}
+
+/// True when `op` completed before `until`; else `op` was cancelled, and awaited until
+/// it completed, before this returns false (the same as `op || timer`).
+// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+template <class Unused = void>
+awaitable<bool> finished_before(awaitable<void> op, time_point until)
+{
+    using namespace asio::experimental::awaitable_operators;
+    timer deadline{co_await asio::this_coro::executor, until};
+    const auto first =
+        co_await (std::move(op) || deadline.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+    co_return first.index() == 0;
+}
+
+/// The time point `timeout` from now, the clock's end when that is past it.
+inline time_point after(duration timeout) noexcept
+{
+    const auto now = clock::now();
+    return timeout > time_point::max() - now ? time_point::max() : now + timeout;
+}
+
+/// `op`'s result, or nullopt when `until` came first (`op` then was cancelled and
+/// awaited; a result it still produced is dropped, as `op || timer` drops it).
+template <class T>
+awaitable<std::optional<T>> within(awaitable<T> op, time_point until)
+{
+    std::optional<T> out;
+    if (!co_await finished_before(keep_result(std::move(op), out), until))
+        co_return std::nullopt;
+    co_return std::move(out);
+}
+
+} // namespace distlock::detail
+// ---- end distlock/detail/cut_off.hpp
+// ---- begin distlock/detail/initiate.hpp
+// distlock/detail/initiate.hpp: turn a coroutine into an Asio initiating function that
+// accepts any completion token (use_awaitable, use_future, a callback, ...).
+
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_cancellation_slot.hpp>
@@ -1506,6 +1570,7 @@ private:
 #include <asio/use_awaitable.hpp>
 
 #include <memory>
+#include <optional>
 
 namespace distlock::detail {
 
@@ -1518,14 +1583,21 @@ awaitable<bool> cancelled()
     co_return cs.cancelled() != asio::cancellation_type::none;
 }
 
-/// `op`'s result, `op` having run on `strand` (any executor that serialises its work).
-template <class Strand, class T>
-awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
+/// Runs `op` on `strand` (any executor that serialises its work), relaying the
+/// caller's cancellation there.
+// Over awaitable<void> only: co_spawn into use_awaitable instantiates its entry point
+// and handlers per result type (see detail/cut_off.hpp); on_strand() below carries a
+// result through a reference instead. A template so that it is compiled only where it
+// is used.
+template <class Strand, class Unused = void>
+awaitable<void> run_on_strand(const Strand& strand, awaitable<void> op)
 {
     const auto state = co_await asio::this_coro::cancellation_state;
     auto slot = state.slot();
-    if (!slot.is_connected()) // nobody can cancel the caller: nothing to relay
-        co_return co_await asio::co_spawn(strand, std::move(op), asio::use_awaitable);
+    if (!slot.is_connected()) { // nobody can cancel the caller: nothing to relay
+        co_await asio::co_spawn(strand, std::move(op), asio::use_awaitable);
+        co_return;
+    }
     // Shared with the handler: an emission dispatched just before the call completes
     // still finds its signal (with no handler left: a no-op).
     auto relay = std::make_shared<asio::cancellation_signal>();
@@ -1533,8 +1605,17 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
         asio::dispatch(strand, [relay, type] { relay->emit(type); });
     });
     // The caller's slot is cleared when this completes (Asio does so on resumption).
-    co_return co_await asio::co_spawn(strand, std::move(op),
-                                      asio::bind_cancellation_slot(relay->slot(), asio::use_awaitable));
+    co_await asio::co_spawn(strand, std::move(op), asio::bind_cancellation_slot(relay->slot(), asio::use_awaitable));
+}
+
+/// `op`'s result, `op` having run on `strand`. The result is written on the strand
+/// and read here after the strand's completion has resumed the caller.
+template <class Strand, class T>
+awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
+{
+    std::optional<T> out;
+    co_await run_on_strand(strand, keep_result(std::move(op), out));
+    co_return std::move(*out);
 }
 
 } // namespace distlock::detail
@@ -3646,7 +3727,6 @@ private:
 
 #include <asio/any_io_executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/experimental/concurrent_channel.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -3654,7 +3734,6 @@ private:
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <variant>
 
 namespace distlock::detail {
 
@@ -3691,18 +3770,24 @@ public:
     template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
-        using namespace asio::experimental::awaitable_operators;
-        using asio::experimental::as_tuple;
-        timer fallback{co_await asio::this_coro::executor, until};
-        auto first = co_await (channel_.async_receive(as_tuple(asio::use_awaitable)) ||
-                               fallback.async_wait(as_tuple(asio::use_awaitable)));
-        co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
+        bool signalled = false;
+        (void)co_await finished_before(receive(channel_, signalled), until);
+        co_return signalled;
     }
 
 private:
+    using channel = asio::experimental::concurrent_channel<void(std::error_code, bool)>;
+
+    template <class Unused = void>
+    static awaitable<void> receive(channel& from, bool& signalled)
+    {
+        auto [ec, unused] = co_await from.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        signalled = !ec;
+    }
+
     // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
     // tell the single-argument form apart.
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+    channel channel_;
     const std::string addressee_;
 };
 
@@ -4265,8 +4350,6 @@ bool retry_settings_valid(const P& p) noexcept
 // ---- end distlock/policy/retry.hpp
 
 #include <asio/cancellation_type.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -4738,12 +4821,7 @@ private:
     {
         if (!until)
             co_return co_await std::move(op);
-        using namespace asio::experimental::awaitable_operators;
-        timer t{co_await asio::this_coro::executor, *until};
-        auto first = co_await (std::move(op) || t.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
-        if (first.index() == 0)
-            co_return std::move(std::get<0>(first));
-        co_return std::nullopt;
+        co_return co_await detail::within(std::move(op), *until);
     }
 
     // Sleeps until `place` is at the head of this process's line for the resource.

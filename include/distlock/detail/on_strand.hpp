@@ -10,6 +10,7 @@
 // work; the spawned coroutine sees it there.
 #pragma once
 
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -20,6 +21,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include <memory>
+#include <optional>
 
 namespace distlock::detail {
 
@@ -32,14 +34,21 @@ awaitable<bool> cancelled()
     co_return cs.cancelled() != asio::cancellation_type::none;
 }
 
-/// `op`'s result, `op` having run on `strand` (any executor that serialises its work).
-template <class Strand, class T>
-awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
+/// Runs `op` on `strand` (any executor that serialises its work), relaying the
+/// caller's cancellation there.
+// Over awaitable<void> only: co_spawn into use_awaitable instantiates its entry point
+// and handlers per result type (see detail/cut_off.hpp); on_strand() below carries a
+// result through a reference instead. A template so that it is compiled only where it
+// is used.
+template <class Strand, class Unused = void>
+awaitable<void> run_on_strand(const Strand& strand, awaitable<void> op)
 {
     const auto state = co_await asio::this_coro::cancellation_state;
     auto slot = state.slot();
-    if (!slot.is_connected()) // nobody can cancel the caller: nothing to relay
-        co_return co_await asio::co_spawn(strand, std::move(op), asio::use_awaitable);
+    if (!slot.is_connected()) { // nobody can cancel the caller: nothing to relay
+        co_await asio::co_spawn(strand, std::move(op), asio::use_awaitable);
+        co_return;
+    }
     // Shared with the handler: an emission dispatched just before the call completes
     // still finds its signal (with no handler left: a no-op).
     auto relay = std::make_shared<asio::cancellation_signal>();
@@ -47,8 +56,17 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
         asio::dispatch(strand, [relay, type] { relay->emit(type); });
     });
     // The caller's slot is cleared when this completes (Asio does so on resumption).
-    co_return co_await asio::co_spawn(strand, std::move(op),
-                                      asio::bind_cancellation_slot(relay->slot(), asio::use_awaitable));
+    co_await asio::co_spawn(strand, std::move(op), asio::bind_cancellation_slot(relay->slot(), asio::use_awaitable));
+}
+
+/// `op`'s result, `op` having run on `strand`. The result is written on the strand
+/// and read here after the strand's completion has resumed the caller.
+template <class Strand, class T>
+awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
+{
+    std::optional<T> out;
+    co_await run_on_strand(strand, keep_result(std::move(op), out));
+    co_return std::move(*out);
 }
 
 } // namespace distlock::detail

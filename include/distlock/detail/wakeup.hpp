@@ -7,11 +7,11 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/experimental/concurrent_channel.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -19,7 +19,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <variant>
 
 namespace distlock::detail {
 
@@ -56,18 +55,24 @@ public:
     template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
-        using namespace asio::experimental::awaitable_operators;
-        using asio::experimental::as_tuple;
-        timer fallback{co_await asio::this_coro::executor, until};
-        auto first = co_await (channel_.async_receive(as_tuple(asio::use_awaitable)) ||
-                               fallback.async_wait(as_tuple(asio::use_awaitable)));
-        co_return first.index() == 0 && !std::get<0>(std::get<0>(first));
+        bool signalled = false;
+        (void)co_await finished_before(receive(channel_, signalled), until);
+        co_return signalled;
     }
 
 private:
+    using channel = asio::experimental::concurrent_channel<void(std::error_code, bool)>;
+
+    template <class Unused = void>
+    static awaitable<void> receive(channel& from, bool& signalled)
+    {
+        auto [ec, unused] = co_await from.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        signalled = !ec;
+    }
+
     // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
     // tell the single-argument form apart.
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> channel_;
+    channel channel_;
     const std::string addressee_;
 };
 

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/waiting_caller.hpp>
@@ -59,7 +60,6 @@
 #include <asio/execution_context.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -107,14 +107,12 @@ awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, con
         }
         co_return replies;
     };
-    using namespace asio::experimental::awaitable_operators;
-    timer deadline{co_await asio::this_coro::executor, timeout};
-    auto r = co_await (exchange(s, codec, payload, count) || deadline.async_wait(as_tuple(asio::use_awaitable)));
-    if (r.index() == 1) {
+    auto r = co_await distlock::detail::within(exchange(s, codec, payload, count), distlock::detail::after(timeout));
+    if (!r) {
         s.close();
         co_return errc::outcome_unknown;
     }
-    co_return std::move(std::get<0>(r));
+    co_return std::move(*r);
 }
 
 template <codec Codec, class Stream = stream>

@@ -33,6 +33,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
 #include <distlock/detail/strand.hpp>
@@ -50,7 +51,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/strand.hpp>
 
 #include <algorithm>
@@ -580,13 +580,11 @@ private:
             }
             co_return replies;
         };
-        using namespace asio::experimental::awaitable_operators;
-        timer deadline{co_await asio::this_coro::executor, cfg_.connect_timeout};
-        auto r = co_await (exchange(*this, s, std::move(payload), expected) ||
-                           deadline.async_wait(transport::as_tuple(asio::use_awaitable)));
-        if (r.index() == 1)
+        auto r = co_await distlock::detail::within(exchange(*this, s, std::move(payload), expected),
+                                                   distlock::detail::after(cfg_.connect_timeout));
+        if (!r)
             co_return distlock::errc::outcome_unknown;
-        co_return std::move(std::get<0>(r));
+        co_return std::move(*r);
     }
 
     // On the strand: a notification (xid -1).
@@ -757,16 +755,10 @@ private:
     awaitable<bool> ping_until(time_point until)
     {
         pings_.fetch_add(1, std::memory_order_relaxed);
-        using namespace asio::experimental::awaitable_operators;
         auto self = this->shared_from_this();
-        timer bound{strand_, until};
         std::vector<request> ping(1, request{proto::xid::ping, proto::encode_ping()});
-        auto r = co_await (call(self, std::move(ping), nullptr) ||
-                           bound.async_wait(transport::as_tuple(asio::use_awaitable)));
-        if (r.index() == 1)
-            co_return false;
-        const auto& got = std::get<0>(r);
-        co_return got && got.value().front().err == 0;
+        const auto got = co_await distlock::detail::within(call(self, std::move(ping), nullptr), until);
+        co_return got && *got && got->value().front().err == 0;
     }
 
     awaitable<void> delete_pending()
