@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks that every C++ code block of the user documentation is taken from a program
-in examples/ (which the build compiles and the tests run): each block's lines, blank
+(a source or header file) in examples/ (which the build compiles and the tests run): each block's lines, blank
 lines aside and compared without their indentation, must appear in that order in one
 example. A block that no example contains is printed with its first missing line.
 
@@ -37,7 +37,8 @@ def missing_line(block, example):
 
 
 def main():
-    examples = {p.name: significant(p.read_text().splitlines()) for p in sorted((ROOT / "examples").glob("*.cpp"))}
+    sources = sorted((ROOT / "examples").glob("*.cpp")) + sorted((ROOT / "examples").glob("*.hpp"))
+    examples = {p.name: significant(p.read_text().splitlines()) for p in sources}
     failures = 0
     checked = 0
     for doc in DOCS:

@@ -4595,207 +4595,13 @@ private:
     }
 
     // One coroutine frame from lock() to the claim's attempts (each nested frame costs
-    // an allocation once Asio's small frame cache is used up).
+    // an allocation once Asio's small frame cache is used up). Defined below the class,
+    // not inside it: a member defined in the class is inline, and an
+    // `extern template class basic_distributed_mutex<...>;` would not keep a
+    // translation unit from compiling it again (see "Compile a mutex type once" in
+    // README.md).
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
-                                          diagnostics* diag = nullptr)
-    {
-        if (diag)
-            diag->clear();
-        if (auto ec = validate())
-            co_return ec;
-        const auto start = clock::now();
-        // A deadline in the past, or beyond max_wait from now (time_point::max()
-        // included), is refused before any I/O; checked without overflow.
-        if (deadline)
-            if (auto ec = validate_deadline(*deadline, start))
-                co_return ec;
-        if constexpr (requires { retry_.deadline; })
-            if (!deadline)
-                deadline = start + retry_.deadline;
-        // retry::none is one attempt: no waiting in the local line, no second try after
-        // listening.
-        if constexpr (std::is_same_v<retry_policy_type, retry::none>)
-            single = true;
-
-        const store_ref<Backend> store{backend_};
-        if (!store.open()) // closed or closing: no new locks
-            co_return errc::store_unavailable;
-
-        // The release after a cancelled attempt must still run: turn off Asio's
-        // throw-on-cancelled for the duration and restore the caller's setting.
-        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
-        co_await asio::this_coro::throw_if_cancelled(false);
-        const auto cs = co_await asio::this_coro::cancellation_state;
-        const detail::observer_ref observe{observer_};
-        auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
-        using claim_type = decltype(claim);
-        // What the retry policy is asked about. Its number counts failed attempts; the
-        // try made at once after subscribing to release notifications (which closes
-        // the window between the first failure and the subscription) belongs to the
-        // first attempt, so the policy's first next_delay() sees 1, not 2. `sent`
-        // counts every try, for the observer.
-        attempt history;
-        std::size_t sent = 0;
-        bool listened_before_try = false;
-        bool confirming = false; // this try is the one made at once after subscribing
-        result<lease> r{make_error_code(errc::cancelled)};
-
-        // Coroutines of this process already waiting for this resource go first (unless
-        // the store keeps a fair queue of its own).
-        detail::local_line::ticket place;
-        std::error_code turn;
-        if (!claim_type::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
-            place.join(&backend_, resource_, co_await asio::this_coro::executor);
-            turn = co_await wait_for_turn(place, deadline, cs);
-        }
-
-        // Every way out of the attempts sets r and breaks, so that the clean-up below
-        // runs (a loop in this frame rather than a coroutine of its own: a frame less
-        // on every lock()).
-        if (turn)
-            r = turn;
-        else
-            for (;;) {
-                if (is_cancelled(cs)) {
-                    r = errc::cancelled;
-                    break;
-                }
-                // A lease's validity counts from before its attempt was sent: the first
-                // attempt straight after lock() began may count from that (one clock
-                // reading less on the uncontended path).
-                const auto t0 = sent == 0 && !place.joined() ? start : clock::now();
-                std::optional<result<answer>> got;
-                if (const auto bound = attempt_bound(store, deadline))
-                    got = co_await within(claim.attempt(), bound);
-                else // no within(): a frame less on the uncontended path
-                    got.emplace(co_await claim.attempt());
-                const auto t1 = clock::now();
-                ++sent;
-                if (!confirming)
-                    ++history.number;
-                confirming = false;
-                if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
-                    observe(attempt_event{resource_, sent, t1 - t0, make_error_code(errc::timeout), 0});
-                    r = give_up(sent > 1 ? history.error : make_error_code(errc::contended), cs);
-                    break;
-                }
-                const result<answer>& a = *got;
-                std::error_code failure;
-                if (a && a.value().is_granted()) {
-                    const auto fence = a.value().fence();
-                    observe(attempt_event{resource_, sent, t1 - t0, std::error_code{}, fence});
-                    const auto valid_until = t0 + options_.ttl - options_.drift();
-                    if (is_cancelled(cs)) {
-                        co_await give_back(claim.hold());
-                        r = errc::cancelled;
-                        break;
-                    }
-                    if (t1 >= valid_until) {
-                        co_await give_back(claim.hold());
-                        failure = errc::validity_exhausted;
-                    } else {
-                        r = make_lease(claim.hold(), fence, t0, store.get_executor());
-                        break;
-                    }
-                } else {
-                    failure = a ? make_error_code(errc::contended) : a.error();
-                    observe(attempt_event{resource_, sent, t1 - t0, failure, 0});
-                    history.held_until = a ? a.value().not_before() : std::nullopt;
-                    if (is_cancelled(cs)) {
-                        r = errc::cancelled;
-                        break;
-                    }
-                }
-
-                history.error = failure;
-                if (single || !retryable(failure)) {
-                    r = failure;
-                    break;
-                }
-                if (!store.open()) { // closed while this call waited: nothing more to try
-                    r = errc::store_unavailable;
-                    break;
-                }
-
-                // Waiting from now on: take a place in this process's line, and if others
-                // were there first, let them go first.
-                if (!claim_type::fair && failure == condition::contended && !place.joined()) {
-                    place.join(&backend_, resource_, co_await asio::this_coro::executor);
-                    if (!place.at_head()) {
-                        if (auto ec = co_await wait_for_turn(place, deadline, cs)) {
-                            r = ec;
-                            break;
-                        }
-                        continue;
-                    }
-                }
-
-                // Listen before trying again, so a release between the failed try and the
-                // wait cannot be missed.
-                if (failure == condition::contended) {
-                    auto began = co_await within(claim.listen(), deadline);
-                    if (!began) {
-                        r = give_up(failure, cs);
-                        break;
-                    }
-                    if (*began && !listened_before_try) {
-                        listened_before_try = true;
-                        confirming = true;
-                        continue;
-                    }
-                }
-
-                history.elapsed = clock::now() - start;
-                const auto delay = retry_.next_delay(history);
-                if (!delay) { // the policy gave up: report why the last attempt failed
-                    r = failure;
-                    break;
-                }
-                history.previous_delay = *delay;
-                // A custom policy's delay is clamped, so that the sum cannot overflow.
-                auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
-                // A claim told exactly when its turn may come (a fair queue watching the
-                // entry before its own) waits for that, not for the retry policy's next
-                // step: looking sooner costs requests (on etcd, a new watch stream) and
-                // can only find the same place. It still looks again after
-                // turn_recheck, in case a notification went missing.
-                if constexpr (requires { claim.waits_for_turn(); })
-                    if (claim.waits_for_turn())
-                        until = std::max(until, clock::now() + turn_recheck);
-                // The store said when the lock can be taken over at the latest (its TTL,
-                // or a record version that must stay unchanged that long): no later.
-                if (history.held_until && *history.held_until > clock::now())
-                    until = std::min(until, *history.held_until);
-                if (deadline) {
-                    if (clock::now() >= *deadline) {
-                        r = give_up(failure, cs);
-                        break;
-                    }
-                    until = std::min(until, *deadline);
-                }
-                observe(wait_event{resource_, until - clock::now()});
-                const auto wait_start = clock::now();
-                const auto woke = co_await within(claim.wait(until), until);
-                const bool notified = woke.value_or(false);
-                observe(wake_event{resource_, clock::now() - wait_start, notified});
-                if (is_cancelled(cs)) {
-                    r = errc::cancelled;
-                    break;
-                }
-                if (deadline && clock::now() >= *deadline) {
-                    r = give_up(failure, cs);
-                    break;
-                }
-            }
-        // What the claim may still hold (a grant whose reply was lost or cut off by the
-        // deadline) is given back as work owned by the store, not within this call.
-        if (claim.unsettled())
-            store.spawn(claim.abandon());
-        if (r && diag)
-            diag->clear(); // the words of attempts that failed before one succeeded
-        co_await asio::this_coro::throw_if_cancelled(caller_throws);
-        co_return r;
-    }
+                                          diagnostics* diag = nullptr);
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not
     // end it before.
@@ -4886,6 +4692,208 @@ private:
     order_policy_type order_{};
     observer_type observer_{};
 };
+
+template <store Backend, class... Policies>
+awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_loop(std::optional<time_point> deadline,
+                                                                                  bool single, diagnostics* diag)
+{
+    if (diag)
+        diag->clear();
+    if (auto ec = validate())
+        co_return ec;
+    const auto start = clock::now();
+    // A deadline in the past, or beyond max_wait from now (time_point::max()
+    // included), is refused before any I/O; checked without overflow.
+    if (deadline)
+        if (auto ec = validate_deadline(*deadline, start))
+            co_return ec;
+    if constexpr (requires { retry_.deadline; })
+        if (!deadline)
+            deadline = start + retry_.deadline;
+    // retry::none is one attempt: no waiting in the local line, no second try after
+    // listening.
+    if constexpr (std::is_same_v<retry_policy_type, retry::none>)
+        single = true;
+
+    const store_ref<Backend> store{backend_};
+    if (!store.open()) // closed or closing: no new locks
+        co_return errc::store_unavailable;
+
+    // The release after a cancelled attempt must still run: turn off Asio's
+    // throw-on-cancelled for the duration and restore the caller's setting.
+    const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    const detail::observer_ref observe{observer_};
+    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
+    using claim_type = decltype(claim);
+    // What the retry policy is asked about. Its number counts failed attempts; the
+    // try made at once after subscribing to release notifications (which closes
+    // the window between the first failure and the subscription) belongs to the
+    // first attempt, so the policy's first next_delay() sees 1, not 2. `sent`
+    // counts every try, for the observer.
+    attempt history;
+    std::size_t sent = 0;
+    bool listened_before_try = false;
+    bool confirming = false; // this try is the one made at once after subscribing
+    result<lease> r{make_error_code(errc::cancelled)};
+
+    // Coroutines of this process already waiting for this resource go first (unless
+    // the store keeps a fair queue of its own).
+    detail::local_line::ticket place;
+    std::error_code turn;
+    if (!claim_type::fair && !single && detail::local_line::instance().busy(&backend_, resource_)) {
+        place.join(&backend_, resource_, co_await asio::this_coro::executor);
+        turn = co_await wait_for_turn(place, deadline, cs);
+    }
+
+    // Every way out of the attempts sets r and breaks, so that the clean-up below
+    // runs (a loop in this frame rather than a coroutine of its own: a frame less
+    // on every lock()).
+    if (turn)
+        r = turn;
+    else
+        for (;;) {
+            if (is_cancelled(cs)) {
+                r = errc::cancelled;
+                break;
+            }
+            // A lease's validity counts from before its attempt was sent: the first
+            // attempt straight after lock() began may count from that (one clock
+            // reading less on the uncontended path).
+            const auto t0 = sent == 0 && !place.joined() ? start : clock::now();
+            std::optional<result<answer>> got;
+            if (const auto bound = attempt_bound(store, deadline))
+                got = co_await within(claim.attempt(), bound);
+            else // no within(): a frame less on the uncontended path
+                got.emplace(co_await claim.attempt());
+            const auto t1 = clock::now();
+            ++sent;
+            if (!confirming)
+                ++history.number;
+            confirming = false;
+            if (!got) { // cut off by the deadline; abandon() gives back what it may have taken
+                observe(attempt_event{resource_, sent, t1 - t0, make_error_code(errc::timeout), 0});
+                r = give_up(sent > 1 ? history.error : make_error_code(errc::contended), cs);
+                break;
+            }
+            const result<answer>& a = *got;
+            std::error_code failure;
+            if (a && a.value().is_granted()) {
+                const auto fence = a.value().fence();
+                observe(attempt_event{resource_, sent, t1 - t0, std::error_code{}, fence});
+                const auto valid_until = t0 + options_.ttl - options_.drift();
+                if (is_cancelled(cs)) {
+                    co_await give_back(claim.hold());
+                    r = errc::cancelled;
+                    break;
+                }
+                if (t1 >= valid_until) {
+                    co_await give_back(claim.hold());
+                    failure = errc::validity_exhausted;
+                } else {
+                    r = make_lease(claim.hold(), fence, t0, store.get_executor());
+                    break;
+                }
+            } else {
+                failure = a ? make_error_code(errc::contended) : a.error();
+                observe(attempt_event{resource_, sent, t1 - t0, failure, 0});
+                history.held_until = a ? a.value().not_before() : std::nullopt;
+                if (is_cancelled(cs)) {
+                    r = errc::cancelled;
+                    break;
+                }
+            }
+
+            history.error = failure;
+            if (single || !retryable(failure)) {
+                r = failure;
+                break;
+            }
+            if (!store.open()) { // closed while this call waited: nothing more to try
+                r = errc::store_unavailable;
+                break;
+            }
+
+            // Waiting from now on: take a place in this process's line, and if others
+            // were there first, let them go first.
+            if (!claim_type::fair && failure == condition::contended && !place.joined()) {
+                place.join(&backend_, resource_, co_await asio::this_coro::executor);
+                if (!place.at_head()) {
+                    if (auto ec = co_await wait_for_turn(place, deadline, cs)) {
+                        r = ec;
+                        break;
+                    }
+                    continue;
+                }
+            }
+
+            // Listen before trying again, so a release between the failed try and the
+            // wait cannot be missed.
+            if (failure == condition::contended) {
+                auto began = co_await within(claim.listen(), deadline);
+                if (!began) {
+                    r = give_up(failure, cs);
+                    break;
+                }
+                if (*began && !listened_before_try) {
+                    listened_before_try = true;
+                    confirming = true;
+                    continue;
+                }
+            }
+
+            history.elapsed = clock::now() - start;
+            const auto delay = retry_.next_delay(history);
+            if (!delay) { // the policy gave up: report why the last attempt failed
+                r = failure;
+                break;
+            }
+            history.previous_delay = *delay;
+            // A custom policy's delay is clamped, so that the sum cannot overflow.
+            auto until = clock::now() + std::clamp(*delay, duration::zero(), max_wait);
+            // A claim told exactly when its turn may come (a fair queue watching the
+            // entry before its own) waits for that, not for the retry policy's next
+            // step: looking sooner costs requests (on etcd, a new watch stream) and
+            // can only find the same place. It still looks again after
+            // turn_recheck, in case a notification went missing.
+            if constexpr (requires { claim.waits_for_turn(); })
+                if (claim.waits_for_turn())
+                    until = std::max(until, clock::now() + turn_recheck);
+            // The store said when the lock can be taken over at the latest (its TTL,
+            // or a record version that must stay unchanged that long): no later.
+            if (history.held_until && *history.held_until > clock::now())
+                until = std::min(until, *history.held_until);
+            if (deadline) {
+                if (clock::now() >= *deadline) {
+                    r = give_up(failure, cs);
+                    break;
+                }
+                until = std::min(until, *deadline);
+            }
+            observe(wait_event{resource_, until - clock::now()});
+            const auto wait_start = clock::now();
+            const auto woke = co_await within(claim.wait(until), until);
+            const bool notified = woke.value_or(false);
+            observe(wake_event{resource_, clock::now() - wait_start, notified});
+            if (is_cancelled(cs)) {
+                r = errc::cancelled;
+                break;
+            }
+            if (deadline && clock::now() >= *deadline) {
+                r = give_up(failure, cs);
+                break;
+            }
+        }
+    // What the claim may still hold (a grant whose reply was lost or cut off by the
+    // deadline) is given back as work owned by the store, not within this call.
+    if (claim.unsettled())
+        store.spawn(claim.abandon());
+    if (r && diag)
+        diag->clear(); // the words of attempts that failed before one succeeded
+    co_await asio::this_coro::throw_if_cancelled(caller_throws);
+    co_return r;
+}
 
 } // namespace distlock
 // ---- end distlock/basic_distributed_mutex.hpp
