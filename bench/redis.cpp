@@ -759,23 +759,17 @@ void compile_cost()
         "asio::awaitable<void> f() { asio::steady_timer t{co_await asio::this_coro::executor};\n"
         "  co_await t.async_wait(asio::use_awaitable); }\n"
         "int main() { asio::io_context io; asio::co_spawn(io, f(), asio::detached); io.run(); }\n");
-    const double umbrella = time_compile(
-        "#include <asio.hpp>\n#include <distlock/distlock.hpp>\n#include <distlock/memory.hpp>\n"
-        "asio::awaitable<void> f(distlock::memory::store& s) {\n"
-        "  distlock::basic_distributed_mutex<distlock::memory::store> m{s, \"r\"};\n"
-        "  auto l = co_await m.lock(); if (l) (void)co_await l->unlock(); }\n"
-        "int main() { asio::io_context io; distlock::memory::store s{io};\n"
-        "  asio::co_spawn(io, f(s), asio::detached); io.run(); }\n");
+    const std::string headers = "#include <asio.hpp>\n#include <distlock/distlock.hpp>\n#include <distlock/memory.hpp>\n";
+    const std::string locking = "asio::awaitable<void> f(distlock::memory::store& s) {\n"
+                                "  distlock::basic_distributed_mutex<distlock::memory::store> m{s, \"r\"};\n"
+                                "  auto l = co_await m.lock(); if (l) (void)co_await l->unlock(); }\n"
+                                "int main() { asio::io_context io; distlock::memory::store s{io};\n"
+                                "  asio::co_spawn(io, f(s), asio::detached); io.run(); }\n";
+    const double umbrella = time_compile(headers + locking);
     // The same coroutine, its mutex type compiled in another file of the program
     // (README, "Compile a mutex type once"): what each file that locks pays then.
     const double compiled_once = time_compile(
-        "#include <asio.hpp>\n#include <distlock/distlock.hpp>\n#include <distlock/memory.hpp>\n"
-        "extern template class distlock::basic_distributed_mutex<distlock::memory::store>;\n"
-        "asio::awaitable<void> f(distlock::memory::store& s) {\n"
-        "  distlock::basic_distributed_mutex<distlock::memory::store> m{s, \"r\"};\n"
-        "  auto l = co_await m.lock(); if (l) (void)co_await l->unlock(); }\n"
-        "int main() { asio::io_context io; distlock::memory::store s{io};\n"
-        "  asio::co_spawn(io, f(s), asio::detached); io.run(); }\n");
+        headers + "extern template class distlock::basic_distributed_mutex<distlock::memory::store>;\n" + locking);
     std::printf("%-58s %8s %10s   asio + a timer coroutine %.2f s, distlock lock + unlock %.2f s   x%.2f\n",
                 "compile: a TU using distlock vs <asio.hpp> alone", "", "", asio_only, umbrella, umbrella / asio_only);
     std::printf("%-58s %8s %10s   asio + a timer coroutine %.2f s, distlock lock + unlock %.2f s   x%.2f\n",

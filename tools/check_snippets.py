@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks that every C++ code block of the user documentation is taken from a program
-(a source or header file) in examples/ (which the build compiles and the tests run): each block's lines, blank
-lines aside and compared without their indentation, must appear in that order in one
-example. A block that no example contains is printed with its first missing line.
+in examples/ (a source or header file, which the build compiles and the tests run):
+each block's lines, blank lines aside and compared without their indentation, must
+appear in that order in one example file. A block that no example contains is
+printed with its first missing line.
 
     python3 tools/check_snippets.py            # from the repository's root
 """

@@ -513,7 +513,8 @@ inline time_point after(duration timeout) noexcept
 }
 
 /// `op`'s result, or nullopt when `until` came first (`op` then was cancelled and
-/// awaited; a result it still produced is dropped, as `op || timer` drops it).
+/// awaited, which a store's operation ends at once; a result it still produced is
+/// dropped, as `op || timer` drops it).
 template <class T>
 awaitable<std::optional<T>> within(awaitable<T> op, time_point until)
 {
@@ -4620,15 +4621,6 @@ private:
         return deadline;
     }
 
-    // `op`, cut off at `until` (cancelled, then awaited until it completes, which the
-    // stores' operations do at once on cancellation). nullopt when cut off.
-    template <class T>
-    static awaitable<std::optional<T>> within(awaitable<T> op, std::optional<time_point> until)
-    {
-        if (!until)
-            co_return co_await std::move(op);
-        co_return co_await detail::within(std::move(op), *until);
-    }
 
     // Sleeps until `place` is at the head of this process's line for the resource.
     static awaitable<std::error_code> wait_for_turn(detail::local_line::ticket& place,
@@ -4764,7 +4756,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             const auto t0 = sent == 0 && !place.joined() ? start : clock::now();
             std::optional<result<answer>> got;
             if (const auto bound = attempt_bound(store, deadline))
-                got = co_await within(claim.attempt(), bound);
+                got = co_await detail::within(claim.attempt(), *bound);
             else // no within(): a frame less on the uncontended path
                 got.emplace(co_await claim.attempt());
             const auto t1 = clock::now();
@@ -4831,7 +4823,11 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             // Listen before trying again, so a release between the failed try and the
             // wait cannot be missed.
             if (failure == condition::contended) {
-                auto began = co_await within(claim.listen(), deadline);
+                std::optional<bool> began;
+                if (deadline)
+                    began = co_await detail::within(claim.listen(), *deadline);
+                else
+                    began.emplace(co_await claim.listen());
                 if (!began) {
                     r = give_up(failure, cs);
                     break;
@@ -4873,7 +4869,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             }
             observe(wait_event{resource_, until - clock::now()});
             const auto wait_start = clock::now();
-            const auto woke = co_await within(claim.wait(until), until);
+            const auto woke = co_await detail::within(claim.wait(until), until);
             const bool notified = woke.value_or(false);
             observe(wake_event{resource_, clock::now() - wait_start, notified});
             if (is_cancelled(cs)) {

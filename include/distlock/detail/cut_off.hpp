@@ -52,7 +52,8 @@ inline time_point after(duration timeout) noexcept
 }
 
 /// `op`'s result, or nullopt when `until` came first (`op` then was cancelled and
-/// awaited; a result it still produced is dropped, as `op || timer` drops it).
+/// awaited, which a store's operation ends at once; a result it still produced is
+/// dropped, as `op || timer` drops it).
 template <class T>
 awaitable<std::optional<T>> within(awaitable<T> op, time_point until)
 {
