@@ -1,2 +1,3 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+#include "catch_runner.hpp"
+
+int main(int argc, char* argv[]) { return test::run_catch(argc, argv); }

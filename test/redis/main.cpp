@@ -1,14 +1,12 @@
 // Test runner for the Redis tests. The binary doubles as a lock client when started
 // with --worker, so that tests can use separate processes (killed, paused) as holders.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <distlock/distlock.hpp>
 #include <distlock/redis.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 
+#include "catch_runner.hpp"
 #include "workers.hpp"
 
 #include <cstdio>
@@ -113,5 +111,5 @@ int main(int argc, char* argv[])
         std::fprintf(stderr, "unknown worker\n");
         return 2;
     }
-    return Catch::Session().run(argc, argv);
+    return test::run_catch(argc, argv);
 }
