@@ -1,18 +1,15 @@
 // The tests that run the library on several threads at once: one store shared by
-// coroutines on strands of an io_context run by four threads, the in-process store,
-// Redis (one server, sets of locks taken and released in one script each, and a
-// cluster whose slot moves meanwhile), etcd and ZooKeeper (test/unit/async_and_blocking.cpp, in the same executable, adds the
-// blocking adapters and completion tokens from foreign threads). The ThreadSanitizer
+// coroutines on strands of an io_context run by four threads, the in-process store
+// and Redis (one server, sets of locks taken and released in one script each, and a
+// cluster whose slot moves meanwhile); threads_sessions.cpp has etcd, ZooKeeper and
+// PostgreSQL, and test/unit/async_and_blocking.cpp, in the same executable, the
+// blocking adapters and completion tokens from foreign threads. The ThreadSanitizer
 // build runs this executable: every other test drives the library from one thread,
 // where TSan has nothing to find.
 #include "support.hpp"
+#include "threads.hpp"
 #include "cluster.hpp" // test/redis: a Redis Cluster on loopback
 #include "redis_support.hpp"
-#include "etcd/cluster.hpp"
-#include "zookeeper/ensemble.hpp"
-#if defined(DISTLOCK_THREADS_POSTGRES)
-#include "postgres/cluster.hpp"
-#endif
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
@@ -26,8 +23,6 @@
 
 using namespace test;
 using memory_mutex = dl::basic_distributed_mutex<dl::memory::store>;
-namespace etcd = distlock::etcd;
-namespace zookeeper = distlock::zookeeper;
 
 namespace {
 
@@ -41,34 +36,6 @@ asio::awaitable<bool> increment(dl::redis::store& store, const std::string& key)
     auto put = dl::redis::resp::command({"SET", key, std::to_string(n + 1)});
     auto written = co_await store.execute_command(std::move(put));
     co_return static_cast<bool>(written);
-}
-
-// Runs `io` on four threads until its work is done or `limit` has passed.
-void run_on_four_threads(asio::io_context& io, dl::duration limit)
-{
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(limit); });
-    for (auto& t : threads)
-        t.join();
-}
-
-// `rounds` times: takes `m`, runs `section` under the lease, gives it back. Every
-// failure counts in `errors` (Catch's assertions are not thread-safe).
-template <class Mutex, class Section>
-asio::awaitable<void> lock_rounds(Mutex& m, int rounds, std::atomic<int>& errors, Section& section)
-{
-    for (int i = 0; i < rounds; ++i) {
-        auto lease = co_await m.lock();
-        if (!lease) {
-            ++errors;
-            continue;
-        }
-        if (!co_await section(*lease))
-            ++errors;
-        if (!co_await lease->unlock())
-            ++errors;
-    }
 }
 
 } // namespace
@@ -340,152 +307,3 @@ TEST_CASE("redis: requests cancelled on other threads than the connection's keep
     CHECK(answered > 0);
     CHECK(cancelled > 0);
 }
-
-// `workers` coroutines, each on a strand of its own, on four threads, sharing `store`:
-// each takes its own lock ("odd" or "even") and a shared one `rounds` times, watches
-// its own lease (its listener is bound while the session pushes), and runs
-// `section(shared lease)` under both; the last one closes the store, so the threads'
-// run() returns. Catch's assertions are not thread-safe: the errors are counted and
-// returned, with the workers that finished.
-template <class Store, class Section>
-std::pair<int, int> share_session_store(Store& store, asio::io_context& io, int workers, int rounds, Section section)
-{
-    using mutex = dl::basic_distributed_mutex<Store, dl::retry::exponential_backoff>;
-    std::atomic<int> errors{0}, finished{0};
-    for (int w = 0; w < workers; ++w)
-        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
-            mutex m{store, w % 2 ? "odd" : "even", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            mutex shared{store, "shared", {}, dl::retry::exponential_backoff{.deadline = 60s}};
-            for (int i = 0; i < rounds; ++i) {
-                auto own = co_await m.lock();
-                auto lease = co_await shared.lock();
-                if (!own || !lease) {
-                    ++errors;
-                    continue;
-                }
-                asio::co_spawn(co_await asio::this_coro::executor, own->lost(), asio::detached);
-                if (!co_await section(*lease))
-                    ++errors;
-                if (!co_await lease->unlock() || !co_await own->unlock())
-                    ++errors;
-            }
-            if (++finished == workers)
-                co_await store.close();
-        }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(90s); });
-    for (auto& t : threads)
-        t.join();
-    return {errors.load(), finished.load()};
-}
-
-TEST_CASE("etcd: one store shared by coroutines on several threads", "[etcd][concurrency]")
-{
-    auto& server = test::shared_etcd();
-    const auto prefix = test::fresh_prefix("threads");
-    auto cfg = server.config(prefix);
-    cfg.keepalive_every = 200ms; // keepalives (and their pushes to the leases) run among the locks
-    asio::io_context io;
-    etcd::store store{io, cfg};
-    constexpr int workers = 8, rounds = 10;
-    const auto counter = prefix + "n";
-    const auto [errors, finished] = share_session_store(store, io, workers, rounds,
-                                                        [&](const dl::lease& lease) -> asio::awaitable<bool> {
-        auto got = co_await store.execute("kv/range", etcd::detail::range_request(counter));
-        const auto r = got ? etcd::detail::read_range(got.value()) : std::nullopt;
-        const long n = r && !r->kvs.empty() ? std::stol(r->kvs.front().value) : 0;
-        co_return r && co_await store.fenced_put(counter, lease, std::to_string(n + 1));
-    });
-    CHECK(errors == 0);
-    CHECK(finished == workers);
-    const auto r = etcd::detail::read_range(server.call("kv/range", etcd::detail::range_request(counter)));
-    REQUIRE(r);
-    REQUIRE(r->kvs.size() == 1);
-    CHECK(std::stol(r->kvs.front().value) == workers * rounds);
-    CHECK(store.keepalives_sent() > 0);
-}
-
-TEST_CASE("zookeeper: one store shared by coroutines on several threads", "[zookeeper][concurrency]")
-{
-    test::zookeeper_ensemble server{1};
-    auto cfg = server.config("/threads");
-    cfg.session_timeout = 600ms; // pings (and their pushes to the leases) every 200 ms, among the locks
-    asio::io_context io;
-    zookeeper::store store{io, cfg};
-    constexpr int workers = 8, rounds = 10;
-    dl::memory::fenced_register<long> counter{0};
-    const auto [errors, finished] = share_session_store(store, io, workers, rounds,
-                                                        [&](const dl::lease& lease) -> asio::awaitable<bool> {
-        const long n = counter.read();
-        // Another strand's turn in between, on another thread.
-        dl::timer t{co_await asio::this_coro::executor, std::chrono::milliseconds{1}};
-        co_await t.async_wait(asio::use_awaitable);
-        co_return counter.write(lease.fence(), n + 1).has_value();
-    });
-    CHECK(errors == 0);
-    CHECK(finished == workers);
-    CHECK(counter.read() == workers * rounds);
-    CHECK(store.pings_sent() > 0);
-}
-
-#if defined(DISTLOCK_THREADS_POSTGRES)
-TEST_CASE("postgres: one store shared by coroutines on several threads", "[postgres][concurrency]")
-{
-    // Catch's assertions are not thread-safe: workers count, the main thread asserts.
-    test::postgres_cluster cluster;
-    asio::io_context io;
-    dl::postgres::store store{io, cluster.config("threads_locks")};
-    constexpr int workers = 8, rounds = 10;
-    std::atomic<int> errors{0}, finished{0};
-    // A read, then a write fenced by the lease, as two requests: another worker's
-    // requests on other threads come between them on the pool.
-    auto section = [&](const dl::lease& lease) -> asio::awaitable<bool> {
-        auto read = co_await store.execute("SELECT n FROM threads_counter WHERE id = 1");
-        const auto n = read ? read.value().integer(0, 0) : std::nullopt;
-        if (!n)
-            co_return false;
-        std::vector<dl::postgres::param> next;
-        next.push_back(dl::postgres::param::number(*n + 1));
-        auto wrote = co_await store.fenced_execute(
-            "threads", lease.fence(), "UPDATE threads_counter SET n = $1 WHERE id = 1 AND " + store.fence_condition(2, 3),
-            std::move(next));
-        co_return wrote && wrote.value() == 1;
-    };
-    // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
-    auto worker = [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<dl::postgres::store> m{
-            store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
-        co_await lock_rounds(m, rounds, errors, section);
-        if (++finished == workers)
-            co_await store.close(); // lets the threads' run() return
-    };
-    auto setup = [&]() -> asio::awaitable<void> {
-        auto made = co_await store.execute("CREATE TABLE threads_counter (id int PRIMARY KEY, n bigint)");
-        auto row = co_await store.execute("INSERT INTO threads_counter VALUES (1, 0)");
-        if (!made || !row) {
-            ++errors;
-            co_await store.close();
-            co_return;
-        }
-        for (int w = 0; w < workers; ++w)
-            asio::co_spawn(asio::make_strand(io), worker(), asio::detached);
-    };
-    asio::co_spawn(io, setup(), asio::detached);
-    run_on_four_threads(io, 60s);
-    CHECK(errors == 0);
-    CHECK(finished == workers);
-    std::int64_t total = -1;
-    {
-        asio::io_context look;
-        dl::postgres::store reader{look, cluster.config("threads_locks")};
-        test::run(look, [&]() -> asio::awaitable<void> {
-            auto r = co_await reader.execute("SELECT n FROM threads_counter WHERE id = 1");
-            if (r)
-                total = r.value().integer(0, 0).value_or(-1);
-            co_await reader.close();
-        });
-    }
-    CHECK(total == workers * rounds);
-}
-#endif
