@@ -70,11 +70,7 @@ TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
             }
             ++finished;
         }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(60s); });
-    for (auto& t : threads)
-        t.join();
+    run_on_four_threads(io, 60s);
     CHECK(errors == 0);
     CHECK(finished == workers);
     CHECK(overlaps == 0);
@@ -296,11 +292,7 @@ TEST_CASE("redis: requests cancelled on other threads than the connection's keep
             if (++finished == workers)
                 store.disconnect();
         }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(60s); });
-    for (auto& t : threads)
-        t.join();
+    run_on_four_threads(io, 60s);
     CHECK(finished == workers);
     CHECK(mismatched == 0);
     // Both outcomes happened, or the test did not test the race.

@@ -71,11 +71,7 @@ std::pair<int, int> share_session_store(Store& store, asio::io_context& io, int 
             if (++finished == workers)
                 co_await store.close();
         }, asio::detached);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t)
-        threads.emplace_back([&] { io.run_for(90s); });
-    for (auto& t : threads)
-        t.join();
+    run_on_four_threads(io, 90s);
     return {errors.load(), finished.load()};
 }
 
