@@ -28,18 +28,17 @@ bool holds(const test::redis_server& server, std::string_view resource)
     return test::peek(io, server.config(), probe.lock_key(resource)).has_value();
 }
 
-// Whether `server` keeps a key of `resource`: its lock or its last fence.
+// Whether `server` keeps a key of `resource` alone: its lock or a fair queue's keys
+// (its fence key is the prefix's, shared by every resource).
 bool remembers(const test::redis_server& server, std::string_view resource)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
-    return test::peek(io, server.config(), probe.lock_key(resource)).has_value() ||
-           test::peek(io, server.config(), probe.fence_key(resource)).has_value();
+    for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.deadlines_key(resource)})
+        if (test::peek(io, server.config(), key).has_value())
+            return true;
+    return false;
 }
-
-// The clients forget a resource's fence this long after its lock ended, so that the
-// suite sees fences keep growing across forgetting (the default keeps them 10 s).
-constexpr auto fence_retention = 50ms;
 
 // Deletes the lock key of `resource` on `server`, as if its TTL had run out.
 void drop(const test::redis_server& server, std::string_view resource)
@@ -73,7 +72,6 @@ dl::redis::config via(const test::redis_server& server, const fault::proxy& net)
 {
     auto c = server.config();
     c.port = net.port();
-    c.fence_retention = fence_retention;
     c.queue_ttl = 900ms;
     return c;
 }
@@ -211,7 +209,6 @@ struct redis_cluster {
         for (std::size_t i = 0; i < cluster.size(); ++i)
             REQUIRE(test::cli(cluster.node(i).port(), "flushall").find("OK") != std::string::npos);
         auto c = cluster.config();
-        c.fence_retention = fence_retention;
         c.queue_ttl = 900ms;
         c.cluster_nodes.clear();
         for (std::size_t i = 0; i < cluster.size(); ++i) {
@@ -270,7 +267,10 @@ struct redis_cluster {
     {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
-        return held(resource) || test::peek(probe_io, cluster.config(), probe.fence_key(resource)).has_value();
+        for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.deadlines_key(resource)})
+            if (test::peek(probe_io, cluster.config(), key).has_value())
+                return true;
+        return false;
     }
     void end_lock(const dl::lease& l)
     {

@@ -214,7 +214,7 @@ TEST_CASE("redis cluster: each lock goes to its slot's primary and agrees with t
             // The key is on that primary itself, not behind a redirect.
             auto owner = co_await store.execute("GET", key);
             REQUIRE(owner);
-            CHECK(owner->text == l->owner().to_hex());
+            CHECK(owner->text == test::lock_value(*l));
             const auto u = co_await l->unlock();
             CHECK(u);
         }

@@ -24,4 +24,13 @@ inline std::optional<std::string> peek(asio::io_context& io, const dl::redis::co
     return out;
 }
 
+/// What a lock key holds for a grant (redis/scripts.hpp): "<owner>:<fencing token>".
+inline std::string lock_value(const dl::owner_token& owner, dl::fence_token fence)
+{
+    return owner.to_hex() + ":" + std::to_string(fence);
+}
+
+/// The same for a lease.
+inline std::string lock_value(const dl::lease& l) { return lock_value(l.owner(), l.fence()); }
+
 } // namespace test

@@ -5,6 +5,7 @@
 #include <array>
 #include <map>
 #include <random>
+#include <set>
 #include <span>
 #include <tuple>
 
@@ -41,11 +42,12 @@ TEST_CASE("redis: lock, contention, fencing, release", "[redis]")
         auto third = co_await m.lock();
         REQUIRE(third);
         CHECK(third->fence() > first->fence());
-        // The store holds the owner token with a TTL, in the documented key.
+        // The store holds the owner token and the grant's fencing token with a TTL, in
+        // the documented key.
         auto get = dl::redis::resp::command({"GET", store.lock_key("seat:12")});
         auto held = co_await store.execute_command(std::move(get));
         REQUIRE(held);
-        CHECK(held.value().text == third->owner().to_hex());
+        CHECK(held.value().text == lock_value(*third));
         auto pttl = dl::redis::resp::command({"PTTL", store.lock_key("seat:12")});
         auto left = co_await store.execute_command(std::move(pttl));
         REQUIRE(left);
@@ -77,15 +79,37 @@ std::string hash_tag(const std::string& key)
 }
 } // namespace
 
-TEST_CASE("redis: the lock key and fence counter share a cluster hash tag", "[redis]")
+TEST_CASE("redis: one fence key per prefix, and in a cluster one per slot, in the slot of its resources", "[redis]")
 {
+    namespace detail = dl::redis::detail;
     asio::io_context io;
-    dl::redis::store store{io, dl::redis::config{}}; // never connects: key layout only
+    // Never connect: key layout only.
+    dl::redis::store store{io, dl::redis::config{}};
+    dl::redis::config in_cluster;
+    in_cluster.cluster_nodes = {{"127.0.0.1", 7000}};
+    dl::redis::store clustered{io, in_cluster};
+    std::set<std::string> fence_keys;
     for (std::string id : {"plain", "with}brace", "{already}tagged", "a{b}c", "}", "{}"}) {
-        CHECK(hash_tag(store.lock_key(id)) == hash_tag(store.fence_key(id)));
-        CHECK(store.lock_key(id) != store.fence_key(id));
+        CHECK(store.fence_key(id) == "distlock:{$}:fence");
+        const auto fence = clustered.fence_key(id);
+        CHECK(detail::hash_slot(clustered.lock_key(id)) == detail::hash_slot(fence));
+        CHECK(hash_tag(fence).starts_with("$"));
+        fence_keys.insert(fence);
     }
+    CHECK(fence_keys.size() == 6); // six ids, six slots here
     CHECK(hash_tag(store.lock_key("plain")) == "#plain");
+
+    // Every slot has a tag of its own, and its fence key hashes to it.
+    const auto& tags = detail::slot_tags::table();
+    std::set<std::string_view> distinct;
+    for (std::uint16_t slot = 0; slot < detail::slot_count; ++slot) {
+        const auto tag = tags[slot];
+        REQUIRE(tag.size() >= 2);
+        REQUIRE(tag.front() == '$');
+        REQUIRE(detail::hash_slot("p:{" + std::string{tag} + "}:fence") == slot);
+        distinct.insert(tag);
+    }
+    CHECK(distinct.size() == detail::slot_count);
 }
 
 TEST_CASE("redis: resource ids are binary-safe", "[redis][input]")
@@ -101,10 +125,12 @@ TEST_CASE("redis: resource ids are binary-safe", "[redis][input]")
             one_shot m{store, id};
             auto l = co_await m.lock();
             REQUIRE(l);
-            // Every id has its own lock and its own fence key, holding its token.
-            auto stored = co_await store.execute("GET", store.fence_key(id));
-            REQUIRE(stored);
-            CHECK(stored.value().text == std::to_string(l->fence()));
+            // Every id has its own lock, holding its owner and its token.
+            auto info = co_await store.read(id);
+            REQUIRE(info);
+            CHECK(info.value().held);
+            CHECK(info.value().fence == l->fence());
+            CHECK(info.value().owner == l->owner().to_hex().substr(0, 8));
             held.push_back(std::move(*l));
         }
         for (auto& l : held) {
@@ -255,10 +281,12 @@ TEST_CASE("redis: several resources in one round trip, all or nothing", "[redis]
         auto all = co_await store.put_if_absent_all(ids, owner, 10s);
         REQUIRE(all);
         REQUIRE(all.value().size() == 3);
-        for (std::size_t i = 0; i < ids.size(); ++i) { // each resource's own token, in order
-            auto stored = co_await store.execute("GET", store.fence_key(ids[i]));
-            REQUIRE(stored);
-            CHECK(stored.value().text == std::to_string(all.value()[i]));
+        for (std::size_t i = 0; i < ids.size(); ++i) { // the set's one token, held by each lock
+            CHECK(all.value()[i] == all.value()[0]);
+            auto info = co_await store.read(ids[i]);
+            REQUIRE(info);
+            CHECK(info.value().held);
+            CHECK(info.value().fence == all.value()[i]);
         }
         const auto overlapping = dl::resources("c", "d");
         auto busy = co_await store.put_if_absent_all(overlapping, dl::owner_token::generate(), 10s);
@@ -368,7 +396,8 @@ TEST_CASE("redis: release_all gives back what the owner holds, in one script, an
         const auto owner = dl::owner_token::generate();
         const auto other = dl::owner_token::generate();
         { const auto ok_ = co_await store.put_if_absent("mine-1", owner, 10s); REQUIRE(ok_); }
-        { const auto ok_ = co_await store.put_if_absent("theirs", other, 10s); REQUIRE(ok_); }
+        auto their_fence = co_await store.put_if_absent("theirs", other, 10s);
+        REQUIRE(their_fence);
         { const auto ok_ = co_await store.put_if_absent("mine-2", owner, 10s); REQUIRE(ok_); }
         const auto ids = dl::resources("mine-1", "theirs", "absent", "mine-2");
         auto answers = co_await store.release_all(ids, owner);
@@ -381,7 +410,7 @@ TEST_CASE("redis: release_all gives back what the owner holds, in one script, an
         }
         auto theirs = co_await store.execute("GET", store.lock_key("theirs"));
         REQUIRE(theirs);
-        CHECK(theirs.value().text == other.to_hex()); // never another owner's lock
+        CHECK(theirs.value().text == lock_value(other, their_fence.value())); // never another owner's lock
         const std::vector<std::string> empty;
         auto none = co_await store.release_all(empty, owner);
         REQUIRE_FALSE(none);
@@ -465,14 +494,9 @@ TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[
                                           dl::max_wait + dl::duration{1}, dl::duration::max(), -dl::max_wait};
     for (int which = 0; which < 3; ++which) {
         for (auto d : bad) {
-            if (which == 2 && d == dl::duration::zero())
-                continue; // a fence retention of zero is valid: forget at once
             dl::redis::config cfg;
             cfg.port = acceptor.local_endpoint().port();
-            if (which == 2)
-                cfg.fence_retention = d;
-            else
-                (which == 0 ? cfg.request_timeout : cfg.connect_timeout) = d;
+            (which == 0 ? cfg.request_timeout : which == 1 ? cfg.connect_timeout : cfg.queue_ttl) = d;
             CHECK(cfg.validate() == dl::errc::invalid_argument);
             dl::redis::store store{io, cfg};
             run(io, [&]() -> asio::awaitable<void> {
@@ -505,7 +529,7 @@ TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[red
     auto cfg = server.config();
     cfg.request_timeout = dl::max_wait;
     cfg.connect_timeout = dl::max_wait;
-    cfg.fence_retention = dl::max_wait;
+    cfg.queue_ttl = dl::max_wait;
     CHECK_FALSE(cfg.validate());
     dl::redis::store store{io, cfg};
     run(io, [&]() -> asio::awaitable<void> {
@@ -520,13 +544,16 @@ TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[red
     store.disconnect();
 }
 
-TEST_CASE("redis: a fence key lives for the lock's TTL plus the retention, and none outlives it", "[redis][fencing]")
+TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of the prefix", "[redis][fencing]")
 {
     redis_server server;
     asio::io_context io;
-    auto cfg = server.config();
-    cfg.fence_retention = 2s;
-    dl::redis::store store{io, cfg};
+    dl::redis::store store{io, server.config()};
+    const auto get = [&](const std::string& key) -> asio::awaitable<std::string> {
+        auto r = co_await store.execute("GET", key);
+        REQUIRE(r);
+        co_return r.value().text;
+    };
     const auto pttl = [&](const std::string& key) -> asio::awaitable<long long> {
         auto r = co_await store.execute("PTTL", key);
         REQUIRE(r);
@@ -537,69 +564,58 @@ TEST_CASE("redis: a fence key lives for the lock's TTL plus the retention, and n
         auto l = co_await m.lock();
         REQUIRE(l);
         const auto key = store.fence_key("kept");
-        auto granted = co_await pttl(key);
-        CHECK(granted > 10'000);
-        CHECK(granted <= 12'001);
-        // An extension keeps the fence as long past the new TTL.
+        CHECK(co_await get(key) == std::to_string(l->fence()));
+        CHECK(co_await pttl(key) == -1); // kept forever: one key, whatever was locked
+        // An extension touches the lock alone.
         auto extended = co_await store.extend("kept", l->owner(), 60s);
         REQUIRE(extended);
-        auto after = co_await pttl(key);
-        CHECK(after > 60'000);
-        CHECK(after <= 62'001);
+        CHECK(co_await pttl(store.lock_key("kept")) > 10'000);
+        CHECK(co_await get(key) == std::to_string(l->fence()));
         { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
 
-        // A token raised above this server's clock (a quorum's, from a node whose
-        // clock runs ahead) is kept until the clock has passed it.
+        // A token raised above this server's clock (a quorum's, from a node whose clock
+        // runs ahead) is where every resource's next token starts.
         const auto now_us = static_cast<dl::fence_token>(
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count());
         auto raised = co_await store.raise_fence("ahead", now_us + 100'000'000);
         REQUIRE(raised);
         CHECK(raised.value() == now_us + 100'000'000);
-        const auto ahead = co_await pttl(store.fence_key("ahead"));
-        CHECK(ahead > 100'000);
-        auto next = co_await store.next_fence("ahead");
+        auto lower = co_await store.raise_fence("ahead", now_us); // never lowered
+        REQUIRE(lower);
+        CHECK(lower.value() == now_us + 100'000'000);
+        auto next = co_await store.next_fence("another");
         REQUIRE(next);
         CHECK(next.value() == now_us + 100'000'001);
+        auto again = co_await m.lock();
+        REQUIRE(again);
+        CHECK(again->fence() == now_us + 100'000'002);
+        auto info = co_await store.read("never-locked");
+        REQUIRE(info);
+        CHECK_FALSE(info.value().held);
+        CHECK(info.value().fence == again->fence()); // a free resource: the last token granted
+        { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
 
-        // A counter left by an older layout (no TTL, a small number) is taken over:
-        // the next token is above it and the key now expires.
-        auto old = co_await store.execute("SET", store.fence_key("old"), "41");
-        REQUIRE(old);
-        auto taken = co_await m.lock(); // "kept" again, free now
-        REQUIRE(taken);
-        one_shot legacy{store, "old"};
-        auto upgraded = co_await legacy.lock();
-        REQUIRE(upgraded);
-        CHECK(upgraded->fence() > 41);
-        const auto expires = co_await pttl(store.fence_key("old"));
-        CHECK(expires > 0);
-        { const auto ok_ = co_await upgraded->unlock(); CHECK(ok_); }
-        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
-    });
-
-    // Without a retention every fence is kept forever.
-    auto forever = server.config();
-    forever.fence_retention = std::nullopt;
-    dl::redis::store keeping{io, forever};
-    run(io, [&]() -> asio::awaitable<void> {
-        one_shot m{keeping, "forever"};
-        auto l = co_await m.lock();
-        REQUIRE(l);
-        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
-        auto r = co_await keeping.execute("PTTL", keeping.fence_key("forever"));
-        REQUIRE(r);
-        CHECK(r.value().integer == -1);
+        // A fence key that holds no number: the grant fails before it writes a lock.
+        auto broken = co_await store.execute("SET", key, "not a number");
+        REQUIRE(broken);
+        dl::diagnostics diag;
+        auto refused = co_await store.put_if_absent("kept", dl::owner_token::generate(), 10s, &diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::store_unavailable);
+        CHECK_FALSE(diag.server_message().empty());
+        auto exists = co_await store.execute("EXISTS", store.lock_key("kept"));
+        REQUIRE(exists);
+        CHECK(exists.value().integer == 0);
     });
 }
 
-TEST_CASE("redis: 2,000 distinct resources locked and released leave no keys behind", "[redis][fencing]")
+TEST_CASE("redis: 2,000 distinct resources locked and released leave one key behind, the prefix's fence",
+          "[redis][fencing]")
 {
     redis_server server;
     asio::io_context io;
-    auto cfg = server.config();
-    cfg.fence_retention = 0ms;
-    dl::redis::store store{io, cfg};
+    dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
         std::map<std::string, dl::fence_token> last;
         std::vector<dl::lease> expiring;
@@ -624,14 +640,17 @@ TEST_CASE("redis: 2,000 distinct resources locked and released leave no keys beh
             co_return r.value().integer;
         };
         long long left = -1;
-        for (int tries = 0; tries < 500 && left != 0; ++tries) {
+        for (int tries = 0; tries < 500 && left != 1; ++tries) {
             left = co_await keys();
-            if (left != 0) {
+            if (left != 1) {
                 asio::steady_timer t{co_await asio::this_coro::executor, 20ms};
                 co_await t.async_wait(asio::use_awaitable);
             }
         }
-        CHECK(left == 0);
+        CHECK(left == 1);
+        auto fence = co_await store.execute("EXISTS", store.fence_key("order:0"));
+        REQUIRE(fence);
+        CHECK(fence.value().integer == 1);
         // Forgotten, and still each resource's next token is larger.
         for (const auto& [id, fence] : last) {
             one_shot m{store, id};
@@ -651,7 +670,7 @@ std::string key_of(asio::io_context& io, const std::string& prefix, const std::s
     dl::redis::config cfg;
     cfg.key_prefix = prefix;
     dl::redis::store s{io, cfg};
-    return kind == 0 ? s.lock_key(id) : kind == 1 ? s.fence_key(id) : s.channel(id);
+    return kind == 0 ? s.lock_key(id) : kind == 1 ? s.fence_key(id) : kind == 2 ? s.channel(id) : s.queue_key(id);
 }
 } // namespace
 
@@ -660,14 +679,15 @@ TEST_CASE("redis: the key layout, for ids written in place and ids escaped", "[r
     asio::io_context io;
     // Nothing to escape: written in place at its final size.
     CHECK(key_of(io, "p", "job", 0) == "p:{#job}:lock");
-    CHECK(key_of(io, "p", "job", 1) == "p:{#job}:fence");
+    CHECK(key_of(io, "p", "job", 1) == "p:{$}:fence");
     CHECK(key_of(io, "p", "job", 2) == "p:{#job}:released");
     CHECK(key_of(io, "distlock", std::string(100, 'x'), 0) == "distlock:{#" + std::string(100, 'x') + "}:lock");
     // The prefix escaped once, for both ways of writing the id.
     CHECK(key_of(io, "p{%}", "job", 0) == "p%7B%25%7D:{#job}:lock");
     CHECK(key_of(io, "p{%}", "a%b", 0) == "p%7B%25%7D:{#a%25b}:lock");
     // An id that needs escaping.
-    CHECK(key_of(io, "p", "{x}%", 1) == "p:{#%7Bx%7D%25}:fence");
+    CHECK(key_of(io, "p", "{x}%", 3) == "p:{#%7Bx%7D%25}:queue");
+    CHECK(key_of(io, "p{%}", "{x}%", 1) == "p%7B%25%7D:{$}:fence");
     CHECK(key_of(io, "p", std::string{"a\0b", 3}, 0) == std::string{"p:{#a\0b}:lock", 13});
 }
 
@@ -675,7 +695,7 @@ TEST_CASE("redis: no two prefix and resource pairs share a key", "[redis][input]
 {
     asio::io_context io;
     // The pair from the tracker: both used to be "a:{#b:{#c}:lock".
-    for (int kind = 0; kind < 3; ++kind)
+    for (int kind = 0; kind < 4; ++kind)
         CHECK(key_of(io, "a", "b:{#c", kind) != key_of(io, "a:{#b", "c", kind));
 
     // Random binary prefixes and ids, over an alphabet made of the layout's own
@@ -693,25 +713,27 @@ TEST_CASE("redis: no two prefix and resource pairs share a key", "[redis][input]
     std::size_t distinct_pairs = 0;
     for (int i = 0; i < 4000; ++i) {
         const auto prefix = random_text(0), id = random_text(1);
-        for (int kind = 0; kind < 3; ++kind) {
+        for (int kind = 0; kind < 4; ++kind) {
             const auto k = key_of(io, prefix, id, kind);
-            const auto [it, fresh] = seen.emplace(k, std::tuple{prefix, id, kind});
+            // The fence key is the prefix's: it names the prefix alone.
+            const auto named = std::tuple{prefix, kind == 1 ? std::string{} : id, kind};
+            const auto [it, fresh] = seen.emplace(k, named);
             if (fresh) {
                 ++distinct_pairs;
                 continue;
             }
             INFO("prefix " << prefix << " id " << id << " kind " << kind);
-            CHECK(it->second == std::tuple{prefix, id, kind}); // the same pair drawn twice
+            CHECK(it->second == named); // the same pair (or prefix) drawn twice
         }
         // One hash tag per resource, the same for all its keys, and never empty:
         // Redis Cluster hashes from the first '{' to the next '}'.
-        const auto lock = key_of(io, prefix, id, 0), fence = key_of(io, prefix, id, 1);
+        const auto lock = key_of(io, prefix, id, 0), channel = key_of(io, prefix, id, 2);
         const auto open = lock.find('{');
         REQUIRE(open != std::string::npos);
         const auto close = lock.find('}', open + 1);
         REQUIRE(close != std::string::npos);
         CHECK(close > open + 1);
-        CHECK(lock.substr(open, close - open) == fence.substr(fence.find('{'), close - open));
+        CHECK(lock.substr(open, close - open) == channel.substr(channel.find('{'), close - open));
     }
     CHECK(distinct_pairs > 10000);
 }
@@ -730,7 +752,7 @@ TEST_CASE("redis: stores with colliding-looking prefixes hold their locks side b
         REQUIRE(one);
         auto two = co_await second.lock();
         REQUIRE(two); // a different lock, though the texts look alike
-        // Each has its own fence key, holding its own token.
+        // Each prefix has its own fence key, holding its own last token.
         CHECK(a.fence_key("b:{#c") != b.fence_key("c"));
         auto fence_a = co_await a.execute("GET", a.fence_key("b:{#c"));
         auto fence_b = co_await b.execute("GET", b.fence_key("c"));
@@ -738,6 +760,9 @@ TEST_CASE("redis: stores with colliding-looking prefixes hold their locks side b
         REQUIRE(fence_b);
         CHECK(fence_a.value().text == std::to_string(one->fence()));
         CHECK(fence_b.value().text == std::to_string(two->fence()));
+        auto held_a = co_await a.read("b:{#c");
+        REQUIRE(held_a);
+        CHECK(held_a.value().fence == one->fence());
         auto r1 = co_await one->unlock();
         auto r2 = co_await two->unlock();
         CHECK(r1);
@@ -779,7 +804,7 @@ TEST_CASE("redis: with wait_replicas a grant is reported once a replica has it; 
         // Reported only after the replica acknowledged it: the replica has the key.
         auto copy = co_await on_replica.execute("GET", store.lock_key("wallet:1"));
         REQUIRE(copy);
-        CHECK(copy->text == held->owner().to_hex());
+        CHECK(copy->text == lock_value(*held));
         { const auto ok_ = co_await held->unlock(); REQUIRE(ok_); }
 
         // A replica that stopped answering: the grant is not acknowledged in time.
@@ -893,11 +918,12 @@ TEST_CASE("redis: Redlock aligns the nodes' tokens as it releases; a node far be
 
         // 60 s ahead, beyond half the TTL: when node 0's grant is counted (its reply
         // comes first or second, usually), node 0 is raised before the lease is
-        // reported.
+        // reported. Each round goes 60 s further: a node's token is shared by every
+        // resource, so node 0 is raised to the last round's token.
         int raised_at_once = 0;
         for (int round = 0; round < 12 && raised_at_once < 2; ++round) {
             const std::string resource = "far:" + std::to_string(round);
-            const auto far = now_us() + 60'000'000;
+            const auto far = now_us() + 60'000'000 * static_cast<dl::fence_token>(round + 1);
             { const auto ok_ = co_await n1.raise_fence(resource, far); REQUIRE(ok_); }
             { const auto ok_ = co_await n2.raise_fence(resource, far); REQUIRE(ok_); }
             redlock f{nodes, resource, {.ttl = 10s}, votes};

@@ -60,15 +60,6 @@ struct config {
     /// resource must agree). Layout in redis/scripts.hpp.
     bool hash_tags = false;
 
-    /// How long a resource's last fencing token is kept after its lock's TTL ran out
-    /// (or after its release). Tokens come from the server's clock in microseconds,
-    /// above the last token while it is kept (redis/scripts.hpp), so a forgotten
-    /// resource's next token is still larger: the store keeps keys only for live and
-    /// recent locks. The retention is the margin against the server's clock stepping
-    /// back (docs/guarantees.md). std::nullopt: keep every resource's token forever (one
-    /// key per resource ever locked). Must lie in [0, distlock::max_wait].
-    std::optional<duration> fence_retention = std::chrono::seconds{10};
-
     /// acquire::fair: how long a waiter keeps its place in a resource's queue without
     /// asking again. A waiting lock() asks at least every third of it, so a live waiter
     /// never loses its place; a waiter that vanished (crashed, partitioned) holds up the
@@ -159,8 +150,6 @@ struct config {
     {
         const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
         if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0 || wait_replicas < 0)
-            return errc::invalid_argument;
-        if (fence_retention && (*fence_retention < duration::zero() || *fence_retention > max_wait))
             return errc::invalid_argument;
         if (queue_ttl < std::chrono::milliseconds{3} || queue_ttl > max_wait)
             return errc::invalid_argument;

@@ -3,19 +3,23 @@
 //
 // Key layout for resource R under key prefix P (binary-safe), where E(x) is x with
 // '%', '{' and '}' percent-encoded (%25, %7B, %7D) and every other byte kept:
-//   E(P):{#E(R)}:lock      the lock: a string holding the owner token (32 hex chars), with a TTL
-//   E(P):{#E(R)}:fence     the last fencing token granted: an integer that only grows,
-//                          kept for the lock's TTL plus config::fence_retention (or
-//                          forever when that is unset); see next_fence below
+//   E(P):{#E(R)}:lock      the lock, with a TTL: "<owner token>:<fencing token>" (the
+//                          owner's 32 hex chars, then the grant's token in decimal)
 //   E(P):{#E(R)}:released  the pub/sub channel a release publishes on (a shard channel
 //                          in a Redis Cluster, in the same slot)
 //   E(P):{#E(R)}:queue     acquire::fair only: the waiters in line, a sorted set of
 //                          waiter ids scored by arrival (the server's clock in us)
 //   E(P):{#E(R)}:deadlines acquire::fair only: each waiter's deadline (server ms),
 //                          after which a waiter that stopped asking loses its place
+//   E(P):{$}:fence         the last fencing token granted under P, for every resource:
+//                          an integer that only grows, kept forever (one key)
+//   E(P):{$T}:fence        the same in a Redis Cluster, one per slot: T is the slot's
+//                          tag (detail::slot_tag), so the key lives in the slot of the
+//                          resources it serves (at most 16,384 keys per prefix)
 // The keys are built by the client (redis::store) and passed in; the scripts never
-// build or parse them. The only '{' of a key is the one before '#', so a key maps
-// back to exactly one (P, R): two stores with different prefixes never share a key.
+// build or parse them. The only '{' of a key is the one before '#', '@' or '$', so a
+// key maps back to exactly one (P, R), or to P's fence: two stores with different
+// prefixes never share a key.
 // {#E(R)} is the key's one hash tag, so all keys of a resource live in one Redis
 // Cluster slot; the '#' keeps it from ever being empty. With config::hash_tags, an id
 // R with a tag of its own T (between its first '{' and the next '}', not empty) uses
@@ -48,47 +52,47 @@ constexpr auto join(const char (&... parts)[N])
     return out;
 }
 
-// next_fence(key, ttl, retention): the fencing token of a new grant, stored in `key`.
+// next_fence(key): the fencing token of a new grant, stored in `key` before the grant
+// is written (a script that fails half-way leaves a raised token, never a lock whose
+// token was not stored). It is the larger of the server's clock in microseconds
+// and the last token granted under the fence key plus one.
 //
-// Why it is not a counter that lives forever: a service that locks per order id would
-// leave one key per id ever locked. The token is instead the larger of the server's
-// clock in microseconds and the last token plus one, and the key is kept only while it
-// is needed: until the server's clock has passed the token (so a forgotten token is
-// always below the clock) and for the lock's TTL plus `retention` milliseconds beyond
-// it (a margin against the server's clock stepping back). retention '' keeps the key
-// forever. Tokens stay below 2^53 (Lua's exact integers) until the year 2255, and
-// string.format('%d') writes them whole (a Lua number would turn into 1.8e+15).
+// Why one key for every resource (one per slot in a Redis Cluster) and not a counter
+// per resource: a service that locks per order id would leave one key per id ever
+// locked. The shared key is bounded, and since every grant it serves raises it, each
+// resource's tokens grow with it. It has no TTL, so tokens keep growing across any
+// step of the server's clock, and the clock keeps them growing when the key is lost
+// (a restart without persistence, a failover, an eviction). A held lock keeps its own
+// token beside its owner (owner:token), which read() answers. Tokens stay below 2^53
+// (Lua's exact integers) until the year 2255, and string.format('%d') writes them
+// whole (a Lua number would turn into 1.8e+15).
 inline constexpr char next_fence_lua[] = R"lua(
-local function server_us()
+local function next_fence(key)
   local clock = redis.call('TIME')
-  return clock[1] * 1000000 + clock[2]
-end
-local function store_fence(key, last, now, ttl, retention, keep_now)
-  local fence = tonumber(last or '0') + 1
+  local fence = tonumber(redis.call('GET', key) or '0') + 1
+  local now = clock[1] * 1000000 + clock[2]
   if fence < now then
     fence = now
   end
-  if retention == '' then
-    redis.call('SET', key, string.format('%d', fence))
-  elseif fence == now and keep_now then
-    redis.call('SET', key, string.format('%d', fence), 'PX', keep_now)
-  else
-    local ahead = math.ceil((fence - now) / 1000)
-    redis.call('SET', key, string.format('%d', fence), 'PX', string.format('%d', ttl + retention + ahead + 1))
-  end
-  return fence
+  local text = string.format('%d', fence)
+  redis.call('SET', key, text)
+  return fence, text
 end
-local function next_fence(key, ttl, retention)
-  return store_fence(key, redis.call('GET', key), server_us(), ttl, retention)
+)lua";
+
+// owns(value, owner): whether a lock's value ("<owner>:<token>") is `owner`'s.
+inline constexpr char owns_lua[] = R"lua(
+local function owns(value, owner)
+  return value and string.sub(value, 1, #owner + 1) == owner .. ':'
 end
 )lua";
 
 // Commands over many keys of one slot, 1,000 keys a call (Lua's unpack() has a
 // limit): how the scripts over a set make a few calls instead of one per key.
 inline constexpr char set_lua[] = R"lua(
-local function any_exists(keys)
-  for i = 1, #keys, 1000 do
-    if redis.call('EXISTS', unpack(keys, i, math.min(i + 999, #keys))) > 0 then
+local function any_exists(keys, n)
+  for i = 1, n, 1000 do
+    if redis.call('EXISTS', unpack(keys, i, math.min(i + 999, n))) > 0 then
       return true
     end
   end
@@ -107,38 +111,32 @@ end
 )lua";
 
 inline constexpr auto acquire = join(next_fence_lua, R"lua(
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, next_fence(KEYS[2], ARGV[2], ARGV[3])}
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {0, redis.call('PTTL', KEYS[1])}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local fence, text = next_fence(KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+return {1, fence}
 )lua");
 
-// One EXISTS over the set (the per-lock look only when one is held), one MGET of the
-// fences, one TIME: two calls per resource (its lock and its fence) and three more.
+// One EXISTS over the set (the per-lock look only when one is held), then one token
+// for the whole set and one write per lock: the locks of a set are granted together,
+// so they share their token (each resource's own tokens still grow).
 inline constexpr auto acquire_all = join(next_fence_lua, set_lua, R"lua(
-local n = #KEYS / 2
-local locks, fences = {}, {}
-for i = 1, n do
-  locks[i] = KEYS[2 * i - 1]
-  fences[i] = KEYS[2 * i]
-end
-if any_exists(locks) then
+local n = #KEYS - 1
+if any_exists(KEYS, n) then
   for i = 1, n do
-    if redis.call('EXISTS', locks[i]) == 1 then
-      return {0, i, redis.call('PTTL', locks[i])}
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      return {0, i, redis.call('PTTL', KEYS[i])}
     end
   end
 end
-local last = mget(fences)
-local now = server_us()
--- The fences' time to live when a token is the clock itself (nearly always), written once.
-local keep_now = ARGV[3] ~= '' and string.format('%d', ARGV[2] + ARGV[3] + 1)
-local out = {1}
+local fence, text = next_fence(KEYS[n + 1])
+local value = ARGV[1] .. ':' .. text
 for i = 1, n do
-  redis.call('SET', locks[i], ARGV[1], 'PX', ARGV[2])
-  out[i + 1] = store_fence(fences[i], last[i], now, ARGV[2], ARGV[3], keep_now)
+  redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
 end
-return out
+return {1, fence}
 )lua");
 
 // One MGET of the owners, one DEL of those that are the owner's, one PUBSUB NUMSUB
@@ -148,12 +146,12 @@ return out
 // subscribed as it runs, and the script runs whole, so publishing only where the count
 // finds a listener loses no one (distlock's waiters subscribe to the channel itself,
 // never by pattern, which the count would miss).
-inline constexpr auto release_all = join(set_lua, R"lua(
+inline constexpr auto release_all = join(owns_lua, set_lua, R"lua(
 local owners = mget(KEYS)
 local sharded = ARGV[2] == '1'
 local out, mine, channels = {}, {}, {}
 for i = 1, #KEYS do
-  if owners[i] == ARGV[1] then
+  if owns(owners[i], ARGV[1]) then
     mine[#mine + 1] = KEYS[i]
     channels[#channels + 1] = ARGV[i + 2]
     out[i] = 1
@@ -177,7 +175,27 @@ return out
 )lua");
 
 inline constexpr auto next = join(next_fence_lua, R"lua(
-return next_fence(KEYS[1], 0, ARGV[1])
+local fence = next_fence(KEYS[1])
+return fence
+)lua");
+
+inline constexpr auto extend = join(owns_lua, R"lua(
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+)lua");
+
+// A Redis Cluster (ARGV[3] '1') publishes on a shard channel in the lock's slot, heard
+// by SSUBSCRIBE on the slot's primary only.
+inline constexpr auto release = join(owns_lua, R"lua(
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+  return 1
+end
+return 0
 )lua");
 
 // The fair queue's helpers. forget_gone: drops the waiters whose deadline has passed
@@ -206,27 +224,29 @@ inline constexpr auto acquire_fair = join(next_fence_lua, fair_queue_lua, R"lua(
 local now_ms = server_ms()
 forget_gone(KEYS[3], KEYS[4], now_ms)
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-if (head == nil or head == ARGV[4]) and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if (head == nil or head == ARGV[3]) and redis.call('EXISTS', KEYS[1]) == 0 then
   if head then
-    redis.call('ZREM', KEYS[3], ARGV[4])
-    redis.call('ZREM', KEYS[4], ARGV[4])
+    redis.call('ZREM', KEYS[3], ARGV[3])
+    redis.call('ZREM', KEYS[4], ARGV[3])
   end
-  return {1, next_fence(KEYS[2], ARGV[2], ARGV[3])}
+  local fence, text = next_fence(KEYS[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+  return {1, fence}
 end
-if ARGV[6] == '1' then
-  if not redis.call('ZSCORE', KEYS[3], ARGV[4]) then
+if ARGV[5] == '1' then
+  if not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
     local clock = redis.call('TIME')
-    redis.call('ZADD', KEYS[3], clock[1] * 1000000 + clock[2], ARGV[4])
+    redis.call('ZADD', KEYS[3], clock[1] * 1000000 + clock[2], ARGV[3])
   end
-  redis.call('ZADD', KEYS[4], now_ms + ARGV[5], ARGV[4])
-  redis.call('PEXPIRE', KEYS[3], ARGV[5])
-  redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  redis.call('ZADD', KEYS[4], now_ms + ARGV[4], ARGV[3])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end
 return {0, redis.call('PTTL', KEYS[1])}
 )lua");
 
-inline constexpr auto release_fair = join(fair_queue_lua, R"lua(
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+inline constexpr auto release_fair = join(owns_lua, fair_queue_lua, R"lua(
+if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   return 0
 end
 redis.call('DEL', KEYS[1])
@@ -246,113 +266,83 @@ end
 return 1
 )lua");
 
-// raise_fence(key, floor, retention): the token in `key` raised to at least `floor`
-// (kept until this server's clock has passed it, and `retention` ms more); returns
-// the token.
+// raise_fence(key, floor): the token in `key` raised to at least `floor`; returns the
+// token.
 inline constexpr char raise_fence_lua[] = R"lua(
-local function raise_fence(key, floor_text, retention)
+local function raise_fence(key, floor_text)
   local current = tonumber(redis.call('GET', key) or '0')
   local floor = tonumber(floor_text)
   if current >= floor then
     return current
   end
-  if retention == '' then
-    redis.call('SET', key, floor_text)
-    return floor
-  end
-  local clock = redis.call('TIME')
-  local ahead = math.ceil((floor - (clock[1] * 1000000 + clock[2])) / 1000)
-  local keep = math.max(redis.call('PTTL', key), retention + ahead + 1)
-  redis.call('SET', key, floor_text, 'PX', string.format('%d', keep))
+  redis.call('SET', key, floor_text)
   return floor
 end
 )lua";
 
 inline constexpr auto raise = join(raise_fence_lua, R"lua(
-return raise_fence(KEYS[1], ARGV[1], ARGV[2])
+return raise_fence(KEYS[1], ARGV[1])
 )lua");
 
-inline constexpr auto release_raising = join(raise_fence_lua, R"lua(
+inline constexpr auto release_raising = join(owns_lua, raise_fence_lua, R"lua(
 local released = 0
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1])
-  redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+  redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
   released = 1
 end
-raise_fence(KEYS[2], ARGV[3], ARGV[4])
+raise_fence(KEYS[2], ARGV[3])
 return released
 )lua");
 
+inline constexpr auto inspect = R"lua(
+local value = redis.call('GET', KEYS[1])
+local colon = value and string.find(value, ':', 1, true)
+if not colon then
+  return {value or '', value and redis.call('PTTL', KEYS[1]) or -2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+return {string.sub(value, 1, colon - 1), redis.call('PTTL', KEYS[1]), tonumber(string.sub(value, colon + 1))}
+)lua";
+
 } // namespace detail
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms, fence retention ms ('' for forever).
-/// {1, fence} when acquired; {0, pttl} when held by another.
+/// KEYS: lock, fence. ARGV: owner, ttl ms. {1, fence} when acquired; {0, pttl} when
+/// held by another.
 inline constexpr std::string_view acquire = detail::acquire.view();
 
-/// KEYS: fence. ARGV: fence retention ms ('' for forever). The next fencing token of
-/// the resource, without a lock.
+/// KEYS: fence. The next fencing token, without a lock.
 inline constexpr std::string_view next_fence = detail::next.view();
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms, fence retention ms ('' for forever).
-/// 1 when extended, 0 when not the owner. The fence is kept for as long past the new
-/// TTL as past the first one, so that a held lock's token can always be read.
-inline constexpr std::string_view extend = R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if ARGV[3] ~= '' and redis.call('PTTL', KEYS[2]) < ARGV[2] + ARGV[3] then
-    redis.call('PEXPIRE', KEYS[2], string.format('%d', ARGV[2] + ARGV[3] + 1))
-  end
-  return 1
-end
-return 0
-)lua";
+/// KEYS: lock. ARGV: owner, ttl ms. 1 when extended, 0 when not the owner.
+inline constexpr std::string_view extend = detail::extend.view();
 
-/// KEYS: lock. ARGV: owner, channel. 1 when released (and published), 0 when not the owner.
-inline constexpr std::string_view release = R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 1
-end
-return 0
-)lua";
-
-/// release for a Redis Cluster: the channel is a shard channel (SPUBLISH), in the
-/// lock's slot, heard by SSUBSCRIBE on the slot's primary only.
-inline constexpr std::string_view release_sharded = R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('SPUBLISH', ARGV[2], 'released')
-  return 1
-end
-return 0
-)lua";
+/// KEYS: lock. ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0'.
+/// 1 when released (and published), 0 when not the owner.
+inline constexpr std::string_view release = detail::release.view();
 
 /// KEYS: the locks of a set. ARGV: owner, '1' for shard channels (a Redis Cluster)
 /// else '0', then each lock's channel. For each lock, in order, 1 when released (and
 /// published) and 0 when not the owner: the release script over a set, in one step.
 inline constexpr std::string_view release_all = detail::release_all.view();
 
-/// KEYS: fence. ARGV: floor, fence retention ms ('' for forever). Raises the
-/// token to at least floor (a quorum's lease token, which may come from a node whose
-/// clock runs ahead); returns its value. The key keeps its time to live, and lives at
-/// least until this server's clock has passed floor.
+/// KEYS: fence. ARGV: floor. Raises the token to at least floor (a quorum's lease
+/// token, which may come from a node whose clock runs ahead); returns its value.
 inline constexpr std::string_view raise_fence = detail::raise.view();
 
-/// KEYS: lock, fence. ARGV: owner, channel, floor, fence retention ms ('' for
-/// forever), '1' for a shard channel (a Redis Cluster) else '0'. The release of a
-/// quorum's lease: release, and in the same step raise_fence to the lease's token
-/// (on every node, whether or not it still held the lock). 1 when released.
+/// KEYS: lock, fence. ARGV: owner, channel, floor, '1' for a shard channel (a Redis
+/// Cluster) else '0'. The release of a quorum's lease: release, and in the same step
+/// raise_fence to the lease's token (on every node, whether or not it still held the
+/// lock). 1 when released.
 inline constexpr std::string_view release_raising = detail::release_raising.view();
 
-/// KEYS: lock1, fence1, lock2, fence2, ... ARGV: owner, ttl ms, fence retention ms.
-/// All or nothing: {1, fence1, fence2, ...}, or {0, index of the held one (1-based), pttl}.
+/// KEYS: lock1, lock2, ..., fence. ARGV: owner, ttl ms. All or nothing: {1, fence}
+/// (the set's one token), or {0, index of the held one (1-based), pttl}.
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
-/// acquire::fair. KEYS: lock, fence, queue, deadlines. ARGV: owner, ttl ms, fence
-/// retention ms, waiter id, queue ttl ms, join ('1': take a place in line when not
-/// granted, or keep it until now + queue ttl). Granted only when the lock is free and
-/// no one waits or the waiter is the head: {1, fence}; else {0, pttl}.
+/// acquire::fair. KEYS: lock, fence, queue, deadlines. ARGV: owner, ttl ms, waiter
+/// id, queue ttl ms, join ('1': take a place in line when not granted, or keep it
+/// until now + queue ttl). Granted only when the lock is free and no one waits or the
+/// waiter is the head: {1, fence}; else {0, pttl}.
 inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
 
 /// acquire::fair. KEYS: lock, queue, deadlines. ARGV: owner, channel, sharded ('1').
@@ -375,14 +365,9 @@ redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'value', ARGV[1])
 return {1, last}
 )lua";
 
-/// KEYS: lock, fence. {owner or "", pttl, fence}: read without taking the lock.
-inline constexpr std::string_view inspect = R"lua(
-local owner = redis.call('GET', KEYS[1])
-local fence = tonumber(redis.call('GET', KEYS[2]) or '0')
-if not owner then
-  return {'', -2, fence}
-end
-return {owner, redis.call('PTTL', KEYS[1]), fence}
-)lua";
+/// KEYS: lock, fence. {owner or "", pttl, fence}: read without taking the lock; the
+/// fence is the holder's token when held, else the last token granted under the
+/// fence key.
+inline constexpr std::string_view inspect = detail::inspect;
 
 } // namespace distlock::redis::scripts

@@ -143,7 +143,19 @@ public:
     // -- Key layout (see scripts.hpp) ---------------------------------------------
 
     std::string lock_key(std::string_view resource) const { return key(resource, "lock"); }
-    std::string fence_key(std::string_view resource) const { return key(resource, "fence"); }
+    /// The key holding the last fencing token granted for `resource`: one key for the
+    /// whole prefix, shared by every resource; in a Redis Cluster one per slot, in the
+    /// resource's (scripts.hpp). Bounded whatever the number of resources ever locked.
+    std::string fence_key(std::string_view resource) const
+    {
+        if (router_->mode() != topology::cluster)
+            return escaped_prefix_ + ":{$}:fence";
+        const auto tag = detail::slot_tags::table()[slot_of(resource)];
+        std::string k;
+        k.reserve(escaped_prefix_.size() + tag.size() + 9);
+        k.append(escaped_prefix_).append(":{").append(tag).append("}:fence");
+        return k;
+    }
     std::string channel(std::string_view resource) const { return key(resource, "released"); }
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
@@ -159,7 +171,7 @@ public:
     {
         return replicated(resource,
                           acquired(eval(script::acquire, strings(lock_key(resource), fence_key(resource)),
-                                        strings(owner.to_hex(), millis(ttl), retention()), diag)),
+                                        strings(owner.to_hex(), millis(ttl)), diag)),
                           diag);
     }
 
@@ -170,22 +182,21 @@ public:
     {
         return replicated(resource,
                           answered(eval(script::acquire, strings(lock_key(resource), fence_key(resource)),
-                                        strings(owner.to_hex(), millis(ttl), retention()), diag)),
+                                        strings(owner.to_hex(), millis(ttl)), diag)),
                           diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
                                    diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::extend, strings(lock_key(resource), fence_key(resource)),
-                                strings(owner.to_hex(), millis(ttl), retention()), diag));
+        return owned_reply(eval(script::extend, strings(lock_key(resource)), strings(owner.to_hex(), millis(ttl)), diag));
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         // A cluster publishes on the slot's shard (SPUBLISH), heard by SSUBSCRIBE.
-        const auto which = router_->mode() == topology::cluster ? script::release_sharded : script::release;
-        return owned_reply(eval(which, strings(lock_key(resource)), strings(owner.to_hex(), channel(resource)), diag));
+        return owned_reply(eval(script::release, strings(lock_key(resource)),
+                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag));
     }
 
     /// Fencing tokens follow the server's clock: a resource's next token is at least
@@ -199,26 +210,25 @@ public:
                                             diagnostics* diag = nullptr)
     {
         return owned_reply(eval(script::release_raising, strings(lock_key(resource), fence_key(resource)),
-                                strings(owner.to_hex(), channel(resource), std::to_string(floor), retention(),
-                                        sharded_flag()),
+                                strings(owner.to_hex(), channel(resource), std::to_string(floor), sharded_flag()),
                                 diag));
     }
 
     awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return fence_reply(eval(script::next_fence, strings(fence_key(resource)), strings(retention()), diag));
+        return fence_reply(eval(script::next_fence, strings(fence_key(resource)), {}, diag));
     }
 
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor,
                                                diagnostics* diag = nullptr)
     {
         return fence_reply(
-            eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor), retention()), diag));
+            eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor)), diag));
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
-    /// (shortened), the time left and the last fencing token (0 once forgotten), in
-    /// one script.
+    /// (shortened), the time left and the holder's fencing token; when free, the last
+    /// token granted under its fence key (fence_key()). One script.
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         return inspected(eval(script::inspect, strings(lock_key(resource), fence_key(resource)), {}, diag));
@@ -318,8 +328,8 @@ public:
                           answered(eval(script::acquire_fair,
                                         strings(lock_key(resource), fence_key(resource), queue_key(resource),
                                                 deadlines_key(resource)),
-                                        strings(owner.to_hex(), millis(ttl), retention(), waiter.to_hex(),
-                                                millis(cfg_.queue_ttl), join ? "1" : "0"),
+                                        strings(owner.to_hex(), millis(ttl), waiter.to_hex(), millis(cfg_.queue_ttl),
+                                                join ? "1" : "0"),
                                         diag)),
                           diag);
     }
@@ -356,24 +366,24 @@ public:
 
     // -- Beyond the store concepts -----------------------------------------------
 
-    /// Put-if-absent on several resources in one round trip, all or nothing (a single
-    /// Redis node; in a cluster the keys of different resources are in different slots).
-    /// Returns one fencing token per resource, in the given order. An empty set or a
-    /// resource named twice is errc::invalid_argument, before any I/O.
+    /// Put-if-absent on several resources in one round trip, all or nothing. Returns
+    /// one fencing token per resource, in the given order: the set's one token, granted
+    /// to all of them at once. In a cluster the resources must share a hash slot
+    /// (batchable()); an empty set, a resource named twice or a set that spans slots is
+    /// errc::invalid_argument, before any I/O.
     awaitable<result<std::vector<fence_token>>> put_if_absent_all(const std::vector<std::string>& resources,
                                                                   const owner_token& owner, duration ttl,
                                                                   diagnostics* diag = nullptr)
     {
-        if (resources.empty() || !distinct(resources))
+        if (resources.empty() || !distinct(resources) || !batchable(resources))
             return refused<std::vector<fence_token>>(errc::invalid_argument);
         std::vector<std::string> keys;
-        keys.reserve(2 * resources.size());
-        for (const auto& r : resources) {
+        keys.reserve(resources.size() + 1);
+        for (const auto& r : resources)
             keys.push_back(lock_key(r));
-            keys.push_back(fence_key(r));
-        }
-        return replicated(resources.empty() ? std::string_view{} : std::string_view{resources.front()},
-                          acquired_all(eval(script::acquire_all, std::move(keys), strings(owner.to_hex(), millis(ttl), retention()), diag),
+        keys.push_back(fence_key(resources.front()));
+        return replicated(resources.front(),
+                          acquired_all(eval(script::acquire_all, std::move(keys), strings(owner.to_hex(), millis(ttl)), diag),
                                        resources.size()),
                           diag);
     }
@@ -389,7 +399,7 @@ public:
         if (resources.empty() || !distinct(resources) || !batchable(resources))
             return refused<std::vector<bool>>(errc::invalid_argument);
         std::vector<std::string> keys;
-        std::vector<std::string> args{owner.to_hex(), router_->mode() == topology::cluster ? "1" : "0"};
+        std::vector<std::string> args{owner.to_hex(), sharded_flag()};
         keys.reserve(resources.size());
         args.reserve(resources.size() + 2);
         for (const auto& r : resources) {
@@ -463,7 +473,6 @@ private:
         acquire_all,
         fenced_write,
         inspect,
-        release_sharded,
         next_fence,
         acquire_fair,
         release_fair,
@@ -479,7 +488,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 14> all{
+        static const std::array<script_text, 13> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -487,7 +496,6 @@ private:
             script_text{scripts::acquire_all, detail::sha1_hex(scripts::acquire_all)},
             script_text{scripts::fenced_write, detail::sha1_hex(scripts::fenced_write)},
             script_text{scripts::inspect, detail::sha1_hex(scripts::inspect)},
-            script_text{scripts::release_sharded, detail::sha1_hex(scripts::release_sharded)},
             script_text{scripts::next_fence, detail::sha1_hex(scripts::next_fence)},
             script_text{scripts::acquire_fair, detail::sha1_hex(scripts::acquire_fair)},
             script_text{scripts::release_fair, detail::sha1_hex(scripts::release_fair)},
@@ -589,15 +597,8 @@ private:
         return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(ttl).count());
     }
 
-    // How long the scripts keep a resource's fence after its lock's TTL, in whole
-    // milliseconds; empty: forever (config::fence_retention unset).
     // '1' when releases publish on shard channels (a Redis Cluster).
     const char* sharded_flag() const { return router_->mode() == topology::cluster ? "1" : "0"; }
-
-    std::string retention() const
-    {
-        return cfg_.fence_retention ? millis(*cfg_.fence_retention) : std::string{};
-    }
 
     std::uint16_t slot_of(std::string_view resource) const { return detail::hash_slot(lock_key(resource)); }
 
@@ -833,15 +834,10 @@ private:
             co_return errc::protocol_error;
         if (v.elements[0].integer != 1)
             co_return errc::contended;
-        if (v.elements.size() != count + 1)
+        // {1, fence}: the set's one token.
+        if (v.elements.size() != 2 || v.elements[1].type != resp::type::integer || v.elements[1].integer < 1)
             co_return errc::protocol_error;
-        std::vector<fence_token> fences;
-        for (std::size_t i = 1; i < v.elements.size(); ++i) {
-            if (v.elements[i].type != resp::type::integer || v.elements[i].integer < 1)
-                co_return errc::protocol_error;
-            fences.push_back(static_cast<fence_token>(v.elements[i].integer));
-        }
-        co_return fences;
+        co_return std::vector<fence_token>(count, static_cast<fence_token>(v.elements[1].integer));
     }
 
     static awaitable<result<std::vector<bool>>> released_all(awaitable<result<resp::value>> pending,

@@ -25,16 +25,22 @@ using redis::parse_address;
 
 inline constexpr std::uint16_t slot_count = 16384;
 
+/// One byte of CRC16-CCITT (below).
+constexpr std::uint16_t crc16_step(std::uint16_t crc, char c) noexcept
+{
+    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(c) << 8);
+    for (int bit = 0; bit < 8; ++bit)
+        crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
+    return crc;
+}
+
 /// CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the checksum Redis Cluster
 /// hashes keys with.
 constexpr std::uint16_t crc16(std::string_view bytes) noexcept
 {
     std::uint16_t crc = 0;
-    for (const char c : bytes) {
-        crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(c) << 8);
-        for (int bit = 0; bit < 8; ++bit)
-            crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
-    }
+    for (const char c : bytes)
+        crc = crc16_step(crc, c);
     return crc;
 }
 
@@ -49,6 +55,60 @@ constexpr std::uint16_t hash_slot(std::string_view key) noexcept
     }
     return static_cast<std::uint16_t>(crc16(key) % slot_count);
 }
+
+/// A hash tag for every slot: the fence key that serves a slot's resources in a
+/// Redis Cluster is "<prefix>:{<tag>}:fence" (redis/scripts.hpp), and a script may
+/// only touch keys of one slot. Each tag is '$' and one to four letters or digits
+/// ('$' keeps fence keys apart from every resource's, whose tags start with '#' or
+/// '@'); the shortest such string of the slot, first in alphabet order, so every
+/// client computes the same one. Built once per process, on first use (about 300,000
+/// one-byte CRC steps).
+class slot_tags {
+public:
+    static const slot_tags& table()
+    {
+        static const slot_tags built;
+        return built;
+    }
+
+    std::string_view operator[](std::uint16_t slot) const noexcept
+    {
+        return {tags_[slot % slot_count].data(), sizes_[slot % slot_count]};
+    }
+
+private:
+    static constexpr std::size_t longest = 5; // '$' and up to four characters
+    static constexpr std::string_view alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+    slot_tags()
+    {
+        std::array<char, longest> tag{'$'};
+        const std::uint16_t start = crc16_step(0, '$');
+        // Breadth first: every string of one character, then of two, ...: the CRC of
+        // a longer string extends its prefix's by one byte step.
+        for (std::size_t length = 2; length <= longest && filled_ < slot_count; ++length)
+            extend(tag, 1, length, start);
+    }
+
+    void extend(std::array<char, longest>& tag, std::size_t at, std::size_t length, std::uint16_t crc)
+    {
+        for (const char c : alphabet) {
+            tag[at] = c;
+            const auto next = crc16_step(crc, c);
+            if (at + 1 < length) {
+                extend(tag, at + 1, length, next);
+            } else if (const auto slot = next % slot_count; sizes_[slot] == 0) {
+                tags_[slot] = tag;
+                sizes_[slot] = static_cast<std::uint8_t>(length);
+                ++filled_;
+            }
+        }
+    }
+
+    std::array<std::array<char, longest>, slot_count> tags_{};
+    std::array<std::uint8_t, slot_count> sizes_{};
+    std::size_t filled_ = 0;
+};
 
 /// A redirect a cluster node answers with instead of running the command.
 struct redirect {
