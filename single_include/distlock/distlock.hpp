@@ -1117,7 +1117,8 @@ concept conditional_write_store =
     };
 
 /// A per-resource fencing token that only ever grows (a counter, or the Redis
-/// store's clock-derived tokens).
+/// store's clock-derived tokens, which the resources of a hash slot share: raising
+/// one raises them all).
 template <class S>
 concept fencing_counter_store = store<S> && requires(S& s, std::string_view resource,
                                                      fence_token floor) {

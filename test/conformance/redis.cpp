@@ -29,13 +29,13 @@ bool holds(const test::redis_server& server, std::string_view resource)
 }
 
 // Whether `server` keeps a key of `resource` alone: its lock or a fair queue's keys
-// (its fence key is the prefix's, shared by every resource).
+// (its fence key is its hash slot's, shared by every resource of the slot).
 bool remembers(const test::redis_server& server, std::string_view resource)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
     for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.deadlines_key(resource)})
-        if (test::peek(io, server.config(), key).has_value())
+        if (test::exists(io, server.config(), key))
             return true;
     return false;
 }
@@ -268,7 +268,7 @@ struct redis_cluster {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
         for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.deadlines_key(resource)})
-            if (test::peek(probe_io, cluster.config(), key).has_value())
+            if (test::exists(probe_io, cluster.config(), key))
                 return true;
         return false;
     }

@@ -389,10 +389,21 @@ TEST_CASE("redis cluster: a multi-lock over several slots takes them one by one;
         REQUIRE(store.batchable(together));
         auto one = co_await dl::lock_all(store, together, {.ttl = 10s});
         REQUIRE(one);
-        // One script: every lease has the same owner token (the batch path's).
+        // One script: every lease has the same owner token (the batch path's), and the
+        // set's one fencing token, which the next set exceeds.
         CHECK(one->leases()[0].owner() == one->leases()[2].owner());
+        CHECK(one->leases()[0].fence() == one->leases()[2].fence());
+        const auto first = one->fences();
         const auto v = co_await one->unlock();
         CHECK(v);
+        auto two = co_await dl::lock_all(store, together, {.ttl = 10s});
+        REQUIRE(two);
+        const auto second = two->fences();
+        REQUIRE(second.size() == first.size());
+        for (std::size_t i = 0; i < second.size(); ++i)
+            CHECK(second[i] > first[i]);
+        const auto w = co_await two->unlock();
+        CHECK(w);
     });
 }
 

@@ -24,6 +24,19 @@ inline std::optional<std::string> peek(asio::io_context& io, const dl::redis::co
     return out;
 }
 
+/// Whether a key of any type exists on a server, asked outside any lock.
+inline bool exists(asio::io_context& io, const dl::redis::config& cfg, std::string key)
+{
+    bool out = false;
+    dl::redis::store probe{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto r = co_await probe.execute("EXISTS", key);
+        REQUIRE(r);
+        out = r.value().integer == 1;
+    });
+    return out;
+}
+
 /// What a lock key holds for a grant (redis/scripts.hpp): "<owner>:<fencing token>".
 inline std::string lock_value(const dl::owner_token& owner, dl::fence_token fence)
 {

@@ -79,7 +79,8 @@ std::string hash_tag(const std::string& key)
 }
 } // namespace
 
-TEST_CASE("redis: one fence key per prefix, and in a cluster one per slot, in the slot of its resources", "[redis]")
+TEST_CASE("redis: a resource's fence key is its hash slot's, in the slot, the same on one server and in a cluster",
+          "[redis]")
 {
     namespace detail = dl::redis::detail;
     asio::io_context io;
@@ -90,21 +91,25 @@ TEST_CASE("redis: one fence key per prefix, and in a cluster one per slot, in th
     dl::redis::store clustered{io, in_cluster};
     std::set<std::string> fence_keys;
     for (std::string id : {"plain", "with}brace", "{already}tagged", "a{b}c", "}", "{}"}) {
-        CHECK(store.fence_key(id) == "distlock:{$}:fence");
-        const auto fence = clustered.fence_key(id);
-        CHECK(detail::hash_slot(clustered.lock_key(id)) == detail::hash_slot(fence));
+        const auto fence = store.fence_key(id);
+        CHECK(fence == clustered.fence_key(id));
+        CHECK(detail::hash_slot(store.lock_key(id)) == detail::hash_slot(fence));
         CHECK(hash_tag(fence).starts_with("$"));
+        CHECK(fence.starts_with("distlock:{$"));
+        CHECK(fence.ends_with("}:fence"));
         fence_keys.insert(fence);
     }
     CHECK(fence_keys.size() == 6); // six ids, six slots here
     CHECK(hash_tag(store.lock_key("plain")) == "#plain");
 
-    // Every slot has a tag of its own, and its fence key hashes to it.
+    // Every slot has a tag of its own, '$' and at most three more, and its fence key
+    // hashes to it.
     const auto& tags = detail::slot_tags::table();
     std::set<std::string_view> distinct;
     for (std::uint16_t slot = 0; slot < detail::slot_count; ++slot) {
         const auto tag = tags[slot];
         REQUIRE(tag.size() >= 2);
+        REQUIRE(tag.size() <= 4);
         REQUIRE(tag.front() == '$');
         REQUIRE(detail::hash_slot("p:{" + std::string{tag} + "}:fence") == slot);
         distinct.insert(tag);
@@ -544,7 +549,26 @@ TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[red
     store.disconnect();
 }
 
-TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of the prefix", "[redis][fencing]")
+namespace {
+// An id other than `resource` whose keys hash to the same slot, so shares its fence key.
+std::string slot_mate(const dl::redis::store& store, const std::string& resource)
+{
+    for (int i = 0;; ++i) {
+        auto id = resource + ":mate:" + std::to_string(i);
+        if (store.fence_key(id) == store.fence_key(resource))
+            return id;
+    }
+}
+
+dl::fence_token now_us()
+{
+    return static_cast<dl::fence_token>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+}
+} // namespace
+
+TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of its slot", "[redis][fencing]")
 {
     redis_server server;
     asio::io_context io;
@@ -565,7 +589,7 @@ TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of
         REQUIRE(l);
         const auto key = store.fence_key("kept");
         CHECK(co_await get(key) == std::to_string(l->fence()));
-        CHECK(co_await pttl(key) == -1); // kept forever: one key, whatever was locked
+        CHECK(co_await pttl(key) == -1); // no TTL: one key per slot, whatever was locked
         // An extension touches the lock alone.
         auto extended = co_await store.extend("kept", l->owner(), 60s);
         REQUIRE(extended);
@@ -574,43 +598,162 @@ TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of
         { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
 
         // A token raised above this server's clock (a quorum's, from a node whose clock
-        // runs ahead) is where every resource's next token starts.
-        const auto now_us = static_cast<dl::fence_token>(
-            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count());
-        auto raised = co_await store.raise_fence("ahead", now_us + 100'000'000);
+        // runs ahead; or a clock stepped back by 100 s) is where the next token of every
+        // resource of the slot starts.
+        const auto ahead = now_us() + 100'000'000;
+        auto raised = co_await store.raise_fence("kept", ahead);
         REQUIRE(raised);
-        CHECK(raised.value() == now_us + 100'000'000);
-        auto lower = co_await store.raise_fence("ahead", now_us); // never lowered
+        CHECK(raised.value() == ahead);
+        auto lower = co_await store.raise_fence("kept", 5); // never lowered
         REQUIRE(lower);
-        CHECK(lower.value() == now_us + 100'000'000);
-        auto next = co_await store.next_fence("another");
+        CHECK(lower.value() == ahead);
+        const auto mate = slot_mate(store, "kept");
+        auto next = co_await store.next_fence(mate);
         REQUIRE(next);
-        CHECK(next.value() == now_us + 100'000'001);
+        CHECK(next.value() == ahead + 1);
         auto again = co_await m.lock();
         REQUIRE(again);
-        CHECK(again->fence() == now_us + 100'000'002);
-        auto info = co_await store.read("never-locked");
+        CHECK(again->fence() == ahead + 2);
+        auto info = co_await store.read(mate);
         REQUIRE(info);
         CHECK_FALSE(info.value().held);
-        CHECK(info.value().fence == again->fence()); // a free resource: the last token granted
+        CHECK(info.value().fence == again->fence()); // a free resource: its slot's last token
         { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
+        // Another slot's key is untouched.
+        auto elsewhere = co_await store.next_fence("elsewhere");
+        REQUIRE(elsewhere);
+        CHECK(store.fence_key("elsewhere") != key);
+        CHECK(elsewhere.value() < ahead);
 
-        // A fence key that holds no number: the grant fails before it writes a lock.
-        auto broken = co_await store.execute("SET", key, "not a number");
-        REQUIRE(broken);
-        dl::diagnostics diag;
-        auto refused = co_await store.put_if_absent("kept", dl::owner_token::generate(), 10s, &diag);
-        REQUIRE_FALSE(refused);
-        CHECK(refused.error() == dl::errc::store_unavailable);
-        CHECK_FALSE(diag.server_message().empty());
-        auto exists = co_await store.execute("EXISTS", store.lock_key("kept"));
-        REQUIRE(exists);
-        CHECK(exists.value().integer == 0);
+        // Floors the scripts could not hold exactly are refused before any I/O.
+        for (const auto floor : {dl::fence_token{1} << 53, ~dl::fence_token{0}}) {
+            auto too_high = co_await store.raise_fence("kept", floor);
+            REQUIRE_FALSE(too_high);
+            CHECK(too_high.error() == dl::errc::invalid_argument);
+            auto releasing = co_await store.release_raising("kept", dl::owner_token::generate(), floor);
+            REQUIRE_FALSE(releasing);
+            CHECK(releasing.error() == dl::errc::invalid_argument);
+        }
+        CHECK(co_await get(key) == std::to_string(ahead + 2));
     });
 }
 
-TEST_CASE("redis: 2,000 distinct resources locked and released leave one key behind, the prefix's fence",
+TEST_CASE("redis: a lost fence key: the next token comes from the server's clock, still larger", "[redis][fencing]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        one_shot m{store, "lost"};
+        auto first = co_await m.lock();
+        REQUIRE(first);
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        auto gone = co_await store.execute("DEL", store.fence_key("lost")); // evicted, or restarted empty
+        REQUIRE(gone);
+        CHECK(gone.value().integer == 1);
+        auto second = co_await m.lock();
+        REQUIRE(second);
+        CHECK(second->fence() > first->fence());
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("redis: a fence key that holds no token below 2^53 fails every script before it writes", "[redis][fencing][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    const auto exists = [&](const std::string& key) -> asio::awaitable<bool> {
+        auto r = co_await store.execute("EXISTS", key);
+        REQUIRE(r);
+        co_return r.value().integer == 1;
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string id = "broken";
+        const auto mate = slot_mate(store, id);
+        const auto key = store.fence_key(id);
+        // A lock held by another owner on a resource of the slot, to see a release
+        // that raises leave it as it was.
+        const auto holder = dl::owner_token::generate();
+        auto held = co_await store.put_if_absent(mate, holder, 60s);
+        REQUIRE(held);
+        const auto held_value = lock_value(holder, held.value());
+        const std::vector<std::string> not_tokens{"not a number", "inf", "nan", "1e300", "9007199254740992",
+                                                  "99999999999999999", "-5", "1.5", " 12", "0x10", ""};
+        const std::vector<std::string> just_id{id};
+        for (const auto& bad : not_tokens) {
+            UNSCOPED_INFO("fence key holds '" << bad << "'");
+            auto set = co_await store.execute("SET", key, bad);
+            REQUIRE(set);
+            const auto fails = [&](const auto& r) {
+                REQUIRE_FALSE(r);
+                CHECK(r.error() == dl::errc::store_unavailable);
+            };
+            dl::diagnostics diag;
+            fails(co_await store.put_if_absent(id, dl::owner_token::generate(), 10s, &diag));
+            CHECK(diag.server_message().find("distlock") != std::string_view::npos);
+            fails(co_await store.put_if_absent_all(just_id, dl::owner_token::generate(), 10s));
+            fails(co_await store.put_if_first(id, dl::owner_token::generate(), dl::owner_token::generate(), 10s, true));
+            fails(co_await store.next_fence(id));
+            fails(co_await store.raise_fence(id, 5));
+            fails(co_await store.release_raising(mate, holder, 5));
+            fails(co_await store.read(id));
+            // Nothing written: no lock, no place in line, the holder's lock as it was,
+            // the key as it was.
+            const bool lock_left = co_await exists(store.lock_key(id));
+            const bool queue_left = co_await exists(store.queue_key(id));
+            CHECK_FALSE(lock_left);
+            CHECK_FALSE(queue_left);
+            auto still = co_await store.execute("GET", store.lock_key(mate));
+            REQUIRE(still);
+            CHECK(still.value().text == held_value);
+            auto kept = co_await store.execute("GET", key);
+            REQUIRE(kept);
+            CHECK(kept.value().text == bad);
+        }
+        // Mended by setting a token at least as large as any handed out.
+        auto mended = co_await store.execute("SET", key, std::to_string(held.value()));
+        REQUIRE(mended);
+        auto taken = co_await store.put_if_absent(id, dl::owner_token::generate(), 10s);
+        REQUIRE(taken);
+        CHECK(taken.value() > held.value());
+        auto released = co_await store.release_raising(mate, holder, taken.value());
+        CHECK(released);
+    });
+}
+
+TEST_CASE("redis: read() of a lock written by another client: the owner as stored, the token when it has one",
+          "[redis][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto read_of = [&](const std::string& value) -> asio::awaitable<dl::lock_info> {
+            auto set = co_await store.execute("SET", store.lock_key("foreign"), value, "PX", "60000");
+            REQUIRE(set);
+            auto info = co_await store.read("foreign");
+            REQUIRE(info);
+            co_return info.value();
+        };
+        auto old = co_await read_of("0123456789abcdef0123456789abcdef"); // an older client's: the owner alone
+        CHECK(old.held);
+        CHECK(old.owner == "01234567");
+        CHECK(old.fence == 0);
+        CHECK(old.remaining.has_value());
+        auto bad = co_await read_of("0123456789abcdef0123456789abcdef:12x");
+        CHECK(bad.held);
+        CHECK(bad.fence == 0);
+        auto huge = co_await read_of("0123456789abcdef0123456789abcdef:99999999999999999999");
+        CHECK(huge.fence == 0);
+        auto bare = co_await read_of(":42"); // no owner, but held
+        CHECK(bare.held);
+        CHECK(bare.owner.empty());
+        CHECK(bare.fence == 42);
+    });
+}
+
+TEST_CASE("redis: 2,000 distinct resources locked and released leave only their slots' fence keys behind",
           "[redis][fencing]")
 {
     redis_server server;
@@ -639,18 +782,25 @@ TEST_CASE("redis: 2,000 distinct resources locked and released leave one key beh
             REQUIRE(r);
             co_return r.value().integer;
         };
+        std::set<std::string> fence_keys;
+        for (const auto& [id, fence] : last)
+            fence_keys.insert(store.fence_key(id));
+        CHECK(fence_keys.size() < 2000); // slots shared: 2,000 ids fall in fewer slots
+        const auto expected = static_cast<long long>(fence_keys.size());
         long long left = -1;
-        for (int tries = 0; tries < 500 && left != 1; ++tries) {
+        for (int tries = 0; tries < 500 && left != expected; ++tries) {
             left = co_await keys();
-            if (left != 1) {
+            if (left != expected) {
                 asio::steady_timer t{co_await asio::this_coro::executor, 20ms};
                 co_await t.async_wait(asio::use_awaitable);
             }
         }
-        CHECK(left == 1);
-        auto fence = co_await store.execute("EXISTS", store.fence_key("order:0"));
-        REQUIRE(fence);
-        CHECK(fence.value().integer == 1);
+        CHECK(left == expected);
+        for (const auto& k : fence_keys) {
+            auto fence = co_await store.execute("EXISTS", k);
+            REQUIRE(fence);
+            CHECK(fence.value().integer == 1);
+        }
         // Forgotten, and still each resource's next token is larger.
         for (const auto& [id, fence] : last) {
             one_shot m{store, id};
@@ -679,7 +829,9 @@ TEST_CASE("redis: the key layout, for ids written in place and ids escaped", "[r
     asio::io_context io;
     // Nothing to escape: written in place at its final size.
     CHECK(key_of(io, "p", "job", 0) == "p:{#job}:lock");
-    CHECK(key_of(io, "p", "job", 1) == "p:{$}:fence");
+    // A slot's fence key is pinned: every client, of every version, must compute the
+    // same one for a resource (the slot of "#job" has the tag "$0IB").
+    CHECK(key_of(io, "p", "job", 1) == "p:{$0IB}:fence");
     CHECK(key_of(io, "p", "job", 2) == "p:{#job}:released");
     CHECK(key_of(io, "distlock", std::string(100, 'x'), 0) == "distlock:{#" + std::string(100, 'x') + "}:lock");
     // The prefix escaped once, for both ways of writing the id.
@@ -687,7 +839,7 @@ TEST_CASE("redis: the key layout, for ids written in place and ids escaped", "[r
     CHECK(key_of(io, "p{%}", "a%b", 0) == "p%7B%25%7D:{#a%25b}:lock");
     // An id that needs escaping.
     CHECK(key_of(io, "p", "{x}%", 3) == "p:{#%7Bx%7D%25}:queue");
-    CHECK(key_of(io, "p{%}", "{x}%", 1) == "p%7B%25%7D:{$}:fence");
+    CHECK(key_of(io, "p{%}", "{x}%", 1) == "p%7B%25%7D:{$kv}:fence");
     CHECK(key_of(io, "p", std::string{"a\0b", 3}, 0) == std::string{"p:{#a\0b}:lock", 13});
 }
 

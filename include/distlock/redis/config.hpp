@@ -51,7 +51,9 @@ struct config {
     /// (0, distlock::max_wait].
     duration request_timeout = std::chrono::seconds{2};
 
-    std::string key_prefix = "distlock"; ///< Keys are `<prefix>:{#<resource>}:<kind>`.
+    /// Keys are `<prefix>:{#<resource>}:<kind>`, and `<prefix>:{<slot tag>}:fence` for
+    /// the fencing tokens of a hash slot's resources (layout in redis/scripts.hpp).
+    std::string key_prefix = "distlock";
 
     /// A resource id's own hash tag, as in "{order:7}:payment", picks the Redis
     /// Cluster slot of its keys: resources sharing a tag live on one node, and a

@@ -11,17 +11,16 @@
 //                          waiter ids scored by arrival (the server's clock in us)
 //   E(P):{#E(R)}:deadlines acquire::fair only: each waiter's deadline (server ms),
 //                          after which a waiter that stopped asking loses its place
-//   E(P):{$}:fence         the last fencing token granted under P, for every resource:
-//                          an integer that only grows, kept forever (one key)
-//   E(P):{$T}:fence        the same in a Redis Cluster, one per slot: T is the slot's
-//                          tag (detail::slot_tag), so the key lives in the slot of the
-//                          resources it serves (at most 16,384 keys per prefix)
+//   E(P):{S}:fence         the last fencing token granted to a resource of the slot
+//                          whose tag is S (detail::slot_tags: '$' and up to three
+//                          letters or digits): an integer that only grows, without a
+//                          TTL; one key per slot in use, at most 16,384 per prefix
 // The keys are built by the client (redis::store) and passed in; the scripts never
 // build or parse them. The only '{' of a key is the one before '#', '@' or '$', so a
-// key maps back to exactly one (P, R), or to P's fence: two stores with different
+// key maps back to exactly one (P, R), or to one slot of P: two stores with different
 // prefixes never share a key.
-// {#E(R)} is the key's one hash tag, so all keys of a resource live in one Redis
-// Cluster slot; the '#' keeps it from ever being empty. With config::hash_tags, an id
+// {#E(R)} is the key's one hash tag, so all keys of a resource, its slot's fence key
+// included, live in one Redis Cluster slot; the '#' keeps it from ever being empty. With config::hash_tags, an id
 // R with a tag of its own T (between its first '{' and the next '}', not empty) uses
 // E(P):{@E(T)}E(R):<kind>: resources sharing T share a slot.
 #pragma once
@@ -52,31 +51,64 @@ constexpr auto join(const char (&... parts)[N])
     return out;
 }
 
-// next_fence(key): the fencing token of a new grant, stored in `key` before the grant
-// is written (a script that fails half-way leaves a raised token, never a lock whose
-// token was not stored). It is the larger of the server's clock in microseconds
-// and the last token granted under the fence key plus one.
+// The fencing token of a new grant: the larger of the server's clock in microseconds
+// and the last token stored under the resource's fence key plus one.
 //
-// Why one key for every resource (one per slot in a Redis Cluster) and not a counter
-// per resource: a service that locks per order id would leave one key per id ever
-// locked. The shared key is bounded, and since every grant it serves raises it, each
-// resource's tokens grow with it. It has no TTL, so tokens keep growing across any
-// step of the server's clock, and the clock keeps them growing when the key is lost
-// (a restart without persistence, a failover, an eviction). A held lock keeps its own
-// token beside its owner (owner:token), which read() answers. Tokens stay below 2^53
-// (Lua's exact integers) until the year 2255, and string.format('%d') writes them
-// whole (a Lua number would turn into 1.8e+15).
+// Why a fence key per slot and not a counter per resource: a service that locks per
+// order id would leave one key per id ever locked. A slot's key is shared by every
+// resource that hashes to it (at most 16,384 keys per prefix, whatever was locked),
+// and lives in that slot, so each resource's keys share a slot on any server. Every
+// grant raises the key, so each resource's tokens grow with it. It has no TTL, so
+// tokens keep growing across any step of the server's clock, and the clock keeps
+// them growing when the key is lost (a restart without persistence, a failover, an
+// eviction). A held lock keeps its own token beside its owner ("<owner>:<token>"),
+// which read() answers.
+//
+// Stored tokens are checked before anything is written: a fence key that holds
+// anything but an integer below 2^53 (Lua's exact integers; string.format('%d')
+// writes them whole) fails the script with an error reply, and so does a token that
+// would reach 2^53 (the clock does in the year 2255). Tokens compared as Lua numbers
+// past 2^53 would repeat, and a fence key that breaks fails loudly rather than let
+// two holders share a token.
+//
+// fences_after(keys): the next token after the tokens in `keys` (read, not written),
+// and its text. store_fences(keys, text): writes it to them.
 inline constexpr char next_fence_lua[] = R"lua(
-local function next_fence(key)
-  local clock = redis.call('TIME')
-  local fence = tonumber(redis.call('GET', key) or '0') + 1
-  local now = clock[1] * 1000000 + clock[2]
-  if fence < now then
-    fence = now
+local token_limit = 9007199254740992
+local function as_token(text)
+  if not text then
+    return 0
   end
-  local text = string.format('%d', fence)
-  redis.call('SET', key, text)
-  return fence, text
+  local token = #text <= 16 and string.match(text, '^%d+$') and tonumber(text)
+  if not token or token >= token_limit then
+    error({err = 'ERR distlock: a fence key or floor holds no token below 2^53: ' .. string.sub(text, 1, 40)})
+  end
+  return token
+end
+local function fences_after(keys)
+  local last = 0
+  for i = 1, #keys, 1000 do
+    local part = redis.call('MGET', unpack(keys, i, math.min(i + 999, #keys)))
+    for j = 1, #part do
+      last = math.max(last, as_token(part[j] or nil))
+    end
+  end
+  local clock = redis.call('TIME')
+  local fence = math.max(last + 1, clock[1] * 1000000 + clock[2])
+  if fence >= token_limit then
+    error({err = 'ERR distlock: fencing tokens have reached 2^53'})
+  end
+  return fence, string.format('%d', fence)
+end
+local function store_fences(keys, text)
+  for i = 1, #keys, 500 do
+    local args = {}
+    for j = i, math.min(i + 499, #keys) do
+      args[#args + 1] = keys[j]
+      args[#args + 1] = text
+    end
+    redis.call('MSET', unpack(args))
+  end
 end
 )lua";
 
@@ -114,16 +146,18 @@ inline constexpr auto acquire = join(next_fence_lua, R"lua(
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local fence, text = next_fence(KEYS[2])
+local fence, text = fences_after({KEYS[2]})
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+redis.call('SET', KEYS[2], text)
 return {1, fence}
 )lua");
 
 // One EXISTS over the set (the per-lock look only when one is held), then one token
-// for the whole set and one write per lock: the locks of a set are granted together,
-// so they share their token (each resource's own tokens still grow).
+// for the whole set, above every fence key the set hashes to, and one write per lock
+// plus one MSET of those keys: the locks of a set are granted together, so they share
+// their token (each resource's own tokens still grow).
 inline constexpr auto acquire_all = join(next_fence_lua, set_lua, R"lua(
-local n = #KEYS - 1
+local n = tonumber(ARGV[3])
 if any_exists(KEYS, n) then
   for i = 1, n do
     if redis.call('EXISTS', KEYS[i]) == 1 then
@@ -131,11 +165,16 @@ if any_exists(KEYS, n) then
     end
   end
 end
-local fence, text = next_fence(KEYS[n + 1])
+local fence_keys = {}
+for i = n + 1, #KEYS do
+  fence_keys[#fence_keys + 1] = KEYS[i]
+end
+local fence, text = fences_after(fence_keys)
 local value = ARGV[1] .. ':' .. text
 for i = 1, n do
   redis.call('SET', KEYS[i], value, 'PX', ARGV[2])
 end
+store_fences(fence_keys, text)
 return {1, fence}
 )lua");
 
@@ -175,7 +214,8 @@ return out
 )lua");
 
 inline constexpr auto next = join(next_fence_lua, R"lua(
-local fence = next_fence(KEYS[1])
+local fence, text = fences_after({KEYS[1]})
+redis.call('SET', KEYS[1], text)
 return fence
 )lua");
 
@@ -225,12 +265,13 @@ local now_ms = server_ms()
 forget_gone(KEYS[3], KEYS[4], now_ms)
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if (head == nil or head == ARGV[3]) and redis.call('EXISTS', KEYS[1]) == 0 then
+  local fence, text = fences_after({KEYS[2]})
   if head then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('ZREM', KEYS[4], ARGV[3])
   end
-  local fence, text = next_fence(KEYS[2])
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+  redis.call('SET', KEYS[2], text)
   return {1, fence}
 end
 if ARGV[5] == '1' then
@@ -266,43 +307,53 @@ end
 return 1
 )lua");
 
-// raise_fence(key, floor): the token in `key` raised to at least `floor`; returns the
-// token.
+// raised(key, floor_text): what the token in `key` becomes when raised to at least
+// the floor (both checked, nothing written), and whether it changes.
 inline constexpr char raise_fence_lua[] = R"lua(
-local function raise_fence(key, floor_text)
-  local current = tonumber(redis.call('GET', key) or '0')
-  local floor = tonumber(floor_text)
-  if current >= floor then
-    return current
-  end
-  redis.call('SET', key, floor_text)
-  return floor
+local function raised(key, floor_text)
+  local current = as_token(redis.call('GET', key) or nil)
+  local floor = as_token(floor_text)
+  return math.max(current, floor), floor > current
 end
 )lua";
 
-inline constexpr auto raise = join(raise_fence_lua, R"lua(
-return raise_fence(KEYS[1], ARGV[1])
+inline constexpr auto raise = join(next_fence_lua, raise_fence_lua, R"lua(
+local token, higher = raised(KEYS[1], ARGV[1])
+if higher then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return token
 )lua");
 
-inline constexpr auto release_raising = join(owns_lua, raise_fence_lua, R"lua(
+inline constexpr auto release_raising = join(next_fence_lua, owns_lua, raise_fence_lua, R"lua(
+local _, higher = raised(KEYS[2], ARGV[3])
 local released = 0
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1])
   redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
   released = 1
 end
-raise_fence(KEYS[2], ARGV[3])
+if higher then
+  redis.call('SET', KEYS[2], ARGV[3])
+end
 return released
 )lua");
 
-inline constexpr auto inspect = R"lua(
+// A held lock's token is the one stored beside its owner; a value that has none (a
+// lock written by an older client) or a malformed one reads as token 0: unknown.
+inline constexpr auto inspect = join(next_fence_lua, R"lua(
 local value = redis.call('GET', KEYS[1])
-local colon = value and string.find(value, ':', 1, true)
-if not colon then
-  return {value or '', value and redis.call('PTTL', KEYS[1]) or -2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+if not value then
+  return {0, '', -2, as_token(redis.call('GET', KEYS[2]) or nil)}
 end
-return {string.sub(value, 1, colon - 1), redis.call('PTTL', KEYS[1]), tonumber(string.sub(value, colon + 1))}
-)lua";
+local colon = string.find(value, ':', 1, true)
+local token = colon and string.sub(value, colon + 1) or ''
+token = #token <= 16 and string.match(token, '^%d+$') and tonumber(token) or 0
+if token >= token_limit then
+  token = 0
+end
+return {1, colon and string.sub(value, 1, colon - 1) or value, redis.call('PTTL', KEYS[1]), token}
+)lua");
 
 } // namespace detail
 
@@ -335,8 +386,9 @@ inline constexpr std::string_view raise_fence = detail::raise.view();
 /// lock). 1 when released.
 inline constexpr std::string_view release_raising = detail::release_raising.view();
 
-/// KEYS: lock1, lock2, ..., fence. ARGV: owner, ttl ms. All or nothing: {1, fence}
-/// (the set's one token), or {0, index of the held one (1-based), pttl}.
+/// KEYS: lock1 ... lockN, then the fence keys of their slots, each once. ARGV: owner,
+/// ttl ms, N. All or nothing: {1, fence} (the set's one token), or {0, index of the
+/// held one (1-based), pttl}.
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, deadlines. ARGV: owner, ttl ms, waiter
@@ -365,9 +417,9 @@ redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'value', ARGV[1])
 return {1, last}
 )lua";
 
-/// KEYS: lock, fence. {owner or "", pttl, fence}: read without taking the lock; the
-/// fence is the holder's token when held, else the last token granted under the
-/// fence key.
-inline constexpr std::string_view inspect = detail::inspect;
+/// KEYS: lock, fence. {held (1 or 0), owner, pttl, token}: read without taking the
+/// lock; the token is the holder's when held (0 when the lock does not say), else the
+/// last token stored under the fence key.
+inline constexpr std::string_view inspect = detail::inspect.view();
 
 } // namespace distlock::redis::scripts

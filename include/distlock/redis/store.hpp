@@ -83,6 +83,7 @@ public:
         if (!tls)
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
         router_ = std::make_shared<detail::router>(distlock::detail::make_strand(ex_), cfg_, tls.value());
+        (void)detail::slot_tags::table(); // built here, once per process, not in a first request
         life_ = distlock::detail::lifetime::make(ex_);
     }
 
@@ -143,19 +144,10 @@ public:
     // -- Key layout (see scripts.hpp) ---------------------------------------------
 
     std::string lock_key(std::string_view resource) const { return key(resource, "lock"); }
-    /// The key holding the last fencing token granted for `resource`: one key for the
-    /// whole prefix, shared by every resource; in a Redis Cluster one per slot, in the
-    /// resource's (scripts.hpp). Bounded whatever the number of resources ever locked.
-    std::string fence_key(std::string_view resource) const
-    {
-        if (router_->mode() != topology::cluster)
-            return escaped_prefix_ + ":{$}:fence";
-        const auto tag = detail::slot_tags::table()[slot_of(resource)];
-        std::string k;
-        k.reserve(escaped_prefix_.size() + tag.size() + 9);
-        k.append(escaped_prefix_).append(":{").append(tag).append("}:fence");
-        return k;
-    }
+    /// The key holding the last fencing token granted to a resource of `resource`'s
+    /// hash slot: shared by every resource of the slot, in the slot (scripts.hpp). At
+    /// most 16,384 per prefix, whatever the number of resources ever locked.
+    std::string fence_key(std::string_view resource) const { return fence_key_of_slot(slot_of(resource)); }
     std::string channel(std::string_view resource) const { return key(resource, "released"); }
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
@@ -170,7 +162,7 @@ public:
                                                  diagnostics* diag = nullptr)
     {
         return replicated(resource,
-                          acquired(eval(script::acquire, strings(lock_key(resource), fence_key(resource)),
+                          acquired(eval(script::acquire, lock_and_fence_keys(resource),
                                         strings(owner.to_hex(), millis(ttl)), diag)),
                           diag);
     }
@@ -181,7 +173,7 @@ public:
                                                    diagnostics* diag = nullptr)
     {
         return replicated(resource,
-                          answered(eval(script::acquire, strings(lock_key(resource), fence_key(resource)),
+                          answered(eval(script::acquire, lock_and_fence_keys(resource),
                                         strings(owner.to_hex(), millis(ttl)), diag)),
                           diag);
     }
@@ -209,7 +201,9 @@ public:
     awaitable<result<void>> release_raising(std::string_view resource, const owner_token& owner, fence_token floor,
                                             diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release_raising, strings(lock_key(resource), fence_key(resource)),
+        if (floor >= token_limit)
+            return refused<void>(errc::invalid_argument);
+        return owned_reply(eval(script::release_raising, lock_and_fence_keys(resource),
                                 strings(owner.to_hex(), channel(resource), std::to_string(floor), sharded_flag()),
                                 diag));
     }
@@ -219,19 +213,25 @@ public:
         return fence_reply(eval(script::next_fence, strings(fence_key(resource)), {}, diag));
     }
 
+    /// Raises the fencing token of `resource`'s slot to at least `floor`; a floor of
+    /// 2^53 or more is errc::invalid_argument, before any I/O (tokens are exact Lua
+    /// numbers only below it).
     awaitable<result<fence_token>> raise_fence(std::string_view resource, fence_token floor,
                                                diagnostics* diag = nullptr)
     {
+        if (floor >= token_limit)
+            return refused<fence_token>(errc::invalid_argument);
         return fence_reply(
             eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor)), diag));
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
     /// (shortened), the time left and the holder's fencing token; when free, the last
-    /// token granted under its fence key (fence_key()). One script.
+    /// token granted to a resource of its slot (fence_key()), which the next grant
+    /// exceeds. One script.
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return inspected(eval(script::inspect, strings(lock_key(resource), fence_key(resource)), {}, diag));
+        return inspected(eval(script::inspect, lock_and_fence_keys(resource), {}, diag));
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -377,13 +377,22 @@ public:
     {
         if (resources.empty() || !distinct(resources) || !batchable(resources))
             return refused<std::vector<fence_token>>(errc::invalid_argument);
+        // The locks, then the fence key of each slot they hash to, once.
         std::vector<std::string> keys;
-        keys.reserve(resources.size() + 1);
-        for (const auto& r : resources)
+        std::vector<std::uint16_t> slots;
+        keys.reserve(2 * resources.size());
+        slots.reserve(resources.size());
+        for (const auto& r : resources) {
             keys.push_back(lock_key(r));
-        keys.push_back(fence_key(resources.front()));
+            slots.push_back(detail::hash_slot(keys.back()));
+        }
+        std::sort(slots.begin(), slots.end());
+        slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+        for (const auto slot : slots)
+            keys.push_back(fence_key_of_slot(slot));
         return replicated(resources.front(),
-                          acquired_all(eval(script::acquire_all, std::move(keys), strings(owner.to_hex(), millis(ttl)), diag),
+                          acquired_all(eval(script::acquire_all, std::move(keys),
+                                            strings(owner.to_hex(), millis(ttl), std::to_string(resources.size())), diag),
                                        resources.size()),
                           diag);
     }
@@ -597,6 +606,26 @@ private:
         return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(ttl).count());
     }
 
+    // Fencing tokens are Lua numbers in the scripts: exact below 2^53 (scripts.hpp).
+    static constexpr fence_token token_limit = fence_token{1} << 53;
+
+    std::string fence_key_of_slot(std::uint16_t slot) const
+    {
+        const auto tag = detail::slot_tags::table()[slot];
+        std::string k;
+        k.reserve(escaped_prefix_.size() + tag.size() + 9);
+        k.append(escaped_prefix_).append(":{").append(tag).append("}:fence");
+        return k;
+    }
+
+    // A resource's lock key and its slot's fence key (one hash of the lock key).
+    std::vector<std::string> lock_and_fence_keys(std::string_view resource) const
+    {
+        auto lock = lock_key(resource);
+        auto fence = fence_key_of_slot(detail::hash_slot(lock));
+        return strings(std::move(lock), std::move(fence));
+    }
+
     // '1' when releases publish on shard channels (a Redis Cluster).
     const char* sharded_flag() const { return router_->mode() == topology::cluster ? "1" : "0"; }
 
@@ -807,18 +836,20 @@ private:
         auto reply = co_await std::move(pending);
         if (!reply)
             co_return reply.error();
+        // {held, owner, pttl, token}
         const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.size() != 3 || !v.elements[0].is_string() ||
-            v.elements[1].type != resp::type::integer || v.elements[2].type != resp::type::integer ||
-            v.elements[2].integer < 0)
+        if (v.type != resp::type::array || v.elements.size() != 4 || v.elements[0].type != resp::type::integer ||
+            (v.elements[0].integer != 0 && v.elements[0].integer != 1) || !v.elements[1].is_string() ||
+            v.elements[2].type != resp::type::integer || v.elements[3].type != resp::type::integer ||
+            v.elements[3].integer < 0)
             co_return errc::protocol_error;
         lock_info info;
-        info.fence = static_cast<fence_token>(v.elements[2].integer);
-        if (!v.elements[0].text.empty()) {
+        info.fence = static_cast<fence_token>(v.elements[3].integer);
+        if (v.elements[0].integer == 1) {
             info.held = true;
-            info.owner = v.elements[0].text.substr(0, 8);
-            if (v.elements[1].integer > 0)
-                info.remaining = std::chrono::milliseconds{v.elements[1].integer};
+            info.owner = v.elements[1].text.substr(0, 8);
+            if (v.elements[2].integer > 0)
+                info.remaining = std::chrono::milliseconds{v.elements[2].integer};
         }
         co_return info;
     }

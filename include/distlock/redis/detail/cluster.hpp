@@ -25,13 +25,22 @@ using redis::parse_address;
 
 inline constexpr std::uint16_t slot_count = 16384;
 
+/// CRC16-CCITT of each byte value, for crc16_step: every request hashes its key.
+inline constexpr auto crc16_table = [] {
+    std::array<std::uint16_t, 256> table{};
+    for (unsigned byte = 0; byte < 256; ++byte) {
+        auto crc = static_cast<std::uint16_t>(byte << 8);
+        for (int bit = 0; bit < 8; ++bit)
+            crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
+        table[byte] = crc;
+    }
+    return table;
+}();
+
 /// One byte of CRC16-CCITT (below).
 constexpr std::uint16_t crc16_step(std::uint16_t crc, char c) noexcept
 {
-    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(c) << 8);
-    for (int bit = 0; bit < 8; ++bit)
-        crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021) : static_cast<std::uint16_t>(crc << 1);
-    return crc;
+    return static_cast<std::uint16_t>((crc << 8) ^ crc16_table[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xff]);
 }
 
 /// CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the checksum Redis Cluster
