@@ -115,6 +115,16 @@ TEST_CASE("redis: a resource's fence key is its hash slot's, in the slot, the sa
         distinct.insert(tag);
     }
     CHECK(distinct.size() == detail::slot_count);
+    // The whole table is pinned (FNV-1a over the tags): a change to the alphabet or
+    // the order of the search would move every fence key between versions.
+    std::uint64_t digest = 1469598103934665603ull;
+    for (std::uint16_t slot = 0; slot < detail::slot_count; ++slot) {
+        for (const char c : std::string{tags[slot]} + ",") {
+            digest ^= static_cast<unsigned char>(c);
+            digest *= 1099511628211ull;
+        }
+    }
+    CHECK(digest == 0xf4c4c1b207f0290cull);
 }
 
 TEST_CASE("redis: resource ids are binary-safe", "[redis][input]")
@@ -658,6 +668,77 @@ TEST_CASE("redis: a lost fence key: the next token comes from the server's clock
     });
 }
 
+TEST_CASE("redis: a set's token is above every fence key of its slots, and raises them all, past 1,000 slots",
+          "[redis][fencing][multi]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    const auto token_at = [&](const std::string& key) -> asio::awaitable<dl::fence_token> {
+        auto r = co_await store.execute("GET", key);
+        REQUIRE(r);
+        REQUIRE(r.value().is_string());
+        co_return std::stoull(r.value().text);
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        // Two resources of two slots; the second one's slot runs 100 s ahead.
+        std::string second = "set:b";
+        while (store.fence_key(second) == store.fence_key("set:a"))
+            second += "+";
+        const auto ahead = now_us() + 100'000'000;
+        { const auto ok_ = co_await store.raise_fence(second, ahead); REQUIRE(ok_); }
+        const std::vector<std::string> two{"set:a", second};
+        auto taken = co_await store.put_if_absent_all(two, dl::owner_token::generate(), 10s);
+        REQUIRE(taken);
+        CHECK(taken.value()[0] == ahead + 1);
+        CHECK(taken.value()[1] == ahead + 1);
+        CHECK(co_await token_at(store.fence_key("set:a")) == ahead + 1); // raised with the set
+        CHECK(co_await token_at(store.fence_key(second)) == ahead + 1);
+
+        // A set over more than 1,000 slots: the script reads and writes the fence keys
+        // in parts (Lua's unpack() has a limit).
+        // One of them shares the raised slot, so the set starts above it.
+        std::vector<std::string> wide{slot_mate(store, second)};
+        std::set<std::string> slots_seen{store.fence_key(second)};
+        for (int i = 0; wide.size() < 1200; ++i) {
+            auto id = "wide:" + std::to_string(i);
+            if (slots_seen.insert(store.fence_key(id)).second)
+                wide.push_back(std::move(id));
+        }
+        std::sort(wide.begin(), wide.end());
+        auto all = co_await store.put_if_absent_all(wide, dl::owner_token::generate(), 10s);
+        REQUIRE(all);
+        for (const auto& key : slots_seen)
+            CHECK(co_await token_at(key) == all.value()[0]);
+        CHECK(all.value()[0] > ahead + 1); // above the raised slots too
+    });
+}
+
+TEST_CASE("redis: acquire::fair checks the fence before the head leaves the line", "[redis][fencing][fair]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto holder = dl::owner_token::generate(), waiter = dl::owner_token::generate();
+        auto held = co_await store.put_if_first("fair-fence", holder, holder, 10s, false);
+        REQUIRE(held);
+        REQUIRE(held.value().is_granted());
+        auto queued = co_await store.put_if_first("fair-fence", waiter, waiter, 10s, true);
+        REQUIRE(queued);
+        REQUIRE_FALSE(queued.value().is_granted());
+        { const auto ok_ = co_await store.release_to_head("fair-fence", holder); REQUIRE(ok_); }
+        auto broken = co_await store.execute("SET", store.fence_key("fair-fence"), "broken");
+        REQUIRE(broken);
+        auto refused = co_await store.put_if_first("fair-fence", waiter, waiter, 10s, true);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::store_unavailable);
+        auto place = co_await store.execute("ZSCORE", store.queue_key("fair-fence"), waiter.to_hex());
+        REQUIRE(place);
+        CHECK(place.value().is_string()); // still first in line
+    });
+}
+
 TEST_CASE("redis: a fence key that holds no token below 2^53 fails every script before it writes", "[redis][fencing][input]")
 {
     redis_server server;
@@ -679,7 +760,8 @@ TEST_CASE("redis: a fence key that holds no token below 2^53 fails every script 
         REQUIRE(held);
         const auto held_value = lock_value(holder, held.value());
         const std::vector<std::string> not_tokens{"not a number", "inf", "nan", "1e300", "9007199254740992",
-                                                  "99999999999999999", "-5", "1.5", " 12", "0x10", ""};
+                                                  "99999999999999999", "-5", "1.5", " 12", "0x10", "",
+                                                  "x\r\n*2\r\n:1\r\n:1\r\n+"}; // a reply forged in the error line
         const std::vector<std::string> just_id{id};
         for (const auto& bad : not_tokens) {
             UNSCOPED_INFO("fence key holds '" << bad << "'");
@@ -711,6 +793,28 @@ TEST_CASE("redis: a fence key that holds no token below 2^53 fails every script 
             REQUIRE(kept);
             CHECK(kept.value().text == bad);
         }
+        // A fence key of another type fails too, for one resource and for a set whose
+        // other fence keys are fine.
+        auto gone = co_await store.execute("DEL", key);
+        REQUIRE(gone);
+        auto hashed = co_await store.execute("HSET", key, "field", "1");
+        REQUIRE(hashed);
+        std::string elsewhere = "elsewhere";
+        while (store.fence_key(elsewhere) == key)
+            elsewhere += "+";
+        const std::vector<std::string> pair_of{elsewhere, id};
+        {
+            auto one = co_await store.put_if_absent(id, dl::owner_token::generate(), 10s);
+            REQUIRE_FALSE(one);
+            CHECK(one.error() == dl::errc::store_unavailable);
+            auto both = co_await store.put_if_absent_all(pair_of, dl::owner_token::generate(), 10s);
+            REQUIRE_FALSE(both);
+            CHECK(both.error() == dl::errc::store_unavailable);
+            const bool lock_left = co_await exists(store.lock_key(elsewhere));
+            CHECK_FALSE(lock_left);
+        }
+        auto cleared = co_await store.execute("DEL", key);
+        REQUIRE(cleared);
         // Mended by setting a token at least as large as any handed out.
         auto mended = co_await store.execute("SET", key, std::to_string(held.value()));
         REQUIRE(mended);

@@ -81,16 +81,30 @@ local function as_token(text)
   end
   local token = #text <= 16 and string.match(text, '^%d+$') and tonumber(text)
   if not token or token >= token_limit then
-    error({err = 'ERR distlock: a fence key or floor holds no token below 2^53: ' .. string.sub(text, 1, 40)})
+    -- Quoted without control characters: a CR LF in an error line would end it.
+    local quoted = string.gsub(string.sub(text, 1, 40), '%c', '?')
+    error({err = 'ERR distlock: a fence key or floor holds no token below 2^53: ' .. quoted})
   end
   return token
 end
 local function fences_after(keys)
   local last = 0
-  for i = 1, #keys, 1000 do
-    local part = redis.call('MGET', unpack(keys, i, math.min(i + 999, #keys)))
+  if #keys == 1 then
+    last = as_token(redis.call('GET', keys[1]) or nil) -- a key of another type: WRONGTYPE
+  end
+  for i = 1, #keys > 1 and #keys or 0, 1000 do
+    local chunk = {unpack(keys, i, math.min(i + 999, #keys))}
+    local part = redis.call('MGET', unpack(chunk))
+    local strings = 0
     for j = 1, #part do
-      last = math.max(last, as_token(part[j] or nil))
+      if part[j] then
+        strings = strings + 1
+        last = math.max(last, as_token(part[j]))
+      end
+    end
+    -- MGET reads a key of another type as missing; GET and EXISTS do not.
+    if redis.call('EXISTS', unpack(chunk)) ~= strings then
+      error({err = 'ERR distlock: a fence key holds no string'})
     end
   end
   local clock = redis.call('TIME')

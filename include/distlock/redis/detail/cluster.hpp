@@ -65,13 +65,14 @@ constexpr std::uint16_t hash_slot(std::string_view key) noexcept
     return static_cast<std::uint16_t>(crc16(key) % slot_count);
 }
 
-/// A hash tag for every slot: the fence key that serves a slot's resources in a
-/// Redis Cluster is "<prefix>:{<tag>}:fence" (redis/scripts.hpp), and a script may
-/// only touch keys of one slot. Each tag is '$' and one to four letters or digits
-/// ('$' keeps fence keys apart from every resource's, whose tags start with '#' or
-/// '@'); the shortest such string of the slot, first in alphabet order, so every
-/// client computes the same one. Built once per process, on first use (about 300,000
-/// one-byte CRC steps).
+/// A hash tag for every slot: the fence key that serves a slot's resources is
+/// "<prefix>:{<tag>}:fence" (redis/scripts.hpp), in their slot, since a script may
+/// only touch keys of one slot in a Redis Cluster. Each tag is '$' and one to three
+/// letters or digits (the search would go on to four; three cover every slot), '$'
+/// keeping fence keys apart from every resource's, whose tags start with '#' or '@'.
+/// A slot's tag is the shortest such string that hashes to it, first in alphabet
+/// order, so every client computes the same one. Built once per process, on first
+/// use (about 250,000 one-byte CRC steps).
 class slot_tags {
 public:
     static const slot_tags& table()
