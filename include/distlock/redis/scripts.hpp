@@ -73,38 +73,42 @@ constexpr auto join(const char (&... parts)[N])
 //
 // fences_after(keys): the next token after the tokens in `keys` (read, not written),
 // and its text. store_fences(keys, text): writes it to them.
-inline constexpr char next_fence_lua[] = R"lua(
+inline constexpr char fence_lua[] = R"lua(
 local token_limit = 9007199254740992
-local function as_token(text)
+-- Error lines are quoted without control characters: a CR LF would end the line.
+local function quoted(text)
+  return (string.gsub(string.sub(text, 1, 80), '%c', '?'))
+end
+-- `where`: the key (or 'floor') named by the error.
+local function as_token(text, where)
   if not text then
     return 0
   end
   local token = #text <= 16 and string.match(text, '^%d+$') and tonumber(text)
   if not token or token >= token_limit then
-    -- Quoted without control characters: a CR LF in an error line would end it.
-    local quoted = string.gsub(string.sub(text, 1, 40), '%c', '?')
-    error({err = 'ERR distlock: a fence key or floor holds no token below 2^53: ' .. quoted})
+    error({err = 'ERR distlock: ' .. quoted(where) .. ' holds no fencing token below 2^53: ' .. quoted(text)})
   end
   return token
 end
 local function fences_after(keys)
   local last = 0
   if #keys == 1 then
-    last = as_token(redis.call('GET', keys[1]) or nil) -- a key of another type: WRONGTYPE
-  end
-  for i = 1, #keys > 1 and #keys or 0, 1000 do
-    local chunk = {unpack(keys, i, math.min(i + 999, #keys))}
-    local part = redis.call('MGET', unpack(chunk))
-    local strings = 0
-    for j = 1, #part do
-      if part[j] then
-        strings = strings + 1
-        last = math.max(last, as_token(part[j]))
+    last = as_token(redis.call('GET', keys[1]) or nil, keys[1]) -- a key of another type: WRONGTYPE
+  else
+    for i = 1, #keys, 1000 do
+      local chunk = {unpack(keys, i, math.min(i + 999, #keys))}
+      local part = redis.call('MGET', unpack(chunk))
+      local strings = 0
+      for j = 1, #part do
+        if part[j] then
+          strings = strings + 1
+          last = math.max(last, as_token(part[j], chunk[j]))
+        end
       end
-    end
-    -- MGET reads a key of another type as missing; GET and EXISTS do not.
-    if redis.call('EXISTS', unpack(chunk)) ~= strings then
-      error({err = 'ERR distlock: a fence key holds no string'})
+      -- MGET reads a key of another type as missing; GET and EXISTS do not.
+      if redis.call('EXISTS', unpack(chunk)) ~= strings then
+        error({err = 'ERR distlock: a fence key of another type than string among ' .. quoted(chunk[1]) .. '...'})
+      end
     end
   end
   local clock = redis.call('TIME')
@@ -115,6 +119,10 @@ local function fences_after(keys)
   return fence, string.format('%d', fence)
 end
 local function store_fences(keys, text)
+  if #keys == 1 then
+    redis.call('SET', keys[1], text)
+    return
+  end
   for i = 1, #keys, 500 do
     local args = {}
     for j = i, math.min(i + 499, #keys) do
@@ -156,13 +164,13 @@ local function mget(keys)
 end
 )lua";
 
-inline constexpr auto acquire = join(next_fence_lua, R"lua(
+inline constexpr auto acquire = join(fence_lua, R"lua(
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 local fence, text = fences_after({KEYS[2]})
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-redis.call('SET', KEYS[2], text)
+store_fences({KEYS[2]}, text)
 return {1, fence}
 )lua");
 
@@ -170,7 +178,7 @@ return {1, fence}
 // for the whole set, above every fence key the set hashes to, and one write per lock
 // plus one MSET of those keys: the locks of a set are granted together, so they share
 // their token (each resource's own tokens still grow).
-inline constexpr auto acquire_all = join(next_fence_lua, set_lua, R"lua(
+inline constexpr auto acquire_all = join(fence_lua, set_lua, R"lua(
 local n = tonumber(ARGV[3])
 if any_exists(KEYS, n) then
   for i = 1, n do
@@ -227,9 +235,9 @@ end
 return out
 )lua");
 
-inline constexpr auto next = join(next_fence_lua, R"lua(
+inline constexpr auto next = join(fence_lua, R"lua(
 local fence, text = fences_after({KEYS[1]})
-redis.call('SET', KEYS[1], text)
+store_fences({KEYS[1]}, text)
 return fence
 )lua");
 
@@ -274,7 +282,7 @@ local function wake_head(queue, channel, sharded)
 end
 )lua";
 
-inline constexpr auto acquire_fair = join(next_fence_lua, fair_queue_lua, R"lua(
+inline constexpr auto acquire_fair = join(fence_lua, fair_queue_lua, R"lua(
 local now_ms = server_ms()
 forget_gone(KEYS[3], KEYS[4], now_ms)
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
@@ -285,7 +293,7 @@ if (head == nil or head == ARGV[3]) and redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('ZREM', KEYS[4], ARGV[3])
   end
   redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-  redis.call('SET', KEYS[2], text)
+  store_fences({KEYS[2]}, text)
   return {1, fence}
 end
 if ARGV[5] == '1' then
@@ -325,13 +333,13 @@ return 1
 // the floor (both checked, nothing written), and whether it changes.
 inline constexpr char raise_fence_lua[] = R"lua(
 local function raised(key, floor_text)
-  local current = as_token(redis.call('GET', key) or nil)
-  local floor = as_token(floor_text)
+  local current = as_token(redis.call('GET', key) or nil, key)
+  local floor = as_token(floor_text, 'floor')
   return math.max(current, floor), floor > current
 end
 )lua";
 
-inline constexpr auto raise = join(next_fence_lua, raise_fence_lua, R"lua(
+inline constexpr auto raise = join(fence_lua, raise_fence_lua, R"lua(
 local token, higher = raised(KEYS[1], ARGV[1])
 if higher then
   redis.call('SET', KEYS[1], ARGV[1])
@@ -339,7 +347,7 @@ end
 return token
 )lua");
 
-inline constexpr auto release_raising = join(next_fence_lua, owns_lua, raise_fence_lua, R"lua(
+inline constexpr auto release_raising = join(fence_lua, owns_lua, raise_fence_lua, R"lua(
 local _, higher = raised(KEYS[2], ARGV[3])
 local released = 0
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
@@ -355,10 +363,10 @@ return released
 
 // A held lock's token is the one stored beside its owner; a value that has none (a
 // lock written by an older client) or a malformed one reads as token 0: unknown.
-inline constexpr auto inspect = join(next_fence_lua, R"lua(
+inline constexpr auto inspect = join(fence_lua, R"lua(
 local value = redis.call('GET', KEYS[1])
 if not value then
-  return {0, '', -2, as_token(redis.call('GET', KEYS[2]) or nil)}
+  return {0, '', -2, as_token(redis.call('GET', KEYS[2]) or nil, KEYS[2])}
 end
 local colon = string.find(value, ':', 1, true)
 local token = colon and string.sub(value, colon + 1) or ''

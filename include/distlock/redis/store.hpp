@@ -326,8 +326,7 @@ public:
     {
         return replicated(resource,
                           answered(eval(script::acquire_fair,
-                                        strings(lock_key(resource), fence_key(resource), queue_key(resource),
-                                                deadlines_key(resource)),
+                                        with_fair_queue(lock_and_fence_keys(resource), resource),
                                         strings(owner.to_hex(), millis(ttl), waiter.to_hex(), millis(cfg_.queue_ttl),
                                                 join ? "1" : "0"),
                                         diag)),
@@ -624,6 +623,14 @@ private:
         auto lock = lock_key(resource);
         auto fence = fence_key_of_slot(detail::hash_slot(lock));
         return strings(std::move(lock), std::move(fence));
+    }
+
+    // The keys of acquire_fair: a resource's lock and fence keys, then its queue's.
+    std::vector<std::string> with_fair_queue(std::vector<std::string> keys, std::string_view resource) const
+    {
+        keys.push_back(queue_key(resource));
+        keys.push_back(deadlines_key(resource));
+        return keys;
     }
 
     // '1' when releases publish on shard channels (a Redis Cluster).
