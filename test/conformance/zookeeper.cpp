@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -558,9 +559,13 @@ int increment_worker(const std::vector<std::string>& args)
     cfg.session_timeout = 4s;
     zk::store store{io, cfg};
     const auto me = std::to_string(::getpid());
+    // Sees the resource's queue: a release made while another process waits in it
+    // must go to that process (the holder's next lock() queues behind it).
+    test::zk_client queue_client{port};
+    const auto queue = zk::detail::resource_node(args[1], "counter");
     int status = 1;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        int handoffs = 0;
+        int handoffs = 0, contested = 0, overtaken = 0;
         for (int i = 0; i < rounds; ++i) {
             patient_mutex m{store, "counter", {}, dl::retry::exponential_backoff{.deadline = 60s}};
             auto lease = co_await m.lock();
@@ -569,9 +574,10 @@ int increment_worker(const std::vector<std::string>& args)
             long n = 0;
             unsigned long long fence = 0;
             std::string writer;
+            int others_waited = 0; // at the previous holder's release
             {
                 std::ifstream in{file};
-                in >> n >> fence >> writer;
+                in >> n >> fence >> writer >> others_waited;
             }
             if (lease->fence() <= fence) {
                 std::printf("stale\n");
@@ -580,14 +586,20 @@ int increment_worker(const std::vector<std::string>& args)
             }
             if (!writer.empty() && writer != me)
                 ++handoffs;
+            if (others_waited == 1) {
+                ++contested;
+                if (writer == me)
+                    ++overtaken;
+            }
+            const auto waiting = queue_client.children(queue).value_or(std::vector<std::string>{}).size() > 1;
             {
                 std::ofstream out{file, std::ios::trunc};
-                out << n + 1 << ' ' << lease->fence() << ' ' << me << '\n';
+                out << n + 1 << ' ' << lease->fence() << ' ' << me << ' ' << (waiting ? 1 : 0) << '\n';
             }
             if (!co_await lease->unlock())
                 co_return;
         }
-        std::printf("handoffs %d\n", handoffs);
+        std::printf("handoffs %d contested %d overtaken %d\n", handoffs, contested, overtaken);
         std::fflush(stdout);
         status = 0;
         co_await store.close();
@@ -665,20 +677,33 @@ TEST_CASE("zookeeper: processes counting under the lock lose nothing; fences gro
         workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
             test::self_path(), "--worker", "zookeeper-increment", std::to_string(server.port()), prefix,
             std::to_string(rounds), std::to_string(processes), file}));
-    int handoffs = 0;
+    int handoffs = 0, contested = 0, overtaken = 0;
     for (auto& w : workers) {
         const auto line = w->read_line(std::chrono::seconds{120});
         REQUIRE(line);
-        REQUIRE(line->starts_with("handoffs "));
-        handoffs += std::stoi(line->substr(9));
+        std::istringstream words{*line};
+        std::string h, c, o;
+        int worker_handoffs = -1, worker_contested = -1, worker_overtaken = -1;
+        words >> h >> worker_handoffs >> c >> worker_contested >> o >> worker_overtaken;
+        INFO(*line);
+        REQUIRE((h == "handoffs" && c == "contested" && o == "overtaken" && worker_overtaken >= 0));
+        handoffs += worker_handoffs;
+        contested += worker_contested;
+        overtaken += worker_overtaken;
         CHECK(w->wait(std::chrono::seconds{30}) == std::optional<int>{0});
     }
     std::ifstream in{file};
     long n = 0;
     in >> n;
     CHECK(n == processes * rounds);
-    INFO("hand-offs: " << handoffs << " of " << processes * rounds - 1);
-    CHECK(handoffs >= (processes * rounds - 1) * 9 / 10);
+    // Releases made while nobody else was queued (before the others' first lock()
+    // reached the server, after they finished) may go to the releaser again; every
+    // other one changes hands. How many found a waiter depends on the machine's load,
+    // so the count asked for is a floor that keeps the check from passing empty.
+    INFO("hand-offs: " << handoffs << " of " << processes * rounds - 1 << "; releases with a waiter: " << contested);
+    CHECK(overtaken == 0);
+    CHECK(contested >= (processes * rounds - 1) / 2);
+    CHECK(handoffs >= contested);
 }
 
 TEST_CASE("zookeeper: waiters in separate processes are served in the order they queued", "[zookeeper][process]")
