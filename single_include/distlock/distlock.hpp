@@ -192,6 +192,46 @@ public:
 // type (the compile cost in bench/README.md).
 // The cost at run time is one more coroutine frame, from Asio's recycled frame memory.
 
+// ---- begin distlock/detail/deferred.hpp
+// distlock/detail/deferred.hpp: completion tokens whose type depends on a template
+// parameter, for the coroutine templates of the headers.
+//
+// Why: g++ resolves a call whose arguments do not depend on a template parameter
+// where the template is defined, not where it is used, and Asio's initiating
+// functions deduce their return type from their body. So `t.async_wait(use_awaitable)`
+// in a coroutine template that no translation unit calls still instantiates the whole
+// awaitable operation (its handler, async_result and frame code; some 30 MB of the
+// compiler's memory for one timer wait) in every file that includes the header. A
+// token of a dependent type defers all of it to the first use; headers that are
+// included but unused then cost little more than their parsing.
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+
+namespace distlock::detail {
+
+template <class T, class Dependent>
+struct deferred_type {
+    using type = T;
+};
+
+/// asio::use_awaitable, of a type that depends on `Dependent`.
+template <class Dependent>
+constexpr typename deferred_type<asio::use_awaitable_t<>, Dependent>::type use_awaitable_of() noexcept
+{
+    return {};
+}
+
+/// asio::experimental::as_tuple(asio::use_awaitable), of a type that depends on
+/// `Dependent`.
+template <class Dependent>
+constexpr auto as_tuple_of() noexcept
+{
+    return asio::experimental::as_tuple(use_awaitable_of<Dependent>());
+}
+
+} // namespace distlock::detail
+// ---- end distlock/detail/deferred.hpp
 // ---- begin distlock/result.hpp
 // distlock/result.hpp: result<T>, a value or a std::error_code, from Boost.Outcome,
 // and awaitable<T>, the type of every asynchronous operation.
@@ -501,7 +541,7 @@ awaitable<bool> finished_before(awaitable<void> op, time_point until)
     using namespace asio::experimental::awaitable_operators;
     timer deadline{co_await asio::this_coro::executor, until};
     const auto first =
-        co_await (std::move(op) || deadline.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+        co_await (std::move(op) || deadline.async_wait(as_tuple_of<Unused>()));
     co_return first.index() == 0;
 }
 
@@ -1391,7 +1431,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await idle_.async_receive(as_tuple_of<Unused>());
         }
         shut();
     }
@@ -2004,7 +2044,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    auto [ec, unused] = co_await state->done.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+    auto [ec, unused] = co_await state->done.async_receive(as_tuple_of<T>());
     std::lock_guard lock{state->mutex};
     if (ec) {
         // Cancelled: whatever answers later is a straggler.
@@ -2191,7 +2231,7 @@ template <class Unused = void>
 awaitable<void> sleep_until(time_point until)
 {
     timer t{co_await asio::this_coro::executor, until};
-    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    (void)co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
 }
 
 inline bool connection_error(const std::error_code& ec)
@@ -3279,7 +3319,7 @@ public:
                 // wait on it, and end() cancels them all.
                 while (!p.ended) {
                     (void)co_await p.ended_event.async_wait(
-                        asio::experimental::as_tuple(asio::use_awaitable));
+                        as_tuple_of<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none)
                         co_return errc::cancelled;
@@ -3566,7 +3606,7 @@ private:
             if (p.renewing && !p.extend_in_flight)
                 wake_at = std::min(wake_at, p.next_renew);
             p.wake.expires_at(wake_at);
-            (void)co_await p.wake.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await p.wake.async_wait(as_tuple_of<Unused>());
         }
         p.keeper_running = false;
         p.quiet.cancel();
@@ -3627,7 +3667,7 @@ private:
         p.wake.cancel();
         while (p.keeper_running || p.extend_in_flight) {
             p.quiet.expires_at(time_point::max());
-            (void)co_await p.quiet.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await p.quiet.async_wait(as_tuple_of<Unused>());
         }
         co_return p.ended || clock::now() >= valid_until();
     }
@@ -3783,7 +3823,7 @@ private:
     template <class Unused = void>
     static awaitable<void> receive(channel& from, bool& signalled)
     {
-        auto [ec, unused] = co_await from.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        auto [ec, unused] = co_await from.async_receive(as_tuple_of<Unused>());
         signalled = !ec;
     }
 
@@ -4180,15 +4220,70 @@ bool renew_settings_valid(const P& p, const lock_options& options) noexcept
 // ---- begin distlock/policy/retry.hpp
 // distlock/policy/retry.hpp: how long lock() waits between attempts, and when it gives up.
 
+// ---- begin distlock/detail/splitmix.hpp
+// distlock/detail/splitmix.hpp: a small seeded pseudo-random generator for retry
+// jitter and the in-process store's fault injection.
+//
+// Why not <random>: neither use needs its engines' statistical quality, and the
+// header with a std::mt19937_64 and its distributions instantiated in inline code
+// was among the costliest things every translation unit that includes distlock
+// paid (bench/README.md, compile cost). SplitMix64 (Steele, Lea and Flood, 2014)
+// passes BigCrush with one 64-bit word of state; the same seed gives the same
+// sequence on every platform, which the seeded simulation's replays rely on.
+
+#include <cstdint>
+
+namespace distlock::detail {
+
+class splitmix64 {
+public:
+    explicit constexpr splitmix64(std::uint64_t seed = 0) noexcept : state_{seed} {}
+
+    constexpr void seed(std::uint64_t s) noexcept { state_ = s; }
+
+    constexpr std::uint64_t next() noexcept
+    {
+        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+
+    /// Uniform in [lo, hi] (hi < lo gives lo). The remainder of a draw, the draws
+    /// below 2^64 mod range refused so that no value is favoured.
+    constexpr std::int64_t between(std::int64_t lo, std::int64_t hi) noexcept
+    {
+        if (hi <= lo)
+            return lo;
+        const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+        if (span == UINT64_MAX)
+            return static_cast<std::int64_t>(next());
+        const std::uint64_t range = span + 1;
+        const std::uint64_t refused_below = (0 - range) % range;
+        std::uint64_t x = next();
+        while (x < refused_below)
+            x = next();
+        return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x % range);
+    }
+
+    /// Uniform in [0, 1), on the 2^-53 grid.
+    constexpr double unit() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+private:
+    std::uint64_t state_;
+};
+
+} // namespace distlock::detail
+// ---- end distlock/detail/splitmix.hpp
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
-#include <random>
+#include <span>
 #include <system_error>
 #include <type_traits>
 
@@ -4251,18 +4346,20 @@ enum class jitter {
 };
 
 namespace detail {
-inline std::mt19937_64& jitter_engine()
+inline distlock::detail::splitmix64& jitter_engine() noexcept
 {
-    // Not security sensitive: it only spreads retries. One engine per thread, seeded once.
-    thread_local std::mt19937_64 engine{std::random_device{}()};
+    // Not security sensitive: it only spreads retries. One engine per thread, seeded
+    // once from the system, so processes started together do not retry together.
+    thread_local distlock::detail::splitmix64 engine{[] {
+        std::uint64_t seed = 0;
+        distlock::detail::os_random_bytes(std::as_writable_bytes(std::span{&seed, 1}));
+        return distlock::detail::splitmix64{seed};
+    }()};
     return engine;
 }
-inline duration uniform(duration lo, duration hi)
+inline duration uniform(duration lo, duration hi) noexcept
 {
-    if (hi <= lo)
-        return lo;
-    std::uniform_int_distribution<duration::rep> pick{lo.count(), hi.count()};
-    return duration{pick(jitter_engine())};
+    return duration{jitter_engine().between(lo.count(), hi.count())};
 }
 } // namespace detail
 
@@ -4284,8 +4381,16 @@ struct exponential_backoff {
     duration ceiling(std::size_t n) const noexcept
     {
         const double cap = static_cast<double>(max.count());
-        const double d = static_cast<double>(initial.count()) *
-                         std::pow(multiplier, static_cast<double>(n > 0 ? n - 1 : 0));
+        // The power by squaring (at most 64 steps), not std::pow: <cmath> is a costly
+        // header for every file that includes distlock. With a multiplier of at least 1
+        // the product only grows, so it stops once it reaches the cap.
+        double d = static_cast<double>(initial.count());
+        double factor = multiplier;
+        for (std::size_t e = n > 0 ? n - 1 : 0; e > 0 && d < cap; e >>= 1) {
+            if (e & 1)
+                d *= factor;
+            factor *= factor;
+        }
         if (!(d < cap))
             return max;
         return std::min(max, duration{static_cast<duration::rep>(d)});
@@ -4338,7 +4443,7 @@ bool retry_settings_valid(const P& p) noexcept
         if (p.initial <= duration::zero() || p.max < p.initial || p.max > max_wait)
             return false;
     if constexpr (requires { p.multiplier; })
-        if (!std::isfinite(p.multiplier) || !(p.multiplier >= 1.0))
+        if (!(p.multiplier >= 1.0 && p.multiplier <= std::numeric_limits<double>::max())) // NaN and +inf fail
             return false;
     if constexpr (requires { p.jitter; })
         if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p.jitter)>, retry::jitter>)
@@ -5102,7 +5207,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
                 state->done.try_send(std::error_code{}, true);
         });
     for (;;) {
-        (void)co_await state->done.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        (void)co_await state->done.async_receive(as_tuple_of<T>());
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);
@@ -6320,7 +6425,7 @@ private:
             co_return g.refusal;
         if (g.delay > duration::zero()) {
             timer t{co_await asio::this_coro::executor, g.delay};
-            auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
             if (ec)
                 co_return errc::outcome_unknown;
         }
@@ -6363,7 +6468,6 @@ static_assert(answering_put_store<store>);
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -6822,7 +6926,7 @@ private:
         bool reachable = true;
         std::deque<fault> faults;
         random_faults chances;
-        std::mt19937_64 random{1};
+        distlock::detail::splitmix64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
@@ -6914,12 +7018,11 @@ private:
             if (!reachable)
                 return fate::blackholed;
             if (chances.max_delay > duration::zero())
-                delay = duration{std::uniform_int_distribution<duration::rep>{0, chances.max_delay.count()}(random)};
+                delay = duration{random.between(0, chances.max_delay.count())};
             if (faults.empty()) {
-                std::uniform_real_distribution<double> p{0, 1};
-                if (chances.refuse > 0 && p(random) < chances.refuse)
+                if (chances.refuse > 0 && random.unit() < chances.refuse)
                     return fate::refused_unavailable;
-                if (chances.lose_reply > 0 && p(random) < chances.lose_reply)
+                if (chances.lose_reply > 0 && random.unit() < chances.lose_reply)
                     return fate::reply_lost;
                 return fate::delivered;
             }
@@ -6948,7 +7051,7 @@ private:
                     valid = self->valid_until;
                 }
                 self->tick.expires_after(self->every());
-                (void)co_await self->tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_of<Unused>());
                 if (self->tick_stopped())
                     continue;
                 co_await self->renew(id, valid);
@@ -6993,7 +7096,7 @@ private:
                     co_return;
                 }
                 tick.expires_after(every() / 4);
-                (void)co_await tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                (void)co_await tick.async_wait(distlock::detail::as_tuple_of<Unused>());
                 if (tick_stopped())
                     co_return;
             }
@@ -7029,7 +7132,7 @@ private:
             if (fate == core::fate::delivered || fate == core::fate::reply_lost)
                 r = apply();
             timer t{co_await asio::this_coro::executor, delay};
-            auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
             if (ec || fate == core::fate::reply_lost)
                 co_return errc::outcome_unknown;
             if (fate == core::fate::refused_unavailable)

@@ -3,7 +3,10 @@
 #include "pending.hpp"
 #include "support.hpp"
 
+#include <array>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 
@@ -19,6 +22,64 @@ TEST_CASE("exponential backoff grows, is capped, and stops after max_attempts", 
     CHECK(b.next_delay({.number = 8}) == 1s); // 1280ms capped
     CHECK(b.next_delay({.number = 11}) == 1s);
     CHECK_FALSE(b.next_delay({.number = 12}));
+}
+
+TEST_CASE("a fractional multiplier's ceiling is initial * multiplier^(n-1)", "[policy][retry]")
+{
+    const dl::retry::exponential_backoff b{.initial = 10ms, .max = 1h, .multiplier = 1.5,
+                                           .jitter = dl::retry::jitter::none};
+    CHECK(b.ceiling(1) == 10ms);
+    CHECK(b.ceiling(5) == 50625us); // 1.5^4 = 5.0625, exact in binary
+    // Against std::pow, over exponents with different bits set.
+    const dl::retry::exponential_backoff slow{.initial = 1ms, .max = 1h, .multiplier = 1.0001,
+                                              .jitter = dl::retry::jitter::none};
+    for (std::size_t n : {2u, 3u, 7u, 64u, 1000u, 4097u, 65535u}) {
+        const double expected = 1e6 * std::pow(1.0001, static_cast<double>(n - 1));
+        const double got = static_cast<double>(slow.ceiling(n).count());
+        INFO("n = " << n);
+        CHECK(std::abs(got - expected) <= expected * 1e-9 + 1);
+    }
+    CHECK(slow.ceiling(1'000'000) == 1h); // 1.0001^999999 is far past the cap
+}
+
+TEST_CASE("the jitter generator: SplitMix64's sequence, uniform in a closed range", "[policy][retry]")
+{
+    // The reference sequence for seed 0 (Steele, Lea and Flood): a seeded simulation
+    // replays the same faults wherever it runs.
+    dl::detail::splitmix64 g{0};
+    CHECK(g.next() == 0xe220a8397b1dcdafULL);
+    CHECK(g.next() == 0x6e789e6aa1b965f4ULL);
+    CHECK(g.next() == 0x06c45d188009454fULL);
+    dl::detail::splitmix64 a{42}, b{42};
+    for (int i = 0; i < 100; ++i)
+        REQUIRE(a.next() == b.next());
+
+    CHECK(g.between(5, 5) == 5);
+    CHECK(g.between(7, 3) == 7); // an empty range gives its low end
+    std::array<int, 4> seen{};
+    for (int i = 0; i < 4000; ++i) {
+        const auto v = g.between(-2, 1);
+        REQUIRE(v >= -2);
+        REQUIRE(v <= 1);
+        ++seen[static_cast<std::size_t>(v + 2)];
+    }
+    for (int count : seen)
+        CHECK(count > 800); // 1000 expected each
+    const auto lowest = std::numeric_limits<std::int64_t>::min(), highest = std::numeric_limits<std::int64_t>::max();
+    bool negative = false, positive = false;
+    for (int i = 0; i < 64; ++i) {
+        const auto v = g.between(lowest, highest);
+        negative |= v < 0;
+        positive |= v > 0;
+    }
+    CHECK(negative);
+    CHECK(positive);
+    CHECK(g.between(highest - 1, highest) >= highest - 1);
+    for (int i = 0; i < 1000; ++i) {
+        const double u = g.unit();
+        REQUIRE(u >= 0.0);
+        REQUIRE(u < 1.0);
+    }
 }
 
 TEST_CASE("jitter stays within its bounds and spreads", "[policy][retry]")

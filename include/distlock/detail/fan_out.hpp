@@ -12,6 +12,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
 
@@ -134,7 +135,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    auto [ec, unused] = co_await state->done.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+    auto [ec, unused] = co_await state->done.async_receive(as_tuple_of<T>());
     std::lock_guard lock{state->mutex};
     if (ec) {
         // Cancelled: whatever answers later is a straggler.

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
@@ -166,7 +167,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await idle_.async_receive(as_tuple_of<Unused>());
         }
         shut();
     }

@@ -8,6 +8,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/cut_off.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -66,7 +67,7 @@ private:
     template <class Unused = void>
     static awaitable<void> receive(channel& from, bool& signalled)
     {
-        auto [ec, unused] = co_await from.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        auto [ec, unused] = co_await from.async_receive(as_tuple_of<Unused>());
         signalled = !ec;
     }
 

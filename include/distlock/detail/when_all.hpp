@@ -6,6 +6,7 @@
 // not move on before every one of them has finished.
 #pragma once
 
+#include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -44,7 +45,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
                 state->done.try_send(std::error_code{}, true);
         });
     for (;;) {
-        (void)co_await state->done.async_receive(asio::experimental::as_tuple(asio::use_awaitable));
+        (void)co_await state->done.async_receive(as_tuple_of<T>());
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);

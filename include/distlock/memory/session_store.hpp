@@ -13,7 +13,9 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
+#include <distlock/detail/splitmix.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/error.hpp>
@@ -39,7 +41,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -498,7 +499,7 @@ private:
         bool reachable = true;
         std::deque<fault> faults;
         random_faults chances;
-        std::mt19937_64 random{1};
+        distlock::detail::splitmix64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
@@ -590,12 +591,11 @@ private:
             if (!reachable)
                 return fate::blackholed;
             if (chances.max_delay > duration::zero())
-                delay = duration{std::uniform_int_distribution<duration::rep>{0, chances.max_delay.count()}(random)};
+                delay = duration{random.between(0, chances.max_delay.count())};
             if (faults.empty()) {
-                std::uniform_real_distribution<double> p{0, 1};
-                if (chances.refuse > 0 && p(random) < chances.refuse)
+                if (chances.refuse > 0 && random.unit() < chances.refuse)
                     return fate::refused_unavailable;
-                if (chances.lose_reply > 0 && p(random) < chances.lose_reply)
+                if (chances.lose_reply > 0 && random.unit() < chances.lose_reply)
                     return fate::reply_lost;
                 return fate::delivered;
             }
@@ -624,7 +624,7 @@ private:
                     valid = self->valid_until;
                 }
                 self->tick.expires_after(self->every());
-                (void)co_await self->tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_of<Unused>());
                 if (self->tick_stopped())
                     continue;
                 co_await self->renew(id, valid);
@@ -669,7 +669,7 @@ private:
                     co_return;
                 }
                 tick.expires_after(every() / 4);
-                (void)co_await tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                (void)co_await tick.async_wait(distlock::detail::as_tuple_of<Unused>());
                 if (tick_stopped())
                     co_return;
             }
@@ -705,7 +705,7 @@ private:
             if (fate == core::fate::delivered || fate == core::fate::reply_lost)
                 r = apply();
             timer t{co_await asio::this_coro::executor, delay};
-            auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
             if (ec || fate == core::fate::reply_lost)
                 co_return errc::outcome_unknown;
             if (fate == core::fate::refused_unavailable)

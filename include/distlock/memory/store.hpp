@@ -4,6 +4,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/wakeup.hpp>
 #include <distlock/options.hpp>
@@ -447,7 +448,7 @@ private:
             co_return g.refusal;
         if (g.delay > duration::zero()) {
             timer t{co_await asio::this_coro::executor, g.delay};
-            auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
             if (ec)
                 co_return errc::outcome_unknown;
         }

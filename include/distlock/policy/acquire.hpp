@@ -6,6 +6,7 @@
 #pragma once
 
 #include <distlock/claim.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/detail/fan_out.hpp>
 #include <distlock/detail/lifetime.hpp>
@@ -93,7 +94,7 @@ template <class Unused = void>
 awaitable<void> sleep_until(time_point until)
 {
     timer t{co_await asio::this_coro::executor, until};
-    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    (void)co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
 }
 
 inline bool connection_error(const std::error_code& ec)

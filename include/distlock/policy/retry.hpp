@@ -2,16 +2,18 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/os_random.hpp>
+#include <distlock/detail/splitmix.hpp>
 #include <distlock/options.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
-#include <random>
+#include <span>
 #include <system_error>
 #include <type_traits>
 
@@ -74,18 +76,20 @@ enum class jitter {
 };
 
 namespace detail {
-inline std::mt19937_64& jitter_engine()
+inline distlock::detail::splitmix64& jitter_engine() noexcept
 {
-    // Not security sensitive: it only spreads retries. One engine per thread, seeded once.
-    thread_local std::mt19937_64 engine{std::random_device{}()};
+    // Not security sensitive: it only spreads retries. One engine per thread, seeded
+    // once from the system, so processes started together do not retry together.
+    thread_local distlock::detail::splitmix64 engine{[] {
+        std::uint64_t seed = 0;
+        distlock::detail::os_random_bytes(std::as_writable_bytes(std::span{&seed, 1}));
+        return distlock::detail::splitmix64{seed};
+    }()};
     return engine;
 }
-inline duration uniform(duration lo, duration hi)
+inline duration uniform(duration lo, duration hi) noexcept
 {
-    if (hi <= lo)
-        return lo;
-    std::uniform_int_distribution<duration::rep> pick{lo.count(), hi.count()};
-    return duration{pick(jitter_engine())};
+    return duration{jitter_engine().between(lo.count(), hi.count())};
 }
 } // namespace detail
 
@@ -107,8 +111,16 @@ struct exponential_backoff {
     duration ceiling(std::size_t n) const noexcept
     {
         const double cap = static_cast<double>(max.count());
-        const double d = static_cast<double>(initial.count()) *
-                         std::pow(multiplier, static_cast<double>(n > 0 ? n - 1 : 0));
+        // The power by squaring (at most 64 steps), not std::pow: <cmath> is a costly
+        // header for every file that includes distlock. With a multiplier of at least 1
+        // the product only grows, so it stops once it reaches the cap.
+        double d = static_cast<double>(initial.count());
+        double factor = multiplier;
+        for (std::size_t e = n > 0 ? n - 1 : 0; e > 0 && d < cap; e >>= 1) {
+            if (e & 1)
+                d *= factor;
+            factor *= factor;
+        }
         if (!(d < cap))
             return max;
         return std::min(max, duration{static_cast<duration::rep>(d)});
@@ -161,7 +173,7 @@ bool retry_settings_valid(const P& p) noexcept
         if (p.initial <= duration::zero() || p.max < p.initial || p.max > max_wait)
             return false;
     if constexpr (requires { p.multiplier; })
-        if (!std::isfinite(p.multiplier) || !(p.multiplier >= 1.0))
+        if (!(p.multiplier >= 1.0 && p.multiplier <= std::numeric_limits<double>::max())) // NaN and +inf fail
             return false;
     if constexpr (requires { p.jitter; })
         if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p.jitter)>, retry::jitter>)
