@@ -215,19 +215,12 @@ struct deferred_type {
     using type = T;
 };
 
-/// asio::use_awaitable, of a type that depends on `Dependent`.
-template <class Dependent>
-constexpr typename deferred_type<asio::use_awaitable_t<>, Dependent>::type use_awaitable_of() noexcept
-{
-    return {};
-}
-
 /// asio::experimental::as_tuple(asio::use_awaitable), of a type that depends on
-/// `Dependent`.
+/// `Dependent` (any template parameter in scope; its value does not matter).
 template <class Dependent>
-constexpr auto as_tuple_of() noexcept
+constexpr auto as_tuple_awaitable() noexcept
 {
-    return asio::experimental::as_tuple(use_awaitable_of<Dependent>());
+    return asio::experimental::as_tuple(typename deferred_type<asio::use_awaitable_t<>, Dependent>::type{});
 }
 
 } // namespace distlock::detail
@@ -541,7 +534,7 @@ awaitable<bool> finished_before(awaitable<void> op, time_point until)
     using namespace asio::experimental::awaitable_operators;
     timer deadline{co_await asio::this_coro::executor, until};
     const auto first =
-        co_await (std::move(op) || deadline.async_wait(as_tuple_of<Unused>()));
+        co_await (std::move(op) || deadline.async_wait(as_tuple_awaitable<Unused>()));
     co_return first.index() == 0;
 }
 
@@ -827,6 +820,7 @@ inline std::error_code validate_deadline(time_point deadline, time_point now) no
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -890,6 +884,14 @@ inline void os_random_bytes(std::span<std::byte> out) noexcept
     // Served bytes are wiped so a later copy of this memory cannot reveal them.
     std::memset(buffer.bytes.data() + buffer.used, 0, out.size());
     buffer.used += out.size();
+}
+
+/// Eight bytes of os_random_bytes() as one number.
+inline std::uint64_t os_random_u64() noexcept
+{
+    std::uint64_t value = 0;
+    os_random_bytes(std::as_writable_bytes(std::span{&value, 1}));
+    return value;
 }
 
 } // namespace distlock::detail
@@ -1431,7 +1433,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.async_receive(as_tuple_of<Unused>());
+            (void)co_await idle_.async_receive(as_tuple_awaitable<Unused>());
         }
         shut();
     }
@@ -2044,7 +2046,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    auto [ec, unused] = co_await state->done.async_receive(as_tuple_of<T>());
+    auto [ec, unused] = co_await state->done.async_receive(as_tuple_awaitable<T>());
     std::lock_guard lock{state->mutex};
     if (ec) {
         // Cancelled: whatever answers later is a straggler.
@@ -2231,7 +2233,7 @@ template <class Unused = void>
 awaitable<void> sleep_until(time_point until)
 {
     timer t{co_await asio::this_coro::executor, until};
-    (void)co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
+    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
 }
 
 inline bool connection_error(const std::error_code& ec)
@@ -3319,7 +3321,7 @@ public:
                 // wait on it, and end() cancels them all.
                 while (!p.ended) {
                     (void)co_await p.ended_event.async_wait(
-                        as_tuple_of<Unused>());
+                        as_tuple_awaitable<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none)
                         co_return errc::cancelled;
@@ -3606,7 +3608,7 @@ private:
             if (p.renewing && !p.extend_in_flight)
                 wake_at = std::min(wake_at, p.next_renew);
             p.wake.expires_at(wake_at);
-            (void)co_await p.wake.async_wait(as_tuple_of<Unused>());
+            (void)co_await p.wake.async_wait(as_tuple_awaitable<Unused>());
         }
         p.keeper_running = false;
         p.quiet.cancel();
@@ -3667,7 +3669,7 @@ private:
         p.wake.cancel();
         while (p.keeper_running || p.extend_in_flight) {
             p.quiet.expires_at(time_point::max());
-            (void)co_await p.quiet.async_wait(as_tuple_of<Unused>());
+            (void)co_await p.quiet.async_wait(as_tuple_awaitable<Unused>());
         }
         co_return p.ended || clock::now() >= valid_until();
     }
@@ -3823,7 +3825,7 @@ private:
     template <class Unused = void>
     static awaitable<void> receive(channel& from, bool& signalled)
     {
-        auto [ec, unused] = co_await from.async_receive(as_tuple_of<Unused>());
+        auto [ec, unused] = co_await from.async_receive(as_tuple_awaitable<Unused>());
         signalled = !ec;
     }
 
@@ -4283,7 +4285,6 @@ private:
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <system_error>
 #include <type_traits>
 
@@ -4350,11 +4351,7 @@ inline distlock::detail::splitmix64& jitter_engine() noexcept
 {
     // Not security sensitive: it only spreads retries. One engine per thread, seeded
     // once from the system, so processes started together do not retry together.
-    thread_local distlock::detail::splitmix64 engine{[] {
-        std::uint64_t seed = 0;
-        distlock::detail::os_random_bytes(std::as_writable_bytes(std::span{&seed, 1}));
-        return distlock::detail::splitmix64{seed};
-    }()};
+    thread_local distlock::detail::splitmix64 engine{distlock::detail::os_random_u64()};
     return engine;
 }
 inline duration uniform(duration lo, duration hi) noexcept
@@ -5207,7 +5204,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
                 state->done.try_send(std::error_code{}, true);
         });
     for (;;) {
-        (void)co_await state->done.async_receive(as_tuple_of<T>());
+        (void)co_await state->done.async_receive(as_tuple_awaitable<T>());
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);
@@ -6425,7 +6422,7 @@ private:
             co_return g.refusal;
         if (g.delay > duration::zero()) {
             timer t{co_await asio::this_coro::executor, g.delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (ec)
                 co_return errc::outcome_unknown;
         }
@@ -7051,7 +7048,7 @@ private:
                     valid = self->valid_until;
                 }
                 self->tick.expires_after(self->every());
-                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_of<Unused>());
+                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                 if (self->tick_stopped())
                     continue;
                 co_await self->renew(id, valid);
@@ -7096,7 +7093,7 @@ private:
                     co_return;
                 }
                 tick.expires_after(every() / 4);
-                (void)co_await tick.async_wait(distlock::detail::as_tuple_of<Unused>());
+                (void)co_await tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                 if (tick_stopped())
                     co_return;
             }
@@ -7132,7 +7129,7 @@ private:
             if (fate == core::fate::delivered || fate == core::fate::reply_lost)
                 r = apply();
             timer t{co_await asio::this_coro::executor, delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (ec || fate == core::fate::reply_lost)
                 co_return errc::outcome_unknown;
             if (fate == core::fate::refused_unavailable)

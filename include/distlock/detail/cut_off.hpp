@@ -41,7 +41,7 @@ awaitable<bool> finished_before(awaitable<void> op, time_point until)
     using namespace asio::experimental::awaitable_operators;
     timer deadline{co_await asio::this_coro::executor, until};
     const auto first =
-        co_await (std::move(op) || deadline.async_wait(as_tuple_of<Unused>()));
+        co_await (std::move(op) || deadline.async_wait(as_tuple_awaitable<Unused>()));
     co_return first.index() == 0;
 }
 

@@ -21,19 +21,12 @@ struct deferred_type {
     using type = T;
 };
 
-/// asio::use_awaitable, of a type that depends on `Dependent`.
-template <class Dependent>
-constexpr typename deferred_type<asio::use_awaitable_t<>, Dependent>::type use_awaitable_of() noexcept
-{
-    return {};
-}
-
 /// asio::experimental::as_tuple(asio::use_awaitable), of a type that depends on
-/// `Dependent`.
+/// `Dependent` (any template parameter in scope; its value does not matter).
 template <class Dependent>
-constexpr auto as_tuple_of() noexcept
+constexpr auto as_tuple_awaitable() noexcept
 {
-    return asio::experimental::as_tuple(use_awaitable_of<Dependent>());
+    return asio::experimental::as_tuple(typename deferred_type<asio::use_awaitable_t<>, Dependent>::type{});
 }
 
 } // namespace distlock::detail

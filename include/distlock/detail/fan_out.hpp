@@ -135,7 +135,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    auto [ec, unused] = co_await state->done.async_receive(as_tuple_of<T>());
+    auto [ec, unused] = co_await state->done.async_receive(as_tuple_awaitable<T>());
     std::lock_guard lock{state->mutex};
     if (ec) {
         // Cancelled: whatever answers later is a straggler.

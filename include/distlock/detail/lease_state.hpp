@@ -194,7 +194,7 @@ public:
                 // wait on it, and end() cancels them all.
                 while (!p.ended) {
                     (void)co_await p.ended_event.async_wait(
-                        as_tuple_of<Unused>());
+                        as_tuple_awaitable<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none)
                         co_return errc::cancelled;
@@ -481,7 +481,7 @@ private:
             if (p.renewing && !p.extend_in_flight)
                 wake_at = std::min(wake_at, p.next_renew);
             p.wake.expires_at(wake_at);
-            (void)co_await p.wake.async_wait(as_tuple_of<Unused>());
+            (void)co_await p.wake.async_wait(as_tuple_awaitable<Unused>());
         }
         p.keeper_running = false;
         p.quiet.cancel();
@@ -542,7 +542,7 @@ private:
         p.wake.cancel();
         while (p.keeper_running || p.extend_in_flight) {
             p.quiet.expires_at(time_point::max());
-            (void)co_await p.quiet.async_wait(as_tuple_of<Unused>());
+            (void)co_await p.quiet.async_wait(as_tuple_awaitable<Unused>());
         }
         co_return p.ended || clock::now() >= valid_until();
     }

@@ -167,7 +167,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.async_receive(as_tuple_of<Unused>());
+            (void)co_await idle_.async_receive(as_tuple_awaitable<Unused>());
         }
         shut();
     }

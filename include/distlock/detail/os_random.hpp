@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -77,6 +78,14 @@ inline void os_random_bytes(std::span<std::byte> out) noexcept
     // Served bytes are wiped so a later copy of this memory cannot reveal them.
     std::memset(buffer.bytes.data() + buffer.used, 0, out.size());
     buffer.used += out.size();
+}
+
+/// Eight bytes of os_random_bytes() as one number.
+inline std::uint64_t os_random_u64() noexcept
+{
+    std::uint64_t value = 0;
+    os_random_bytes(std::as_writable_bytes(std::span{&value, 1}));
+    return value;
 }
 
 } // namespace distlock::detail

@@ -67,7 +67,7 @@ private:
     template <class Unused = void>
     static awaitable<void> receive(channel& from, bool& signalled)
     {
-        auto [ec, unused] = co_await from.async_receive(as_tuple_of<Unused>());
+        auto [ec, unused] = co_await from.async_receive(as_tuple_awaitable<Unused>());
         signalled = !ec;
     }
 

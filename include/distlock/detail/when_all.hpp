@@ -45,7 +45,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
                 state->done.try_send(std::error_code{}, true);
         });
     for (;;) {
-        (void)co_await state->done.async_receive(as_tuple_of<T>());
+        (void)co_await state->done.async_receive(as_tuple_awaitable<T>());
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);

@@ -624,7 +624,7 @@ private:
                     valid = self->valid_until;
                 }
                 self->tick.expires_after(self->every());
-                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_of<Unused>());
+                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                 if (self->tick_stopped())
                     continue;
                 co_await self->renew(id, valid);
@@ -669,7 +669,7 @@ private:
                     co_return;
                 }
                 tick.expires_after(every() / 4);
-                (void)co_await tick.async_wait(distlock::detail::as_tuple_of<Unused>());
+                (void)co_await tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                 if (tick_stopped())
                     co_return;
             }
@@ -705,7 +705,7 @@ private:
             if (fate == core::fate::delivered || fate == core::fate::reply_lost)
                 r = apply();
             timer t{co_await asio::this_coro::executor, delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (ec || fate == core::fate::reply_lost)
                 co_return errc::outcome_unknown;
             if (fate == core::fate::refused_unavailable)

@@ -448,7 +448,7 @@ private:
             co_return g.refusal;
         if (g.delay > duration::zero()) {
             timer t{co_await asio::this_coro::executor, g.delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (ec)
                 co_return errc::outcome_unknown;
         }

@@ -94,7 +94,7 @@ template <class Unused = void>
 awaitable<void> sleep_until(time_point until)
 {
     timer t{co_await asio::this_coro::executor, until};
-    (void)co_await t.async_wait(distlock::detail::as_tuple_of<Unused>());
+    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
 }
 
 inline bool connection_error(const std::error_code& ec)

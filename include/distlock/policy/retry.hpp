@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <span>
 #include <system_error>
 #include <type_traits>
 
@@ -80,11 +79,7 @@ inline distlock::detail::splitmix64& jitter_engine() noexcept
 {
     // Not security sensitive: it only spreads retries. One engine per thread, seeded
     // once from the system, so processes started together do not retry together.
-    thread_local distlock::detail::splitmix64 engine{[] {
-        std::uint64_t seed = 0;
-        distlock::detail::os_random_bytes(std::as_writable_bytes(std::span{&seed, 1}));
-        return distlock::detail::splitmix64{seed};
-    }()};
+    thread_local distlock::detail::splitmix64 engine{distlock::detail::os_random_u64()};
     return engine;
 }
 inline duration uniform(duration lo, duration hi) noexcept

@@ -244,9 +244,7 @@ private:
 
     awaitable<result<std::int64_t>> grant(diagnostics* diag)
     {
-        std::uint64_t random = 0;
-        distlock::detail::os_random_bytes(std::as_writable_bytes(std::span{&random, 1}));
-        const auto id = static_cast<std::int64_t>(random >> 1) | 1; // positive, never 0 (no lease)
+        const auto id = static_cast<std::int64_t>(distlock::detail::os_random_u64() >> 1) | 1; // positive, never 0 (no lease)
         const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(cfg_.session_ttl).count();
         const json body = {{"TTL", std::to_string(ttl)}, {"ID", std::to_string(id)}};
         const auto sent = clock::now();
