@@ -1084,6 +1084,104 @@ concept claim = requires(C& c, time_point until) {
 // A store that does not take part (a user's own adapter without `lifetime()`) is
 // used through a plain pointer: it must outlive every lease and lock() using it.
 
+// ---- begin distlock/detail/auto_reset_event.hpp
+// distlock/detail/auto_reset_event.hpp: a flag that one coroutine waits for and any
+// thread sets.
+//
+// What the library needs from "wake me when X happened": a release notification for a
+// waiter, the last piece of background work ending for a store's close(), the replies
+// of a fan-out settling, and these guarantees:
+//  - set() may be called from any thread, also under the caller's own lock: it never
+//    runs the waiter inline, the waiter's completion is posted to its executor;
+//  - a set() before the wait starts is kept (one slot), so a signal that comes between
+//    a check and the wait is not lost;
+//  - the wait honours its caller's cancellation and a deadline, and keeps the waiter's
+//    executor from running out of work while it waits;
+//  - an io_context destroyed during a wait destroys the waiting coroutine without
+//    resuming it, as it does for any Asio operation (the coroutine often owns the
+//    event: the cycle must end there).
+// Asio's concurrent_channel offers all of this, at the price of its whole machinery in
+// every translation unit that includes the core. Here the waiting is a distlock::timer's
+// wait, which every coroutine with a deadline instantiates anyway: the timer expires at
+// the wait's deadline, set() cancels it, and the waiter then asks the flag. The flag is
+// the truth, the timer only the way to sleep: a wait ended by its deadline or its
+// caller's cancellation still reports a set() that came first.
+//
+// The event must outlive its waits (a member of what the waiting coroutine owns). The
+// timer is only touched under the event's mutex: Asio's I/O objects are not safe for
+// concurrent use, and set() comes from other threads.
+
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+
+#include <mutex>
+#include <system_error>
+#include <utility>
+
+namespace distlock::detail {
+
+class auto_reset_event {
+public:
+    explicit auto_reset_event(asio::any_io_executor ex) : timer_{std::move(ex), time_point::max()} {}
+    auto_reset_event(const auto_reset_event&) = delete;
+    auto_reset_event& operator=(const auto_reset_event&) = delete;
+
+    /// Wakes the waiter, or the next wait if none is waiting now. Sets that come
+    /// before a wait takes them collapse into one.
+    void set()
+    {
+        std::lock_guard lock{mutex_};
+        signalled_ = true;
+        timer_.cancel(); // the wait's completion is posted, never run here
+    }
+
+    /// Takes a set() made since the last wait or take, without waiting.
+    bool try_take()
+    {
+        std::lock_guard lock{mutex_};
+        return std::exchange(signalled_, false);
+    }
+
+    /// True when set (taking the set); false when `until` came first or the caller's
+    /// cancellation ended the wait. One waiter at a time.
+    template <class Token>
+    awaitable<bool> wait(time_point until, Token token)
+    {
+        {
+            std::lock_guard lock{mutex_};
+            if (std::exchange(signalled_, false))
+                co_return true;
+        }
+        (void)co_await asio::async_initiate<Token, void(std::error_code)>(start_wait{this, until}, token);
+        std::lock_guard lock{mutex_};
+        co_return std::exchange(signalled_, false);
+    }
+
+private:
+    // Starts the timer's wait under the mutex, so that a set() cannot fall between
+    // the check of the flag and the wait.
+    struct start_wait {
+        auto_reset_event* self;
+        time_point until;
+        template <class Handler>
+        void operator()(Handler&& handler) const
+        {
+            std::lock_guard lock{self->mutex_};
+            self->timer_.expires_at(until);
+            self->timer_.async_wait(std::forward<Handler>(handler));
+            if (self->signalled_)
+                self->timer_.cancel();
+        }
+    };
+
+    std::mutex mutex_;
+    bool signalled_ = false;
+    timer timer_;
+};
+
+} // namespace distlock::detail
+// ---- end distlock/detail/auto_reset_event.hpp
 // ---- begin distlock/store.hpp
 // distlock/store.hpp: what a store adapter provides, as concepts.
 //
@@ -1303,7 +1401,6 @@ concept session_queue_store =
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <atomic>
@@ -1418,6 +1515,9 @@ public:
     /// background work to finish, then shuts.
     awaitable<void> close()
     {
+        // Held to the end: shut() from the store's destructor wakes this wait, and the
+        // resumed coroutine must find its lifetime even if the store has let go of it.
+        const auto self = this->shared_from_this();
         std::vector<std::weak_ptr<closing_listener>> told;
         {
             std::lock_guard lock{mutex_};
@@ -1433,7 +1533,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.async_receive(as_tuple_awaitable<Unused>());
+            (void)co_await idle_.wait(time_point::max(), as_tuple_awaitable<Unused>());
         }
         shut();
     }
@@ -1450,11 +1550,11 @@ public:
         for (auto n = entered_.load(); n != 0; n = entered_.load())
             entered_.wait(n);
         tell(told);
-        idle_.try_send(std::error_code{}, true);
+        idle_.set();
     }
 
 private:
-    explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
+    explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex} {}
 
     static void tell(std::vector<std::weak_ptr<closing_listener>>& listeners)
     {
@@ -1479,7 +1579,7 @@ private:
         }
         std::lock_guard lock{self->mutex_};
         if (--self->background_ == 0)
-            self->idle_.try_send(std::error_code{}, true);
+            self->idle_.set();
     }
 
     asio::any_io_executor ex_;
@@ -1490,7 +1590,7 @@ private:
     std::atomic<bool> closing_ = false;
     std::atomic<bool> closed_ = false;
     std::vector<std::weak_ptr<closing_listener>> listeners_;
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
+    auto_reset_event idle_;
 };
 
 using lifetime = basic_lifetime<>;
@@ -1922,15 +2022,14 @@ decltype(auto) diagnosed(diagnostics* diag, Op&& op)
 // caller: a slow or blackholed node answers after the decision, or after the caller
 // was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
 // grant gets released instead of staying held until its TTL. Replies are collected
-// under a mutex because nodes may run on different threads; the caller waits on a
-// concurrent channel, which is safe to signal from any thread and honours the
-// caller's cancellation.
+// under a mutex because nodes may run on different threads; the caller waits on an
+// auto_reset_event, which is safe to set from any thread and honours the caller's
+// cancellation.
 
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -2004,8 +2103,8 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
         replies<T> got;
         std::size_t answered = 0;
         bool decided = false;
-        asio::experimental::concurrent_channel<void(std::error_code, bool)> done;
-        shared(asio::any_io_executor ex, std::size_t n) : got(n), done(ex, 1) {}
+        auto_reset_event done;
+        shared(asio::any_io_executor ex, std::size_t n) : got(n), done{std::move(ex)} {}
     };
     const auto n = nodes.size();
     auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
@@ -2029,7 +2128,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                         ++state->answered;
                         if (state->answered == state->got.size() || settled(state->got)) {
                             state->decided = true;
-                            state->done.try_send(std::error_code{}, true);
+                            state->done.set();
                         }
                     }
                 }
@@ -2046,9 +2145,9 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    auto [ec, unused] = co_await state->done.async_receive(as_tuple_awaitable<T>());
+    const bool decided = co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
     std::lock_guard lock{state->mutex};
-    if (ec) {
+    if (!decided) {
         // Cancelled: whatever answers later is a straggler.
         state->decided = true;
         if (cancelled)
@@ -3763,16 +3862,14 @@ private:
 // ---- begin distlock/detail/wakeup.hpp
 // distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
 //
-// A concurrent channel with room for one message: safe to signal from any thread, and
-// a signal sent before the waiter starts waiting is kept, so a release that happens
+// An auto_reset_event with the waiter's name: safe to signal from any thread, and a
+// signal sent before the waiter starts waiting is kept, so a release that happens
 // between a failed attempt and the wait is not lost. Signalling never runs the waiter
-// inline (the channel posts its completion), so a store may signal under its own lock.
+// inline (the event posts its completion), so a store may signal under its own lock.
 
 
 #include <asio/any_io_executor.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
-#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <string>
@@ -3786,7 +3883,7 @@ public:
     /// `addressee`: the waiter's id in a fair queue; a message naming another waiter
     /// is not for it (empty: every message is).
     explicit wakeup(asio::any_io_executor ex, std::string addressee = {})
-        : channel_{std::move(ex), 1}, addressee_{std::move(addressee)}
+        : event_{std::move(ex)}, addressee_{std::move(addressee)}
     {}
 
     /// Whether a release message with this text should wake the waiter: one for
@@ -3797,16 +3894,11 @@ public:
     }
 
     /// Wakes the waiter (or the next wait, if none is waiting now).
-    void signal() { channel_.try_send(std::error_code{}, true); }
+    void signal() { event_.set(); }
 
     /// Takes a signal sent since the last wait or take, without waiting: true if
     /// there was one.
-    bool try_take()
-    {
-        bool taken = false;
-        (void)channel_.try_receive([&](std::error_code, bool) { taken = true; });
-        return taken;
-    }
+    bool try_take() { return event_.try_take(); }
 
     /// True when signalled, false when `until` came first or on cancellation.
     // A template so that it is compiled only where it is used (see
@@ -3814,24 +3906,11 @@ public:
     template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
-        bool signalled = false;
-        (void)co_await finished_before(receive(channel_, signalled), until);
-        co_return signalled;
+        return event_.wait(until, as_tuple_awaitable<Unused>());
     }
 
 private:
-    using channel = asio::experimental::concurrent_channel<void(std::error_code, bool)>;
-
-    template <class Unused = void>
-    static awaitable<void> receive(channel& from, bool& signalled)
-    {
-        auto [ec, unused] = co_await from.async_receive(as_tuple_awaitable<Unused>());
-        signalled = !ec;
-    }
-
-    // (error_code, bool) rather than (error_code): Asio 1.22's channel traits cannot
-    // tell the single-argument form apart.
-    channel channel_;
+    auto_reset_event event_;
     const std::string addressee_;
 };
 
@@ -5170,7 +5249,6 @@ private:
 
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -5188,11 +5266,11 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
     if (operations.empty())
         co_return std::vector<result<T>>{};
     struct shared {
-        shared(asio::any_io_executor ex, std::size_t n) : out(n), left{n}, done{std::move(ex), 1} {}
+        shared(asio::any_io_executor ex, std::size_t n) : out(n), left{n}, done{std::move(ex)} {}
         std::mutex mutex;
         std::vector<result<T>> out;
         std::size_t left;
-        asio::experimental::concurrent_channel<void(std::error_code, bool)> done;
+        auto_reset_event done;
     };
     auto ex = co_await asio::this_coro::executor;
     auto state = std::make_shared<shared>(ex, operations.size());
@@ -5201,10 +5279,10 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
             std::lock_guard lock{state->mutex};
             state->out[i] = e ? result<T>{errc::outcome_unknown} : std::move(r);
             if (--state->left == 0)
-                state->done.try_send(std::error_code{}, true);
+                state->done.set();
         });
     for (;;) {
-        (void)co_await state->done.async_receive(as_tuple_awaitable<T>());
+        (void)co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);

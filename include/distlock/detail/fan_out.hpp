@@ -6,12 +6,13 @@
 // caller: a slow or blackholed node answers after the decision, or after the caller
 // was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
 // grant gets released instead of staying held until its TTL. Replies are collected
-// under a mutex because nodes may run on different threads; the caller waits on a
-// concurrent channel, which is safe to signal from any thread and honours the
-// caller's cancellation.
+// under a mutex because nodes may run on different threads; the caller waits on an
+// auto_reset_event, which is safe to set from any thread and honours the caller's
+// cancellation.
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/auto_reset_event.hpp>
 #include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
@@ -19,7 +20,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -93,8 +93,8 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
         replies<T> got;
         std::size_t answered = 0;
         bool decided = false;
-        asio::experimental::concurrent_channel<void(std::error_code, bool)> done;
-        shared(asio::any_io_executor ex, std::size_t n) : got(n), done(ex, 1) {}
+        auto_reset_event done;
+        shared(asio::any_io_executor ex, std::size_t n) : got(n), done{std::move(ex)} {}
     };
     const auto n = nodes.size();
     auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
@@ -118,7 +118,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                         ++state->answered;
                         if (state->answered == state->got.size() || settled(state->got)) {
                             state->decided = true;
-                            state->done.try_send(std::error_code{}, true);
+                            state->done.set();
                         }
                     }
                 }
@@ -135,9 +135,9 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    auto [ec, unused] = co_await state->done.async_receive(as_tuple_awaitable<T>());
+    const bool decided = co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
     std::lock_guard lock{state->mutex};
-    if (ec) {
+    if (!decided) {
         // Cancelled: whatever answers later is a straggler.
         state->decided = true;
         if (cancelled)

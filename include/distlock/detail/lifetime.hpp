@@ -27,6 +27,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/auto_reset_event.hpp>
 #include <distlock/detail/deferred.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
@@ -37,7 +38,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <atomic>
@@ -152,6 +152,9 @@ public:
     /// background work to finish, then shuts.
     awaitable<void> close()
     {
+        // Held to the end: shut() from the store's destructor wakes this wait, and the
+        // resumed coroutine must find its lifetime even if the store has let go of it.
+        const auto self = this->shared_from_this();
         std::vector<std::weak_ptr<closing_listener>> told;
         {
             std::lock_guard lock{mutex_};
@@ -167,7 +170,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.async_receive(as_tuple_awaitable<Unused>());
+            (void)co_await idle_.wait(time_point::max(), as_tuple_awaitable<Unused>());
         }
         shut();
     }
@@ -184,11 +187,11 @@ public:
         for (auto n = entered_.load(); n != 0; n = entered_.load())
             entered_.wait(n);
         tell(told);
-        idle_.try_send(std::error_code{}, true);
+        idle_.set();
     }
 
 private:
-    explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex, 1} {}
+    explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex} {}
 
     static void tell(std::vector<std::weak_ptr<closing_listener>>& listeners)
     {
@@ -213,7 +216,7 @@ private:
         }
         std::lock_guard lock{self->mutex_};
         if (--self->background_ == 0)
-            self->idle_.try_send(std::error_code{}, true);
+            self->idle_.set();
     }
 
     asio::any_io_executor ex_;
@@ -224,7 +227,7 @@ private:
     std::atomic<bool> closing_ = false;
     std::atomic<bool> closed_ = false;
     std::vector<std::weak_ptr<closing_listener>> listeners_;
-    asio::experimental::concurrent_channel<void(std::error_code, bool)> idle_;
+    auto_reset_event idle_;
 };
 
 using lifetime = basic_lifetime<>;

@@ -6,12 +6,13 @@
 // not move on before every one of them has finished.
 #pragma once
 
+#include <distlock/clock.hpp>
+#include <distlock/detail/auto_reset_event.hpp>
 #include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/concurrent_channel.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -29,11 +30,11 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
     if (operations.empty())
         co_return std::vector<result<T>>{};
     struct shared {
-        shared(asio::any_io_executor ex, std::size_t n) : out(n), left{n}, done{std::move(ex), 1} {}
+        shared(asio::any_io_executor ex, std::size_t n) : out(n), left{n}, done{std::move(ex)} {}
         std::mutex mutex;
         std::vector<result<T>> out;
         std::size_t left;
-        asio::experimental::concurrent_channel<void(std::error_code, bool)> done;
+        auto_reset_event done;
     };
     auto ex = co_await asio::this_coro::executor;
     auto state = std::make_shared<shared>(ex, operations.size());
@@ -42,10 +43,10 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
             std::lock_guard lock{state->mutex};
             state->out[i] = e ? result<T>{errc::outcome_unknown} : std::move(r);
             if (--state->left == 0)
-                state->done.try_send(std::error_code{}, true);
+                state->done.set();
         });
     for (;;) {
-        (void)co_await state->done.async_receive(as_tuple_awaitable<T>());
+        (void)co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);

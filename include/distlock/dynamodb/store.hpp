@@ -32,6 +32,7 @@
 #include <distlock/aws/sigv4.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/detail/base64.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/diagnostics.hpp>
@@ -349,7 +350,7 @@ public:
             if (clock::now() >= until)
                 co_return distlock::errc::timeout;
             timer t{co_await asio::this_coro::executor, std::chrono::milliseconds{50}};
-            (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
         }
     }
 

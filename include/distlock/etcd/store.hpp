@@ -24,6 +24,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -399,7 +400,7 @@ private:
             // Unreachable for now: look again shortly, within `until`.
             timer pause{co_await asio::this_coro::executor,
                         std::min(until, clock::now() + std::chrono::milliseconds{100})};
-            (void)co_await pause.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await pause.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
         }
         co_return false;
     }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
@@ -316,7 +317,7 @@ public:
                 listening_ = !co_await listener_->connect();
                 if (!listening_) {
                     timer t{co_await asio::this_coro::executor, until};
-                    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                     co_return false;
                 }
             }

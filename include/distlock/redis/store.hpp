@@ -4,6 +4,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
@@ -260,7 +261,7 @@ public:
                     if (now >= until)
                         co_return false;
                     timer t{co_await asio::this_coro::executor, std::min(until, now + resubscribe_interval)};
-                    (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none || clock::now() >= until)
                         co_return false;

@@ -40,6 +40,7 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/cut_off.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/waiting_caller.hpp>
@@ -358,7 +359,7 @@ private:
             // Each waiter has its own timer: re-arming a shared one would cancel the others.
             timer t{strand_, time_point::max()};
             connect_waiters_.push_back(&t);
-            (void)co_await t.async_wait(as_tuple(asio::use_awaitable));
+            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Codec>());
             std::erase(connect_waiters_, &t);
         }
         if (state_ == state::ready)
@@ -408,7 +409,7 @@ private:
         };
         while (self->generation_ == generation) {
             self->sweep_.expires_after(tick);
-            (void)co_await self->sweep_.async_wait(as_tuple(asio::use_awaitable));
+            (void)co_await self->sweep_.async_wait(distlock::detail::as_tuple_awaitable<Codec>());
             if (self->generation_ != generation)
                 co_return;
             const auto now = clock::now();
@@ -427,7 +428,7 @@ private:
             if (self->queue_.empty()) {
                 self->writer_wake_.expires_at(time_point::max());
                 self->idle_writer_ = generation;
-                (void)co_await self->writer_wake_.async_wait(as_tuple(asio::use_awaitable));
+                (void)co_await self->writer_wake_.async_wait(distlock::detail::as_tuple_awaitable<Codec>());
                 if (self->idle_writer_ == generation)
                     self->idle_writer_ = 0;
                 continue;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
 
@@ -29,7 +30,6 @@
 
 namespace distlock::transport {
 
-using asio::experimental::as_tuple;
 using tcp = asio::ip::tcp;
 using unix_stream = asio::local::stream_protocol;
 using tls_stream = asio::ssl::stream<tcp::socket>;
@@ -114,13 +114,13 @@ public:
         std::error_code ec;
         if (!cfg.unix_socket.empty()) {
             auto& s = fresh->s.template emplace<unix_stream::socket>(ex);
-            auto r = co_await (s.async_connect(unix_stream::endpoint{cfg.unix_socket}, as_tuple(asio::use_awaitable)) ||
-                               deadline.async_wait(as_tuple(asio::use_awaitable)));
+            auto r = co_await (s.async_connect(unix_stream::endpoint{cfg.unix_socket}, distlock::detail::as_tuple_awaitable<Unused>()) ||
+                               deadline.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
             ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
         } else {
             tcp::resolver resolver{ex};
             auto [rec, endpoints] =
-                co_await resolver.async_resolve(cfg.host, std::to_string(cfg.port), as_tuple(asio::use_awaitable));
+                co_await resolver.async_resolve(cfg.host, std::to_string(cfg.port), distlock::detail::as_tuple_awaitable<Unused>());
             if (rec) {
                 diagnostic = "cannot resolve " + cfg.host + ": " + rec.message();
                 if (sockets_ == fresh)
@@ -130,8 +130,8 @@ public:
             if (sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
             auto& socket = fresh->s.template emplace<tcp::socket>(ex);
-            auto r = co_await (asio::async_connect(socket, endpoints, as_tuple(asio::use_awaitable)) ||
-                               deadline.async_wait(as_tuple(asio::use_awaitable)));
+            auto r = co_await (asio::async_connect(socket, endpoints, distlock::detail::as_tuple_awaitable<Unused>()) ||
+                               deadline.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
             ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
             if (!ec && sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
@@ -147,8 +147,8 @@ public:
                     if (cfg.tls_verify_peer)
                         s.set_verify_callback(asio::ssl::host_name_verification{name});
                     deadline.expires_after(cfg.connect_timeout);
-                    auto h = co_await (s.async_handshake(asio::ssl::stream_base::client, as_tuple(asio::use_awaitable)) ||
-                                       deadline.async_wait(as_tuple(asio::use_awaitable)));
+                    auto h = co_await (s.async_handshake(asio::ssl::stream_base::client, distlock::detail::as_tuple_awaitable<Unused>()) ||
+                                       deadline.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
                     ec = h.index() == 0 ? std::get<0>(std::get<0>(h)) : make_error_code(asio::error::timed_out);
                     if (sockets_ != fresh)
                         co_return closed_while_connecting(cfg, diagnostic);
@@ -188,11 +188,11 @@ public:
         if (!keep)
             co_return not_open();
         if (auto* t = std::get_if<tls_stream>(&keep->s))
-            co_return co_await t->async_read_some(b, as_tuple(asio::use_awaitable));
+            co_return co_await t->async_read_some(b, distlock::detail::as_tuple_awaitable<Unused>());
         if (auto* u = std::get_if<unix_stream::socket>(&keep->s))
-            co_return co_await u->async_read_some(b, as_tuple(asio::use_awaitable));
+            co_return co_await u->async_read_some(b, distlock::detail::as_tuple_awaitable<Unused>());
         if (auto* p = std::get_if<tcp::socket>(&keep->s))
-            co_return co_await p->async_read_some(b, as_tuple(asio::use_awaitable));
+            co_return co_await p->async_read_some(b, distlock::detail::as_tuple_awaitable<Unused>());
         co_return not_open();
     }
 
@@ -202,11 +202,11 @@ public:
         if (!keep)
             co_return not_open();
         if (auto* t = std::get_if<tls_stream>(&keep->s))
-            co_return co_await asio::async_write(*t, b, as_tuple(asio::use_awaitable));
+            co_return co_await asio::async_write(*t, b, distlock::detail::as_tuple_awaitable<Unused>());
         if (auto* u = std::get_if<unix_stream::socket>(&keep->s))
-            co_return co_await asio::async_write(*u, b, as_tuple(asio::use_awaitable));
+            co_return co_await asio::async_write(*u, b, distlock::detail::as_tuple_awaitable<Unused>());
         if (auto* p = std::get_if<tcp::socket>(&keep->s))
-            co_return co_await asio::async_write(*p, b, as_tuple(asio::use_awaitable));
+            co_return co_await asio::async_write(*p, b, distlock::detail::as_tuple_awaitable<Unused>());
         co_return not_open();
     }
 

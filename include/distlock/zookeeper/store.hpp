@@ -27,6 +27,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
@@ -497,7 +498,7 @@ private:
     static awaitable<void> pause(time_point until)
     {
         timer t{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
-        (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
+        (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
     }
 
     static awaitable<result<void>> dequeued(std::shared_ptr<session> s, std::string parent, std::string owner_hex,

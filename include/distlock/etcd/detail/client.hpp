@@ -14,6 +14,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
@@ -150,7 +151,7 @@ public:
                 co_return out;
             // A member that is down, or a stream cut: look again shortly (bounded by `until`).
             timer pause{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
-            (void)co_await pause.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await pause.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
         }
     }
 

@@ -16,6 +16,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
 #include <distlock/detail/strand.hpp>
@@ -218,7 +219,7 @@ private:
         while (self->granting_) {
             timer t{self->strand_, time_point::max()};
             self->grant_waiters_.push_back(&t);
-            (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             std::erase(self->grant_waiters_, &t);
         }
         std::int64_t stale = 0;
@@ -304,7 +305,7 @@ private:
                 every = std::min(self->cfg_.keepalive_interval(), self->ttl_ / 3);
             }
             self->tick_.expires_at(std::min(clock::now() + every, valid));
-            (void)co_await self->tick_.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await self->tick_.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (self->is_stopped())
                 continue;
             co_await self->renew(id, valid, every);
@@ -335,7 +336,7 @@ private:
             // Bounded by the validity: past it the session is in doubt, answer or not.
             timer limit{strand_, valid};
             auto r = co_await (client::call(client_, "lease/keepalive", payload, nullptr) ||
-                               limit.async_wait(transport::as_tuple(asio::use_awaitable)));
+                               limit.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
             if (r.index() == 1) {
                 ended(id, session_state::in_doubt);
                 co_return;
@@ -358,7 +359,7 @@ private:
                 co_return;
             // Refused or unanswered: again, sooner, while the validity lasts.
             tick_.expires_at(std::min(clock::now() + every / 4, valid));
-            (void)co_await tick_.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await tick_.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (is_stopped())
                 co_return;
         }

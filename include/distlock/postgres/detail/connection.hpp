@@ -32,6 +32,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/waiting_caller.hpp>
@@ -352,7 +353,7 @@ private:
         while (state_ == state::connecting) {
             timer t{strand_, time_point::max()};
             connect_waiters_.push_back(&t);
-            (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             std::erase(connect_waiters_, &t);
         }
         if (state_ == state::ready)
@@ -465,7 +466,6 @@ private:
     awaitable<bool> wait_socket(int fd, bool readable, time_point deadline)
     {
         using namespace asio::experimental::awaitable_operators;
-        using asio::experimental::as_tuple;
         asio::posix::stream_descriptor d{strand_, fd};
         timer t{strand_, deadline};
         connect_timer_ = &t; // close() ends the wait at once
@@ -475,8 +475,8 @@ private:
         } forget_{connect_timer_};
         auto first = co_await (
             d.async_wait(readable ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write,
-                         as_tuple(asio::use_awaitable)) ||
-            t.async_wait(as_tuple(asio::use_awaitable)));
+                         distlock::detail::as_tuple_awaitable<Unused>()) ||
+            t.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
         d.release(); // libpq's socket: never closed here
         co_return first.index() == 0;
     }
@@ -546,7 +546,7 @@ private:
     {
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_write,
-                                                           asio::experimental::as_tuple(asio::use_awaitable));
+                                                           distlock::detail::as_tuple_awaitable<Unused>());
             if (self->generation_ != generation)
                 co_return;
             if (ec) {
@@ -578,7 +578,7 @@ private:
         timer t{self->strand_};
         for (;;) {
             t.expires_after(tick);
-            (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
             if (self->generation_ != generation)
                 co_return;
             const auto now = clock::now();
@@ -596,7 +596,7 @@ private:
         std::vector<std::shared_ptr<request>> answered;
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_read,
-                                                           asio::experimental::as_tuple(asio::use_awaitable));
+                                                           distlock::detail::as_tuple_awaitable<Unused>());
             if (self->generation_ != generation)
                 co_return;
             if (ec) {

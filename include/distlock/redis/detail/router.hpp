@@ -25,6 +25,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/detail/wakeup.hpp>
@@ -283,7 +284,7 @@ private:
                 last = errc::store_unavailable;
                 self->stale_ = true;
                 timer pause{co_await asio::this_coro::executor, clock::now() + refusal_pause};
-                (void)co_await pause.async_wait(transport::as_tuple(asio::use_awaitable));
+                (void)co_await pause.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
                 continue;
             }
             co_return got; // any other error reply: the store reads it

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/strand.hpp>
 #include <distlock/detail/wakeup.hpp>
@@ -200,7 +201,7 @@ private:
     {
         timer t{strand_, until};
         waiting_.push_back(&t);
-        (void)co_await t.async_wait(transport::as_tuple(asio::use_awaitable));
+        (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
         std::erase(waiting_, &t);
     }
 

@@ -34,6 +34,7 @@
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/detail/cut_off.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
 #include <distlock/detail/strand.hpp>
@@ -742,7 +743,7 @@ private:
             const auto pause = std::min<duration>(std::chrono::milliseconds{25} * (1 << std::min(failures, 5)),
                                                   std::chrono::milliseconds{800});
             self->tick_.expires_at(answered ? sent + interval : now + std::min<duration>(pause, interval));
-            (void)co_await self->tick_.async_wait(transport::as_tuple(asio::use_awaitable));
+            (void)co_await self->tick_.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
         }
     }
 
