@@ -135,9 +135,9 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    const bool decided = co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
+    const bool woken = co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
     std::lock_guard lock{state->mutex};
-    if (!decided) {
+    if (!woken) {
         // Cancelled: whatever answers later is a straggler.
         state->decided = true;
         if (cancelled)
