@@ -16,20 +16,19 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 using namespace test;
 using event = dl::detail::auto_reset_event;
 
 namespace {
 
-const auto token = asio::experimental::as_tuple(asio::use_awaitable);
-
 // Starts a coroutine that waits on `e` until `until` and records the answer in `got`.
 void start_wait(asio::io_context& io, event& e, std::optional<bool>& got,
                 dl::time_point until = dl::time_point::max())
 {
     asio::co_spawn(
-        io, [&e, &got, until]() -> asio::awaitable<void> { got = co_await e.wait(until, token); }, asio::detached);
+        io, [&e, &got, until]() -> asio::awaitable<void> { got = co_await e.wait(until); }, asio::detached);
 }
 
 } // namespace
@@ -96,13 +95,57 @@ TEST_CASE("auto_reset_event: the deadline ends a wait, and a later set is kept f
     CHECK(*got);
 }
 
+TEST_CASE("auto_reset_event: async_wait completes on a set, or at once after one, and leaves the set to try_take",
+          "[event]")
+{
+    // The fan-out's form of the wait: the completion says only that the wait ended;
+    // the flag, taken afterwards, says whether it was set.
+    asio::io_context io;
+    event e{io.get_executor()};
+    const auto token = asio::experimental::as_tuple(asio::use_awaitable);
+    std::vector<bool> taken;
+    int completions = 0;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            e.set(); // before the wait starts: the wait completes at once
+            (void)co_await e.async_wait(dl::time_point::max(), token);
+            ++completions;
+            taken.push_back(e.try_take());
+            (void)co_await e.async_wait(dl::clock::now() + 1ms, token); // nothing sets it
+            ++completions;
+            taken.push_back(e.try_take());
+        },
+        asio::detached);
+    io.run();
+    CHECK(completions == 2);
+    CHECK(taken == std::vector<bool>{true, false});
+
+    // A set while the wait is pending ends it, and the set is still there to take.
+    io.restart();
+    std::optional<bool> after;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            (void)co_await e.async_wait(dl::time_point::max(), token);
+            after = e.try_take();
+        },
+        asio::detached);
+    io.poll();
+    CHECK_FALSE(after);
+    e.set();
+    io.run();
+    REQUIRE(after);
+    CHECK(*after);
+}
+
 TEST_CASE("auto_reset_event: the caller's cancellation ends a wait", "[event]")
 {
     asio::io_context io;
     event e{io.get_executor()};
     asio::cancellation_signal cancel;
     std::optional<bool> got;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> { got = co_await e.wait(dl::time_point::max(), token); },
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { got = co_await e.wait(); },
                    asio::bind_cancellation_slot(cancel.slot(), asio::detached));
     io.poll();
     CHECK_FALSE(got);
@@ -134,7 +177,7 @@ TEST_CASE("auto_reset_event: an io_context destroyed during a wait destroys the 
         asio::co_spawn(
             io,
             [](std::shared_ptr<owned> o, bool& resumed) -> asio::awaitable<void> {
-                (void)co_await o->e.wait(dl::time_point::max(), token);
+                (void)co_await o->e.wait();
                 resumed = true;
             }(std::move(o), resumed),
             asio::detached);
@@ -157,7 +200,7 @@ TEST_CASE("auto_reset_event: a pending wait keeps run() going until another thre
         io,
         [&]() -> asio::awaitable<void> {
             waiting = true;
-            got = co_await e.wait(dl::time_point::max(), token);
+            got = co_await e.wait();
             resumed_on = std::this_thread::get_id();
         },
         asio::detached);
@@ -199,7 +242,7 @@ TEST_CASE("auto_reset_event: sets from other threads racing with cut-off waits a
         int cut = 0;
         while (counted.load() < rounds && dl::clock::now() < give_up) {
             const auto limit = std::chrono::microseconds{(counted.load() * 37 + cut * 11) % 2000};
-            if (co_await e.wait(dl::clock::now() + limit, token))
+            if (co_await e.wait(dl::clock::now() + limit))
                 ++counted;
             else
                 ++cut;

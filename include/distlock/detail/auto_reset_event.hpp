@@ -26,6 +26,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -61,17 +62,24 @@ public:
 
     /// True when set (taking the set); false when `until` came first or the caller's
     /// cancellation ended the wait. One waiter at a time.
-    template <class Token>
-    awaitable<bool> wait(time_point until, Token token)
+    // A template so that it is compiled only where it is used (see detail/deferred.hpp).
+    template <class Unused = void>
+    awaitable<bool> wait(time_point until = time_point::max())
     {
-        {
-            std::lock_guard lock{mutex_};
-            if (std::exchange(signalled_, false))
-                co_return true;
-        }
-        (void)co_await asio::async_initiate<Token, void(std::error_code)>(start_wait{this, until}, token);
-        std::lock_guard lock{mutex_};
-        co_return std::exchange(signalled_, false);
+        if (try_take())
+            co_return true;
+        (void)co_await async_wait(until, as_tuple_awaitable<Unused>());
+        co_return try_take();
+    }
+
+    /// The wait itself, without taking the set: completes with the timer's signature
+    /// when set(), at `until`, or on the caller's cancellation (a set() made before it
+    /// started completes it at once); the caller then asks try_take(). For a caller
+    /// that is itself a coroutine on a hot path: it saves wait()'s frame.
+    template <class Token>
+    auto async_wait(time_point until, Token&& token)
+    {
+        return asio::async_initiate<Token, void(std::error_code)>(start_wait{this, until}, token);
     }
 
 private:

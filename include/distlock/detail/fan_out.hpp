@@ -19,9 +19,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -135,7 +133,13 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             asio::detached);
     }
 
-    const bool woken = co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
+    // The event's async_wait rather than its wait(): one coroutine frame less per
+    // quorum operation.
+    bool woken = state->done.try_take();
+    if (!woken) {
+        (void)co_await state->done.async_wait(time_point::max(), as_tuple_awaitable<T>());
+        woken = state->done.try_take();
+    }
     std::lock_guard lock{state->mutex};
     if (!woken) {
         // Cancelled: whatever answers later is a straggler.

@@ -28,7 +28,6 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/auto_reset_event.hpp>
-#include <distlock/detail/deferred.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
@@ -37,8 +36,6 @@
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/use_awaitable.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -170,7 +167,7 @@ public:
                 if (background_ == 0)
                     break;
             }
-            (void)co_await idle_.wait(time_point::max(), as_tuple_awaitable<Unused>());
+            (void)co_await idle_.wait<Unused>();
         }
         shut();
     }

@@ -8,12 +8,9 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/auto_reset_event.hpp>
-#include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/any_io_executor.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/use_awaitable.hpp>
 
 #include <string>
 #include <string_view>
@@ -45,11 +42,11 @@ public:
 
     /// True when signalled, false when `until` came first or on cancellation.
     // A template so that it is compiled only where it is used (see
-    // detail/lease_state.hpp).
+    // detail/deferred.hpp).
     template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
-        return event_.wait(until, as_tuple_awaitable<Unused>());
+        return event_.wait<Unused>(until);
     }
 
 private:

@@ -8,13 +8,10 @@
 
 #include <distlock/clock.hpp>
 #include <distlock/detail/auto_reset_event.hpp>
-#include <distlock/detail/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/co_spawn.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
 
 #include <cstddef>
 #include <exception>
@@ -46,7 +43,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
                 state->done.set();
         });
     for (;;) {
-        (void)co_await state->done.wait(time_point::max(), as_tuple_awaitable<T>());
+        (void)co_await state->done.template wait<T>();
         std::lock_guard lock{state->mutex};
         if (state->left == 0)
             co_return std::move(state->out);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/detail/deferred.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
@@ -11,7 +12,6 @@
 #include <asio/buffer.hpp>
 #include <asio/connect.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/read.hpp>
@@ -109,14 +109,12 @@ public:
         // it when a close() lets go of sockets_.
         const auto fresh = std::make_shared<socket_set>();
         sockets_ = fresh;
-        timer deadline{ex, cfg.connect_timeout};
-        using namespace asio::experimental::awaitable_operators;
         std::error_code ec;
         if (!cfg.unix_socket.empty()) {
             auto& s = fresh->s.template emplace<unix_stream::socket>(ex);
-            auto r = co_await (s.async_connect(unix_stream::endpoint{cfg.unix_socket}, distlock::detail::as_tuple_awaitable<Unused>()) ||
-                               deadline.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
-            ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
+            const unix_stream::endpoint path{cfg.unix_socket};
+            ec = co_await within_timeout(
+                [&](auto token) { return s.async_connect(path, std::move(token)); }, cfg.connect_timeout);
         } else {
             tcp::resolver resolver{ex};
             auto [rec, endpoints] =
@@ -130,9 +128,9 @@ public:
             if (sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
             auto& socket = fresh->s.template emplace<tcp::socket>(ex);
-            auto r = co_await (asio::async_connect(socket, endpoints, distlock::detail::as_tuple_awaitable<Unused>()) ||
-                               deadline.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
-            ec = r.index() == 0 ? std::get<0>(std::get<0>(r)) : make_error_code(asio::error::timed_out);
+            ec = co_await within_timeout(
+                [&](auto token) { return asio::async_connect(socket, endpoints, std::move(token)); },
+                cfg.connect_timeout);
             if (!ec && sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
             if (!ec) {
@@ -146,10 +144,9 @@ public:
                     SSL_set_tlsext_host_name(s.native_handle(), name.c_str());
                     if (cfg.tls_verify_peer)
                         s.set_verify_callback(asio::ssl::host_name_verification{name});
-                    deadline.expires_after(cfg.connect_timeout);
-                    auto h = co_await (s.async_handshake(asio::ssl::stream_base::client, distlock::detail::as_tuple_awaitable<Unused>()) ||
-                                       deadline.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
-                    ec = h.index() == 0 ? std::get<0>(std::get<0>(h)) : make_error_code(asio::error::timed_out);
+                    ec = co_await within_timeout(
+                        [&](auto token) { return s.async_handshake(asio::ssl::stream_base::client, std::move(token)); },
+                        cfg.connect_timeout);
                     if (sockets_ != fresh)
                         co_return closed_while_connecting(cfg, diagnostic);
                     if (ec) {
@@ -229,6 +226,21 @@ public:
     }
 
 private:
+    // The error code of the Asio operation that `start(token)` begins, or timed_out
+    // when `timeout` ends first (the operation is then cancelled and awaited).
+    template <class Start>
+    static awaitable<std::error_code> within_timeout(Start start, duration timeout)
+    {
+        std::error_code ec;
+        auto op = [](Start start, std::error_code& ec) -> awaitable<void> {
+            // The first element is the error code; async_connect adds the endpoint.
+            ec = std::get<0>(co_await start(distlock::detail::as_tuple_awaitable<Start>()));
+        }(std::move(start), ec);
+        if (!co_await distlock::detail::finished_before(std::move(op), distlock::detail::after(timeout)))
+            co_return make_error_code(asio::error::timed_out);
+        co_return ec;
+    }
+
     struct socket_set {
         std::variant<std::monostate, tcp::socket, unix_stream::socket, tls_stream> s;
 

@@ -16,6 +16,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/os_random.hpp>
@@ -24,7 +25,6 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/strand.hpp>
 
 #include <map>
@@ -320,7 +320,6 @@ private:
 
     awaitable<void> renew(std::int64_t id, time_point valid, duration every)
     {
-        using namespace asio::experimental::awaitable_operators;
         const json body = {{"ID", std::to_string(id)}};
         const auto payload = body.dump();
         for (;;) {
@@ -334,14 +333,12 @@ private:
                 ++keepalives_;
             }
             // Bounded by the validity: past it the session is in doubt, answer or not.
-            timer limit{strand_, valid};
-            auto r = co_await (client::call(client_, "lease/keepalive", payload, nullptr) ||
-                               limit.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
-            if (r.index() == 1) {
+            auto r = co_await distlock::detail::within(client::call(client_, "lease/keepalive", payload, nullptr), valid);
+            if (!r) {
                 ended(id, session_state::in_doubt);
                 co_return;
             }
-            auto& got = std::get<0>(r);
+            auto& got = *r;
             if (got) {
                 const auto ttl = integer(got.value(), "TTL");
                 if (!ttl || *ttl <= 0) { // answered without a TTL: the lease is gone

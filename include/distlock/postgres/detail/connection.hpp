@@ -32,6 +32,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
+#include <distlock/detail/cut_off.hpp>
 #include <distlock/detail/deferred.hpp>
 #include <distlock/detail/on_strand.hpp>
 #include <distlock/detail/strand.hpp>
@@ -49,7 +50,6 @@
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
@@ -465,20 +465,19 @@ private:
     // Waits until `fd` is readable (or writable), false at the deadline.
     awaitable<bool> wait_socket(int fd, bool readable, time_point deadline)
     {
-        using namespace asio::experimental::awaitable_operators;
         asio::posix::stream_descriptor d{strand_, fd};
-        timer t{strand_, deadline};
-        connect_timer_ = &t; // close() ends the wait at once
+        connect_wait_ = &d; // close() ends the wait at once
         struct forget {
-            timer*& t;
-            ~forget() { t = nullptr; }
-        } forget_{connect_timer_};
-        auto first = co_await (
-            d.async_wait(readable ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write,
-                         distlock::detail::as_tuple_awaitable<Unused>()) ||
-            t.async_wait(distlock::detail::as_tuple_awaitable<Unused>()));
+            asio::posix::stream_descriptor*& d;
+            ~forget() { d = nullptr; }
+        } forget_{connect_wait_};
+        const auto which = readable ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write;
+        auto ready = [](asio::posix::stream_descriptor& d, asio::posix::stream_descriptor::wait_type which) -> awaitable<void> {
+            (void)co_await d.async_wait(which, distlock::detail::as_tuple_awaitable<Unused>());
+        }(d, which);
+        const bool first = co_await distlock::detail::finished_before(std::move(ready), deadline);
         d.release(); // libpq's socket: never closed here
-        co_return first.index() == 0;
+        co_return first;
     }
 
     // Queues the request's statements and its Sync in libpq's output buffer; the
@@ -698,8 +697,10 @@ private:
     void fail(std::error_code ec, const std::string& why)
     {
         ++generation_;
-        if (connect_timer_)
-            connect_timer_->cancel(); // a connect in progress sees the new generation and gives up
+        if (connect_wait_) {
+            std::error_code ignored; // cancelling a wait on an open descriptor cannot fail
+            connect_wait_->cancel(ignored); // a connect in progress sees the new generation and gives up
+        }
         const bool was_ready = state_ == state::ready;
         if (state_ != state::connecting)
             state_ = state::idle;
@@ -790,7 +791,7 @@ private:
     state state_ = state::idle;
     std::uint64_t generation_ = 0;
     bool flushing_ = false;
-    timer* connect_timer_ = nullptr;
+    asio::posix::stream_descriptor* connect_wait_ = nullptr;
     std::atomic<std::size_t> load_{0};
     std::set<std::string> prepared_;
     std::vector<const char*> scratch_values_; // send()'s
