@@ -11,7 +11,6 @@
 
 #include <asio/buffer.hpp>
 #include <asio/connect.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/read.hpp>
@@ -112,9 +111,9 @@ public:
         std::error_code ec;
         if (!cfg.unix_socket.empty()) {
             auto& s = fresh->s.template emplace<unix_stream::socket>(ex);
-            const unix_stream::endpoint path{cfg.unix_socket};
             ec = co_await within_timeout(
-                [&](auto token) { return s.async_connect(path, std::move(token)); }, cfg.connect_timeout);
+                s.async_connect(unix_stream::endpoint{cfg.unix_socket}, distlock::detail::as_tuple_awaitable<Unused>()),
+                cfg.connect_timeout);
         } else {
             tcp::resolver resolver{ex};
             auto [rec, endpoints] =
@@ -129,7 +128,7 @@ public:
                 co_return closed_while_connecting(cfg, diagnostic);
             auto& socket = fresh->s.template emplace<tcp::socket>(ex);
             ec = co_await within_timeout(
-                [&](auto token) { return asio::async_connect(socket, endpoints, std::move(token)); },
+                asio::async_connect(socket, endpoints, distlock::detail::as_tuple_awaitable<Unused>()),
                 cfg.connect_timeout);
             if (!ec && sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
@@ -145,7 +144,7 @@ public:
                     if (cfg.tls_verify_peer)
                         s.set_verify_callback(asio::ssl::host_name_verification{name});
                     ec = co_await within_timeout(
-                        [&](auto token) { return s.async_handshake(asio::ssl::stream_base::client, std::move(token)); },
+                        s.async_handshake(asio::ssl::stream_base::client, distlock::detail::as_tuple_awaitable<Unused>()),
                         cfg.connect_timeout);
                     if (sockets_ != fresh)
                         co_return closed_while_connecting(cfg, diagnostic);
@@ -226,19 +225,15 @@ public:
     }
 
 private:
-    // The error code of the Asio operation that `start(token)` begins, or timed_out
-    // when `timeout` ends first (the operation is then cancelled and awaited).
-    template <class Start>
-    static awaitable<std::error_code> within_timeout(Start start, duration timeout)
+    // The error code an Asio operation (awaited as a tuple: async_connect adds the
+    // endpoint) completes with, or timed_out when `timeout` ends first (the operation
+    // is then cancelled and awaited).
+    template <class... Results>
+    static awaitable<std::error_code> within_timeout(awaitable<std::tuple<std::error_code, Results...>> op,
+                                                     duration timeout)
     {
-        std::error_code ec;
-        auto op = [](Start start, std::error_code& ec) -> awaitable<void> {
-            // The first element is the error code; async_connect adds the endpoint.
-            ec = std::get<0>(co_await start(distlock::detail::as_tuple_awaitable<Start>()));
-        }(std::move(start), ec);
-        if (!co_await distlock::detail::finished_before(std::move(op), distlock::detail::after(timeout)))
-            co_return make_error_code(asio::error::timed_out);
-        co_return ec;
+        const auto r = co_await distlock::detail::within(std::move(op), distlock::detail::after(timeout));
+        co_return r ? std::get<0>(*r) : make_error_code(asio::error::timed_out);
     }
 
     struct socket_set {

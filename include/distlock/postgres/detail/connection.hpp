@@ -49,7 +49,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
@@ -472,12 +471,10 @@ private:
             ~forget() { d = nullptr; }
         } forget_{connect_wait_};
         const auto which = readable ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write;
-        auto ready = [](asio::posix::stream_descriptor& d, asio::posix::stream_descriptor::wait_type which) -> awaitable<void> {
-            (void)co_await d.async_wait(which, distlock::detail::as_tuple_awaitable<Unused>());
-        }(d, which);
-        const bool first = co_await distlock::detail::finished_before(std::move(ready), deadline);
+        const auto ready =
+            co_await distlock::detail::within(d.async_wait(which, distlock::detail::as_tuple_awaitable<Unused>()), deadline);
         d.release(); // libpq's socket: never closed here
-        co_return first;
+        co_return ready.has_value();
     }
 
     // Queues the request's statements and its Sync in libpq's output buffer; the
