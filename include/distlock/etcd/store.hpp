@@ -10,7 +10,7 @@
 //    When the key exists already (the reply of the create was lost), the txn reads
 //    it back and the queue's oldest key instead: never a second queue entry. A call
 //    trying again after a wake-up, whose key this session made, reads instead of
-//    writing (two reads sent together). A key left by an earlier session of this
+//    writing (one read-only txn of two ranges). A key left by an earlier session of this
 //    store (one given up as in doubt) is deleted and made again, at the back.
 //  - The holder is the key with the lowest create revision. A waiter watches only
 //    its predecessor's key, from the revision of the read that found it, for its
@@ -41,7 +41,6 @@
 #include <distlock/store.hpp>
 
 #include <asio/any_io_executor.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 
 #include <memory>
 #include <optional>
@@ -243,18 +242,17 @@ private:
             }
             if (s->made(key, lease.value())) {
                 // This call made its key under this session (it is trying again after a
-                // wake-up): two reads, sent together, say where it stands, without a write.
-                using namespace asio::experimental::awaitable_operators;
-                auto [mine_got, oldest_got] =
-                    co_await (detail::client::call(c, "kv/range", detail::range_request(key).dump(), diag) &&
-                              detail::client::call(c, "kv/range", detail::queue_request(queue, "ASCEND", 1).dump(),
-                                                   diag));
-                if (!mine_got)
-                    co_return mine_got.error();
-                if (!oldest_got)
-                    co_return oldest_got.error();
-                const auto mine = detail::read_range(mine_got.value());
-                const auto oldest = detail::read_range(oldest_got.value());
+                // wake-up): two reads say where it stands, without a write. They go in one
+                // transaction without compares, which etcd serves as a read: one request,
+                // and both answers from the same revision.
+                const json reads = {
+                    {"success", json::array({json{{"request_range", detail::range_request(key)}},
+                                             json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}}})}};
+                auto got = co_await detail::client::call(c, "kv/txn", reads.dump(), diag);
+                if (!got)
+                    co_return got.error();
+                const auto mine = txn_range(got.value(), 0);
+                const auto oldest = txn_range(got.value(), 1);
                 if (!mine || !oldest)
                     co_return distlock::errc::protocol_error;
                 if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty())
