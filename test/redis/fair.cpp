@@ -34,6 +34,31 @@ long long in_line(const redis_server& server, std::string_view resource)
     return n;
 }
 
+// Who listens for releases of `resource`, asked on a connection of its own: the
+// subscribers of its channel, and how many waiters' channels have one.
+struct listeners {
+    long long on_resource_channel = -1;
+    long long waiter_channels = -1;
+};
+
+listeners listening(const redis_server& server, std::string_view resource)
+{
+    asio::io_context io;
+    dl::redis::store probe{io, server.config()};
+    listeners out;
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto channel = probe.channel(resource);
+        auto subs = co_await probe.execute("PUBSUB", "NUMSUB", channel);
+        REQUIRE(subs);
+        REQUIRE(subs.value().elements.size() == 2);
+        out.on_resource_channel = subs.value().elements[1].integer;
+        auto waiters = co_await probe.execute("PUBSUB", "CHANNELS", channel + ":*");
+        REQUIRE(waiters);
+        out.waiter_channels = static_cast<long long>(waiters.value().elements.size());
+    });
+    return out;
+}
+
 } // namespace
 
 TEST_CASE("redis fair: try_lock takes no place in line; a releaser that asks again queues behind the waiter",
@@ -140,6 +165,11 @@ TEST_CASE("redis fair: a release wakes the head waiter only; a cancelled head pa
                 pending.push_back(start(co_await asio::this_coro::executor, waiters[i]->lock()));
             (void)co_await eventually("queued in order", [&] { return in_line(server, "line") == static_cast<long long>(i + 1); });
         }
+        // Each waiter listens on a channel of its own and none on the resource's, so
+        // a release reaches the process of the head only.
+        const auto three = listening(server, "line");
+        CHECK(three.on_resource_channel == 0);
+        CHECK(three.waiter_channels == 3);
         // The head leaves while the lock is held; the next in line becomes the head.
         cancel_head.emit(asio::cancellation_type::all);
         (void)co_await eventually("the head gone", [&] { return head_result.has_value(); });
@@ -158,6 +188,8 @@ TEST_CASE("redis fair: a release wakes the head waiter only; a cancelled head pa
         const auto notified = recs[2].of<dl::wake_event>();
         CHECK(std::any_of(notified.begin(), notified.end(), [](const dl::wake_event& w) { return w.notified; }));
         { const auto ok_ = co_await pending[1].get()->unlock(); CHECK(ok_); }
+        // The channels went with their waiters.
+        (void)co_await eventually("no one listens", [&] { return listening(server, "line").waiter_channels == 0; });
     });
     for (auto& s : stores)
         s->disconnect();

@@ -7,6 +7,8 @@
 //                          owner's 32 hex chars, then the grant's token in decimal)
 //   E(P):{#E(R)}:released  the pub/sub channel a release publishes on (a shard channel
 //                          in a Redis Cluster, in the same slot)
+//   E(P):{#E(R)}:released:W  acquire::fair only: the channel of waiter W (its id in
+//                          hex), on which a release wakes the head of the queue
 //   E(P):{#E(R)}:queue     acquire::fair only: the waiters in line, a sorted set of
 //                          waiter ids scored by arrival (the server's clock in us)
 //   E(P):{#E(R)}:deadlines acquire::fair only: each waiter's deadline (server ms),
@@ -262,8 +264,11 @@ return 0
 
 // The fair queue's helpers. forget_gone: drops the waiters whose deadline has passed
 // (they stopped asking: crashed, cancelled without a word, partitioned). wake_head:
-// publishes the head waiter's id (or 'released' when no one waits) on the channel, so
-// that only the head tries; sharded '1' uses SPUBLISH (a Redis Cluster).
+// publishes the head waiter's id on the head's own channel (the resource's channel,
+// ':', the id), which only its lock() call listens to, so that a release wakes one
+// process, not every process with a waiter; 'released' on the resource's channel
+// when no one waits. Sharded '1' uses SPUBLISH (a Redis Cluster): the head's channel
+// carries the resource's hash tag, so it lives in the resource's slot.
 inline constexpr char fair_queue_lua[] = R"lua(
 local function server_ms()
   local clock = redis.call('TIME')
@@ -277,8 +282,13 @@ local function forget_gone(queue, deadlines, now_ms)
   end
 end
 local function wake_head(queue, channel, sharded)
-  local head = redis.call('ZRANGE', queue, 0, 0)[1] or 'released'
-  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', channel, head)
+  local publish = sharded == '1' and 'SPUBLISH' or 'PUBLISH'
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if head then
+    redis.call(publish, channel .. ':' .. head, head)
+  else
+    redis.call(publish, channel, 'released')
+  end
 end
 )lua";
 
@@ -420,7 +430,8 @@ inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
 
 /// acquire::fair. KEYS: lock, queue, deadlines. ARGV: owner, channel, sharded ('1').
-/// Releases the owner's lock and wakes the head waiter only (the message is its id);
+/// Releases the owner's lock and wakes the head waiter only, on its own channel
+/// (channel:id; the message is its id);
 /// 1 when released, 0 when not the owner.
 inline constexpr std::string_view release_fair = detail::release_fair.view();
 

@@ -353,11 +353,21 @@ public:
     /// How often a waiter must ask again to keep its place.
     duration queue_refresh() const noexcept { return cfg_.queue_ttl / 3; }
 
-    /// Listens for releases of one resource addressed to `waiter` (the head of its
-    /// queue) or to everyone.
+    /// Listens for the release that makes `waiter` the head of the resource's queue,
+    /// on a channel of its own: a release wakes the head's process only.
     awaitable<watcher> watch(std::string_view resource, const owner_token& waiter)
     {
-        return watch_on(router_, slot_of(resource), channel(resource), waiter.to_hex());
+        auto id = waiter.to_hex();
+        auto ch = waiter_channel(resource, id);
+        return watch_on(router_, slot_of(resource), std::move(ch), std::move(id));
+    }
+
+    /// The channel on which a release wakes `waiter` (its id in hex) when it heads
+    /// the queue: the resource's channel, ':', the id (it keeps the resource's hash
+    /// tag, so in a Redis Cluster it lives in the resource's slot).
+    std::string waiter_channel(std::string_view resource, std::string_view waiter) const
+    {
+        return channel(resource).append(":").append(waiter);
     }
 
     /// The keys of a resource's fair queue (layout in redis/scripts.hpp).
