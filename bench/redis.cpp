@@ -477,6 +477,72 @@ int contender_main(char** argv)
     return 0;
 }
 
+// The floor of a hand-off across processes: the same processes taking turns with the
+// fewest requests a hand-off can take, by hiredis with no lock library. The order is
+// fixed (a ring), as a fair queue's is: the holder's release is one script that
+// deletes the lock and publishes on the next process's channel, and that process,
+// blocked on its subscription, takes the lock with SET NX PX. Critical sections are
+// the same GET/SET increment. Prints what contender_main prints; "asked" is the end
+// of the process's previous turn. argv PORT INDEX PROCESSES SECTIONS RESOURCE.
+int raw_contender_main(char** argv)
+{
+    const auto port = std::stoi(argv[0]);
+    const int index = std::stoi(argv[1]);
+    const int processes = std::stoi(argv[2]);
+    const long rounds = std::stol(argv[3]) / processes;
+    const std::string lock = std::string{argv[4]} + ":lock";
+    const std::string counter = std::string{argv[4]} + ":counter";
+    const auto turn = [&](int i) { return std::string{argv[4]} + ":turn:" + std::to_string(i); };
+    redisContext* cmd = redisConnect("127.0.0.1", port);
+    redisContext* sub = redisConnect("127.0.0.1", port);
+    if (!cmd || cmd->err || !sub || sub->err)
+        return 1;
+    const timeval patience{10, 0}; // a turn that never comes ends the process
+    redisSetTimeout(sub, patience);
+    freeReplyObject(redisCommand(sub, "SUBSCRIBE %s", turn(index).c_str()));
+    const std::string next = turn((index + 1) % processes);
+    const std::string me = std::to_string(index);
+    std::printf("ready\n");
+    std::fflush(stdout);
+    char go[16];
+    if (!std::fgets(go, sizeof go, stdin))
+        return 1;
+    auto asked = steady::now();
+    for (long r = 0; r < rounds; ++r) {
+        if (index != 0 || r != 0) {
+            void* message = nullptr;
+            if (redisGetReply(sub, &message) != REDIS_OK)
+                break;
+            freeReplyObject(message);
+        }
+        auto* got = static_cast<redisReply*>(redisCommand(cmd, "SET %s %s NX PX 10000", lock.c_str(), me.c_str()));
+        const bool ok = got && got->type == REDIS_REPLY_STATUS;
+        freeReplyObject(got);
+        if (!ok)
+            break;
+        const auto granted = steady::now();
+        auto* v = static_cast<redisReply*>(redisCommand(cmd, "GET %s", counter.c_str()));
+        const long n = v && v->type == REDIS_REPLY_STRING ? std::stol(v->str) : 0;
+        freeReplyObject(v);
+        freeReplyObject(redisCommand(cmd, "SET %s %ld", counter.c_str(), n + 1));
+        const auto released = steady::now();
+        freeReplyObject(redisCommand(cmd,
+                                     "EVAL %s 1 %s %s %s",
+                                     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]); "
+                                     "redis.call('PUBLISH', ARGV[2], ARGV[1]) end",
+                                     lock.c_str(), me.c_str(), next.c_str()));
+        std::printf("%lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
+                    static_cast<long long>(granted.time_since_epoch().count()),
+                    static_cast<long long>(released.time_since_epoch().count()));
+        asked = steady::now();
+    }
+    std::printf("done\n");
+    std::fflush(stdout);
+    redisFree(sub);
+    redisFree(cmd);
+    return 0;
+}
+
 // The server's own time for the scripts of a set of `size` locks: `acquire_all`
 // alternating with a plain DEL of the locks, then `release_all` alternating with an
 // MSET that puts the locks back, 3,000 of each pipelined on one hiredis connection
@@ -572,16 +638,28 @@ double round_trip_us(std::uint16_t port)
     return bench::nearest_rank(us, 0.5);
 }
 
-result_row contended_processes(std::uint16_t port, bool fair, long sections, double rtt_us)
+enum class contention { raw, setnx, fair };
+
+result_row contended_processes(std::uint16_t port, contention how, long sections, double rtt_us,
+                               double* handoff_p50 = nullptr)
 {
     constexpr int workers = 8;
-    result_row r{fair ? "distlock: 8 processes, one key, acquire::fair" : "distlock: 8 processes, one key, setnx"};
-    const std::string resource = fair ? "processes:fair" : "processes:setnx";
+    const char* names[] = {"baseline hiredis: 8 processes, one key, a ring of turns", "distlock: 8 processes, one key, setnx",
+                           "distlock: 8 processes, one key, acquire::fair"};
+    const char* resources[] = {"processes:raw", "processes:setnx", "processes:fair"};
+    result_row r{names[static_cast<int>(how)]};
+    const std::string resource = resources[static_cast<int>(how)];
     std::vector<std::unique_ptr<test::child>> children;
-    for (int w = 0; w < workers; ++w)
-        children.push_back(std::make_unique<test::child>(std::vector<std::string>{
-            test::self_path(), "--contender", std::to_string(port), fair ? "1" : "0", std::to_string(sections),
-            resource}));
+    for (int w = 0; w < workers; ++w) {
+        const auto argv = how == contention::raw
+                              ? std::vector<std::string>{test::self_path(), "--raw-contender", std::to_string(port),
+                                                         std::to_string(w), std::to_string(workers),
+                                                         std::to_string(sections), resource}
+                              : std::vector<std::string>{test::self_path(), "--contender", std::to_string(port),
+                                                         how == contention::fair ? "1" : "0", std::to_string(sections),
+                                                         resource};
+        children.push_back(std::make_unique<test::child>(argv));
+    }
     for (auto& c : children)
         if (c->read_line(10s) != std::optional<std::string>{"ready"})
             return r;
@@ -622,6 +700,8 @@ result_row contended_processes(std::uint16_t port, bool fair, long sections, dou
     const double section_us = all.empty() ? 0 : held_ns / 1000.0 / static_cast<double>(all.size());
     const double h50 = bench::nearest_rank(handoff_us, 0.50);
     const double worst = r.pct(1.0);
+    if (handoff_p50)
+        *handoff_p50 = h50;
     // Another waiter's turn comes after at most the others' sections: the worst wait
     // is compared with 2 x waiters x (section + hand-off).
     const double bound = 2.0 * (workers - 1) * (section_us + h50);
@@ -915,7 +995,7 @@ void compile_cost()
 
 // DISTLOCK_BENCH_ONLY=multi,redlock runs only those groups of workloads (pairs,
 // cluster, concurrent, threads, contended, redlock, multi, watchdog, memory, fences,
-// compile);
+// compile; processes is the part of contended that runs across processes);
 // unset, every group runs.
 bool wanted(const char* group)
 {
@@ -947,6 +1027,8 @@ int main(int argc, char** argv)
         return memory_main(argv + 2);
     if (argc == 6 && std::string{argv[1]} == "--contender")
         return contender_main(argv + 2);
+    if (argc == 7 && std::string{argv[1]} == "--raw-contender")
+        return raw_contender_main(argv + 2);
     const std::string results = argc > 1 ? argv[1] : "bench/results.jsonl";
     json.open(results, std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (Redis on loopback)", "ops", "ops/s", "p50 us",
@@ -1018,11 +1100,18 @@ int main(int argc, char** argv)
     if (wanted("contended")) {
         auto cont = contended(io, store, 2000);
         print(cont);
-
+    }
+    if (wanted("contended") || wanted("processes")) {
         const double rtt = round_trip_us(server.port());
-        for (const bool fair : {false, true}) {
-            auto across = contended_processes(server.port(), fair, 2000, rtt);
+        double floor_handoff = 0;
+        auto floor = contended_processes(server.port(), contention::raw, 2000, rtt, &floor_handoff);
+        print(floor);
+        for (const auto how : {contention::setnx, contention::fair}) {
+            double handoff = 0;
+            auto across = contended_processes(server.port(), how, 2000, rtt, &handoff);
             print(across);
+            if (floor_handoff > 0)
+                std::printf("    hand-off p50 x%.2f of the ring's\n", handoff / floor_handoff);
         }
     }
 
