@@ -127,25 +127,35 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
 {
     // Catch's assertions are not thread-safe: workers count, the main thread asserts.
     redis_server server;
-    asio::io_context io;
-    dl::redis::store store{io, server.config()};
-    constexpr int workers = 8, rounds = 20;
-    std::atomic<int> errors{0}, finished{0};
-    for (int w = 0; w < workers; ++w)
-        asio::co_spawn(asio::make_strand(io), [&]() -> asio::awaitable<void> {
-            dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{
-                store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
-            // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
-            auto section = [&](const dl::lease&) -> asio::awaitable<bool> { co_return co_await increment(store, "n"); };
-            co_await lock_rounds(m, rounds, errors, section);
-            if (++finished == workers)
-                store.disconnect(); // lets the threads' run() return
-        }, asio::detached);
-    run_on_four_threads(io, 60s);
-    CHECK(errors == 0);
-    CHECK(finished == workers);
-    asio::io_context probe;
-    CHECK(peek(probe, server.config(), "n") == std::to_string(workers * rounds));
+    // One command connection (every request through one strand), then four, each on
+    // a strand of its own, driven by the four threads at once.
+    for (const std::size_t connections : {std::size_t{1}, std::size_t{4}}) {
+        INFO("connections: " << connections);
+        asio::io_context io;
+        auto cfg = server.config();
+        cfg.connections = connections;
+        dl::redis::store store{io, cfg};
+        const std::string counter = "n" + std::to_string(connections);
+        constexpr int workers = 8, rounds = 20;
+        std::atomic<int> errors{0}, finished{0};
+        for (int w = 0; w < workers; ++w)
+            asio::co_spawn(asio::make_strand(io), [&]() -> asio::awaitable<void> {
+                dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{
+                    store, "threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 1ms, .max = 10ms}};
+                // Named: a coroutine lambda reads its captures through the closure, which must outlive it.
+                auto section = [&](const dl::lease&) -> asio::awaitable<bool> {
+                    co_return co_await increment(store, counter);
+                };
+                co_await lock_rounds(m, rounds, errors, section);
+                if (++finished == workers)
+                    store.disconnect(); // lets the threads' run() return
+            }, asio::detached);
+        run_on_four_threads(io, 60s);
+        CHECK(errors == 0);
+        CHECK(finished == workers);
+        asio::io_context probe;
+        CHECK(peek(probe, server.config(), counter) == std::to_string(workers * rounds));
+    }
 }
 
 TEST_CASE("redis: sets taken and given back in one script by coroutines on several threads", "[redis][concurrency][multi]")

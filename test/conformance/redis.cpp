@@ -109,6 +109,36 @@ struct redis_single {
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };
 
+// One server, each client with three command connections (config::connections):
+// requests of one client take them in turn, so consecutive requests of one lock()
+// or one lease go out on different connections.
+struct redis_pooled : redis_single {
+    static constexpr const char* name = "redis_pooled";
+    static dl::redis::config pooled(const test::redis_server& server, const fault::proxy& net)
+    {
+        auto c = via(server, net);
+        c.connections = 3;
+        return c;
+    }
+    // Every connection of every client opened (a lock and its release use two of
+    // three; a PING each takes the rest in turn), so that a lost reply is a test's.
+    redis_pooled()
+    {
+        for (auto& c : clients) {
+            c->disconnect();
+            c = std::make_unique<dl::redis::store>(io, pooled(server, net));
+        }
+        test::conformance::warm_up(io, clients);
+        test::run(io, [&]() -> asio::awaitable<void> {
+            for (auto& c : clients)
+                for (int i = 0; i < 3; ++i) {
+                    const auto pong = co_await c->execute("PING");
+                    REQUIRE(pong);
+                }
+        });
+    }
+};
+
 // One server, every mutex through acquire::fair: the store's scripts keep the queue.
 // A short queue TTL, so that a waiter that vanished holds up the line briefly.
 struct redis_fair : redis_single {
@@ -308,7 +338,7 @@ struct redis_cluster_fair : redis_cluster {
 
 } // namespace
 
-DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_fair, redis_quorum, redis_cluster, redis_cluster_fair)
+DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_pooled, redis_fair, redis_quorum, redis_cluster, redis_cluster_fair)
 
 TEST_CASE("redis: a held lock is data: the answer says until when the holder's lock runs out", "[redis]")
 {

@@ -3,6 +3,7 @@
 #include "redis_support.hpp"
 
 #include <array>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -535,6 +536,62 @@ TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[
         io.poll();
     CHECK(accepted == 0);
     acceptor.close();
+}
+
+TEST_CASE("redis: a pool of command connections is refused where it cannot hold, before any I/O", "[redis][input]")
+{
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+    int accepted = 0;
+    acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket) {
+        if (!ec)
+            ++accepted;
+    });
+    const auto port = acceptor.local_endpoint().port();
+    std::vector<dl::redis::config> refused;
+    for (std::size_t n : {std::size_t{0}, std::size_t{65}, std::numeric_limits<std::size_t>::max()}) {
+        dl::redis::config c;
+        c.port = port;
+        c.connections = n;
+        refused.push_back(c);
+    }
+    {
+        dl::redis::config c; // WAIT counts the writes of its own connection only
+        c.port = port;
+        c.connections = 2;
+        c.wait_replicas = 1;
+        refused.push_back(c);
+    }
+    {
+        dl::redis::config c;
+        c.connections = 2;
+        c.cluster_nodes = {{"127.0.0.1", port}};
+        refused.push_back(c);
+    }
+    {
+        dl::redis::config c;
+        c.connections = 2;
+        c.sentinels = {{"127.0.0.1", port}};
+        c.sentinel_master = "primary";
+        refused.push_back(c);
+    }
+    for (const auto& cfg : refused) {
+        CHECK(cfg.validate() == dl::errc::invalid_argument);
+        dl::redis::store store{io, cfg};
+        run(io, [&]() -> asio::awaitable<void> {
+            one_shot m{store, "pool"};
+            auto l = co_await m.lock();
+            REQUIRE_FALSE(l);
+            CHECK(l.error() == dl::errc::invalid_argument);
+        });
+    }
+    for (int i = 0; i < 10; ++i)
+        io.poll();
+    CHECK(accepted == 0);
+    acceptor.close();
+    dl::redis::config most;
+    most.connections = 64;
+    CHECK_FALSE(most.validate());
 }
 
 TEST_CASE("redis: the longest accepted timeouts work and do not overflow", "[redis][input]")

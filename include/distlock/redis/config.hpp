@@ -62,6 +62,14 @@ struct config {
     /// resource must agree). Layout in redis/scripts.hpp.
     bool hash_tags = false;
 
+    /// Command connections to one server (a single server only). Requests take them
+    /// in turn, and each has a strand of its own, so an io_context run on several
+    /// threads drives them in parallel, where one connection's requests all pass
+    /// through one strand. 1 to 64; more than 1 only without cluster_nodes,
+    /// sentinels and wait_replicas (WAIT counts the writes of its own connection).
+    /// execute() commands that rely on a connection's state (MULTI, WATCH) need 1.
+    std::size_t connections = 1;
+
     /// acquire::fair: how long a waiter keeps its place in a resource's queue without
     /// asking again. A waiting lock() asks at least every third of it, so a live waiter
     /// never loses its place; a waiter that vanished (crashed, partitioned) holds up the
@@ -154,6 +162,9 @@ struct config {
         if (!in_range(connect_timeout) || !in_range(request_timeout) || database < 0 || wait_replicas < 0)
             return errc::invalid_argument;
         if (queue_ttl < std::chrono::milliseconds{3} || queue_ttl > max_wait)
+            return errc::invalid_argument;
+        if (connections < 1 || connections > 64 ||
+            (connections > 1 && (!cluster_nodes.empty() || !sentinels.empty() || wait_replicas > 0)))
             return errc::invalid_argument;
         // WAIT's timeout is whole milliseconds (0 would mean "forever"), and its reply
         // must come before the request timeout drops the connection.

@@ -20,7 +20,9 @@
 // A request takes at most `max_tries` sends, each bounded by the connection's
 // timeouts, plus the learning between them: operation_timeout() is that sum.
 //
-// All nodes' connections share the store's strand. The map and the node table are
+// All nodes' connections share the store's strand, except a single server's extra
+// command connections (config::connections), which have one each so that several
+// threads drive them in parallel. The map and the node table are
 // read by requests from any thread, under a mutex held only to look up or replace.
 #pragma once
 
@@ -77,8 +79,14 @@ public:
     basic_router(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
         : strand_{std::move(strand)}, cfg_{std::move(cfg)}, tls_{std::move(tls)}, mode_{cfg_.topology()}
     {
-        if (mode_ == topology::single)
+        if (mode_ == topology::single) {
             single_ = make_node({cfg_.host, cfg_.port}, cfg_);
+            // More command connections, each on a strand of its own (config::connections).
+            if (!cfg_.validate())
+                for (std::size_t i = 1; i < cfg_.connections; ++i)
+                    more_.push_back(std::make_shared<connection>(
+                        distlock::detail::make_strand(distlock::detail::inner_executor(strand_)), cfg_, tls_));
+        }
         if (mode_ == topology::sentinel)
             switched_ = std::make_shared<distlock::detail::wakeup>(strand_);
     }
@@ -99,8 +107,12 @@ public:
     /// Sends `payload` (one command on keys of `slot`) and returns its reply.
     awaitable<replies> exec(std::uint16_t slot, std::string payload, diagnostics* diag)
     {
-        if (mode_ == topology::single)
-            return single_->conn->exec(std::move(payload), 1, diag);
+        if (mode_ == topology::single) {
+            if (more_.empty())
+                return single_->conn->exec(std::move(payload), 1, diag);
+            const auto turn = next_.fetch_add(1, std::memory_order_relaxed) % (more_.size() + 1);
+            return (turn == 0 ? single_->conn : more_[turn - 1])->exec(std::move(payload), 1, diag);
+        }
         return routed(this->shared_from_this(), slot, std::move(payload), diag);
     }
 
@@ -127,6 +139,8 @@ public:
             n->conn->close();
             n->sub->close();
         }
+        for (auto& c : more_)
+            c->close();
     }
 
     /// Channels subscribed on every node.
@@ -475,6 +489,8 @@ private:
     std::shared_ptr<asio::ssl::context> tls_;
     redis::topology mode_;
     node_ptr single_;
+    std::vector<std::shared_ptr<connection>> more_; // config::connections beyond the first (single_)
+    std::atomic<std::size_t> next_{0};              // the connection of the next request, in turn
 
     mutable std::mutex mutex_;
     std::map<node_address, node_ptr> nodes_;          // cluster nodes, or the primary
