@@ -207,6 +207,54 @@ result_row baseline_threads(std::uint16_t port, int threads, std::chrono::second
     return r;
 }
 
+// The floor of the threads row: 64 pairs in flight from a raw client, on 1 thread
+// with one connection or on 2 threads with one connection each (32 in flight each).
+// Each connection pipelines its acquires, reads their replies, then pipelines the
+// releases: the fewest system calls per pair there can be. Whether a second thread
+// adds pairs per second here depends on the machine, not on a lock library: one
+// redis-server serves both threads, and the machine has two cores for all three.
+result_row baseline_pipelined(std::uint16_t port, int threads, std::chrono::milliseconds span)
+{
+    result_row r{"baseline hiredis: 64 pairs pipelined, " + std::to_string(threads) + " thread(s)"};
+    std::atomic<std::size_t> total{0};
+    std::vector<std::thread> pool;
+    const auto start = steady::now();
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            hiredis_client h{port};
+            const int depth = 64 / threads;
+            std::vector<std::string> keys(static_cast<std::size_t>(depth));
+            std::size_t n = 0;
+            const auto replies = [&] {
+                bool ok = true;
+                for (int i = 0; i < depth; ++i) {
+                    void* reply = nullptr;
+                    ok = redisGetReply(h.c, &reply) == REDIS_OK && ok;
+                    freeReplyObject(reply);
+                }
+                return ok;
+            };
+            while (steady::now() - start < span) {
+                for (auto& k : keys) {
+                    k = "piped:" + std::to_string(t) + ":" + std::to_string(n++);
+                    redisAppendCommand(h.c, acquire_format, k.data(), k.size());
+                }
+                if (!replies())
+                    break;
+                for (const auto& k : keys)
+                    redisAppendCommand(h.c, release_format, h.release_sha.c_str(), k.data(), k.size());
+                if (!replies())
+                    break;
+            }
+            total += n;
+        });
+    for (auto& t : pool)
+        t.join();
+    r.operations = total;
+    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    return r;
+}
+
 // redis-benchmark on the same server: the server's own floor for plain SET, one
 // client and 64 clients. Printed for reference next to the hiredis baseline.
 void redis_benchmark_reference(std::uint16_t port)
@@ -322,11 +370,13 @@ result_row concurrent_pairs(asio::io_context& io, dl::redis::store& store, int c
 // 64 coroutines on one store whose io_context runs on `threads` threads (the store's
 // strand serialises its connection; the coroutines run on any of the threads).
 result_row threaded_pairs(const test::redis_server& server, int threads, int coroutines,
-                          std::chrono::milliseconds span)
+                          std::chrono::milliseconds span, std::size_t connections = 1)
 {
     result_row r{"distlock: 64 coroutines, one store, " + std::to_string(threads) + " thread(s), pairs"};
     asio::io_context io{threads};
-    dl::redis::store store{io, server.config()};
+    auto cfg = server.config();
+    cfg.connections = connections;
+    dl::redis::store store{io, cfg};
     std::atomic<std::size_t> total{0};
     std::atomic<int> finished{0};
     const auto start = steady::now();
@@ -419,8 +469,11 @@ result_row contended(asio::io_context& io, dl::redis::store& store, std::size_t 
 // critical section: when it asked, was granted and called unlock(), on the steady
 // clock (CLOCK_MONOTONIC, one clock for every process of the machine).
 
+// `woke` is when the last wait of lock() ended (set by the mutex's observer; 0 when
+// it did not wait): the fifth number of a line.
 template <class Mutex>
-asio::awaitable<void> contend(dl::redis::store& store, Mutex& m, long sections, const std::string& counter)
+asio::awaitable<void> contend(dl::redis::store& store, Mutex& m, long sections, const std::string& counter,
+                              const steady::time_point& woke)
 {
     const auto start = steady::now();
     while (steady::now() - start < 60s) {
@@ -438,9 +491,10 @@ asio::awaitable<void> contend(dl::redis::store& store, Mutex& m, long sections, 
         (void)co_await store.execute("SET", counter, std::to_string(n + 1));
         const auto released = steady::now();
         (void)co_await l->unlock();
-        std::printf("%lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
+        std::printf("%lld %lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
                     static_cast<long long>(granted.time_since_epoch().count()),
-                    static_cast<long long>(released.time_since_epoch().count()));
+                    static_cast<long long>(released.time_since_epoch().count()),
+                    woke > asked ? static_cast<long long>(woke.time_since_epoch().count()) : 0LL);
     }
     std::printf("done\n");
     std::fflush(stdout);
@@ -464,12 +518,20 @@ int contender_main(char** argv)
         char go[16];
         if (!std::fgets(go, sizeof go, stdin))
             co_return;
+        steady::time_point woke{};
+        const dl::observe::callback wakes{[&woke](const dl::event& e) {
+            if (std::holds_alternative<dl::wake_event>(e))
+                woke = steady::now();
+        }};
         if (fair) {
-            dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair> m{store, resource, {.ttl = 10s}, backoff};
-            co_await contend(store, m, sections, resource + ":counter");
+            dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
+                                        dl::observe::callback>
+                m{store, resource, {.ttl = 10s}, backoff, wakes};
+            co_await contend(store, m, sections, resource + ":counter", woke);
         } else {
-            dl::basic_distributed_mutex<dl::redis::store> m{store, resource, {.ttl = 10s}, backoff};
-            co_await contend(store, m, sections, resource + ":counter");
+            dl::basic_distributed_mutex<dl::redis::store, dl::retry::exponential_backoff, dl::observe::callback> m{
+                store, resource, {.ttl = 10s}, backoff, wakes};
+            co_await contend(store, m, sections, resource + ":counter", woke);
         }
     });
     store.disconnect();
@@ -509,11 +571,13 @@ int raw_contender_main(char** argv)
         return 1;
     auto asked = steady::now();
     for (long r = 0; r < rounds; ++r) {
+        auto woke = steady::time_point{};
         if (index != 0 || r != 0) {
             void* message = nullptr;
             if (redisGetReply(sub, &message) != REDIS_OK)
                 break;
             freeReplyObject(message);
+            woke = steady::now();
         }
         auto* got = static_cast<redisReply*>(redisCommand(cmd, "SET %s %s NX PX 10000", lock.c_str(), me.c_str()));
         const bool ok = got && got->type == REDIS_REPLY_STATUS;
@@ -531,9 +595,10 @@ int raw_contender_main(char** argv)
                                      "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]); "
                                      "redis.call('PUBLISH', ARGV[2], ARGV[1]) end",
                                      lock.c_str(), me.c_str(), next.c_str()));
-        std::printf("%lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
+        std::printf("%lld %lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
                     static_cast<long long>(granted.time_since_epoch().count()),
-                    static_cast<long long>(released.time_since_epoch().count()));
+                    static_cast<long long>(released.time_since_epoch().count()),
+                    static_cast<long long>(woke.time_since_epoch().count()));
         asked = steady::now();
     }
     std::printf("done\n");
@@ -664,7 +729,7 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
         if (c->read_line(10s) != std::optional<std::string>{"ready"})
             return r;
     struct section {
-        long long asked, granted, released;
+        long long asked, granted, released, woke;
         int worker;
     };
     std::vector<section> all;
@@ -676,7 +741,7 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
             if (*line == "done")
                 break;
             section s{};
-            if (std::sscanf(line->c_str(), "%lld %lld %lld", &s.asked, &s.granted, &s.released) == 3) {
+            if (std::sscanf(line->c_str(), "%lld %lld %lld %lld", &s.asked, &s.granted, &s.released, &s.woke) == 4) {
                 s.worker = w;
                 all.push_back(s);
             }
@@ -685,7 +750,7 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     for (auto& c : children)
         (void)c->wait(10s);
     std::sort(all.begin(), all.end(), [](const section& a, const section& b) { return a.granted < b.granted; });
-    std::vector<double> handoff_us;
+    std::vector<double> handoff_us, to_wake_us, wake_to_grant_us;
     std::size_t changes = 0;
     double held_ns = 0;
     for (std::size_t i = 0; i < all.size(); ++i) {
@@ -694,6 +759,12 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
         if (i > 0 && all[i].worker != all[i - 1].worker) {
             ++changes;
             handoff_us.push_back(static_cast<double>(all[i].granted - all[i - 1].released) / 1000.0);
+            // The hand-off in two: until the next holder woke (the release and its
+            // notification), and from then until it held the lock (its acquire).
+            if (all[i].woke > all[i - 1].released && all[i].woke <= all[i].granted) {
+                to_wake_us.push_back(static_cast<double>(all[i].woke - all[i - 1].released) / 1000.0);
+                wake_to_grant_us.push_back(static_cast<double>(all[i].granted - all[i].woke) / 1000.0);
+            }
         }
     }
     r.operations = all.size();
@@ -702,19 +773,24 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     const double worst = r.pct(1.0);
     if (handoff_p50)
         *handoff_p50 = h50;
+    const double to_wake = bench::nearest_rank(to_wake_us, 0.5), wake_to_grant = bench::nearest_rank(wake_to_grant_us, 0.5);
     // Another waiter's turn comes after at most the others' sections: the worst wait
     // is compared with 2 x waiters x (section + hand-off).
     const double bound = 2.0 * (workers - 1) * (section_us + h50);
-    char extra[320];
+    char extra[400];
     std::snprintf(extra, sizeof extra,
                   ",\"changed_hands\":%zu,\"handoff_p50_us\":%.1f,\"handoff_p50_rtt\":%.2f,\"worst_acquire_us\":%.1f,"
-                  "\"worst_vs_bound\":%.2f",
-                  changes, h50, rtt_us > 0 ? h50 / rtt_us : 0, worst, bound > 0 ? worst / bound : 0);
+                  "\"worst_vs_bound\":%.2f,\"release_to_wake_p50_us\":%.1f,\"wake_to_grant_p50_us\":%.1f",
+                  changes, h50, rtt_us > 0 ? h50 / rtt_us : 0, worst, bound > 0 ? worst / bound : 0, to_wake,
+                  wake_to_grant);
     r.extra = extra;
     std::printf("    changed hands %zu of %zu (%.0f%%); hand-off p50 %.1f us = %.2f round trips (%.1f us); worst "
                 "acquire %.0f us = %.2f x the bound 2 x 7 x (section %.0f us + hand-off)\n",
                 changes, all.size(), all.empty() ? 0.0 : 100.0 * static_cast<double>(changes) / static_cast<double>(all.size() - 1),
                 h50, rtt_us > 0 ? h50 / rtt_us : 0, rtt_us, worst, bound > 0 ? worst / bound : 0, section_us);
+    if (!to_wake_us.empty())
+        std::printf("    of %zu hand-offs to a woken waiter: release to wake-up p50 %.1f us, wake-up to grant p50 %.1f us\n",
+                    to_wake_us.size(), to_wake, wake_to_grant);
     return r;
 }
 
@@ -1086,15 +1162,26 @@ int main(int argc, char** argv)
         // Alternating rounds, so that a drift in the machine's speed falls on both.
         result_row one{"distlock: 64 coroutines, one store, 1 thread, pairs"};
         result_row two{"distlock: 64 coroutines, one store, 2 threads, pairs"};
+        result_row one_pooled{"distlock: the same, 2 connections (config::connections), 1 thread"};
+        result_row two_pooled{"distlock: the same, 2 connections, 2 threads"};
+        result_row raw_one{"baseline hiredis: 64 pairs pipelined, 1 thread"};
+        result_row raw_two{"baseline hiredis: 64 pairs pipelined, 2 threads"};
+        const auto add = [](result_row& into, const result_row& part) {
+            into.operations += part.operations;
+            into.seconds += part.seconds;
+        };
         for (int round = 0; round < 3; ++round)
             for (int threads : {1, 2}) {
-                auto part = threaded_pairs(server, threads, 64, 2000ms);
-                auto& into = threads == 1 ? one : two;
-                into.operations += part.operations;
-                into.seconds += part.seconds;
+                add(threads == 1 ? one : two, threaded_pairs(server, threads, 64, 2000ms));
+                add(threads == 1 ? one_pooled : two_pooled, threaded_pairs(server, threads, 64, 2000ms, 2));
+                add(threads == 1 ? raw_one : raw_two, baseline_pipelined(server.port(), threads, 2000ms));
             }
+        print(raw_one);
+        print(raw_two, &raw_one, true);
         print(one);
         print(two, &one, true);
+        print(one_pooled, &one, true);
+        print(two_pooled, &one, true);
     }
 
     if (wanted("contended")) {
