@@ -186,25 +186,33 @@ result_row baseline_fan_out(const std::vector<std::uint16_t>& ports, std::size_t
     return r;
 }
 
-result_row baseline_threads(std::uint16_t port, int threads, std::chrono::seconds span)
+// Runs `body(t)` on `threads` threads at once (t = 0, 1, ...), each returning how
+// many pairs it made: the row of all of them, timed from the start to the last join.
+result_row on_threads(std::string name, int threads, const std::function<std::size_t(int)>& body)
 {
-    result_row r{"baseline hiredis: 64 threads x 64 connections, pairs"};
+    result_row r{std::move(name)};
     std::atomic<std::size_t> total{0};
     std::vector<std::thread> pool;
     const auto start = steady::now();
     for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-            hiredis_client h{port};
-            std::size_t n = 0;
-            while (steady::now() - start < span)
-                h.pair("thread:" + std::to_string(t) + ":" + std::to_string(n++));
-            total += n;
-        });
+        pool.emplace_back([&, t] { total += body(t); });
     for (auto& t : pool)
         t.join();
     r.operations = total;
     r.seconds = std::chrono::duration<double>(steady::now() - start).count();
     return r;
+}
+
+result_row baseline_threads(std::uint16_t port, int threads, std::chrono::seconds span)
+{
+    const auto start = steady::now();
+    return on_threads("baseline hiredis: 64 threads x 64 connections, pairs", threads, [&](int t) {
+        hiredis_client h{port};
+        std::size_t n = 0;
+        while (steady::now() - start < span)
+            h.pair("thread:" + std::to_string(t) + ":" + std::to_string(n++));
+        return n;
+    });
 }
 
 // The floor of the threads row: 64 pairs in flight from a raw client, on 1 thread
@@ -215,44 +223,36 @@ result_row baseline_threads(std::uint16_t port, int threads, std::chrono::second
 // redis-server serves both threads, and the machine has two cores for all three.
 result_row baseline_pipelined(std::uint16_t port, int threads, std::chrono::milliseconds span)
 {
-    result_row r{"baseline hiredis: 64 pairs pipelined, " + std::to_string(threads) + " thread(s)"};
-    std::atomic<std::size_t> total{0};
-    std::vector<std::thread> pool;
     const auto start = steady::now();
-    for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-            hiredis_client h{port};
-            const int depth = 64 / threads;
-            std::vector<std::string> keys(static_cast<std::size_t>(depth));
-            std::size_t n = 0;
-            const auto replies = [&] {
-                bool ok = true;
-                for (int i = 0; i < depth; ++i) {
-                    void* reply = nullptr;
-                    ok = redisGetReply(h.c, &reply) == REDIS_OK && ok;
-                    freeReplyObject(reply);
-                }
-                return ok;
-            };
-            while (steady::now() - start < span) {
-                for (auto& k : keys) {
-                    k = "piped:" + std::to_string(t) + ":" + std::to_string(n++);
-                    redisAppendCommand(h.c, acquire_format, k.data(), k.size());
-                }
-                if (!replies())
-                    break;
-                for (const auto& k : keys)
-                    redisAppendCommand(h.c, release_format, h.release_sha.c_str(), k.data(), k.size());
-                if (!replies())
-                    break;
-            }
-            total += n;
-        });
-    for (auto& t : pool)
-        t.join();
-    r.operations = total;
-    r.seconds = std::chrono::duration<double>(steady::now() - start).count();
-    return r;
+    return on_threads("baseline hiredis: 64 pairs pipelined, " + std::to_string(threads) + " thread(s)", threads,
+                      [&](int t) {
+                          hiredis_client h{port};
+                          const int depth = 64 / threads;
+                          std::vector<std::string> keys(static_cast<std::size_t>(depth));
+                          std::size_t n = 0;
+                          const auto replies = [&] {
+                              bool ok = true;
+                              for (int i = 0; i < depth; ++i) {
+                                  void* reply = nullptr;
+                                  ok = redisGetReply(h.c, &reply) == REDIS_OK && ok;
+                                  freeReplyObject(reply);
+                              }
+                              return ok;
+                          };
+                          while (steady::now() - start < span) {
+                              for (auto& k : keys) {
+                                  k = "piped:" + std::to_string(t) + ":" + std::to_string(n++);
+                                  redisAppendCommand(h.c, acquire_format, k.data(), k.size());
+                              }
+                              if (!replies())
+                                  break;
+                              for (const auto& k : keys)
+                                  redisAppendCommand(h.c, release_format, h.release_sha.c_str(), k.data(), k.size());
+                              if (!replies())
+                                  break;
+                          }
+                          return n;
+                      });
 }
 
 // redis-benchmark on the same server: the server's own floor for plain SET, one

@@ -496,22 +496,43 @@ TEST_CASE("redis: the README's tour runs its Redis steps on one server and on a 
     CHECK(tour.wait(std::chrono::seconds{60}) == std::optional<int>{0});
 }
 
+namespace {
+
+// A listening socket that nobody may connect to: any connection to it is I/O that a
+// refusal before any I/O must not make.
+struct no_io_listener {
+    asio::ip::tcp::acceptor acceptor;
+    int accepted = 0;
+    explicit no_io_listener(asio::io_context& io) : acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}}
+    {
+        acceptor.async_accept([this](std::error_code ec, asio::ip::tcp::socket) {
+            if (!ec)
+                ++accepted;
+        });
+    }
+    std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+    // Lets a connection that was started arrive, then says whether any did.
+    bool reached(asio::io_context& io)
+    {
+        for (int i = 0; i < 10; ++i)
+            io.poll();
+        acceptor.close();
+        return accepted != 0;
+    }
+};
+
+} // namespace
+
 TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[redis][input]")
 {
-    // A listening socket that nobody may connect to: any connection is I/O.
     asio::io_context io;
-    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
-    int accepted = 0;
-    acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket) {
-        if (!ec)
-            ++accepted;
-    });
+    no_io_listener listener{io};
     const std::array<dl::duration, 6> bad{dl::duration::min(), dl::duration{-1}, dl::duration::zero(),
                                           dl::max_wait + dl::duration{1}, dl::duration::max(), -dl::max_wait};
     for (int which = 0; which < 3; ++which) {
         for (auto d : bad) {
             dl::redis::config cfg;
-            cfg.port = acceptor.local_endpoint().port();
+            cfg.port = listener.port();
             (which == 0 ? cfg.request_timeout : which == 1 ? cfg.connect_timeout : cfg.queue_ttl) = d;
             CHECK(cfg.validate() == dl::errc::invalid_argument);
             dl::redis::store store{io, cfg};
@@ -532,22 +553,14 @@ TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[
             });
         }
     }
-    for (int i = 0; i < 10; ++i)
-        io.poll();
-    CHECK(accepted == 0);
-    acceptor.close();
+    CHECK_FALSE(listener.reached(io));
 }
 
 TEST_CASE("redis: a pool of command connections is refused where it cannot hold, before any I/O", "[redis][input]")
 {
     asio::io_context io;
-    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
-    int accepted = 0;
-    acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket) {
-        if (!ec)
-            ++accepted;
-    });
-    const auto port = acceptor.local_endpoint().port();
+    no_io_listener listener{io};
+    const auto port = listener.port();
     std::vector<dl::redis::config> refused;
     for (std::size_t n : {std::size_t{0}, std::size_t{65}, std::numeric_limits<std::size_t>::max()}) {
         dl::redis::config c;
@@ -585,10 +598,7 @@ TEST_CASE("redis: a pool of command connections is refused where it cannot hold,
             CHECK(l.error() == dl::errc::invalid_argument);
         });
     }
-    for (int i = 0; i < 10; ++i)
-        io.poll();
-    CHECK(accepted == 0);
-    acceptor.close();
+    CHECK_FALSE(listener.reached(io));
     dl::redis::config most;
     most.connections = 64;
     CHECK_FALSE(most.validate());
