@@ -444,7 +444,9 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             if (a && a.value().is_granted()) {
                 const auto fence = a.value().fence();
                 observe(attempt_event{resource_, sent, t1 - t0, std::error_code{}, fence});
-                const auto valid_until = t0 + options_.ttl - options_.drift();
+                // A lock handed over before the attempt counts from its hand-over.
+                const auto counted_from = a.value().counted_from().value_or(t0);
+                const auto valid_until = counted_from + options_.ttl - options_.drift();
                 if (is_cancelled(cs)) {
                     co_await give_back(claim.hold());
                     r = errc::cancelled;
@@ -454,7 +456,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    r = make_lease(claim.hold(), fence, t0, store.get_executor());
+                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor());
                     break;
                 }
             } else {

@@ -49,23 +49,41 @@ namespace distlock {
 class answer {
 public:
     /// The lock is held by this claim, with `fence`.
-    static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt}; }
+    static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt, std::nullopt, {}}; }
+    /// The lock was granted before this attempt, by another client's release that
+    /// handed it to this claim's place in a store's queue (acquire::fair on Redis).
+    /// It is held as owner `holder` (the claim's place, not the attempt), and its
+    /// validity counts from `counted_from`: a time before the grant by this process's
+    /// clock, not the attempt's start.
+    static answer handed_over(fence_token fence, time_point counted_from, const owner_token& holder) noexcept
+    {
+        return answer{true, fence, std::nullopt, counted_from, holder};
+    }
     /// Another owner holds the lock; trying before `not_before` (when known) is futile
     /// unless the holder releases early.
     static answer held(std::optional<time_point> not_before = std::nullopt) noexcept
     {
-        return answer{false, 0, not_before};
+        return answer{false, 0, not_before, std::nullopt, {}};
     }
 
     bool is_granted() const noexcept { return granted_; }
     fence_token fence() const noexcept { return fence_; }
     std::optional<time_point> not_before() const noexcept { return not_before_; }
+    /// A grant handed over before the attempt: when its validity began.
+    std::optional<time_point> counted_from() const noexcept { return counted_from_; }
+    /// A grant handed over before the attempt: the owner it is held as.
+    const owner_token& holder() const noexcept { return holder_; }
 
 private:
-    answer(bool g, fence_token f, std::optional<time_point> nb) noexcept : granted_{g}, fence_{f}, not_before_{nb} {}
+    answer(bool g, fence_token f, std::optional<time_point> nb, std::optional<time_point> from,
+           const owner_token& holder) noexcept
+        : granted_{g}, fence_{f}, not_before_{nb}, counted_from_{from}, holder_{holder}
+    {}
     bool granted_;
     fence_token fence_;
     std::optional<time_point> not_before_;
+    std::optional<time_point> counted_from_;
+    owner_token holder_;
 };
 
 /// How a session store reports the state of the session a lease is bound to.

@@ -17,6 +17,7 @@
 #include <distlock/detail/config.hpp>
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/handover.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
 #include <distlock/result.hpp>
@@ -151,17 +152,24 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
 /// head only, and a waiter that stops asking loses its place after a bounded time.
 /// What acquire::fair runs on. Each lock() call is one waiter (`waiter`, kept across
 /// its attempts); each attempt has its own owner token, as with setnx.
+///
+/// A store may also hand the lock over: a release grants it to the head at once, as
+/// owner `waiter`, when the head listens. Its watcher's `take_handover()` then
+/// returns the grant (std::optional<handover>), and a later try of the waiter is
+/// answered answer::handed_over.
 template <class S>
 concept fair_queue_store =
     owner_checked_store<S> &&
     requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
-             duration ttl, bool join) {
-        /// Granted only if the lock is free and no one waits or `waiter` is the head;
-        /// else, with `join`, takes or keeps `waiter`'s place in line.
-        { s.put_if_first(resource, waiter, owner, ttl, join) } -> std::same_as<awaitable<result<answer>>>;
-        /// Releases by owner and wakes the head waiter only.
+             duration ttl, std::uint64_t try_number) {
+        /// Granted only if the lock is free and no one waits or `waiter` is the head.
+        /// `try_number` counts the tries of the lock() call from 1: the first only
+        /// asks; later ones take or keep `waiter`'s place in line.
+        { s.put_if_first(resource, waiter, owner, ttl, try_number) } -> std::same_as<awaitable<result<answer>>>;
+        /// Releases by owner and wakes the head waiter only (or hands it the lock).
         { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
-        /// Gives up `waiter`'s place; a head that leaves a free lock wakes the next.
+        /// Gives up `waiter`'s place, and a lock handed to it; a head that leaves a
+        /// free lock passes it on to the next.
         { s.leave_queue(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
         /// How often a waiter asks again, at the least, to keep its place.
         { cs.queue_refresh() } -> std::convertible_to<duration>;

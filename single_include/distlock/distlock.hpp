@@ -1105,23 +1105,41 @@ namespace distlock {
 class answer {
 public:
     /// The lock is held by this claim, with `fence`.
-    static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt}; }
+    static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt, std::nullopt, {}}; }
+    /// The lock was granted before this attempt, by another client's release that
+    /// handed it to this claim's place in a store's queue (acquire::fair on Redis).
+    /// It is held as owner `holder` (the claim's place, not the attempt), and its
+    /// validity counts from `counted_from`: a time before the grant by this process's
+    /// clock, not the attempt's start.
+    static answer handed_over(fence_token fence, time_point counted_from, const owner_token& holder) noexcept
+    {
+        return answer{true, fence, std::nullopt, counted_from, holder};
+    }
     /// Another owner holds the lock; trying before `not_before` (when known) is futile
     /// unless the holder releases early.
     static answer held(std::optional<time_point> not_before = std::nullopt) noexcept
     {
-        return answer{false, 0, not_before};
+        return answer{false, 0, not_before, std::nullopt, {}};
     }
 
     bool is_granted() const noexcept { return granted_; }
     fence_token fence() const noexcept { return fence_; }
     std::optional<time_point> not_before() const noexcept { return not_before_; }
+    /// A grant handed over before the attempt: when its validity began.
+    std::optional<time_point> counted_from() const noexcept { return counted_from_; }
+    /// A grant handed over before the attempt: the owner it is held as.
+    const owner_token& holder() const noexcept { return holder_; }
 
 private:
-    answer(bool g, fence_token f, std::optional<time_point> nb) noexcept : granted_{g}, fence_{f}, not_before_{nb} {}
+    answer(bool g, fence_token f, std::optional<time_point> nb, std::optional<time_point> from,
+           const owner_token& holder) noexcept
+        : granted_{g}, fence_{f}, not_before_{nb}, counted_from_{from}, holder_{holder}
+    {}
     bool granted_;
     fence_token fence_;
     std::optional<time_point> not_before_;
+    std::optional<time_point> counted_from_;
+    owner_token holder_;
 };
 
 /// How a session store reports the state of the session a lease is bound to.
@@ -1318,6 +1336,25 @@ private:
 //    after cancellation). Callers clean up by owner token.
 //  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
 
+// ---- begin distlock/handover.hpp
+// distlock/handover.hpp: a lock that a fair queue's release handed straight to its
+// head waiter (fair_queue_store in store.hpp), as the waiter's watcher read it from
+// the release's message. Apart from store.hpp so that a store's sans-I/O reader of
+// that message needs no coroutine support.
+
+
+#include <cstdint>
+
+namespace distlock {
+
+struct handover {
+    std::uint64_t try_number = 0; ///< the waiter's try that its place in line was kept by
+    fence_token fence = 0;
+    duration after_try{}; ///< the store's time from that try to the hand-over, never negative
+};
+
+} // namespace distlock
+// ---- end distlock/handover.hpp
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -1449,17 +1486,24 @@ concept release_notifying_store = store<S> && requires(S& s, std::string_view re
 /// head only, and a waiter that stops asking loses its place after a bounded time.
 /// What acquire::fair runs on. Each lock() call is one waiter (`waiter`, kept across
 /// its attempts); each attempt has its own owner token, as with setnx.
+///
+/// A store may also hand the lock over: a release grants it to the head at once, as
+/// owner `waiter`, when the head listens. Its watcher's `take_handover()` then
+/// returns the grant (std::optional<handover>), and a later try of the waiter is
+/// answered answer::handed_over.
 template <class S>
 concept fair_queue_store =
     owner_checked_store<S> &&
     requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
-             duration ttl, bool join) {
-        /// Granted only if the lock is free and no one waits or `waiter` is the head;
-        /// else, with `join`, takes or keeps `waiter`'s place in line.
-        { s.put_if_first(resource, waiter, owner, ttl, join) } -> std::same_as<awaitable<result<answer>>>;
-        /// Releases by owner and wakes the head waiter only.
+             duration ttl, std::uint64_t try_number) {
+        /// Granted only if the lock is free and no one waits or `waiter` is the head.
+        /// `try_number` counts the tries of the lock() call from 1: the first only
+        /// asks; later ones take or keep `waiter`'s place in line.
+        { s.put_if_first(resource, waiter, owner, ttl, try_number) } -> std::same_as<awaitable<result<answer>>>;
+        /// Releases by owner and wakes the head waiter only (or hands it the lock).
         { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
-        /// Gives up `waiter`'s place; a head that leaves a free lock wakes the next.
+        /// Gives up `waiter`'s place, and a lock handed to it; a head that leaves a
+        /// free lock passes it on to the next.
         { s.leave_queue(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
         /// How often a waiter asks again, at the least, to keep its place.
         { cs.queue_refresh() } -> std::convertible_to<duration>;
@@ -2382,6 +2426,7 @@ private:
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -2552,6 +2597,16 @@ public:
     // shared token it would remove the grant of a later attempt of the same call.
     awaitable<result<answer>> attempt()
     {
+        // A release that handed the lock to this call's place in the store's queue
+        // said so in the wake-up: nothing to ask.
+        if constexpr (requires { policy_.handed_over(*watcher_, memo_); }) {
+            if (watcher_)
+                if (auto handed = policy_.handed_over(*watcher_, memo_)) {
+                    owner_ = handed->holder();
+                    in_flight_ = true;
+                    co_return *handed;
+                }
+        }
         if (attempts_++ > 0)
             owner_ = owner_token::generate();
         // Unsettled until the answer is known: if the attempt is cut off, abandon()
@@ -2571,6 +2626,8 @@ public:
             if (got) {
                 if (!got.value().is_granted())
                     in_flight_ = false;
+                else if (got.value().counted_from()) // handed over: held as the queue's place
+                    owner_ = got.value().holder();
                 co_return got;
             }
             ec = got.error();
@@ -2782,8 +2839,10 @@ struct setnx : owner_checked {
 /// the back. Each lock() call is one waiter: its first try only asks (a try_lock()
 /// leaves nothing behind), later tries take and keep a place in line; a waiter that
 /// stops asking (crashed, partitioned) loses its place after the store's queue TTL,
-/// and a lock() that ends without the lock gives its place up. All clients of a
-/// resource must use it: a setnx client ignores the queue.
+/// and a lock() that ends without the lock gives its place up. Where the store hands
+/// locks over, a release grants the lock to a listening head in the same step and
+/// the head takes it from the wake-up, without a request. All clients of a resource
+/// must use it: a setnx client ignores the queue.
 struct fair : owner_checked {
     using policy_kind = acquire_policy_tag;
     static constexpr bool queues_waiters = true;
@@ -2791,8 +2850,9 @@ struct fair : owner_checked {
     /// What one lock() call keeps across its attempts: its identity in the queue.
     struct claim_memo {
         owner_token waiter = owner_token::generate();
-        std::size_t tries = 0;
-        bool queued = false; ///< a place in line may exist
+        std::uint64_t tries = 0;
+        time_point asked_at{}; ///< when the latest try was sent, by this process's clock
+        bool queued = false;   ///< a place in line (or a lock handed to it) may exist
         void settle() noexcept { queued = false; }
         bool unsettled() const noexcept { return queued; }
     };
@@ -2801,9 +2861,26 @@ struct fair : owner_checked {
         requires fair_queue_store<S>
     awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref, claim_memo& m) const
     {
-        const bool join = m.tries++ > 0;
-        m.queued = m.queued || join;
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, join);
+        m.asked_at = clock::now();
+        if (++m.tries > 1)
+            m.queued = true;
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, m.tries);
+    }
+
+    /// The lock a release handed to this call's place, read from the wake-up, when
+    /// the store hands locks over. Only a hand-over for the latest try counts from
+    /// it: one made before a later try is answered by that try.
+    template <class Watcher>
+    std::optional<answer> handed_over(Watcher& w, const claim_memo& m) const
+    {
+        if constexpr (requires { { w.take_handover() } -> std::same_as<std::optional<handover>>; }) {
+            // Counted from no later than now: the hand-over came before its message.
+            if (const auto h = w.take_handover(); h && h->try_number == m.tries) {
+                const auto since_asked = clock::now() - m.asked_at;
+                return answer::handed_over(h->fence, m.asked_at + std::min(h->after_try, since_asked), m.waiter);
+            }
+        }
+        return std::nullopt;
     }
 
     /// Releases and wakes the head waiter only.
@@ -3992,9 +4069,12 @@ private:
 
 #include <asio/any_io_executor.hpp>
 
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace distlock::detail {
 
@@ -4007,14 +4087,39 @@ public:
     {}
 
     /// Whether a release message with this text should wake the waiter: one for
-    /// everyone, or one naming it.
+    /// everyone, or one naming it (alone, or followed by ':' and what the release
+    /// left for it).
     bool wants(std::string_view message) const noexcept
     {
-        return addressee_.empty() || message == addressee_ || message == "released";
+        if (addressee_.empty() || message == "released")
+            return true;
+        return message.starts_with(addressee_) &&
+               (message.size() == addressee_.size() || message[addressee_.size()] == ':');
     }
 
     /// Wakes the waiter (or the next wait, if none is waiting now).
     void signal() { event_.set(); }
+
+    /// Wakes the waiter with a message named for it, and keeps what follows its name
+    /// (the latest such message) for take_letter().
+    void signal(std::string_view message)
+    {
+        if (!addressee_.empty() && message.size() > addressee_.size() && wants(message)) {
+            std::lock_guard lock{letter_mutex_};
+            letter_.assign(message.substr(addressee_.size() + 1));
+            has_letter_ = true;
+        }
+        event_.set();
+    }
+
+    /// What the latest message named for the waiter carried after its name, once.
+    std::optional<std::string> take_letter()
+    {
+        std::lock_guard lock{letter_mutex_};
+        if (!std::exchange(has_letter_, false))
+            return std::nullopt;
+        return std::move(letter_);
+    }
 
     /// Takes a signal sent since the last wait or take, without waiting: true if
     /// there was one.
@@ -4032,6 +4137,9 @@ public:
 private:
     auto_reset_event event_;
     const std::string addressee_;
+    std::mutex letter_mutex_; // signal() comes from the store's strand, take_letter() from the waiter's
+    std::string letter_;
+    bool has_letter_ = false;
 };
 
 } // namespace distlock::detail
@@ -5076,7 +5184,9 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             if (a && a.value().is_granted()) {
                 const auto fence = a.value().fence();
                 observe(attempt_event{resource_, sent, t1 - t0, std::error_code{}, fence});
-                const auto valid_until = t0 + options_.ttl - options_.drift();
+                // A lock handed over before the attempt counts from its hand-over.
+                const auto counted_from = a.value().counted_from().value_or(t0);
+                const auto valid_until = counted_from + options_.ttl - options_.drift();
                 if (is_cancelled(cs)) {
                     co_await give_back(claim.hold());
                     r = errc::cancelled;
@@ -5086,7 +5196,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    r = make_lease(claim.hold(), fence, t0, store.get_executor());
+                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor());
                     break;
                 }
             } else {

@@ -6,13 +6,18 @@
 //  - every strict prefix of a complete reply asks for more (never malformed/complete);
 //  - the cluster readers (CLUSTER SLOTS, MOVED/ASK, Sentinel's primary address) take
 //    any complete reply and either refuse it or give a map whose every slot owner
-//    names one of its primaries.
+//    names one of its primaries;
+//  - the reader of a fair release's hand-over message takes any text and either
+//    refuses it or gives a try and a token from 1 and a time below 2^53 us that reads
+//    back as the same text.
 // Run by `./dev test` for a bounded time; longer runs: see docs/architecture.md.
 #include <distlock/redis/detail/cluster.hpp>
+#include <distlock/redis/detail/handover.hpp>
 #include <distlock/redis/resp/parser.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -42,9 +47,25 @@ static void read_as_cluster_reply(const resp::value& v)
     }
 }
 
+static void read_as_handover(std::string_view text)
+{
+    const auto h = cluster::parse_handover(text);
+    if (!h)
+        return;
+    if (h->try_number == 0 || h->fence == 0 || h->after_try.count() < 0)
+        __builtin_trap();
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(h->after_try).count();
+    // Leading zeros read as the same numbers: compare the numbers, written back.
+    const auto again = cluster::parse_handover(std::to_string(h->try_number) + ":" + std::to_string(h->fence) +
+                                               ":" + std::to_string(us));
+    if (!again || again->try_number != h->try_number || again->fence != h->fence || again->after_try != h->after_try)
+        __builtin_trap();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     const std::string_view in{reinterpret_cast<const char*>(data), size};
+    read_as_handover(in);
     const auto r = resp::parse(in);
     if (r.status != resp::status::complete)
         return 0;

@@ -111,7 +111,7 @@ TEST_CASE("redis fair: a waiter that vanished at the head holds up the line unti
         REQUIRE(first);
         // A waiter that queues once and is never heard of again (a crashed process).
         const auto ghost = dl::owner_token::generate();
-        auto queued = co_await store.put_if_first("line", ghost, dl::owner_token::generate(), 10s, true);
+        auto queued = co_await store.put_if_first("line", ghost, dl::owner_token::generate(), 10s, 2);
         REQUIRE(queued);
         CHECK_FALSE(queued.value().is_granted());
         test::recorder rec;
@@ -193,4 +193,190 @@ TEST_CASE("redis fair: a release wakes the head waiter only; a cancelled head pa
     });
     for (auto& s : stores)
         s->disconnect();
+}
+
+namespace {
+
+// How many scripts the server has run to the end (EVAL and EVALSHA, less the calls
+// that failed: an EVALSHA of a script not loaded yet), asked on a connection of its own.
+long long scripts_run(const redis_server& server)
+{
+    asio::io_context io;
+    dl::redis::store probe{io, server.config()};
+    long long calls = -1;
+    run(io, [&]() -> asio::awaitable<void> {
+        auto r = co_await probe.execute("INFO", "commandstats");
+        REQUIRE(r);
+        const std::string& text = r.value().text;
+        const auto field = [&](std::size_t line, std::string_view name) {
+            const auto at = text.find(name, line);
+            REQUIRE(at != std::string::npos);
+            return std::stoll(text.substr(at + name.size()));
+        };
+        calls = 0;
+        for (const std::string_view command : {"cmdstat_eval:", "cmdstat_evalsha:"}) {
+            const auto line = text.find(command);
+            if (line != std::string::npos)
+                calls += field(line, "calls=") - field(line, "failed_calls=");
+        }
+    });
+    return calls;
+}
+
+} // namespace
+
+TEST_CASE("redis fair: a release hands the lock to a listening head, which reads it from the wake-up",
+          "[redis][fair]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto holder = dl::owner_token::generate(), waiter = dl::owner_token::generate();
+        auto held = co_await store.put_if_first("hand", holder, holder, 10s, 1);
+        REQUIRE(held);
+        REQUIRE(held.value().is_granted());
+        auto listening = co_await store.watch("hand", waiter);
+        auto queued = co_await store.put_if_first("hand", waiter, dl::owner_token::generate(), 20s, 2);
+        REQUIRE(queued);
+        REQUIRE_FALSE(queued.value().is_granted());
+        CHECK_FALSE(listening.take_handover());
+
+        { const auto ok_ = co_await store.release_to_head("hand", holder); REQUIRE(ok_); }
+        // Granted in the release's own step, to the waiter's id, for the TTL it offered.
+        auto value = co_await store.execute("GET", store.lock_key("hand"));
+        REQUIRE(value);
+        auto pttl = co_await store.execute("PTTL", store.lock_key("hand"));
+        REQUIRE(pttl);
+        CHECK(pttl.value().integer > 10'000);
+        CHECK(in_line(server, "hand") == 0);
+        auto offers = co_await store.execute("EXISTS", store.offers_key("hand"));
+        REQUIRE(offers);
+        CHECK(offers.value().integer == 0);
+
+        const bool woke = co_await listening.wait(dl::clock::now() + 10s);
+        REQUIRE(woke);
+        const auto handed = listening.take_handover();
+        REQUIRE(handed);
+        CHECK(handed->try_number == 2);
+        CHECK(handed->fence > held.value().fence());
+        CHECK(handed->after_try >= dl::duration::zero());
+        CHECK(value.value().text == lock_value(waiter, handed->fence));
+        CHECK_FALSE(listening.take_handover()); // read once
+
+        // A later try of the waiter is answered with the lock it was handed.
+        const auto asked = dl::clock::now();
+        auto again = co_await store.put_if_first("hand", waiter, dl::owner_token::generate(), 20s, 3);
+        REQUIRE(again);
+        REQUIRE(again.value().is_granted());
+        CHECK(again.value().fence() == handed->fence);
+        CHECK(again.value().holder() == waiter);
+        REQUIRE(again.value().counted_from());
+        CHECK(*again.value().counted_from() <= asked); // the lock has run since the hand-over
+
+        // It is kept and given back by the waiter's id.
+        { const auto ok_ = co_await store.extend("hand", waiter, 20s); CHECK(ok_); }
+        { const auto ok_ = co_await store.release_to_head("hand", waiter); CHECK(ok_); }
+        auto gone = co_await store.execute("EXISTS", store.lock_key("hand"));
+        REQUIRE(gone);
+        CHECK(gone.value().integer == 0);
+    });
+}
+
+TEST_CASE("redis fair: a head that does not listen is not handed the lock; a waiter that left passes a handed lock on",
+          "[redis][fair]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto holder = dl::owner_token::generate(), deaf = dl::owner_token::generate(),
+                   first = dl::owner_token::generate(), second = dl::owner_token::generate();
+        auto held = co_await store.put_if_first("pass", holder, holder, 10s, 1);
+        REQUIRE(held);
+        REQUIRE(held.value().is_granted());
+        // In line: one that never listens (its process is gone), then two that do.
+        auto q0 = co_await store.put_if_first("pass", deaf, dl::owner_token::generate(), 10s, 2);
+        REQUIRE(q0);
+        auto w1 = co_await store.watch("pass", first);
+        auto q1 = co_await store.put_if_first("pass", first, dl::owner_token::generate(), 10s, 2);
+        REQUIRE(q1);
+        auto w2 = co_await store.watch("pass", second);
+        auto q2 = co_await store.put_if_first("pass", second, dl::owner_token::generate(), 10s, 2);
+        REQUIRE(q2);
+        CHECK(in_line(server, "pass") == 3);
+
+        // The head does not listen: the lock is left free, and no one skips it.
+        { const auto ok_ = co_await store.release_to_head("pass", holder); REQUIRE(ok_); }
+        auto free = co_await store.execute("EXISTS", store.lock_key("pass"));
+        REQUIRE(free);
+        CHECK(free.value().integer == 0);
+        CHECK(in_line(server, "pass") == 3);
+
+        // It leaves the line as the head of a free lock: the next head, which listens,
+        // is handed the lock.
+        { const auto ok_ = co_await store.leave_queue("pass", deaf); REQUIRE(ok_); }
+        const bool woke1 = co_await w1.wait(dl::clock::now() + 10s);
+        REQUIRE(woke1);
+        const auto to_first = w1.take_handover();
+        REQUIRE(to_first);
+        CHECK(to_first->fence > held.value().fence());
+        CHECK(in_line(server, "pass") == 1);
+
+        // Its lock() ended before it read that (it leaves the line): the lock it was
+        // handed goes on to the next, with a newer token.
+        { const auto ok_ = co_await store.leave_queue("pass", first); REQUIRE(ok_); }
+        auto value = co_await store.execute("GET", store.lock_key("pass"));
+        REQUIRE(value);
+        const bool woke2 = co_await w2.wait(dl::clock::now() + 10s);
+        REQUIRE(woke2);
+        const auto to_second = w2.take_handover();
+        REQUIRE(to_second);
+        CHECK(to_second->fence > to_first->fence);
+        CHECK(value.value().text == lock_value(second, to_second->fence));
+        CHECK(in_line(server, "pass") == 0);
+        { const auto ok_ = co_await store.release_to_head("pass", second); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("redis fair: the head of the line takes a handed lock without a request of its own", "[redis][fair]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.queue_ttl = 60s; // no refresh of the waiter's place within the case
+    dl::redis::store a{io, cfg}, b{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        fair_mutex holder{a, "line", {.ttl = 30s}, patient()};
+        auto first = co_await holder.lock();
+        REQUIRE(first);
+        test::recorder rec;
+        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
+                                    dl::observe::callback>
+            waiter{b, "line", {.ttl = 30s}, patient(), rec.observer()};
+        auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
+        (void)co_await eventually("the waiter in line", [&] { return in_line(server, "line") == 1; });
+
+        const auto before = scripts_run(server);
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        auto& second = waiting.get();
+        REQUIRE(second);
+        // One script ran between the two: the release, which granted the lock.
+        CHECK(scripts_run(server) - before == 1);
+        // Woken once, by the release, after the two tries that found it held.
+        const auto wakes = rec.of<dl::wake_event>();
+        REQUIRE(wakes.size() == 1);
+        CHECK(wakes[0].notified);
+        CHECK(rec.of<dl::attempt_event>().size() == 3);
+        CHECK(second->fence() > first->fence());
+        CHECK(second->valid_until() <= dl::clock::now() + 30s);
+        auto held_by = co_await b.execute("GET", b.lock_key("line"));
+        REQUIRE(held_by);
+        CHECK(held_by.value().text == lock_value(*second));
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+        auto gone = co_await b.execute("EXISTS", b.lock_key("line"));
+        REQUIRE(gone);
+        CHECK(gone.value().integer == 0);
+    });
 }

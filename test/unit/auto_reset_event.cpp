@@ -2,10 +2,12 @@
 // the quorum fan-out. One set is kept until taken, set() never resumes the waiter
 // inline, a deadline and the caller's cancellation end a wait, an io_context destroyed
 // during a wait ends the waiting coroutine, and sets from other threads are never lost
-// (the [concurrency] cases run under TSan).
+// (the [concurrency] cases run under TSan). detail::wakeup, the event with a waiter's
+// name: which release messages wake it, and what one named for it carries.
 #include "support.hpp"
 
 #include <distlock/detail/auto_reset_event.hpp>
+#include <distlock/detail/wakeup.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -253,4 +256,66 @@ TEST_CASE("auto_reset_event: sets from other threads racing with cut-off waits a
     b.join();
     CHECK(counted.load() == rounds);
     CHECK_FALSE(e.try_take()); // no set beyond the rounds
+}
+
+TEST_CASE("wakeup: a waiter wakes for messages naming it or everyone, and keeps what one named for it carries",
+          "[event]")
+{
+    asio::io_context io;
+    dl::detail::wakeup named{io.get_executor(), "ab12"};
+    CHECK(named.wants("released"));
+    CHECK(named.wants("ab12"));
+    CHECK(named.wants("ab12:2:77:5"));
+    CHECK_FALSE(named.wants("ab1"));
+    CHECK_FALSE(named.wants("ab123"));
+    CHECK_FALSE(named.wants("ab12x:2:77:5"));
+    CHECK_FALSE(named.wants("cd34:2:77:5"));
+    named.signal("ab12");
+    CHECK(named.try_take());
+    CHECK_FALSE(named.take_letter()); // its name alone carries nothing
+    named.signal("ab12:2:77:5");
+    named.signal("ab12:3:78:6"); // the latest one counts
+    CHECK(named.try_take());
+    CHECK(named.take_letter() == std::optional<std::string>{"3:78:6"});
+    CHECK_FALSE(named.take_letter()); // once
+    dl::detail::wakeup anyone{io.get_executor()};
+    CHECK(anyone.wants("cd34:2:77:5"));
+    anyone.signal("cd34:2:77:5");
+    CHECK(anyone.try_take());
+    CHECK_FALSE(anyone.take_letter()); // a waiter without a name keeps no letters
+}
+
+TEST_CASE("wakeup: letters signalled from another thread reach the waiter whole", "[event][concurrency]")
+{
+    // A producer thread signals numbered letters, each once the consumer has taken the
+    // previous one; the consumer must read every number, in order, in one piece.
+    constexpr int rounds = 300;
+    asio::io_context io;
+    dl::detail::wakeup w{io.get_executor(), "id"};
+    std::atomic<int> taken = 0;
+    std::atomic<bool> stop = false;
+    std::thread producer{[&] {
+        for (int n = 1; n <= rounds && !stop; ++n) {
+            while (taken.load() != n - 1 && !stop)
+                std::this_thread::yield();
+            w.signal("id:" + std::to_string(n) + ":" + std::string(static_cast<std::size_t>(n % 40), 'x'));
+        }
+    }};
+    const auto give_up = dl::clock::now() + 30s;
+    std::vector<std::string> wrong;
+    run(io, [&]() -> asio::awaitable<void> {
+        while (taken.load() < rounds && dl::clock::now() < give_up) {
+            if (!co_await w.wait(dl::clock::now() + 5ms))
+                continue;
+            const int n = taken.load() + 1;
+            const auto letter = w.take_letter();
+            if (letter != std::to_string(n) + ":" + std::string(static_cast<std::size_t>(n % 40), 'x'))
+                wrong.push_back(letter.value_or("(none)"));
+            ++taken;
+        }
+    }, 60s);
+    stop = true;
+    producer.join();
+    CHECK(taken.load() == rounds);
+    CHECK(wrong.empty());
 }

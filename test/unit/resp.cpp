@@ -1,6 +1,7 @@
 // The sans-I/O RESP parser and command encoding: no socket, just bytes.
 #include "support.hpp"
 
+#include <distlock/redis/detail/handover.hpp>
 #include <distlock/redis/detail/sha1.hpp>
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/parser.hpp>
@@ -93,4 +94,20 @@ TEST_CASE("resp: the variadic command_of encodes as the braced form does, binary
     CHECK(resp::command_of("HSET", key, field, "v") == resp::command({"HSET", key, field, "v"}));
     CHECK(resp::command_of("PING") == "*1\r\n$4\r\nPING\r\n");
     CHECK(resp::command_of("DEL", key) == std::string{"*2\r\n$3\r\nDEL\r\n$4\r\n"} + key + "\r\n");
+}
+
+TEST_CASE("redis fair: a hand-over message reads as try, token and time, or not at all", "[resp][fair]")
+{
+    using distlock::redis::detail::parse_handover;
+    const auto h = parse_handover("2:1733400000123456:1500");
+    REQUIRE(h);
+    CHECK(h->try_number == 2);
+    CHECK(h->fence == 1733400000123456u);
+    CHECK(h->after_try == std::chrono::microseconds{1500});
+    CHECK(parse_handover("7:1:0"));
+    for (const std::string_view bad :
+         {"", "2", "2:5", "2:5:", ":5:1", "0:5:1", "2:0:1", "2:5:-1", "-2:5:1", "2:+5:1", "2:5:1:", "2:5:1 ",
+          " 2:5:1", "2:5:1x", "2:9007199254740992:1", "2:5:9007199254740992", "2:5:99999999999999999999999",
+          "2::1", "a:b:c", "released"})
+        CHECK_FALSE(parse_handover(bad));
 }

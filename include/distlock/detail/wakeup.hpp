@@ -12,9 +12,12 @@
 
 #include <asio/any_io_executor.hpp>
 
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace distlock::detail {
 
@@ -27,14 +30,39 @@ public:
     {}
 
     /// Whether a release message with this text should wake the waiter: one for
-    /// everyone, or one naming it.
+    /// everyone, or one naming it (alone, or followed by ':' and what the release
+    /// left for it).
     bool wants(std::string_view message) const noexcept
     {
-        return addressee_.empty() || message == addressee_ || message == "released";
+        if (addressee_.empty() || message == "released")
+            return true;
+        return message.starts_with(addressee_) &&
+               (message.size() == addressee_.size() || message[addressee_.size()] == ':');
     }
 
     /// Wakes the waiter (or the next wait, if none is waiting now).
     void signal() { event_.set(); }
+
+    /// Wakes the waiter with a message named for it, and keeps what follows its name
+    /// (the latest such message) for take_letter().
+    void signal(std::string_view message)
+    {
+        if (!addressee_.empty() && message.size() > addressee_.size() && wants(message)) {
+            std::lock_guard lock{letter_mutex_};
+            letter_.assign(message.substr(addressee_.size() + 1));
+            has_letter_ = true;
+        }
+        event_.set();
+    }
+
+    /// What the latest message named for the waiter carried after its name, once.
+    std::optional<std::string> take_letter()
+    {
+        std::lock_guard lock{letter_mutex_};
+        if (!std::exchange(has_letter_, false))
+            return std::nullopt;
+        return std::move(letter_);
+    }
 
     /// Takes a signal sent since the last wait or take, without waiting: true if
     /// there was one.
@@ -52,6 +80,9 @@ public:
 private:
     auto_reset_event event_;
     const std::string addressee_;
+    std::mutex letter_mutex_; // signal() comes from the store's strand, take_letter() from the waiter's
+    std::string letter_;
+    bool has_letter_ = false;
 };
 
 } // namespace distlock::detail

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -192,6 +193,16 @@ public:
     // shared token it would remove the grant of a later attempt of the same call.
     awaitable<result<answer>> attempt()
     {
+        // A release that handed the lock to this call's place in the store's queue
+        // said so in the wake-up: nothing to ask.
+        if constexpr (requires { policy_.handed_over(*watcher_, memo_); }) {
+            if (watcher_)
+                if (auto handed = policy_.handed_over(*watcher_, memo_)) {
+                    owner_ = handed->holder();
+                    in_flight_ = true;
+                    co_return *handed;
+                }
+        }
         if (attempts_++ > 0)
             owner_ = owner_token::generate();
         // Unsettled until the answer is known: if the attempt is cut off, abandon()
@@ -211,6 +222,8 @@ public:
             if (got) {
                 if (!got.value().is_granted())
                     in_flight_ = false;
+                else if (got.value().counted_from()) // handed over: held as the queue's place
+                    owner_ = got.value().holder();
                 co_return got;
             }
             ec = got.error();
@@ -422,8 +435,10 @@ struct setnx : owner_checked {
 /// the back. Each lock() call is one waiter: its first try only asks (a try_lock()
 /// leaves nothing behind), later tries take and keep a place in line; a waiter that
 /// stops asking (crashed, partitioned) loses its place after the store's queue TTL,
-/// and a lock() that ends without the lock gives its place up. All clients of a
-/// resource must use it: a setnx client ignores the queue.
+/// and a lock() that ends without the lock gives its place up. Where the store hands
+/// locks over, a release grants the lock to a listening head in the same step and
+/// the head takes it from the wake-up, without a request. All clients of a resource
+/// must use it: a setnx client ignores the queue.
 struct fair : owner_checked {
     using policy_kind = acquire_policy_tag;
     static constexpr bool queues_waiters = true;
@@ -431,8 +446,9 @@ struct fair : owner_checked {
     /// What one lock() call keeps across its attempts: its identity in the queue.
     struct claim_memo {
         owner_token waiter = owner_token::generate();
-        std::size_t tries = 0;
-        bool queued = false; ///< a place in line may exist
+        std::uint64_t tries = 0;
+        time_point asked_at{}; ///< when the latest try was sent, by this process's clock
+        bool queued = false;   ///< a place in line (or a lock handed to it) may exist
         void settle() noexcept { queued = false; }
         bool unsettled() const noexcept { return queued; }
     };
@@ -441,9 +457,26 @@ struct fair : owner_checked {
         requires fair_queue_store<S>
     awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref, claim_memo& m) const
     {
-        const bool join = m.tries++ > 0;
-        m.queued = m.queued || join;
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, join);
+        m.asked_at = clock::now();
+        if (++m.tries > 1)
+            m.queued = true;
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, m.tries);
+    }
+
+    /// The lock a release handed to this call's place, read from the wake-up, when
+    /// the store hands locks over. Only a hand-over for the latest try counts from
+    /// it: one made before a later try is answered by that try.
+    template <class Watcher>
+    std::optional<answer> handed_over(Watcher& w, const claim_memo& m) const
+    {
+        if constexpr (requires { { w.take_handover() } -> std::same_as<std::optional<handover>>; }) {
+            // Counted from no later than now: the hand-over came before its message.
+            if (const auto h = w.take_handover(); h && h->try_number == m.tries) {
+                const auto since_asked = clock::now() - m.asked_at;
+                return answer::handed_over(h->fence, m.asked_at + std::min(h->after_try, since_asked), m.waiter);
+            }
+        }
+        return std::nullopt;
     }
 
     /// Releases and wakes the head waiter only.

@@ -13,6 +13,9 @@
 //                          waiter ids scored by arrival (the server's clock in us)
 //   E(P):{#E(R)}:deadlines acquire::fair only: each waiter's deadline (server ms),
 //                          after which a waiter that stopped asking loses its place
+//   E(P):{#E(R)}:offers    acquire::fair only: what each waiter asked for, a hash of
+//                          waiter id -> "<ttl ms>:<try>:<server us>", with which a
+//                          release hands the lock to the head
 //   E(P):{S}:fence         the last fencing token granted to a resource of the slot
 //                          whose tag is S (detail::slot_tags: '$' and up to three
 //                          letters or digits): an integer that only grows, without a
@@ -262,79 +265,136 @@ end
 return 0
 )lua");
 
-// The fair queue's helpers. forget_gone: drops the waiters whose deadline has passed
-// (they stopped asking: crashed, cancelled without a word, partitioned). wake_head:
-// publishes the head waiter's id on the head's own channel (the resource's channel,
-// ':', the id), which only its lock() call listens to, so that a release wakes one
-// process, not every process with a waiter; 'released' on the resource's channel
-// when no one waits. Sharded '1' uses SPUBLISH (a Redis Cluster): the head's channel
-// carries the resource's hash tag, so it lives in the resource's slot.
+// The fair queue's helpers, over KEYS lock, fence, queue, deadlines, offers, in
+// that order, and ARGV channel and sharded ('1' for a Redis Cluster's shard
+// channels) of the resource.
+//
+// forget_gone: drops the waiters whose deadline has passed (they stopped asking:
+// crashed, cancelled without a word, partitioned).
+//
+// next_turn: who comes next once the lock is free, read before anything of the lock
+// is written (a fence key that fails fails the script first): the head waiter, and,
+// when the head left an offer (its TTL, try, and when) and listens on its own
+// channel (the resource's channel, ':', its id) at this moment, the token to hand it
+// the lock with. A head that does not listen (its process is gone, or lost its
+// subscription) is not handed a lock it could not learn of: it takes its turn by
+// asking, or loses its place at its deadline.
+//
+// give_turn: hands the lock to that head (as owner: its id), taking it out of line,
+// and tells it on its channel: "<id>:<try>:<token>:<us since the try>"; or wakes it
+// with its id, which only its lock() call hears; or, when no one waits, publishes
+// 'released' on the resource's channel.
 inline constexpr char fair_queue_lua[] = R"lua(
-local function server_ms()
+local lock_key, fence_key, queue, deadlines, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local function clock_us()
   local clock = redis.call('TIME')
-  return clock[1] * 1000 + math.floor(clock[2] / 1000)
+  return clock[1] * 1000000 + clock[2]
 end
-local function forget_gone(queue, deadlines, now_ms)
-  local gone = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)
-  for _, waiter in ipairs(gone) do
-    redis.call('ZREM', queue, waiter)
-    redis.call('ZREM', deadlines, waiter)
+local function leave_line(waiters)
+  for i = 1, #waiters, 1000 do
+    local chunk = {unpack(waiters, i, math.min(i + 999, #waiters))}
+    redis.call('ZREM', queue, unpack(chunk))
+    redis.call('ZREM', deadlines, unpack(chunk))
+    redis.call('HDEL', offers, unpack(chunk))
   end
 end
-local function wake_head(queue, channel, sharded)
-  local publish = sharded == '1' and 'SPUBLISH' or 'PUBLISH'
+local function forget_gone(now_ms)
+  local gone = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)
+  if #gone > 0 then
+    leave_line(gone)
+  end
+end
+local function next_turn(channel, sharded, now_us)
+  forget_gone(math.floor(now_us / 1000))
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if head then
-    redis.call(publish, channel .. ':' .. head, head)
-  else
+  if not head then
+    return nil
+  end
+  local turn = {head = head}
+  local offer = redis.call('HGET', offers, head)
+  local ttl, try, since = string.match(offer or '', '^(%d+):(%d+):(%d+)$')
+  if ttl then
+    turn.offered = true
+    local listening = redis.call('PUBSUB', sharded == '1' and 'SHARDNUMSUB' or 'NUMSUB', channel .. ':' .. head)
+    if listening[2] > 0 then
+      turn.ttl, turn.try = ttl, try
+      turn.after = string.format('%d', math.max(0, now_us - tonumber(since)))
+      turn.fence, turn.text = fences_after({fence_key})
+    end
+  end
+  return turn
+end
+local function give_turn(turn, channel, sharded)
+  local publish = sharded == '1' and 'SPUBLISH' or 'PUBLISH'
+  if not turn then
     redis.call(publish, channel, 'released')
+  elseif turn.text then
+    redis.call('SET', lock_key, turn.head .. ':' .. turn.text, 'PX', turn.ttl)
+    store_fences({fence_key}, turn.text)
+    leave_line({turn.head})
+    redis.call(publish, channel .. ':' .. turn.head,
+               turn.head .. ':' .. turn.try .. ':' .. turn.text .. ':' .. turn.after)
+  elseif not turn.offered then
+    redis.call(publish, channel .. ':' .. turn.head, turn.head)
   end
 end
 )lua";
 
-inline constexpr auto acquire_fair = join(fence_lua, fair_queue_lua, R"lua(
-local now_ms = server_ms()
-forget_gone(KEYS[3], KEYS[4], now_ms)
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-if (head == nil or head == ARGV[3]) and redis.call('EXISTS', KEYS[1]) == 0 then
-  local fence, text = fences_after({KEYS[2]})
+// A lock handed to the waiter (its id as owner) is answered {2, token, pttl}.
+inline constexpr auto acquire_fair = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
+local now_us = clock_us()
+local now_ms = math.floor(now_us / 1000)
+local waiter = ARGV[3]
+forget_gone(now_ms)
+local value = redis.call('GET', lock_key)
+if owns(value, waiter) then
+  return {2, tonumber(string.sub(value, #waiter + 2)) or 0, redis.call('PTTL', lock_key)}
+end
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if (head == nil or head == waiter) and not value then
+  local fence, text = fences_after({fence_key})
   if head then
-    redis.call('ZREM', KEYS[3], ARGV[3])
-    redis.call('ZREM', KEYS[4], ARGV[3])
+    leave_line({waiter})
   end
-  redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-  store_fences({KEYS[2]}, text)
+  redis.call('SET', lock_key, ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+  store_fences({fence_key}, text)
   return {1, fence}
 end
-if ARGV[5] == '1' then
-  if not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
-    local clock = redis.call('TIME')
-    redis.call('ZADD', KEYS[3], clock[1] * 1000000 + clock[2], ARGV[3])
+if ARGV[5] ~= '1' then
+  if not redis.call('ZSCORE', queue, waiter) then
+    redis.call('ZADD', queue, now_us, waiter)
   end
-  redis.call('ZADD', KEYS[4], now_ms + ARGV[4], ARGV[3])
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  redis.call('ZADD', deadlines, now_ms + ARGV[4], waiter)
+  redis.call('HSET', offers, waiter, ARGV[2] .. ':' .. ARGV[5] .. ':' .. string.format('%d', now_us))
+  redis.call('PEXPIRE', queue, ARGV[4])
+  redis.call('PEXPIRE', deadlines, ARGV[4])
+  redis.call('PEXPIRE', offers, ARGV[4])
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', lock_key)}
 )lua");
 
-inline constexpr auto release_fair = join(owns_lua, fair_queue_lua, R"lua(
-if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+inline constexpr auto release_fair = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
+if not owns(redis.call('GET', lock_key), ARGV[1]) then
   return 0
 end
-redis.call('DEL', KEYS[1])
-forget_gone(KEYS[2], KEYS[3], server_ms())
-wake_head(KEYS[2], ARGV[2], ARGV[3])
+local turn = next_turn(ARGV[2], ARGV[3], clock_us())
+redis.call('DEL', lock_key)
+give_turn(turn, ARGV[2], ARGV[3])
 return 1
 )lua");
 
-inline constexpr auto leave_queue = join(fair_queue_lua, R"lua(
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-  forget_gone(KEYS[2], KEYS[3], server_ms())
-  wake_head(KEYS[2], ARGV[2], ARGV[3])
+inline constexpr auto leave_queue = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
+local waiter = ARGV[1]
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+leave_line({waiter})
+local value = redis.call('GET', lock_key)
+local handed = owns(value, waiter)
+if handed or (head == waiter and not value) then
+  local turn = next_turn(ARGV[2], ARGV[3], clock_us())
+  if handed then
+    redis.call('DEL', lock_key)
+  end
+  give_turn(turn, ARGV[2], ARGV[3])
 end
 return 1
 )lua");
@@ -423,20 +483,23 @@ inline constexpr std::string_view release_raising = detail::release_raising.view
 /// held one (1-based), pttl}.
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
-/// acquire::fair. KEYS: lock, fence, queue, deadlines. ARGV: owner, ttl ms, waiter
-/// id, queue ttl ms, join ('1': take a place in line when not granted, or keep it
-/// until now + queue ttl). Granted only when the lock is free and no one waits or the
-/// waiter is the head: {1, fence}; else {0, pttl}.
+/// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: owner, ttl ms,
+/// waiter id, queue ttl ms, try number (from '1'; from '2' on, take a place in line
+/// when not granted, or keep it until now + queue ttl, and offer to take the lock
+/// for ttl when a release hands it over). Granted only when the lock is free and no
+/// one waits or the waiter is the head: {1, fence}; a lock a release handed to the
+/// waiter (held with its id as owner): {2, fence, pttl}; else {0, pttl}.
 inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
 
-/// acquire::fair. KEYS: lock, queue, deadlines. ARGV: owner, channel, sharded ('1').
-/// Releases the owner's lock and wakes the head waiter only, on its own channel
-/// (channel:id; the message is its id);
+/// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: owner, channel,
+/// sharded ('1'). Releases the owner's lock and hands it to the head waiter when the
+/// head offered and listens, else wakes the head only, on its own channel (channel:id);
 /// 1 when released, 0 when not the owner.
 inline constexpr std::string_view release_fair = detail::release_fair.view();
 
-/// acquire::fair. KEYS: lock, queue, deadlines. ARGV: waiter id, channel, sharded.
-/// Leaves the line; a head that leaves a free lock wakes the next waiter. Returns 1.
+/// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: waiter id,
+/// channel, sharded. Leaves the line and gives back a lock handed to the waiter; a
+/// head that leaves a free lock passes it on to the next waiter. Returns 1.
 inline constexpr std::string_view leave_queue = detail::leave_queue.view();
 
 /// KEYS: data. ARGV: value, fence. Writes the hash {value, fence} unless a newer

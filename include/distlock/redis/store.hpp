@@ -14,6 +14,7 @@
 #include <distlock/redis/config.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/redis/detail/cluster.hpp>
+#include <distlock/redis/detail/handover.hpp>
 #include <distlock/redis/detail/router.hpp>
 #include <distlock/redis/detail/sha1.hpp>
 #include <distlock/redis/detail/subscriber.hpp>
@@ -272,6 +273,15 @@ public:
             co_return notified;
         }
 
+        /// The lock a release handed to this watcher's waiter (acquire::fair), from
+        /// the latest message named for it, once; nullopt when none came or it does
+        /// not read as one.
+        std::optional<handover> take_handover()
+        {
+            const auto letter = wakeup_->take_letter();
+            return letter ? detail::parse_handover(*letter) : std::nullopt;
+        }
+
     private:
         friend class basic_store;
         static constexpr duration resubscribe_interval = std::chrono::seconds{1};
@@ -321,32 +331,37 @@ public:
     /// Takes the lock for `owner` only if it is free and no one waits, or `waiter` is
     /// the head of the resource's queue; otherwise, with `join`, takes or keeps
     /// `waiter`'s place in line for config::queue_ttl. Held locks are answered as data.
+    /// `try_number` counts the lock() call's tries from 1: from the second on, the
+    /// waiter also offers to take the lock for `ttl` from a release that hands it
+    /// over; such a lock, held as owner `waiter`, is answered answer::handed_over.
     awaitable<result<answer>> put_if_first(std::string_view resource, const owner_token& waiter,
-                                           const owner_token& owner, duration ttl, bool join,
+                                           const owner_token& owner, duration ttl, std::uint64_t try_number,
                                            diagnostics* diag = nullptr)
     {
         return replicated(resource,
-                          answered(eval(script::acquire_fair,
-                                        with_fair_queue(lock_and_fence_keys(resource), resource),
-                                        strings(owner.to_hex(), millis(ttl), waiter.to_hex(), millis(cfg_.queue_ttl),
-                                                join ? "1" : "0"),
-                                        diag)),
+                          answered_fair(eval(script::acquire_fair, fair_queue_keys(resource),
+                                             strings(owner.to_hex(), millis(ttl), waiter.to_hex(),
+                                                     millis(cfg_.queue_ttl), std::to_string(std::max<std::uint64_t>(try_number, 1))),
+                                             diag),
+                                        waiter, ttl),
                           diag);
     }
 
-    /// Releases `owner`'s lock and wakes the head waiter only.
+    /// Releases `owner`'s lock and hands it to the head waiter, when it offered and
+    /// listens, or wakes the head only.
     awaitable<result<void>> release_to_head(std::string_view resource, const owner_token& owner,
                                             diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release_fair, strings(lock_key(resource), queue_key(resource), deadlines_key(resource)),
+        return owned_reply(eval(script::release_fair, fair_queue_keys(resource),
                                 strings(owner.to_hex(), channel(resource), sharded_flag()), diag));
     }
 
-    /// Gives up `waiter`'s place in line (a lock() that ended without the lock).
+    /// Gives up `waiter`'s place in line (a lock() that ended without the lock), and
+    /// gives back a lock a release handed to it meanwhile.
     awaitable<result<void>> leave_queue(std::string_view resource, const owner_token& waiter,
                                         diagnostics* diag = nullptr)
     {
-        return done_reply(eval(script::leave_queue, strings(lock_key(resource), queue_key(resource), deadlines_key(resource)),
+        return done_reply(eval(script::leave_queue, fair_queue_keys(resource),
                                strings(waiter.to_hex(), channel(resource), sharded_flag()), diag));
     }
 
@@ -373,6 +388,7 @@ public:
     /// The keys of a resource's fair queue (layout in redis/scripts.hpp).
     std::string queue_key(std::string_view resource) const { return key(resource, "queue"); }
     std::string deadlines_key(std::string_view resource) const { return key(resource, "deadlines"); }
+    std::string offers_key(std::string_view resource) const { return key(resource, "offers"); }
 
     // -- Beyond the store concepts -----------------------------------------------
 
@@ -636,11 +652,13 @@ private:
         return strings(std::move(lock), std::move(fence));
     }
 
-    // The keys of acquire_fair: a resource's lock and fence keys, then its queue's.
-    std::vector<std::string> with_fair_queue(std::vector<std::string> keys, std::string_view resource) const
+    // The keys of the fair scripts: a resource's lock and fence keys, then its queue's.
+    std::vector<std::string> fair_queue_keys(std::string_view resource) const
     {
+        auto keys = lock_and_fence_keys(resource);
         keys.push_back(queue_key(resource));
         keys.push_back(deadlines_key(resource));
+        keys.push_back(offers_key(resource));
         return keys;
     }
 
@@ -816,16 +834,44 @@ private:
         auto reply = co_await std::move(pending);
         if (!reply)
             co_return reply.error();
+        co_return as_answer(reply.value(), sent);
+    }
+
+    // An acquire script's {1, fence} or {0, pttl}, for a request sent at `sent`.
+    static result<answer> as_answer(const resp::value& v, time_point sent)
+    {
         std::optional<duration> held_for;
-        auto fence = parse_acquire(reply.value(), &held_for);
+        auto fence = parse_acquire(v, &held_for);
         if (fence)
-            co_return answer::granted(fence.value());
+            return answer::granted(fence.value());
         if (fence.error() != errc::contended)
-            co_return fence.error();
+            return fence.error();
         // Measured from the request: the holder's lock ends no later than that by our clock.
         if (held_for)
-            co_return answer::held(sent + *held_for);
-        co_return answer::held();
+            return answer::held(sent + *held_for);
+        return answer::held();
+    }
+
+    // acquire_fair's answer: as answered(), or {2, fence, pttl} for a lock a release
+    // handed to `waiter`. Its validity counts from when the lock will have run for
+    // `ttl` by the time it ends: the request's start plus pttl, less ttl.
+    static awaitable<result<answer>> answered_fair(awaitable<result<resp::value>> pending, owner_token waiter,
+                                                   duration ttl)
+    {
+        const auto sent = clock::now();
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        const auto& v = reply.value();
+        if (v.type == resp::type::array && v.elements.size() == 3 && v.elements[0].type == resp::type::integer &&
+            v.elements[0].integer == 2) {
+            if (v.elements[1].type != resp::type::integer || v.elements[1].integer < 1 ||
+                v.elements[2].type != resp::type::integer || v.elements[2].integer < 1)
+                co_return errc::protocol_error;
+            const auto left = std::min<duration>(std::chrono::milliseconds{v.elements[2].integer}, ttl);
+            co_return answer::handed_over(static_cast<fence_token>(v.elements[1].integer), sent + left - ttl, waiter);
+        }
+        co_return as_answer(v, sent);
     }
 
     static awaitable<result<void>> owned_reply(awaitable<result<resp::value>> pending)

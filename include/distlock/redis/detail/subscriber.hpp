@@ -254,13 +254,14 @@ private:
         if (it == channels_.end())
             return;
         if (kind == "message" || kind == "smessage") {
-            // A fair queue's release names its head: only that waiter tries.
+            // A fair queue's release names its head, and may carry the lock it handed
+            // the head: only that waiter wakes, with the message.
             const std::string_view text = v.elements.size() > 2 && v.elements[2].is_string()
                                               ? std::string_view{v.elements[2].text}
                                               : std::string_view{"released"};
             for (auto& w : it->second.waiters)
                 if (w->wants(text))
-                    w->signal();
+                    w->signal(text);
         }
     }
 
