@@ -705,6 +705,42 @@ double round_trip_us(std::uint16_t port)
 
 enum class contention { raw, setnx, fair };
 
+// The server's commands since the last CONFIG RESETSTAT (INFO commandstats): calls to
+// scripts (EVALSHA and EVAL) and their mean time on the server, in microseconds.
+struct script_stats {
+    long long calls = 0;
+    double us_per_call = 0;
+};
+
+script_stats scripts_since_reset(std::uint16_t port, bool reset_after)
+{
+    script_stats out;
+    redisContext* c = redisConnect("127.0.0.1", port);
+    if (!c || c->err)
+        return out;
+    auto* info = static_cast<redisReply*>(redisCommand(c, "INFO commandstats"));
+    double total_us = 0;
+    if (info && info->type == REDIS_REPLY_STRING) {
+        const std::string_view text{info->str, info->len};
+        for (const std::string_view name : {"cmdstat_evalsha:", "cmdstat_eval:"}) {
+            const auto at = text.find(name);
+            if (at == std::string_view::npos)
+                continue;
+            const auto calls = text.find("calls=", at), usec = text.find("usec=", at);
+            if (calls != std::string_view::npos && usec != std::string_view::npos) {
+                out.calls += std::strtoll(text.data() + calls + 6, nullptr, 10);
+                total_us += std::strtod(text.data() + usec + 5, nullptr);
+            }
+        }
+    }
+    freeReplyObject(info);
+    if (reset_after)
+        freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+    redisFree(c);
+    out.us_per_call = out.calls > 0 ? total_us / static_cast<double>(out.calls) : 0;
+    return out;
+}
+
 result_row contended_processes(std::uint16_t port, contention how, long sections, double rtt_us,
                                double* handoff_p50 = nullptr)
 {
@@ -733,6 +769,7 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
         int worker;
     };
     std::vector<section> all;
+    (void)scripts_since_reset(port, true);
     const auto start = steady::now();
     for (auto& c : children)
         c->write_line("go");
@@ -749,6 +786,7 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     r.seconds = std::chrono::duration<double>(steady::now() - start).count();
     for (auto& c : children)
         (void)c->wait(10s);
+    const auto scripts = scripts_since_reset(port, false);
     std::sort(all.begin(), all.end(), [](const section& a, const section& b) { return a.granted < b.granted; });
     std::vector<double> handoff_us, to_wake_us, wake_to_grant_us;
     std::size_t changes = 0;
@@ -777,12 +815,15 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     // Another waiter's turn comes after at most the others' sections: the worst wait
     // is compared with 2 x waiters x (section + hand-off).
     const double bound = 2.0 * (workers - 1) * (section_us + h50);
-    char extra[400];
+    const double scripts_per_section =
+        all.empty() ? 0 : static_cast<double>(scripts.calls) / static_cast<double>(all.size());
+    char extra[500];
     std::snprintf(extra, sizeof extra,
                   ",\"changed_hands\":%zu,\"handoff_p50_us\":%.1f,\"handoff_p50_rtt\":%.2f,\"worst_acquire_us\":%.1f,"
-                  "\"worst_vs_bound\":%.2f,\"release_to_wake_p50_us\":%.1f,\"wake_to_grant_p50_us\":%.1f",
+                  "\"worst_vs_bound\":%.2f,\"release_to_wake_p50_us\":%.1f,\"wake_to_grant_p50_us\":%.1f,"
+                  "\"scripts_per_section\":%.2f,\"script_server_us\":%.1f",
                   changes, h50, rtt_us > 0 ? h50 / rtt_us : 0, worst, bound > 0 ? worst / bound : 0, to_wake,
-                  wake_to_grant);
+                  wake_to_grant, scripts_per_section, scripts.us_per_call);
     r.extra = extra;
     std::printf("    changed hands %zu of %zu (%.0f%%); hand-off p50 %.1f us = %.2f round trips (%.1f us); worst "
                 "acquire %.0f us = %.2f x the bound 2 x 7 x (section %.0f us + hand-off)\n",
@@ -791,6 +832,8 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     if (!to_wake_us.empty())
         std::printf("    of %zu hand-offs to a woken waiter: release to wake-up p50 %.1f us, wake-up to grant p50 %.1f us\n",
                     to_wake_us.size(), to_wake, wake_to_grant);
+    std::printf("    scripts on the server: %.2f per critical section, %.1f us each\n", scripts_per_section,
+                scripts.us_per_call);
     return r;
 }
 

@@ -76,8 +76,9 @@ constexpr auto join(const char (&... parts)[N])
 // past 2^53 would repeat, and a fence key that breaks fails loudly rather than let
 // two holders share a token.
 //
-// fences_after(keys): the next token after the tokens in `keys` (read, not written),
-// and its text. store_fences(keys, text): writes it to them.
+// fences_after(keys, now_us): the next token after the tokens in `keys` (read, not
+// written), and its text; now_us is the server's clock in us when the script has
+// read it already, else nil. store_fences(keys, text): writes it to them.
 inline constexpr char fence_lua[] = R"lua(
 local token_limit = 9007199254740992
 -- Error lines are quoted without control characters: a CR LF would end the line.
@@ -95,7 +96,7 @@ local function as_token(text, where)
   end
   return token
 end
-local function fences_after(keys)
+local function fences_after(keys, now_us)
   local last = 0
   if #keys == 1 then
     last = as_token(redis.call('GET', keys[1]) or nil, keys[1]) -- a key of another type: WRONGTYPE
@@ -116,8 +117,11 @@ local function fences_after(keys)
       end
     end
   end
-  local clock = redis.call('TIME')
-  local fence = math.max(last + 1, clock[1] * 1000000 + clock[2])
+  if not now_us then
+    local clock = redis.call('TIME')
+    now_us = clock[1] * 1000000 + clock[2]
+  end
+  local fence = math.max(last + 1, now_us)
   if fence >= token_limit then
     error({err = 'ERR distlock: fencing tokens have reached 2^53'})
   end
@@ -319,7 +323,7 @@ local function next_turn(channel, sharded, now_us)
     if listening[2] > 0 then
       turn.ttl, turn.try = ttl, try
       turn.after = string.format('%d', math.max(0, now_us - tonumber(since)))
-      turn.fence, turn.text = fences_after({fence_key})
+      turn.fence, turn.text = fences_after({fence_key}, now_us)
     end
   end
   return turn
@@ -340,28 +344,36 @@ local function give_turn(turn, channel, sharded)
 end
 )lua";
 
-// A lock handed to the waiter (its id as owner) is answered {2, token, pttl}.
+// A held lock is answered at once, from the lock alone (a waiter's place is kept
+// when it joins): the queue is read only when the lock is free. A lock handed to the
+// waiter (its id as owner) is answered {2, token, pttl}. A waiter that joins after
+// its deadline passed queues again at the back, as one that was forgotten would.
 inline constexpr auto acquire_fair = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
-local now_us = clock_us()
-local now_ms = math.floor(now_us / 1000)
 local waiter = ARGV[3]
-forget_gone(now_ms)
 local value = redis.call('GET', lock_key)
 if owns(value, waiter) then
   return {2, tonumber(string.sub(value, #waiter + 2)) or 0, redis.call('PTTL', lock_key)}
 end
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
-if (head == nil or head == waiter) and not value then
-  local fence, text = fences_after({fence_key})
-  if head then
-    leave_line({waiter})
+local now_us
+if not value then
+  now_us = clock_us()
+  forget_gone(math.floor(now_us / 1000))
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if head == nil or head == waiter then
+    local fence, text = fences_after({fence_key}, now_us)
+    if head then
+      leave_line({waiter})
+    end
+    redis.call('SET', lock_key, ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+    store_fences({fence_key}, text)
+    return {1, fence}
   end
-  redis.call('SET', lock_key, ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-  store_fences({fence_key}, text)
-  return {1, fence}
 end
 if ARGV[5] ~= '1' then
-  if not redis.call('ZSCORE', queue, waiter) then
+  now_us = now_us or clock_us()
+  local now_ms = math.floor(now_us / 1000)
+  local deadline = redis.call('ZSCORE', deadlines, waiter)
+  if not deadline or tonumber(deadline) <= now_ms then
     redis.call('ZADD', queue, now_us, waiter)
   end
   redis.call('ZADD', deadlines, now_ms + ARGV[4], waiter)
@@ -370,7 +382,7 @@ if ARGV[5] ~= '1' then
   redis.call('PEXPIRE', deadlines, ARGV[4])
   redis.call('PEXPIRE', offers, ARGV[4])
 end
-return {0, redis.call('PTTL', lock_key)}
+return {0, value and redis.call('PTTL', lock_key) or -2}
 )lua");
 
 inline constexpr auto release_fair = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
@@ -378,7 +390,9 @@ if not owns(redis.call('GET', lock_key), ARGV[1]) then
   return 0
 end
 local turn = next_turn(ARGV[2], ARGV[3], clock_us())
-redis.call('DEL', lock_key)
+if not (turn and turn.text) then -- else give_turn writes the lock over
+  redis.call('DEL', lock_key)
+end
 give_turn(turn, ARGV[2], ARGV[3])
 return 1
 )lua");
