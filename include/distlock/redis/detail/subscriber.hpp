@@ -40,6 +40,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
+#include <asio/post.hpp>
 #include <asio/strand.hpp>
 
 #include <algorithm>
@@ -89,7 +90,9 @@ public:
     /// Removes `w`; the channel is unsubscribed when it was the last waiter.
     void unsubscribe(std::string channel, waiter w)
     {
-        asio::dispatch(strand_, [self = this->shared_from_this(), channel = std::move(channel), w = std::move(w)] {
+        // Posted, not dispatched: a waiter leaves as its lock() returns with the lock,
+        // and the UNSUBSCRIBE need not be written before the caller's first request.
+        asio::post(strand_, [self = this->shared_from_this(), channel = std::move(channel), w = std::move(w)] {
             auto it = self->channels_.find(channel);
             if (it == self->channels_.end())
                 return;
