@@ -1,6 +1,7 @@
 // The tests that run the library on several threads at once: one store shared by
 // coroutines on strands of an io_context run by four threads, the in-process store
-// and Redis (one server, sets of locks taken and released in one script each, and a
+// and Redis (one server, sets of locks taken and released in one script each, fair
+// hand-overs between stores, and a
 // cluster whose slot moves meanwhile); threads_sessions.cpp has etcd, ZooKeeper and
 // PostgreSQL, and test/unit/async_and_blocking.cpp, in the same executable, the
 // blocking adapters and completion tokens from foreign threads. The ThreadSanitizer
@@ -16,6 +17,7 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -156,6 +158,39 @@ TEST_CASE("redis: one store shared by coroutines on several threads", "[redis][c
         asio::io_context probe;
         CHECK(peek(probe, server.config(), counter) == std::to_string(workers * rounds));
     }
+}
+
+TEST_CASE("redis fair: locks handed over between stores driven by several threads", "[redis][fair][concurrency]")
+{
+    // Four stores (as four services would have), two waiters each, on strands of one
+    // io_context run by four threads: a release hands the lock to the head through
+    // the head's store's subscriber, on whichever thread runs it, and the head takes
+    // it from there on its own strand.
+    redis_server server;
+    asio::io_context io;
+    std::vector<std::unique_ptr<dl::redis::store>> stores;
+    for (int i = 0; i < 4; ++i)
+        stores.push_back(std::make_unique<dl::redis::store>(io, server.config()));
+    constexpr int workers = 8, rounds = 15;
+    std::atomic<int> errors{0}, finished{0};
+    for (int w = 0; w < workers; ++w)
+        asio::co_spawn(asio::make_strand(io), [&, w]() -> asio::awaitable<void> {
+            auto& store = *stores[static_cast<std::size_t>(w % 4)];
+            dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff> m{
+                store, "fair-threads", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 5ms, .max = 50ms}};
+            auto section = [&](const dl::lease&) -> asio::awaitable<bool> {
+                co_return co_await increment(store, "fair-counter");
+            };
+            co_await lock_rounds(m, rounds, errors, section);
+            if (++finished == workers)
+                for (auto& s : stores)
+                    s->disconnect(); // lets the threads' run() return
+        }, asio::detached);
+    run_on_four_threads(io, 60s);
+    CHECK(errors == 0);
+    CHECK(finished == workers);
+    asio::io_context probe;
+    CHECK(peek(probe, server.config(), "fair-counter") == std::to_string(workers * rounds));
 }
 
 TEST_CASE("redis: sets taken and given back in one script by coroutines on several threads", "[redis][concurrency][multi]")
