@@ -1,8 +1,8 @@
 // The tests that run the library on several threads at once: one store shared by
 // coroutines on strands of an io_context run by four threads, the in-process store
 // and Redis (one server, sets of locks taken and released in one script each, fair
-// hand-overs between stores, and a
-// cluster whose slot moves meanwhile); threads_sessions.cpp has etcd, ZooKeeper and
+// hand-overs between stores, and a cluster whose slot moves meanwhile);
+// threads_sessions.cpp has etcd, ZooKeeper and
 // PostgreSQL, and test/unit/async_and_blocking.cpp, in the same executable, the
 // blocking adapters and completion tokens from foreign threads. The ThreadSanitizer
 // build runs this executable: every other test drives the library from one thread,
