@@ -5,6 +5,7 @@
 #include "pending.hpp"
 #include "redis_support.hpp"
 
+#include <csignal>
 #include <memory>
 #include <vector>
 
@@ -378,5 +379,45 @@ TEST_CASE("redis fair: the head of the line takes a handed lock without a reques
         auto gone = co_await b.execute("EXISTS", b.lock_key("line"));
         REQUIRE(gone);
         CHECK(gone.value().integer == 0);
+    });
+}
+
+TEST_CASE("redis fair: with wait_replicas a handed lock counts only once a replica has it", "[redis][fair][replication]")
+{
+    redis_server primary;
+    redis_server replica{{"--replicaof", "127.0.0.1", std::to_string(primary.port())}};
+    auto cfg = primary.config();
+    cfg.wait_replicas = 1;
+    cfg.wait_timeout = 200ms;
+    asio::io_context io;
+    dl::redis::store a{io, cfg}, b{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 400; ++i) { // online once its first synchronisation is done
+            auto info = co_await a.execute("INFO", "replication");
+            if (info && info->text.find("state=online") != std::string::npos)
+                break;
+            co_await settle(25ms);
+        }
+        fair_mutex holder{a, "replicated", {.ttl = 10s}, patient()};
+        auto first = co_await holder.lock();
+        REQUIRE(first);
+        fair_mutex waiter{b, "replicated", {.ttl = 10s},
+                          dl::retry::exponential_backoff{.initial = 50ms, .max = 50ms, .deadline = 1500ms}};
+        auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
+        (void)co_await eventually("the waiter in line", [&] { return in_line(primary, "replicated") == 1; });
+        // The replica stops answering: the release hands the lock over on the primary,
+        // but the waiter's grant is never acknowledged, so it is never reported.
+        ::kill(replica.pid(), SIGSTOP);
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        ::kill(replica.pid(), SIGCONT);
+        auto& refused = waiting.get();
+        REQUIRE_FALSE(refused);
+        INFO(refused.error().message());
+        // The lock it was handed is given back when its lock() gives up.
+        (void)co_await eventually("the handed lock given back", [&] {
+            asio::io_context probe;
+            return !exists(probe, primary.config(), a.lock_key("replicated"));
+        });
     });
 }

@@ -279,15 +279,17 @@ public:
         std::optional<handover> take_handover()
         {
             const auto letter = wakeup_->take_letter();
-            return letter ? detail::parse_handover(*letter) : std::nullopt;
+            return letter && takes_handovers_ ? detail::parse_handover(*letter) : std::nullopt;
         }
 
     private:
         friend class basic_store;
         static constexpr duration resubscribe_interval = std::chrono::seconds{1};
 
-        watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w)
-            : router_{std::move(r)}, slot_{slot}, channel_{std::move(channel)}, wakeup_{std::move(w)}
+        watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w,
+                bool takes_handovers)
+            : router_{std::move(r)}, slot_{slot}, channel_{std::move(channel)}, wakeup_{std::move(w)},
+              takes_handovers_{takes_handovers}
         {}
 
         // Subscribes on the node that serves the channel now; true when confirmed.
@@ -314,6 +316,9 @@ public:
         std::shared_ptr<detail::subscriber> subscriber_;
         std::uint64_t epoch_ = 0;
         bool lost_ = false;
+        // With config::wait_replicas a handed lock counts only once replicas have it:
+        // the waiter then asks, and its answer waits for them (WAIT).
+        bool takes_handovers_ = false;
     };
 
     /// Subscribes to the resource's release channel; completes once Redis confirmed.
@@ -374,7 +379,7 @@ public:
     {
         auto id = waiter.to_hex();
         auto ch = waiter_channel(resource, id);
-        return watch_on(router_, slot_of(resource), std::move(ch), std::move(id));
+        return watch_on(router_, slot_of(resource), std::move(ch), std::move(id), cfg_.wait_replicas <= 0);
     }
 
     /// The channel on which a release wakes `waiter` (its id in hex) when it heads
@@ -997,10 +1002,11 @@ private:
         co_return std::optional<std::string>{std::move(reply.value().text)};
     }
 
-    static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch, std::string addressee = {})
+    static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch, std::string addressee = {},
+                                       bool takes_handovers = false)
     {
         auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor, std::move(addressee));
-        watcher out{std::move(r), slot, std::move(ch), std::move(w)};
+        watcher out{std::move(r), slot, std::move(ch), std::move(w), takes_handovers};
         (void)co_await out.resubscribe();
         co_return out;
     }
