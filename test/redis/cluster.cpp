@@ -3,6 +3,7 @@
 // conformance suite runs on the cluster too (test/conformance/redis.cpp).
 #include "cluster.hpp"
 #include "eventually.hpp"
+#include "pending.hpp"
 #include "redis_support.hpp"
 
 #include <asio/co_spawn.hpp>
@@ -224,6 +225,45 @@ TEST_CASE("redis cluster: each lock goes to its slot's primary and agrees with t
     const auto id = store.known_server_identity();
     REQUIRE(id);
     CHECK(id->find(cluster.id_of(*used.begin())) != std::string::npos);
+}
+
+TEST_CASE("redis cluster: a fair release hands the lock to the head through its shard channel",
+          "[redis][cluster][fair]")
+{
+    redis_cluster cluster;
+    asio::io_context io;
+    auto cfg = cluster.config();
+    cfg.queue_ttl = 60s; // no renewal of the waiter's place within the case
+    dl::redis::store a{io, cfg}, b{io, cfg};
+    const dl::retry::exponential_backoff patient{.initial = 5s, .max = 5s, .deadline = 30s};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff> holder{
+            a, "fair-slot", {.ttl = 30s}, patient};
+        auto first = co_await holder.lock();
+        REQUIRE(first);
+        test::recorder rec;
+        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
+                                    dl::observe::callback>
+            waiter{b, "fair-slot", {.ttl = 30s}, patient, rec.observer()};
+        auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
+        (void)co_await eventually("the waiter waiting in line", [&] { return !rec.of<dl::wait_event>().empty(); });
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        auto& second = waiting.get();
+        REQUIRE(second);
+        CHECK(second->fence() > first->fence());
+        // Woken by the release's message (SPUBLISH on the slot's primary, which SHARDNUMSUB
+        // found listening), not by its 5 s timer, and granted by it: no try after the two
+        // that found the lock held.
+        const auto wakes = rec.of<dl::wake_event>();
+        REQUIRE(wakes.size() == 1);
+        CHECK(wakes[0].notified);
+        CHECK(rec.of<dl::attempt_event>().size() == 3);
+        auto held_by = co_await b.execute("GET", b.lock_key("fair-slot"));
+        REQUIRE(held_by);
+        CHECK(held_by->text == test::lock_value(*second));
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+    });
 }
 
 TEST_CASE("redis cluster: a held lock's slot migrates to another primary; ASK and MOVED are followed, the lock is "
