@@ -387,7 +387,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto cs = co_await asio::this_coro::cancellation_state;
     const detail::observer_ref observe{observer_};
-    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag});
+    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single});
     using claim_type = decltype(claim);
     // What the retry policy is asked about. Its number counts failed attempts; the
     // try made at once after subscribing to release notifications (which closes

@@ -161,11 +161,12 @@ template <class S>
 concept fair_queue_store =
     owner_checked_store<S> &&
     requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
-             duration ttl, std::uint64_t try_number) {
+             duration ttl, std::uint64_t try_number, bool join) {
         /// Granted only if the lock is free and no one waits or `waiter` is the head.
-        /// `try_number` counts the tries of the lock() call from 1: the first only
-        /// asks; later ones take or keep `waiter`'s place in line.
-        { s.put_if_first(resource, waiter, owner, ttl, try_number) } -> std::same_as<awaitable<result<answer>>>;
+        /// `try_number` counts the tries of the lock() call from 1; with `join`, the
+        /// try takes or keeps `waiter`'s place in line (a first try that only asks
+        /// does not).
+        { s.put_if_first(resource, waiter, owner, ttl, try_number, join) } -> std::same_as<awaitable<result<answer>>>;
         /// Releases by owner and wakes the head waiter only (or hands it the lock).
         { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
         /// Gives up `waiter`'s place, and a lock handed to it; a head that leaves a

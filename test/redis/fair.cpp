@@ -6,7 +6,10 @@
 #include "redis_support.hpp"
 
 #include <csignal>
+#include <initializer_list>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 using namespace test;
@@ -110,9 +113,12 @@ TEST_CASE("redis fair: a waiter that vanished at the head holds up the line unti
         fair_mutex holder{store, "line", {.ttl = 10s}, patient()};
         auto first = co_await holder.lock();
         REQUIRE(first);
-        // A waiter that queues once and is never heard of again (a crashed process).
+        // A waiter that queues once and is never heard of again (a crashed process,
+        // whose store no longer listens).
         const auto ghost = dl::owner_token::generate();
-        auto queued = co_await store.put_if_first("line", ghost, dl::owner_token::generate(), 10s, 2);
+        dl::redis::store gone{io, cfg};
+        auto queued = co_await gone.put_if_first("line", ghost, dl::owner_token::generate(), 10s, 2, true);
+        gone.disconnect();
         REQUIRE(queued);
         CHECK_FALSE(queued.value().is_granted());
         test::recorder rec;
@@ -200,7 +206,7 @@ namespace {
 
 // How many scripts the server has run to the end (EVAL and EVALSHA, less the calls
 // that failed: an EVALSHA of a script not loaded yet), asked on a connection of its own.
-long long scripts_run(const redis_server& server)
+long long command_calls(const redis_server& server, std::initializer_list<std::string_view> commands)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
@@ -215,13 +221,18 @@ long long scripts_run(const redis_server& server)
             return std::stoll(text.substr(at + name.size()));
         };
         calls = 0;
-        for (const std::string_view command : {"cmdstat_eval:", "cmdstat_evalsha:"}) {
-            const auto line = text.find(command);
+        for (const std::string_view command : commands) {
+            const auto line = text.find("cmdstat_" + std::string{command} + ":");
             if (line != std::string::npos)
                 calls += field(line, "calls=") - field(line, "failed_calls=");
         }
     });
     return calls;
+}
+
+long long scripts_run(const redis_server& server)
+{
+    return command_calls(server, {"eval", "evalsha"});
 }
 
 } // namespace
@@ -234,11 +245,11 @@ TEST_CASE("redis fair: a release hands the lock to a listening head, which reads
     dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
         const auto holder = dl::owner_token::generate(), waiter = dl::owner_token::generate();
-        auto held = co_await store.put_if_first("hand", holder, holder, 10s, 1);
+        auto held = co_await store.put_if_first("hand", holder, holder, 10s, 1, false);
         REQUIRE(held);
         REQUIRE(held.value().is_granted());
         auto listening = co_await store.watch("hand", waiter);
-        auto queued = co_await store.put_if_first("hand", waiter, dl::owner_token::generate(), 20s, 2);
+        auto queued = co_await store.put_if_first("hand", waiter, dl::owner_token::generate(), 20s, 2, true);
         REQUIRE(queued);
         REQUIRE_FALSE(queued.value().is_granted());
         CHECK_FALSE(listening.take_handover());
@@ -267,7 +278,7 @@ TEST_CASE("redis fair: a release hands the lock to a listening head, which reads
 
         // A later try of the waiter is answered with the lock it was handed.
         const auto asked = dl::clock::now();
-        auto again = co_await store.put_if_first("hand", waiter, dl::owner_token::generate(), 20s, 3);
+        auto again = co_await store.put_if_first("hand", waiter, dl::owner_token::generate(), 20s, 3, true);
         REQUIRE(again);
         REQUIRE(again.value().is_granted());
         CHECK(again.value().fence() == handed->fence);
@@ -289,21 +300,22 @@ TEST_CASE("redis fair: a head that does not listen is not handed the lock; a wai
 {
     redis_server server;
     asio::io_context io;
-    dl::redis::store store{io, server.config()};
+    dl::redis::store store{io, server.config()}, other{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
         const auto holder = dl::owner_token::generate(), deaf = dl::owner_token::generate(),
                    first = dl::owner_token::generate(), second = dl::owner_token::generate();
-        auto held = co_await store.put_if_first("pass", holder, holder, 10s, 1);
+        auto held = co_await store.put_if_first("pass", holder, holder, 10s, 1, false);
         REQUIRE(held);
         REQUIRE(held.value().is_granted());
-        // In line: one that never listens (its process is gone), then two that do.
-        auto q0 = co_await store.put_if_first("pass", deaf, dl::owner_token::generate(), 10s, 2);
+        // In line: one whose store never listens (its process is gone), then two of
+        // a store that does, on one channel.
+        auto q0 = co_await other.put_if_first("pass", deaf, dl::owner_token::generate(), 10s, 2, true);
         REQUIRE(q0);
         auto w1 = co_await store.watch("pass", first);
-        auto q1 = co_await store.put_if_first("pass", first, dl::owner_token::generate(), 10s, 2);
+        auto q1 = co_await store.put_if_first("pass", first, dl::owner_token::generate(), 10s, 2, true);
         REQUIRE(q1);
         auto w2 = co_await store.watch("pass", second);
-        auto q2 = co_await store.put_if_first("pass", second, dl::owner_token::generate(), 10s, 2);
+        auto q2 = co_await store.put_if_first("pass", second, dl::owner_token::generate(), 10s, 2, true);
         REQUIRE(q2);
         CHECK(in_line(server, "pass") == 3);
 
@@ -322,6 +334,7 @@ TEST_CASE("redis fair: a head that does not listen is not handed the lock; a wai
         const auto to_first = w1.take_handover();
         REQUIRE(to_first);
         CHECK(to_first->fence > held.value().fence());
+        CHECK_FALSE(w2.take_handover()); // the message names the head: the other waiter keeps nothing
         CHECK(in_line(server, "pass") == 1);
 
         // Its lock() ended before it read that (it leaves the line): the lock it was
@@ -338,6 +351,7 @@ TEST_CASE("redis fair: a head that does not listen is not handed the lock; a wai
         CHECK(in_line(server, "pass") == 0);
         { const auto ok_ = co_await store.release_to_head("pass", second); CHECK(ok_); }
     });
+    other.disconnect();
 }
 
 TEST_CASE("redis fair: the head of the line takes a handed lock without a request of its own", "[redis][fair]")
@@ -419,5 +433,74 @@ TEST_CASE("redis fair: with wait_replicas a handed lock counts only once a repli
             asio::io_context probe;
             return !exists(probe, primary.config(), a.lock_key("replicated"));
         });
+    });
+}
+
+TEST_CASE("redis fair: a store still listening for a resource joins the line in the first try; the channel then goes",
+          "[redis][fair]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.queue_ttl = 60s;       // no refresh of the waiter's place within the case
+    cfg.listen_linger = 1500ms; // outlasts the middle of the case
+    dl::redis::store h{io, cfg}, w{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        fair_mutex holder{h, "again", {.ttl = 30s}, patient()};
+        test::recorder rec;
+        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
+                                    dl::observe::callback>
+            waiter{w, "again", {.ttl = 30s}, patient(), rec.observer()};
+        CHECK_FALSE(w.listening("again"));
+
+        // The store does not listen yet: the first try only asks, and the waiter joins
+        // in its second, once subscribed. The release hands it the lock.
+        auto first = co_await holder.lock();
+        REQUIRE(first);
+        auto one = start(ex, waiter.lock());
+        (void)co_await eventually("the waiter in line", [&] { return in_line(server, "again") == 1; });
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await one.wait(); REQUIRE(came_); }
+        REQUIRE(one.get());
+        const auto round_one = rec.of<dl::attempt_event>().size();
+        CHECK(round_one == 3);
+        { const auto ok_ = co_await one.get()->unlock(); CHECK(ok_); }
+        // Its lock() is over, and the store still listens.
+        CHECK(w.listening("again"));
+        CHECK(w.subscribed_channels() == 1);
+
+        // The next lock() here joins in its first try: one script, no SUBSCRIBE.
+        auto second = co_await holder.lock();
+        REQUIRE(second);
+        const auto scripts = scripts_run(server), subscribes = command_calls(server, {"subscribe"});
+        auto two = start(ex, waiter.lock());
+        (void)co_await eventually("the waiter in line again", [&] { return in_line(server, "again") == 1; });
+        CHECK(scripts_run(server) - scripts == 1);
+        CHECK(command_calls(server, {"subscribe"}) == subscribes);
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await two.wait(); REQUIRE(came_); }
+        REQUIRE(two.get());
+        CHECK(two.get()->fence() > second->fence());
+        CHECK(rec.of<dl::attempt_event>().size() - round_one == 2); // the join, and the hand-over
+        const auto wakes = rec.of<dl::wake_event>();
+        REQUIRE(wakes.size() == 2);
+        CHECK(wakes[1].notified);
+
+        // A try_lock() leaves nothing behind, listening or not.
+        fair_once other{w, "again", {.ttl = 30s}};
+        auto tried = co_await other.try_lock();
+        REQUIRE_FALSE(tried);
+        CHECK(tried.error() == dl::condition::contended);
+        CHECK(in_line(server, "again") == 0);
+        { const auto ok_ = co_await two.get()->unlock(); CHECK(ok_); }
+
+        // Once no lock() of the store has waited for the resource for the linger, the
+        // channel goes.
+        const test::steps linger_and_more{.max = 2000, .each = 5ms};
+        (void)co_await eventually("the channel went after its linger",
+                                  [&] { return w.subscribed_channels() == 0 && !w.listening("again"); },
+                                  linger_and_more);
+        CHECK(listening(server, "again").waiter_channels == 0);
     });
 }

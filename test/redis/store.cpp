@@ -553,6 +553,15 @@ TEST_CASE("redis: out-of-range timeouts are invalid_argument before any I/O", "[
             });
         }
     }
+    // A fair channel's linger may be zero (unsubscribe at once), not negative.
+    for (auto d : {dl::duration{-1}, dl::duration::min(), dl::max_wait + dl::duration{1}}) {
+        dl::redis::config cfg;
+        cfg.listen_linger = d;
+        CHECK(cfg.validate() == dl::errc::invalid_argument);
+    }
+    dl::redis::config no_linger;
+    no_linger.listen_linger = dl::duration::zero();
+    CHECK_FALSE(no_linger.validate());
     CHECK_FALSE(listener.reached(io));
 }
 
@@ -788,16 +797,16 @@ TEST_CASE("redis: acquire::fair checks the fence before the head leaves the line
     dl::redis::store store{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
         const auto holder = dl::owner_token::generate(), waiter = dl::owner_token::generate();
-        auto held = co_await store.put_if_first("fair-fence", holder, holder, 10s, 1);
+        auto held = co_await store.put_if_first("fair-fence", holder, holder, 10s, 1, false);
         REQUIRE(held);
         REQUIRE(held.value().is_granted());
-        auto queued = co_await store.put_if_first("fair-fence", waiter, waiter, 10s, 2);
+        auto queued = co_await store.put_if_first("fair-fence", waiter, waiter, 10s, 2, true);
         REQUIRE(queued);
         REQUIRE_FALSE(queued.value().is_granted());
         { const auto ok_ = co_await store.release_to_head("fair-fence", holder); REQUIRE(ok_); }
         auto broken = co_await store.execute("SET", store.fence_key("fair-fence"), "broken");
         REQUIRE(broken);
-        auto refused = co_await store.put_if_first("fair-fence", waiter, waiter, 10s, 2);
+        auto refused = co_await store.put_if_first("fair-fence", waiter, waiter, 10s, 2, true);
         REQUIRE_FALSE(refused);
         CHECK(refused.error() == dl::errc::store_unavailable);
         auto place = co_await store.execute("ZSCORE", store.queue_key("fair-fence"), waiter.to_hex());
@@ -842,7 +851,7 @@ TEST_CASE("redis: a fence key that holds no token below 2^53 fails every script 
             fails(co_await store.put_if_absent(id, dl::owner_token::generate(), 10s, &diag));
             CHECK(diag.server_message().find("distlock") != std::string_view::npos);
             fails(co_await store.put_if_absent_all(just_id, dl::owner_token::generate(), 10s));
-            fails(co_await store.put_if_first(id, dl::owner_token::generate(), dl::owner_token::generate(), 10s, 2));
+            fails(co_await store.put_if_first(id, dl::owner_token::generate(), dl::owner_token::generate(), 10s, 2, true));
             fails(co_await store.next_fence(id));
             fails(co_await store.raise_fence(id, 5));
             fails(co_await store.release_raising(mate, holder, 5));

@@ -58,6 +58,9 @@ struct claim_request {
     /// The lock() caller's diagnostics, or nullptr: attempts made while the caller
     /// waits fill it; background work (abandon(), a hold's releases) never does.
     diagnostics* diag = nullptr;
+    /// The call waits when the lock is held (lock(), lock_until()); false for
+    /// try_lock(), whose one try must leave nothing behind.
+    bool waits = true;
 };
 
 /// TTL primitives: take the lock for an owner, extend and release it by that owner.
@@ -179,7 +182,7 @@ public:
 
     ttl_claim(Inner policy, store_ref<S> store, claim_request r)
         : policy_{std::move(policy)}, store_{std::move(store)}, resource_{std::move(r.resource)},
-          ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}
+          ttl_{r.options.ttl}, observe_{r.observe}, diag_{r.diag}, owner_{owner_token::generate()}, waits_{r.waits}
     {}
 
     // The policy's try_acquire() answers "held" as data (with or without a memo).
@@ -202,6 +205,14 @@ public:
                     in_flight_ = true;
                     co_return *handed;
                 }
+        }
+        // A waiting call whose store already listens for this resource (it did for
+        // an earlier call) listens before its first try: that try can then take a
+        // place in line at once, and no second try is needed after subscribing.
+        if constexpr (requires(S& s) { policy_.listens_early(s, resource_, memo_); }) {
+            if (attempts_ == 0 && waits_ && !watcher_ &&
+                store_.with([&](S& s) { return policy_.listens_early(s, resource_, memo_); }).value_or(false))
+                (void)co_await listen();
         }
         if (attempts_++ > 0)
             owner_ = owner_token::generate();
@@ -339,6 +350,7 @@ private:
     observer_ref observe_;
     diagnostics* diag_;
     owner_token owner_;
+    bool waits_ = true;
     std::size_t attempts_ = 0;
     // The current attempt's owner may hold the lock: sent, answer not yet known (or a
     // grant not yet turned into a hold). Kept apart from maybe_granted_ so that an
@@ -433,7 +445,8 @@ struct setnx : owner_checked {
 /// store's scripts): waiters of every process are served in the order they queued,
 /// a release wakes only the head waiter, and a releaser that asks again queues at
 /// the back. Each lock() call is one waiter: its first try only asks (a try_lock()
-/// leaves nothing behind), later tries take and keep a place in line; a waiter that
+/// leaves nothing behind), later tries take and keep a place in line (a lock() whose
+/// store still listens for the resource takes it in its first try); a waiter that
 /// stops asking (crashed, partitioned) loses its place after the store's queue TTL,
 /// and a lock() that ends without the lock gives its place up. Where the store hands
 /// locks over, a release grants the lock to a listening head in the same step and
@@ -449,6 +462,7 @@ struct fair : owner_checked {
         std::uint64_t tries = 0;
         time_point asked_at{}; ///< when the latest try was sent, by this process's clock
         bool queued = false;   ///< a place in line (or a lock handed to it) may exist
+        bool listened_first = false; ///< listening before the first try: it joins
         void settle() noexcept { queued = false; }
         bool unsettled() const noexcept { return queued; }
     };
@@ -458,9 +472,23 @@ struct fair : owner_checked {
     awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref, claim_memo& m) const
     {
         m.asked_at = clock::now();
-        if (++m.tries > 1)
+        const bool join = ++m.tries > 1 || m.listened_first;
+        if (join)
             m.queued = true;
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, m.tries);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, m.tries,
+                                         join);
+    }
+
+    /// Whether a waiting call should listen before its first try: only when the
+    /// store listens for the resource already (no request either way), so that an
+    /// uncontended lock() pays nothing for it.
+    template <class S>
+        requires fair_queue_store<S>
+    bool listens_early(S& s, std::string_view resource, claim_memo& m) const
+    {
+        if constexpr (requires { { s.listening(resource) } -> std::same_as<bool>; })
+            m.listened_first = s.listening(resource);
+        return m.listened_first;
     }
 
     /// The lock a release handed to this call's place, read from the wake-up, when

@@ -278,16 +278,16 @@ return 0
 //
 // next_turn: who comes next once the lock is free, read before anything of the lock
 // is written (a fence key that fails fails the script first): the head waiter, and,
-// when the head left an offer (its TTL, try, and when) and listens on its own
-// channel (the resource's channel, ':', its id) at this moment, the token to hand it
-// the lock with. A head that does not listen (its process is gone, or lost its
-// subscription) is not handed a lock it could not learn of: it takes its turn by
-// asking, or loses its place at its deadline.
+// when someone listens at this moment on the channel its offer names (the
+// resource's channel, ':', the id of the head's store; the offer also holds its TTL,
+// try, and when), the token to hand it the lock with. A head that does not listen
+// (its process is gone, or lost its subscription) is not handed a lock it could not
+// learn of: it takes its turn by asking, or loses its place at its deadline.
 //
 // give_turn: hands the lock to that head (as owner: its id), taking it out of line,
-// and tells it on its channel: "<id>:<try>:<token>:<us since the try>"; or wakes it
-// with its id, which only its lock() call hears; or, when no one waits, publishes
-// 'released' on the resource's channel.
+// and tells it on its store's channel: "<id>:<try>:<token>:<us since the try>", which
+// only its lock() call takes; or, when no one waits, publishes 'released' on the
+// resource's channel.
 inline constexpr char fair_queue_lua[] = R"lua(
 local lock_key, fence_key, queue, deadlines, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local function clock_us()
@@ -316,10 +316,10 @@ local function next_turn(channel, sharded, now_us)
   end
   local turn = {head = head}
   local offer = redis.call('HGET', offers, head)
-  local ttl, try, since = string.match(offer or '', '^(%d+):(%d+):(%d+)$')
+  local ttl, try, since, listener = string.match(offer or '', '^(%d+):(%d+):(%d+):(%x+)$')
   if ttl then
-    turn.offered = true
-    local listening = redis.call('PUBSUB', sharded == '1' and 'SHARDNUMSUB' or 'NUMSUB', channel .. ':' .. head)
+    turn.channel = channel .. ':' .. listener
+    local listening = redis.call('PUBSUB', sharded == '1' and 'SHARDNUMSUB' or 'NUMSUB', turn.channel)
     if listening[2] > 0 then
       turn.ttl, turn.try = ttl, try
       turn.after = string.format('%d', math.max(0, now_us - tonumber(since)))
@@ -336,10 +336,7 @@ local function give_turn(turn, channel, sharded)
     redis.call('SET', lock_key, turn.head .. ':' .. turn.text, 'PX', turn.ttl)
     store_fences({fence_key}, turn.text)
     leave_line({turn.head})
-    redis.call(publish, channel .. ':' .. turn.head,
-               turn.head .. ':' .. turn.try .. ':' .. turn.text .. ':' .. turn.after)
-  elseif not turn.offered then
-    redis.call(publish, channel .. ':' .. turn.head, turn.head)
+    redis.call(publish, turn.channel, turn.head .. ':' .. turn.try .. ':' .. turn.text .. ':' .. turn.after)
   end
 end
 )lua";
@@ -369,7 +366,7 @@ if not value then
     return {1, fence}
   end
 end
-if ARGV[5] ~= '1' then
+if ARGV[6] == '1' then
   now_us = now_us or clock_us()
   local now_ms = math.floor(now_us / 1000)
   local deadline = redis.call('ZSCORE', deadlines, waiter)
@@ -377,7 +374,7 @@ if ARGV[5] ~= '1' then
     redis.call('ZADD', queue, now_us, waiter)
   end
   redis.call('ZADD', deadlines, now_ms + ARGV[4], waiter)
-  redis.call('HSET', offers, waiter, ARGV[2] .. ':' .. ARGV[5] .. ':' .. string.format('%d', now_us))
+  redis.call('HSET', offers, waiter, ARGV[2] .. ':' .. ARGV[5] .. ':' .. string.format('%d', now_us) .. ':' .. ARGV[7])
   redis.call('PEXPIRE', queue, ARGV[4])
   redis.call('PEXPIRE', deadlines, ARGV[4])
   redis.call('PEXPIRE', offers, ARGV[4])
@@ -498,17 +495,18 @@ inline constexpr std::string_view release_raising = detail::release_raising.view
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: owner, ttl ms,
-/// waiter id, queue ttl ms, try number (from '1'; from '2' on, take a place in line
+/// waiter id, queue ttl ms, try number (from '1'), join ('1': take a place in line
 /// when not granted, or keep it until now + queue ttl, and offer to take the lock
-/// for ttl when a release hands it over). Granted only when the lock is free and no
-/// one waits or the waiter is the head: {1, fence}; a lock a release handed to the
+/// for ttl when a release hands it over), listener (hex: the id of the waiter's
+/// store, whose channel hears the hand-over). Granted only when the lock is free and
+/// no one waits or the waiter is the head: {1, fence}; a lock a release handed to the
 /// waiter (held with its id as owner): {2, fence, pttl}; else {0, pttl}.
 inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: owner, channel,
 /// sharded ('1'). Releases the owner's lock and hands it to the head waiter when the
-/// head offered and listens, else wakes the head only, on its own channel (channel:id);
-/// 1 when released, 0 when not the owner.
+/// head's store listens on the channel its offer names (channel:listener), telling it
+/// there; 1 when released, 0 when not the owner.
 inline constexpr std::string_view release_fair = detail::release_fair.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: waiter id,

@@ -287,9 +287,9 @@ public:
         static constexpr duration resubscribe_interval = std::chrono::seconds{1};
 
         watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w,
-                bool takes_handovers)
+                bool takes_handovers, duration linger)
             : router_{std::move(r)}, slot_{slot}, channel_{std::move(channel)}, wakeup_{std::move(w)},
-              takes_handovers_{takes_handovers}
+              takes_handovers_{takes_handovers}, linger_{linger}
         {}
 
         // Subscribes on the node that serves the channel now; true when confirmed.
@@ -304,7 +304,7 @@ public:
                 subscriber_->unsubscribe(channel_, wakeup_);
             subscriber_ = std::move(sub.value());
             epoch_ = subscriber_->epoch(); // before: a loss during the request shows next time
-            const auto ec = co_await subscriber_->subscribe(channel_, wakeup_);
+            const auto ec = co_await subscriber_->subscribe(channel_, wakeup_, linger_);
             lost_ = static_cast<bool>(ec);
             co_return !lost_;
         }
@@ -319,6 +319,7 @@ public:
         // With config::wait_replicas a handed lock counts only once replicas have it:
         // the waiter then asks, and its answer waits for them (WAIT).
         bool takes_handovers_ = false;
+        duration linger_ = duration::zero(); // the channel's, once its last waiter left
     };
 
     /// Subscribes to the resource's release channel; completes once Redis confirmed.
@@ -335,18 +336,21 @@ public:
 
     /// Takes the lock for `owner` only if it is free and no one waits, or `waiter` is
     /// the head of the resource's queue; otherwise, with `join`, takes or keeps
-    /// `waiter`'s place in line for config::queue_ttl. Held locks are answered as data.
-    /// `try_number` counts the lock() call's tries from 1: from the second on, the
-    /// waiter also offers to take the lock for `ttl` from a release that hands it
-    /// over; such a lock, held as owner `waiter`, is answered answer::handed_over.
+    /// `waiter`'s place in line for config::queue_ttl, and offers to take the lock for
+    /// `ttl` from a release that hands it over, heard on this store's channel for the
+    /// resource (watch(resource, waiter)). Held locks are answered as data; a lock
+    /// handed over, held as owner `waiter`, as answer::handed_over. `try_number`
+    /// counts the lock() call's tries from 1, so that a hand-over names the try.
     awaitable<result<answer>> put_if_first(std::string_view resource, const owner_token& waiter,
                                            const owner_token& owner, duration ttl, std::uint64_t try_number,
-                                           diagnostics* diag = nullptr)
+                                           bool join, diagnostics* diag = nullptr)
     {
         return replicated(resource,
                           answered_fair(eval(script::acquire_fair, fair_queue_keys(resource),
                                              strings(owner.to_hex(), millis(ttl), waiter.to_hex(),
-                                                     millis(cfg_.queue_ttl), std::to_string(std::max<std::uint64_t>(try_number, 1))),
+                                                     millis(cfg_.queue_ttl),
+                                                     std::to_string(std::max<std::uint64_t>(try_number, 1)),
+                                                     join ? "1" : "0", listener_.to_hex()),
                                              diag),
                                         waiter, ttl),
                           diag);
@@ -358,7 +362,7 @@ public:
                                             diagnostics* diag = nullptr)
     {
         return owned_reply(eval(script::release_fair, fair_queue_keys(resource),
-                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag));
+                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag, true));
     }
 
     /// Gives up `waiter`'s place in line (a lock() that ended without the lock), and
@@ -373,21 +377,27 @@ public:
     /// How often a waiter must ask again to keep its place.
     duration queue_refresh() const noexcept { return cfg_.queue_ttl / 3; }
 
-    /// Listens for the release that makes `waiter` the head of the resource's queue,
-    /// on a channel of its own: a release wakes the head's process only.
+    /// Listens for the release that hands `waiter` the lock (or makes it the head of
+    /// the resource's queue), on this store's channel for the resource: a release
+    /// wakes the head's process only, and there the head only (the message names
+    /// it). The channel stays subscribed for config::listen_linger after its last
+    /// waiter left, so that the next lock() of the resource here can join the line
+    /// in its first try (listening()).
     awaitable<watcher> watch(std::string_view resource, const owner_token& waiter)
     {
-        auto id = waiter.to_hex();
-        auto ch = waiter_channel(resource, id);
-        return watch_on(router_, slot_of(resource), std::move(ch), std::move(id), cfg_.wait_replicas <= 0);
+        return watch_on(router_, slot_of(resource), listener_channel(resource), waiter.to_hex(),
+                        cfg_.wait_replicas <= 0, cfg_.listen_linger);
     }
 
-    /// The channel on which a release wakes `waiter` (its id in hex) when it heads
-    /// the queue: the resource's channel, ':', the id (it keeps the resource's hash
+    /// Whether this store listens on its channel for `resource` now (no request).
+    bool listening(std::string_view resource) const { return router_->listening(listener_channel(resource)); }
+
+    /// The channel on which a release wakes this store's waiters on `resource`: the
+    /// resource's channel, ':', the store's listener id (it keeps the resource's hash
     /// tag, so in a Redis Cluster it lives in the resource's slot).
-    std::string waiter_channel(std::string_view resource, std::string_view waiter) const
+    std::string listener_channel(std::string_view resource) const
     {
-        return channel(resource).append(":").append(waiter);
+        return channel(resource).append(":").append(listener_.to_hex());
     }
 
     /// The keys of a resource's fair queue (layout in redis/scripts.hpp).
@@ -702,25 +712,37 @@ private:
 
     // EVALSHA, falling back to EVAL when the server does not know the script (after a
     // restart or SCRIPT FLUSH), which also caches it again.
+    // `publish_first`: the script's messages should reach their subscribers before
+    // this reply reaches the caller (see eval_on).
     awaitable<result<resp::value>> eval(script which, std::vector<std::string> keys, std::vector<std::string> args,
-                                        diagnostics* diag) const
+                                        diagnostics* diag, bool publish_first = false) const
     {
-        return eval_on(router_, which, std::move(keys), std::move(args), diag);
+        return eval_on(router_, which, std::move(keys), std::move(args), diag, publish_first);
     }
 
     static awaitable<result<resp::value>> eval_on(router_ptr c, script which, std::vector<std::string> keys,
-                                                  std::vector<std::string> args, diagnostics* diag)
+                                                  std::vector<std::string> args, diagnostics* diag,
+                                                  bool publish_first = false)
     {
         const auto& s = source(which);
         // Only a cluster routes by slot: elsewhere the key's CRC16 is not computed.
         const auto slot = keys.empty() || c->mode() != topology::cluster ? std::uint16_t{0}
                                                                           : detail::hash_slot(keys.front());
-        auto replies = co_await c->exec(slot, script_command("EVALSHA", s.sha, keys, args), diag);
-        if (replies && replies.value().front().is_error() && replies.value().front().text.starts_with("NOSCRIPT"))
+        // Redis writes its pending replies client by client, the client that got
+        // output last first, and a client already waiting to be written keeps its
+        // place. A PING in the same write as the script makes the caller's reply
+        // pending before the script runs, so what the script publishes goes out
+        // first: a release wakes the waiter it hands the lock to before the
+        // releaser, which would otherwise run first (and, on a busy machine, on the
+        // same core as the server) and delay the message.
+        std::string payload = publish_first ? resp::command_of("PING") : std::string{};
+        payload += script_command("EVALSHA", s.sha, keys, args);
+        auto replies = co_await c->exec(slot, std::move(payload), diag, publish_first ? 2 : 1);
+        if (replies && replies.value().back().is_error() && replies.value().back().text.starts_with("NOSCRIPT"))
             replies = co_await c->exec(slot, script_command("EVAL", s.text, keys, args), diag);
         if (!replies)
             co_return replies.error();
-        co_return checked(std::move(replies.value().front()), diag);
+        co_return checked(std::move(replies.value().back()), diag);
     }
 
     // EVALSHA sha numkeys keys... args... (or EVAL text ...), encoded into one allocation.
@@ -1003,10 +1025,10 @@ private:
     }
 
     static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch, std::string addressee = {},
-                                       bool takes_handovers = false)
+                                       bool takes_handovers = false, duration linger = duration::zero())
     {
         auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor, std::move(addressee));
-        watcher out{std::move(r), slot, std::move(ch), std::move(w), takes_handovers};
+        watcher out{std::move(r), slot, std::move(ch), std::move(w), takes_handovers, linger};
         (void)co_await out.resubscribe();
         co_return out;
     }
@@ -1031,6 +1053,7 @@ private:
 
     executor_type ex_;
     config cfg_;
+    const owner_token listener_ = owner_token::generate(); // names this store's fair waiter channels
     std::string escaped_prefix_; // cfg_.key_prefix as keys hold it
     router_ptr router_;
     std::shared_ptr<distlock::detail::lifetime> life_;

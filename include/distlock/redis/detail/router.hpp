@@ -104,16 +104,17 @@ public:
         return max_tries * (2 * one + refusal_pause);
     }
 
-    /// Sends `payload` (one command on keys of `slot`) and returns its reply.
-    awaitable<replies> exec(std::uint16_t slot, std::string payload, diagnostics* diag)
+    /// Sends `payload` (`count` commands, the last on keys of `slot`) and returns
+    /// their replies; a redirect is decided by the last.
+    awaitable<replies> exec(std::uint16_t slot, std::string payload, diagnostics* diag, std::size_t count = 1)
     {
         if (mode_ == topology::single) {
             if (more_.empty())
-                return single_->conn->exec(std::move(payload), 1, diag);
+                return single_->conn->exec(std::move(payload), count, diag);
             const auto turn = next_.fetch_add(1, std::memory_order_relaxed) % (more_.size() + 1);
-            return (turn == 0 ? single_->conn : more_[turn - 1])->exec(std::move(payload), 1, diag);
+            return (turn == 0 ? single_->conn : more_[turn - 1])->exec(std::move(payload), count, diag);
         }
-        return routed(this->shared_from_this(), slot, std::move(payload), diag);
+        return routed(this->shared_from_this(), slot, std::move(payload), diag, count);
     }
 
     /// The subscriber that hears releases published for `slot`.
@@ -151,6 +152,16 @@ public:
         for (const auto& [at, n] : nodes_)
             count += n->sub->channels();
         return count;
+    }
+
+    /// Whether a subscriber of any node listens on `channel` now (confirmed).
+    bool listening(const std::string& channel) const
+    {
+        std::lock_guard lock{mutex_};
+        if (single_ && single_->sub->listening(channel))
+            return true;
+        return std::any_of(nodes_.begin(), nodes_.end(),
+                           [&](const auto& entry) { return entry.second->sub->listening(channel); });
     }
 
     /// Which servers the store reached: the server's run_id (one server, or the
@@ -231,7 +242,7 @@ private:
     }
 
     static awaitable<replies> routed(std::shared_ptr<basic_router> self, std::uint16_t slot, std::string payload,
-                                     diagnostics* diag)
+                                     diagnostics* diag, std::size_t count)
     {
         // Settings out of range are refused before any I/O (config::validate()).
         if (auto ec = self->cfg_.validate())
@@ -262,7 +273,7 @@ private:
             } else {
                 sent = payload;
             }
-            auto got = co_await n->conn->exec(std::move(sent), ask ? 2 : 1, diag);
+            auto got = co_await n->conn->exec(std::move(sent), ask ? count + 1 : count, diag);
             const bool asked = ask.has_value();
             ask.reset();
             if (!got) {
@@ -274,7 +285,7 @@ private:
             }
             if (asked)
                 got.value().erase(got.value().begin()); // ASKING's +OK
-            const auto& reply = got.value().front();
+            const auto& reply = got.value().back();
             if (!reply.is_error())
                 co_return got;
             if (auto r = parse_redirect(reply.text, n->address)) {

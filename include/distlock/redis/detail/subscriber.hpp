@@ -24,6 +24,14 @@
 // subscriptions concerned and wake their waiters, who subscribe again where the slot
 // now is. epoch() counts such losses, so that a watcher can tell its subscription
 // went away without asking the strand.
+//
+// A lingering channel (a fair queue's, on which the store's waiters hear that they
+// were handed a lock) stays subscribed for a while after its last waiter left: a
+// process that locks the same resource again soon needs no SUBSCRIBE, and its next
+// waiter can take a place in line in its first try. At most max_lingering such idle
+// channels stay, each for `linger` at most, swept by one timer: still bounded.
+// listening() tells, from any thread and without a request, whether a channel is
+// subscribed and confirmed now.
 #pragma once
 
 #include <distlock/clock.hpp>
@@ -48,8 +56,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace distlock::redis::detail {
@@ -81,10 +91,23 @@ public:
     basic_subscriber(const basic_subscriber&) = delete;
     basic_subscriber& operator=(const basic_subscriber&) = delete;
 
+    /// Idle lingering channels kept at most; beyond, the one idle longest goes.
+    static constexpr std::size_t max_lingering = 64;
+
     /// Registers `w` for `channel` and returns once the subscription is confirmed.
-    awaitable<std::error_code> subscribe(std::string channel, waiter w)
+    /// With a `linger` above zero, the channel stays subscribed that long after its
+    /// last waiter left (see the design note).
+    awaitable<std::error_code> subscribe(std::string channel, waiter w, duration linger = duration::zero())
     {
-        return distlock::detail::on_strand(strand_, subscribe_on_strand(this->shared_from_this(), std::move(channel), std::move(w)));
+        return distlock::detail::on_strand(
+            strand_, subscribe_on_strand(this->shared_from_this(), std::move(channel), std::move(w), linger));
+    }
+
+    /// Whether `channel` is subscribed, and confirmed, now (from any thread).
+    bool listening(const std::string& channel) const
+    {
+        std::lock_guard lock{live_mutex_};
+        return live_.contains(channel);
     }
 
     /// Removes `w`; the channel is unsubscribed when it was the last waiter.
@@ -100,20 +123,25 @@ public:
             self->notify_change(); // its subscribe(), if still waiting, returns
             if (!it->second.waiters.empty())
                 return;
-            const bool was_subscribed = it->second.requested;
-            self->channels_.erase(it);
-            self->channel_count_ = self->channels_.size();
-            if (was_subscribed && self->ready_)
-                self->send_on(channel, self->sharded_ ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
+            if (it->second.linger > duration::zero() && it->second.confirmed && self->ready_) {
+                it->second.idle_since = clock::now();
+                self->linger_idle();
+                return;
+            }
+            self->remove(it);
         });
     }
 
     void close()
     {
-        asio::dispatch(strand_, [self = this->shared_from_this()] { self->drop(); });
+        asio::dispatch(strand_, [self = this->shared_from_this()] {
+            self->sweeper_.cancel();
+            self->sweeping_ = false;
+            self->drop();
+        });
     }
 
-    /// Channels with at least one waiter (they must not accumulate).
+    /// Channels subscribed, lingering ones included (they must not accumulate).
     std::size_t channels() const { return channel_count_.load(); }
 
     /// Grows whenever subscriptions were lost (connection down, a slot moved, a
@@ -129,10 +157,13 @@ private:
         std::vector<waiter> waiters;
         bool requested = false;
         bool confirmed = false;
+        duration linger = duration::zero();
+        time_point idle_since{}; // lingering without waiters since then
     };
+    using channel_map = std::unordered_map<std::string, channel_state>;
 
     static awaitable<std::error_code> subscribe_on_strand(std::shared_ptr<basic_subscriber> self, std::string channel,
-                                                          waiter w)
+                                                          waiter w, duration linger)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
         if (auto ec = self->cfg_.validate())
@@ -143,6 +174,7 @@ private:
             auto& ch = self->channels_[channel];
             if (std::find(ch.waiters.begin(), ch.waiters.end(), w) == ch.waiters.end())
                 ch.waiters.push_back(w);
+            ch.linger = std::max(ch.linger, linger);
             self->channel_count_ = self->channels_.size();
             if (!ch.requested) {
                 ch.requested = true;
@@ -214,6 +246,65 @@ private:
             t->cancel();
     }
 
+    // Forgets a channel and unsubscribes it (on the strand).
+    void remove(typename channel_map::iterator it)
+    {
+        const auto channel = it->first;
+        const bool was_subscribed = it->second.requested;
+        channels_.erase(it);
+        channel_count_ = channels_.size();
+        set_live(channel, false);
+        if (was_subscribed && ready_)
+            send_on(channel, sharded_ ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
+    }
+
+    void set_live(const std::string& channel, bool live)
+    {
+        std::lock_guard lock{live_mutex_};
+        if (live)
+            live_.insert(channel);
+        else
+            live_.erase(channel);
+    }
+
+    // Unsubscribes idle lingering channels whose time is up, and the ones idle longest
+    // beyond max_lingering; then sets the sweeper for the next one due.
+    void linger_idle()
+    {
+        const auto now = clock::now();
+        std::vector<typename channel_map::iterator> idle;
+        for (auto it = channels_.begin(); it != channels_.end(); ++it)
+            if (it->second.waiters.empty() && it->second.linger > duration::zero())
+                idle.push_back(it);
+        std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) {
+            return a->second.idle_since < b->second.idle_since;
+        });
+        std::size_t kept = idle.size();
+        auto next = time_point::max();
+        for (auto& it : idle) {
+            const auto due = it->second.idle_since + it->second.linger;
+            if (due <= now || kept > max_lingering) {
+                --kept;
+                remove(it);
+            } else {
+                next = std::min(next, due);
+            }
+        }
+        if (next == time_point::max() || (sweeping_ && next >= sweep_at_))
+            return;
+        sweep_at_ = next;
+        sweeping_ = true;
+        sweeper_.expires_at(next);
+        // Weak: a pending sweep must not keep the subscriber alive.
+        sweeper_.async_wait([weak = this->weak_from_this()](std::error_code ec) {
+            auto self = weak.lock();
+            if (!self || ec == asio::error::operation_aborted)
+                return;
+            self->sweeping_ = false;
+            self->linger_idle();
+        });
+    }
+
     // SUBSCRIBE or UNSUBSCRIBE of one channel: one acknowledgement owed.
     void send_on(const std::string& channel, std::string_view verb)
     {
@@ -249,6 +340,7 @@ private:
             const auto it = channels_.find(name);
             if (subscribed && it != channels_.end() && it->second.requested) {
                 it->second.confirmed = true;
+                set_live(name, true);
                 notify_change();
             }
             return;
@@ -275,9 +367,13 @@ private:
         if (it == channels_.end())
             return;
         it->second.requested = it->second.confirmed = false;
+        set_live(name, false);
         epoch_.fetch_add(1, std::memory_order_acq_rel);
         for (auto& w : it->second.waiters)
             w->signal();
+        if (it->second.waiters.empty())
+            channels_.erase(it); // lingering: no one to subscribe it again
+        channel_count_ = channels_.size();
         notify_change();
     }
 
@@ -294,6 +390,13 @@ private:
         ready_ = false;
         epoch_.fetch_add(1, std::memory_order_acq_rel);
         unanswered_.clear();
+        {
+            std::lock_guard lock{live_mutex_};
+            live_.clear();
+        }
+        // Lingering channels without waiters go: no one would subscribe them again.
+        std::erase_if(channels_, [](const auto& entry) { return entry.second.waiters.empty(); });
+        channel_count_ = channels_.size();
         for (auto& [name, ch] : channels_) {
             ch.requested = ch.confirmed = false;
             for (auto& w : ch.waiters)
@@ -313,10 +416,15 @@ private:
     std::atomic<std::uint64_t> epoch_{0};
     bool wired_ = false; // the engine's push and down handlers are set
     bool ready_ = false;
-    std::unordered_map<std::string, channel_state> channels_;
+    channel_map channels_;
     std::unordered_map<std::string, std::size_t> unanswered_; // SUBSCRIBE/UNSUBSCRIBE sent, not acknowledged
     std::atomic<std::size_t> channel_count_{0};
     std::vector<timer*> waiting_;
+    mutable std::mutex live_mutex_;
+    std::unordered_set<std::string> live_; // confirmed channels, for listening()
+    timer sweeper_{strand_};               // the next lingering channel due to go
+    time_point sweep_at_{};
+    bool sweeping_ = false;
 };
 
 /// See basic_subscriber.
