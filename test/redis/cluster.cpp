@@ -262,7 +262,36 @@ TEST_CASE("redis cluster: a fair release hands the lock to the head through its 
         auto held_by = co_await b.execute("GET", b.lock_key("fair-slot"));
         REQUIRE(held_by);
         CHECK(held_by->text == test::lock_value(*second));
+
+        // A third waiter in line, so that every key of the resource's queue exists.
+        dl::redis::store c{io, cfg};
+        test::recorder rec3;
+        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
+                                    dl::observe::callback>
+            third{c, "fair-slot", {.ttl = 30s}, patient, rec3.observer()};
+        auto third_waiting = start(co_await asio::this_coro::executor, third.lock());
+        (void)co_await eventually("the third waiting in line", [&] { return !rec3.of<dl::wait_event>().empty(); });
+
+        // The slot migrating, all its keys already moved: the release (a PING ahead of
+        // its script in the same write) reaches them through ASK, with ASKING right
+        // before the script. The head listens on the source, so the lock is left free.
+        const auto key = b.lock_key("fair-slot");
+        const auto slot = detail::hash_slot(key);
+        const auto from = cluster.primary_of(key);
+        const auto to = cluster.other_primary(from);
+        cluster.begin_move(slot, from, to);
+        cluster.move_keys(slot, from, to);
+        REQUIRE(node_has(to, key));
         { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+        CHECK_FALSE(node_has(to, key));
+        // Migration done: the head, unsubscribed by the source, asks where the slot went.
+        cluster.finish_move(slot, to);
+        { const bool came_ = co_await third_waiting.wait(); REQUIRE(came_); }
+        auto& third_lease = third_waiting.get();
+        REQUIRE(third_lease);
+        CHECK(third_lease->fence() > second->fence());
+        CHECK(node_has(to, key));
+        { const auto ok_ = co_await third_lease->unlock(); CHECK(ok_); }
     });
 }
 

@@ -356,8 +356,9 @@ public:
                           diag);
     }
 
-    /// Releases `owner`'s lock and hands it to the head waiter, when it offered and
-    /// listens, or wakes the head only.
+    /// Releases `owner`'s lock and hands it to the head waiter when the head's store
+    /// listens for it, waking the head's lock() call only; else leaves it free for the
+    /// head to ask.
     awaitable<result<void>> release_to_head(std::string_view resource, const owner_token& owner,
                                             diagnostics* diag = nullptr)
     {
@@ -735,14 +736,14 @@ private:
         // first: a release wakes the waiter it hands the lock to before the
         // releaser, which would otherwise run first (and, on a busy machine, on the
         // same core as the server) and delay the message.
-        std::string payload = publish_first ? resp::command_of("PING") : std::string{};
-        payload += script_command("EVALSHA", s.sha, keys, args);
-        auto replies = co_await c->exec(slot, std::move(payload), diag, publish_first ? 2 : 1);
-        if (replies && replies.value().back().is_error() && replies.value().back().text.starts_with("NOSCRIPT"))
+        static const std::string ping = resp::command_of("PING");
+        auto replies = co_await c->exec(slot, script_command("EVALSHA", s.sha, keys, args), diag,
+                                        publish_first ? std::string_view{ping} : std::string_view{});
+        if (replies && replies.value().front().is_error() && replies.value().front().text.starts_with("NOSCRIPT"))
             replies = co_await c->exec(slot, script_command("EVAL", s.text, keys, args), diag);
         if (!replies)
             co_return replies.error();
-        co_return checked(std::move(replies.value().back()), diag);
+        co_return checked(std::move(replies.value().front()), diag);
     }
 
     // EVALSHA sha numkeys keys... args... (or EVAL text ...), encoded into one allocation.

@@ -104,17 +104,21 @@ public:
         return max_tries * (2 * one + refusal_pause);
     }
 
-    /// Sends `payload` (`count` commands, the last on keys of `slot`) and returns
-    /// their replies; a redirect is decided by the last.
-    awaitable<replies> exec(std::uint16_t slot, std::string payload, diagnostics* diag, std::size_t count = 1)
+    /// Sends `payload` (one command on keys of `slot`) and returns its reply.
+    /// `ahead`: an encoded command written just before it, in the same write (and
+    /// before a cluster's ASKING, which applies to the next command only), whose
+    /// reply is dropped.
+    awaitable<replies> exec(std::uint16_t slot, std::string payload, diagnostics* diag, std::string_view ahead = {})
     {
         if (mode_ == topology::single) {
-            if (more_.empty())
-                return single_->conn->exec(std::move(payload), count, diag);
-            const auto turn = next_.fetch_add(1, std::memory_order_relaxed) % (more_.size() + 1);
-            return (turn == 0 ? single_->conn : more_[turn - 1])->exec(std::move(payload), count, diag);
+            auto& conn = more_.empty() ? single_->conn : pick_connection();
+            if (ahead.empty())
+                return conn->exec(std::move(payload), 1, diag);
+            std::string both{ahead};
+            both += payload;
+            return replies_after_first(conn->exec(std::move(both), 2, diag));
         }
-        return routed(this->shared_from_this(), slot, std::move(payload), diag, count);
+        return routed(this->shared_from_this(), slot, std::move(payload), diag, std::string{ahead});
     }
 
     /// The subscriber that hears releases published for `slot`.
@@ -241,8 +245,23 @@ private:
         return node_at_locked(reachable(*map_->node_for(slot)));
     }
 
+    static awaitable<replies> replies_after_first(awaitable<replies> both)
+    {
+        auto got = co_await std::move(both);
+        if (got)
+            got.value().erase(got.value().begin());
+        co_return got;
+    }
+
+    // The connection of a pool whose turn it is.
+    const std::shared_ptr<connection>& pick_connection()
+    {
+        const auto turn = next_.fetch_add(1, std::memory_order_relaxed) % (more_.size() + 1);
+        return turn == 0 ? single_->conn : more_[turn - 1];
+    }
+
     static awaitable<replies> routed(std::shared_ptr<basic_router> self, std::uint16_t slot, std::string payload,
-                                     diagnostics* diag, std::size_t count)
+                                     diagnostics* diag, std::string ahead)
     {
         // Settings out of range are refused before any I/O (config::validate()).
         if (auto ec = self->cfg_.validate())
@@ -266,15 +285,12 @@ private:
                     continue;
                 }
             }
-            std::string sent;
-            if (ask) {
+            std::string sent = ahead;
+            if (ask)
                 resp::append_command(sent, {"ASKING"});
-                sent += payload;
-            } else {
-                sent = payload;
-            }
-            auto got = co_await n->conn->exec(std::move(sent), ask ? count + 1 : count, diag);
-            const bool asked = ask.has_value();
+            sent += payload;
+            const std::size_t dropped = (ahead.empty() ? 0 : 1) + (ask ? 1 : 0);
+            auto got = co_await n->conn->exec(std::move(sent), dropped + 1, diag);
             ask.reset();
             if (!got) {
                 last = got.error();
@@ -283,9 +299,9 @@ private:
                 self->stale_ = true;       // not reached: after a failover it lives elsewhere
                 continue;
             }
-            if (asked)
-                got.value().erase(got.value().begin()); // ASKING's +OK
-            const auto& reply = got.value().back();
+            // The command ahead's reply and ASKING's +OK.
+            got.value().erase(got.value().begin(), got.value().begin() + static_cast<std::ptrdiff_t>(dropped));
+            const auto& reply = got.value().front();
             if (!reply.is_error())
                 co_return got;
             if (auto r = parse_redirect(reply.text, n->address)) {
