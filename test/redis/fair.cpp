@@ -504,3 +504,37 @@ TEST_CASE("redis fair: a store still listening for a resource joins the line in 
         CHECK(listening(server, "again").waiter_channels == 0);
     });
 }
+
+TEST_CASE("redis fair: at most 64 idle channels linger, the oldest going first; with no linger a channel goes at once",
+          "[redis][fair]")
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.listen_linger = 60s;
+    auto none = server.config();
+    none.listen_linger = dl::duration::zero();
+    dl::redis::store store{io, cfg}, at_once{io, none};
+    run(io, [&]() -> asio::awaitable<void> {
+        // Waiters of 70 resources come and go, one after the other.
+        for (int i = 0; i < 70; ++i) {
+            auto w = co_await store.watch("r" + std::to_string(i), dl::owner_token::generate());
+            (void)w;
+        }
+        (void)co_await eventually("64 left", [&] { return store.subscribed_channels() == 64; });
+        CHECK_FALSE(store.listening("r0"));
+        CHECK_FALSE(store.listening("r5"));
+        CHECK(store.listening("r6"));
+        CHECK(store.listening("r69"));
+        (void)co_await eventually("r0 unsubscribed on the server",
+                                  [&] { return listening(server, "r0").waiter_channels == 0; });
+        CHECK(listening(server, "r69").waiter_channels == 1);
+
+        {
+            auto w = co_await at_once.watch("r0", dl::owner_token::generate());
+            CHECK(at_once.listening("r0"));
+        }
+        (void)co_await eventually("gone at once", [&] { return at_once.subscribed_channels() == 0; });
+        CHECK_FALSE(at_once.listening("r0"));
+    });
+}
