@@ -34,7 +34,7 @@ bool remembers(const test::redis_server& server, std::string_view resource)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
-    for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.deadlines_key(resource)})
+    for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource)})
         if (test::exists(io, server.config(), key))
             return true;
     return false;
@@ -297,7 +297,7 @@ struct redis_cluster {
     {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
-        for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.deadlines_key(resource)})
+        for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource)})
             if (test::exists(probe_io, cluster.config(), key))
                 return true;
         return false;

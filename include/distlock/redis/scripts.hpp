@@ -7,15 +7,16 @@
 //                          owner's 32 hex chars, then the grant's token in decimal)
 //   E(P):{#E(R)}:released  the pub/sub channel a release publishes on (a shard channel
 //                          in a Redis Cluster, in the same slot)
-//   E(P):{#E(R)}:released:W  acquire::fair only: the channel of waiter W (its id in
-//                          hex), on which a release wakes the head of the queue
+//   E(P):{#E(R)}:released:S  acquire::fair only: the channel of store S (its listener
+//                          id in hex), on which a release hands the lock to the head
+//                          of the queue when the head is one of S's waiters
 //   E(P):{#E(R)}:queue     acquire::fair only: the waiters in line, a sorted set of
 //                          waiter ids scored by arrival (the server's clock in us)
-//   E(P):{#E(R)}:deadlines acquire::fair only: each waiter's deadline (server ms),
-//                          after which a waiter that stopped asking loses its place
-//   E(P):{#E(R)}:offers    acquire::fair only: what each waiter asked for, a hash of
-//                          waiter id -> "<ttl ms>:<try>:<server us>", with which a
-//                          release hands the lock to the head
+//   E(P):{#E(R)}:offers    acquire::fair only: each waiter's place and what it asked
+//                          for, a hash of waiter id -> "<deadline ms>:<ttl ms>:<try>:
+//                          <server us>:<listener>": past the deadline (server ms) a
+//                          waiter that stopped asking loses its place; the rest is
+//                          what a release hands the lock to the head with
 //   E(P):{S}:fence         the last fencing token granted to a resource of the slot
 //                          whose tag is S (detail::slot_tags: '$' and up to three
 //                          letters or digits): an integer that only grows, without a
@@ -269,12 +270,14 @@ end
 return 0
 )lua");
 
-// The fair queue's helpers, over KEYS lock, fence, queue, deadlines, offers, in
-// that order, and ARGV channel and sharded ('1' for a Redis Cluster's shard
-// channels) of the resource.
+// The fair queue's helpers, over KEYS lock, fence, queue, offers, in that order, and
+// ARGV channel and sharded ('1' for a Redis Cluster's shard channels) of the resource.
 //
-// forget_gone: drops the waiters whose deadline has passed (they stopped asking:
-// crashed, cancelled without a word, partitioned).
+// live_head: the head of the line and its entry, once the waiters ahead of it whose
+// deadline has passed (they stopped asking: crashed, cancelled without a word,
+// partitioned) are dropped. Only the head's deadline matters: a lapsed waiter behind
+// it holds no one up, and is dropped when it comes first (or moves to the back when
+// it asks again).
 //
 // next_turn: who comes next once the lock is free, read before anything of the lock
 // is written (a fence key that fails fails the script first): the head waiter, and,
@@ -289,7 +292,7 @@ return 0
 // only its lock() call takes; or, when no one waits, publishes 'released' on the
 // resource's channel.
 inline constexpr char fair_queue_lua[] = R"lua(
-local lock_key, fence_key, queue, deadlines, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock_key, fence_key, queue, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local function clock_us()
   local clock = redis.call('TIME')
   return clock[1] * 1000000 + clock[2]
@@ -298,25 +301,33 @@ local function leave_line(waiters)
   for i = 1, #waiters, 1000 do
     local chunk = {unpack(waiters, i, math.min(i + 999, #waiters))}
     redis.call('ZREM', queue, unpack(chunk))
-    redis.call('ZREM', deadlines, unpack(chunk))
     redis.call('HDEL', offers, unpack(chunk))
   end
 end
-local function forget_gone(now_ms)
-  local gone = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms)
-  if #gone > 0 then
-    leave_line(gone)
+local function deadline_of(entry)
+  return tonumber(string.match(entry or '', '^(%d+):'))
+end
+local function live_head(now_ms)
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local entry = redis.call('HGET', offers, head)
+    local deadline = deadline_of(entry)
+    if deadline and deadline > now_ms then
+      return head, entry
+    end
+    leave_line({head})
   end
 end
 local function next_turn(channel, sharded, now_us)
-  forget_gone(math.floor(now_us / 1000))
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  local head, entry = live_head(math.floor(now_us / 1000))
   if not head then
     return nil
   end
   local turn = {head = head}
-  local offer = redis.call('HGET', offers, head)
-  local ttl, try, since, listener = string.match(offer or '', '^(%d+):(%d+):(%d+):(%x+)$')
+  local ttl, try, since, listener = string.match(entry, '^%d+:(%d+):(%d+):(%d+):(%x+)$')
   if ttl then
     turn.channel = channel .. ':' .. listener
     local listening = redis.call('PUBSUB', sharded == '1' and 'SHARDNUMSUB' or 'NUMSUB', turn.channel)
@@ -354,8 +365,7 @@ end
 local now_us
 if not value then
   now_us = clock_us()
-  forget_gone(math.floor(now_us / 1000))
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  local head = live_head(math.floor(now_us / 1000))
   if head == nil or head == waiter then
     local fence, text = fences_after({fence_key}, now_us)
     if head then
@@ -369,14 +379,12 @@ end
 if ARGV[6] == '1' then
   now_us = now_us or clock_us()
   local now_ms = math.floor(now_us / 1000)
-  local deadline = redis.call('ZSCORE', deadlines, waiter)
-  if not deadline or tonumber(deadline) <= now_ms then
+  local deadline = deadline_of(redis.call('HGET', offers, waiter))
+  if not deadline or deadline <= now_ms then
     redis.call('ZADD', queue, now_us, waiter)
   end
-  redis.call('ZADD', deadlines, now_ms + ARGV[4], waiter)
-  redis.call('HSET', offers, waiter, ARGV[2] .. ':' .. ARGV[5] .. ':' .. string.format('%d', now_us) .. ':' .. ARGV[7])
+  redis.call('HSET', offers, waiter, string.format('%d:%s:%s:%d:%s', now_ms + ARGV[4], ARGV[2], ARGV[5], now_us, ARGV[7]))
   redis.call('PEXPIRE', queue, ARGV[4])
-  redis.call('PEXPIRE', deadlines, ARGV[4])
   redis.call('PEXPIRE', offers, ARGV[4])
 end
 return {0, value and redis.call('PTTL', lock_key) or -2}
@@ -494,7 +502,7 @@ inline constexpr std::string_view release_raising = detail::release_raising.view
 /// held one (1-based), pttl}.
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
-/// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: owner, ttl ms,
+/// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: owner, ttl ms,
 /// waiter id, queue ttl ms, try number (from '1'), join ('1': take a place in line
 /// when not granted, or keep it until now + queue ttl, and offer to take the lock
 /// for ttl when a release hands it over), listener (hex: the id of the waiter's
@@ -503,13 +511,13 @@ inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 /// waiter (held with its id as owner): {2, fence, pttl}; else {0, pttl}.
 inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
 
-/// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: owner, channel,
+/// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: owner, channel,
 /// sharded ('1'). Releases the owner's lock and hands it to the head waiter when the
 /// head's store listens on the channel its offer names (channel:listener), telling it
 /// there; 1 when released, 0 when not the owner.
 inline constexpr std::string_view release_fair = detail::release_fair.view();
 
-/// acquire::fair. KEYS: lock, fence, queue, deadlines, offers. ARGV: waiter id,
+/// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: waiter id,
 /// channel, sharded. Leaves the line and gives back a lock handed to the waiter; a
 /// head that leaves a free lock passes it on to the next waiter. Returns 1.
 inline constexpr std::string_view leave_queue = detail::leave_queue.view();

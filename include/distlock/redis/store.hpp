@@ -403,7 +403,6 @@ public:
 
     /// The keys of a resource's fair queue (layout in redis/scripts.hpp).
     std::string queue_key(std::string_view resource) const { return key(resource, "queue"); }
-    std::string deadlines_key(std::string_view resource) const { return key(resource, "deadlines"); }
     std::string offers_key(std::string_view resource) const { return key(resource, "offers"); }
 
     // -- Beyond the store concepts -----------------------------------------------
@@ -673,7 +672,6 @@ private:
     {
         auto keys = lock_and_fence_keys(resource);
         keys.push_back(queue_key(resource));
-        keys.push_back(deadlines_key(resource));
         keys.push_back(offers_key(resource));
         return keys;
     }
