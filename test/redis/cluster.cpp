@@ -15,6 +15,8 @@
 using namespace test;
 using one_shot = dl::basic_distributed_mutex<dl::redis::store, dl::retry::none>;
 using patient_mutex = dl::basic_distributed_mutex<dl::redis::store, dl::retry::fixed>;
+using observed_fair = dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
+                                                  dl::observe::callback>;
 namespace detail = dl::redis::detail;
 
 namespace {
@@ -242,9 +244,7 @@ TEST_CASE("redis cluster: a fair release hands the lock to the head through its 
         auto first = co_await holder.lock();
         REQUIRE(first);
         test::recorder rec;
-        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
-                                    dl::observe::callback>
-            waiter{b, "fair-slot", {.ttl = 30s}, patient, rec.observer()};
+        observed_fair waiter{b, "fair-slot", {.ttl = 30s}, patient, rec.observer()};
         auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
         (void)co_await eventually("the waiter waiting in line", [&] { return !rec.of<dl::wait_event>().empty(); });
         { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
@@ -266,9 +266,7 @@ TEST_CASE("redis cluster: a fair release hands the lock to the head through its 
         // A third waiter in line, so that every key of the resource's queue exists.
         dl::redis::store c{io, cfg};
         test::recorder rec3;
-        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
-                                    dl::observe::callback>
-            third{c, "fair-slot", {.ttl = 30s}, patient, rec3.observer()};
+        observed_fair third{c, "fair-slot", {.ttl = 30s}, patient, rec3.observer()};
         auto third_waiting = start(co_await asio::this_coro::executor, third.lock());
         (void)co_await eventually("the third waiting in line", [&] { return !rec3.of<dl::wait_event>().empty(); });
 
