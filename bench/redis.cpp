@@ -28,6 +28,7 @@
 #include <new>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -183,6 +184,30 @@ result_row baseline_fan_out(const std::vector<std::uint16_t>& ports, std::size_t
     r.seconds = std::chrono::duration<double>(steady::now() - start).count();
     if (!all_granted)
         std::fprintf(stderr, "fan-out baseline: a node refused a fresh key or failed\n");
+    return r;
+}
+
+// A peer in the same run: node-redlock (bench/peers/node-redlock, installed by
+// `npm ci --prefix bench/peers/node-redlock`) making the same pair over `ports`, one
+// pair at a time. An empty row when node or the package is missing.
+result_row peer_node_redlock(const std::vector<std::uint16_t>& ports, std::size_t count)
+{
+    result_row r{"peer node-redlock: acquire + release over " + std::to_string(ports.size()) + " node(s)"};
+    const std::string dir = DISTLOCK_SOURCE_DIR "/bench/peers/node-redlock";
+    if (!std::filesystem::exists(dir + "/node_modules/redlock") || std::system("node --version > /dev/null 2>&1") != 0)
+        return r;
+    std::vector<std::string> argv{"node", dir + "/pair.mjs", std::to_string(count)};
+    for (auto port : ports)
+        argv.push_back(std::to_string(port));
+    test::child peer{argv};
+    if (auto line = peer.read_line(120s); line && line->starts_with("us ")) {
+        std::istringstream samples{line->substr(3)};
+        samples >> r.seconds; // the timed pairs' own time, without node's start-up
+        for (double us = 0; samples >> us;)
+            r.us.push_back(us);
+    }
+    r.operations = r.us.size();
+    (void)peer.wait(10s);
     return r;
 }
 
@@ -1113,8 +1138,8 @@ void compile_cost()
 } // namespace
 
 // DISTLOCK_BENCH_ONLY=multi,redlock runs only those groups of workloads (pairs,
-// cluster, concurrent, threads, contended, redlock, multi, watchdog, memory, fences,
-// compile; processes is the part of contended that runs across processes);
+// cluster, concurrent, threads, contended, redlock, peers, multi, watchdog, memory,
+// fences, compile; processes is the part of contended that runs across processes);
 // unset, every group runs.
 bool wanted(const char* group)
 {
@@ -1270,6 +1295,45 @@ int main(int argc, char** argv)
         ql.extra += ",\"p50_ratio_to_raw_fan_out\":" + std::to_string(to_raw);
         print(ql, &seq);
         std::printf("  Redlock over %zu nodes: p50 x%.2f of the raw fan-out to the same nodes\n", n, to_raw);
+    }
+
+    if (wanted("peers")) {
+        // distlock against node-redlock over the same 1, 3 and 5 nodes, in rounds that
+        // alternate between the two so that a drift of the machine's speed falls on
+        // both. Each client's own ratio of n nodes to one is printed too.
+        const auto merge = [](result_row& into, result_row&& part) {
+            into.us.insert(into.us.end(), part.us.begin(), part.us.end());
+            into.operations += part.operations;
+            into.seconds += part.seconds;
+        };
+        std::vector<result_row> ours, theirs;
+        for (std::size_t n : {1u, 3u, 5u}) {
+            std::vector<std::uint16_t> ports;
+            for (std::size_t i = 0; i < n; ++i)
+                ports.push_back(servers[i]->port());
+            ours.push_back(result_row{n == 1 ? std::string{"distlock: lock() + unlock(), one node"}
+                                             : "distlock: Redlock over " + std::to_string(n) + " nodes"});
+            theirs.push_back(result_row{"peer node-redlock: acquire + release over " + std::to_string(n) + " node(s)"});
+            dl::quorum<dl::redis::store> q{std::span<dl::redis::store* const>{nodes.data(), n}};
+            for (int round = 0; round < 3; ++round) {
+                auto peer = peer_node_redlock(ports, count / 12);
+                if (peer.us.empty())
+                    break;
+                merge(theirs.back(), std::move(peer));
+                merge(ours.back(), n == 1 ? sequential_pairs("", io, *nodes[0], count / 12)
+                                          : sequential_pairs("", io, q, count / 12));
+            }
+        }
+        if (theirs.front().us.empty()) {
+            std::printf("peers: node-redlock not installed (npm ci --prefix bench/peers/node-redlock); skipped\n");
+        } else {
+            for (std::size_t i = 0; i < ours.size(); ++i) {
+                print(theirs[i], i == 0 ? nullptr : &theirs[0]);
+                print(ours[i], i == 0 ? nullptr : &ours[0]);
+                std::printf("    distlock p50 x%.2f of node-redlock's over the same nodes\n",
+                            ours[i].pct(0.5) / theirs[i].pct(0.5));
+            }
+        }
     }
 
     if (wanted("multi")) {

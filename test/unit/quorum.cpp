@@ -87,6 +87,39 @@ TEST_CASE("quorum: a slow node's late grant is released, not left held", "[quoru
     });
 }
 
+TEST_CASE("quorum: unlock() is done once a majority released; a failure waits for every node", "[quorum]")
+{
+    five_nodes q;
+    redlock m{q.nodes, "r", {.ttl = 30s}, dl::observe::callback{}};
+
+    SECTION("two nodes that answer in an hour hold up neither lock() nor unlock()")
+    {
+        q.n4.set_reply_delay(1h);
+        q.n5.set_reply_delay(1h);
+        run(q.io, [&]() -> asio::awaitable<void> {
+            auto lease = co_await m.lock();
+            REQUIRE(lease);
+            auto outcome = co_await lease->unlock(); // run() fails the test if this waits for n4 and n5
+            REQUIRE(outcome);
+        });
+        // The slow nodes applied the release when it reached them; only their replies wait.
+        CHECK(q.holding("r") == 0);
+    }
+    SECTION("the only node that released is the slowest: still a success")
+    {
+        run(q.io, [&]() -> asio::awaitable<void> {
+            auto lease = co_await m.lock();
+            REQUIRE(lease);
+            for (auto* s : {&q.n1, &q.n2, &q.n3, &q.n4})
+                s->set_online(false);
+            q.n5.set_reply_delay(100ms);
+            auto outcome = co_await lease->unlock();
+            CHECK(outcome);
+        });
+        CHECK(q.holding("r") == 4); // the offline nodes kept theirs until their TTL
+    }
+}
+
 TEST_CASE("quorum: fencing tokens keep growing when a minority restarts empty", "[quorum][fencing]")
 {
     five_nodes q;

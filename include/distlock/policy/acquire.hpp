@@ -702,6 +702,18 @@ struct majority_settled {
     }
 };
 
+// Settled once a majority succeeded; a failure waits for every node.
+struct majority_succeeded {
+    std::size_t need;
+    template <class T>
+    bool operator()(const replies<T>& got) const
+    {
+        return static_cast<std::size_t>(std::count_if(got.begin(), got.end(), [](const auto& g) {
+                   return g && g->value;
+               })) >= need;
+    }
+};
+
 // Waits for every node.
 struct all_settled {
     template <class T>
@@ -824,8 +836,13 @@ private:
     static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
                                               std::optional<fence_token> floor)
     {
+        // Done once a majority released: no majority can then be held for this lease,
+        // and the other nodes' releases, already sent, run on in the background (each
+        // connection keeps them ahead of anything sent after them). A release that
+        // fails somewhere waits for every node, so that it still succeeds when any
+        // node released.
         const release_on_node<Inner, S> rel{p, std::move(res), owner, floor};
-        auto got = co_await fan_out<bool>(nodes, rel, all_settled{}, ignore_late{});
+        auto got = co_await fan_out<bool>(nodes, rel, majority_succeeded{nodes.majority()}, ignore_late{});
         co_return settle_votes(got, 1);
     }
 
