@@ -189,14 +189,15 @@ result_row baseline_fan_out(const std::vector<std::uint16_t>& ports, std::size_t
 
 // A peer in the same run: node-redlock (bench/peers/node-redlock, installed by
 // `npm ci --prefix bench/peers/node-redlock`) making the same pair over `ports`, one
-// pair at a time. An empty row when node or the package is missing.
-result_row peer_node_redlock(const std::vector<std::uint16_t>& ports, std::size_t count)
+// pair at a time, on `set` keys taken together. An empty row when node or the package
+// is missing.
+result_row peer_node_redlock(const std::vector<std::uint16_t>& ports, std::size_t count, std::size_t set = 1)
 {
-    result_row r{"peer node-redlock: acquire + release over " + std::to_string(ports.size()) + " node(s)"};
+    result_row r{"peer node-redlock"};
     const std::string dir = DISTLOCK_SOURCE_DIR "/bench/peers/node-redlock";
     if (!std::filesystem::exists(dir + "/node_modules/redlock") || std::system("node --version > /dev/null 2>&1") != 0)
         return r;
-    std::vector<std::string> argv{"node", dir + "/pair.mjs", std::to_string(count)};
+    std::vector<std::string> argv{"node", dir + "/pair.mjs", std::to_string(count), std::to_string(set)};
     for (auto port : ports)
         argv.push_back(std::to_string(port));
     test::child peer{argv};
@@ -1324,14 +1325,25 @@ int main(int argc, char** argv)
                                           : sequential_pairs("", io, q, count / 12));
             }
         }
+        // Sets of 1 and 32 keys taken together on one node: lock_all's rows.
+        for (std::size_t size : {1u, 32u}) {
+            ours.push_back(result_row{"distlock: lock_all of " + std::to_string(size) + " + unlock, one node"});
+            theirs.push_back(result_row{"peer node-redlock: a set of " + std::to_string(size) + ", one node"});
+            for (int round = 0; round < 3 && !theirs.front().us.empty(); ++round) {
+                merge(theirs.back(), peer_node_redlock({servers[0]->port()}, count / 24, size));
+                merge(ours.back(), multi(io, *nodes[0], size, count / 24));
+            }
+        }
         if (theirs.front().us.empty()) {
             std::printf("peers: node-redlock not installed (npm ci --prefix bench/peers/node-redlock); skipped\n");
         } else {
+            // Each row against the same client's first row of its kind (one node, or a
+            // set of one), then distlock against node-redlock.
             for (std::size_t i = 0; i < ours.size(); ++i) {
-                print(theirs[i], i == 0 ? nullptr : &theirs[0]);
-                print(ours[i], i == 0 ? nullptr : &ours[0]);
-                std::printf("    distlock p50 x%.2f of node-redlock's over the same nodes\n",
-                            ours[i].pct(0.5) / theirs[i].pct(0.5));
+                const std::size_t first = i < 3 ? 0 : 3;
+                print(theirs[i], i == first ? nullptr : &theirs[first]);
+                print(ours[i], i == first ? nullptr : &ours[first]);
+                std::printf("    distlock p50 x%.2f of node-redlock's\n", ours[i].pct(0.5) / theirs[i].pct(0.5));
             }
         }
     }
