@@ -188,16 +188,24 @@ result_row baseline_fan_out(const std::vector<std::uint16_t>& ports, std::size_t
 }
 
 // A peer in the same run: node-redlock (bench/peers/node-redlock, installed by
-// `npm ci --prefix bench/peers/node-redlock`) making the same pair over `ports`, one
-// pair at a time, on `set` keys taken together. An empty row when node or the package
-// is missing.
+// `npm ci --prefix bench/peers/node-redlock`). Its rows are skipped when node or the
+// package is missing.
+std::string peer_dir() { return DISTLOCK_SOURCE_DIR "/bench/peers/node-redlock"; }
+
+bool peer_installed()
+{
+    return std::filesystem::exists(peer_dir() + "/node_modules/redlock") &&
+           std::system("node --version > /dev/null 2>&1") == 0;
+}
+
+// node-redlock making the same pair over `ports`, one pair at a time, on `set` keys
+// taken together. An empty row when it is not installed.
 result_row peer_node_redlock(const std::vector<std::uint16_t>& ports, std::size_t count, std::size_t set = 1)
 {
     result_row r{"peer node-redlock"};
-    const std::string dir = DISTLOCK_SOURCE_DIR "/bench/peers/node-redlock";
-    if (!std::filesystem::exists(dir + "/node_modules/redlock") || std::system("node --version > /dev/null 2>&1") != 0)
+    if (!peer_installed())
         return r;
-    std::vector<std::string> argv{"node", dir + "/pair.mjs", std::to_string(count), std::to_string(set)};
+    std::vector<std::string> argv{"node", peer_dir() + "/pair.mjs", std::to_string(count), std::to_string(set)};
     for (auto port : ports)
         argv.push_back(std::to_string(port));
     test::child peer{argv};
@@ -729,7 +737,7 @@ double round_trip_us(std::uint16_t port)
     return bench::nearest_rank(us, 0.5);
 }
 
-enum class contention { raw, setnx, fair };
+enum class contention { raw, setnx, fair, peer };
 
 // The server's commands since the last CONFIG RESETSTAT (INFO commandstats): calls to
 // scripts (EVALSHA and EVAL) and their mean time on the server, in microseconds.
@@ -772,19 +780,22 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
 {
     constexpr int workers = 8;
     const char* names[] = {"baseline hiredis: 8 processes, one key, a ring of turns", "distlock: 8 processes, one key, setnx",
-                           "distlock: 8 processes, one key, acquire::fair"};
-    const char* resources[] = {"processes:raw", "processes:setnx", "processes:fair"};
+                           "distlock: 8 processes, one key, acquire::fair", "peer node-redlock: 8 processes, one key"};
+    const char* resources[] = {"processes:raw", "processes:setnx", "processes:fair", "processes:peer"};
     result_row r{names[static_cast<int>(how)]};
     const std::string resource = resources[static_cast<int>(how)];
     std::vector<std::unique_ptr<test::child>> children;
     for (int w = 0; w < workers; ++w) {
-        const auto argv = how == contention::raw
-                              ? std::vector<std::string>{test::self_path(), "--raw-contender", std::to_string(port),
-                                                         std::to_string(w), std::to_string(workers),
-                                                         std::to_string(sections), resource}
-                              : std::vector<std::string>{test::self_path(), "--contender", std::to_string(port),
-                                                         how == contention::fair ? "1" : "0", std::to_string(sections),
-                                                         resource};
+        const auto argv =
+            how == contention::raw
+                ? std::vector<std::string>{test::self_path(), "--raw-contender", std::to_string(port),
+                                           std::to_string(w), std::to_string(workers), std::to_string(sections),
+                                           resource}
+            : how == contention::peer
+                ? std::vector<std::string>{"node", peer_dir() + "/contend.mjs", std::to_string(port),
+                                           std::to_string(sections), resource}
+                : std::vector<std::string>{test::self_path(), "--contender", std::to_string(port),
+                                           how == contention::fair ? "1" : "0", std::to_string(sections), resource};
         children.push_back(std::make_unique<test::child>(argv));
     }
     for (auto& c : children)
@@ -1262,7 +1273,9 @@ int main(int argc, char** argv)
         double floor_handoff = 0;
         auto floor = contended_processes(server.port(), contention::raw, 2000, rtt, &floor_handoff);
         print(floor);
-        for (const auto how : {contention::setnx, contention::fair}) {
+        for (const auto how : {contention::setnx, contention::fair, contention::peer}) {
+            if (how == contention::peer && !peer_installed())
+                continue;
             double handoff = 0;
             auto across = contended_processes(server.port(), how, 2000, rtt, &handoff);
             print(across);
