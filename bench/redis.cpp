@@ -846,6 +846,18 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     const double section_us = all.empty() ? 0 : held_ns / 1000.0 / static_cast<double>(all.size());
     const double h50 = bench::nearest_rank(handoff_us, 0.50);
     const double worst = r.pct(1.0);
+    // The worst wait once every process has held the lock: a process's first lock()
+    // also pays for its start (the first script load, the first subscription), and all
+    // eight start at once. Reported beside the worst of all, never instead of it.
+    double worst_later = 0;
+    {
+        std::vector<bool> seen(workers, false);
+        for (const auto& s : all) {
+            if (seen[static_cast<std::size_t>(s.worker)])
+                worst_later = std::max(worst_later, static_cast<double>(s.granted - s.asked) / 1000.0);
+            seen[static_cast<std::size_t>(s.worker)] = true;
+        }
+    }
     if (handoff_p50)
         *handoff_p50 = h50;
     const double to_wake = bench::nearest_rank(to_wake_us, 0.5), wake_to_grant = bench::nearest_rank(wake_to_grant_us, 0.5);
@@ -854,18 +866,22 @@ result_row contended_processes(std::uint16_t port, contention how, long sections
     const double bound = 2.0 * (workers - 1) * (section_us + h50);
     const double scripts_per_section =
         all.empty() ? 0 : static_cast<double>(scripts.calls) / static_cast<double>(all.size());
-    char extra[500];
+    char extra[640];
     std::snprintf(extra, sizeof extra,
                   ",\"changed_hands\":%zu,\"handoff_p50_us\":%.1f,\"handoff_p50_rtt\":%.2f,\"worst_acquire_us\":%.1f,"
-                  "\"worst_vs_bound\":%.2f,\"release_to_wake_p50_us\":%.1f,\"wake_to_grant_p50_us\":%.1f,"
+                  "\"worst_vs_bound\":%.2f,\"worst_after_first_us\":%.1f,\"worst_after_first_vs_bound\":%.2f,"
+                  "\"release_to_wake_p50_us\":%.1f,\"wake_to_grant_p50_us\":%.1f,"
                   "\"scripts_per_section\":%.2f,\"script_server_us\":%.1f",
-                  changes, h50, rtt_us > 0 ? h50 / rtt_us : 0, worst, bound > 0 ? worst / bound : 0, to_wake,
-                  wake_to_grant, scripts_per_section, scripts.us_per_call);
+                  changes, h50, rtt_us > 0 ? h50 / rtt_us : 0, worst, bound > 0 ? worst / bound : 0, worst_later,
+                  bound > 0 ? worst_later / bound : 0, to_wake, wake_to_grant, scripts_per_section,
+                  scripts.us_per_call);
     r.extra = extra;
     std::printf("    changed hands %zu of %zu (%.0f%%); hand-off p50 %.1f us = %.2f round trips (%.1f us); worst "
                 "acquire %.0f us = %.2f x the bound 2 x 7 x (section %.0f us + hand-off)\n",
                 changes, all.size(), all.empty() ? 0.0 : 100.0 * static_cast<double>(changes) / static_cast<double>(all.size() - 1),
                 h50, rtt_us > 0 ? h50 / rtt_us : 0, rtt_us, worst, bound > 0 ? worst / bound : 0, section_us);
+    std::printf("    after each process's first section: worst acquire %.0f us = %.2f x the bound\n", worst_later,
+                bound > 0 ? worst_later / bound : 0);
     if (!to_wake_us.empty())
         std::printf("    of %zu hand-offs to a woken waiter: release to wake-up p50 %.1f us, wake-up to grant p50 %.1f us\n",
                     to_wake_us.size(), to_wake, wake_to_grant);
