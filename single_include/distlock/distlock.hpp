@@ -1205,7 +1205,9 @@ concept claim = requires(C& c, time_point until) {
 //    the store's shared state or with an error.
 //  - A closed lifetime starts nothing: the call completes with
 //    errc::store_unavailable, without I/O.
-//  - Background work is spawned through the lifetime, which counts it. The store's
+//  - Background work is spawned through the lifetime, which counts it, or counted
+//    while the caller runs it (track(): a quorum's release still running on a node
+//    after unlock() returned). The store's
 //    async close() waits until that count is zero (so pending releases finish), then
 //    ends every lease still kept (they are reported lost and released) and closes.
 //  - The store's destructor shuts the lifetime at once: it waits only for calls that
@@ -1643,6 +1645,37 @@ public:
         return closing_.load(std::memory_order_acquire) || closed_.load(std::memory_order_acquire);
     }
 
+    /// Background work that the caller runs itself: counted from track() until the
+    /// guard is dropped, so that close() waits for it. Empty once the store is shut.
+    class work {
+    public:
+        work() = default;
+        work(work&& o) noexcept = default;
+        work& operator=(work&&) = delete;
+        ~work()
+        {
+            if (owner_)
+                owner_->finished();
+        }
+        explicit operator bool() const noexcept { return owner_ != nullptr; }
+
+    private:
+        friend class basic_lifetime;
+        explicit work(std::shared_ptr<basic_lifetime> o) noexcept : owner_{std::move(o)} {}
+        std::shared_ptr<basic_lifetime> owner_;
+    };
+
+    work track()
+    {
+        {
+            std::lock_guard lock{mutex_};
+            if (closed_)
+                return {};
+            ++background_;
+        }
+        return work{this->shared_from_this()};
+    }
+
     /// Runs `work` as background work owned by the store (counted until it ends).
     /// Work spawned after shutdown is dropped: it could only find the store closed.
     void spawn(awaitable<void> work)
@@ -1740,9 +1773,14 @@ private:
             // Background work reports through leases and observers; nothing is
             // allowed to escape into the io_context's run().
         }
-        std::lock_guard lock{self->mutex_};
-        if (--self->background_ == 0)
-            self->idle_.set();
+        self->finished();
+    }
+
+    void finished()
+    {
+        std::lock_guard lock{mutex_};
+        if (--background_ == 0)
+            idle_.set();
     }
 
     asio::any_io_executor ex_;
@@ -1812,6 +1850,16 @@ public:
             life_->spawn(std::move(work));
         else
             asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
+    }
+
+    /// Counts the caller's own background work on the store until the guard is
+    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
+    lifetime::work track() const
+    {
+        if constexpr (has_lifetime<S>)
+            return life_->track();
+        else
+            return {};
     }
 
     /// Registers a listener for the store's closing (no-op for stores without one).
@@ -3038,6 +3086,9 @@ struct release_on_node {
     static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
                                        std::optional<fence_token> floor)
     {
+        // The release may run on after unlock() returned (done at a majority): the
+        // node's store counts it, so that its close() lets it finish.
+        const auto counted = node.track();
         const lock_request r{res, owner, {}, nullptr, floor};
         BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.release(s, r); }));
         co_return true;
@@ -3241,11 +3292,11 @@ private:
     static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
                                               std::optional<fence_token> floor)
     {
-        // Done once a majority released: no majority can then be held for this lease,
-        // and the other nodes' releases, already sent, run on in the background (each
-        // connection keeps them ahead of anything sent after them). A release that
-        // fails somewhere waits for every node, so that it still succeeds when any
-        // node released.
+        // Done once a majority released: no majority can then be held for this lease.
+        // The other nodes' releases, sent or queued, run on in the background, each
+        // counted by its node's store until it ends (its close() waits for it). A
+        // release that fails somewhere waits for every node, so that it still succeeds
+        // when any node released.
         const release_on_node<Inner, S> rel{p, std::move(res), owner, floor};
         auto got = co_await fan_out<bool>(nodes, rel, majority_succeeded{nodes.majority()}, ignore_late{});
         co_return settle_votes(got, 1);

@@ -105,6 +105,19 @@ TEST_CASE("quorum: unlock() is done once a majority released; a failure waits fo
         // The slow nodes applied the release when it reached them; only their replies wait.
         CHECK(q.holding("r") == 0);
     }
+    SECTION("a slow node's release runs on as its store's background work: close() waits for it")
+    {
+        q.n5.set_reply_delay(200ms);
+        run(q.io, [&]() -> asio::awaitable<void> {
+            auto lease = co_await m.lock();
+            REQUIRE(lease);
+            auto outcome = co_await lease->unlock();
+            REQUIRE(outcome);
+            CHECK(q.n5.lifetime()->background_work() == 1); // its release's reply is still on its way
+            co_await q.n5.close();
+            CHECK(q.n5.lifetime()->background_work() == 0);
+        });
+    }
     SECTION("the only node that released is the slowest: still a success")
     {
         run(q.io, [&]() -> asio::awaitable<void> {

@@ -15,7 +15,9 @@
 //    the store's shared state or with an error.
 //  - A closed lifetime starts nothing: the call completes with
 //    errc::store_unavailable, without I/O.
-//  - Background work is spawned through the lifetime, which counts it. The store's
+//  - Background work is spawned through the lifetime, which counts it, or counted
+//    while the caller runs it (track(): a quorum's release still running on a node
+//    after unlock() returned). The store's
 //    async close() waits until that count is zero (so pending releases finish), then
 //    ends every lease still kept (they are reported lost and released) and closes.
 //  - The store's destructor shuts the lifetime at once: it waits only for calls that
@@ -112,6 +114,37 @@ public:
     bool closing() const
     {
         return closing_.load(std::memory_order_acquire) || closed_.load(std::memory_order_acquire);
+    }
+
+    /// Background work that the caller runs itself: counted from track() until the
+    /// guard is dropped, so that close() waits for it. Empty once the store is shut.
+    class work {
+    public:
+        work() = default;
+        work(work&& o) noexcept = default;
+        work& operator=(work&&) = delete;
+        ~work()
+        {
+            if (owner_)
+                owner_->finished();
+        }
+        explicit operator bool() const noexcept { return owner_ != nullptr; }
+
+    private:
+        friend class basic_lifetime;
+        explicit work(std::shared_ptr<basic_lifetime> o) noexcept : owner_{std::move(o)} {}
+        std::shared_ptr<basic_lifetime> owner_;
+    };
+
+    work track()
+    {
+        {
+            std::lock_guard lock{mutex_};
+            if (closed_)
+                return {};
+            ++background_;
+        }
+        return work{this->shared_from_this()};
     }
 
     /// Runs `work` as background work owned by the store (counted until it ends).
@@ -211,9 +244,14 @@ private:
             // Background work reports through leases and observers; nothing is
             // allowed to escape into the io_context's run().
         }
-        std::lock_guard lock{self->mutex_};
-        if (--self->background_ == 0)
-            self->idle_.set();
+        self->finished();
+    }
+
+    void finished()
+    {
+        std::lock_guard lock{mutex_};
+        if (--background_ == 0)
+            idle_.set();
     }
 
     asio::any_io_executor ex_;
@@ -283,6 +321,16 @@ public:
             life_->spawn(std::move(work));
         else
             asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
+    }
+
+    /// Counts the caller's own background work on the store until the guard is
+    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
+    lifetime::work track() const
+    {
+        if constexpr (has_lifetime<S>)
+            return life_->track();
+        else
+            return {};
     }
 
     /// Registers a listener for the store's closing (no-op for stores without one).

@@ -633,6 +633,9 @@ struct release_on_node {
     static awaitable<result<bool>> run(Inner p, store_ref<S> node, std::string res, owner_token owner,
                                        std::optional<fence_token> floor)
     {
+        // The release may run on after unlock() returned (done at a majority): the
+        // node's store counts it, so that its close() lets it finish.
+        const auto counted = node.track();
         const lock_request r{res, owner, {}, nullptr, floor};
         BOOST_OUTCOME_CO_TRY(co_await node.call([&](S& s) { return p.release(s, r); }));
         co_return true;
@@ -836,11 +839,11 @@ private:
     static awaitable<result<void>> release_on(Inner p, node_refs<S> nodes, std::string res, owner_token owner,
                                               std::optional<fence_token> floor)
     {
-        // Done once a majority released: no majority can then be held for this lease,
-        // and the other nodes' releases, already sent, run on in the background (each
-        // connection keeps them ahead of anything sent after them). A release that
-        // fails somewhere waits for every node, so that it still succeeds when any
-        // node released.
+        // Done once a majority released: no majority can then be held for this lease.
+        // The other nodes' releases, sent or queued, run on in the background, each
+        // counted by its node's store until it ends (its close() waits for it). A
+        // release that fails somewhere waits for every node, so that it still succeeds
+        // when any node released.
         const release_on_node<Inner, S> rel{p, std::move(res), owner, floor};
         auto got = co_await fan_out<bool>(nodes, rel, majority_succeeded{nodes.majority()}, ignore_late{});
         co_return settle_votes(got, 1);
