@@ -187,6 +187,14 @@ result_row baseline_fan_out(const std::vector<std::uint16_t>& ports, std::size_t
     return r;
 }
 
+// Adds one round's samples, operations and time to a row measured in rounds.
+void merge(result_row& into, result_row&& part)
+{
+    into.us.insert(into.us.end(), part.us.begin(), part.us.end());
+    into.operations += part.operations;
+    into.seconds += part.seconds;
+}
+
 // A peer in the same run: node-redlock (bench/peers/node-redlock, installed by
 // `npm ci --prefix bench/peers/node-redlock`). Its rows are skipped when node or the
 // package is missing.
@@ -199,12 +207,10 @@ bool peer_installed()
 }
 
 // node-redlock making the same pair over `ports`, one pair at a time, on `set` keys
-// taken together. An empty row when it is not installed.
+// taken together (the caller checked peer_installed()). An empty row when it failed.
 result_row peer_node_redlock(const std::vector<std::uint16_t>& ports, std::size_t count, std::size_t set = 1)
 {
     result_row r{"peer node-redlock"};
-    if (!peer_installed())
-        return r;
     std::vector<std::string> argv{"node", peer_dir() + "/pair.mjs", std::to_string(count), std::to_string(set)};
     for (auto port : ports)
         argv.push_back(std::to_string(port));
@@ -533,10 +539,8 @@ asio::awaitable<void> contend(dl::redis::store& store, Mutex& m, long sections, 
         (void)co_await store.execute("SET", counter, std::to_string(n + 1));
         const auto released = steady::now();
         (void)co_await l->unlock();
-        std::printf("%lld %lld %lld %lld\n", static_cast<long long>(asked.time_since_epoch().count()),
-                    static_cast<long long>(granted.time_since_epoch().count()),
-                    static_cast<long long>(released.time_since_epoch().count()),
-                    woke > asked ? static_cast<long long>(woke.time_since_epoch().count()) : 0LL);
+        std::printf("%lld %lld %lld %lld\n", stamp(asked), stamp(granted), stamp(released),
+                    woke > asked ? stamp(woke) : 0LL);
     }
     std::printf("done\n");
     std::fflush(stdout);
@@ -1259,11 +1263,6 @@ int main(int argc, char** argv)
         dl::redis::store direct{io, fresh.config()};
         result_row single{"distlock: one server, in rounds alternating with the cluster"};
         result_row clustered{"distlock: the same on a 3-primary Redis Cluster"};
-        const auto merge = [](result_row& into, result_row&& part) {
-            into.us.insert(into.us.end(), part.us.begin(), part.us.end());
-            into.operations += part.operations;
-            into.seconds += part.seconds;
-        };
         for (int round = 0; round < 10; ++round) {
             merge(single, sequential_pairs("", io, direct, count / 10));
             merge(clustered, sequential_pairs("", io, routed, count / 10));
@@ -1354,15 +1353,12 @@ int main(int argc, char** argv)
         std::printf("  Redlock over %zu nodes: p50 x%.2f of the raw fan-out to the same nodes\n", n, to_raw);
     }
 
-    if (wanted("peers")) {
+    if (wanted("peers") && !peer_installed()) {
+        std::printf("peers: node-redlock not installed (npm ci --prefix bench/peers/node-redlock); skipped\n");
+    } else if (wanted("peers")) {
         // distlock against node-redlock over the same 1, 3 and 5 nodes, in rounds that
         // alternate between the two so that a drift of the machine's speed falls on
         // both. Each client's own ratio of n nodes to one is printed too.
-        const auto merge = [](result_row& into, result_row&& part) {
-            into.us.insert(into.us.end(), part.us.begin(), part.us.end());
-            into.operations += part.operations;
-            into.seconds += part.seconds;
-        };
         std::vector<result_row> ours, theirs;
         for (std::size_t n : {1u, 3u, 5u}) {
             std::vector<std::uint16_t> ports;
@@ -1385,27 +1381,23 @@ int main(int argc, char** argv)
         for (std::size_t size : {1u, 32u}) {
             ours.push_back(result_row{"distlock: lock_all of " + std::to_string(size) + " + unlock, one node"});
             theirs.push_back(result_row{"peer node-redlock: a set of " + std::to_string(size) + ", one node"});
-            for (int round = 0; round < 3 && !theirs.front().us.empty(); ++round) {
+            for (int round = 0; round < 3; ++round) {
                 merge(theirs.back(), peer_node_redlock({servers[0]->port()}, count / 24, size));
                 merge(ours.back(), multi(io, *nodes[0], size, count / 24));
             }
         }
-        if (!peer_installed()) {
-            std::printf("peers: node-redlock not installed (npm ci --prefix bench/peers/node-redlock); skipped\n");
-        } else {
-            // Each row against the same client's first row of its kind (one node, or a
-            // set of one), then distlock against node-redlock.
-            for (std::size_t i = 0; i < ours.size(); ++i) {
-                const std::size_t first = i < 3 ? 0 : 3;
-                if (theirs[i].us.empty() || theirs[first].us.empty()) {
-                    // A run of node-redlock that printed no samples (it failed).
-                    std::printf("%s: no samples (the peer's run failed)\n", theirs[i].name.c_str());
-                    continue;
-                }
-                print(theirs[i], i == first ? nullptr : &theirs[first]);
-                print(ours[i], i == first ? nullptr : &ours[first]);
-                std::printf("    distlock p50 x%.2f of node-redlock's\n", ours[i].pct(0.5) / theirs[i].pct(0.5));
+        // Each row against the same client's first row of its kind (one node, or a set
+        // of one), then distlock against node-redlock.
+        for (std::size_t i = 0; i < ours.size(); ++i) {
+            const std::size_t first = i < 3 ? 0 : 3;
+            if (theirs[i].us.empty() || theirs[first].us.empty()) {
+                // A run of node-redlock that printed no samples (it failed).
+                std::printf("%s: no samples (the peer's run failed)\n", theirs[i].name.c_str());
+                continue;
             }
+            print(theirs[i], i == first ? nullptr : &theirs[first]);
+            print(ours[i], i == first ? nullptr : &ours[first]);
+            std::printf("    distlock p50 x%.2f of node-redlock's\n", ours[i].pct(0.5) / theirs[i].pct(0.5));
         }
     }
 

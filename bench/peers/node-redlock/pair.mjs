@@ -4,8 +4,8 @@
 // acquire and release each return once a quorum has answered, as distlock's do.
 //
 // argv: COUNT SET PORT [PORT...] (redis-servers on 127.0.0.1). Prints one line, "us",
-// the seconds the timed pairs took, then each timed pair's microseconds, and exits. At most COUNT pairs and
-// 20 seconds, after 1,000 untimed ones.
+// the seconds the timed pairs took, then each timed pair's microseconds, and exits.
+// At most COUNT pairs and 20 seconds, after 1,000 untimed ones.
 import Redis from "ioredis";
 import Redlock from "redlock";
 
