@@ -4,11 +4,11 @@
 
 #include <distlock/detail/config.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/cut_off.hpp>
+#include <distlock/backend/cut_off.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/lease_state.hpp>
 #include <distlock/detail/local_line.hpp>
-#include <distlock/detail/observer_ref.hpp>
+#include <distlock/backend/observer_ref.hpp>
 #include <distlock/detail/select_policy.hpp>
 #include <distlock/lease.hpp>
 #include <distlock/observe.hpp>
@@ -386,7 +386,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto cs = co_await asio::this_coro::cancellation_state;
-    const detail::observer_ref observe{observer_};
+    const backend::observer_ref observe{observer_};
     auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single});
     using claim_type = decltype(claim);
     // What the retry policy is asked about. Its number counts failed attempts; the
@@ -426,7 +426,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             const auto t0 = sent == 0 && !place.joined() ? start : clock::now();
             std::optional<result<answer>> got;
             if (const auto bound = attempt_bound(store, deadline))
-                got = co_await detail::within(claim.attempt(), *bound);
+                got = co_await backend::within(claim.attempt(), *bound);
             else // no within(): a frame less on the uncontended path
                 got.emplace(co_await claim.attempt());
             const auto t1 = clock::now();
@@ -497,7 +497,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             if (failure == condition::contended) {
                 std::optional<bool> began;
                 if (deadline)
-                    began = co_await detail::within(claim.listen(), *deadline);
+                    began = co_await backend::within(claim.listen(), *deadline);
                 else
                     began.emplace(co_await claim.listen());
                 if (!began) {
@@ -541,7 +541,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             }
             observe(wait_event{resource_, until - clock::now()});
             const auto wait_start = clock::now();
-            const auto woke = co_await detail::within(claim.wait(until), until);
+            const auto woke = co_await backend::within(claim.wait(until), until);
             const bool notified = woke.value_or(false);
             observe(wake_event{resource_, clock::now() - wait_start, notified});
             if (is_cancelled(cs)) {

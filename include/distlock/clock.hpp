@@ -58,6 +58,33 @@ struct clock {
 using duration = clock::duration;
 using time_point = clock::time_point;
 
+/// Sums and multiples of durations that stop at the type's limits instead of
+/// overflowing: settings are added before they are checked (an attempt's bound is a
+/// connect timeout plus a request timeout), so every such sum must be defined for any
+/// value a user can pass.
+constexpr duration saturating_add(duration a, duration b) noexcept
+{
+    duration::rep out{};
+    if (__builtin_add_overflow(a.count(), b.count(), &out))
+        return b.count() > 0 ? duration::max() : duration::min();
+    return duration{out};
+}
+
+/// `a` times `n`, stopping at the duration's limits.
+constexpr duration saturating_mul(duration a, std::int64_t n) noexcept
+{
+    duration::rep out{};
+    if (__builtin_mul_overflow(a.count(), n, &out))
+        return (a.count() < 0) != (n < 0) ? duration::min() : duration::max();
+    return duration{out};
+}
+
+/// `t + d`, stopping at the time point's limits.
+constexpr time_point saturating_add(time_point t, duration d) noexcept
+{
+    return time_point{saturating_add(t.time_since_epoch(), d)};
+}
+
 /// Wait traits for distlock timers: real waits normally, 1 ms polling under a manual clock.
 struct clock_wait_traits {
     static duration to_wait_duration(const duration& d)

@@ -48,7 +48,7 @@ public:
     awaitable<result<std::vector<bool>>> release(std::vector<std::string> resources) const override
     {
         auto first = co_await policy_.release_all(store_, resources, owner_);
-        if (first || !connection_error(first.error()))
+        if (first || !backend::connection_error(first.error()))
             co_return first;
         auto second = co_await policy_.release_all(store_, resources, owner_);
         if (second)

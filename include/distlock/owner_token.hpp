@@ -1,7 +1,7 @@
 // distlock/owner_token.hpp: the random value that says who holds a lock.
 #pragma once
 
-#include <distlock/detail/os_random.hpp>
+#include <distlock/util/os_random.hpp>
 
 #include <array>
 #include <compare>
@@ -26,7 +26,7 @@ public:
     {
         owner_token t;
         do {
-            detail::os_random_bytes(t.bytes_);
+            util::os_random_bytes(t.bytes_);
         } while (t.is_nil());
         return t;
     }

@@ -12,8 +12,8 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/auto_reset_event.hpp>
-#include <distlock/detail/deferred.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
+#include <distlock/backend/deferred.hpp>
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
 
@@ -91,7 +91,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
         replies<T> got;
         std::size_t answered = 0;
         bool decided = false;
-        auto_reset_event done;
+        backend::auto_reset_event done;
         shared(asio::any_io_executor ex, std::size_t n) : got(n), done{std::move(ex)} {}
     };
     const auto n = nodes.size();
@@ -137,7 +137,7 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
     // quorum operation.
     bool woken = state->done.try_take();
     if (!woken) {
-        (void)co_await state->done.async_wait(time_point::max(), as_tuple_awaitable<T>());
+        (void)co_await state->done.async_wait(time_point::max(), backend::as_tuple_awaitable<T>());
         woken = state->done.try_take();
     }
     std::lock_guard lock{state->mutex};

@@ -24,10 +24,10 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/strand.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/backend/strand.hpp>
 #include <distlock/observe.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -66,7 +66,7 @@ struct keep_plan {
 /// What a lease (and a set of leases) sees of its state. The data and the accessors
 /// live here; the operations are virtual, implemented by basic_lease_keeper.
 class lease_state : public std::enable_shared_from_this<lease_state>,
-                    public closing_listener,
+                    public backend::closing_listener,
                     public session_listener {
 public:
     virtual ~lease_state() = default;
@@ -186,7 +186,7 @@ public:
     awaitable<std::error_code> wait_ended() override
     {
         activate();
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
@@ -194,7 +194,7 @@ public:
                 // wait on it, and end() cancels them all.
                 while (!p.ended) {
                     (void)co_await p.ended_event.async_wait(
-                        as_tuple_awaitable<Unused>());
+                        backend::as_tuple_awaitable<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none)
                         co_return errc::cancelled;
@@ -238,7 +238,7 @@ private:
         }
         if (expected == released_mode)
             co_return errc::released;
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
@@ -254,7 +254,7 @@ private:
         }
         if (expected == released_mode)
             co_return std::nullopt;
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::optional<bool>> {
                 co_return co_await self->stop_active();
@@ -268,7 +268,7 @@ private:
         // made, or was made after the release and ended at once).
         if (released_passively_)
             co_return finish_passive(answer, lost_before);
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self, result<void> r, bool lost) -> awaitable<result<void>> {
                 co_return self->finish_active(r, lost);
@@ -356,9 +356,9 @@ protected:
 private:
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
-            : strand{detail::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
+            : strand{backend::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
         {}
-        asio::any_io_executor strand; // detail::make_strand()
+        asio::any_io_executor strand; // backend::make_strand()
         timer wake;         // the keeper sleeps on it
         timer quiet;        // unlock() waits on it for the keeper and extensions to stop
         timer ended_event;  // wait_ended() waits on it
@@ -481,7 +481,7 @@ private:
             if (p.renewing && !p.extend_in_flight)
                 wake_at = std::min(wake_at, p.next_renew);
             p.wake.expires_at(wake_at);
-            (void)co_await p.wake.async_wait(as_tuple_awaitable<Unused>());
+            (void)co_await p.wake.async_wait(backend::as_tuple_awaitable<Unused>());
         }
         p.keeper_running = false;
         p.quiet.cancel();
@@ -542,7 +542,7 @@ private:
         p.wake.cancel();
         while (p.keeper_running || p.extend_in_flight) {
             p.quiet.expires_at(time_point::max());
-            (void)co_await p.quiet.async_wait(as_tuple_awaitable<Unused>());
+            (void)co_await p.quiet.async_wait(backend::as_tuple_awaitable<Unused>());
         }
         co_return p.ended || clock::now() >= valid_until();
     }
@@ -610,8 +610,8 @@ private:
 
     void listen_closing() override
     {
-        if constexpr (requires { hold_.listen(std::weak_ptr<closing_listener>{}); })
-            (void)hold_.listen(std::weak_ptr<closing_listener>{shared_from_this()});
+        if constexpr (requires { hold_.listen(std::weak_ptr<backend::closing_listener>{}); })
+            (void)hold_.listen(std::weak_ptr<backend::closing_listener>{shared_from_this()});
     }
 
     Hold hold_;

@@ -12,7 +12,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/wakeup.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -59,7 +59,7 @@ public:
                 return;
             store_ = store;
             resource_ = std::string{resource};
-            wakeup_ = std::make_shared<wakeup>(std::move(ex));
+            wakeup_ = std::make_shared<backend::wakeup>(std::move(ex));
             instance().enter(store_, resource_, wakeup_);
         }
 
@@ -84,27 +84,27 @@ public:
     private:
         const void* store_ = nullptr;
         std::string resource_;
-        std::shared_ptr<wakeup> wakeup_;
+        std::shared_ptr<backend::wakeup> wakeup_;
     };
 
 private:
     using key = std::pair<const void*, std::string>;
 
-    void enter(const void* store, const std::string& resource, const std::shared_ptr<wakeup>& w)
+    void enter(const void* store, const std::string& resource, const std::shared_ptr<backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         lines_[key{store, resource}].push_back(w);
         waiting_.fetch_add(1, std::memory_order_relaxed);
     }
 
-    const wakeup* head(const void* store, const std::string& resource)
+    const backend::wakeup* head(const void* store, const std::string& resource)
     {
         std::lock_guard lock{mutex_};
         const auto it = lines_.find(key{store, resource});
         return it == lines_.end() || it->second.empty() ? nullptr : it->second.front().get();
     }
 
-    void exit(const void* store, const std::string& resource, const std::shared_ptr<wakeup>& w)
+    void exit(const void* store, const std::string& resource, const std::shared_ptr<backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         const auto it = lines_.find(key{store, resource});
@@ -121,7 +121,7 @@ private:
     }
 
     std::mutex mutex_;
-    std::map<key, std::deque<std::shared_ptr<wakeup>>> lines_;
+    std::map<key, std::deque<std::shared_ptr<backend::wakeup>>> lines_;
     std::atomic<std::size_t> waiting_{0};
 };
 

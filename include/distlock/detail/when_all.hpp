@@ -7,7 +7,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/auto_reset_event.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -31,7 +31,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
         std::mutex mutex;
         std::vector<result<T>> out;
         std::size_t left;
-        auto_reset_event done;
+        backend::auto_reset_event done;
     };
     auto ex = co_await asio::this_coro::executor;
     auto state = std::make_shared<shared>(ex, operations.size());

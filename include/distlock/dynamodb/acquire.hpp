@@ -28,7 +28,7 @@ struct acquire_item : acquire::owner_checked {
     using claim_memo = std::optional<sighting>;
 
     template <class S>
-    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, distlock::detail::observer_ref,
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, distlock::backend::observer_ref,
                                           claim_memo& seen) const
     {
         return s.take(r.resource, r.owner, r.ttl, seen, r.diag);

@@ -31,10 +31,10 @@
 
 #include <distlock/aws/sigv4.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/base64.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
-#include <distlock/detail/strand.hpp>
+#include <distlock/util/base64.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/strand.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
@@ -66,7 +66,7 @@ namespace distlock::dynamodb {
 
 namespace detail {
 
-using distlock::detail::base64;
+using distlock::util::base64;
 
 /// CRC-32 (IEEE 802.3, as x-amz-crc32 carries it).
 inline std::uint32_t crc32(std::string_view data)
@@ -166,14 +166,14 @@ public:
         if (!tls)
             throw std::system_error{tls.error(), "distlock::dynamodb::store: TLS settings"};
         engine_ = std::make_shared<engine_type>(
-            distlock::detail::make_strand(ex_), http::codec{},
+            distlock::backend::make_strand(ex_), http::codec{},
             // Node (dynalite) closes idle keep-alive sockets after 5 s; AWS after longer.
             engine_type::options{cfg_.request_timeout, cfg_.endpoint().describe(), std::chrono::seconds{4}},
             [endpoint = cfg_.endpoint(), ctx = tls.value()](transport::stream& s,
                                                             std::string& diagnostic) -> awaitable<std::error_code> {
                 co_return co_await s.connect(endpoint, ctx.get(), diagnostic);
             });
-        life_ = distlock::detail::lifetime::make(ex_);
+        life_ = distlock::backend::lifetime::make(ex_);
     }
 
     template <class ExecutionContext>
@@ -191,7 +191,7 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return cfg_; }
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     duration operation_timeout() const noexcept { return cfg_.connect_timeout + cfg_.request_timeout; }
 
     /// Refuses new locks, finishes the releases still pending, then closes the
@@ -350,7 +350,7 @@ public:
             if (clock::now() >= until)
                 co_return distlock::errc::timeout;
             timer t{co_await asio::this_coro::executor, std::chrono::milliseconds{50}};
-            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         }
     }
 
@@ -488,7 +488,7 @@ private:
 
     static nlohmann::json key(std::string_view resource)
     {
-        return {{"resource", {{"B", detail::base64(resource)}}}};
+        return {{"resource", {{"B", util::base64(resource)}}}};
     }
 
     awaitable<result<nlohmann::json>> call(const char* operation, const nlohmann::json& body, diagnostics* diag) const
@@ -680,7 +680,7 @@ private:
     config cfg_;
     std::string region_;
     engine_ptr engine_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
+    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// The DynamoDB store. See basic_store for its documentation.

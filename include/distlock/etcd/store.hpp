@@ -24,8 +24,8 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/etcd/config.hpp>
@@ -80,7 +80,7 @@ public:
             throw std::system_error{ec, "distlock::etcd::store: settings"};
         client_ = std::make_shared<detail::client>(ex_, std::move(cfg));
         session_ = std::make_shared<detail::session>(ex_, client_);
-        life_ = distlock::detail::lifetime::make(ex_);
+        life_ = distlock::backend::lifetime::make(ex_);
     }
 
     template <class ExecutionContext>
@@ -99,7 +99,7 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return client_->settings(); }
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     /// The longest one primitive runs: a lease grant, then up to two requests.
     duration operation_timeout() const noexcept
     {
@@ -174,7 +174,7 @@ public:
             holder.fence() > static_cast<fence_token>(INT64_MAX) || validate_resource(holder.resource()))
             return failed<void>(distlock::errc::invalid_argument);
         const auto lock_key = detail::queue_prefix(settings().prefix, holder.resource()) + holder.owner().to_hex();
-        detail::json put = {{"key", distlock::detail::base64(key)}, {"value", distlock::detail::base64(value)}};
+        detail::json put = {{"key", distlock::util::base64(key)}, {"value", distlock::util::base64(value)}};
         detail::json txn = {
             {"compare", detail::json::array({detail::create_compare(lock_key, static_cast<std::int64_t>(holder.fence()))})},
             {"success", detail::json::array({detail::json{{"request_put", std::move(put)}}})}};
@@ -208,8 +208,8 @@ private:
 
     static json put_request(const std::string& key, const std::string& value, std::int64_t lease)
     {
-        return {{"key", distlock::detail::base64(key)},
-                {"value", distlock::detail::base64(value)},
+        return {{"key", distlock::util::base64(key)},
+                {"value", distlock::util::base64(value)},
                 {"lease", std::to_string(lease)}};
     }
 
@@ -228,7 +228,7 @@ private:
 
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<detail::client> c,
                                                    std::shared_ptr<detail::session> s,
-                                                   std::shared_ptr<distlock::detail::lifetime> life, std::string queue,
+                                                   std::shared_ptr<distlock::backend::lifetime> life, std::string queue,
                                                    std::string key, std::string owner, diagnostics* diag)
     {
         for (int round = 0; round < 2; ++round) {
@@ -318,7 +318,7 @@ private:
     // oldest key being `oldest`.
     static awaitable<result<queue_place>> placed(std::shared_ptr<detail::client> c,
                                                  std::shared_ptr<detail::session> s,
-                                                 std::shared_ptr<distlock::detail::lifetime> life, std::string queue,
+                                                 std::shared_ptr<distlock::backend::lifetime> life, std::string queue,
                                                  std::string key, std::string owner, detail::kv mine,
                                                  detail::kv oldest, std::int64_t lease, diagnostics* diag)
     {
@@ -344,7 +344,7 @@ private:
     // The key `key`, created at `entry` in an earlier attempt, is the oldest of its
     // queue: the lock is this call's. Its key is marked for the waiter behind it.
     static queue_place held_after_waiting(const std::shared_ptr<detail::client>& c, detail::session& s,
-                                          distlock::detail::lifetime& life, const std::string& key,
+                                          distlock::backend::lifetime& life, const std::string& key,
                                           const std::string& owner, std::int64_t lease, std::int64_t entry)
     {
         life.spawn(marked(c, key, owner, lease, entry));
@@ -379,7 +379,7 @@ private:
         find["min_create_revision"] = std::to_string(created);
         find["max_create_revision"] = std::to_string(created);
         const auto body = find.dump();
-        while (clock::now() < until && !co_await distlock::detail::cancelled()) {
+        while (clock::now() < until && !co_await distlock::backend::cancelled()) {
             auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
             const auto r = got ? detail::read_range(got.value()) : std::nullopt;
             if (r) {
@@ -398,7 +398,7 @@ private:
             // Unreachable for now: look again shortly, within `until`.
             timer pause{co_await asio::this_coro::executor,
                         std::min(until, clock::now() + std::chrono::milliseconds{100})};
-            (void)co_await pause.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await pause.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         }
         co_return false;
     }
@@ -459,7 +459,7 @@ private:
     executor_type ex_;
     std::shared_ptr<detail::client> client_;
     std::shared_ptr<detail::session> session_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
+    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// The etcd store. See basic_store for its documentation.

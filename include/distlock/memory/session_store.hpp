@@ -13,11 +13,11 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
-#include <distlock/detail/splitmix.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/util/splitmix.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/error.hpp>
 #include <distlock/memory/store.hpp>
 #include <distlock/options.hpp>
@@ -210,7 +210,7 @@ private:
 
     /// Registers `w` to be woken when the entry goes; false when it is gone already.
     /// Also says when the entry's session expires, so the waiter re-checks by then.
-    bool watch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w,
+    bool watch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::backend::wakeup>& w,
                time_point& expires)
     {
         std::lock_guard lock{mutex_};
@@ -226,7 +226,7 @@ private:
         return true;
     }
 
-    void unwatch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w)
+    void unwatch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         const auto it = watches_.find({resource, seq});
@@ -307,7 +307,7 @@ private:
     fence_token revision_ = 0;
     std::unordered_map<std::uint64_t, session> sessions_;
     std::map<std::string, std::map<fence_token, queue_entry>> queues_;
-    std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::detail::wakeup>>> watches_;
+    std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::backend::wakeup>>> watches_;
 };
 
 /// Settings of a session store client.
@@ -364,7 +364,7 @@ public:
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
     basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
         : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
-          life_{distlock::detail::lifetime::make(ex_)}
+          life_{distlock::backend::lifetime::make(ex_)}
     {
         if (auto ec = validate(cfg))
             throw std::system_error{ec, "distlock::memory::session_store: config"};
@@ -385,7 +385,7 @@ public:
     basic_session_store& operator=(const basic_session_store&) = delete;
 
     executor_type get_executor() const noexcept { return ex_; }
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
 
     awaitable<void> close()
     {
@@ -485,7 +485,7 @@ public:
 private:
     struct core : std::enable_shared_from_this<core> {
         core(asio::any_io_executor e, session_server& s, session_config c)
-            : ex{distlock::detail::make_strand(e)}, server{s}, cfg{c}, tick{ex}
+            : ex{distlock::backend::make_strand(e)}, server{s}, cfg{c}, tick{ex}
         {}
 
         asio::any_io_executor ex; // a strand: the keepalive loop and its timer live on it
@@ -499,7 +499,7 @@ private:
         bool reachable = true;
         std::deque<fault> faults;
         random_faults chances;
-        distlock::detail::splitmix64 random{1};
+        distlock::util::splitmix64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
@@ -624,7 +624,7 @@ private:
                     valid = self->valid_until;
                 }
                 self->tick.expires_after(self->every());
-                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                (void)co_await self->tick.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                 if (self->tick_stopped())
                     continue;
                 co_await self->renew(id, valid);
@@ -669,7 +669,7 @@ private:
                     co_return;
                 }
                 tick.expires_after(every() / 4);
-                (void)co_await tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                (void)co_await tick.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                 if (tick_stopped())
                     co_return;
             }
@@ -705,7 +705,7 @@ private:
             if (fate == core::fate::delivered || fate == core::fate::reply_lost)
                 r = apply();
             timer t{co_await asio::this_coro::executor, delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (ec || fate == core::fate::reply_lost)
                 co_return errc::outcome_unknown;
             if (fate == core::fate::refused_unavailable)
@@ -733,7 +733,7 @@ private:
     static awaitable<bool> wait_entry(std::shared_ptr<core> c, std::string resource, fence_token entry,
                                       time_point until)
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto w = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
         time_point expires{};
         if (!c->server.watch(resource, entry, w, expires))
             co_return true;
@@ -744,7 +744,7 @@ private:
             co_return true;
         // Woken by time: the entry is gone if its session expired.
         time_point again{};
-        auto probe = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto probe = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
         const bool still = c->server.watch(resource, entry, probe, again);
         if (still)
             c->server.unwatch(resource, entry, probe);
@@ -753,7 +753,7 @@ private:
 
     executor_type ex_;
     std::shared_ptr<core> core_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
+    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// One client of a session_server: see basic_session_store.

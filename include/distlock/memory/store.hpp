@@ -4,12 +4,13 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
 #include <distlock/result.hpp>
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/store.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -66,43 +67,20 @@ struct string_hash {
 /// \par Object lifetimes
 /// Operations own the store's state once started, so the store may be destroyed
 /// while one is in flight: it completes normally. Leases, lock() calls and watchers
-/// reach the store through its lifetime (detail/lifetime.hpp): after the store is
+/// reach the store through its lifetime (backend/lifetime.hpp): after the store is
 /// destroyed they find it closed, report errc::store_unavailable, and held leases are
 /// reported lost. close() first finishes the releases still pending.
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp). Used as memory::store.
+// Used as memory::store (backend::store_shell).
 template <class Unused = void>
-class basic_store {
+class basic_store : public backend::store_base<backend::no_settings> {
     struct core;
+    using base = backend::store_base<backend::no_settings>;
 
 public:
-    using executor_type = asio::any_io_executor;
-
-    explicit basic_store(executor_type ex)
-        : ex_{std::move(ex)}, core_{std::make_shared<core>()}, life_{distlock::detail::lifetime::make(ex_)}
-    {}
-    ~basic_store()
-    {
-        life_->shut();
-        core_->wake_all();
-    }
-
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    explicit basic_store(ExecutionContext& ctx) : basic_store(executor_type{ctx.get_executor()})
-    {}
-
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-
-    /// What the core uses to reach the store without outliving it.
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    explicit basic_store(executor_type ex) : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()} {}
 
     /// The longest an operation takes before the store completes it (the injected
     /// reply delay): attempts that surely end before a deadline need no timer.
@@ -110,15 +88,6 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         return core_->reply_delay;
-    }
-
-    /// Refuses new locks, finishes the releases still pending, then ends the leases
-    /// still held (reported lost, released). Afterwards every operation through a
-    /// lease or mutex fails with errc::store_unavailable and io.run() can return.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        core_->wake_all();
     }
 
     // -- Store primitives (see distlock/store.hpp) ---------------------------------
@@ -237,12 +206,12 @@ public:
 
     private:
         friend class basic_store;
-        watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
+        watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::backend::wakeup> w)
             : core_{std::move(c)}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
         std::shared_ptr<core> core_;
         std::string resource_;
-        std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        std::shared_ptr<distlock::backend::wakeup> wakeup_;
     };
 
     /// Listens for releases of `resource` from now until the watcher is destroyed.
@@ -250,7 +219,7 @@ public:
 
     watcher watch_now(std::string_view resource)
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(ex_);
+        auto w = std::make_shared<distlock::backend::wakeup>(ex_);
         std::lock_guard lock{core_->mutex};
         core_->slot_for(resource).watchers.push_back(w);
         return watcher{core_, std::string{resource}, std::move(w)};
@@ -346,7 +315,7 @@ private:
         time_point expires{};
         fence_token fence = 0;  // survives release: tokens must keep growing
         bool held = false;
-        std::vector<std::shared_ptr<distlock::detail::wakeup>> watchers;
+        std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
     };
 
     // Everything an operation touches, shared by the store, its operations in flight
@@ -373,7 +342,7 @@ private:
             return slots.emplace(std::string{resource}, slot{}).first->second;
         }
 
-        void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
+        void unwatch(const std::string& resource, const std::shared_ptr<distlock::backend::wakeup>& w)
         {
             std::lock_guard lock{mutex};
             if (auto* s = find(resource))
@@ -448,7 +417,7 @@ private:
             co_return g.refusal;
         if (g.delay > duration::zero()) {
             timer t{co_await asio::this_coro::executor, g.delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (ec)
                 co_return errc::outcome_unknown;
         }
@@ -457,13 +426,22 @@ private:
         co_return r;
     }
 
-    executor_type ex_;
+protected:
+    ~basic_store() = default;
+    // Closing wakes the waiters (they find the store closed); nothing else runs.
+    void stop() noexcept { core_->wake_all(); }
+    awaitable<void> finish()
+    {
+        stop();
+        co_return;
+    }
+
+private:
     std::shared_ptr<core> core_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
 /// The in-process store: see basic_store.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 static_assert(put_if_absent_store<store>);
 static_assert(owner_checked_store<store>);

@@ -12,7 +12,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/diagnostics.hpp>
-#include <distlock/detail/lifetime.hpp>
+#include <distlock/backend/lifetime.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/store.hpp>
 
@@ -36,7 +36,7 @@ public:
     awaitable<result<void>> release() { return release_entry(store_, resource_, owner_); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
-    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+    bool listen(std::weak_ptr<backend::closing_listener> l) const { return store_.listen(std::move(l)); }
 
     std::optional<time_point> bind(std::weak_ptr<session_listener> l)
     {
@@ -51,7 +51,7 @@ private:
     static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
     {
         auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (first || !connection_error(first.error()))
+        if (first || !backend::connection_error(first.error()))
             co_return first;
         auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
         if (!second && second.error() == condition::not_owner)
@@ -106,7 +106,7 @@ public:
             if (watch)
                 co_return co_await std::move(*watch);
         }
-        co_await sleep_until(until);
+        co_await backend::sleep_until(until);
         co_return false;
     }
 
@@ -124,7 +124,7 @@ private:
     static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
     {
         auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (!first && connection_error(first.error()))
+        if (!first && backend::connection_error(first.error()))
             (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
     }
 

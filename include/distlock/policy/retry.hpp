@@ -2,8 +2,8 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/os_random.hpp>
-#include <distlock/detail/splitmix.hpp>
+#include <distlock/util/os_random.hpp>
+#include <distlock/util/splitmix.hpp>
 #include <distlock/options.hpp>
 
 #include <algorithm>
@@ -75,11 +75,11 @@ enum class jitter {
 };
 
 namespace detail {
-inline distlock::detail::splitmix64& jitter_engine() noexcept
+inline distlock::util::splitmix64& jitter_engine() noexcept
 {
     // Not security sensitive: it only spreads retries. One engine per thread, seeded
     // once from the system, so processes started together do not retry together.
-    thread_local distlock::detail::splitmix64 engine{distlock::detail::os_random_u64()};
+    thread_local distlock::util::splitmix64 engine{distlock::util::os_random_u64()};
     return engine;
 }
 inline duration uniform(duration lo, duration hi) noexcept

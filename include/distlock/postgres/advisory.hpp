@@ -13,7 +13,7 @@
 #pragma once
 
 #include <distlock/claim.hpp>
-#include <distlock/detail/lifetime.hpp>
+#include <distlock/backend/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/postgres/detail/session.hpp>
@@ -41,7 +41,7 @@ public:
     awaitable<result<void>> release() { return unlock(store_, session_, resource_); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
-    bool listen(std::weak_ptr<distlock::detail::closing_listener> l) const { return store_.listen(std::move(l)); }
+    bool listen(std::weak_ptr<distlock::backend::closing_listener> l) const { return store_.listen(std::move(l)); }
     std::optional<time_point> bind(std::weak_ptr<session_listener> l) { return session_->bind(std::move(l)); }
 
 private:

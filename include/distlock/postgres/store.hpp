@@ -18,10 +18,10 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
@@ -73,12 +73,12 @@ namespace detail {
 // Who waits for which resource's release; fed by the listening connection.
 class watch_registry {
 public:
-    void add(const std::string& key, const std::shared_ptr<distlock::detail::wakeup>& w)
+    void add(const std::string& key, const std::shared_ptr<distlock::backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         waiters_.emplace(key, w);
     }
-    void remove(const std::string& key, const std::shared_ptr<distlock::detail::wakeup>& w)
+    void remove(const std::string& key, const std::shared_ptr<distlock::backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         auto [b, e] = waiters_.equal_range(key);
@@ -113,7 +113,7 @@ public:
 
 private:
     mutable std::mutex mutex_;
-    std::multimap<std::string, std::shared_ptr<distlock::detail::wakeup>> waiters_;
+    std::multimap<std::string, std::shared_ptr<distlock::backend::wakeup>> waiters_;
     std::atomic<std::uint64_t> downs_{0};
 };
 
@@ -182,7 +182,7 @@ public:
                 r->wake_all();
         });
         sessions_ = std::make_shared<detail::session_pool>();
-        life_ = distlock::detail::lifetime::make(ex_);
+        life_ = distlock::backend::lifetime::make(ex_);
     }
 
     template <class ExecutionContext>
@@ -200,7 +200,7 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return cfg_; }
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     duration operation_timeout() const noexcept
     {
         return cfg_.connect_timeout + cfg_.statement_timeout + std::chrono::seconds{1};
@@ -317,7 +317,7 @@ public:
                 listening_ = !co_await listener_->connect();
                 if (!listening_) {
                     timer t{co_await asio::this_coro::executor, until};
-                    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                    (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                     co_return false;
                 }
             }
@@ -327,13 +327,13 @@ public:
     private:
         friend class basic_store;
         watcher(std::shared_ptr<detail::watch_registry> r, std::shared_ptr<detail::connection> l, std::string key,
-                std::shared_ptr<distlock::detail::wakeup> w)
+                std::shared_ptr<distlock::backend::wakeup> w)
             : registry_{std::move(r)}, listener_{std::move(l)}, key_{std::move(key)}, wakeup_{std::move(w)}
         {}
         std::shared_ptr<detail::watch_registry> registry_;
         std::shared_ptr<detail::connection> listener_;
         std::string key_;
-        std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        std::shared_ptr<distlock::backend::wakeup> wakeup_;
         std::uint64_t listening_since_ = 0;
         bool listening_ = false;
     };
@@ -484,7 +484,7 @@ private:
         o.connect_timeout = cfg_.connect_timeout;
         o.request_timeout = cfg_.statement_timeout + std::chrono::seconds{1};
         o.peer = peer_;
-        return std::make_shared<detail::connection>(distlock::detail::make_strand(ex_), std::move(o));
+        return std::make_shared<detail::connection>(distlock::backend::make_strand(ex_), std::move(o));
     }
 
     // "PostgreSQL at host:port" from the conninfo, for diagnostics.
@@ -814,7 +814,7 @@ private:
     static awaitable<watcher> watch_on(std::shared_ptr<detail::watch_registry> registry,
                                        std::shared_ptr<detail::connection> listener, std::string key)
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto w = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
         registry->add(key, w); // before LISTEN is confirmed: nothing after it is missed
         watcher out{registry, listener, std::move(key), std::move(w)};
         out.listening_since_ = registry->downs();
@@ -850,7 +850,7 @@ private:
     std::shared_ptr<detail::watch_registry> watchers_;
     std::shared_ptr<detail::session_pool> sessions_;
     std::shared_ptr<schema_state> schema_ = std::make_shared<schema_state>();
-    std::shared_ptr<distlock::detail::lifetime> life_;
+    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// The PostgreSQL lease-table store. See basic_store for its documentation.

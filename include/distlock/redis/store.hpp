@@ -4,10 +4,10 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
@@ -62,7 +62,7 @@ namespace distlock::redis {
 /// \par Object lifetimes
 /// Every operation owns the connection it uses once started, so the store may be
 /// destroyed while one is in flight (it completes with an error). Leases, lock()
-/// calls and watchers reach the store through its lifetime (detail/lifetime.hpp):
+/// calls and watchers reach the store through its lifetime (backend/lifetime.hpp):
 /// after the store is destroyed they find it closed and report
 /// errc::store_unavailable (held leases are reported lost). close() first finishes
 /// the releases still pending, then closes both connections, so io.run() returns.
@@ -84,9 +84,9 @@ public:
         auto tls = transport::make_tls_context(cfg_.endpoint());
         if (!tls)
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
-        router_ = std::make_shared<detail::router>(distlock::detail::make_strand(ex_), cfg_, tls.value());
+        router_ = std::make_shared<detail::router>(distlock::backend::make_strand(ex_), cfg_, tls.value());
         (void)detail::slot_tags::table(); // built here, once per process, not in a first request
-        life_ = distlock::detail::lifetime::make(ex_);
+        life_ = distlock::backend::lifetime::make(ex_);
     }
 
     template <class ExecutionContext>
@@ -106,7 +106,7 @@ public:
     const config& settings() const noexcept { return cfg_; }
 
     /// What the core uses to reach the store without outliving it.
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
 
     /// The longest a request takes before the store completes it itself (connecting
     /// first, then the request): attempts that surely end before a deadline need no
@@ -262,7 +262,7 @@ public:
                     if (now >= until)
                         co_return false;
                     timer t{co_await asio::this_coro::executor, std::min(until, now + resubscribe_interval)};
-                    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                    (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none || clock::now() >= until)
                         co_return false;
@@ -286,7 +286,7 @@ public:
         friend class basic_store;
         static constexpr duration resubscribe_interval = std::chrono::seconds{1};
 
-        watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::detail::wakeup> w,
+        watcher(router_ptr r, std::uint16_t slot, std::string channel, std::shared_ptr<distlock::backend::wakeup> w,
                 bool takes_handovers, duration linger)
             : router_{std::move(r)}, slot_{slot}, channel_{std::move(channel)}, wakeup_{std::move(w)},
               takes_handovers_{takes_handovers}, linger_{linger}
@@ -312,7 +312,7 @@ public:
         router_ptr router_;
         std::uint16_t slot_ = 0;
         std::string channel_;
-        std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        std::shared_ptr<distlock::backend::wakeup> wakeup_;
         std::shared_ptr<detail::subscriber> subscriber_;
         std::uint64_t epoch_ = 0;
         bool lost_ = false;
@@ -1026,7 +1026,7 @@ private:
     static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch, std::string addressee = {},
                                        bool takes_handovers = false, duration linger = duration::zero())
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor, std::move(addressee));
+        auto w = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor, std::move(addressee));
         watcher out{std::move(r), slot, std::move(ch), std::move(w), takes_handovers, linger};
         (void)co_await out.resubscribe();
         co_return out;
@@ -1055,7 +1055,7 @@ private:
     const owner_token listener_ = owner_token::generate(); // names this store's fair waiter channels
     std::string escaped_prefix_; // cfg_.key_prefix as keys hold it
     router_ptr router_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
+    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// The Redis store: one server, a cluster, or one node of a Redlock quorum. See

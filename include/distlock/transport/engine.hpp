@@ -39,11 +39,11 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/cut_off.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/waiting_caller.hpp>
+#include <distlock/backend/cut_off.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
@@ -108,7 +108,7 @@ awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, con
         }
         co_return replies;
     };
-    auto r = co_await distlock::detail::within(exchange(s, codec, payload, count), distlock::detail::after(timeout));
+    auto r = co_await distlock::backend::within(exchange(s, codec, payload, count), distlock::backend::after(timeout));
     if (!r) {
         s.close();
         co_return errc::outcome_unknown;
@@ -117,9 +117,9 @@ awaitable<result<std::vector<typename Codec::message>>> roundtrip(Stream& s, con
 }
 
 template <codec Codec, class Stream = stream>
-class engine : public std::enable_shared_from_this<engine<Codec, Stream>>, private distlock::detail::holds_waiting_callers {
+class engine : public std::enable_shared_from_this<engine<Codec, Stream>>, private distlock::backend::holds_waiting_callers {
 public:
-    /// Serialises the engine's work: a strand, as distlock::detail::make_strand() makes.
+    /// Serialises the engine's work: a strand, as distlock::backend::make_strand() makes.
     using strand_type = asio::any_io_executor;
     using message = typename Codec::message;
     /// Connects the stream and runs the protocol's handshake; `diagnostic` receives
@@ -140,7 +140,7 @@ public:
     };
 
     engine(strand_type strand, Codec codec, options opts, connector connect)
-        : strand_{std::move(strand)}, inner_{distlock::detail::inner_executor(strand_)}, codec_{std::move(codec)}, options_{std::move(opts)},
+        : strand_{std::move(strand)}, inner_{distlock::backend::inner_executor(strand_)}, codec_{std::move(codec)}, options_{std::move(opts)},
           connect_{std::move(connect)}, writer_wake_{strand_}, sweep_{strand_}
     {}
 
@@ -162,7 +162,7 @@ public:
     awaitable<std::error_code> connect(diagnostics* diag = nullptr)
     {
         auto self = this->shared_from_this();
-        auto [ec, words] = co_await distlock::detail::on_strand(
+        auto [ec, words] = co_await distlock::backend::on_strand(
             self->strand_,
             [](std::shared_ptr<engine> self) -> awaitable<std::pair<std::error_code, std::string>> {
                 std::string words;
@@ -209,7 +209,7 @@ private:
     using outcome = std::pair<result<std::vector<message>>, std::string>;
 
     // The caller of exec(), waiting for its outcome.
-    using completion = distlock::detail::waiting_caller<outcome>;
+    using completion = distlock::backend::waiting_caller<outcome>;
 
     struct request {
         explicit request(std::string p, std::size_t n) : payload{std::move(p)}, expected{n} { replies.reserve(n); }
@@ -227,7 +227,7 @@ private:
 
     enum class state { idle, connecting, ready };
 
-    using starter = distlock::detail::start_request<engine, request>;
+    using starter = distlock::backend::start_request<engine, request>;
     friend starter;
 
     // On the strand: queues the request (written at once when the connection is
@@ -238,7 +238,7 @@ private:
             return;
         if (!registered_) {
             registered_ = true;
-            distlock::detail::hold_until_shutdown(strand_, {this->shared_from_this(), this});
+            distlock::backend::hold_until_shutdown(strand_, {this->shared_from_this(), this});
         }
         if (state_ == state::ready && queue_.empty() && in_flight_.empty() && options_.idle_timeout > duration::zero() &&
             clock::now() - last_activity_ > options_.idle_timeout)
@@ -359,7 +359,7 @@ private:
             // Each waiter has its own timer: re-arming a shared one would cancel the others.
             timer t{strand_, time_point::max()};
             connect_waiters_.push_back(&t);
-            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Codec>());
+            (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Codec>());
             std::erase(connect_waiters_, &t);
         }
         if (state_ == state::ready)
@@ -409,7 +409,7 @@ private:
         };
         while (self->generation_ == generation) {
             self->sweep_.expires_after(tick);
-            (void)co_await self->sweep_.async_wait(distlock::detail::as_tuple_awaitable<Codec>());
+            (void)co_await self->sweep_.async_wait(distlock::backend::as_tuple_awaitable<Codec>());
             if (self->generation_ != generation)
                 co_return;
             const auto now = clock::now();
@@ -428,7 +428,7 @@ private:
             if (self->queue_.empty()) {
                 self->writer_wake_.expires_at(time_point::max());
                 self->idle_writer_ = generation;
-                (void)co_await self->writer_wake_.async_wait(distlock::detail::as_tuple_awaitable<Codec>());
+                (void)co_await self->writer_wake_.async_wait(distlock::backend::as_tuple_awaitable<Codec>());
                 if (self->idle_writer_ == generation)
                     self->idle_writer_ = 0;
                 continue;

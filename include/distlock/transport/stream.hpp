@@ -4,8 +4,8 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/cut_off.hpp>
-#include <distlock/detail/deferred.hpp>
+#include <distlock/backend/cut_off.hpp>
+#include <distlock/backend/deferred.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
 
@@ -112,12 +112,12 @@ public:
         if (!cfg.unix_socket.empty()) {
             auto& s = fresh->s.template emplace<unix_stream::socket>(ex);
             ec = co_await within_timeout(
-                s.async_connect(unix_stream::endpoint{cfg.unix_socket}, distlock::detail::as_tuple_awaitable<Unused>()),
+                s.async_connect(unix_stream::endpoint{cfg.unix_socket}, distlock::backend::as_tuple_awaitable<Unused>()),
                 cfg.connect_timeout);
         } else {
             tcp::resolver resolver{ex};
             auto [rec, endpoints] =
-                co_await resolver.async_resolve(cfg.host, std::to_string(cfg.port), distlock::detail::as_tuple_awaitable<Unused>());
+                co_await resolver.async_resolve(cfg.host, std::to_string(cfg.port), distlock::backend::as_tuple_awaitable<Unused>());
             if (rec) {
                 diagnostic = "cannot resolve " + cfg.host + ": " + rec.message();
                 if (sockets_ == fresh)
@@ -128,7 +128,7 @@ public:
                 co_return closed_while_connecting(cfg, diagnostic);
             auto& socket = fresh->s.template emplace<tcp::socket>(ex);
             ec = co_await within_timeout(
-                asio::async_connect(socket, endpoints, distlock::detail::as_tuple_awaitable<Unused>()),
+                asio::async_connect(socket, endpoints, distlock::backend::as_tuple_awaitable<Unused>()),
                 cfg.connect_timeout);
             if (!ec && sockets_ != fresh)
                 co_return closed_while_connecting(cfg, diagnostic);
@@ -144,7 +144,7 @@ public:
                     if (cfg.tls_verify_peer)
                         s.set_verify_callback(asio::ssl::host_name_verification{name});
                     ec = co_await within_timeout(
-                        s.async_handshake(asio::ssl::stream_base::client, distlock::detail::as_tuple_awaitable<Unused>()),
+                        s.async_handshake(asio::ssl::stream_base::client, distlock::backend::as_tuple_awaitable<Unused>()),
                         cfg.connect_timeout);
                     if (sockets_ != fresh)
                         co_return closed_while_connecting(cfg, diagnostic);
@@ -184,11 +184,11 @@ public:
         if (!keep)
             co_return not_open();
         if (auto* t = std::get_if<tls_stream>(&keep->s))
-            co_return co_await t->async_read_some(b, distlock::detail::as_tuple_awaitable<Unused>());
+            co_return co_await t->async_read_some(b, distlock::backend::as_tuple_awaitable<Unused>());
         if (auto* u = std::get_if<unix_stream::socket>(&keep->s))
-            co_return co_await u->async_read_some(b, distlock::detail::as_tuple_awaitable<Unused>());
+            co_return co_await u->async_read_some(b, distlock::backend::as_tuple_awaitable<Unused>());
         if (auto* p = std::get_if<tcp::socket>(&keep->s))
-            co_return co_await p->async_read_some(b, distlock::detail::as_tuple_awaitable<Unused>());
+            co_return co_await p->async_read_some(b, distlock::backend::as_tuple_awaitable<Unused>());
         co_return not_open();
     }
 
@@ -198,11 +198,11 @@ public:
         if (!keep)
             co_return not_open();
         if (auto* t = std::get_if<tls_stream>(&keep->s))
-            co_return co_await asio::async_write(*t, b, distlock::detail::as_tuple_awaitable<Unused>());
+            co_return co_await asio::async_write(*t, b, distlock::backend::as_tuple_awaitable<Unused>());
         if (auto* u = std::get_if<unix_stream::socket>(&keep->s))
-            co_return co_await asio::async_write(*u, b, distlock::detail::as_tuple_awaitable<Unused>());
+            co_return co_await asio::async_write(*u, b, distlock::backend::as_tuple_awaitable<Unused>());
         if (auto* p = std::get_if<tcp::socket>(&keep->s))
-            co_return co_await asio::async_write(*p, b, distlock::detail::as_tuple_awaitable<Unused>());
+            co_return co_await asio::async_write(*p, b, distlock::backend::as_tuple_awaitable<Unused>());
         co_return not_open();
     }
 
@@ -232,7 +232,7 @@ private:
     static awaitable<std::error_code> within_timeout(awaitable<std::tuple<std::error_code, Results...>> op,
                                                      duration timeout)
     {
-        const auto r = co_await distlock::detail::within(std::move(op), distlock::detail::after(timeout));
+        const auto r = co_await distlock::backend::within(std::move(op), distlock::backend::after(timeout));
         co_return r ? std::get<0>(*r) : make_error_code(asio::error::timed_out);
     }
 

@@ -27,8 +27,8 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/lifetime.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
@@ -83,7 +83,7 @@ public:
             throw std::system_error{ec, "distlock::zookeeper::store: settings"};
         session_ = std::make_shared<detail::session>(ex_, std::move(cfg));
         session_->open();
-        life_ = distlock::detail::lifetime::make(ex_);
+        life_ = distlock::backend::lifetime::make(ex_);
     }
 
     template <class ExecutionContext>
@@ -102,7 +102,7 @@ public:
 
     executor_type get_executor() const noexcept { return ex_; }
     const config& settings() const noexcept { return session_->settings(); }
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     /// The longest one primitive runs: a connect to each server, then up to four
     /// requests.
     duration operation_timeout() const noexcept
@@ -265,7 +265,7 @@ private:
     }
 
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s,
-                                                   std::shared_ptr<distlock::detail::lifetime> life, std::string root,
+                                                   std::shared_ptr<distlock::backend::lifetime> life, std::string root,
                                                    std::string parent, std::string owner_hex, proto::acl a,
                                                    diagnostics* diag)
     {
@@ -455,7 +455,7 @@ private:
                     break;
                 }
             }
-            if (co_await distlock::detail::cancelled())
+            if (co_await distlock::backend::cancelled())
                 co_return false;
             co_await pause(until);
         }
@@ -463,7 +463,7 @@ private:
             co_return false;
         const auto path = detail::child_path(parent, *name);
         const auto ex = co_await asio::this_coro::executor;
-        while (clock::now() < until && !co_await distlock::detail::cancelled()) {
+        while (clock::now() < until && !co_await distlock::backend::cancelled()) {
             // Registered before the request that sets the watch: its notification may
             // come before the reply.
             auto w = s->add_watch(path, ex);
@@ -498,7 +498,7 @@ private:
     static awaitable<void> pause(time_point until)
     {
         timer t{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
-        (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+        (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
     }
 
     static awaitable<result<void>> dequeued(std::shared_ptr<session> s, std::string parent, std::string owner_hex,
@@ -606,7 +606,7 @@ private:
 
     executor_type ex_;
     std::shared_ptr<session> session_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
+    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// The ZooKeeper store. See basic_store for its documentation.

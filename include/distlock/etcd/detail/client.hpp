@@ -14,10 +14,10 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/etcd/config.hpp>
@@ -57,7 +57,7 @@ public:
         }
         for (std::size_t i = 0; i < cfg_.members.size(); ++i)
             engines_.push_back(std::make_shared<unary_engine>(
-                distlock::detail::make_strand(ex_), http::codec{},
+                distlock::backend::make_strand(ex_), http::codec{},
                 unary_engine::options{cfg_.request_timeout, cfg_.endpoint(i).describe(), std::chrono::seconds{30}},
                 connector(i)));
     }
@@ -120,7 +120,7 @@ public:
     {
         watched out;
         for (;;) {
-            if (clock::now() >= until || co_await distlock::detail::cancelled())
+            if (clock::now() >= until || co_await distlock::backend::cancelled())
                 co_return out;
             auto opened = co_await self->watch_once(key, revision, revision == 0 ? created : 0, until);
             out.marked = out.marked || opened.marked;
@@ -147,11 +147,11 @@ public:
             } else if (opened.progress > 0 && opened.confirmed) {
                 revision = opened.progress + 1;
             }
-            if (clock::now() >= until || co_await distlock::detail::cancelled())
+            if (clock::now() >= until || co_await distlock::backend::cancelled())
                 co_return out;
             // A member that is down, or a stream cut: look again shortly (bounded by `until`).
             timer pause{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
-            (void)co_await pause.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await pause.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         }
     }
 
@@ -307,13 +307,13 @@ private:
             std::mutex mutex;
             std::deque<std::string> lines;
             bool ended = false;
-            distlock::detail::wakeup wake;
+            distlock::backend::wakeup wake;
         };
         watch_outcome out;
         auto [member, token] = current();
         auto box = std::make_shared<inbox>(co_await asio::this_coro::executor);
         auto stream = std::make_shared<stream_engine>(
-            distlock::detail::make_strand(ex_), http::stream_codec{},
+            distlock::backend::make_strand(ex_), http::stream_codec{},
             stream_engine::options{cfg_.request_timeout, cfg_.endpoint(member).describe(), duration::zero()},
             connector(member));
         stream->on_push([box](http::stream_message m) {
@@ -335,7 +335,7 @@ private:
             watches_.push_back(stream);
         }
         // Puts are wanted too: the holder's mark is one.
-        json create = {{"key", distlock::detail::base64(key)}};
+        json create = {{"key", distlock::util::base64(key)}};
         if (revision != 0)
             create["start_revision"] = std::to_string(revision);
         json request = {{"create_request", std::move(create)}};
@@ -404,7 +404,7 @@ private:
                     out.marked = out.marked || carries_mark(r->kvs.front());
                 }
             }
-            if (out.deleted || ended || clock::now() >= until || co_await distlock::detail::cancelled())
+            if (out.deleted || ended || clock::now() >= until || co_await distlock::backend::cancelled())
                 break;
             (void)co_await box->wake.wait(until);
         }

@@ -9,8 +9,8 @@
 // key of "a/b" (that is "a%2Fb/...").
 #pragma once
 
-#include <distlock/detail/base64.hpp>
-#include <distlock/detail/escape.hpp>
+#include <distlock/util/base64.hpp>
+#include <distlock/util/escape.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -25,8 +25,8 @@ namespace distlock::etcd::detail {
 
 using json = nlohmann::json;
 
-using distlock::detail::escape;
-using distlock::detail::unescape;
+using distlock::util::escape;
+using distlock::util::unescape;
 
 /// Where a resource's waiters queue: <prefix><escaped>/
 inline std::string queue_prefix(std::string_view prefix, std::string_view resource)
@@ -71,7 +71,7 @@ inline std::optional<std::string> bytes(const json& j, const char* name)
         return std::string{};
     if (!it->is_string())
         return std::nullopt;
-    return distlock::detail::from_base64(it->get_ref<const std::string&>());
+    return distlock::util::from_base64(it->get_ref<const std::string&>());
 }
 
 /// One key-value of a range answer.
@@ -152,9 +152,9 @@ inline std::optional<std::int64_t> header_revision(const json& j)
 
 inline json range_request(std::string_view key, std::string_view end = {})
 {
-    json r = {{"key", distlock::detail::base64(key)}};
+    json r = {{"key", distlock::util::base64(key)}};
     if (!end.empty())
-        r["range_end"] = distlock::detail::base64(end);
+        r["range_end"] = distlock::util::base64(end);
     return r;
 }
 
@@ -173,7 +173,7 @@ inline json create_compare(std::string_view key, std::int64_t revision)
 {
     return {{"target", "CREATE"},
             {"result", "EQUAL"},
-            {"key", distlock::detail::base64(key)},
+            {"key", distlock::util::base64(key)},
             {"create_revision", std::to_string(revision)}};
 }
 

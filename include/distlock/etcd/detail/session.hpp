@@ -16,11 +16,11 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/cut_off.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/os_random.hpp>
-#include <distlock/detail/strand.hpp>
+#include <distlock/backend/cut_off.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/util/os_random.hpp>
+#include <distlock/backend/strand.hpp>
 #include <distlock/etcd/detail/client.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -43,7 +43,7 @@ template <class Unused = void>
 class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
     basic_session(asio::any_io_executor ex, std::shared_ptr<client> c)
-        : strand_{distlock::detail::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
+        : strand_{distlock::backend::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
     {}
 
     /// The open lease, granted now when there is none (and the keepalive started).
@@ -56,7 +56,7 @@ public:
             if (self->lease_ && clock::now() < self->valid_until_)
                 co_return self->lease_;
         }
-        co_return co_await distlock::detail::on_strand(self->strand_, granted(self, diag));
+        co_return co_await distlock::backend::on_strand(self->strand_, granted(self, diag));
     }
 
     /// The session `id` is over (lost) or cannot be vouched for (in doubt); every lease
@@ -219,7 +219,7 @@ private:
         while (self->granting_) {
             timer t{self->strand_, time_point::max()};
             self->grant_waiters_.push_back(&t);
-            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             std::erase(self->grant_waiters_, &t);
         }
         std::int64_t stale = 0;
@@ -245,7 +245,7 @@ private:
 
     awaitable<result<std::int64_t>> grant(diagnostics* diag)
     {
-        const auto id = static_cast<std::int64_t>(distlock::detail::os_random_u64() >> 1) | 1; // positive, never 0 (no lease)
+        const auto id = static_cast<std::int64_t>(distlock::util::os_random_u64() >> 1) | 1; // positive, never 0 (no lease)
         const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(cfg_.session_ttl).count();
         const json body = {{"TTL", std::to_string(ttl)}, {"ID", std::to_string(id)}};
         const auto sent = clock::now();
@@ -305,7 +305,7 @@ private:
                 every = std::min(self->cfg_.keepalive_interval(), self->ttl_ / 3);
             }
             self->tick_.expires_at(std::min(clock::now() + every, valid));
-            (void)co_await self->tick_.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await self->tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (self->is_stopped())
                 continue;
             co_await self->renew(id, valid, every);
@@ -333,7 +333,7 @@ private:
                 ++keepalives_;
             }
             // Bounded by the validity: past it the session is in doubt, answer or not.
-            auto r = co_await distlock::detail::within(client::call(client_, "lease/keepalive", payload, nullptr), valid);
+            auto r = co_await distlock::backend::within(client::call(client_, "lease/keepalive", payload, nullptr), valid);
             if (!r) {
                 ended(id, session_state::in_doubt);
                 co_return;
@@ -356,7 +356,7 @@ private:
                 co_return;
             // Refused or unanswered: again, sooner, while the validity lasts.
             tick_.expires_at(std::min(clock::now() + every / 4, valid));
-            (void)co_await tick_.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (is_stopped())
                 co_return;
         }
@@ -379,7 +379,7 @@ private:
                 l->session_changed(session_state::held, valid);
     }
 
-    asio::any_io_executor strand_; // distlock::detail::make_strand()
+    asio::any_io_executor strand_; // distlock::backend::make_strand()
     std::shared_ptr<client> client_;
     const config& cfg_; // the client's, which this session keeps alive
     timer tick_;        // on the strand

@@ -14,7 +14,7 @@
 // name are prepared once per connection (the Parse travels in the same pipeline).
 //
 // exec() is an asynchronous operation, as the transport engine's is: the request
-// keeps the caller's completion handler (detail/waiting_caller.hpp) and is sent from
+// keeps the caller's completion handler (backend/waiting_caller.hpp) and is sent from
 // the strand, reached by dispatch. After each read the reader resumes the callers it
 // answered, one after another, and then flushes the requests they sent meanwhile in
 // one write: a sequential caller's next statement leaves before the reader waits
@@ -32,11 +32,11 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/cut_off.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/waiting_caller.hpp>
+#include <distlock/backend/cut_off.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/postgres/error.hpp>
@@ -151,9 +151,9 @@ using replies = std::vector<rows>;
 // detail/lease_state.hpp).
 template <class Unused = void>
 class basic_connection : public std::enable_shared_from_this<basic_connection<Unused>>,
-                         private distlock::detail::holds_waiting_callers {
+                         private distlock::backend::holds_waiting_callers {
 public:
-    /// A strand, as distlock::detail::make_strand() makes.
+    /// A strand, as distlock::backend::make_strand() makes.
     using strand_type = asio::any_io_executor;
 
     struct options {
@@ -167,7 +167,7 @@ public:
         std::string peer = "PostgreSQL";
     };
 
-    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, inner_{distlock::detail::inner_executor(strand_)}, options_{std::move(opts)} {}
+    basic_connection(strand_type strand, options opts) : strand_{std::move(strand)}, inner_{distlock::backend::inner_executor(strand_)}, options_{std::move(opts)} {}
     ~basic_connection() { finish(); }
     basic_connection(const basic_connection&) = delete;
     basic_connection& operator=(const basic_connection&) = delete;
@@ -189,7 +189,7 @@ public:
     awaitable<std::error_code> connect(diagnostics* diag = nullptr)
     {
         auto self = this->shared_from_this();
-        auto [ec, words] = co_await distlock::detail::on_strand(
+        auto [ec, words] = co_await distlock::backend::on_strand(
             self->strand_,
             [](std::shared_ptr<basic_connection> self) -> awaitable<std::pair<std::error_code, std::string>> {
                 std::string words;
@@ -226,7 +226,7 @@ public:
 
 private:
     using outcome = std::pair<result<replies>, std::string>;
-    using completion = distlock::detail::waiting_caller<outcome>;
+    using completion = distlock::backend::waiting_caller<outcome>;
 
     struct request {
         std::vector<statement> statements;
@@ -248,7 +248,7 @@ private:
 
     enum class state { idle, connecting, ready };
 
-    using starter = distlock::detail::start_request<basic_connection, request>;
+    using starter = distlock::backend::start_request<basic_connection, request>;
     friend starter;
 
     // One coroutine frame per request (the starter owns the connection and the request).
@@ -276,7 +276,7 @@ private:
         load_.fetch_add(1, std::memory_order_relaxed);
         if (!registered_) {
             registered_ = true;
-            distlock::detail::hold_until_shutdown(strand_, {this->shared_from_this(), this});
+            distlock::backend::hold_until_shutdown(strand_, {this->shared_from_this(), this});
         }
         if (state_ == state::ready) {
             start(std::move(req));
@@ -352,7 +352,7 @@ private:
         while (state_ == state::connecting) {
             timer t{strand_, time_point::max()};
             connect_waiters_.push_back(&t);
-            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             std::erase(connect_waiters_, &t);
         }
         if (state_ == state::ready)
@@ -472,7 +472,7 @@ private:
         } forget_{connect_wait_};
         const auto which = readable ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write;
         const auto ready =
-            co_await distlock::detail::within(d.async_wait(which, distlock::detail::as_tuple_awaitable<Unused>()), deadline);
+            co_await distlock::backend::within(d.async_wait(which, distlock::backend::as_tuple_awaitable<Unused>()), deadline);
         d.release(); // libpq's socket: never closed here
         co_return ready.has_value();
     }
@@ -542,7 +542,7 @@ private:
     {
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_write,
-                                                           distlock::detail::as_tuple_awaitable<Unused>());
+                                                           distlock::backend::as_tuple_awaitable<Unused>());
             if (self->generation_ != generation)
                 co_return;
             if (ec) {
@@ -574,7 +574,7 @@ private:
         timer t{self->strand_};
         for (;;) {
             t.expires_after(tick);
-            (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (self->generation_ != generation)
                 co_return;
             const auto now = clock::now();
@@ -592,7 +592,7 @@ private:
         std::vector<std::shared_ptr<request>> answered;
         for (;;) {
             auto [ec] = co_await self->socket_->async_wait(asio::posix::stream_descriptor::wait_read,
-                                                           distlock::detail::as_tuple_awaitable<Unused>());
+                                                           distlock::backend::as_tuple_awaitable<Unused>());
             if (self->generation_ != generation)
                 co_return;
             if (ec) {

@@ -18,7 +18,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
+#include <distlock/backend/deferred.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/postgres/detail/connection.hpp>
 #include <distlock/postgres/detail/sql.hpp>
@@ -212,7 +212,7 @@ private:
         }
         for (;;) {
             t->expires_after(self->settings_.ping_interval);
-            (void)co_await t->async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await t->async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             {
                 std::lock_guard lock{self->mutex_};
                 if (!self->bound_ || self->ended_)

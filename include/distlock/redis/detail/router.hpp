@@ -27,10 +27,10 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/strand.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/strand.hpp>
 #include <distlock/diagnostics.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/error.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/cluster.hpp>
@@ -59,7 +59,7 @@ namespace distlock::redis::detail {
 template <class Unused = void>
 class basic_router : public std::enable_shared_from_this<basic_router<Unused>> {
 public:
-    using strand_type = asio::any_io_executor; // distlock::detail::make_strand()
+    using strand_type = asio::any_io_executor; // distlock::backend::make_strand()
     using replies = result<std::vector<resp::value>>;
 
     /// One server: its command connection and its subscriber.
@@ -85,10 +85,10 @@ public:
             if (!cfg_.validate())
                 for (std::size_t i = 1; i < cfg_.connections; ++i)
                     more_.push_back(std::make_shared<connection>(
-                        distlock::detail::make_strand(distlock::detail::inner_executor(strand_)), cfg_, tls_));
+                        distlock::backend::make_strand(distlock::backend::inner_executor(strand_)), cfg_, tls_));
         }
         if (mode_ == topology::sentinel)
-            switched_ = std::make_shared<distlock::detail::wakeup>(strand_);
+            switched_ = std::make_shared<distlock::backend::wakeup>(strand_);
     }
     basic_router(const basic_router&) = delete;
     basic_router& operator=(const basic_router&) = delete;
@@ -325,7 +325,7 @@ private:
                 last = errc::store_unavailable;
                 self->stale_ = true;
                 timer pause{co_await asio::this_coro::executor, clock::now() + refusal_pause};
-                (void)co_await pause.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                (void)co_await pause.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                 continue;
             }
             co_return got; // any other error reply: the store reads it
@@ -527,7 +527,7 @@ private:
     std::atomic<bool> stale_{false};                  // learn again before the next send
 
     // Sentinel: woken by +switch-master (and by the loss of its subscription).
-    std::shared_ptr<distlock::detail::wakeup> switched_;
+    std::shared_ptr<distlock::backend::wakeup> switched_;
     std::shared_ptr<subscriber> sentinel_sub_; // the Sentinel listened to (under mutex_)
 };
 

@@ -35,10 +35,10 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/handshake.hpp>
 #include <distlock/redis/resp/codec.hpp>
@@ -70,8 +70,8 @@ namespace distlock::redis::detail {
 template <class Unused = void>
 class basic_subscriber : public std::enable_shared_from_this<basic_subscriber<Unused>> {
 public:
-    using strand_type = asio::any_io_executor; // distlock::detail::make_strand()
-    using waiter = std::shared_ptr<distlock::detail::wakeup>;
+    using strand_type = asio::any_io_executor; // distlock::backend::make_strand()
+    using waiter = std::shared_ptr<distlock::backend::wakeup>;
 
     /// `sharded`: SSUBSCRIBE, SUNSUBSCRIBE and smessage (Redis Cluster, Redis 7).
     basic_subscriber(strand_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls, bool sharded = false)
@@ -99,7 +99,7 @@ public:
     /// last waiter left (see the design note).
     awaitable<std::error_code> subscribe(std::string channel, waiter w, duration linger = duration::zero())
     {
-        return distlock::detail::on_strand(
+        return distlock::backend::on_strand(
             strand_, subscribe_on_strand(this->shared_from_this(), std::move(channel), std::move(w), linger));
     }
 
@@ -236,7 +236,7 @@ private:
     {
         timer t{strand_, until};
         waiting_.push_back(&t);
-        (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+        (void)co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         std::erase(waiting_, &t);
     }
 

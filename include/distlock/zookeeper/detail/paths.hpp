@@ -5,12 +5,12 @@
 // where <owner token> is the lock() call's 32 hex digits and <seq> the sequence number
 // the server appends (ten digits). The resource's node is a container (deleted by the
 // server once its last child is gone); the prefix's node is persistent. Escaping
-// (distlock/detail/escape.hpp) keeps [A-Za-z0-9._:-] and writes every other byte as
+// (distlock/util/escape.hpp) keeps [A-Za-z0-9._:-] and writes every other byte as
 // %XX, so a resource's node is one path component that no other id shares; the names
 // ZooKeeper forbids ("." and "..") have their dots escaped too.
 #pragma once
 
-#include <distlock/detail/escape.hpp>
+#include <distlock/util/escape.hpp>
 #include <distlock/owner_token.hpp>
 
 #include <algorithm>
@@ -30,7 +30,7 @@ inline std::string component(std::string_view resource)
         return "%2E";
     if (resource == "..")
         return "%2E%2E";
-    return distlock::detail::escape(resource);
+    return distlock::util::escape(resource);
 }
 
 /// The inverse of component(); nullopt for a name component() never writes.
@@ -40,7 +40,7 @@ inline std::optional<std::string> resource_of(std::string_view name)
         return std::string{"."};
     if (name == "%2E%2E")
         return std::string{".."};
-    auto id = distlock::detail::unescape(name);
+    auto id = distlock::util::unescape(name);
     if (!id || id->empty() || *id == "." || *id == "..")
         return std::nullopt;
     return id;

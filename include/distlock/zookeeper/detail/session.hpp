@@ -33,12 +33,12 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/cut_off.hpp>
-#include <distlock/detail/deferred.hpp>
-#include <distlock/detail/on_strand.hpp>
-#include <distlock/detail/os_random.hpp>
-#include <distlock/detail/strand.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/cut_off.hpp>
+#include <distlock/backend/deferred.hpp>
+#include <distlock/backend/on_strand.hpp>
+#include <distlock/util/os_random.hpp>
+#include <distlock/backend/strand.hpp>
+#include <distlock/backend/wakeup.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
@@ -80,7 +80,7 @@ public:
     using engine_type = transport::engine<proto::codec>;
 
     basic_session(asio::any_io_executor ex, config cfg)
-        : strand_{distlock::detail::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_}, negotiated_{cfg_.session_timeout}
+        : strand_{distlock::backend::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_}, negotiated_{cfg_.session_timeout}
     {}
 
     basic_session(const basic_session&) = delete;
@@ -306,7 +306,7 @@ public:
     /// A local waiter on one path's exists-watch.
     struct watch {
         explicit watch(asio::any_io_executor ex) : wake{std::move(ex)} {}
-        distlock::detail::wakeup wake;
+        distlock::backend::wakeup wake;
         std::atomic<bool> fired{false};
         std::atomic<bool> deleted{false}; ///< fired by the node's deletion (not a session's end)
         std::atomic<bool> changed{false}; ///< fired by a change of the node's data (its holder's mark)
@@ -581,8 +581,8 @@ private:
             }
             co_return replies;
         };
-        auto r = co_await distlock::detail::within(exchange(*this, s, std::move(payload), expected),
-                                                   distlock::detail::after(cfg_.connect_timeout));
+        auto r = co_await distlock::backend::within(exchange(*this, s, std::move(payload), expected),
+                                                   distlock::backend::after(cfg_.connect_timeout));
         if (!r)
             co_return distlock::errc::outcome_unknown;
         co_return std::move(*r);
@@ -743,7 +743,7 @@ private:
             const auto pause = std::min<duration>(std::chrono::milliseconds{25} * (1 << std::min(failures, 5)),
                                                   std::chrono::milliseconds{800});
             self->tick_.expires_at(answered ? sent + interval : now + std::min<duration>(pause, interval));
-            (void)co_await self->tick_.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            (void)co_await self->tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         }
     }
 
@@ -758,7 +758,7 @@ private:
         pings_.fetch_add(1, std::memory_order_relaxed);
         auto self = this->shared_from_this();
         std::vector<request> ping(1, request{proto::xid::ping, proto::encode_ping()});
-        const auto got = co_await distlock::detail::within(call(self, std::move(ping), nullptr), until);
+        const auto got = co_await distlock::backend::within(call(self, std::move(ping), nullptr), until);
         co_return got && *got && got->value().front().err == 0;
     }
 
@@ -789,7 +789,7 @@ private:
         server_ = (server_ + 1) % cfg_.servers.size();
     }
 
-    asio::any_io_executor strand_; // distlock::detail::make_strand()
+    asio::any_io_executor strand_; // distlock::backend::make_strand()
     const config cfg_;
     std::shared_ptr<engine_type> engine_;
     timer tick_;

@@ -1,4 +1,4 @@
-// distlock/detail/splitmix.hpp: a small seeded pseudo-random generator for retry
+// distlock/util/splitmix.hpp: a small seeded pseudo-random generator for retry
 // jitter and the in-process store's fault injection.
 //
 // Why not <random>: neither use needs its engines' statistical quality, and the
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace distlock::detail {
+namespace distlock::util {
 
 class splitmix64 {
 public:
@@ -51,4 +51,4 @@ private:
     std::uint64_t state_;
 };
 
-} // namespace distlock::detail
+} // namespace distlock::util

@@ -1,4 +1,4 @@
-// distlock/detail/escape.hpp: resource ids as text that stores with a path or key
+// distlock/util/escape.hpp: resource ids as text that stores with a path or key
 // syntax accept (etcd keys, ZooKeeper node names): [A-Za-z0-9._:-] kept, every other
 // byte written as %XX (upper-case hex). Injective, never holds a '/', and the
 // inverse refuses anything escape() does not write, so one id has one spelling.
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace distlock::detail {
+namespace distlock::util {
 
 inline std::string escape(std::string_view resource)
 {
@@ -58,4 +58,4 @@ inline std::optional<std::string> unescape(std::string_view escaped)
     return out;
 }
 
-} // namespace distlock::detail
+} // namespace distlock::util

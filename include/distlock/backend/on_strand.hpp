@@ -1,4 +1,4 @@
-// distlock/detail/on_strand.hpp: runs a coroutine on a strand and lets the caller's
+// distlock/backend/on_strand.hpp: runs a coroutine on a strand and lets the caller's
 // cancellation reach it there.
 //
 // Why not plain co_spawn(strand, op, use_awaitable): Asio 1.22 connects the caller's
@@ -10,7 +10,7 @@
 // work; the spawned coroutine sees it there.
 #pragma once
 
-#include <distlock/detail/cut_off.hpp>
+#include <distlock/backend/cut_off.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -23,7 +23,7 @@
 #include <memory>
 #include <optional>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// Whether the calling coroutine was asked to stop.
 // A template so that it is compiled only where it is used (see detail/lease_state.hpp).
@@ -37,7 +37,7 @@ awaitable<bool> cancelled()
 /// Runs `op` on `strand` (any executor that serialises its work), relaying the
 /// caller's cancellation there.
 // Over awaitable<void> only: co_spawn into use_awaitable instantiates its entry point
-// and handlers per result type (see detail/cut_off.hpp); on_strand() below carries a
+// and handlers per result type (see backend/cut_off.hpp); on_strand() below carries a
 // result through a reference instead. A template so that it is compiled only where it
 // is used.
 template <class Strand, class Unused = void>
@@ -69,4 +69,4 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
     co_return std::move(*out);
 }
 
-} // namespace distlock::detail
+} // namespace distlock::backend

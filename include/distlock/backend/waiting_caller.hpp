@@ -1,4 +1,4 @@
-// distlock/detail/waiting_caller.hpp: the caller of an asynchronous operation that a
+// distlock/backend/waiting_caller.hpp: the caller of an asynchronous operation that a
 // connection answers later, kept as its completion handler, and the io_context
 // service that lets such callers go when the io_context shuts down.
 //
@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// A caller waiting for an `Outcome`: its completion handler, type-erased because the
 /// request that keeps it may outlive the frame that made it (an abandoned request
@@ -182,4 +182,4 @@ void hold_until_shutdown(const Executor& ex, std::shared_ptr<holds_waiting_calle
     asio::use_service<waiting_callers>(asio::query(ex, asio::execution::context)).add(std::move(holder));
 }
 
-} // namespace distlock::detail
+} // namespace distlock::backend

@@ -1,4 +1,4 @@
-// distlock/detail/os_random.hpp: bytes from the operating system's CSPRNG.
+// distlock/util/os_random.hpp: bytes from the operating system's CSPRNG.
 //
 // Owner tokens must be unguessable and unique across processes and machines, so they
 // come from getrandom(2), never from a counter, a pid or a seeded PRNG. A syscall per
@@ -19,7 +19,7 @@
 #include <cstring>
 #include <span>
 
-namespace distlock::detail {
+namespace distlock::util {
 
 inline std::atomic<unsigned>& fork_generation() noexcept
 {
@@ -88,4 +88,4 @@ inline std::uint64_t os_random_u64() noexcept
     return value;
 }
 
-} // namespace distlock::detail
+} // namespace distlock::util

@@ -1,4 +1,4 @@
-// distlock/detail/deferred.hpp: completion tokens whose type depends on a template
+// distlock/backend/deferred.hpp: completion tokens whose type depends on a template
 // parameter, for the coroutine templates of the headers.
 //
 // Why: g++ resolves a call whose arguments do not depend on a template parameter
@@ -11,10 +11,12 @@
 // included but unused then cost little more than their parsing.
 #pragma once
 
+#include <asio/awaitable.hpp>
+
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 template <class T, class Dependent>
 struct deferred_type {
@@ -29,4 +31,12 @@ constexpr auto as_tuple_awaitable() noexcept
     return asio::experimental::as_tuple(typename deferred_type<asio::use_awaitable_t<>, Dependent>::type{});
 }
 
-} // namespace distlock::detail
+/// The value an awaitable completes with: `awaited<asio::awaitable<T>>::type` is T.
+template <class A>
+struct awaited;
+template <class T>
+struct awaited<asio::awaitable<T>> {
+    using type = T;
+};
+
+} // namespace distlock::backend

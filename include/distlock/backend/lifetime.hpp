@@ -1,13 +1,13 @@
-// distlock/detail/lifetime.hpp: how a store owns the work its leases start, and how
+// distlock/backend/lifetime.hpp: how a store owns the work its leases start, and how
 // that work reaches a store without ever touching one that is gone.
 //
 // Design note. A lease outlives the call that made it, and so does what it starts:
 // the watchdog's extensions, a release sent after the lease went out of scope, the
 // clean-up of an attempt cut off by its deadline. Each of them needs the store. They
-// do not hold `Store&`; they hold a backend_ref: a pointer to the store plus shared
+// do not hold `Store&`; they hold a store_ref: a pointer to the store plus shared
 // ownership of the store's `lifetime`, the one object that says whether the store is
 // still there.
-//  - A call through a backend_ref enters the lifetime (a short critical section, no
+//  - A call through a store_ref enters the lifetime (a short critical section, no
 //    suspension inside), checks that the store is open, and starts the operation.
 //    Stores that take part keep one rule: an operation, once started, owns what it
 //    needs (shared state, copies) and never touches the store object again. So the
@@ -26,13 +26,15 @@
 //    then finds the store closed and touches nothing.
 // A store that does not take part (a user's own adapter without `lifetime()`) is
 // used through a plain pointer: it must outlive every lease and lock() using it.
+// Taking part is all or nothing (managed_store in contract.hpp: lifetime(),
+// operation_timeout(), close()); backend::store_shell provides all three.
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/auto_reset_event.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
 #include <distlock/error.hpp>
 #include <distlock/result.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/deferred.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -49,7 +51,7 @@
 #include <utility>
 #include <vector>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// Something that must hear when its store closes: a lease keeper, a watcher.
 class closing_listener {
@@ -267,110 +269,4 @@ private:
 
 using lifetime = basic_lifetime<>;
 
-/// Stores that own their background work expose `lifetime()`.
-template <class S>
-concept has_lifetime = requires(S& s) {
-    { s.lifetime() } -> std::convertible_to<std::shared_ptr<lifetime>>;
-};
-
-/// How the core reaches a store: see the design note above.
-template <class S>
-class backend_ref {
-public:
-    backend_ref() = default;
-    explicit backend_ref(S& s) : store_{&s}
-    {
-        if constexpr (has_lifetime<S>)
-            life_ = s.lifetime();
-    }
-
-    /// Starts `op(store)` (which returns an awaitable<result<T>>) if the store is open;
-    /// otherwise the awaitable completes with errc::store_unavailable, without I/O.
-    template <class Op>
-    auto call(Op&& op) const -> decltype(op(std::declval<S&>()))
-    {
-        using awaitable_type = decltype(op(std::declval<S&>()));
-        if constexpr (has_lifetime<S>) {
-            auto in = life_->enter();
-            if (!in)
-                return closed_result<awaitable_type>();
-            return op(*store_);
-        } else {
-            return op(*store_);
-        }
-    }
-
-    /// Runs `fn(store)` synchronously if the store is open: std::nullopt otherwise.
-    template <class Fn>
-    auto with(Fn&& fn) const -> std::optional<decltype(fn(std::declval<S&>()))>
-    {
-        if constexpr (has_lifetime<S>) {
-            auto in = life_->enter();
-            if (!in || life_->closing())
-                return std::nullopt;
-            return fn(*store_);
-        } else {
-            return fn(*store_);
-        }
-    }
-
-    /// Spawns work owned by the store (on its executor); dropped if it is closed.
-    void spawn(awaitable<void> work) const
-    {
-        if constexpr (has_lifetime<S>)
-            life_->spawn(std::move(work));
-        else
-            asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
-    }
-
-    /// Counts the caller's own background work on the store until the guard is
-    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
-    lifetime::work track() const
-    {
-        if constexpr (has_lifetime<S>)
-            return life_->track();
-        else
-            return {};
-    }
-
-    /// Registers a listener for the store's closing (no-op for stores without one).
-    bool listen(std::weak_ptr<closing_listener> l) const
-    {
-        if constexpr (has_lifetime<S>)
-            return life_->listen(std::move(l));
-        else
-            return true;
-    }
-
-    bool open() const
-    {
-        if constexpr (has_lifetime<S>)
-            return life_->open() && !life_->closing();
-        else
-            return true;
-    }
-
-    /// Valid only while the store is open; for identity (the local line's key) and
-    /// synchronous use inside call().
-    S* get() const noexcept { return store_; }
-    asio::any_io_executor get_executor() const { return executor_; }
-
-private:
-    template <class A>
-    static A closed_result()
-    {
-        using value = typename awaited<A>::type; // result<T>
-        return closed_value<value>();
-    }
-    template <class R>
-    static awaitable<R> closed_value()
-    {
-        co_return R{make_error_code(errc::store_unavailable)};
-    }
-
-    S* store_ = nullptr;
-    std::shared_ptr<lifetime> life_;
-    asio::any_io_executor executor_ = store_ ? store_->get_executor() : asio::any_io_executor{};
-};
-
-} // namespace distlock::detail
+} // namespace distlock::backend

@@ -1,4 +1,4 @@
-// distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
+// distlock/backend/wakeup.hpp: the signal a release notification delivers to one waiter.
 //
 // An auto_reset_event with the waiter's name: safe to signal from any thread, and a
 // signal sent before the waiter starts waiting is kept, so a release that happens
@@ -7,7 +7,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/auto_reset_event.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -19,7 +19,7 @@
 #include <system_error>
 #include <utility>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 class wakeup {
 public:
@@ -70,7 +70,7 @@ public:
 
     /// True when signalled, false when `until` came first or on cancellation.
     // A template so that it is compiled only where it is used (see
-    // detail/deferred.hpp).
+    // backend/deferred.hpp).
     template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
@@ -85,4 +85,4 @@ private:
     bool has_letter_ = false;
 };
 
-} // namespace distlock::detail
+} // namespace distlock::backend

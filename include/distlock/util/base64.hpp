@@ -1,4 +1,4 @@
-// distlock/detail/base64.hpp: standard base64 (RFC 4648, with padding), as the JSON
+// distlock/util/base64.hpp: standard base64 (RFC 4648, with padding), as the JSON
 // APIs of DynamoDB (Binary attributes) and etcd (keys and values) carry bytes.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace distlock::detail {
+namespace distlock::util {
 
 inline std::string base64(std::string_view in)
 {
@@ -73,4 +73,4 @@ inline std::optional<std::string> from_base64(std::string_view in)
     return out;
 }
 
-} // namespace distlock::detail
+} // namespace distlock::util

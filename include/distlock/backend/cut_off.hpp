@@ -1,4 +1,4 @@
-// distlock/detail/cut_off.hpp: an operation cut off at a point in time, and a result
+// distlock/backend/cut_off.hpp: an operation cut off at a point in time, and a result
 // carried out of a coroutine of another type.
 //
 // Why a race of its own rather than Asio's `op || timer`: the operator instantiates a
@@ -12,7 +12,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
+#include <distlock/backend/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/associated_cancellation_slot.hpp>
@@ -31,7 +31,7 @@
 #include <system_error>
 #include <utility>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// Awaits `op` and keeps its result in `out` (which outlives the await).
 template <class T>
@@ -149,7 +149,7 @@ struct start_deadline_race {
 /// it completed, before this returns false (the same as `op || timer`). The caller's
 /// cancellation is passed on to `op` and answers false as `until` would, unless `op`
 /// had ended before it. An exception from `op` is rethrown here when `op` came first.
-// A template so that it is compiled only where it is used (see detail/deferred.hpp).
+// A template so that it is compiled only where it is used (see backend/deferred.hpp).
 template <class Unused = void>
 awaitable<bool> finished_before(awaitable<void> op, time_point until)
 {
@@ -177,4 +177,4 @@ awaitable<std::optional<T>> within(awaitable<T> op, time_point until)
     co_return std::move(out);
 }
 
-} // namespace distlock::detail
+} // namespace distlock::backend

@@ -1,4 +1,4 @@
-// distlock/detail/strand.hpp: the strands the connections and sessions run on.
+// distlock/backend/strand.hpp: the strands the connections and sessions run on.
 //
 // Why not asio::strand<asio::any_io_executor>: its inner executor is type-erased, and
 // Asio 1.22 pays for that on every hand-off. Each execute() on the strand asks the
@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <typeinfo>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// `ex`'s target when it is a `T`, else null. Asio 1.22's any_executor::target() does
 /// not check the type it is asked for; this does, by RTTI. Without RTTI the type
@@ -64,4 +64,4 @@ asio::any_io_executor inner_executor(const std::type_identity_t<Executor>& stran
     return strand;
 }
 
-} // namespace distlock::detail
+} // namespace distlock::backend

@@ -1,4 +1,4 @@
-// distlock/detail/auto_reset_event.hpp: a flag that one coroutine waits for and any
+// distlock/backend/auto_reset_event.hpp: a flag that one coroutine waits for and any
 // thread sets.
 //
 // What the library needs from "wake me when X happened": a release notification for a
@@ -26,7 +26,7 @@
 #pragma once
 
 #include <distlock/clock.hpp>
-#include <distlock/detail/deferred.hpp>
+#include <distlock/backend/deferred.hpp>
 #include <distlock/result.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -36,7 +36,7 @@
 #include <system_error>
 #include <utility>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 class auto_reset_event {
 public:
@@ -62,7 +62,7 @@ public:
 
     /// True when set (taking the set); false when `until` came first or the caller's
     /// cancellation ended the wait. One waiter at a time.
-    // A template so that it is compiled only where it is used (see detail/deferred.hpp).
+    // A template so that it is compiled only where it is used (see backend/deferred.hpp).
     template <class Unused = void>
     awaitable<bool> wait(time_point until = time_point::max())
     {
@@ -104,4 +104,4 @@ private:
     timer timer_;
 };
 
-} // namespace distlock::detail
+} // namespace distlock::backend

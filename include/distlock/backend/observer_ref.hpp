@@ -1,10 +1,10 @@
-// distlock/detail/observer_ref.hpp: a non-owning, type-erased reference to an observer,
+// distlock/backend/observer_ref.hpp: a non-owning, type-erased reference to an observer,
 // so that acquisition policies can report events without being templates over it.
 #pragma once
 
 #include <distlock/observe.hpp>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 class observer_ref {
 public:
@@ -30,4 +30,4 @@ private:
     void (*call_)(const void*, const event&) = nullptr;
 };
 
-} // namespace distlock::detail
+} // namespace distlock::backend

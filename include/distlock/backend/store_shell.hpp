@@ -1,0 +1,141 @@
+// distlock/backend/store_shell.hpp: what every store of the library is made of apart
+// from its protocol: its executor, its validated settings, its lifetime, close() and
+// the order in which its destructor stops things.
+//
+// Design note. A store class holds its protocol only. It derives from
+// store_base<Config>, which keeps the executor, the settings (validated before
+// anything else is built from them) and the lifetime (lifetime.hpp), and it says in
+// two members how it stops:
+//  - `void stop() noexcept`: what destruction does once no call can start any more
+//    (close connections, stop keepers, wake waiters): never waits for I/O.
+//  - `awaitable<void> finish()`: what close() does once the pending releases are done
+//    and the leases still held are ended (revoke a session, then stop()).
+// The public type is store_shell<Store>, which derives from the store. It is the most
+// derived class, so its destructor runs first: it shuts the lifetime (no call enters
+// the store any more, held leases are told) and then calls stop(), while every member
+// of the store is still alive. Written in each store, that order was six copies of
+// the same lines; here it cannot be got wrong.
+//
+// Why stores are templates (`template <class Unused = void> class basic_store`): g++
+// emits a header's non-template coroutines in every translation unit that includes
+// it; a class template's members are compiled only where they are used. The same
+// reason makes the library's other coroutine helpers templates.
+#pragma once
+
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/execution_context.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace distlock::backend {
+
+/// Settings a store can check before any I/O: `validate()` returns
+/// errc::invalid_argument (or another code) for settings it refuses.
+template <class C>
+concept validated_config = std::copy_constructible<C> && requires(const C& c) {
+    { c.validate() } -> std::convertible_to<std::error_code>;
+};
+
+/// What a store keeps besides its protocol: see the design note above.
+template <class Config>
+class store_base {
+public:
+    using executor_type = asio::any_io_executor;
+    using config_type = Config;
+
+    store_base(const store_base&) = delete;
+    store_base& operator=(const store_base&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    /// The settings the store was made with (validated).
+    const Config& settings() const noexcept { return cfg_; }
+    /// What the core reaches the store through, so that nothing outlives it.
+    std::shared_ptr<backend::lifetime> lifetime() const noexcept { return life_; }
+
+protected:
+    /// Throws std::system_error with the settings' error code (errc::invalid_argument)
+    /// and `name` ("distlock::redis::store") when `cfg.validate()` refuses them, unless
+    /// `checked_later` (a store that answers every request with the error instead).
+    store_base(executor_type ex, Config cfg, std::string_view name, bool checked_later = false)
+        : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    {
+        if constexpr (validated_config<Config>) {
+            if (!checked_later)
+                if (auto ec = cfg_.validate())
+                    throw std::system_error{ec, std::string{name} + ": " + problem_of(cfg_)};
+        }
+        life_ = backend::lifetime::make(ex_);
+    }
+    ~store_base() = default;
+
+    executor_type ex_;
+    Config cfg_;
+    std::shared_ptr<backend::lifetime> life_;
+
+private:
+    static std::string problem_of(const Config& c)
+    {
+        if constexpr (requires { { c.problem() } -> std::convertible_to<std::string>; }) {
+            std::string words = c.problem();
+            if (!words.empty())
+                return words;
+        }
+        return "settings";
+    }
+};
+
+/// Settings for a store that has none.
+struct no_settings {};
+
+/// A store's public type: the store class with its destructor's order and close().
+/// See the design note above.
+template <class Store>
+class store_shell final : public Store {
+public:
+    using executor_type = asio::any_io_executor;
+    using config_type = typename Store::config_type;
+
+    /// The store's own constructor arguments after the executor (its settings, ...).
+    template <class... Args>
+    explicit store_shell(executor_type ex, Args&&... args) : Store(std::move(ex), std::forward<Args>(args)...)
+    {
+        static_assert(managed_store<store_shell>, "a store models managed_store: it defines operation_timeout()");
+    }
+
+    /// The same, on an execution context's executor (an asio::io_context).
+    template <class ExecutionContext, class... Args>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    explicit store_shell(ExecutionContext& ctx, Args&&... args)
+        : store_shell(executor_type{ctx.get_executor()}, std::forward<Args>(args)...)
+    {}
+
+    /// Shuts the lifetime (no call starts on the store any more; held leases hear
+    /// that it is gone), then stops the store: never waits for I/O. Leases are left
+    /// to expire on the server (close() gives them back first).
+    ~store_shell()
+    {
+        this->life_->shut();
+        Store::stop();
+    }
+
+    /// Refuses new locks, finishes the releases still pending, ends the leases still
+    /// held (reported lost, released), then finishes the store (its session, its
+    /// connections): io.run() can return afterwards.
+    awaitable<void> close()
+    {
+        co_await this->life_->close();
+        co_await Store::finish();
+    }
+};
+
+} // namespace distlock::backend
