@@ -5,7 +5,7 @@
 #include "pending.hpp"
 #include "support.hpp"
 
-#include <distlock/detail/strand.hpp>
+#include <distlock/backend/strand.hpp>
 #include <distlock/transport/engine.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -37,8 +37,8 @@ struct rig {
     std::shared_ptr<engine_type> engine;
 
     // The engine runs on a strand over a type-erased executor (the fallback of
-    // detail::make_strand(), which the stores' tests do not reach), or with
-    // `store_strand` on the one detail::make_strand() gives the stores.
+    // backend::make_strand(), which the stores' tests do not reach), or with
+    // `store_strand` on the one backend::make_strand() gives the stores.
     explicit rig(dl::duration request_timeout = 10s, dl::duration idle_timeout = {}, bool store_strand = false)
     {
         const asio::any_io_executor ex = io.get_executor();
@@ -566,7 +566,7 @@ TEST_CASE("transport engine: a caller on a strand of its own resumes on that str
     CHECK(on_own);
 }
 
-TEST_CASE("detail::make_strand: over the io_context's executor type when given one, else over the executor given",
+TEST_CASE("backend::make_strand: over the io_context's executor type when given one, else over the executor given",
           "[transport]")
 {
     asio::io_context io;
@@ -600,7 +600,7 @@ TEST_CASE("detail::make_strand: over the io_context's executor type when given o
     CHECK(dl::detail::inner_executor(pool_ex) == pool_ex);
 }
 
-TEST_CASE("transport engine: on the strand detail::make_strand gives, replies resume their callers in order",
+TEST_CASE("transport engine: on the strand backend::make_strand gives, replies resume their callers in order",
           "[transport]")
 {
     rig r{10s, {}, true};

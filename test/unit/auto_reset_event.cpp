@@ -1,13 +1,13 @@
-// detail::auto_reset_event: the flag behind release wake-ups, a store's close() and
+// backend::auto_reset_event: the flag behind release wake-ups, a store's close() and
 // the quorum fan-out. One set is kept until taken, set() never resumes the waiter
 // inline, a deadline and the caller's cancellation end a wait, an io_context destroyed
 // during a wait ends the waiting coroutine, and sets from other threads are never lost
-// (the [concurrency] cases run under TSan). detail::wakeup, the event with a waiter's
+// (the [concurrency] cases run under TSan). backend::wakeup, the event with a waiter's
 // name: which release messages wake it, and what one named for it carries.
 #include "support.hpp"
 
-#include <distlock/detail/auto_reset_event.hpp>
-#include <distlock/detail/wakeup.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
+#include <distlock/backend/wakeup.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>

@@ -1,4 +1,4 @@
-// detail::finished_before and detail::within: the race between an operation and its
+// backend::finished_before and backend::within: the race between an operation and its
 // deadline behind every deadline of the library. The first side to end decides, the
 // other is ended and awaited before the caller resumes, the caller's cancellation
 // reaches the operation, an exception from the operation reaches the caller, and an
@@ -6,7 +6,7 @@
 // [concurrency] case runs races on strands of a two-thread io_context (under TSan).
 #include "support.hpp"
 
-#include <distlock/detail/cut_off.hpp>
+#include <distlock/backend/cut_off.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
