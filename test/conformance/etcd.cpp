@@ -24,7 +24,7 @@ using json = nlohmann::json;
 
 using patient_mutex = dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff>;
 
-std::string b64(std::string_view s) { return dl::detail::base64(s); }
+std::string b64(std::string_view s) { return dl::util::base64(s); }
 
 // The keys of a resource's queue, oldest first, as the harness's own client sees them.
 std::vector<etcd::detail::kv> queue_of(const test::etcd_cluster& c, const std::string& prefix,

@@ -19,7 +19,7 @@ namespace etcd = distlock::etcd;
 using json = nlohmann::json;
 using patient_mutex = dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff>;
 
-std::string b64(std::string_view s) { return dl::detail::base64(s); }
+std::string b64(std::string_view s) { return dl::util::base64(s); }
 
 bool answered(const json& j) { return j.is_object() && j.contains("header") && !j.contains("error"); }
 

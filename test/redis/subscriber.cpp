@@ -114,7 +114,7 @@ std::string message(const std::string& channel)
 }
 
 using subscriber_ptr = std::shared_ptr<dl::redis::detail::subscriber>;
-using waiter_ptr = std::shared_ptr<dl::detail::wakeup>;
+using waiter_ptr = std::shared_ptr<dl::backend::wakeup>;
 
 subscriber_ptr make_subscriber(asio::io_context& io, dl::redis::config cfg)
 {
@@ -165,7 +165,7 @@ TEST_CASE("redis: LOADING during the handshake is store_unavailable on both conn
         CHECK(main.error() == dl::errc::store_unavailable);
         CHECK(diag.client_message().find("LOADING") != std::string::npos); // in the handshake
 
-        auto w = std::make_shared<dl::detail::wakeup>(co_await asio::this_coro::executor);
+        auto w = std::make_shared<dl::backend::wakeup>(co_await asio::this_coro::executor);
         const auto ec = co_await sub->subscribe("ch", w);
         CHECK(ec == dl::errc::store_unavailable); // not auth_failed: the password was never judged
     });
@@ -189,12 +189,12 @@ TEST_CASE("redis: a subscription is confirmed by its own acknowledgement, not an
     run(io, [&]() -> asio::awaitable<void> {
         const auto ex = co_await asio::this_coro::executor;
         // A waiter subscribes and leaves before Redis answered; another one comes.
-        auto first = std::make_shared<dl::detail::wakeup>(ex);
+        auto first = std::make_shared<dl::backend::wakeup>(ex);
         auto first_result = std::make_shared<std::optional<std::error_code>>();
         asio::co_spawn(ex, subscribe_into(sub, "ch", first, first_result), asio::detached);
         { const bool sent_ = co_await eventually([&] { return server.count("SUBSCRIBE") == 1; }); REQUIRE(sent_); }
         sub->unsubscribe("ch", first);
-        auto second = std::make_shared<dl::detail::wakeup>(ex);
+        auto second = std::make_shared<dl::backend::wakeup>(ex);
         auto second_result = std::make_shared<std::optional<std::error_code>>();
         asio::co_spawn(ex, subscribe_into(sub, "ch", second, second_result), asio::detached);
         { const bool sent_ = co_await eventually([&] { return server.count("SUBSCRIBE") == 2; }); REQUIRE(sent_); }

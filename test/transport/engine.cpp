@@ -43,7 +43,7 @@ struct rig {
     {
         const asio::any_io_executor ex = io.get_executor();
         engine = std::make_shared<engine_type>(
-            store_strand ? dl::detail::make_strand(ex) : asio::any_io_executor{asio::make_strand(ex)}, line_codec{},
+            store_strand ? dl::backend::make_strand(ex) : asio::any_io_executor{asio::make_strand(ex)}, line_codec{},
             engine_type::options{request_timeout, "scripted", idle_timeout},
             [this](scripted_stream& s, std::string& diagnostic) -> asio::awaitable<std::error_code> {
                 REQUIRE(connects < scripts.size());
@@ -570,20 +570,20 @@ TEST_CASE("backend::make_strand: over the io_context's executor type when given 
           "[transport]")
 {
     asio::io_context io;
-    const auto fast = dl::detail::make_strand(asio::any_io_executor{io.get_executor()});
+    const auto fast = dl::backend::make_strand(asio::any_io_executor{io.get_executor()});
     // (Asio 1.22's own target() does not check the type: target_of() does.)
     CHECK(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(fast) != nullptr);
     CHECK(dl::detail::target_of<asio::strand<asio::any_io_executor>>(fast) == nullptr);
-    CHECK(dl::detail::inner_executor(fast) == asio::any_io_executor{io.get_executor()});
+    CHECK(dl::backend::inner_executor(fast) == asio::any_io_executor{io.get_executor()});
 
     // Any other executor (here a thread pool's) gets the strand over itself, which still
     // runs one piece of work at a time: two threads posting through it lose no update.
     asio::thread_pool pool{2};
     const asio::any_io_executor pool_ex = pool.get_executor();
-    const auto other = dl::detail::make_strand(pool_ex);
+    const auto other = dl::backend::make_strand(pool_ex);
     REQUIRE(dl::detail::target_of<asio::strand<asio::any_io_executor>>(other) != nullptr);
     CHECK(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(other) == nullptr);
-    CHECK(dl::detail::inner_executor(other) == pool_ex);
+    CHECK(dl::backend::inner_executor(other) == pool_ex);
     int count = 0; // not atomic: the strand alone keeps the increments apart
     constexpr int each = 2000;
     auto post_all = [&] {
@@ -597,7 +597,7 @@ TEST_CASE("backend::make_strand: over the io_context's executor type when given 
     CHECK(count == 2 * each);
 
     // Neither a strand nor an executor to wrap: inner_executor() answers the executor itself.
-    CHECK(dl::detail::inner_executor(pool_ex) == pool_ex);
+    CHECK(dl::backend::inner_executor(pool_ex) == pool_ex);
 }
 
 TEST_CASE("transport engine: on the strand backend::make_strand gives, replies resume their callers in order",

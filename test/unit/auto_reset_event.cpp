@@ -22,7 +22,7 @@
 #include <vector>
 
 using namespace test;
-using event = dl::detail::auto_reset_event;
+using event = dl::backend::auto_reset_event;
 
 namespace {
 
@@ -262,7 +262,7 @@ TEST_CASE("wakeup: a waiter wakes for messages naming it or everyone, and keeps 
           "[event]")
 {
     asio::io_context io;
-    dl::detail::wakeup named{io.get_executor(), "ab12"};
+    dl::backend::wakeup named{io.get_executor(), "ab12"};
     CHECK(named.wants("released"));
     CHECK(named.wants("ab12"));
     CHECK(named.wants("ab12:2:77:5"));
@@ -278,7 +278,7 @@ TEST_CASE("wakeup: a waiter wakes for messages naming it or everyone, and keeps 
     CHECK(named.try_take());
     CHECK(named.take_letter() == std::optional<std::string>{"3:78:6"});
     CHECK_FALSE(named.take_letter()); // once
-    dl::detail::wakeup anyone{io.get_executor()};
+    dl::backend::wakeup anyone{io.get_executor()};
     CHECK(anyone.wants("cd34:2:77:5"));
     anyone.signal("cd34:2:77:5");
     CHECK(anyone.try_take());
@@ -291,7 +291,7 @@ TEST_CASE("wakeup: letters signalled from another thread reach the waiter whole"
     // previous one; the consumer must read every number, in order, in one piece.
     constexpr int rounds = 300;
     asio::io_context io;
-    dl::detail::wakeup w{io.get_executor(), "id"};
+    dl::backend::wakeup w{io.get_executor(), "id"};
     std::atomic<int> taken = 0;
     std::atomic<bool> stop = false;
     std::thread producer{[&] {

@@ -61,7 +61,7 @@ TEST_CASE("within: an operation that ends first gives its result, and the deadli
     asio::io_context io;
     std::optional<std::optional<int>> got;
     asio::co_spawn(
-        io, [&]() -> asio::awaitable<void> { got = co_await dl::detail::within(answer_soon(42), dl::clock::now() + 1h); },
+        io, [&]() -> asio::awaitable<void> { got = co_await dl::backend::within(answer_soon(42), dl::clock::now() + 1h); },
         asio::detached);
     // run() returns only when no work is left: a deadline timer still waiting for its
     // hour would keep it running.
@@ -83,7 +83,7 @@ TEST_CASE("finished_before: at the deadline the operation is cancelled and await
         asio::co_spawn(
             co_await asio::this_coro::executor,
             [&]() -> asio::awaitable<void> {
-                first = co_await dl::detail::finished_before(wait_until(dl::time_point::max(), rec),
+                first = co_await dl::backend::finished_before(wait_until(dl::time_point::max(), rec),
                                                              dl::clock::now() + 5s);
                 op_ended_at_answer = rec.ended;
             },
@@ -110,7 +110,7 @@ TEST_CASE("finished_before: the caller's cancellation reaches the operation and 
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
-            first = co_await dl::detail::finished_before(wait_until(dl::time_point::max(), rec),
+            first = co_await dl::backend::finished_before(wait_until(dl::time_point::max(), rec),
                                                          dl::clock::now() + 1h);
             op_ended_at_answer = rec.ended;
         },
@@ -138,7 +138,7 @@ TEST_CASE("within: an exception from the operation reaches the caller", "[race]"
         io,
         [&]() -> asio::awaitable<void> {
             try {
-                (void)co_await dl::detail::within(fail_soon(), dl::clock::now() + 1h);
+                (void)co_await dl::backend::within(fail_soon(), dl::clock::now() + 1h);
                 returned = true;
             } catch (const std::runtime_error& e) {
                 caught = e.what();
@@ -177,7 +177,7 @@ TEST_CASE("finished_before: an operation cut off by its deadline may throw on it
             co_await asio::this_coro::executor,
             [&]() -> asio::awaitable<void> {
                 try {
-                    first = co_await dl::detail::finished_before(op(threw_inside), dl::clock::now() + 1s);
+                    first = co_await dl::backend::finished_before(op(threw_inside), dl::clock::now() + 1s);
                 } catch (const std::exception& e) {
                     caught = e.what();
                 }
@@ -214,7 +214,7 @@ TEST_CASE("finished_before: an io_context destroyed during the race lets go of t
                     dl::timer t{co_await asio::this_coro::executor, dl::time_point::max()};
                     (void)co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
                 }(std::move(its));
-                (void)co_await dl::detail::finished_before(std::move(op), dl::clock::now() + 1h);
+                (void)co_await dl::backend::finished_before(std::move(op), dl::clock::now() + 1h);
                 resumed = true;
             }(std::move(for_caller), std::move(for_op), resumed),
             asio::detached);
@@ -246,7 +246,7 @@ TEST_CASE("finished_before: races whose sides end together, on strands of a two-
                     const auto now = dl::clock::now();
                     const auto op_ends = now + std::chrono::microseconds{(i * 37 + w * 11) % 200};
                     const auto deadline = now + std::chrono::microseconds{(i * 53 + w * 7) % 200};
-                    (void)co_await dl::detail::finished_before(wait_until(op_ends, rec), deadline);
+                    (void)co_await dl::backend::finished_before(wait_until(op_ends, rec), deadline);
                     if (rec.ended)
                         ++ended_before_answer;
                     ++answered;

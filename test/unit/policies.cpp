@@ -46,11 +46,11 @@ TEST_CASE("the jitter generator: SplitMix64's sequence, uniform in a closed rang
 {
     // The reference sequence for seed 0 (Steele, Lea and Flood): a seeded simulation
     // replays the same faults wherever it runs.
-    dl::detail::splitmix64 g{0};
+    dl::util::splitmix64 g{0};
     CHECK(g.next() == 0xe220a8397b1dcdafULL);
     CHECK(g.next() == 0x6e789e6aa1b965f4ULL);
     CHECK(g.next() == 0x06c45d188009454fULL);
-    dl::detail::splitmix64 a{42}, b{42};
+    dl::util::splitmix64 a{42}, b{42};
     for (int i = 0; i < 100; ++i)
         REQUIRE(a.next() == b.next());
 

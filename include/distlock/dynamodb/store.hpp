@@ -29,6 +29,7 @@
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
 #pragma once
 
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/aws/sigv4.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/util/base64.hpp>
@@ -146,18 +147,17 @@ inline std::optional<std::string> string(const nlohmann::json& item, const char*
 /// calls reach the store through its lifetime: after it is destroyed they find it
 /// closed and report errc::store_unavailable. close() finishes the releases still
 /// pending, then closes the connection, so io.run() returns.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
-class basic_store {
+class basic_store : public backend::store_base<config> {
+    using base = backend::store_base<config>;
+
 public:
-    using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire_item;
 
     /// Throws std::system_error (errc::invalid_argument) when the TLS settings cannot
     /// be loaded; connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::dynamodb::store", true}
     {
         if (cfg_.credentials.empty())
             cfg_.credentials = credentials::from_environment();
@@ -173,34 +173,9 @@ public:
                                                             std::string& diagnostic) -> awaitable<std::error_code> {
                 co_return co_await s.connect(endpoint, ctx.get(), diagnostic);
             });
-        life_ = distlock::backend::lifetime::make(ex_);
     }
 
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
-    {}
-
-    ~basic_store()
-    {
-        life_->shut();
-        engine_->close();
-    }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    const config& settings() const noexcept { return cfg_; }
-    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
-    duration operation_timeout() const noexcept { return cfg_.connect_timeout + cfg_.request_timeout; }
-
-    /// Refuses new locks, finishes the releases still pending, then closes the
-    /// connection: io.run() can return afterwards.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        engine_->close();
-    }
+    duration operation_timeout() const noexcept { return saturating_add(cfg_.connect_timeout, cfg_.request_timeout); }
 
     /// Closes the connection; the next request connects again.
     void disconnect() { engine_->close(); }
@@ -676,14 +651,23 @@ private:
         co_return info;
     }
 
-    executor_type ex_;
-    config cfg_;
     std::string region_;
     engine_ptr engine_;
-    std::shared_ptr<distlock::backend::lifetime> life_;
+
+protected:
+    ~basic_store() = default;
+    void stop() noexcept
+    {
+        engine_->close();
+    }
+    awaitable<void> finish()
+    {
+        engine_->close();
+        co_return;
+    }
 };
 
 /// The DynamoDB store. See basic_store for its documentation.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 } // namespace distlock::dynamodb

@@ -23,6 +23,7 @@
 //    by its name (which only this lock() call uses).
 #pragma once
 
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/lifetime.hpp>
@@ -63,57 +64,26 @@ namespace distlock::etcd {
 /// revokes the session's lease (its keys go at once) and closes the connections, so
 /// io.run() returns; the destructor stops the keepalive and leaves the lease to
 /// expire on the server within its TTL.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
-class basic_store {
+class basic_store : public backend::store_base<config> {
+    using base = backend::store_base<config>;
+
 public:
-    using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings or TLS
     /// files that cannot be loaded; connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}
+    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::etcd::store"}
     {
-        if (auto ec = cfg.validate())
-            throw std::system_error{ec, "distlock::etcd::store: settings"};
-        client_ = std::make_shared<detail::client>(ex_, std::move(cfg));
+        client_ = std::make_shared<detail::client>(ex_, cfg_);
         session_ = std::make_shared<detail::session>(ex_, client_);
-        life_ = distlock::backend::lifetime::make(ex_);
     }
 
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
-    {}
-
-    ~basic_store()
-    {
-        life_->shut();
-        session_->stop();
-        client_->close();
-    }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    const config& settings() const noexcept { return client_->settings(); }
-    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     /// The longest one primitive runs: a lease grant, then up to two requests.
     duration operation_timeout() const noexcept
     {
-        return 3 * (settings().connect_timeout + settings().request_timeout);
-    }
-
-    /// Refuses new locks, finishes the releases still pending, revokes the session's
-    /// lease, then closes the connections: io.run() can return afterwards.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        if (const auto id = session_->stop())
-            co_await detail::session::revoke(client_, id);
-        client_->close();
+        return saturating_mul(saturating_add(cfg_.connect_timeout, cfg_.request_timeout), 3);
     }
 
     // -- session_queue_store ---------------------------------------------------------
@@ -456,14 +426,26 @@ private:
         co_return info;
     }
 
-    executor_type ex_;
     std::shared_ptr<detail::client> client_;
     std::shared_ptr<detail::session> session_;
-    std::shared_ptr<distlock::backend::lifetime> life_;
+
+protected:
+    ~basic_store() = default;
+    void stop() noexcept
+    {
+        session_->stop();
+        client_->close();
+    }
+    awaitable<void> finish()
+    {
+        if (const auto id = session_->stop())
+            co_await detail::session::revoke(client_, id);
+        client_->close();
+    }
 };
 
 /// The etcd store. See basic_store for its documentation.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 static_assert(session_queue_store<store>);
 static_assert(inspectable_store<store>);

@@ -15,6 +15,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/util/splitmix.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/backend/wakeup.hpp>
@@ -318,19 +319,26 @@ struct session_config {
     duration keepalive_every{};
     /// Safety margin subtracted from the session's validity (clock drift, scheduling).
     duration drift = std::chrono::milliseconds{2};
+
+    /// Checks the settings: TTL within [min_ttl, max_ttl], keepalive within (0, ttl),
+    /// drift within [0, ttl).
+    std::error_code validate() const noexcept
+    {
+        if (session_ttl < min_ttl || session_ttl > max_ttl)
+            return errc::invalid_argument;
+        if (keepalive_every < duration::zero() || keepalive_every >= session_ttl)
+            return errc::invalid_argument;
+        if (drift < duration::zero() || drift >= session_ttl)
+            return errc::invalid_argument;
+        return {};
+    }
 };
 
 /// Checks a session config: TTL within [min_ttl, max_ttl], keepalive within (0, ttl),
 /// drift within [0, ttl).
 inline std::error_code validate(const session_config& c) noexcept
 {
-    if (c.session_ttl < min_ttl || c.session_ttl > max_ttl)
-        return errc::invalid_argument;
-    if (c.keepalive_every < duration::zero() || c.keepalive_every >= c.session_ttl)
-        return errc::invalid_argument;
-    if (c.drift < duration::zero() || c.drift >= c.session_ttl)
-        return errc::invalid_argument;
-    return {};
+    return c.validate();
 }
 
 /// One client of a session_server: one session (opened on first use, renewed by one
@@ -351,47 +359,23 @@ inline std::error_code validate(const session_config& c) noexcept
 /// the client. close() finishes pending releases, ends the session (its entries go)
 /// and stops the keepalive, so io.run() can return; the destructor stops the
 /// keepalive and leaves the session to expire on the server.
-// A template only so that its coroutines are compiled where they are used (see
-// detail/lease_state.hpp). Used as memory::session_store.
+// Used as memory::session_store (backend::store_shell).
 template <class Unused = void>
-class basic_session_store {
+class basic_session_store : public backend::store_base<session_config> {
     struct core;
+    using base = backend::store_base<session_config>;
 
 public:
-    using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
     basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
-        : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
-          life_{distlock::backend::lifetime::make(ex_)}
-    {
-        if (auto ec = validate(cfg))
-            throw std::system_error{ec, "distlock::memory::session_store: config"};
-    }
-
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
-        : basic_session_store(executor_type{ctx.get_executor()}, server, cfg)
+        : base{std::move(ex), cfg, "distlock::memory::session_store"}, core_{std::make_shared<core>(ex_, server, cfg)}
     {}
 
-    ~basic_session_store()
-    {
-        life_->shut();
-        core_->stop(false);
-    }
-    basic_session_store(const basic_session_store&) = delete;
-    basic_session_store& operator=(const basic_session_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
-
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        core_->stop(true);
-    }
+    /// No bound: the link's injected faults include requests never answered
+    /// (blackholed), so every attempt keeps a timer of its own.
+    duration operation_timeout() const noexcept { return duration::max(); }
 
     // -- session_queue_store ---------------------------------------------------------
 
@@ -751,13 +735,23 @@ private:
         co_return !still;
     }
 
-    executor_type ex_;
+protected:
+    ~basic_session_store() = default;
+    // Destruction stops the keepalive and leaves the session to expire on the server;
+    // close() ends it there first.
+    void stop() noexcept { core_->stop(false); }
+    awaitable<void> finish()
+    {
+        core_->stop(true);
+        co_return;
+    }
+
+private:
     std::shared_ptr<core> core_;
-    std::shared_ptr<distlock::backend::lifetime> life_;
 };
 
 /// One client of a session_server: see basic_session_store.
-using session_store = basic_session_store<>;
+using session_store = backend::store_shell<basic_session_store<>>;
 
 static_assert(session_queue_store<session_store>);
 static_assert(inspectable_store<session_store>);

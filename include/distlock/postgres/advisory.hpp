@@ -201,20 +201,21 @@ struct advisory {
 /// The PostgreSQL store with advisory locks as its default acquisition: the same
 /// connections and settings, for mutexes that name no acquisition policy. It does not
 /// read locks (read() would see the lease table, not the advisory locks).
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
-class basic_advisory_store : public store {
+class basic_advisory_store : public basic_store<> {
 public:
     using default_acquire_policy = advisory;
-    using store::store;
+    using basic_store<>::basic_store;
 
     awaitable<result<lock_info>> read(std::string_view, diagnostics* = nullptr) = delete;
+
+protected:
+    ~basic_advisory_store() = default;
 };
 
 /// The PostgreSQL store with session-bound advisory locks. See basic_advisory_store
 /// for its documentation.
-using advisory_store = basic_advisory_store<>;
+using advisory_store = backend::store_shell<basic_advisory_store<>>;
 
 } // namespace distlock::postgres

@@ -107,6 +107,10 @@ struct config {
         return {};
     }
 
+    /// What is wrong with settings that validate() refuses, in words (libpq's about
+    /// the conninfo; empty when there is nothing more to say than the error code).
+    std::string problem() const { return conninfo_problem(); }
+
     /// What libpq would say about `conninfo` (empty when it parses).
     std::string conninfo_problem() const
     {

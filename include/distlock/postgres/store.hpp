@@ -17,6 +17,7 @@
 // (detail/connection.hpp), so TLS, passwords, SCRAM and connection strings are too.
 #pragma once
 
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/lifetime.hpp>
@@ -143,22 +144,16 @@ struct session_pool {
 /// connection, advisory sessions included (their leases are reported lost and the
 /// server frees their locks). close() finishes the releases still pending, then
 /// closes the connections, so io.run() returns.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
-class basic_store {
-public:
-    using executor_type = asio::any_io_executor;
+class basic_store : public backend::store_base<config> {
+    using base = backend::store_base<config>;
 
+public:
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::postgres::store"}
     {
-        if (auto ec = cfg_.validate())
-            throw std::system_error{ec, "distlock::postgres::store: " +
-                                            (cfg_.conninfo_problem().empty() ? std::string{"settings"}
-                                                                             : cfg_.conninfo_problem())};
         sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel,
                                                          cfg_.advisory_namespace.has_value());
         peer_ = describe_peer(cfg_.conninfo);
@@ -182,36 +177,11 @@ public:
                 r->wake_all();
         });
         sessions_ = std::make_shared<detail::session_pool>();
-        life_ = distlock::backend::lifetime::make(ex_);
     }
 
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
-    {}
-
-    ~basic_store()
-    {
-        life_->shut();
-        close_connections();
-    }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    const config& settings() const noexcept { return cfg_; }
-    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     duration operation_timeout() const noexcept
     {
-        return cfg_.connect_timeout + cfg_.statement_timeout + std::chrono::seconds{1};
-    }
-
-    /// Refuses new locks, finishes the releases still pending, then closes every
-    /// connection: io.run() can return afterwards.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        close_connections();
+        return saturating_add(saturating_add(cfg_.connect_timeout, cfg_.statement_timeout), std::chrono::seconds{1});
     }
 
     /// Closes the connections; the next request connects again (advisory sessions
@@ -841,8 +811,6 @@ private:
         co_return s;
     }
 
-    executor_type ex_;
-    config cfg_;
     std::shared_ptr<const detail::sql_texts> sql_;
     std::string peer_;
     std::vector<std::shared_ptr<detail::connection>> pool_;
@@ -850,11 +818,22 @@ private:
     std::shared_ptr<detail::watch_registry> watchers_;
     std::shared_ptr<detail::session_pool> sessions_;
     std::shared_ptr<schema_state> schema_ = std::make_shared<schema_state>();
-    std::shared_ptr<distlock::backend::lifetime> life_;
+
+protected:
+    ~basic_store() = default;
+    void stop() noexcept
+    {
+        close_connections();
+    }
+    awaitable<void> finish()
+    {
+        close_connections();
+        co_return;
+    }
 };
 
 /// The PostgreSQL lease-table store. See basic_store for its documentation.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 static_assert(batch_put_if_absent_store<store>);
 static_assert(batch_release_store<store>);

@@ -3,6 +3,7 @@
 // independent stores make a Redlock quorum through distlock::quorum<redis::store>.
 #pragma once
 
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/lifetime.hpp>
@@ -66,19 +67,16 @@ namespace distlock::redis {
 /// after the store is destroyed they find it closed and report
 /// errc::store_unavailable (held leases are reported lost). close() first finishes
 /// the releases still pending, then closes both connections, so io.run() returns.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
-class basic_store {
+class basic_store : public backend::store_base<config> {
+    using base = backend::store_base<config>;
     using router_ptr = std::shared_ptr<detail::router>;
 
 public:
-    using executor_type = asio::any_io_executor;
-
     /// Fails (throws std::system_error with errc::invalid_argument) only when the TLS
     /// files in `cfg` cannot be loaded; connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::redis::store", true}
     {
         append_escaped(escaped_prefix_, cfg_.key_prefix);
         auto tls = transport::make_tls_context(cfg_.endpoint());
@@ -86,27 +84,7 @@ public:
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
         router_ = std::make_shared<detail::router>(distlock::backend::make_strand(ex_), cfg_, tls.value());
         (void)detail::slot_tags::table(); // built here, once per process, not in a first request
-        life_ = distlock::backend::lifetime::make(ex_);
     }
-
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
-    {}
-
-    ~basic_store()
-    {
-        life_->shut();
-        router_->close();
-    }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    const config& settings() const noexcept { return cfg_; }
-
-    /// What the core uses to reach the store without outliving it.
-    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
 
     /// The longest a request takes before the store completes it itself (connecting
     /// first, then the request): attempts that surely end before a deadline need no
@@ -114,15 +92,6 @@ public:
     /// In a cluster or behind Sentinels that includes following redirects and
     /// learning the servers' layout again (detail/router.hpp).
     duration operation_timeout() const noexcept { return router_->operation_timeout(); }
-
-    /// Refuses new locks, finishes the releases still pending, ends the leases still
-    /// held (reported lost, released), then closes both connections: io.run() can
-    /// return afterwards.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        router_->close();
-    }
 
     /// Which server process this store reached at its last connect (its run_id, from
     /// INFO server in the handshake), without I/O: nullopt before the first connect,
@@ -1050,17 +1019,26 @@ private:
         return static_cast<fence_token>(reply.value().integer);
     }
 
-    executor_type ex_;
-    config cfg_;
     const owner_token listener_ = owner_token::generate(); // names this store's fair waiter channels
     std::string escaped_prefix_; // cfg_.key_prefix as keys hold it
     router_ptr router_;
-    std::shared_ptr<distlock::backend::lifetime> life_;
+
+protected:
+    ~basic_store() = default;
+    void stop() noexcept
+    {
+        router_->close();
+    }
+    awaitable<void> finish()
+    {
+        router_->close();
+        co_return;
+    }
 };
 
 /// The Redis store: one server, a cluster, or one node of a Redlock quorum. See
 /// basic_store for its documentation.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 static_assert(put_if_absent_store<store>);
 static_assert(inspectable_store<store>);

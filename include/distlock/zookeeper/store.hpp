@@ -26,6 +26,7 @@
 //    in doubt (the loss is pushed), expired = lost.
 #pragma once
 
+#include <distlock/backend/store_shell.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/lifetime.hpp>
@@ -66,58 +67,28 @@ namespace distlock::zookeeper {
 /// session on the server (its nodes go at once) and the connection, so io.run()
 /// returns; the destructor drops the connection and leaves the session to expire on
 /// the server within its timeout.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
-class basic_store {
+class basic_store : public backend::store_base<config> {
+    using base = backend::store_base<config>;
+
 public:
-    using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : ex_{std::move(ex)}
+    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::zookeeper::store"}
     {
-        if (auto ec = cfg.validate())
-            throw std::system_error{ec, "distlock::zookeeper::store: settings"};
-        session_ = std::make_shared<detail::session>(ex_, std::move(cfg));
+        session_ = std::make_shared<detail::session>(ex_, cfg_);
         session_->open();
-        life_ = distlock::backend::lifetime::make(ex_);
     }
 
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_store(ExecutionContext& ctx, config cfg) : basic_store(executor_type{ctx.get_executor()}, std::move(cfg))
-    {}
-
-    ~basic_store()
-    {
-        life_->shut();
-        session_->stop();
-        session_->drop();
-    }
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    const config& settings() const noexcept { return session_->settings(); }
-    std::shared_ptr<distlock::backend::lifetime> lifetime() const noexcept { return life_; }
     /// The longest one primitive runs: a connect to each server, then up to four
     /// requests.
     duration operation_timeout() const noexcept
     {
-        const auto servers = static_cast<int>(settings().servers.size());
-        return 2 * settings().connect_timeout * servers + 4 * settings().request_timeout;
-    }
-
-    /// Refuses new locks, finishes the releases still pending, closes the session on
-    /// the server, then the connection: io.run() can return afterwards.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        session_->stop();
-        co_await detail::session::close_session(session_);
+        const auto servers = static_cast<std::int64_t>(cfg_.servers.size());
+        return saturating_add(saturating_mul(cfg_.connect_timeout, 2 * servers), saturating_mul(cfg_.request_timeout, 4));
     }
 
     // -- session_queue_store ---------------------------------------------------------
@@ -604,13 +575,24 @@ private:
     /// The data a holder's mark sets on its node.
     static constexpr std::string_view holder_mark = "held";
 
-    executor_type ex_;
     std::shared_ptr<session> session_;
-    std::shared_ptr<distlock::backend::lifetime> life_;
+
+protected:
+    ~basic_store() = default;
+    void stop() noexcept
+    {
+        session_->stop();
+        session_->drop();
+    }
+    awaitable<void> finish()
+    {
+        session_->stop();
+        co_await detail::session::close_session(session_);
+    }
 };
 
 /// The ZooKeeper store. See basic_store for its documentation.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 static_assert(session_queue_store<store>);
 static_assert(inspectable_store<store>);
