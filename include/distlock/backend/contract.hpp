@@ -72,6 +72,16 @@ struct claim_request {
     bool waits = true;
 };
 
+/// What a fenced write needs of the lock it is made under: the resource, the owner
+/// token of the grant and its fencing token (a distlock::lease models it), so that a
+/// store's fenced writes take the lease without depending on it.
+template <class H>
+concept fence_holder = requires(const H& h) {
+    { h.resource() } -> std::convertible_to<std::string_view>;
+    { h.owner() } -> std::convertible_to<const owner_token&>;
+    { h.fence() } -> std::convertible_to<fence_token>;
+};
+
 /// A store that owns the work its leases start (docs/architecture.md, "Lifetimes"):
 /// every store of the library models it, through backend::store_shell.
 ///  - `lifetime()`: what the core reaches the store through (backend::store_ref), so

@@ -105,18 +105,32 @@ public:
     using executor_type = asio::any_io_executor;
     using config_type = typename Store::config_type;
 
-    /// The store's own constructor arguments after the executor (its settings, ...).
-    template <class... Args>
-    explicit store_shell(executor_type ex, Args&&... args) : Store(std::move(ex), std::forward<Args>(args)...)
+    /// Makes the store on `ex` with `cfg`. Throws std::system_error for settings the
+    /// store refuses (see the store's constructor).
+    explicit store_shell(executor_type ex, config_type cfg = {}) : Store(std::move(ex), std::move(cfg)) { check(); }
+
+    /// For stores that take one more argument before their settings (the server of a
+    /// memory::session_store).
+    template <class Extra>
+        requires(!std::is_convertible_v<Extra &&, config_type>)
+    store_shell(executor_type ex, Extra&& extra, config_type cfg = {})
+        : Store(std::move(ex), std::forward<Extra>(extra), std::move(cfg))
     {
-        static_assert(managed_store<store_shell>, "a store models managed_store: it defines operation_timeout()");
+        check();
     }
 
     /// The same, on an execution context's executor (an asio::io_context).
-    template <class ExecutionContext, class... Args>
+    template <class ExecutionContext>
         requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    explicit store_shell(ExecutionContext& ctx, Args&&... args)
-        : store_shell(executor_type{ctx.get_executor()}, std::forward<Args>(args)...)
+    explicit store_shell(ExecutionContext& ctx, config_type cfg = {})
+        : store_shell(executor_type{ctx.get_executor()}, std::move(cfg))
+    {}
+
+    template <class ExecutionContext, class Extra>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&> &&
+                 (!std::is_convertible_v<Extra &&, config_type>)
+    store_shell(ExecutionContext& ctx, Extra&& extra, config_type cfg = {})
+        : store_shell(executor_type{ctx.get_executor()}, std::forward<Extra>(extra), std::move(cfg))
     {}
 
     /// Shuts the lifetime (no call starts on the store any more; held leases hear
@@ -135,6 +149,12 @@ public:
     {
         co_await this->life_->close();
         co_await Store::finish();
+    }
+
+private:
+    static void check() noexcept
+    {
+        static_assert(managed_store<store_shell>, "a store models managed_store: it defines operation_timeout()");
     }
 };
 

@@ -3,6 +3,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/claims/ttl_claim.hpp>
 #include <distlock/policy/acquire.hpp>
 
 #include <optional>
@@ -35,7 +36,7 @@ struct acquire_item : acquire::owner_checked {
     }
 
     template <class S>
-    distlock::detail::ttl_claim<acquire_item, S> open(const store_ref<S>& s, claim_request r) const
+    ttl_claim<acquire_item, S> open(const store_ref<S>& s, claim_request r) const
     {
         return {*this, s, std::move(r)};
     }

@@ -46,7 +46,9 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/result.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/helpers.hpp>
+#include <distlock/backend/store_ref.hpp>
 #include <distlock/transport/engine.hpp>
 
 #include <nlohmann/json.hpp>
@@ -191,7 +193,7 @@ public:
                                                      diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource, ttl))
-            return failed<fence_token>(ec);
+            return backend::failed<fence_token>(ec);
         auto body = grant(resource, owner, ttl);
         auto& values = body["ExpressionAttributeValues"];
         if (expected_version) {
@@ -214,7 +216,7 @@ public:
                                    std::optional<sighting>& seen, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource, ttl))
-            return failed<answer>(ec);
+            return backend::failed<answer>(ec);
         if (cfg_.mode == lease_mode::expiry_time)
             return as_answer(conditional_write(resource, owner, ttl, std::nullopt, diag));
         auto body = grant(resource, owner, ttl);
@@ -232,7 +234,7 @@ public:
                                    diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource, ttl))
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
@@ -264,7 +266,7 @@ public:
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
@@ -280,7 +282,7 @@ public:
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
-            return failed<lock_info>(ec);
+            return backend::failed<lock_info>(ec);
         nlohmann::json body = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
         return inspected(call("GetItem", std::move(body), diag), cfg_.mode, wall_now());
     }
@@ -344,7 +346,7 @@ public:
                                           std::string fence_attribute = "fence", diagnostics* diag = nullptr)
     {
         if (auto ec = settings_valid())
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         if (names.is_null()) // `{}` from the caller
             names = nlohmann::json::object();
         if (values.is_null())
@@ -352,7 +354,7 @@ public:
         if (token == 0 || assignments.empty() || fence_attribute.empty() || !key.is_object() || key.empty() ||
             !names.is_object() || !values.is_object() || names.contains("#distlock_f") ||
             values.contains(":distlock_t"))
-            return failed<void>(distlock::errc::invalid_argument);
+            return backend::failed<void>(distlock::errc::invalid_argument);
         names["#distlock_f"] = std::move(fence_attribute);
         values[":distlock_t"] = {{"N", std::to_string(token)}};
         nlohmann::json body = {
@@ -373,7 +375,7 @@ public:
                                               diagnostics* diag = nullptr)
     {
         if (auto ec = settings_valid())
-            return failed<nlohmann::json>(ec);
+            return backend::failed<nlohmann::json>(ec);
         return request(engine_, signer(), std::string{operation}, body.dump(), diag);
     }
 
@@ -453,12 +455,6 @@ private:
         if (ttl <= duration::zero() || ttl > max_wait)
             return distlock::errc::invalid_argument;
         return check(resource);
-    }
-
-    template <class T>
-    static awaitable<result<T>> failed(std::error_code ec)
-    {
-        co_return ec;
     }
 
     static nlohmann::json key(std::string_view resource)

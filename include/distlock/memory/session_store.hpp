@@ -25,7 +25,9 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/policy/queue.hpp>
 #include <distlock/result.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/helpers.hpp>
+#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/co_spawn.hpp>

@@ -11,7 +11,9 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/result.hpp>
 #include <distlock/backend/store_shell.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/helpers.hpp>
+#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -80,7 +82,7 @@ class basic_store : public backend::store_base<backend::no_settings> {
     using base = backend::store_base<backend::no_settings>;
 
 public:
-    explicit basic_store(executor_type ex) : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()} {}
+    explicit basic_store(executor_type ex, backend::no_settings = {}) : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()} {}
 
     /// The longest an operation takes before the store completes it (the injected
     /// reply delay): attempts that surely end before a deadline need no timer.

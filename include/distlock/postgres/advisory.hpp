@@ -128,7 +128,7 @@ public:
     awaitable<bool> wait(time_point until)
     {
         if (!session_ || session_->ended() || until <= clock::now()) {
-            co_await distlock::detail::sleep_until(until);
+            co_await backend::sleep_until(until);
             co_return false;
         }
         may_hold_ = true;

@@ -34,7 +34,9 @@
 #include <distlock/postgres/detail/sql.hpp>
 #include <distlock/postgres/error.hpp>
 #include <distlock/result.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/helpers.hpp>
+#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/strand.hpp>
@@ -194,7 +196,7 @@ public:
                                                    diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource, ttl))
-            return failed<answer>(ec);
+            return backend::failed<answer>(ec);
         return acquired(prepared(), ensure(), statement("dl_acquire", sql_->acquire, resource, owner, ttl), diag);
     }
 
@@ -208,7 +210,7 @@ public:
                                    diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource, ttl))
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         return owned(prepared(), ensure(), statement("dl_extend", sql_->extend, resource, owner, ttl),
                            diag);
     }
@@ -218,7 +220,7 @@ public:
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         detail::statement s{"dl_release", sql_->release,
                             params_of(param::bytes(resource), param::text(owner.to_hex()), param::text(cfg_.channel))};
         return owned(prepared(), ensure(), std::move(s), diag);
@@ -231,11 +233,11 @@ public:
                                                                   diagnostics* diag = nullptr)
     {
         if (ttl <= duration::zero() || ttl > max_wait)
-            return failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
+            return backend::failed<std::vector<fence_token>>(distlock::errc::invalid_argument);
         std::vector<std::string> keys;
         std::string array;
         if (auto ec = bytea_array(resources, keys, array))
-            return failed<std::vector<fence_token>>(ec);
+            return backend::failed<std::vector<fence_token>>(ec);
         detail::statement s{"dl_acquire_all", sql_->acquire_all,
                             {param::text(std::move(array)), param::text(owner.to_hex()),
                              param::number(millis(ttl))}};
@@ -252,7 +254,7 @@ public:
         std::vector<std::string> keys;
         std::string array;
         if (auto ec = bytea_array(resources, keys, array))
-            return failed<std::vector<bool>>(ec);
+            return backend::failed<std::vector<bool>>(ec);
         detail::statement s{"dl_release_all", sql_->release_all,
                             {param::text(std::move(array)), param::text(owner.to_hex()), param::text(cfg_.channel)}};
         return released_all(prepared(), ensure(), std::move(s), std::move(keys), diag);
@@ -262,7 +264,7 @@ public:
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
-            return failed<lock_info>(ec);
+            return backend::failed<lock_info>(ec);
         detail::statement s{"dl_read", sql_->read, {param::bytes(resource)}};
         return inspected(prepared(), ensure(), std::move(s), diag);
     }
@@ -340,9 +342,9 @@ public:
                                                     std::vector<param> params, diagnostics* diag = nullptr)
     {
         if (auto ec = check(resource))
-            return failed<std::uint64_t>(ec);
+            return backend::failed<std::uint64_t>(ec);
         if (token == 0 || !statement_text_valid(sql) || params.size() > 65533)
-            return failed<std::uint64_t>(distlock::errc::invalid_argument);
+            return backend::failed<std::uint64_t>(distlock::errc::invalid_argument);
         params.push_back(param::bytes(resource));
         params.push_back(param::number(static_cast<std::int64_t>(token)));
         return fenced(prepared(), ensure(), detail::statement{"", std::move(sql), std::move(params)}, diag);
@@ -353,7 +355,7 @@ public:
     awaitable<result<rows>> execute(std::string sql, std::vector<param> params = {}, diagnostics* diag = nullptr)
     {
         if (!statement_text_valid(sql) || params.size() > 65535)
-            return failed<rows>(distlock::errc::invalid_argument);
+            return backend::failed<rows>(distlock::errc::invalid_argument);
         return executed(prepared(), detail::statement{"", std::move(sql), std::move(params)}, diag);
     }
 
@@ -584,12 +586,6 @@ private:
         if (ttl <= duration::zero() || ttl > max_wait)
             return distlock::errc::invalid_argument;
         return validate_resource(resource);
-    }
-
-    template <class T>
-    static awaitable<result<T>> failed(std::error_code ec)
-    {
-        co_return ec;
     }
 
     // Not a coroutine: once the table is there (nearly always), the request's own

@@ -23,7 +23,9 @@
 #include <distlock/redis/resp/value.hpp>
 #include <distlock/redis/scripts.hpp>
 #include <distlock/result.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/helpers.hpp>
+#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/execution_context.hpp>

@@ -36,7 +36,9 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/policy/queue.hpp>
 #include <distlock/result.hpp>
-#include <distlock/store.hpp>
+#include <distlock/backend/contract.hpp>
+#include <distlock/backend/helpers.hpp>
+#include <distlock/backend/store_ref.hpp>
 #include <distlock/zookeeper/config.hpp>
 #include <distlock/zookeeper/detail/paths.hpp>
 #include <distlock/zookeeper/detail/session.hpp>
@@ -97,7 +99,7 @@ public:
                                            diagnostics* diag = nullptr)
     {
         if (auto ec = validate_resource(resource))
-            return failed<queue_place>(ec);
+            return backend::failed<queue_place>(ec);
         return enqueued(session_, life_, settings().root(), detail::resource_node(settings().root(), resource),
                         owner.to_hex(), acl(), diag);
     }
@@ -115,7 +117,7 @@ public:
     awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (auto ec = validate_resource(resource))
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         return dequeued(session_, detail::resource_node(settings().root(), resource), owner.to_hex(), diag);
     }
 
@@ -132,7 +134,7 @@ public:
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         if (auto ec = validate_resource(resource))
-            return failed<lock_info>(ec);
+            return backend::failed<lock_info>(ec);
         return inspected(session_, detail::resource_node(settings().root(), resource), diag);
     }
 
@@ -509,7 +511,7 @@ private:
             deletes.push_back(remove(*s, p));
         auto got = co_await session::call(s, std::move(deletes), diag);
         if (!got) {
-            if (distlock::detail::connection_error(got.error()))
+            if (backend::connection_error(got.error()))
                 for (const auto& p : paths)
                     s->delete_later(p, sid);
             co_return got.error();
