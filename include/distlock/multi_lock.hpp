@@ -65,8 +65,7 @@ private:
 } // namespace detail
 
 /// Leases on a set of resources, in the order they were taken. Used as multi_lease.
-// A template only so that its coroutines are compiled where they are used (see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused>
 class basic_multi_lease {
 public:

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <distlock/detail/config.hpp>
-#include <distlock/detail/result_type.hpp>
+#include <distlock/util/result_type.hpp>
 
 #include <asio/awaitable.hpp>
 

@@ -62,9 +62,7 @@ public:
     virtual void store_closing() noexcept = 0;
 };
 
-// A template only so that its coroutines are compiled where a store uses them (g++
-// emits a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_lifetime : public std::enable_shared_from_this<basic_lifetime<Unused>> {
 public:

@@ -26,7 +26,7 @@
 namespace distlock::backend {
 
 /// Whether the calling coroutine was asked to stop.
-// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 awaitable<bool> cancelled()
 {

@@ -66,8 +66,7 @@ public:
         bool at_head() const { return joined() && instance().head(store_, resource_) == wakeup_.get(); }
 
         /// Sleeps until this ticket may be at the head, or until `until`.
-        // A template so that it is compiled only where it is used (see
-        // detail/lease_state.hpp).
+        // A template only to be compiled where it is used (backend/store_shell.hpp says why).
         template <class Unused = void>
         awaitable<void> wait(time_point until)
         {

@@ -16,6 +16,7 @@
 #include <distlock/diagnostics.hpp>
 #include <distlock/redis/detail/cluster.hpp>
 #include <distlock/redis/detail/handover.hpp>
+#include <distlock/redis/detail/keys.hpp>
 #include <distlock/redis/detail/router.hpp>
 #include <distlock/redis/detail/sha1.hpp>
 #include <distlock/redis/detail/subscriber.hpp>
@@ -80,7 +81,6 @@ public:
     /// files in `cfg` cannot be loaded; connecting happens on first use.
     basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::redis::store", true}
     {
-        append_escaped(escaped_prefix_, cfg_.key_prefix);
         auto tls = transport::make_tls_context(cfg_.endpoint());
         if (!tls)
             throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
@@ -116,12 +116,12 @@ public:
 
     // -- Key layout (see scripts.hpp) ---------------------------------------------
 
-    std::string lock_key(std::string_view resource) const { return key(resource, "lock"); }
+    std::string lock_key(std::string_view resource) const { return keys_.key(resource, "lock"); }
     /// The key holding the last fencing token granted to a resource of `resource`'s
     /// hash slot: shared by every resource of the slot, in the slot (scripts.hpp). At
     /// most 16,384 per prefix, whatever the number of resources ever locked.
-    std::string fence_key(std::string_view resource) const { return fence_key_of_slot(slot_of(resource)); }
-    std::string channel(std::string_view resource) const { return key(resource, "released"); }
+    std::string fence_key(std::string_view resource) const { return keys_.fence_key_of_slot(slot_of(resource)); }
+    std::string channel(std::string_view resource) const { return keys_.key(resource, "released"); }
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
 
@@ -373,8 +373,8 @@ public:
     }
 
     /// The keys of a resource's fair queue (layout in redis/scripts.hpp).
-    std::string queue_key(std::string_view resource) const { return key(resource, "queue"); }
-    std::string offers_key(std::string_view resource) const { return key(resource, "offers"); }
+    std::string queue_key(std::string_view resource) const { return keys_.key(resource, "queue"); }
+    std::string offers_key(std::string_view resource) const { return keys_.key(resource, "offers"); }
 
     // -- Beyond the store concepts -----------------------------------------------
 
@@ -401,7 +401,7 @@ public:
         std::sort(slots.begin(), slots.end());
         slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
         for (const auto slot : slots)
-            keys.push_back(fence_key_of_slot(slot));
+            keys.push_back(keys_.fence_key_of_slot(slot));
         return replicated(resources.front(),
                           acquired_all(eval(script::acquire_all, std::move(keys),
                                             strings(owner.to_hex(), millis(ttl), std::to_string(resources.size())), diag),
@@ -527,80 +527,6 @@ private:
         return all[static_cast<std::size_t>(s)];
     }
 
-    // <prefix>:{#<resource>}:<kind>, with '%', '{' and '}' percent-encoded in both the
-    // prefix and the resource. Why: the layout must be injective over (prefix,
-    // resource), or two stores with different prefixes could share a lock (prefix "a"
-    // with id "b:{#c" and prefix "a:{#b" with id "c" used to give one key). With the
-    // braces escaped, the only '{' in the key is the one added here, so a key splits
-    // back into its parts at that brace and the next '}', and percent-encoding is
-    // itself reversible. It also makes that pair the key's one hash tag (Redis Cluster
-    // hashes from the first '{' to the next '}'), never empty thanks to '#'. Ids
-    // without those three characters keep the keys they always had.
-    // With config::hash_tags, an id with a tag T of its own ("{T}..." anywhere) gets
-    // <prefix>:{@T}<resource>:<kind> instead: T picks the slot, the escaped id follows
-    // whole, so the key still names one (prefix, resource), and '@' keeps such keys
-    // apart from every untagged one.
-    std::string key(std::string_view resource, std::string_view kind) const
-    {
-        std::string k;
-        if (cfg_.hash_tags) {
-            const auto open = resource.find('{');
-            const auto close = open == std::string_view::npos ? open : resource.find('}', open + 1);
-            if (close != std::string_view::npos && close > open + 1) {
-                const auto tag = resource.substr(open + 1, close - open - 1);
-                k.reserve(escaped_prefix_.size() + escaped_size(tag) + escaped_size(resource) + kind.size() + 5);
-                k.append(escaped_prefix_).append(":{@");
-                append_escaped(k, tag);
-                k.push_back('}');
-                append_escaped(k, resource);
-                k.push_back(':');
-                k.append(kind);
-                return k;
-            }
-        }
-        if (std::none_of(resource.begin(), resource.end(), escaped_byte)) {
-            // Nearly every id: nothing to escape, so the key is written in place at its
-            // final size (a set of 32 locks builds 128 keys; appending piece by piece
-            // cost twice as much).
-            k.resize(escaped_prefix_.size() + resource.size() + kind.size() + 5);
-            char* at = k.data();
-            for (const std::string_view piece : {std::string_view{escaped_prefix_}, std::string_view{":{#"}, resource,
-                                                 std::string_view{"}:"}, kind})
-                at = std::copy(piece.begin(), piece.end(), at);
-            return k;
-        }
-        k.reserve(escaped_prefix_.size() + escaped_size(resource) + kind.size() + 5);
-        k.append(escaped_prefix_).append(":{#", 3);
-        append_escaped(k, resource);
-        k.append("}:", 2).append(kind);
-        return k;
-    }
-
-    static bool escaped_byte(char c) noexcept { return c == '%' || c == '{' || c == '}'; }
-
-    // The size of `part` once escaped: each escaped byte takes three.
-    static std::size_t escaped_size(std::string_view part) noexcept
-    {
-        std::size_t n = part.size();
-        for (const char c : part)
-            n += escaped_byte(c) ? 2 : 0;
-        return n;
-    }
-
-    static void append_escaped(std::string& out, std::string_view part)
-    {
-        std::size_t run = 0; // bytes kept as they are go in whole runs
-        for (std::size_t i = 0; i < part.size(); ++i) {
-            const char c = part[i];
-            if (!escaped_byte(c))
-                continue;
-            out.append(part.data() + run, i - run);
-            out.append(c == '%' ? "%25" : c == '{' ? "%7B" : "%7D", 3);
-            run = i + 1;
-        }
-        out.append(part.data() + run, part.size() - run);
-    }
-
     // A script's keys or arguments, moved in (an initializer list would copy each one).
     template <class... T>
     static std::vector<std::string> strings(T&&... v)
@@ -621,20 +547,11 @@ private:
     // Fencing tokens are Lua numbers in the scripts: exact below 2^53 (scripts.hpp).
     static constexpr fence_token token_limit = fence_token{1} << 53;
 
-    std::string fence_key_of_slot(std::uint16_t slot) const
-    {
-        const auto tag = detail::slot_tags::table()[slot];
-        std::string k;
-        k.reserve(escaped_prefix_.size() + tag.size() + 9);
-        k.append(escaped_prefix_).append(":{").append(tag).append("}:fence");
-        return k;
-    }
-
     // A resource's lock key and its slot's fence key (one hash of the lock key).
     std::vector<std::string> lock_and_fence_keys(std::string_view resource) const
     {
         auto lock = lock_key(resource);
-        auto fence = fence_key_of_slot(detail::hash_slot(lock));
+        auto fence = keys_.fence_key_of_slot(detail::hash_slot(lock));
         return strings(std::move(lock), std::move(fence));
     }
 
@@ -1022,7 +939,7 @@ private:
     }
 
     const owner_token listener_ = owner_token::generate(); // names this store's fair waiter channels
-    std::string escaped_prefix_; // cfg_.key_prefix as keys hold it
+    detail::key_layout keys_{cfg_.key_prefix, cfg_.hash_tags}; // after cfg_ (a base): built from the settings
     router_ptr router_;
 
 protected:

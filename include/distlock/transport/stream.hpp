@@ -82,9 +82,7 @@ inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const endpoi
 // operations complete with an error) and lets go of its own reference. A connect()
 // after a close() starts a new socket_set; the old one goes away with its last
 // operation. Everything runs on the owner's strand.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_stream {
 public:

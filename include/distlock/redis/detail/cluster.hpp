@@ -4,7 +4,7 @@
 // RESP parser (test/fuzz/resp_parser.cpp).
 #pragma once
 
-#include <distlock/detail/result_type.hpp>
+#include <distlock/util/result_type.hpp>
 #include <distlock/error.hpp>
 #include <distlock/redis/node_address.hpp>
 #include <distlock/redis/resp/value.hpp>

@@ -59,7 +59,7 @@ inline std::string run_id_of(std::string_view info)
 /// Connects `s` and runs the handshake: AUTH when cfg has a password, SELECT when
 /// `select_database` and cfg.database is not 0, INFO server when `identify`.
 /// `diagnostic` receives the server's or the system's words on failure.
-// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 awaitable<std::error_code> handshake(transport::stream& s, const config& cfg, asio::ssl::context* tls,
                                             bool select_database, bool identify, hello& out,

@@ -64,9 +64,7 @@
 
 namespace distlock::redis::detail {
 
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_subscriber : public std::enable_shared_from_this<basic_subscriber<Unused>> {
 public:

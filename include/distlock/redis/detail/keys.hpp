@@ -1,0 +1,112 @@
+// distlock/redis/detail/keys.hpp: the Redis store's key layout, without I/O: which
+// keys and channels a resource's lock, queue and fence live in. Pure functions over
+// strings, unit-tested and fuzzed for injectivity (test/fuzz/redis_keys.cpp).
+#pragma once
+
+#include <distlock/redis/detail/cluster.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace distlock::redis::detail {
+
+/// The keys of one store: built from its key prefix and whether ids may carry a hash
+/// tag of their own (config::key_prefix, config::hash_tags).
+class key_layout {
+public:
+    key_layout(std::string_view prefix, bool hash_tags) : hash_tags_{hash_tags} { append_escaped(escaped_prefix_, prefix); }
+
+    // <prefix>:{#<resource>}:<kind>, with '%', '{' and '}' percent-encoded in both the
+    // prefix and the resource. Why: the layout must be injective over (prefix,
+    // resource), or two stores with different prefixes could share a lock (prefix "a"
+    // with id "b:{#c" and prefix "a:{#b" with id "c" used to give one key). With the
+    // braces escaped, the only '{' in the key is the one added here, so a key splits
+    // back into its parts at that brace and the next '}', and percent-encoding is
+    // itself reversible. It also makes that pair the key's one hash tag (Redis Cluster
+    // hashes from the first '{' to the next '}'), never empty thanks to '#'. Ids
+    // without those three characters keep the keys they always had.
+    // With config::hash_tags, an id with a tag T of its own ("{T}..." anywhere) gets
+    // <prefix>:{@T}<resource>:<kind> instead: T picks the slot, the escaped id follows
+    // whole, so the key still names one (prefix, resource), and '@' keeps such keys
+    // apart from every untagged one.
+    std::string key(std::string_view resource, std::string_view kind) const
+    {
+        std::string k;
+        if (hash_tags_) {
+            const auto open = resource.find('{');
+            const auto close = open == std::string_view::npos ? open : resource.find('}', open + 1);
+            if (close != std::string_view::npos && close > open + 1) {
+                const auto tag = resource.substr(open + 1, close - open - 1);
+                k.reserve(escaped_prefix_.size() + escaped_size(tag) + escaped_size(resource) + kind.size() + 5);
+                k.append(escaped_prefix_).append(":{@");
+                append_escaped(k, tag);
+                k.push_back('}');
+                append_escaped(k, resource);
+                k.push_back(':');
+                k.append(kind);
+                return k;
+            }
+        }
+        if (std::none_of(resource.begin(), resource.end(), escaped_byte)) {
+            // Nearly every id: nothing to escape, so the key is written in place at its
+            // final size (a set of 32 locks builds 128 keys; appending piece by piece
+            // cost twice as much).
+            k.resize(escaped_prefix_.size() + resource.size() + kind.size() + 5);
+            char* at = k.data();
+            for (const std::string_view piece : {std::string_view{escaped_prefix_}, std::string_view{":{#"}, resource,
+                                                 std::string_view{"}:"}, kind})
+                at = std::copy(piece.begin(), piece.end(), at);
+            return k;
+        }
+        k.reserve(escaped_prefix_.size() + escaped_size(resource) + kind.size() + 5);
+        k.append(escaped_prefix_).append(":{#", 3);
+        append_escaped(k, resource);
+        k.append("}:", 2).append(kind);
+        return k;
+    }
+
+public:
+    static bool escaped_byte(char c) noexcept { return c == '%' || c == '{' || c == '}'; }
+
+    // The size of `part` once escaped: each escaped byte takes three.
+    static std::size_t escaped_size(std::string_view part) noexcept
+    {
+        std::size_t n = part.size();
+        for (const char c : part)
+            n += escaped_byte(c) ? 2 : 0;
+        return n;
+    }
+
+    static void append_escaped(std::string& out, std::string_view part)
+    {
+        std::size_t run = 0; // bytes kept as they are go in whole runs
+        for (std::size_t i = 0; i < part.size(); ++i) {
+            const char c = part[i];
+            if (!escaped_byte(c))
+                continue;
+            out.append(part.data() + run, i - run);
+            out.append(c == '%' ? "%25" : c == '{' ? "%7B" : "%7D", 3);
+            run = i + 1;
+        }
+        out.append(part.data() + run, part.size() - run);
+    }
+
+
+    std::string fence_key_of_slot(std::uint16_t slot) const
+    {
+        const auto tag = detail::slot_tags::table()[slot];
+        std::string k;
+        k.reserve(escaped_prefix_.size() + tag.size() + 9);
+        k.append(escaped_prefix_).append(":{").append(tag).append("}:fence");
+        return k;
+    }
+
+private:
+    std::string escaped_prefix_; // the key prefix as keys hold it
+    bool hash_tags_ = false;
+};
+
+} // namespace distlock::redis::detail

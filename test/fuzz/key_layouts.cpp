@@ -1,0 +1,79 @@
+// libFuzzer target: the stores' key and path layouts are injective. Two different
+// (prefix, resource) pairs never share a Redis key; two different resources never
+// share an etcd queue prefix, nor is one's queue prefix a prefix of another's (etcd
+// reads a queue as a key range); two different resources never share a ZooKeeper
+// node, and a node's name gives its resource back.
+//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude test/fuzz/key_layouts.cpp
+#include <distlock/etcd/detail/keys.hpp>
+#include <distlock/redis/detail/keys.hpp>
+#include <distlock/zookeeper/detail/paths.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace {
+
+// Splits the input at 0xff bytes into up to four parts (bytes 0x00-0xfe are data).
+struct parts {
+    std::string_view p[4];
+    bool hash_tags = false;
+};
+
+parts split(const std::uint8_t* data, std::size_t size)
+{
+    parts out;
+    std::string_view in{reinterpret_cast<const char*>(data), size};
+    if (!in.empty()) {
+        out.hash_tags = (in.front() & 1) != 0;
+        in.remove_prefix(1);
+    }
+    for (int i = 0; i < 4; ++i) {
+        const auto at = in.find('\xff');
+        out.p[i] = in.substr(0, at);
+        in = at == std::string_view::npos ? std::string_view{} : in.substr(at + 1);
+    }
+    return out;
+}
+
+void check(bool ok)
+{
+    if (!ok)
+        std::abort();
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    const auto in = split(data, size);
+    const auto [prefix_a, resource_a, prefix_b, resource_b] = in.p;
+    const bool same = prefix_a == prefix_b && resource_a == resource_b;
+
+    // Redis: one key per (prefix, resource, kind), whatever the bytes.
+    using distlock::redis::detail::key_layout;
+    const key_layout a{prefix_a, in.hash_tags}, b{prefix_b, in.hash_tags};
+    for (const std::string_view kind : {"lock", "queue", "offers", "released"})
+        check(same == (a.key(resource_a, kind) == b.key(resource_b, kind)));
+    check(a.key(resource_a, "lock") != b.key(resource_b, "queue"));
+
+    // etcd: under one prefix, queue prefixes are distinct and none contains another.
+    const auto qa = distlock::etcd::detail::queue_prefix(prefix_a, resource_a);
+    const auto qb = distlock::etcd::detail::queue_prefix(prefix_a, resource_b);
+    if (resource_a != resource_b)
+        check(!qa.starts_with(qb) && !qb.starts_with(qa));
+    else
+        check(qa == qb);
+
+    // ZooKeeper: one node per resource under a root, and back.
+    const auto na = distlock::zookeeper::detail::resource_node("/distlock", resource_a);
+    const auto nb = distlock::zookeeper::detail::resource_node("/distlock", resource_b);
+    check((resource_a == resource_b) == (na == nb));
+    if (!resource_a.empty()) { // ids are never empty (refused before any I/O)
+        const auto back = distlock::zookeeper::detail::resource_of(distlock::zookeeper::detail::base_name(na));
+        check(back && *back == resource_a);
+    }
+    return 0;
+}

@@ -1,0 +1,55 @@
+// The Redis store's key layout (redis/detail/keys.hpp), without a server: the keys a
+// foreign client or an operator sees, escaping, hash tags and the slot's fence key.
+// test/fuzz/key_layouts.cpp checks that the layout is injective.
+#include <distlock/redis/detail/keys.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using distlock::redis::detail::key_layout;
+
+TEST_CASE("redis keys: <prefix>:{#<id>}:<kind>, the id one hash tag", "[redis_keys]")
+{
+    const key_layout keys{"distlock", false};
+    CHECK(keys.key("wallet:1", "lock") == "distlock:{#wallet:1}:lock");
+    CHECK(keys.key("wallet:1", "queue") == "distlock:{#wallet:1}:queue");
+    // Every kind of one resource hashes to the same slot (one script touches them all).
+    CHECK(distlock::redis::detail::hash_slot(keys.key("r", "lock")) ==
+          distlock::redis::detail::hash_slot(keys.key("r", "offers")));
+}
+
+TEST_CASE("redis keys: '%', '{' and '}' are percent-encoded in the prefix and the id", "[redis_keys]")
+{
+    CHECK(key_layout{"distlock", false}.key("a%{b}", "queue") == "distlock:{#a%25%7Bb%7D}:queue");
+    // Without the escaping, prefix "a" with id "b:{#c" and prefix "a:{#b" with id "c"
+    // would share one key.
+    const auto one = key_layout{"a", false}.key("b:{#c", "lock");
+    const auto other = key_layout{"a:{#b", false}.key("c", "lock");
+    CHECK(other == "a:%7B#b:{#c}:lock");
+    CHECK(one != other);
+}
+
+TEST_CASE("redis keys: with hash_tags, an id's own tag picks the slot and the whole id follows", "[redis_keys]")
+{
+    const key_layout tagged{"app", true};
+    CHECK(tagged.key("{user7}:cart", "lock") == "app:{@user7}%7Buser7%7D:cart:lock");
+    CHECK(distlock::redis::detail::hash_slot(tagged.key("{user7}:cart", "lock")) ==
+          distlock::redis::detail::hash_slot(tagged.key("{user7}:orders", "lock")));
+    // An id without a tag keeps the untagged layout; an empty tag is no tag.
+    CHECK(tagged.key("plain", "lock") == "app:{#plain}:lock");
+    CHECK(tagged.key("{}x", "lock") == key_layout{"app", false}.key("{}x", "lock"));
+    // Without hash_tags the braces are escaped like any other.
+    CHECK(key_layout{"app", false}.key("{user7}:cart", "lock") == "app:{#%7Buser7%7D:cart}:lock");
+}
+
+TEST_CASE("redis keys: a slot's fence key carries a tag of that slot", "[redis_keys]")
+{
+    const key_layout keys{"distlock", false};
+    for (const std::uint16_t slot : {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{8191}, std::uint16_t{16383}}) {
+        const auto k = keys.fence_key_of_slot(slot);
+        CHECK(k.starts_with("distlock:{"));
+        CHECK(k.ends_with("}:fence"));
+        CHECK(distlock::redis::detail::hash_slot(k) == slot);
+    }
+}

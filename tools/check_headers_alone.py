@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Compiles each public header and each header of the store authors' tier alone (one
+translation unit that includes only it, -fsyntax-only), so that none depends on
+another being included first.
+  check_headers_alone.py <compiler> <include dir> [extra flags...]
+"""
+import concurrent.futures
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+
+def headers(root):
+    top = sorted(p for p in (root / "distlock").glob("*.hpp"))
+    tier = sorted((root / "distlock" / "backend").glob("*.hpp"))
+    return [p.relative_to(root).as_posix() for p in top + tier]
+
+
+def compile_alone(compiler, include, flags, header):
+    with tempfile.NamedTemporaryFile("w", suffix=".cpp", delete=False) as tu:
+        tu.write(f"#include <{header}>\n")
+    r = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-I", include, *flags, tu.name],
+                       capture_output=True, text=True)
+    pathlib.Path(tu.name).unlink()
+    return header, r.returncode, r.stderr
+
+
+def main():
+    compiler, include, *flags = sys.argv[1:]
+    failed = 0
+    names = headers(pathlib.Path(include))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for header, rc, err in pool.map(lambda h: compile_alone(compiler, include, flags, h), names):
+            if rc != 0:
+                failed += 1
+                print(f"{header}: does not compile alone\n{err}")
+    print(f"{len(names) - failed} of {len(names)} headers compile alone")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
