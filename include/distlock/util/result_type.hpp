@@ -1,4 +1,4 @@
-// distlock/detail/result_type.hpp: result<T> without Asio or coroutines, so that the
+// distlock/util/result_type.hpp: result<T> without Asio or coroutines, so that the
 // sans-I/O codecs can return it and still compile (and be fuzzed) on their own.
 // Users include <distlock/result.hpp>.
 #pragma once
