@@ -110,6 +110,33 @@ struct clock {
 using duration = clock::duration;
 using time_point = clock::time_point;
 
+/// Sums and multiples of durations that stop at the type's limits instead of
+/// overflowing: settings are added before they are checked (an attempt's bound is a
+/// connect timeout plus a request timeout), so every such sum must be defined for any
+/// value a user can pass.
+constexpr duration saturating_add(duration a, duration b) noexcept
+{
+    duration::rep out{};
+    if (__builtin_add_overflow(a.count(), b.count(), &out))
+        return b.count() > 0 ? duration::max() : duration::min();
+    return duration{out};
+}
+
+/// `a` times `n`, stopping at the duration's limits.
+constexpr duration saturating_mul(duration a, std::int64_t n) noexcept
+{
+    duration::rep out{};
+    if (__builtin_mul_overflow(a.count(), n, &out))
+        return (a.count() < 0) != (n < 0) ? duration::min() : duration::max();
+    return duration{out};
+}
+
+/// `t + d`, stopping at the time point's limits.
+constexpr time_point saturating_add(time_point t, duration d) noexcept
+{
+    return time_point{saturating_add(t.time_since_epoch(), d)};
+}
+
 /// Wait traits for distlock timers: real waits normally, 1 ms polling under a manual clock.
 struct clock_wait_traits {
     static duration to_wait_duration(const duration& d)
@@ -179,8 +206,8 @@ public:
 
 } // namespace distlock
 // ---- end distlock/clock.hpp
-// ---- begin distlock/detail/cut_off.hpp
-// distlock/detail/cut_off.hpp: an operation cut off at a point in time, and a result
+// ---- begin distlock/backend/cut_off.hpp
+// distlock/backend/cut_off.hpp: an operation cut off at a point in time, and a result
 // carried out of a coroutine of another type.
 //
 // Why a race of its own rather than Asio's `op || timer`: the operator instantiates a
@@ -192,8 +219,8 @@ public:
 // through the one void form, with the result written through a reference, so a
 // translation unit compiles one race whatever its result types.
 
-// ---- begin distlock/detail/deferred.hpp
-// distlock/detail/deferred.hpp: completion tokens whose type depends on a template
+// ---- begin distlock/backend/deferred.hpp
+// distlock/backend/deferred.hpp: completion tokens whose type depends on a template
 // parameter, for the coroutine templates of the headers.
 //
 // Why: g++ resolves a call whose arguments do not depend on a template parameter
@@ -205,10 +232,12 @@ public:
 // token of a dependent type defers all of it to the first use; headers that are
 // included but unused then cost little more than their parsing.
 
+#include <asio/awaitable.hpp>
+
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 template <class T, class Dependent>
 struct deferred_type {
@@ -223,14 +252,22 @@ constexpr auto as_tuple_awaitable() noexcept
     return asio::experimental::as_tuple(typename deferred_type<asio::use_awaitable_t<>, Dependent>::type{});
 }
 
-} // namespace distlock::detail
-// ---- end distlock/detail/deferred.hpp
+/// The value an awaitable completes with: `awaited<asio::awaitable<T>>::type` is T.
+template <class A>
+struct awaited;
+template <class T>
+struct awaited<asio::awaitable<T>> {
+    using type = T;
+};
+
+} // namespace distlock::backend
+// ---- end distlock/backend/deferred.hpp
 // ---- begin distlock/result.hpp
 // distlock/result.hpp: result<T>, a value or a std::error_code, from Boost.Outcome,
 // and awaitable<T>, the type of every asynchronous operation.
 
-// ---- begin distlock/detail/result_type.hpp
-// distlock/detail/result_type.hpp: result<T> without Asio or coroutines, so that the
+// ---- begin distlock/util/result_type.hpp
+// distlock/util/result_type.hpp: result<T> without Asio or coroutines, so that the
 // sans-I/O codecs can return it and still compile (and be fuzzed) on their own.
 // Users include <distlock/result.hpp>.
 
@@ -495,7 +532,7 @@ public:
 inline auto success() { return outcome::success(); }
 
 } // namespace distlock
-// ---- end distlock/detail/result_type.hpp
+// ---- end distlock/util/result_type.hpp
 
 #include <asio/awaitable.hpp>
 
@@ -524,7 +561,7 @@ using awaitable = asio::awaitable<T>;
 #include <system_error>
 #include <utility>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// Awaits `op` and keeps its result in `out` (which outlives the await).
 template <class T>
@@ -642,7 +679,7 @@ struct start_deadline_race {
 /// it completed, before this returns false (the same as `op || timer`). The caller's
 /// cancellation is passed on to `op` and answers false as `until` would, unless `op`
 /// had ended before it. An exception from `op` is rethrown here when `op` came first.
-// A template so that it is compiled only where it is used (see detail/deferred.hpp).
+// A template so that it is compiled only where it is used (see backend/deferred.hpp).
 template <class Unused = void>
 awaitable<bool> finished_before(awaitable<void> op, time_point until)
 {
@@ -670,8 +707,8 @@ awaitable<std::optional<T>> within(awaitable<T> op, time_point until)
     co_return std::move(out);
 }
 
-} // namespace distlock::detail
-// ---- end distlock/detail/cut_off.hpp
+} // namespace distlock::backend
+// ---- end distlock/backend/cut_off.hpp
 // ---- begin distlock/detail/initiate.hpp
 // distlock/detail/initiate.hpp: turn a coroutine into an Asio initiating function that
 // accepts any completion token (use_awaitable, use_future, a callback, ...).
@@ -917,8 +954,8 @@ inline std::error_code validate_deadline(time_point deadline, time_point now) no
 // ---- begin distlock/owner_token.hpp
 // distlock/owner_token.hpp: the random value that says who holds a lock.
 
-// ---- begin distlock/detail/os_random.hpp
-// distlock/detail/os_random.hpp: bytes from the operating system's CSPRNG.
+// ---- begin distlock/util/os_random.hpp
+// distlock/util/os_random.hpp: bytes from the operating system's CSPRNG.
 //
 // Owner tokens must be unguessable and unique across processes and machines, so they
 // come from getrandom(2), never from a counter, a pid or a seeded PRNG. A syscall per
@@ -938,7 +975,7 @@ inline std::error_code validate_deadline(time_point deadline, time_point now) no
 #include <cstring>
 #include <span>
 
-namespace distlock::detail {
+namespace distlock::util {
 
 inline std::atomic<unsigned>& fork_generation() noexcept
 {
@@ -1007,8 +1044,8 @@ inline std::uint64_t os_random_u64() noexcept
     return value;
 }
 
-} // namespace distlock::detail
-// ---- end distlock/detail/os_random.hpp
+} // namespace distlock::util
+// ---- end distlock/util/os_random.hpp
 
 #include <array>
 #include <compare>
@@ -1033,7 +1070,7 @@ public:
     {
         owner_token t;
         do {
-            detail::os_random_bytes(t.bytes_);
+            util::os_random_bytes(t.bytes_);
         } while (t.is_nil());
         return t;
     }
@@ -1187,17 +1224,17 @@ concept claim = requires(C& c, time_point until) {
 
 } // namespace distlock
 // ---- end distlock/claim.hpp
-// ---- begin distlock/detail/lifetime.hpp
-// distlock/detail/lifetime.hpp: how a store owns the work its leases start, and how
+// ---- begin distlock/backend/lifetime.hpp
+// distlock/backend/lifetime.hpp: how a store owns the work its leases start, and how
 // that work reaches a store without ever touching one that is gone.
 //
 // Design note. A lease outlives the call that made it, and so does what it starts:
 // the watchdog's extensions, a release sent after the lease went out of scope, the
 // clean-up of an attempt cut off by its deadline. Each of them needs the store. They
-// do not hold `Store&`; they hold a backend_ref: a pointer to the store plus shared
+// do not hold `Store&`; they hold a store_ref: a pointer to the store plus shared
 // ownership of the store's `lifetime`, the one object that says whether the store is
 // still there.
-//  - A call through a backend_ref enters the lifetime (a short critical section, no
+//  - A call through a store_ref enters the lifetime (a short critical section, no
 //    suspension inside), checks that the store is open, and starts the operation.
 //    Stores that take part keep one rule: an operation, once started, owns what it
 //    needs (shared state, copies) and never touches the store object again. So the
@@ -1216,9 +1253,11 @@ concept claim = requires(C& c, time_point until) {
 //    then finds the store closed and touches nothing.
 // A store that does not take part (a user's own adapter without `lifetime()`) is
 // used through a plain pointer: it must outlive every lease and lock() using it.
+// Taking part is all or nothing (managed_store in contract.hpp: lifetime(),
+// operation_timeout(), close()); backend::store_shell provides all three.
 
-// ---- begin distlock/detail/auto_reset_event.hpp
-// distlock/detail/auto_reset_event.hpp: a flag that one coroutine waits for and any
+// ---- begin distlock/backend/auto_reset_event.hpp
+// distlock/backend/auto_reset_event.hpp: a flag that one coroutine waits for and any
 // thread sets.
 //
 // What the library needs from "wake me when X happened": a release notification for a
@@ -1252,7 +1291,7 @@ concept claim = requires(C& c, time_point until) {
 #include <system_error>
 #include <utility>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 class auto_reset_event {
 public:
@@ -1278,7 +1317,7 @@ public:
 
     /// True when set (taking the set); false when `until` came first or the caller's
     /// cancellation ended the wait. One waiter at a time.
-    // A template so that it is compiled only where it is used (see detail/deferred.hpp).
+    // A template so that it is compiled only where it is used (see backend/deferred.hpp).
     template <class Unused = void>
     awaitable<bool> wait(time_point until = time_point::max())
     {
@@ -1320,248 +1359,8 @@ private:
     timer timer_;
 };
 
-} // namespace distlock::detail
-// ---- end distlock/detail/auto_reset_event.hpp
-// ---- begin distlock/store.hpp
-// distlock/store.hpp: what a store adapter provides, as concepts.
-//
-// A store models some of these primitives, not necessarily all; each acquisition
-// policy names the ones it needs, so a wrong combination fails to compile with the
-// name of the missing requirement. Every primitive is a coroutine returning
-// asio::awaitable<result<...>>; arguments passed by reference must stay alive until
-// the awaitable completes (they do with `co_await`).
-//
-// Error contract for every primitive:
-//  - errc::contended / errc::not_owner: the store answered, and the answer is no.
-//  - errc::store_unavailable: the request was not applied (connection refused, ...).
-//  - errc::outcome_unknown: the request may have been applied (reply lost or abandoned
-//    after cancellation). Callers clean up by owner token.
-//  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
-
-// ---- begin distlock/handover.hpp
-// distlock/handover.hpp: a lock that a fair queue's release handed straight to its
-// head waiter (fair_queue_store in store.hpp), as the waiter's watcher read it from
-// the release's message. Apart from store.hpp so that a store's sans-I/O reader of
-// that message needs no coroutine support.
-
-
-#include <cstdint>
-
-namespace distlock {
-
-struct handover {
-    std::uint64_t try_number = 0; ///< the waiter's try that its place in line was kept by
-    fence_token fence = 0;
-    duration after_try{}; ///< the store's time from that try to the hand-over, never negative
-};
-
-} // namespace distlock
-// ---- end distlock/handover.hpp
-
-#include <asio/any_io_executor.hpp>
-#include <asio/awaitable.hpp>
-
-#include <concepts>
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
-#include <string_view>
-
-namespace distlock {
-
-/// Anything with an executor on which its operations run.
-template <class S>
-concept store = requires(S& s) {
-    { s.get_executor() } -> std::convertible_to<asio::any_io_executor>;
-};
-
-/// Put-if-absent with a TTL and an owner value, which also gives the resource a new
-/// fencing token, above every earlier one, in the same atomic step and returns it
-/// (Redis: SET NX PX and the next token in one script).
-template <class S>
-concept put_if_absent_store = store<S> && requires(S& s, std::string_view resource,
-                                                   const owner_token& owner, duration ttl) {
-    { s.put_if_absent(resource, owner, ttl) } -> std::same_as<awaitable<result<fence_token>>>;
-};
-
-/// put_if_absent that answers with data: granted (fence) or held, with when the
-/// holder's lock runs out if the store knows (Redis returns the holder's PTTL), so
-/// that waiting strategies need not guess.
-template <class S>
-concept answering_put_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
-                                                   duration ttl) {
-    { s.put_if_absent_answer(resource, owner, ttl) } -> std::same_as<awaitable<result<answer>>>;
-};
-
-/// Compare-owner-and-extend and compare-owner-and-delete.
-template <class S>
-concept owner_checked_store = store<S> && requires(S& s, std::string_view resource,
-                                                   const owner_token& owner, duration ttl) {
-    { s.extend(resource, owner, ttl) } -> std::same_as<awaitable<result<void>>>;
-    { s.release(resource, owner) } -> std::same_as<awaitable<result<void>>>;
-};
-
-/// A conditional write: succeeds only if the record is absent or expired
-/// (expected_version empty) or carries the given version; the new version, one
-/// above the old, is the fencing token (DynamoDB ConditionExpression, etcd txn).
-template <class S>
-concept conditional_write_store =
-    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, duration ttl,
-                         std::optional<fence_token> expected_version) {
-        {
-            s.conditional_write(resource, owner, ttl, expected_version)
-        } -> std::same_as<awaitable<result<fence_token>>>;
-    };
-
-/// A per-resource fencing token that only ever grows (a counter, or the Redis
-/// store's clock-derived tokens, which the resources of a hash slot share: raising
-/// one raises them all).
-template <class S>
-concept fencing_counter_store = store<S> && requires(S& s, std::string_view resource,
-                                                     fence_token floor) {
-    /// Increments and returns the counter.
-    { s.next_fence(resource) } -> std::same_as<awaitable<result<fence_token>>>;
-    /// Raises the counter to at least `floor`; returns its value afterwards.
-    { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
-};
-
-/// A store whose fencing tokens follow its clock: a resource's next token is at least
-/// the server's clock, counted in `fence_ticks_per_second` (the Redis store: its
-/// TIME in microseconds), so that a token handed out a TTL ago is below any token
-/// handed out now, as long as the servers' clocks agree within that. Its release can
-/// raise the resource's token to a floor in the same step. A quorum of such stores
-/// aligns its nodes' tokens as it releases, with no round trip of its own after a
-/// grant (acquire::quorum; docs/guarantees.md says what it assumes).
-template <class S>
-concept clock_fenced_store =
-    owner_checked_store<S> && fencing_counter_store<S> &&
-    requires(S& s, std::string_view resource, const owner_token& owner, fence_token floor) {
-        { S::fence_ticks_per_second } -> std::convertible_to<std::uint64_t>;
-        { s.release_raising(resource, owner, floor) } -> std::same_as<awaitable<result<void>>>;
-    };
-
-/// Put-if-absent on several resources in one atomic step (one round trip), all or
-/// nothing; one fencing token per resource, in the given order.
-template <class S>
-concept batch_put_if_absent_store =
-    put_if_absent_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner,
-                                       duration ttl) {
-        { s.put_if_absent_all(resources, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
-    };
-
-/// Owner-checked release of several resources in one atomic step (one round trip):
-/// for each resource, in the given order, true when `owner`'s lock was released,
-/// false when `owner` did not hold it (what errc::not_owner says for one). How a
-/// set taken in one step goes back in one step.
-template <class S>
-concept batch_release_store =
-    owner_checked_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner) {
-        { s.release_all(resources, owner) } -> std::same_as<awaitable<result<std::vector<bool>>>>;
-    };
-
-namespace detail {
-template <class A>
-struct awaited;
-template <class T>
-struct awaited<asio::awaitable<T>> {
-    using type = T;
-};
-} // namespace detail
-
-/// A store that tells waiters when a lock is released, so they need not poll.
-/// `co_await watch(resource)` completes once the store listens (before the caller's
-/// next try, so a release between a failed try and the wait is not missed); the
-/// watcher's `wait(until)` completes with true when a release was seen, false at
-/// `until`. Destroying the watcher stops listening.
-template <class S>
-concept release_notifying_store = store<S> && requires(S& s, std::string_view resource) {
-    typename detail::awaited<decltype(s.watch(resource))>::type;
-    requires requires(typename detail::awaited<decltype(s.watch(resource))>::type& w, time_point until) {
-        { w.wait(until) } -> std::same_as<awaitable<bool>>;
-    };
-};
-
-/// A TTL store that keeps a fair queue of waiters per resource (the Redis store's
-/// scripts): a lock is granted only to the head of its queue, a release wakes the
-/// head only, and a waiter that stops asking loses its place after a bounded time.
-/// What acquire::fair runs on. Each lock() call is one waiter (`waiter`, kept across
-/// its attempts); each attempt has its own owner token, as with setnx.
-///
-/// A store may also hand the lock over: a release grants it to the head at once, as
-/// owner `waiter`, when the head listens. Its watcher's `take_handover()` then
-/// returns the grant (std::optional<handover>), and a later try of the waiter is
-/// answered answer::handed_over.
-template <class S>
-concept fair_queue_store =
-    owner_checked_store<S> &&
-    requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
-             duration ttl, std::uint64_t try_number, bool join) {
-        /// Granted only if the lock is free and no one waits or `waiter` is the head.
-        /// `try_number` counts the tries of the lock() call from 1; with `join`, the
-        /// try takes or keeps `waiter`'s place in line (a first try that only asks
-        /// does not).
-        { s.put_if_first(resource, waiter, owner, ttl, try_number, join) } -> std::same_as<awaitable<result<answer>>>;
-        /// Releases by owner and wakes the head waiter only (or hands it the lock).
-        { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
-        /// Gives up `waiter`'s place, and a lock handed to it; a head that leaves a
-        /// free lock passes it on to the next.
-        { s.leave_queue(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
-        /// How often a waiter asks again, at the least, to keep its place.
-        { cs.queue_refresh() } -> std::convertible_to<duration>;
-        /// Listens for releases addressed to `waiter` or to everyone.
-        typename detail::awaited<decltype(s.watch(resource, waiter))>::type;
-    };
-
-/// What a store says about one resource's lock, read without taking it (for a
-/// status command, and for stores that may take over a lock only after seeing it
-/// unchanged for a full lease).
-struct lock_info {
-    bool held = false;                   ///< A live lock exists.
-    std::string owner;                   ///< The holder's owner token, shortened (8 hex digits), when held.
-    fence_token fence = 0;               ///< The holder's token when held; else the counter's last value.
-    std::optional<duration> remaining;   ///< Time left, where the store keeps a TTL.
-    std::optional<fence_token> version;  ///< The record's version, where the store versions records.
-};
-
-/// A store that can read a resource's lock without taking it.
-template <class S>
-concept inspectable_store = store<S> && requires(S& s, std::string_view resource) {
-    { s.read(resource) } -> std::same_as<awaitable<result<lock_info>>>;
-};
-
-/// Where an entry of a resource's queue stands (see session_queue_store).
-struct queue_place {
-    fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.
-    bool first = false;                     ///< The oldest entry: its owner holds the lock.
-    std::optional<fence_token> predecessor; ///< The entry just before it, when not first.
-};
-
-/// A store with client sessions and a fair queue per resource (etcd leases and
-/// revisions, ZooKeeper sessions and sequential ephemeral nodes): one entry per
-/// waiter, bound to the client's session and ordered by creation; the oldest entry
-/// holds the lock; an entry goes when its owner deletes it or its session ends. One
-/// session (one keepalive) serves every lock of the client.
-template <class S>
-concept session_queue_store =
-    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, fence_token entry,
-                         time_point until, std::weak_ptr<session_listener> listener) {
-        /// Creates the owner's entry, or finds it if it exists (so a lost reply can be
-        /// retried without queueing twice), and says where it stands.
-        { s.enqueue(resource, owner) } -> std::same_as<awaitable<result<queue_place>>>;
-        /// True once entry `entry` is gone, false at `until`.
-        { s.wait_gone(resource, entry, until) } -> std::same_as<awaitable<bool>>;
-        /// Deletes the owner's entry: leaves the queue, or releases the lock.
-        { s.dequeue(resource, owner) } -> std::same_as<awaitable<result<void>>>;
-        /// Binds a lease to the session that keeps `entry`; returns until when the
-        /// session is known alive (nullopt: it is gone). The listener hears of every
-        /// change of the session's state.
-        { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
-    };
-
-} // namespace distlock
-// ---- end distlock/store.hpp
+} // namespace distlock::backend
+// ---- end distlock/backend/auto_reset_event.hpp
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -1578,7 +1377,7 @@ concept session_queue_store =
 #include <utility>
 #include <vector>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// Something that must hear when its store closes: a lease keeper, a watcher.
 class closing_listener {
@@ -1589,9 +1388,7 @@ public:
     virtual void store_closing() noexcept = 0;
 };
 
-// A template only so that its coroutines are compiled where a store uses them (g++
-// emits a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_lifetime : public std::enable_shared_from_this<basic_lifetime<Unused>> {
 public:
@@ -1796,116 +1593,10 @@ private:
 
 using lifetime = basic_lifetime<>;
 
-/// Stores that own their background work expose `lifetime()`.
-template <class S>
-concept has_lifetime = requires(S& s) {
-    { s.lifetime() } -> std::convertible_to<std::shared_ptr<lifetime>>;
-};
-
-/// How the core reaches a store: see the design note above.
-template <class S>
-class backend_ref {
-public:
-    backend_ref() = default;
-    explicit backend_ref(S& s) : store_{&s}
-    {
-        if constexpr (has_lifetime<S>)
-            life_ = s.lifetime();
-    }
-
-    /// Starts `op(store)` (which returns an awaitable<result<T>>) if the store is open;
-    /// otherwise the awaitable completes with errc::store_unavailable, without I/O.
-    template <class Op>
-    auto call(Op&& op) const -> decltype(op(std::declval<S&>()))
-    {
-        using awaitable_type = decltype(op(std::declval<S&>()));
-        if constexpr (has_lifetime<S>) {
-            auto in = life_->enter();
-            if (!in)
-                return closed_result<awaitable_type>();
-            return op(*store_);
-        } else {
-            return op(*store_);
-        }
-    }
-
-    /// Runs `fn(store)` synchronously if the store is open: std::nullopt otherwise.
-    template <class Fn>
-    auto with(Fn&& fn) const -> std::optional<decltype(fn(std::declval<S&>()))>
-    {
-        if constexpr (has_lifetime<S>) {
-            auto in = life_->enter();
-            if (!in || life_->closing())
-                return std::nullopt;
-            return fn(*store_);
-        } else {
-            return fn(*store_);
-        }
-    }
-
-    /// Spawns work owned by the store (on its executor); dropped if it is closed.
-    void spawn(awaitable<void> work) const
-    {
-        if constexpr (has_lifetime<S>)
-            life_->spawn(std::move(work));
-        else
-            asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
-    }
-
-    /// Counts the caller's own background work on the store until the guard is
-    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
-    lifetime::work track() const
-    {
-        if constexpr (has_lifetime<S>)
-            return life_->track();
-        else
-            return {};
-    }
-
-    /// Registers a listener for the store's closing (no-op for stores without one).
-    bool listen(std::weak_ptr<closing_listener> l) const
-    {
-        if constexpr (has_lifetime<S>)
-            return life_->listen(std::move(l));
-        else
-            return true;
-    }
-
-    bool open() const
-    {
-        if constexpr (has_lifetime<S>)
-            return life_->open() && !life_->closing();
-        else
-            return true;
-    }
-
-    /// Valid only while the store is open; for identity (the local line's key) and
-    /// synchronous use inside call().
-    S* get() const noexcept { return store_; }
-    asio::any_io_executor get_executor() const { return executor_; }
-
-private:
-    template <class A>
-    static A closed_result()
-    {
-        using value = typename awaited<A>::type; // result<T>
-        return closed_value<value>();
-    }
-    template <class R>
-    static awaitable<R> closed_value()
-    {
-        co_return R{make_error_code(errc::store_unavailable)};
-    }
-
-    S* store_ = nullptr;
-    std::shared_ptr<lifetime> life_;
-    asio::any_io_executor executor_ = store_ ? store_->get_executor() : asio::any_io_executor{};
-};
-
-} // namespace distlock::detail
-// ---- end distlock/detail/lifetime.hpp
-// ---- begin distlock/detail/on_strand.hpp
-// distlock/detail/on_strand.hpp: runs a coroutine on a strand and lets the caller's
+} // namespace distlock::backend
+// ---- end distlock/backend/lifetime.hpp
+// ---- begin distlock/backend/on_strand.hpp
+// distlock/backend/on_strand.hpp: runs a coroutine on a strand and lets the caller's
 // cancellation reach it there.
 //
 // Why not plain co_spawn(strand, op, use_awaitable): Asio 1.22 connects the caller's
@@ -1927,10 +1618,10 @@ private:
 #include <memory>
 #include <optional>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// Whether the calling coroutine was asked to stop.
-// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 awaitable<bool> cancelled()
 {
@@ -1941,7 +1632,7 @@ awaitable<bool> cancelled()
 /// Runs `op` on `strand` (any executor that serialises its work), relaying the
 /// caller's cancellation there.
 // Over awaitable<void> only: co_spawn into use_awaitable instantiates its entry point
-// and handlers per result type (see detail/cut_off.hpp); on_strand() below carries a
+// and handlers per result type (see backend/cut_off.hpp); on_strand() below carries a
 // result through a reference instead. A template so that it is compiled only where it
 // is used.
 template <class Strand, class Unused = void>
@@ -1973,10 +1664,10 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
     co_return std::move(*out);
 }
 
-} // namespace distlock::detail
-// ---- end distlock/detail/on_strand.hpp
-// ---- begin distlock/detail/strand.hpp
-// distlock/detail/strand.hpp: the strands the connections and sessions run on.
+} // namespace distlock::backend
+// ---- end distlock/backend/on_strand.hpp
+// ---- begin distlock/backend/strand.hpp
+// distlock/backend/strand.hpp: the strands the connections and sessions run on.
 //
 // Why not asio::strand<asio::any_io_executor>: its inner executor is type-erased, and
 // Asio 1.22 pays for that on every hand-off. Each execute() on the strand asks the
@@ -1996,7 +1687,7 @@ awaitable<T> on_strand(const Strand& strand, awaitable<T> op)
 #include <type_traits>
 #include <typeinfo>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 /// `ex`'s target when it is a `T`, else null. Asio 1.22's any_executor::target() does
 /// not check the type it is asked for; this does, by RTTI. Without RTTI the type
@@ -2041,8 +1732,8 @@ asio::any_io_executor inner_executor(const std::type_identity_t<Executor>& stran
     return strand;
 }
 
-} // namespace distlock::detail
-// ---- end distlock/detail/strand.hpp
+} // namespace distlock::backend
+// ---- end distlock/backend/strand.hpp
 // ---- begin distlock/observe.hpp
 // distlock/observe.hpp: events a lock reports, for the user's own metrics and logs.
 // The library itself prints nothing.
@@ -2139,12 +1830,65 @@ struct callback {
 } // namespace distlock
 // ---- end distlock/observe.hpp
 // ---- begin distlock/policy/acquire.hpp
-// distlock/policy/acquire.hpp: how a lock is taken, kept and given back on a backend.
+// distlock/policy/acquire.hpp: the acquisition policies: how a lock is taken, kept
+// and given back on a backend.
 //
 // An acquisition policy opens a claim (claim.hpp) for every lock() call. The policies
-// here are claims over TTL primitives: each attempt puts the lock with a fresh owner
-// token and a TTL; the lease extends and releases it by that token.
+// here open claims over TTL primitives (claims/ttl_claim.hpp): each attempt puts the
+// lock with a fresh owner token and a TTL; the lease extends and releases it by that
+// token. acquire::quorum runs one of them on every node of a quorum
+// (claims/quorum_claim.hpp).
 
+// ---- begin distlock/backend/contract.hpp
+// distlock/backend/contract.hpp: the store contract: what a store provides, as
+// concepts, and the requests the core hands it.
+//
+// A store models some of these primitives, not necessarily all; each acquisition
+// policy names the ones it needs, so a wrong combination fails to compile with the
+// name of the missing requirement. Every primitive is a coroutine returning
+// asio::awaitable<result<...>>; arguments passed by reference must stay alive until
+// the awaitable completes (they do with `co_await`).
+//
+// Error contract for every primitive:
+//  - errc::contended / errc::not_owner: the store answered, and the answer is no.
+//  - errc::store_unavailable: the request was not applied (connection refused, ...).
+//  - errc::outcome_unknown: the request may have been applied (reply lost or abandoned
+//    after cancellation). Callers clean up by owner token.
+//  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
+
+// ---- begin distlock/backend/observer_ref.hpp
+// distlock/backend/observer_ref.hpp: a non-owning, type-erased reference to an observer,
+// so that acquisition policies can report events without being templates over it.
+
+
+namespace distlock::backend {
+
+class observer_ref {
+public:
+    observer_ref() = default;
+    template <observer O>
+    explicit observer_ref(const O& o) noexcept
+        : object_{&o}, call_{[](const void* obj, const event& e) { (*static_cast<const O*>(obj))(e); }}
+    {}
+    // An observer that throws must not break a lock's bookkeeping (a grant left
+    // unreleased, a keeper that stopped): its exception ends here.
+    void operator()(const event& e) const noexcept
+    {
+        if (!call_)
+            return;
+        try {
+            call_(object_, e);
+        } catch (...) {
+        }
+    }
+
+private:
+    const void* object_ = nullptr;
+    void (*call_)(const void*, const event&) = nullptr;
+};
+
+} // namespace distlock::backend
+// ---- end distlock/backend/observer_ref.hpp
 // ---- begin distlock/diagnostics.hpp
 // distlock/diagnostics.hpp: the words beside an error code.
 
@@ -2224,249 +1968,468 @@ decltype(auto) diagnosed(diagnostics* diag, Op&& op)
         return CALL(__VA_ARGS__ __VA_OPT__(, ) diag_...);                                                        \
     })
 // ---- end distlock/diagnostics.hpp
-// ---- begin distlock/detail/fan_out.hpp
-// distlock/detail/fan_out.hpp: run one operation on every node of a quorum in
-// parallel and decide as soon as the replies so far settle the question.
-//
-// Design note. Each node's operation runs as its own detached coroutine on that
-// node's executor and owns copies of its arguments, because it may outlive the
-// caller: a slow or blackholed node answers after the decision, or after the caller
-// was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
-// grant gets released instead of staying held until its TTL. Replies are collected
-// under a mutex because nodes may run on different threads; the caller waits on an
-// auto_reset_event, which is safe to set from any thread and honours the caller's
-// cancellation.
+// ---- begin distlock/handover.hpp
+// distlock/handover.hpp: a lock that a fair queue's release handed straight to its
+// head waiter (fair_queue_store in store.hpp), as the waiter's watcher read it from
+// the release's message. Apart from store.hpp so that a store's sans-I/O reader of
+// that message needs no coroutine support.
 
 
-#include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
-#include <asio/this_coro.hpp>
-
-#include <cstddef>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <optional>
-#include <vector>
-
-namespace distlock::detail {
-
-/// One node's answer and how long it took.
-template <class T>
-struct reply {
-    result<T> value = errc::outcome_unknown;
-    duration latency{};
-};
-
-template <class T>
-using replies = std::vector<std::optional<reply<T>>>;
-
-/// What the caller decided, for replies that arrive after it decided: a late grant is
-/// kept when the caller's operation succeeded (it is part of the lease) and released
-/// when it failed. Replies that arrive before the caller concluded are parked.
-class late_verdict {
-public:
-    void on_late(std::function<void()> release)
-    {
-        std::unique_lock lock{mutex_};
-        if (!keep_) {
-            parked_.push_back(std::move(release));
-            return;
-        }
-        const bool keep = *keep_;
-        lock.unlock();
-        if (!keep)
-            release();
-    }
-
-    void conclude(bool keep)
-    {
-        std::vector<std::function<void()>> parked;
-        {
-            std::lock_guard lock{mutex_};
-            keep_ = keep;
-            parked.swap(parked_);
-        }
-        if (!keep)
-            for (auto& release : parked)
-                release();
-    }
-
-private:
-    std::mutex mutex_;
-    std::optional<bool> keep_;
-    std::vector<std::function<void()>> parked_;
-};
-
-/// Runs `op(node, i)` on every node (`nodes.node(i)` is copied into each node's
-/// coroutine: a reference such as store_ref, never the store itself), returns the replies received when `settled(replies)`
-/// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
-/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine:
-/// at once, or, with a `verdict`, once the caller concluded that they are to be released.
-template <class T, class Nodes, class Op, class Settled, class OnLate>
-awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_late,
-                              bool* cancelled = nullptr, std::shared_ptr<late_verdict> verdict = nullptr)
-{
-    struct shared {
-        std::mutex mutex;
-        replies<T> got;
-        std::size_t answered = 0;
-        bool decided = false;
-        auto_reset_event done;
-        shared(asio::any_io_executor ex, std::size_t n) : got(n), done{std::move(ex)} {}
-    };
-    const auto n = nodes.size();
-    auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
-
-    for (std::size_t i = 0; i < n; ++i) {
-        // A copy of the node's reference: a straggler may outlive `nodes`.
-        auto node = nodes.node(i);
-        using node_type = decltype(node);
-        asio::co_spawn(
-            node.get_executor(),
-            [](std::shared_ptr<shared> state, node_type node, std::size_t i, Op op,
-               Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
-                const auto start = clock::now();
-                reply<T> r{co_await op(node, i), clock::now() - start};
-                bool late = false;
-                {
-                    std::lock_guard lock{state->mutex};
-                    late = state->decided;
-                    if (!late) {
-                        state->got[i] = r;
-                        ++state->answered;
-                        if (state->answered == state->got.size() || settled(state->got)) {
-                            state->decided = true;
-                            state->done.set();
-                        }
-                    }
-                }
-                if (!late)
-                    co_return;
-                if (!verdict) {
-                    co_await on_late(node, i, std::move(r));
-                    co_return;
-                }
-                verdict->on_late([node, i, on_late, r] {
-                    asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
-                });
-            }(state, node, i, op, settled, on_late, verdict),
-            asio::detached);
-    }
-
-    // The event's async_wait rather than its wait(): one coroutine frame less per
-    // quorum operation.
-    bool woken = state->done.try_take();
-    if (!woken) {
-        (void)co_await state->done.async_wait(time_point::max(), as_tuple_awaitable<T>());
-        woken = state->done.try_take();
-    }
-    std::lock_guard lock{state->mutex};
-    if (!woken) {
-        // Cancelled: whatever answers later is a straggler.
-        state->decided = true;
-        if (cancelled)
-            *cancelled = true;
-    }
-    co_return state->got;
-}
-
-} // namespace distlock::detail
-// ---- end distlock/detail/fan_out.hpp
-// ---- begin distlock/detail/observer_ref.hpp
-// distlock/detail/observer_ref.hpp: a non-owning, type-erased reference to an observer,
-// so that acquisition policies can report events without being templates over it.
-
-
-namespace distlock::detail {
-
-class observer_ref {
-public:
-    observer_ref() = default;
-    template <observer O>
-    explicit observer_ref(const O& o) noexcept
-        : object_{&o}, call_{[](const void* obj, const event& e) { (*static_cast<const O*>(obj))(e); }}
-    {}
-    // An observer that throws must not break a lock's bookkeeping (a grant left
-    // unreleased, a keeper that stopped): its exception ends here.
-    void operator()(const event& e) const noexcept
-    {
-        if (!call_)
-            return;
-        try {
-            call_(object_, e);
-        } catch (...) {
-        }
-    }
-
-private:
-    const void* object_ = nullptr;
-    void (*call_)(const void*, const event&) = nullptr;
-};
-
-} // namespace distlock::detail
-// ---- end distlock/detail/observer_ref.hpp
-// ---- begin distlock/quorum.hpp
-// distlock/quorum.hpp: N independent stores acting as one backend (Redlock).
-
-
-#include <asio/any_io_executor.hpp>
-
-#include <cstddef>
-#include <functional>
-#include <optional>
-#include <span>
-#include <string>
-#include <vector>
+#include <cstdint>
 
 namespace distlock {
 
-/// A store that can tell which server it reached, without I/O (redis::store: the
-/// server's run_id learned at connect), so that a quorum never counts one server
-/// twice. nullopt: not known yet; empty: the server would not tell.
-template <class S>
-concept identified_store = requires(const S& s) {
-    { s.known_server_identity() } -> std::same_as<std::optional<std::string>>;
-};
-
-/// A quorum of independent stores of one type. A lock on it holds when a majority
-/// (size/2 + 1) of the stores granted it. The stores are referenced, not owned: they
-/// must outlive the quorum and every lease taken through it.
-///
-/// The nodes must be distinct servers, or one server's grant would count twice (a
-/// "majority" from one server while another is down). The same store object twice
-/// is refused before any I/O (errc::invalid_argument); stores that know their
-/// server's identity (identified_store) are compared once they answered, and a
-/// lock granted by two nodes of one identity is given back and refused the same way.
-template <store Store>
-class quorum {
-public:
-    using store_type = Store;
-
-    template <class... Stores>
-        requires(std::same_as<Stores, Store> && ...)
-    explicit quorum(Stores&... nodes) : nodes_{&nodes...}
-    {}
-
-    explicit quorum(std::span<Store* const> nodes) : nodes_(nodes.begin(), nodes.end()) {}
-
-    std::size_t size() const noexcept { return nodes_.size(); }
-    std::size_t majority() const noexcept { return nodes_.size() / 2 + 1; }
-    Store& node(std::size_t i) const noexcept { return *nodes_[i]; }
-
-    /// The first node's executor; each node's own operations run on its own executor.
-    /// An empty quorum has no executor; locking on it fails with invalid_argument.
-    asio::any_io_executor get_executor() const
-    {
-        return nodes_.empty() ? asio::any_io_executor{} : nodes_.front()->get_executor();
-    }
-
-private:
-    std::vector<Store*> nodes_;
+struct handover {
+    std::uint64_t try_number = 0; ///< the waiter's try that its place in line was kept by
+    fence_token fence = 0;
+    duration after_try{}; ///< the store's time from that try to the hand-over, never negative
 };
 
 } // namespace distlock
-// ---- end distlock/quorum.hpp
+// ---- end distlock/handover.hpp
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <string_view>
+
+namespace distlock {
+
+/// Anything with an executor on which its operations run.
+template <class S>
+concept store = requires(S& s) {
+    { s.get_executor() } -> std::convertible_to<asio::any_io_executor>;
+};
+
+/// One request against a store: which resource, for which owner, for how long.
+struct lock_request {
+    std::string_view resource;
+    owner_token owner;
+    duration ttl{};
+    /// Where a failure's words go (the caller's, for the attempt of a lock() given
+    /// one), or nullptr. Stores whose primitives take a trailing `diagnostics*` get it.
+    diagnostics* diag = nullptr;
+    /// For a release on a clock-fenced store (clock_fenced_store): the token the
+    /// resource's counter is raised to in the same step (a quorum lease's token).
+    std::optional<fence_token> floor = std::nullopt;
+};
+
+/// What a claim is opened for.
+struct claim_request {
+    std::string resource;
+    lock_options options;
+    backend::observer_ref observe;
+    /// The lock() caller's diagnostics, or nullptr: attempts made while the caller
+    /// waits fill it; background work (abandon(), a hold's releases) never does.
+    diagnostics* diag = nullptr;
+    /// The call waits when the lock is held (lock(), lock_until()); false for
+    /// try_lock(), whose one try must leave nothing behind.
+    bool waits = true;
+};
+
+/// What a fenced write needs of the lock it is made under: the resource, the owner
+/// token of the grant and its fencing token (a distlock::lease models it), so that a
+/// store's fenced writes take the lease without depending on it.
+template <class H>
+concept fence_holder = requires(const H& h) {
+    { h.resource() } -> std::convertible_to<std::string_view>;
+    { h.owner() } -> std::convertible_to<const owner_token&>;
+    { h.fence() } -> std::convertible_to<fence_token>;
+};
+
+/// A store that owns the work its leases start (docs/architecture.md, "Lifetimes"):
+/// every store of the library models it, through backend::store_shell.
+///  - `lifetime()`: what the core reaches the store through (backend::store_ref), so
+///    that work left running never touches a store that is gone.
+///  - `operation_timeout()`: the longest one primitive runs before the store completes
+///    it itself (connecting included, and whatever the store retries inside one
+///    primitive); an attempt that surely ends before the caller's deadline needs no
+///    timer of its own. Computed with saturating arithmetic (clock.hpp), so that any
+///    setting the store accepted gives a defined bound.
+///  - `close()`: refuses new work, finishes the releases still pending, ends the
+///    leases still held, then closes the connections, so that io.run() can return.
+template <class S>
+concept managed_store = store<S> && requires(S& s, const S& cs) {
+    { cs.lifetime() } -> std::convertible_to<std::shared_ptr<backend::lifetime>>;
+    { cs.operation_timeout() } -> std::convertible_to<duration>;
+    { s.close() } -> std::same_as<awaitable<void>>;
+};
+
+/// Put-if-absent with a TTL and an owner value, which also gives the resource a new
+/// fencing token, above every earlier one, in the same atomic step and returns it
+/// (Redis: SET NX PX and the next token in one script).
+template <class S>
+concept put_if_absent_store = store<S> && requires(S& s, std::string_view resource,
+                                                   const owner_token& owner, duration ttl) {
+    { s.put_if_absent(resource, owner, ttl) } -> std::same_as<awaitable<result<fence_token>>>;
+};
+
+/// put_if_absent that answers with data: granted (fence) or held, with when the
+/// holder's lock runs out if the store knows (Redis returns the holder's PTTL), so
+/// that waiting strategies need not guess.
+template <class S>
+concept answering_put_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                                   duration ttl) {
+    { s.put_if_absent_answer(resource, owner, ttl) } -> std::same_as<awaitable<result<answer>>>;
+};
+
+/// Compare-owner-and-extend and compare-owner-and-delete.
+template <class S>
+concept owner_checked_store = store<S> && requires(S& s, std::string_view resource,
+                                                   const owner_token& owner, duration ttl) {
+    { s.extend(resource, owner, ttl) } -> std::same_as<awaitable<result<void>>>;
+    { s.release(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+};
+
+/// A conditional write: succeeds only if the record is absent or expired
+/// (expected_version empty) or carries the given version; the new version, one
+/// above the old, is the fencing token (DynamoDB ConditionExpression, etcd txn).
+template <class S>
+concept conditional_write_store =
+    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, duration ttl,
+                         std::optional<fence_token> expected_version) {
+        {
+            s.conditional_write(resource, owner, ttl, expected_version)
+        } -> std::same_as<awaitable<result<fence_token>>>;
+    };
+
+/// A per-resource fencing token that only ever grows (a counter, or the Redis
+/// store's clock-derived tokens, which the resources of a hash slot share: raising
+/// one raises them all).
+template <class S>
+concept fencing_counter_store = store<S> && requires(S& s, std::string_view resource,
+                                                     fence_token floor) {
+    /// Increments and returns the counter.
+    { s.next_fence(resource) } -> std::same_as<awaitable<result<fence_token>>>;
+    /// Raises the counter to at least `floor`; returns its value afterwards.
+    { s.raise_fence(resource, floor) } -> std::same_as<awaitable<result<fence_token>>>;
+};
+
+/// A store whose fencing tokens follow its clock: a resource's next token is at least
+/// the server's clock, counted in `fence_ticks_per_second` (the Redis store: its
+/// TIME in microseconds), so that a token handed out a TTL ago is below any token
+/// handed out now, as long as the servers' clocks agree within that. Its release can
+/// raise the resource's token to a floor in the same step. A quorum of such stores
+/// aligns its nodes' tokens as it releases, with no round trip of its own after a
+/// grant (acquire::quorum; docs/guarantees.md says what it assumes).
+template <class S>
+concept clock_fenced_store =
+    owner_checked_store<S> && fencing_counter_store<S> &&
+    requires(S& s, std::string_view resource, const owner_token& owner, fence_token floor) {
+        { S::fence_ticks_per_second } -> std::convertible_to<std::uint64_t>;
+        { s.release_raising(resource, owner, floor) } -> std::same_as<awaitable<result<void>>>;
+    };
+
+/// Put-if-absent on several resources in one atomic step (one round trip), all or
+/// nothing; one fencing token per resource, in the given order.
+template <class S>
+concept batch_put_if_absent_store =
+    put_if_absent_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner,
+                                       duration ttl) {
+        { s.put_if_absent_all(resources, owner, ttl) } -> std::same_as<awaitable<result<std::vector<fence_token>>>>;
+    };
+
+/// Owner-checked release of several resources in one atomic step (one round trip):
+/// for each resource, in the given order, true when `owner`'s lock was released,
+/// false when `owner` did not hold it (what errc::not_owner says for one). How a
+/// set taken in one step goes back in one step.
+template <class S>
+concept batch_release_store =
+    owner_checked_store<S> && requires(S& s, const std::vector<std::string>& resources, const owner_token& owner) {
+        { s.release_all(resources, owner) } -> std::same_as<awaitable<result<std::vector<bool>>>>;
+    };
+
+/// A store that tells waiters when a lock is released, so they need not poll.
+/// `co_await watch(resource)` completes once the store listens (before the caller's
+/// next try, so a release between a failed try and the wait is not missed); the
+/// watcher's `wait(until)` completes with true when a release was seen, false at
+/// `until`. Destroying the watcher stops listening.
+template <class S>
+concept release_notifying_store = store<S> && requires(S& s, std::string_view resource) {
+    typename backend::awaited<decltype(s.watch(resource))>::type;
+    requires requires(typename backend::awaited<decltype(s.watch(resource))>::type& w, time_point until) {
+        { w.wait(until) } -> std::same_as<awaitable<bool>>;
+    };
+};
+
+/// A TTL store that keeps a fair queue of waiters per resource (the Redis store's
+/// scripts): a lock is granted only to the head of its queue, a release wakes the
+/// head only, and a waiter that stops asking loses its place after a bounded time.
+/// What acquire::fair runs on. Each lock() call is one waiter (`waiter`, kept across
+/// its attempts); each attempt has its own owner token, as with setnx.
+///
+/// A store may also hand the lock over: a release grants it to the head at once, as
+/// owner `waiter`, when the head listens. Its watcher's `take_handover()` then
+/// returns the grant (std::optional<handover>), and a later try of the waiter is
+/// answered answer::handed_over.
+template <class S>
+concept fair_queue_store =
+    owner_checked_store<S> &&
+    requires(S& s, const S& cs, std::string_view resource, const owner_token& waiter, const owner_token& owner,
+             duration ttl, std::uint64_t try_number, bool join) {
+        /// Granted only if the lock is free and no one waits or `waiter` is the head.
+        /// `try_number` counts the tries of the lock() call from 1; with `join`, the
+        /// try takes or keeps `waiter`'s place in line (a first try that only asks
+        /// does not).
+        { s.put_if_first(resource, waiter, owner, ttl, try_number, join) } -> std::same_as<awaitable<result<answer>>>;
+        /// Releases by owner and wakes the head waiter only (or hands it the lock).
+        { s.release_to_head(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        /// Gives up `waiter`'s place, and a lock handed to it; a head that leaves a
+        /// free lock passes it on to the next.
+        { s.leave_queue(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
+        /// How often a waiter asks again, at the least, to keep its place.
+        { cs.queue_refresh() } -> std::convertible_to<duration>;
+        /// Listens for releases addressed to `waiter` or to everyone.
+        typename backend::awaited<decltype(s.watch(resource, waiter))>::type;
+    };
+
+/// What a store says about one resource's lock, read without taking it (for a
+/// status command, and for stores that may take over a lock only after seeing it
+/// unchanged for a full lease).
+struct lock_info {
+    bool held = false;                   ///< A live lock exists.
+    std::string owner;                   ///< The holder's owner token, shortened (8 hex digits), when held.
+    fence_token fence = 0;               ///< The holder's token when held; else the counter's last value.
+    std::optional<duration> remaining;   ///< Time left, where the store keeps a TTL.
+    std::optional<fence_token> version;  ///< The record's version, where the store versions records.
+};
+
+/// A store that can read a resource's lock without taking it.
+template <class S>
+concept inspectable_store = store<S> && requires(S& s, std::string_view resource) {
+    { s.read(resource) } -> std::same_as<awaitable<result<lock_info>>>;
+};
+
+/// Where an entry of a resource's queue stands (see session_queue_store).
+struct queue_place {
+    fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.
+    bool first = false;                     ///< The oldest entry: its owner holds the lock.
+    std::optional<fence_token> predecessor; ///< The entry just before it, when not first.
+};
+
+/// A store with client sessions and a fair queue per resource (etcd leases and
+/// revisions, ZooKeeper sessions and sequential ephemeral nodes): one entry per
+/// waiter, bound to the client's session and ordered by creation; the oldest entry
+/// holds the lock; an entry goes when its owner deletes it or its session ends. One
+/// session (one keepalive) serves every lock of the client.
+template <class S>
+concept session_queue_store =
+    store<S> && requires(S& s, std::string_view resource, const owner_token& owner, fence_token entry,
+                         time_point until, std::weak_ptr<session_listener> listener) {
+        /// Creates the owner's entry, or finds it if it exists (so a lost reply can be
+        /// retried without queueing twice), and says where it stands.
+        { s.enqueue(resource, owner) } -> std::same_as<awaitable<result<queue_place>>>;
+        /// True once entry `entry` is gone, false at `until`.
+        { s.wait_gone(resource, entry, until) } -> std::same_as<awaitable<bool>>;
+        /// Deletes the owner's entry: leaves the queue, or releases the lock.
+        { s.dequeue(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        /// Binds a lease to the session that keeps `entry`; returns until when the
+        /// session is known alive (nullopt: it is gone). The listener hears of every
+        /// change of the session's state.
+        { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
+    };
+
+} // namespace distlock
+// ---- end distlock/backend/contract.hpp
+// ---- begin distlock/backend/store_ref.hpp
+// distlock/backend/store_ref.hpp: how the core reaches a store: a pointer plus the
+// store's lifetime (lifetime.hpp), so that work left running never touches a store
+// that is gone.
+
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+namespace distlock::backend {
+
+/// How the core reaches a store: see the design note above.
+template <class S>
+class store_ref {
+public:
+    store_ref() = default;
+    explicit store_ref(S& s) : store_{&s}
+    {
+        static_assert(managed_store<S> || !requires { s.lifetime(); },
+                      "a store with lifetime() must model distlock::managed_store: operation_timeout() and close() "
+                      "too (backend::store_shell provides all three)");
+        if constexpr (managed_store<S>)
+            life_ = s.lifetime();
+    }
+
+    /// Starts `op(store)` (which returns an awaitable<result<T>>) if the store is open;
+    /// otherwise the awaitable completes with errc::store_unavailable, without I/O.
+    template <class Op>
+    auto call(Op&& op) const -> decltype(op(std::declval<S&>()))
+    {
+        using awaitable_type = decltype(op(std::declval<S&>()));
+        if constexpr (managed_store<S>) {
+            auto in = life_->enter();
+            if (!in)
+                return closed_result<awaitable_type>();
+            return op(*store_);
+        } else {
+            return op(*store_);
+        }
+    }
+
+    /// Runs `fn(store)` synchronously if the store is open: std::nullopt otherwise.
+    template <class Fn>
+    auto with(Fn&& fn) const -> std::optional<decltype(fn(std::declval<S&>()))>
+    {
+        if constexpr (managed_store<S>) {
+            auto in = life_->enter();
+            if (!in || life_->closing())
+                return std::nullopt;
+            return fn(*store_);
+        } else {
+            return fn(*store_);
+        }
+    }
+
+    /// Spawns work owned by the store (on its executor); dropped if it is closed.
+    void spawn(awaitable<void> work) const
+    {
+        if constexpr (managed_store<S>)
+            life_->spawn(std::move(work));
+        else
+            asio::co_spawn(store_->get_executor(), std::move(work), asio::detached);
+    }
+
+    /// Counts the caller's own background work on the store until the guard is
+    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
+    lifetime::work track() const
+    {
+        if constexpr (managed_store<S>)
+            return life_->track();
+        else
+            return {};
+    }
+
+    /// Registers a listener for the store's closing (no-op for stores without one).
+    bool listen(std::weak_ptr<closing_listener> l) const
+    {
+        if constexpr (managed_store<S>)
+            return life_->listen(std::move(l));
+        else
+            return true;
+    }
+
+    bool open() const
+    {
+        if constexpr (managed_store<S>)
+            return life_->open() && !life_->closing();
+        else
+            return true;
+    }
+
+    /// Valid only while the store is open; for identity (the local line's key) and
+    /// synchronous use inside call().
+    S* get() const noexcept { return store_; }
+    asio::any_io_executor get_executor() const { return executor_; }
+
+private:
+    template <class A>
+    static A closed_result()
+    {
+        using value = typename backend::awaited<A>::type; // result<T>
+        return closed_value<value>();
+    }
+    template <class R>
+    static awaitable<R> closed_value()
+    {
+        co_return R{make_error_code(errc::store_unavailable)};
+    }
+
+    S* store_ = nullptr;
+    std::shared_ptr<lifetime> life_;
+    asio::any_io_executor executor_ = store_ ? store_->get_executor() : asio::any_io_executor{};
+};
+
+} // namespace distlock::backend
+
+namespace distlock {
+/// How policies and claims reach a store (backend::store_ref).
+template <class S>
+using store_ref = backend::store_ref<S>;
+} // namespace distlock
+// ---- end distlock/backend/store_ref.hpp
+// ---- begin distlock/claims/quorum_claim.hpp
+// distlock/claims/quorum_claim.hpp: the claim of acquire::quorum (Redlock): a TTL
+// policy run on every node of a distlock::quorum in parallel, held when a majority
+// grants it, with one fencing token across the nodes.
+
+// ---- begin distlock/backend/helpers.hpp
+// distlock/backend/helpers.hpp: small operations every store and claim needs: waiting
+// until a time, telling a connection error, answering with an error from a coroutine,
+// and releasing by owner token.
+
+
+#include <asio/this_coro.hpp>
+
+#include <system_error>
+
+namespace distlock::backend {
+
+/// Waits until `until` on the caller's executor (a cancelled wait returns early).
+// A template so that it is compiled only where it is used (see backend/coroutines.hpp).
+template <class Unused = void>
+awaitable<void> sleep_until(time_point until)
+{
+    timer t{co_await asio::this_coro::executor, until};
+    (void)co_await t.async_wait(as_tuple_awaitable<Unused>());
+}
+
+/// The request may not have arrived (or its answer was lost): worth one more try of
+/// an idempotent request.
+inline bool connection_error(const std::error_code& ec)
+{
+    return ec == condition::not_applied || ec == condition::maybe_applied;
+}
+
+/// An awaitable that completes at once with `ec`: how a primitive refuses bad input
+/// before any I/O without a frame of its own per call site.
+template <class T>
+awaitable<result<T>> failed(std::error_code ec)
+{
+    co_return ec;
+}
+
+/// Releases `owner`'s lock on `resource`. A connection error (a reset, a restart) may
+/// mean the release did not arrive; it is idempotent by owner token, so it is tried
+/// once more (stores reconnect on the next request). "Not the owner" after that means
+/// the first one did arrive.
+template <class Inner, class S>
+awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, lock_request r)
+{
+    auto first = co_await store.call([&](S& s) { return policy.release(s, r); });
+    if (first || !connection_error(first.error()))
+        co_return first;
+    auto second = co_await store.call([&](S& s) { return policy.release(s, r); });
+    if (!second && second.error() == condition::not_owner)
+        co_return success();
+    co_return second;
+}
+
+} // namespace distlock::backend
+// ---- end distlock/backend/helpers.hpp
+// ---- begin distlock/claims/ttl_claim.hpp
+// distlock/claims/ttl_claim.hpp: the claim of every acquisition over TTL primitives
+// (acquire::setnx, acquire::fair, acquire::conditional_write, a store's own TTL
+// policy): each attempt puts the lock with a fresh owner token and a TTL; the lease
+// extends and releases it by that token.
+
 
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/this_coro.hpp>
@@ -2485,43 +2448,12 @@ namespace distlock {
 
 struct acquire_policy_tag {};
 
-/// One request against a store: which resource, for which owner, for how long.
-struct lock_request {
-    std::string_view resource;
-    owner_token owner;
-    duration ttl{};
-    /// Where a failure's words go (the caller's, for the attempt of a lock() given
-    /// one), or nullptr. Stores whose primitives take a trailing `diagnostics*` get it.
-    diagnostics* diag = nullptr;
-    /// For a release on a clock-fenced store (clock_fenced_store): the token the
-    /// resource's counter is raised to in the same step (a quorum lease's token).
-    std::optional<fence_token> floor = std::nullopt;
-};
-
-/// How the core reaches a store (a pointer plus the store's lifetime, so that work
-/// left running never touches a store that is gone; see detail/lifetime.hpp).
-template <class S>
-using store_ref = detail::backend_ref<S>;
-
-/// What a claim is opened for.
-struct claim_request {
-    std::string resource;
-    lock_options options;
-    detail::observer_ref observe;
-    /// The lock() caller's diagnostics, or nullptr: attempts made while the caller
-    /// waits fill it; background work (abandon(), a hold's releases) never does.
-    diagnostics* diag = nullptr;
-    /// The call waits when the lock is held (lock(), lock_until()); false for
-    /// try_lock(), whose one try must leave nothing behind.
-    bool waits = true;
-};
-
 /// TTL primitives: take the lock for an owner, extend and release it by that owner.
 /// What acquire::setnx and acquire::conditional_write provide, and what
 /// acquire::quorum<Inner> runs on every node. The awaitables they return may refer
 /// to `r` and `s`, which the caller keeps alive until they complete.
 template <class P, class S>
-concept ttl_acquisition_for = requires(const P& p, S& s, const lock_request& r, detail::observer_ref obs) {
+concept ttl_acquisition_for = requires(const P& p, S& s, const lock_request& r, backend::observer_ref obs) {
     { p.acquire(s, r, obs) } -> std::same_as<awaitable<result<fence_token>>>;
     { p.extend(s, r) } -> std::same_as<awaitable<result<void>>>;
     { p.release(s, r) } -> std::same_as<awaitable<result<void>>>;
@@ -2535,6 +2467,10 @@ concept acquire_policy_for = std::same_as<typename P::policy_kind, acquire_polic
                              };
 
 namespace detail {
+using backend::observer_ref;
+using backend::connection_error;
+using backend::release_by_owner;
+using backend::sleep_until;
 
 // The watcher a store hands out, or a placeholder for stores without notifications.
 template <class S>
@@ -2543,37 +2479,8 @@ struct watcher_of {
 };
 template <release_notifying_store S>
 struct watcher_of<S> {
-    using type = typename awaited<decltype(std::declval<S&>().watch(std::string_view{}))>::type;
+    using type = typename backend::awaited<decltype(std::declval<S&>().watch(std::string_view{}))>::type;
 };
-
-// A template so that it is compiled only where it is used (see detail/lease_state.hpp).
-template <class Unused = void>
-awaitable<void> sleep_until(time_point until)
-{
-    timer t{co_await asio::this_coro::executor, until};
-    (void)co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
-}
-
-inline bool connection_error(const std::error_code& ec)
-{
-    return ec == condition::not_applied || ec == condition::maybe_applied;
-}
-
-// Releases `owner`'s lock on `resource`. A connection error (a reset, a restart) may
-// mean the release did not arrive; it is idempotent by owner token, so it is tried
-// once more (stores reconnect on the next request). "Not the owner" after that means
-// the first one did arrive.
-template <class Inner, class S>
-awaitable<result<void>> release_by_owner(const Inner& policy, const store_ref<S>& store, lock_request r)
-{
-    auto first = co_await store.call([&](S& s) { return policy.release(s, r); });
-    if (first || !connection_error(first.error()))
-        co_return first;
-    auto second = co_await store.call([&](S& s) { return policy.release(s, r); });
-    if (!second && second.error() == condition::not_owner)
-        co_return success();
-    co_return second;
-}
 
 /// A lease on one store, kept by owner token.
 template <class Inner, class S>
@@ -2591,10 +2498,10 @@ public:
     awaitable<result<void>> extend() { return extend_impl(this); }
     // The request lives in release_by_owner's frame (by value), so the store's
     // operation may refer to it.
-    awaitable<result<void>> release() { return release_by_owner(policy_, store_, {resource_, owner_, ttl_}); }
+    awaitable<result<void>> release() { return backend::release_by_owner(policy_, store_, {resource_, owner_, ttl_}); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
-    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+    bool listen(std::weak_ptr<backend::closing_listener> l) const { return store_.listen(std::move(l)); }
 
 private:
     // The request lives in the frame, so the store's operation may refer to it.
@@ -2744,7 +2651,7 @@ public:
             if (watcher_)
                 co_return co_await watcher_->wait(until);
         }
-        co_await sleep_until(until);
+        co_await backend::sleep_until(until);
         co_return false;
     }
 
@@ -2778,7 +2685,7 @@ private:
     {
         auto pending = maybe_granted_;
         for (const auto& owner : pending) {
-            auto rel = co_await release_by_owner(policy_, store_, {resource_, owner, ttl_});
+            auto rel = co_await backend::release_by_owner(policy_, store_, {resource_, owner, ttl_});
             if (rel || rel.error() == condition::not_owner)
                 std::erase(maybe_granted_, owner);
         }
@@ -2789,7 +2696,7 @@ private:
     {
         for (const auto& owner : owners) {
             const lock_request r{resource, owner, {}};
-            (void)co_await release_by_owner(policy, store, r);
+            (void)co_await backend::release_by_owner(policy, store, r);
         }
         // A place in the store's queue, if this call took one, is given up too.
         if constexpr (requires { policy.leave(store, resource, memo); })
@@ -2817,214 +2724,242 @@ private:
 
 } // namespace detail
 
-namespace acquire {
+/// The claim a TTL policy opens for each lock() call (policies written outside the
+/// library open it too).
+using detail::ttl_claim;
 
-/// Owner-checked extend and release, shared by the single-store policies.
-struct owner_checked {
-    template <class S>
-        requires owner_checked_store<S>
-    awaitable<result<void>> extend(S& s, const lock_request& r) const
-    {
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.extend, r.resource, r.owner, r.ttl);
-    }
-    template <class S>
-        requires owner_checked_store<S>
-    awaitable<result<void>> release(S& s, const lock_request& r) const
-    {
-        if constexpr (clock_fenced_store<S>)
-            if (r.floor)
-                return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_raising, r.resource, r.owner, *r.floor);
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release, r.resource, r.owner);
-    }
+} // namespace distlock
+// ---- end distlock/claims/ttl_claim.hpp
+// ---- begin distlock/detail/fan_out.hpp
+// distlock/detail/fan_out.hpp: run one operation on every node of a quorum in
+// parallel and decide as soon as the replies so far settle the question.
+//
+// Design note. Each node's operation runs as its own detached coroutine on that
+// node's executor and owns copies of its arguments, because it may outlive the
+// caller: a slow or blackholed node answers after the decision, or after the caller
+// was cancelled. Such a straggler's reply goes to `on_late`, which is how a late
+// grant gets released instead of staying held until its TTL. Replies are collected
+// under a mutex because nodes may run on different threads; the caller waits on an
+// auto_reset_event, which is safe to set from any thread and honours the caller's
+// cancellation.
+
+// ---- begin distlock/store.hpp
+// distlock/store.hpp: the store contract, for users who write their own acquisition
+// policies or stores (the concepts live in the store authors' tier).
+
+// ---- end distlock/store.hpp
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/this_coro.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace distlock::detail {
+
+/// One node's answer and how long it took.
+template <class T>
+struct reply {
+    result<T> value = errc::outcome_unknown;
+    duration latency{};
 };
 
-/// Put-if-absent with a TTL (Redis SET NX PX), owner-checked extend and release.
-struct setnx : owner_checked {
-    using policy_kind = acquire_policy_tag;
+template <class T>
+using replies = std::vector<std::optional<reply<T>>>;
 
-    template <class S>
-        requires put_if_absent_store<S> && owner_checked_store<S>
-    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
+/// What the caller decided, for replies that arrive after it decided: a late grant is
+/// kept when the caller's operation succeeded (it is part of the lease) and released
+/// when it failed. Replies that arrive before the caller concluded are parked.
+class late_verdict {
+public:
+    void on_late(std::function<void()> release)
     {
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent, r.resource, r.owner, r.ttl);
+        std::unique_lock lock{mutex_};
+        if (!keep_) {
+            parked_.push_back(std::move(release));
+            return;
+        }
+        const bool keep = *keep_;
+        lock.unlock();
+        if (!keep)
+            release();
     }
 
-    /// acquire() that reports a held lock as data, where the store can.
-    template <class S>
-        requires answering_put_store<S> && owner_checked_store<S>
-    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref) const
+    void conclude(bool keep)
     {
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent_answer, r.resource, r.owner, r.ttl);
+        std::vector<std::function<void()>> parked;
+        {
+            std::lock_guard lock{mutex_};
+            keep_ = keep;
+            parked.swap(parked_);
+        }
+        if (!keep)
+            for (auto& release : parked)
+                release();
     }
 
-    template <class S>
-        requires put_if_absent_store<S> && owner_checked_store<S>
-    detail::ttl_claim<setnx, S> open(const store_ref<S>& s, claim_request r) const
-    {
-        return {*this, s, std::move(r)};
-    }
-
-    /// The batch path of multi-locks: every resource in one atomic step, all or nothing.
-    template <class S>
-        requires batch_put_if_absent_store<S> && owner_checked_store<S>
-    awaitable<result<std::vector<fence_token>>> acquire_all(const store_ref<S>& s,
-                                                            const std::vector<std::string>& resources,
-                                                            const owner_token& owner, duration ttl) const
-    {
-        return s.call([&](S& st) { return st.put_if_absent_all(resources, owner, ttl); });
-    }
-
-    /// The batch path's release: every resource of a set taken by acquire_all() in one
-    /// atomic step; per resource, whether it was still this owner's.
-    template <class S>
-        requires batch_release_store<S>
-    awaitable<result<std::vector<bool>>> release_all(const store_ref<S>& s, const std::vector<std::string>& resources,
-                                                     const owner_token& owner) const
-    {
-        return s.call([&](S& st) { return st.release_all(resources, owner); });
-    }
-
-    /// What a lease taken by acquire_all() keeps for one of its resources.
-    template <class S>
-        requires owner_checked_store<S>
-    detail::ttl_hold<setnx, S> hold(const store_ref<S>& s, std::string resource, const owner_token& owner,
-                                    duration ttl) const
-    {
-        return {*this, s, std::move(resource), owner, ttl};
-    }
+private:
+    std::mutex mutex_;
+    std::optional<bool> keep_;
+    std::vector<std::function<void()>> parked_;
 };
 
-/// Put-if-absent with a TTL behind a fair queue kept by the store (the Redis
-/// store's scripts): waiters of every process are served in the order they queued,
-/// a release wakes only the head waiter, and a releaser that asks again queues at
-/// the back. Each lock() call is one waiter: its first try only asks (a try_lock()
-/// leaves nothing behind), later tries take and keep a place in line (a lock() whose
-/// store still listens for the resource takes it in its first try); a waiter that
-/// stops asking (crashed, partitioned) loses its place after the store's queue TTL,
-/// and a lock() that ends without the lock gives its place up. Where the store hands
-/// locks over, a release grants the lock to a listening head in the same step and
-/// the head takes it from the wake-up, without a request. All clients of a resource
-/// must use it: a setnx client ignores the queue.
-struct fair : owner_checked {
-    using policy_kind = acquire_policy_tag;
-    static constexpr bool queues_waiters = true;
-
-    /// What one lock() call keeps across its attempts: its identity in the queue.
-    struct claim_memo {
-        owner_token waiter = owner_token::generate();
-        std::uint64_t tries = 0;
-        time_point asked_at{}; ///< when the latest try was sent, by this process's clock
-        bool queued = false;   ///< a place in line (or a lock handed to it) may exist
-        bool listened_first = false; ///< listening before the first try: it joins
-        void settle() noexcept { queued = false; }
-        bool unsettled() const noexcept { return queued; }
+/// Runs `op(node, i)` on every node (`nodes.node(i)` is copied into each node's
+/// coroutine: a reference such as store_ref, never the store itself), returns the replies received when `settled(replies)`
+/// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
+/// set). Replies arriving later are passed to `on_late(node, i, reply)`, a coroutine:
+/// at once, or, with a `verdict`, once the caller concluded that they are to be released.
+template <class T, class Nodes, class Op, class Settled, class OnLate>
+awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_late,
+                              bool* cancelled = nullptr, std::shared_ptr<late_verdict> verdict = nullptr)
+{
+    struct shared {
+        std::mutex mutex;
+        replies<T> got;
+        std::size_t answered = 0;
+        bool decided = false;
+        backend::auto_reset_event done;
+        shared(asio::any_io_executor ex, std::size_t n) : got(n), done{std::move(ex)} {}
     };
+    const auto n = nodes.size();
+    auto state = std::make_shared<shared>(co_await asio::this_coro::executor, n);
 
-    template <class S>
-        requires fair_queue_store<S>
-    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, detail::observer_ref, claim_memo& m) const
-    {
-        m.asked_at = clock::now();
-        const bool join = ++m.tries > 1 || m.listened_first;
-        if (join)
-            m.queued = true;
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, m.tries,
-                                         join);
+    for (std::size_t i = 0; i < n; ++i) {
+        // A copy of the node's reference: a straggler may outlive `nodes`.
+        auto node = nodes.node(i);
+        using node_type = decltype(node);
+        asio::co_spawn(
+            node.get_executor(),
+            [](std::shared_ptr<shared> state, node_type node, std::size_t i, Op op,
+               Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
+                const auto start = clock::now();
+                reply<T> r{co_await op(node, i), clock::now() - start};
+                bool late = false;
+                {
+                    std::lock_guard lock{state->mutex};
+                    late = state->decided;
+                    if (!late) {
+                        state->got[i] = r;
+                        ++state->answered;
+                        if (state->answered == state->got.size() || settled(state->got)) {
+                            state->decided = true;
+                            state->done.set();
+                        }
+                    }
+                }
+                if (!late)
+                    co_return;
+                if (!verdict) {
+                    co_await on_late(node, i, std::move(r));
+                    co_return;
+                }
+                verdict->on_late([node, i, on_late, r] {
+                    asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
+                });
+            }(state, node, i, op, settled, on_late, verdict),
+            asio::detached);
     }
 
-    /// Whether a waiting call should listen before its first try: only when the
-    /// store listens for the resource already (no request either way), so that an
-    /// uncontended lock() pays nothing for it.
-    template <class S>
-        requires fair_queue_store<S>
-    bool listens_early(S& s, std::string_view resource, claim_memo& m) const
-    {
-        if constexpr (requires { { s.listening(resource) } -> std::same_as<bool>; })
-            m.listened_first = s.listening(resource);
-        return m.listened_first;
+    // The event's async_wait rather than its wait(): one coroutine frame less per
+    // quorum operation.
+    bool woken = state->done.try_take();
+    if (!woken) {
+        (void)co_await state->done.async_wait(time_point::max(), backend::as_tuple_awaitable<T>());
+        woken = state->done.try_take();
     }
+    std::lock_guard lock{state->mutex};
+    if (!woken) {
+        // Cancelled: whatever answers later is a straggler.
+        state->decided = true;
+        if (cancelled)
+            *cancelled = true;
+    }
+    co_return state->got;
+}
 
-    /// The lock a release handed to this call's place, read from the wake-up, when
-    /// the store hands locks over. Only a hand-over for the latest try counts from
-    /// it: one made before a later try is answered by that try.
-    template <class Watcher>
-    std::optional<answer> handed_over(Watcher& w, const claim_memo& m) const
-    {
-        if constexpr (requires { { w.take_handover() } -> std::same_as<std::optional<handover>>; }) {
-            // Counted from no later than now: the hand-over came before its message.
-            if (const auto h = w.take_handover(); h && h->try_number == m.tries) {
-                const auto since_asked = clock::now() - m.asked_at;
-                return answer::handed_over(h->fence, m.asked_at + std::min(h->after_try, since_asked), m.waiter);
-            }
-        }
-        return std::nullopt;
-    }
+} // namespace distlock::detail
+// ---- end distlock/detail/fan_out.hpp
+// ---- begin distlock/quorum.hpp
+// distlock/quorum.hpp: N independent stores acting as one backend (Redlock).
 
-    /// Releases and wakes the head waiter only.
-    template <class S>
-        requires fair_queue_store<S>
-    awaitable<result<void>> release(S& s, const lock_request& r) const
-    {
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_to_head, r.resource, r.owner);
-    }
 
-    template <class S>
-        requires fair_queue_store<S>
-    auto watch(S& s, std::string_view resource, const claim_memo& m) const
-    {
-        return s.watch(resource, m.waiter);
-    }
+#include <asio/any_io_executor.hpp>
 
-    template <class S>
-        requires fair_queue_store<S>
-    duration ask_again_within(const S& s) const
-    {
-        return s.queue_refresh();
-    }
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
-    /// Gives up a place in line (idempotent; a connection error is tried once more).
-    template <class S>
-        requires fair_queue_store<S>
-    static awaitable<void> leave(const store_ref<S>& store, const std::string& resource, const claim_memo& m)
-    {
-        if (!m.queued)
-            co_return;
-        for (int tries = 0; tries < 2; ++tries) {
-            auto left = co_await store.call([&](S& s) { return s.leave_queue(resource, m.waiter); });
-            if (left || !detail::connection_error(left.error()))
-                co_return;
-        }
-    }
+namespace distlock {
 
-    template <class S>
-        requires fair_queue_store<S>
-    detail::ttl_claim<fair, S> open(const store_ref<S>& s, claim_request r) const
-    {
-        return {*this, s, std::move(r)};
-    }
+/// A store that can tell which server it reached, without I/O (redis::store: the
+/// server's run_id learned at connect), so that a quorum never counts one server
+/// twice. nullopt: not known yet; empty: the server would not tell.
+template <class S>
+concept identified_store = requires(const S& s) {
+    { s.known_server_identity() } -> std::same_as<std::optional<std::string>>;
 };
 
-/// A conditional write that succeeds only if the record is absent or expired
-/// (DynamoDB, etcd); the record's new version is the fencing token.
-struct conditional_write : owner_checked {
-    using policy_kind = acquire_policy_tag;
+/// A quorum of independent stores of one type. A lock on it holds when a majority
+/// (size/2 + 1) of the stores granted it. The stores are referenced, not owned: they
+/// must outlive the quorum and every lease taken through it.
+///
+/// The nodes must be distinct servers, or one server's grant would count twice (a
+/// "majority" from one server while another is down). The same store object twice
+/// is refused before any I/O (errc::invalid_argument); stores that know their
+/// server's identity (identified_store) are compared once they answered, and a
+/// lock granted by two nodes of one identity is given back and refused the same way.
+template <store Store>
+class quorum {
+public:
+    using store_type = Store;
 
-    template <class S>
-        requires conditional_write_store<S> && owner_checked_store<S>
-    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, detail::observer_ref) const
+    template <class... Stores>
+        requires(std::same_as<Stores, Store> && ...)
+    explicit quorum(Stores&... nodes) : nodes_{&nodes...}
+    {}
+
+    explicit quorum(std::span<Store* const> nodes) : nodes_(nodes.begin(), nodes.end()) {}
+
+    std::size_t size() const noexcept { return nodes_.size(); }
+    std::size_t majority() const noexcept { return nodes_.size() / 2 + 1; }
+    Store& node(std::size_t i) const noexcept { return *nodes_[i]; }
+
+    /// The first node's executor; each node's own operations run on its own executor.
+    /// An empty quorum has no executor; locking on it fails with invalid_argument.
+    asio::any_io_executor get_executor() const
     {
-        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.conditional_write, r.resource, r.owner, r.ttl, std::nullopt);
+        return nodes_.empty() ? asio::any_io_executor{} : nodes_.front()->get_executor();
     }
 
-    template <class S>
-        requires conditional_write_store<S> && owner_checked_store<S>
-    detail::ttl_claim<conditional_write, S> open(const store_ref<S>& s, claim_request r) const
-    {
-        return {*this, s, std::move(r)};
-    }
+private:
+    std::vector<Store*> nodes_;
 };
 
-} // namespace acquire
+} // namespace distlock
+// ---- end distlock/quorum.hpp
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace distlock {
 
 namespace detail {
 
@@ -3271,7 +3206,7 @@ public:
         if (!nodes_.refs.empty())
             nodes_.refs.front().spawn(std::move(work));
     }
-    bool listen(std::weak_ptr<closing_listener> l) const
+    bool listen(std::weak_ptr<backend::closing_listener> l) const
     {
         bool open = true;
         for (const auto& n : nodes_.refs)
@@ -3337,7 +3272,7 @@ public:
 
     awaitable<bool> wait(time_point until)
     {
-        co_await sleep_until(until);
+        co_await backend::sleep_until(until);
         co_return false;
     }
 
@@ -3518,6 +3453,224 @@ private:
 
 } // namespace detail
 
+} // namespace distlock
+// ---- end distlock/claims/quorum_claim.hpp
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace distlock {
+
+namespace acquire {
+
+/// Owner-checked extend and release, shared by the single-store policies.
+struct owner_checked {
+    template <class S>
+        requires owner_checked_store<S>
+    awaitable<result<void>> extend(S& s, const lock_request& r) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.extend, r.resource, r.owner, r.ttl);
+    }
+    template <class S>
+        requires owner_checked_store<S>
+    awaitable<result<void>> release(S& s, const lock_request& r) const
+    {
+        if constexpr (clock_fenced_store<S>)
+            if (r.floor)
+                return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_raising, r.resource, r.owner, *r.floor);
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release, r.resource, r.owner);
+    }
+};
+
+/// Put-if-absent with a TTL (Redis SET NX PX), owner-checked extend and release.
+struct setnx : owner_checked {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires put_if_absent_store<S> && owner_checked_store<S>
+    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, backend::observer_ref) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent, r.resource, r.owner, r.ttl);
+    }
+
+    /// acquire() that reports a held lock as data, where the store can.
+    template <class S>
+        requires answering_put_store<S> && owner_checked_store<S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, backend::observer_ref) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_absent_answer, r.resource, r.owner, r.ttl);
+    }
+
+    template <class S>
+        requires put_if_absent_store<S> && owner_checked_store<S>
+    detail::ttl_claim<setnx, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+
+    /// The batch path of multi-locks: every resource in one atomic step, all or nothing.
+    template <class S>
+        requires batch_put_if_absent_store<S> && owner_checked_store<S>
+    awaitable<result<std::vector<fence_token>>> acquire_all(const store_ref<S>& s,
+                                                            const std::vector<std::string>& resources,
+                                                            const owner_token& owner, duration ttl) const
+    {
+        return s.call([&](S& st) { return st.put_if_absent_all(resources, owner, ttl); });
+    }
+
+    /// The batch path's release: every resource of a set taken by acquire_all() in one
+    /// atomic step; per resource, whether it was still this owner's.
+    template <class S>
+        requires batch_release_store<S>
+    awaitable<result<std::vector<bool>>> release_all(const store_ref<S>& s, const std::vector<std::string>& resources,
+                                                     const owner_token& owner) const
+    {
+        return s.call([&](S& st) { return st.release_all(resources, owner); });
+    }
+
+    /// What a lease taken by acquire_all() keeps for one of its resources.
+    template <class S>
+        requires owner_checked_store<S>
+    detail::ttl_hold<setnx, S> hold(const store_ref<S>& s, std::string resource, const owner_token& owner,
+                                    duration ttl) const
+    {
+        return {*this, s, std::move(resource), owner, ttl};
+    }
+};
+
+/// Put-if-absent with a TTL behind a fair queue kept by the store (the Redis
+/// store's scripts): waiters of every process are served in the order they queued,
+/// a release wakes only the head waiter, and a releaser that asks again queues at
+/// the back. Each lock() call is one waiter: its first try only asks (a try_lock()
+/// leaves nothing behind), later tries take and keep a place in line (a lock() whose
+/// store still listens for the resource takes it in its first try); a waiter that
+/// stops asking (crashed, partitioned) loses its place after the store's queue TTL,
+/// and a lock() that ends without the lock gives its place up. Where the store hands
+/// locks over, a release grants the lock to a listening head in the same step and
+/// the head takes it from the wake-up, without a request. All clients of a resource
+/// must use it: a setnx client ignores the queue.
+struct fair : owner_checked {
+    using policy_kind = acquire_policy_tag;
+    static constexpr bool queues_waiters = true;
+
+    /// What one lock() call keeps across its attempts: its identity in the queue.
+    struct claim_memo {
+        owner_token waiter = owner_token::generate();
+        std::uint64_t tries = 0;
+        time_point asked_at{}; ///< when the latest try was sent, by this process's clock
+        bool queued = false;   ///< a place in line (or a lock handed to it) may exist
+        bool listened_first = false; ///< listening before the first try: it joins
+        void settle() noexcept { queued = false; }
+        bool unsettled() const noexcept { return queued; }
+    };
+
+    template <class S>
+        requires fair_queue_store<S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, backend::observer_ref, claim_memo& m) const
+    {
+        m.asked_at = clock::now();
+        const bool join = ++m.tries > 1 || m.listened_first;
+        if (join)
+            m.queued = true;
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_if_first, r.resource, m.waiter, r.owner, r.ttl, m.tries,
+                                         join);
+    }
+
+    /// Whether a waiting call should listen before its first try: only when the
+    /// store listens for the resource already (no request either way), so that an
+    /// uncontended lock() pays nothing for it.
+    template <class S>
+        requires fair_queue_store<S>
+    bool listens_early(S& s, std::string_view resource, claim_memo& m) const
+    {
+        if constexpr (requires { { s.listening(resource) } -> std::same_as<bool>; })
+            m.listened_first = s.listening(resource);
+        return m.listened_first;
+    }
+
+    /// The lock a release handed to this call's place, read from the wake-up, when
+    /// the store hands locks over. Only a hand-over for the latest try counts from
+    /// it: one made before a later try is answered by that try.
+    template <class Watcher>
+    std::optional<answer> handed_over(Watcher& w, const claim_memo& m) const
+    {
+        if constexpr (requires { { w.take_handover() } -> std::same_as<std::optional<handover>>; }) {
+            // Counted from no later than now: the hand-over came before its message.
+            if (const auto h = w.take_handover(); h && h->try_number == m.tries) {
+                const auto since_asked = clock::now() - m.asked_at;
+                return answer::handed_over(h->fence, m.asked_at + std::min(h->after_try, since_asked), m.waiter);
+            }
+        }
+        return std::nullopt;
+    }
+
+    /// Releases and wakes the head waiter only.
+    template <class S>
+        requires fair_queue_store<S>
+    awaitable<result<void>> release(S& s, const lock_request& r) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_to_head, r.resource, r.owner);
+    }
+
+    template <class S>
+        requires fair_queue_store<S>
+    auto watch(S& s, std::string_view resource, const claim_memo& m) const
+    {
+        return s.watch(resource, m.waiter);
+    }
+
+    template <class S>
+        requires fair_queue_store<S>
+    duration ask_again_within(const S& s) const
+    {
+        return s.queue_refresh();
+    }
+
+    /// Gives up a place in line (idempotent; a connection error is tried once more).
+    template <class S>
+        requires fair_queue_store<S>
+    static awaitable<void> leave(const store_ref<S>& store, const std::string& resource, const claim_memo& m)
+    {
+        if (!m.queued)
+            co_return;
+        for (int tries = 0; tries < 2; ++tries) {
+            auto left = co_await store.call([&](S& s) { return s.leave_queue(resource, m.waiter); });
+            if (left || !detail::connection_error(left.error()))
+                co_return;
+        }
+    }
+
+    template <class S>
+        requires fair_queue_store<S>
+    detail::ttl_claim<fair, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+};
+
+/// A conditional write that succeeds only if the record is absent or expired
+/// (DynamoDB, etcd); the record's new version is the fencing token.
+struct conditional_write : owner_checked {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires conditional_write_store<S> && owner_checked_store<S>
+    awaitable<result<fence_token>> acquire(S& s, const lock_request& r, backend::observer_ref) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.conditional_write, r.resource, r.owner, r.ttl, std::nullopt);
+    }
+
+    template <class S>
+        requires conditional_write_store<S> && owner_checked_store<S>
+    detail::ttl_claim<conditional_write, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+};
+
+} // namespace acquire
+
 namespace acquire {
 
 /// Redlock over a distlock::quorum: `Inner` on every node in parallel; held when a
@@ -3588,7 +3741,7 @@ struct keep_plan {
 /// What a lease (and a set of leases) sees of its state. The data and the accessors
 /// live here; the operations are virtual, implemented by basic_lease_keeper.
 class lease_state : public std::enable_shared_from_this<lease_state>,
-                    public closing_listener,
+                    public backend::closing_listener,
                     public session_listener {
 public:
     virtual ~lease_state() = default;
@@ -3708,7 +3861,7 @@ public:
     awaitable<std::error_code> wait_ended() override
     {
         activate();
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::error_code> {
                 auto& p = self->parts();
@@ -3716,7 +3869,7 @@ public:
                 // wait on it, and end() cancels them all.
                 while (!p.ended) {
                     (void)co_await p.ended_event.async_wait(
-                        as_tuple_awaitable<Unused>());
+                        backend::as_tuple_awaitable<Unused>());
                     auto cs = co_await asio::this_coro::cancellation_state;
                     if (cs.cancelled() != asio::cancellation_type::none)
                         co_return errc::cancelled;
@@ -3760,7 +3913,7 @@ private:
         }
         if (expected == released_mode)
             co_return errc::released;
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<result<void>> {
                 co_return co_await self->release_active();
@@ -3776,7 +3929,7 @@ private:
         }
         if (expected == released_mode)
             co_return std::nullopt;
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self) -> awaitable<std::optional<bool>> {
                 co_return co_await self->stop_active();
@@ -3790,7 +3943,7 @@ private:
         // made, or was made after the release and ended at once).
         if (released_passively_)
             co_return finish_passive(answer, lost_before);
-        co_return co_await on_strand(
+        co_return co_await backend::on_strand(
             parts().strand,
             [](std::shared_ptr<basic_lease_keeper> self, result<void> r, bool lost) -> awaitable<result<void>> {
                 co_return self->finish_active(r, lost);
@@ -3878,9 +4031,9 @@ protected:
 private:
     struct active_parts {
         explicit active_parts(const asio::any_io_executor& ex)
-            : strand{detail::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
+            : strand{backend::make_strand(ex)}, wake{strand}, quiet{strand}, ended_event{strand, time_point::max()}
         {}
-        asio::any_io_executor strand; // detail::make_strand()
+        asio::any_io_executor strand; // backend::make_strand()
         timer wake;         // the keeper sleeps on it
         timer quiet;        // unlock() waits on it for the keeper and extensions to stop
         timer ended_event;  // wait_ended() waits on it
@@ -4003,7 +4156,7 @@ private:
             if (p.renewing && !p.extend_in_flight)
                 wake_at = std::min(wake_at, p.next_renew);
             p.wake.expires_at(wake_at);
-            (void)co_await p.wake.async_wait(as_tuple_awaitable<Unused>());
+            (void)co_await p.wake.async_wait(backend::as_tuple_awaitable<Unused>());
         }
         p.keeper_running = false;
         p.quiet.cancel();
@@ -4064,7 +4217,7 @@ private:
         p.wake.cancel();
         while (p.keeper_running || p.extend_in_flight) {
             p.quiet.expires_at(time_point::max());
-            (void)co_await p.quiet.async_wait(as_tuple_awaitable<Unused>());
+            (void)co_await p.quiet.async_wait(backend::as_tuple_awaitable<Unused>());
         }
         co_return p.ended || clock::now() >= valid_until();
     }
@@ -4132,8 +4285,8 @@ private:
 
     void listen_closing() override
     {
-        if constexpr (requires { hold_.listen(std::weak_ptr<closing_listener>{}); })
-            (void)hold_.listen(std::weak_ptr<closing_listener>{shared_from_this()});
+        if constexpr (requires { hold_.listen(std::weak_ptr<backend::closing_listener>{}); })
+            (void)hold_.listen(std::weak_ptr<backend::closing_listener>{shared_from_this()});
     }
 
     Hold hold_;
@@ -4155,8 +4308,8 @@ private:
 // instead of trying first. Between processes the store decides, as before. The check
 // on the uncontended path is one relaxed atomic load.
 
-// ---- begin distlock/detail/wakeup.hpp
-// distlock/detail/wakeup.hpp: the signal a release notification delivers to one waiter.
+// ---- begin distlock/backend/wakeup.hpp
+// distlock/backend/wakeup.hpp: the signal a release notification delivers to one waiter.
 //
 // An auto_reset_event with the waiter's name: safe to signal from any thread, and a
 // signal sent before the waiter starts waiting is kept, so a release that happens
@@ -4173,7 +4326,7 @@ private:
 #include <system_error>
 #include <utility>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 class wakeup {
 public:
@@ -4224,7 +4377,7 @@ public:
 
     /// True when signalled, false when `until` came first or on cancellation.
     // A template so that it is compiled only where it is used (see
-    // detail/deferred.hpp).
+    // backend/deferred.hpp).
     template <class Unused = void>
     awaitable<bool> wait(time_point until)
     {
@@ -4239,8 +4392,8 @@ private:
     bool has_letter_ = false;
 };
 
-} // namespace distlock::detail
-// ---- end distlock/detail/wakeup.hpp
+} // namespace distlock::backend
+// ---- end distlock/backend/wakeup.hpp
 
 #include <algorithm>
 #include <atomic>
@@ -4287,15 +4440,14 @@ public:
                 return;
             store_ = store;
             resource_ = std::string{resource};
-            wakeup_ = std::make_shared<wakeup>(std::move(ex));
+            wakeup_ = std::make_shared<backend::wakeup>(std::move(ex));
             instance().enter(store_, resource_, wakeup_);
         }
 
         bool at_head() const { return joined() && instance().head(store_, resource_) == wakeup_.get(); }
 
         /// Sleeps until this ticket may be at the head, or until `until`.
-        // A template so that it is compiled only where it is used (see
-        // detail/lease_state.hpp).
+        // A template only to be compiled where it is used (backend/store_shell.hpp says why).
         template <class Unused = void>
         awaitable<void> wait(time_point until)
         {
@@ -4312,27 +4464,27 @@ public:
     private:
         const void* store_ = nullptr;
         std::string resource_;
-        std::shared_ptr<wakeup> wakeup_;
+        std::shared_ptr<backend::wakeup> wakeup_;
     };
 
 private:
     using key = std::pair<const void*, std::string>;
 
-    void enter(const void* store, const std::string& resource, const std::shared_ptr<wakeup>& w)
+    void enter(const void* store, const std::string& resource, const std::shared_ptr<backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         lines_[key{store, resource}].push_back(w);
         waiting_.fetch_add(1, std::memory_order_relaxed);
     }
 
-    const wakeup* head(const void* store, const std::string& resource)
+    const backend::wakeup* head(const void* store, const std::string& resource)
     {
         std::lock_guard lock{mutex_};
         const auto it = lines_.find(key{store, resource});
         return it == lines_.end() || it->second.empty() ? nullptr : it->second.front().get();
     }
 
-    void exit(const void* store, const std::string& resource, const std::shared_ptr<wakeup>& w)
+    void exit(const void* store, const std::string& resource, const std::shared_ptr<backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         const auto it = lines_.find(key{store, resource});
@@ -4349,7 +4501,7 @@ private:
     }
 
     std::mutex mutex_;
-    std::map<key, std::deque<std::shared_ptr<wakeup>>> lines_;
+    std::map<key, std::deque<std::shared_ptr<backend::wakeup>>> lines_;
     std::atomic<std::size_t> waiting_{0};
 };
 
@@ -4626,8 +4778,8 @@ bool renew_settings_valid(const P& p, const lock_options& options) noexcept
 // ---- begin distlock/policy/retry.hpp
 // distlock/policy/retry.hpp: how long lock() waits between attempts, and when it gives up.
 
-// ---- begin distlock/detail/splitmix.hpp
-// distlock/detail/splitmix.hpp: a small seeded pseudo-random generator for retry
+// ---- begin distlock/util/splitmix.hpp
+// distlock/util/splitmix.hpp: a small seeded pseudo-random generator for retry
 // jitter and the in-process store's fault injection.
 //
 // Why not <random>: neither use needs its engines' statistical quality, and the
@@ -4639,7 +4791,7 @@ bool renew_settings_valid(const P& p, const lock_options& options) noexcept
 
 #include <cstdint>
 
-namespace distlock::detail {
+namespace distlock::util {
 
 class splitmix64 {
 public:
@@ -4679,8 +4831,8 @@ private:
     std::uint64_t state_;
 };
 
-} // namespace distlock::detail
-// ---- end distlock/detail/splitmix.hpp
+} // namespace distlock::util
+// ---- end distlock/util/splitmix.hpp
 
 #include <algorithm>
 #include <chrono>
@@ -4751,11 +4903,11 @@ enum class jitter {
 };
 
 namespace detail {
-inline distlock::detail::splitmix64& jitter_engine() noexcept
+inline distlock::util::splitmix64& jitter_engine() noexcept
 {
     // Not security sensitive: it only spreads retries. One engine per thread, seeded
     // once from the system, so processes started together do not retry together.
-    thread_local distlock::detail::splitmix64 engine{distlock::detail::os_random_u64()};
+    thread_local distlock::util::splitmix64 engine{distlock::util::os_random_u64()};
     return engine;
 }
 inline duration uniform(duration lo, duration hi) noexcept
@@ -5223,7 +5375,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto cs = co_await asio::this_coro::cancellation_state;
-    const detail::observer_ref observe{observer_};
+    const backend::observer_ref observe{observer_};
     auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single});
     using claim_type = decltype(claim);
     // What the retry policy is asked about. Its number counts failed attempts; the
@@ -5263,7 +5415,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             const auto t0 = sent == 0 && !place.joined() ? start : clock::now();
             std::optional<result<answer>> got;
             if (const auto bound = attempt_bound(store, deadline))
-                got = co_await detail::within(claim.attempt(), *bound);
+                got = co_await backend::within(claim.attempt(), *bound);
             else // no within(): a frame less on the uncontended path
                 got.emplace(co_await claim.attempt());
             const auto t1 = clock::now();
@@ -5334,7 +5486,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             if (failure == condition::contended) {
                 std::optional<bool> began;
                 if (deadline)
-                    began = co_await detail::within(claim.listen(), *deadline);
+                    began = co_await backend::within(claim.listen(), *deadline);
                 else
                     began.emplace(co_await claim.listen());
                 if (!began) {
@@ -5378,7 +5530,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             }
             observe(wait_event{resource_, until - clock::now()});
             const auto wait_start = clock::now();
-            const auto woke = co_await detail::within(claim.wait(until), until);
+            const auto woke = co_await backend::within(claim.wait(until), until);
             const bool notified = woke.value_or(false);
             observe(wake_event{resource_, clock::now() - wait_start, notified});
             if (is_cancelled(cs)) {
@@ -5595,7 +5747,7 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
         std::mutex mutex;
         std::vector<result<T>> out;
         std::size_t left;
-        auto_reset_event done;
+        backend::auto_reset_event done;
     };
     auto ex = co_await asio::this_coro::executor;
     auto state = std::make_shared<shared>(ex, operations.size());
@@ -5653,7 +5805,7 @@ public:
     awaitable<result<std::vector<bool>>> release(std::vector<std::string> resources) const override
     {
         auto first = co_await policy_.release_all(store_, resources, owner_);
-        if (first || !connection_error(first.error()))
+        if (first || !backend::connection_error(first.error()))
             co_return first;
         auto second = co_await policy_.release_all(store_, resources, owner_);
         if (second)
@@ -5670,8 +5822,7 @@ private:
 } // namespace detail
 
 /// Leases on a set of resources, in the order they were taken. Used as multi_lease.
-// A template only so that its coroutines are compiled where they are used (see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused>
 class basic_multi_lease {
 public:
@@ -6161,7 +6312,7 @@ public:
     awaitable<result<void>> release() { return release_entry(store_, resource_, owner_); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
-    bool listen(std::weak_ptr<closing_listener> l) const { return store_.listen(std::move(l)); }
+    bool listen(std::weak_ptr<backend::closing_listener> l) const { return store_.listen(std::move(l)); }
 
     std::optional<time_point> bind(std::weak_ptr<session_listener> l)
     {
@@ -6176,7 +6327,7 @@ private:
     static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
     {
         auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (first || !connection_error(first.error()))
+        if (first || !backend::connection_error(first.error()))
             co_return first;
         auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
         if (!second && second.error() == condition::not_owner)
@@ -6231,7 +6382,7 @@ public:
             if (watch)
                 co_return co_await std::move(*watch);
         }
-        co_await sleep_until(until);
+        co_await backend::sleep_until(until);
         co_return false;
     }
 
@@ -6249,7 +6400,7 @@ private:
     static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
     {
         auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (!first && connection_error(first.error()))
+        if (!first && backend::connection_error(first.error()))
             (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
     }
 
@@ -6383,6 +6534,164 @@ private:
 // shared by several clients) and session_store (one client: its session, its
 // keepalive, its faults).
 
+// ---- begin distlock/backend/store_shell.hpp
+// distlock/backend/store_shell.hpp: what every store of the library is made of apart
+// from its protocol: its executor, its validated settings, its lifetime, close() and
+// the order in which its destructor stops things.
+//
+// Design note. A store class holds its protocol only. It derives from
+// store_base<Config>, which keeps the executor, the settings (validated before
+// anything else is built from them) and the lifetime (lifetime.hpp), and it says in
+// two members how it stops:
+//  - `void stop() noexcept`: what destruction does once no call can start any more
+//    (close connections, stop keepers, wake waiters): never waits for I/O.
+//  - `awaitable<void> finish()`: what close() does once the pending releases are done
+//    and the leases still held are ended (revoke a session, then stop()).
+// The public type is store_shell<Store>, which derives from the store. It is the most
+// derived class, so its destructor runs first: it shuts the lifetime (no call enters
+// the store any more, held leases are told) and then calls stop(), while every member
+// of the store is still alive. Written in each store, that order was six copies of
+// the same lines; here it cannot be got wrong.
+//
+// Why stores are templates (`template <class Unused = void> class basic_store`): g++
+// emits a header's non-template coroutines in every translation unit that includes
+// it; a class template's members are compiled only where they are used. The same
+// reason makes the library's other coroutine helpers templates.
+
+
+#include <asio/any_io_executor.hpp>
+#include <asio/execution_context.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace distlock::backend {
+
+/// Settings a store can check before any I/O: `validate()` returns
+/// errc::invalid_argument (or another code) for settings it refuses.
+template <class C>
+concept validated_config = std::copy_constructible<C> && requires(const C& c) {
+    { c.validate() } -> std::convertible_to<std::error_code>;
+};
+
+/// What a store keeps besides its protocol: see the design note above.
+template <class Config>
+class store_base {
+public:
+    using executor_type = asio::any_io_executor;
+    using config_type = Config;
+
+    store_base(const store_base&) = delete;
+    store_base& operator=(const store_base&) = delete;
+
+    executor_type get_executor() const noexcept { return ex_; }
+    /// The settings the store was made with (validated).
+    const Config& settings() const noexcept { return cfg_; }
+    /// What the core reaches the store through, so that nothing outlives it.
+    std::shared_ptr<backend::lifetime> lifetime() const noexcept { return life_; }
+
+protected:
+    /// Throws std::system_error with the settings' error code (errc::invalid_argument)
+    /// and `name` ("distlock::redis::store") when `cfg.validate()` refuses them, unless
+    /// `checked_later` (a store that answers every request with the error instead).
+    store_base(executor_type ex, Config cfg, std::string_view name, bool checked_later = false)
+        : ex_{std::move(ex)}, cfg_{std::move(cfg)}
+    {
+        if constexpr (validated_config<Config>) {
+            if (!checked_later)
+                if (auto ec = cfg_.validate())
+                    throw std::system_error{ec, std::string{name} + ": " + problem_of(cfg_)};
+        }
+        life_ = backend::lifetime::make(ex_);
+    }
+    ~store_base() = default;
+
+    executor_type ex_;
+    Config cfg_;
+    std::shared_ptr<backend::lifetime> life_;
+
+private:
+    static std::string problem_of(const Config& c)
+    {
+        if constexpr (requires { { c.problem() } -> std::convertible_to<std::string>; }) {
+            std::string words = c.problem();
+            if (!words.empty())
+                return words;
+        }
+        return "settings";
+    }
+};
+
+/// Settings for a store that has none.
+struct no_settings {};
+
+/// A store's public type: the store class with its destructor's order and close().
+/// See the design note above.
+template <class Store>
+class store_shell final : public Store {
+public:
+    using executor_type = asio::any_io_executor;
+    using config_type = typename Store::config_type;
+
+    /// Makes the store on `ex` with `cfg`. Throws std::system_error for settings the
+    /// store refuses (see the store's constructor).
+    explicit store_shell(executor_type ex, config_type cfg = {}) : Store(std::move(ex), std::move(cfg)) { check(); }
+
+    /// For stores that take one more argument before their settings (the server of a
+    /// memory::session_store).
+    template <class Extra>
+        requires(!std::is_convertible_v<Extra &&, config_type>)
+    store_shell(executor_type ex, Extra&& extra, config_type cfg = {})
+        : Store(std::move(ex), std::forward<Extra>(extra), std::move(cfg))
+    {
+        check();
+    }
+
+    /// The same, on an execution context's executor (an asio::io_context).
+    template <class ExecutionContext>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
+    explicit store_shell(ExecutionContext& ctx, config_type cfg = {})
+        : store_shell(executor_type{ctx.get_executor()}, std::move(cfg))
+    {}
+
+    template <class ExecutionContext, class Extra>
+        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&> &&
+                 (!std::is_convertible_v<Extra &&, config_type>)
+    store_shell(ExecutionContext& ctx, Extra&& extra, config_type cfg = {})
+        : store_shell(executor_type{ctx.get_executor()}, std::forward<Extra>(extra), std::move(cfg))
+    {}
+
+    /// Shuts the lifetime (no call starts on the store any more; held leases hear
+    /// that it is gone), then stops the store: never waits for I/O. Leases are left
+    /// to expire on the server (close() gives them back first).
+    ~store_shell()
+    {
+        this->life_->shut();
+        Store::stop();
+    }
+
+    /// Refuses new locks, finishes the releases still pending, ends the leases still
+    /// held (reported lost, released), then finishes the store (its session, its
+    /// connections): io.run() can return afterwards.
+    awaitable<void> close()
+    {
+        co_await this->life_->close();
+        co_await Store::finish();
+    }
+
+private:
+    static void check() noexcept
+    {
+        static_assert(managed_store<store_shell>, "a store models managed_store: it defines operation_timeout()");
+    }
+};
+
+} // namespace distlock::backend
+// ---- end distlock/backend/store_shell.hpp
 // ---- begin distlock/memory/store.hpp
 // distlock/memory/store.hpp: the in-process store. Thread-safe; models every store
 // concept; the embedded default for demos and tests, with fault injection so that
@@ -6443,43 +6752,20 @@ struct string_hash {
 /// \par Object lifetimes
 /// Operations own the store's state once started, so the store may be destroyed
 /// while one is in flight: it completes normally. Leases, lock() calls and watchers
-/// reach the store through its lifetime (detail/lifetime.hpp): after the store is
+/// reach the store through its lifetime (backend/lifetime.hpp): after the store is
 /// destroyed they find it closed, report errc::store_unavailable, and held leases are
 /// reported lost. close() first finishes the releases still pending.
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp). Used as memory::store.
+// Used as memory::store (backend::store_shell).
 template <class Unused = void>
-class basic_store {
+class basic_store : public backend::store_base<backend::no_settings> {
     struct core;
+    using base = backend::store_base<backend::no_settings>;
 
 public:
-    using executor_type = asio::any_io_executor;
-
-    explicit basic_store(executor_type ex)
-        : ex_{std::move(ex)}, core_{std::make_shared<core>()}, life_{distlock::detail::lifetime::make(ex_)}
-    {}
-    ~basic_store()
-    {
-        life_->shut();
-        core_->wake_all();
-    }
-
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    explicit basic_store(ExecutionContext& ctx) : basic_store(executor_type{ctx.get_executor()})
-    {}
-
-    basic_store(const basic_store&) = delete;
-    basic_store& operator=(const basic_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-
-    /// What the core uses to reach the store without outliving it.
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
+    explicit basic_store(executor_type ex, backend::no_settings = {}) : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()} {}
 
     /// The longest an operation takes before the store completes it (the injected
     /// reply delay): attempts that surely end before a deadline need no timer.
@@ -6487,15 +6773,6 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         return core_->reply_delay;
-    }
-
-    /// Refuses new locks, finishes the releases still pending, then ends the leases
-    /// still held (reported lost, released). Afterwards every operation through a
-    /// lease or mutex fails with errc::store_unavailable and io.run() can return.
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        core_->wake_all();
     }
 
     // -- Store primitives (see distlock/store.hpp) ---------------------------------
@@ -6614,12 +6891,12 @@ public:
 
     private:
         friend class basic_store;
-        watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::detail::wakeup> w)
+        watcher(std::shared_ptr<core> c, std::string resource, std::shared_ptr<distlock::backend::wakeup> w)
             : core_{std::move(c)}, resource_{std::move(resource)}, wakeup_{std::move(w)}
         {}
         std::shared_ptr<core> core_;
         std::string resource_;
-        std::shared_ptr<distlock::detail::wakeup> wakeup_;
+        std::shared_ptr<distlock::backend::wakeup> wakeup_;
     };
 
     /// Listens for releases of `resource` from now until the watcher is destroyed.
@@ -6627,7 +6904,7 @@ public:
 
     watcher watch_now(std::string_view resource)
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(ex_);
+        auto w = std::make_shared<distlock::backend::wakeup>(ex_);
         std::lock_guard lock{core_->mutex};
         core_->slot_for(resource).watchers.push_back(w);
         return watcher{core_, std::string{resource}, std::move(w)};
@@ -6723,7 +7000,7 @@ private:
         time_point expires{};
         fence_token fence = 0;  // survives release: tokens must keep growing
         bool held = false;
-        std::vector<std::shared_ptr<distlock::detail::wakeup>> watchers;
+        std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
     };
 
     // Everything an operation touches, shared by the store, its operations in flight
@@ -6750,7 +7027,7 @@ private:
             return slots.emplace(std::string{resource}, slot{}).first->second;
         }
 
-        void unwatch(const std::string& resource, const std::shared_ptr<distlock::detail::wakeup>& w)
+        void unwatch(const std::string& resource, const std::shared_ptr<distlock::backend::wakeup>& w)
         {
             std::lock_guard lock{mutex};
             if (auto* s = find(resource))
@@ -6825,7 +7102,7 @@ private:
             co_return g.refusal;
         if (g.delay > duration::zero()) {
             timer t{co_await asio::this_coro::executor, g.delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (ec)
                 co_return errc::outcome_unknown;
         }
@@ -6834,13 +7111,22 @@ private:
         co_return r;
     }
 
-    executor_type ex_;
+protected:
+    ~basic_store() = default;
+    // Closing wakes the waiters (they find the store closed); nothing else runs.
+    void stop() noexcept { core_->wake_all(); }
+    awaitable<void> finish()
+    {
+        stop();
+        co_return;
+    }
+
+private:
     std::shared_ptr<core> core_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
 /// The in-process store: see basic_store.
-using store = basic_store<>;
+using store = backend::store_shell<basic_store<>>;
 
 static_assert(put_if_absent_store<store>);
 static_assert(owner_checked_store<store>);
@@ -7037,7 +7323,7 @@ private:
 
     /// Registers `w` to be woken when the entry goes; false when it is gone already.
     /// Also says when the entry's session expires, so the waiter re-checks by then.
-    bool watch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w,
+    bool watch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::backend::wakeup>& w,
                time_point& expires)
     {
         std::lock_guard lock{mutex_};
@@ -7053,7 +7339,7 @@ private:
         return true;
     }
 
-    void unwatch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::detail::wakeup>& w)
+    void unwatch(const std::string& resource, fence_token seq, const std::shared_ptr<distlock::backend::wakeup>& w)
     {
         std::lock_guard lock{mutex_};
         const auto it = watches_.find({resource, seq});
@@ -7134,7 +7420,7 @@ private:
     fence_token revision_ = 0;
     std::unordered_map<std::uint64_t, session> sessions_;
     std::map<std::string, std::map<fence_token, queue_entry>> queues_;
-    std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::detail::wakeup>>> watches_;
+    std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::backend::wakeup>>> watches_;
 };
 
 /// Settings of a session store client.
@@ -7145,19 +7431,26 @@ struct session_config {
     duration keepalive_every{};
     /// Safety margin subtracted from the session's validity (clock drift, scheduling).
     duration drift = std::chrono::milliseconds{2};
+
+    /// Checks the settings: TTL within [min_ttl, max_ttl], keepalive within (0, ttl),
+    /// drift within [0, ttl).
+    std::error_code validate() const noexcept
+    {
+        if (session_ttl < min_ttl || session_ttl > max_ttl)
+            return errc::invalid_argument;
+        if (keepalive_every < duration::zero() || keepalive_every >= session_ttl)
+            return errc::invalid_argument;
+        if (drift < duration::zero() || drift >= session_ttl)
+            return errc::invalid_argument;
+        return {};
+    }
 };
 
 /// Checks a session config: TTL within [min_ttl, max_ttl], keepalive within (0, ttl),
 /// drift within [0, ttl).
 inline std::error_code validate(const session_config& c) noexcept
 {
-    if (c.session_ttl < min_ttl || c.session_ttl > max_ttl)
-        return errc::invalid_argument;
-    if (c.keepalive_every < duration::zero() || c.keepalive_every >= c.session_ttl)
-        return errc::invalid_argument;
-    if (c.drift < duration::zero() || c.drift >= c.session_ttl)
-        return errc::invalid_argument;
-    return {};
+    return c.validate();
 }
 
 /// One client of a session_server: one session (opened on first use, renewed by one
@@ -7178,47 +7471,23 @@ inline std::error_code validate(const session_config& c) noexcept
 /// the client. close() finishes pending releases, ends the session (its entries go)
 /// and stops the keepalive, so io.run() can return; the destructor stops the
 /// keepalive and leaves the session to expire on the server.
-// A template only so that its coroutines are compiled where they are used (see
-// detail/lease_state.hpp). Used as memory::session_store.
+// Used as memory::session_store (backend::store_shell).
 template <class Unused = void>
-class basic_session_store {
+class basic_session_store : public backend::store_base<session_config> {
     struct core;
+    using base = backend::store_base<session_config>;
 
 public:
-    using executor_type = asio::any_io_executor;
     using default_acquire_policy = acquire::session_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
     basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
-        : ex_{std::move(ex)}, core_{std::make_shared<core>(ex_, server, cfg)},
-          life_{distlock::detail::lifetime::make(ex_)}
-    {
-        if (auto ec = validate(cfg))
-            throw std::system_error{ec, "distlock::memory::session_store: config"};
-    }
-
-    template <class ExecutionContext>
-        requires std::is_convertible_v<ExecutionContext&, asio::execution_context&>
-    basic_session_store(ExecutionContext& ctx, session_server& server, session_config cfg = {})
-        : basic_session_store(executor_type{ctx.get_executor()}, server, cfg)
+        : base{std::move(ex), cfg, "distlock::memory::session_store"}, core_{std::make_shared<core>(ex_, server, cfg)}
     {}
 
-    ~basic_session_store()
-    {
-        life_->shut();
-        core_->stop(false);
-    }
-    basic_session_store(const basic_session_store&) = delete;
-    basic_session_store& operator=(const basic_session_store&) = delete;
-
-    executor_type get_executor() const noexcept { return ex_; }
-    std::shared_ptr<distlock::detail::lifetime> lifetime() const noexcept { return life_; }
-
-    awaitable<void> close()
-    {
-        co_await life_->close();
-        core_->stop(true);
-    }
+    /// No bound: the link's injected faults include requests never answered
+    /// (blackholed), so every attempt keeps a timer of its own.
+    duration operation_timeout() const noexcept { return duration::max(); }
 
     // -- session_queue_store ---------------------------------------------------------
 
@@ -7312,7 +7581,7 @@ public:
 private:
     struct core : std::enable_shared_from_this<core> {
         core(asio::any_io_executor e, session_server& s, session_config c)
-            : ex{distlock::detail::make_strand(e)}, server{s}, cfg{c}, tick{ex}
+            : ex{distlock::backend::make_strand(e)}, server{s}, cfg{c}, tick{ex}
         {}
 
         asio::any_io_executor ex; // a strand: the keepalive loop and its timer live on it
@@ -7326,7 +7595,7 @@ private:
         bool reachable = true;
         std::deque<fault> faults;
         random_faults chances;
-        distlock::detail::splitmix64 random{1};
+        distlock::util::splitmix64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
@@ -7451,7 +7720,7 @@ private:
                     valid = self->valid_until;
                 }
                 self->tick.expires_after(self->every());
-                (void)co_await self->tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                (void)co_await self->tick.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                 if (self->tick_stopped())
                     continue;
                 co_await self->renew(id, valid);
@@ -7496,7 +7765,7 @@ private:
                     co_return;
                 }
                 tick.expires_after(every() / 4);
-                (void)co_await tick.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+                (void)co_await tick.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
                 if (tick_stopped())
                     co_return;
             }
@@ -7532,7 +7801,7 @@ private:
             if (fate == core::fate::delivered || fate == core::fate::reply_lost)
                 r = apply();
             timer t{co_await asio::this_coro::executor, delay};
-            auto [ec] = co_await t.async_wait(distlock::detail::as_tuple_awaitable<Unused>());
+            auto [ec] = co_await t.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (ec || fate == core::fate::reply_lost)
                 co_return errc::outcome_unknown;
             if (fate == core::fate::refused_unavailable)
@@ -7560,7 +7829,7 @@ private:
     static awaitable<bool> wait_entry(std::shared_ptr<core> c, std::string resource, fence_token entry,
                                       time_point until)
     {
-        auto w = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto w = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
         time_point expires{};
         if (!c->server.watch(resource, entry, w, expires))
             co_return true;
@@ -7571,20 +7840,30 @@ private:
             co_return true;
         // Woken by time: the entry is gone if its session expired.
         time_point again{};
-        auto probe = std::make_shared<distlock::detail::wakeup>(co_await asio::this_coro::executor);
+        auto probe = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
         const bool still = c->server.watch(resource, entry, probe, again);
         if (still)
             c->server.unwatch(resource, entry, probe);
         co_return !still;
     }
 
-    executor_type ex_;
+protected:
+    ~basic_session_store() = default;
+    // Destruction stops the keepalive and leaves the session to expire on the server;
+    // close() ends it there first.
+    void stop() noexcept { core_->stop(false); }
+    awaitable<void> finish()
+    {
+        core_->stop(true);
+        co_return;
+    }
+
+private:
     std::shared_ptr<core> core_;
-    std::shared_ptr<distlock::detail::lifetime> life_;
 };
 
 /// One client of a session_server: see basic_session_store.
-using session_store = basic_session_store<>;
+using session_store = backend::store_shell<basic_session_store<>>;
 
 static_assert(session_queue_store<session_store>);
 static_assert(inspectable_store<session_store>);
