@@ -17,6 +17,7 @@
 #include <distlock/redis/detail/cluster.hpp>
 #include <distlock/redis/detail/handover.hpp>
 #include <distlock/redis/detail/keys.hpp>
+#include <distlock/redis/detail/replies.hpp>
 #include <distlock/redis/detail/router.hpp>
 #include <distlock/redis/detail/sha1.hpp>
 #include <distlock/redis/detail/subscriber.hpp>
@@ -135,8 +136,8 @@ public:
                                                  diagnostics* diag = nullptr)
     {
         return replicated(resource,
-                          acquired(eval(script::acquire, lock_and_fence_keys(resource),
-                                        strings(owner.to_hex(), millis(ttl)), diag)),
+                          decoded(eval(script::acquire, lock_and_fence_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
+                                  [](const resp::value& v) { return detail::replies::acquired(v); }),
                           diag);
     }
 
@@ -146,22 +147,23 @@ public:
                                                    diagnostics* diag = nullptr)
     {
         return replicated(resource,
-                          answered(eval(script::acquire, lock_and_fence_keys(resource),
-                                        strings(owner.to_hex(), millis(ttl)), diag)),
+                          decoded(eval(script::acquire, lock_and_fence_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
+                                  [sent = clock::now()](const resp::value& v) { return detail::replies::answered(v, sent); }),
                           diag);
     }
 
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
                                    diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::extend, strings(lock_key(resource)), strings(owner.to_hex(), millis(ttl)), diag));
+        return decoded(eval(script::extend, strings(lock_key(resource)), strings(owner.to_hex(), millis(ttl)), diag), &detail::replies::owned);
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         // A cluster publishes on the slot's shard (SPUBLISH), heard by SSUBSCRIBE.
-        return owned_reply(eval(script::release, strings(lock_key(resource)),
-                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag));
+        return decoded(eval(script::release, strings(lock_key(resource)),
+                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                       &detail::replies::owned);
     }
 
     /// Fencing tokens follow the server's clock: a resource's next token is at least
@@ -176,14 +178,15 @@ public:
     {
         if (floor >= token_limit)
             return refused<void>(errc::invalid_argument);
-        return owned_reply(eval(script::release_raising, lock_and_fence_keys(resource),
+        return decoded(eval(script::release_raising, lock_and_fence_keys(resource),
                                 strings(owner.to_hex(), channel(resource), std::to_string(floor), sharded_flag()),
-                                diag));
+                                diag),
+                       &detail::replies::owned);
     }
 
     awaitable<result<fence_token>> next_fence(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return fence_reply(eval(script::next_fence, strings(fence_key(resource)), {}, diag));
+        return decoded(eval(script::next_fence, strings(fence_key(resource)), {}, diag), &detail::replies::fence);
     }
 
     /// Raises the fencing token of `resource`'s slot to at least `floor`; a floor of
@@ -194,8 +197,9 @@ public:
     {
         if (floor >= token_limit)
             return refused<fence_token>(errc::invalid_argument);
-        return fence_reply(
-            eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor)), diag));
+        return decoded(
+            eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor)), diag),
+            &detail::replies::fence);
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the owner
@@ -204,7 +208,7 @@ public:
     /// exceeds. One script.
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
-        return inspected(eval(script::inspect, lock_and_fence_keys(resource), {}, diag));
+        return decoded(eval(script::inspect, lock_and_fence_keys(resource), {}, diag), &detail::replies::inspected);
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -317,13 +321,14 @@ public:
                                            bool join, diagnostics* diag = nullptr)
     {
         return replicated(resource,
-                          answered_fair(eval(script::acquire_fair, fair_queue_keys(resource),
-                                             strings(owner.to_hex(), millis(ttl), waiter.to_hex(),
-                                                     millis(cfg_.queue_ttl),
-                                                     std::to_string(std::max<std::uint64_t>(try_number, 1)),
-                                                     join ? "1" : "0", listener_.to_hex()),
-                                             diag),
-                                        waiter, ttl),
+                          decoded(eval(script::acquire_fair, fair_queue_keys(resource),
+                                       strings(owner.to_hex(), millis(ttl), waiter.to_hex(), millis(cfg_.queue_ttl),
+                                               std::to_string(std::max<std::uint64_t>(try_number, 1)),
+                                               join ? "1" : "0", listener_.to_hex()),
+                                       diag),
+                                  [sent = clock::now(), waiter, ttl](const resp::value& v) {
+                                      return detail::replies::answered_fair(v, sent, waiter, ttl);
+                                  }),
                           diag);
     }
 
@@ -333,8 +338,9 @@ public:
     awaitable<result<void>> release_to_head(std::string_view resource, const owner_token& owner,
                                             diagnostics* diag = nullptr)
     {
-        return owned_reply(eval(script::release_fair, fair_queue_keys(resource),
-                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag, true));
+        return decoded(eval(script::release_fair, fair_queue_keys(resource),
+                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag, true),
+                       &detail::replies::owned);
     }
 
     /// Gives up `waiter`'s place in line (a lock() that ended without the lock), and
@@ -342,8 +348,9 @@ public:
     awaitable<result<void>> leave_queue(std::string_view resource, const owner_token& waiter,
                                         diagnostics* diag = nullptr)
     {
-        return done_reply(eval(script::leave_queue, fair_queue_keys(resource),
-                               strings(waiter.to_hex(), channel(resource), sharded_flag()), diag));
+        return decoded(eval(script::leave_queue, fair_queue_keys(resource),
+                               strings(waiter.to_hex(), channel(resource), sharded_flag()), diag),
+                       &detail::replies::done);
     }
 
     /// How often a waiter must ask again to keep its place.
@@ -403,9 +410,11 @@ public:
         for (const auto slot : slots)
             keys.push_back(keys_.fence_key_of_slot(slot));
         return replicated(resources.front(),
-                          acquired_all(eval(script::acquire_all, std::move(keys),
-                                            strings(owner.to_hex(), millis(ttl), std::to_string(resources.size())), diag),
-                                       resources.size()),
+                          decoded(eval(script::acquire_all, std::move(keys),
+                                       strings(owner.to_hex(), millis(ttl), std::to_string(resources.size())), diag),
+                                  [count = resources.size()](const resp::value& v) {
+                                      return detail::replies::acquired_all(v, count);
+                                  }),
                           diag);
     }
 
@@ -427,7 +436,8 @@ public:
             keys.push_back(lock_key(r));
             args.push_back(channel(r));
         }
-        return released_all(eval(script::release_all, std::move(keys), std::move(args), diag), resources.size());
+        return decoded(eval(script::release_all, std::move(keys), std::move(args), diag),
+                       [count = resources.size()](const resp::value& v) { return detail::replies::released_all(v, count); });
     }
 
     /// Writes `value` under `key` (a hash with fields value and fence) unless a write
@@ -438,14 +448,16 @@ public:
     awaitable<result<void>> fenced_write(std::string_view key, fence_token fence, std::string_view value,
                                          diagnostics* diag = nullptr)
     {
-        return fenced_reply(
-            eval(script::fenced_write, strings(key), strings(value, std::to_string(fence)), diag));
+        return decoded(
+            eval(script::fenced_write, strings(key), strings(value, std::to_string(fence)), diag),
+            &detail::replies::fenced_written);
     }
 
     /// Reads a value written by fenced_write (nullopt if none).
     awaitable<result<std::optional<std::string>>> fenced_read(std::string_view key, diagnostics* diag = nullptr)
     {
-        return read_reply(exec_on(router_, detail::hash_slot(key), resp::command({"HGET", key, "value"}), diag));
+        return decoded(exec_on(router_, detail::hash_slot(key), resp::command({"HGET", key, "value"}), diag),
+                       &detail::replies::value_read);
     }
 
     /// Runs one command and returns its reply; an error reply becomes
@@ -629,7 +641,7 @@ private:
             replies = co_await c->exec(slot, script_command("EVAL", s.text, keys, args), diag);
         if (!replies)
             co_return replies.error();
-        co_return checked(std::move(replies.value().front()), diag);
+        co_return detail::replies::checked(std::move(replies.value().front()), diag);
     }
 
     // EVALSHA sha numkeys keys... args... (or EVAL text ...), encoded into one allocation.
@@ -660,38 +672,21 @@ private:
         auto replies = co_await c->exec(slot, std::move(encoded), diag);
         if (!replies)
             co_return replies.error();
-        co_return checked(std::move(replies.value().front()), diag);
+        co_return detail::replies::checked(std::move(replies.value().front()), diag);
     }
 
-    // Error replies: the request was refused and not applied (READONLY, LOADING,
-    // NOAUTH, OOM, BUSY, ...). NOSCRIPT never gets here.
-    static result<resp::value> checked(resp::value v, diagnostics* diag)
-    {
-        if (!v.is_error())
-            return v;
-        if (diag)
-            diag->set_server_message(v.text);
-        if (v.text.starts_with("NOAUTH") || v.text.starts_with("WRONGPASS") || v.text.starts_with("NOPERM"))
-            return errc::auth_failed;
-        return errc::store_unavailable;
-    }
+    // -- Replies: a pending request and the pure decoder of its answer (detail/replies.hpp) --
 
-    // -- Replies, parsed by coroutines that own the pending request ----------------------
-
-    static result<fence_token> parse_acquire(const resp::value& v, std::optional<duration>* held_for)
+    // The one coroutine between a primitive and its request: awaits the reply and
+    // decodes it (errors of the request pass through).
+    template <class Decode>
+    static auto decoded(awaitable<result<resp::value>> pending, Decode decode)
+        -> awaitable<decltype(decode(std::declval<const resp::value&>()))>
     {
-        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer ||
-            v.elements[1].type != resp::type::integer)
-            return errc::protocol_error;
-        if (v.elements[0].integer != 1) {
-            // {0, pttl}: -1 no TTL, -2 gone since; only a positive one is a time.
-            if (held_for && v.elements[1].integer > 0)
-                *held_for = std::chrono::milliseconds{v.elements[1].integer};
-            return errc::contended;
-        }
-        if (v.elements[1].integer < 1)
-            return errc::protocol_error;
-        return static_cast<fence_token>(v.elements[1].integer);
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        co_return decode(reply.value());
     }
 
     // A grant is reported once config::wait_replicas replicas acknowledged it (WAIT),
@@ -722,150 +717,17 @@ private:
                                      diag);
         if (!acks) // the grant stands on the primary at least: maybe applied either way
             co_return acks.error() == condition::maybe_applied ? acks.error() : make_error_code(errc::not_replicated);
-        if (acks.value().type != resp::type::integer)
-            co_return errc::protocol_error;
-        if (acks.value().integer < cfg.wait_replicas) {
+        const auto acknowledged = detail::replies::replicas(acks.value());
+        if (!acknowledged)
+            co_return acknowledged.error();
+        if (acknowledged.value() < cfg.wait_replicas) {
             if (diag)
-                diag->set_client_message("WAIT: " + std::to_string(acks.value().integer) + " of " +
+                diag->set_client_message("WAIT: " + std::to_string(acknowledged.value()) + " of " +
                                          std::to_string(cfg.wait_replicas) + " replicas acknowledged the grant in " +
                                          std::to_string(ms) + " ms");
             co_return errc::not_replicated;
         }
         co_return got;
-    }
-
-    static awaitable<result<fence_token>> acquired(awaitable<result<resp::value>> pending)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        co_return parse_acquire(reply.value(), nullptr);
-    }
-
-    static awaitable<result<answer>> answered(awaitable<result<resp::value>> pending)
-    {
-        const auto sent = clock::now();
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        co_return as_answer(reply.value(), sent);
-    }
-
-    // An acquire script's {1, fence} or {0, pttl}, for a request sent at `sent`.
-    static result<answer> as_answer(const resp::value& v, time_point sent)
-    {
-        std::optional<duration> held_for;
-        auto fence = parse_acquire(v, &held_for);
-        if (fence)
-            return answer::granted(fence.value());
-        if (fence.error() != errc::contended)
-            return fence.error();
-        // Measured from the request: the holder's lock ends no later than that by our clock.
-        if (held_for)
-            return answer::held(sent + *held_for);
-        return answer::held();
-    }
-
-    // acquire_fair's answer: as answered(), or {2, fence, pttl} for a lock a release
-    // handed to `waiter`. Its validity counts from when the lock will have run for
-    // `ttl` by the time it ends: the request's start plus pttl, less ttl.
-    static awaitable<result<answer>> answered_fair(awaitable<result<resp::value>> pending, owner_token waiter,
-                                                   duration ttl)
-    {
-        const auto sent = clock::now();
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type == resp::type::array && v.elements.size() == 3 && v.elements[0].type == resp::type::integer &&
-            v.elements[0].integer == 2) {
-            if (v.elements[1].type != resp::type::integer || v.elements[1].integer < 1 ||
-                v.elements[2].type != resp::type::integer || v.elements[2].integer < 1)
-                co_return errc::protocol_error;
-            const auto left = std::min<duration>(std::chrono::milliseconds{v.elements[2].integer}, ttl);
-            co_return answer::handed_over(static_cast<fence_token>(v.elements[1].integer), sent + left - ttl, waiter);
-        }
-        co_return as_answer(v, sent);
-    }
-
-    static awaitable<result<void>> owned_reply(awaitable<result<resp::value>> pending)
-    {
-        co_return owned(co_await std::move(pending));
-    }
-
-    // A script that always answers 1.
-    static awaitable<result<void>> done_reply(awaitable<result<resp::value>> pending)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        if (reply.value().type != resp::type::integer || reply.value().integer != 1)
-            co_return errc::protocol_error;
-        co_return success();
-    }
-
-    static awaitable<result<fence_token>> fence_reply(awaitable<result<resp::value>> pending)
-    {
-        co_return as_fence(co_await std::move(pending));
-    }
-
-    static awaitable<result<lock_info>> inspected(awaitable<result<resp::value>> pending)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        // {held, owner, pttl, token}
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.size() != 4 || v.elements[0].type != resp::type::integer ||
-            (v.elements[0].integer != 0 && v.elements[0].integer != 1) || !v.elements[1].is_string() ||
-            v.elements[2].type != resp::type::integer || v.elements[3].type != resp::type::integer ||
-            v.elements[3].integer < 0)
-            co_return errc::protocol_error;
-        lock_info info;
-        info.fence = static_cast<fence_token>(v.elements[3].integer);
-        if (v.elements[0].integer == 1) {
-            info.held = true;
-            info.owner = v.elements[1].text.substr(0, 8);
-            if (v.elements[2].integer > 0)
-                info.remaining = std::chrono::milliseconds{v.elements[2].integer};
-        }
-        co_return info;
-    }
-
-    static awaitable<result<std::vector<fence_token>>> acquired_all(awaitable<result<resp::value>> pending,
-                                                                    std::size_t count)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.empty() || v.elements[0].type != resp::type::integer)
-            co_return errc::protocol_error;
-        if (v.elements[0].integer != 1)
-            co_return errc::contended;
-        // {1, fence}: the set's one token.
-        if (v.elements.size() != 2 || v.elements[1].type != resp::type::integer || v.elements[1].integer < 1)
-            co_return errc::protocol_error;
-        co_return std::vector<fence_token>(count, static_cast<fence_token>(v.elements[1].integer));
-    }
-
-    static awaitable<result<std::vector<bool>>> released_all(awaitable<result<resp::value>> pending,
-                                                            std::size_t count)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.size() != count)
-            co_return errc::protocol_error;
-        std::vector<bool> released;
-        released.reserve(count);
-        for (const auto& e : v.elements) {
-            if (e.type != resp::type::integer || (e.integer != 0 && e.integer != 1))
-                co_return errc::protocol_error;
-            released.push_back(e.integer == 1);
-        }
-        co_return released;
     }
 
     // A request refused before any I/O.
@@ -886,31 +748,6 @@ private:
         return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
     }
 
-    static awaitable<result<void>> fenced_reply(awaitable<result<resp::value>> pending)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        const auto& v = reply.value();
-        if (v.type != resp::type::array || v.elements.size() != 2 || v.elements[0].type != resp::type::integer)
-            co_return errc::protocol_error;
-        if (v.elements[0].integer != 1)
-            co_return errc::stale_fence;
-        co_return success();
-    }
-
-    static awaitable<result<std::optional<std::string>>> read_reply(awaitable<result<resp::value>> pending)
-    {
-        auto reply = co_await std::move(pending);
-        if (!reply)
-            co_return reply.error();
-        if (reply.value().is_null())
-            co_return std::optional<std::string>{};
-        if (!reply.value().is_string())
-            co_return errc::protocol_error;
-        co_return std::optional<std::string>{std::move(reply.value().text)};
-    }
-
     static awaitable<watcher> watch_on(router_ptr r, std::uint16_t slot, std::string ch, std::string addressee = {},
                                        bool takes_handovers = false, duration linger = duration::zero())
     {
@@ -918,24 +755,6 @@ private:
         watcher out{std::move(r), slot, std::move(ch), std::move(w), takes_handovers, linger};
         (void)co_await out.resubscribe();
         co_return out;
-    }
-
-    static result<void> owned(const result<resp::value>& reply)
-    {
-        if (!reply)
-            return reply.error();
-        if (reply.value().type != resp::type::integer)
-            return errc::protocol_error;
-        return reply.value().integer == 1 ? result<void>{success()} : result<void>{errc::not_owner};
-    }
-
-    static result<fence_token> as_fence(const result<resp::value>& reply)
-    {
-        if (!reply)
-            return reply.error();
-        if (reply.value().type != resp::type::integer || reply.value().integer < 0)
-            return errc::protocol_error;
-        return static_cast<fence_token>(reply.value().integer);
     }
 
     const owner_token listener_ = owner_token::generate(); // names this store's fair waiter channels

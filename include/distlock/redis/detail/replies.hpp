@@ -1,0 +1,196 @@
+// distlock/redis/detail/replies.hpp: what the Redis store's scripts and commands
+// answer, decoded without I/O. Each decoder takes one RESP value and returns the
+// primitive's result: a reply of another shape than its script returns is
+// errc::protocol_error, never an exception or a guess. Unit-tested
+// (test/unit/redis_replies.cpp) and run by the RESP fuzz target on every value it
+// parses.
+#pragma once
+
+#include <distlock/backend/contract.hpp>
+#include <distlock/claim.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/owner_token.hpp>
+#include <distlock/redis/resp/value.hpp>
+#include <distlock/util/result_type.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace distlock::redis::detail::replies {
+
+/// An error reply: the request was refused and not applied (READONLY, LOADING, NOAUTH,
+/// OOM, BUSY, ...); refused credentials are errc::auth_failed, the rest
+/// errc::store_unavailable. The server's words go to `diag`. Any other reply passes.
+inline result<resp::value> checked(resp::value v, diagnostics* diag)
+{
+    if (!v.is_error())
+        return v;
+    if (diag)
+        diag->set_server_message(v.text);
+    if (v.text.starts_with("NOAUTH") || v.text.starts_with("WRONGPASS") || v.text.starts_with("NOPERM"))
+        return errc::auth_failed;
+    return errc::store_unavailable;
+}
+
+/// Element `i` of an array reply is there and an integer.
+inline bool integer_at(const resp::value& v, std::size_t i)
+{
+    return v.elements.size() > i && v.elements[i].type == resp::type::integer;
+}
+
+/// The acquire script: {1, fence} granted, {0, pttl} held (pttl: -1 no TTL, -2 gone
+/// since; only a positive one says how long, into `held_for`).
+inline result<fence_token> acquired(const resp::value& v, std::optional<duration>* held_for = nullptr)
+{
+    if (v.type != resp::type::array || v.elements.size() != 2 || !integer_at(v, 0) ||
+        !integer_at(v, 1))
+        return errc::protocol_error;
+    if (v.elements[0].integer != 1) {
+        if (held_for && v.elements[1].integer > 0)
+            *held_for = std::chrono::milliseconds{v.elements[1].integer};
+        return errc::contended;
+    }
+    if (v.elements[1].integer < 1)
+        return errc::protocol_error;
+    return static_cast<fence_token>(v.elements[1].integer);
+}
+
+/// The acquire script's answer for a request sent at `sent`: granted, or held with
+/// when the holder's lock ends at the latest by this client's clock (measured from the
+/// request, so never later than the server's).
+inline result<answer> answered(const resp::value& v, time_point sent)
+{
+    std::optional<duration> held_for;
+    auto fence = acquired(v, &held_for);
+    if (fence)
+        return answer::granted(fence.value());
+    if (fence.error() != errc::contended)
+        return fence.error();
+    if (held_for)
+        return answer::held(sent + *held_for);
+    return answer::held();
+}
+
+/// acquire_fair's answer: as answered(), or {2, fence, pttl} for a lock a release
+/// handed to `waiter`. Its validity counts from when the lock will have run for `ttl`
+/// by the time it ends: the request's start plus pttl, less ttl.
+inline result<answer> answered_fair(const resp::value& v, time_point sent, const owner_token& waiter, duration ttl)
+{
+    if (v.type == resp::type::array && v.elements.size() == 3 && integer_at(v, 0) &&
+        v.elements[0].integer == 2) {
+        if (!integer_at(v, 1) || v.elements[1].integer < 1 || !integer_at(v, 2) ||
+            v.elements[2].integer < 1)
+            return errc::protocol_error;
+        const auto left = std::min<duration>(std::chrono::milliseconds{v.elements[2].integer}, ttl);
+        return answer::handed_over(static_cast<fence_token>(v.elements[1].integer), sent + left - ttl, waiter);
+    }
+    return answered(v, sent);
+}
+
+/// An owner-checked script (extend, release, release_fair): 1 done, 0 not the owner.
+inline result<void> owned(const resp::value& v)
+{
+    if (v.type != resp::type::integer)
+        return errc::protocol_error;
+    return v.integer == 1 ? result<void>{success()} : result<void>{errc::not_owner};
+}
+
+/// A script that always answers 1 (leave_queue).
+inline result<void> done(const resp::value& v)
+{
+    if (v.type != resp::type::integer || v.integer != 1)
+        return errc::protocol_error;
+    return success();
+}
+
+/// A fence counter's value (next_fence, raise_fence).
+inline result<fence_token> fence(const resp::value& v)
+{
+    if (v.type != resp::type::integer || v.integer < 0)
+        return errc::protocol_error;
+    return static_cast<fence_token>(v.integer);
+}
+
+/// The inspect script: {held, owner, pttl, token}.
+inline result<lock_info> inspected(const resp::value& v)
+{
+    if (v.type != resp::type::array || v.elements.size() != 4 || !integer_at(v, 0) ||
+        (v.elements[0].integer != 0 && v.elements[0].integer != 1) || !v.elements[1].is_string() ||
+        !integer_at(v, 2) || !integer_at(v, 3) || v.elements[3].integer < 0)
+        return errc::protocol_error;
+    lock_info info;
+    info.fence = static_cast<fence_token>(v.elements[3].integer);
+    if (v.elements[0].integer == 1) {
+        info.held = true;
+        info.owner = v.elements[1].text.substr(0, 8);
+        if (v.elements[2].integer > 0)
+            info.remaining = std::chrono::milliseconds{v.elements[2].integer};
+    }
+    return info;
+}
+
+/// acquire_all: {1, fence} (the set's one token, for each of its `count` resources)
+/// or {0, ...} held.
+inline result<std::vector<fence_token>> acquired_all(const resp::value& v, std::size_t count)
+{
+    if (v.type != resp::type::array || v.elements.empty() || !integer_at(v, 0))
+        return errc::protocol_error;
+    if (v.elements[0].integer != 1)
+        return errc::contended;
+    if (v.elements.size() != 2 || !integer_at(v, 1) || v.elements[1].integer < 1)
+        return errc::protocol_error;
+    return std::vector<fence_token>(count, static_cast<fence_token>(v.elements[1].integer));
+}
+
+/// release_all: one 1 (released) or 0 (not the owner) per resource, in order.
+inline result<std::vector<bool>> released_all(const resp::value& v, std::size_t count)
+{
+    if (v.type != resp::type::array || v.elements.size() != count)
+        return errc::protocol_error;
+    std::vector<bool> released;
+    released.reserve(count);
+    for (const auto& e : v.elements) {
+        if (e.type != resp::type::integer || (e.integer != 0 && e.integer != 1))
+            return errc::protocol_error;
+        released.push_back(e.integer == 1);
+    }
+    return released;
+}
+
+/// fenced_write: {1, ...} written, {0, ...} refused as stale.
+inline result<void> fenced_written(const resp::value& v)
+{
+    if (v.type != resp::type::array || v.elements.size() != 2 || !integer_at(v, 0))
+        return errc::protocol_error;
+    if (v.elements[0].integer != 1)
+        return errc::stale_fence;
+    return success();
+}
+
+/// HGET of a fenced value: the value, or nullopt when there is none.
+inline result<std::optional<std::string>> value_read(const resp::value& v)
+{
+    if (v.is_null())
+        return std::optional<std::string>{};
+    if (!v.is_string())
+        return errc::protocol_error;
+    return std::optional<std::string>{v.text};
+}
+
+/// WAIT's count of replicas that acknowledged.
+inline result<std::int64_t> replicas(const resp::value& v)
+{
+    if (v.type != resp::type::integer)
+        return errc::protocol_error;
+    return v.integer;
+}
+
+} // namespace distlock::redis::detail::replies

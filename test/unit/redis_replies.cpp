@@ -1,0 +1,125 @@
+// The Redis store's reply decoders (redis/detail/replies.hpp), without a server: each
+// script's answer decodes to the primitive's result, and every other shape (a wrong
+// type, a missing element, a value out of range) is errc::protocol_error.
+#include <distlock/redis/detail/replies.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace dl = distlock;
+namespace replies = distlock::redis::detail::replies;
+using distlock::redis::resp::type;
+using distlock::redis::resp::value;
+
+namespace {
+value integer(std::int64_t n) { return {type::integer, {}, n, {}}; }
+value bulk(std::string s) { return {type::bulk_string, std::move(s), 0, {}}; }
+value array(std::vector<value> e) { return {type::array, {}, 0, std::move(e)}; }
+value error(std::string s) { return {type::error, std::move(s), 0, {}}; }
+value null() { return {}; }
+} // namespace
+
+TEST_CASE("redis replies: an error reply is refused, credentials apart, with the server's words", "[redis_replies]")
+{
+    dl::diagnostics diag;
+    CHECK(replies::checked(error("READONLY You can't write against a read only replica."), &diag).error() ==
+          dl::errc::store_unavailable);
+    CHECK(diag.server_message() == "READONLY You can't write against a read only replica.");
+    CHECK(replies::checked(error("NOAUTH Authentication required."), nullptr).error() == dl::errc::auth_failed);
+    CHECK(replies::checked(error("WRONGPASS invalid username-password pair"), nullptr).error() == dl::errc::auth_failed);
+    CHECK(replies::checked(integer(1), &diag).value().integer == 1);
+}
+
+TEST_CASE("redis replies: the acquire script's {1, fence} and {0, pttl}", "[redis_replies]")
+{
+    CHECK(replies::acquired(array({integer(1), integer(42)})).value() == 42);
+    std::optional<dl::duration> held_for;
+    CHECK(replies::acquired(array({integer(0), integer(1500)}), &held_for).error() == dl::errc::contended);
+    CHECK(held_for == std::chrono::milliseconds{1500});
+    held_for.reset();
+    CHECK(replies::acquired(array({integer(0), integer(-2)}), &held_for).error() == dl::errc::contended);
+    CHECK_FALSE(held_for); // gone since: no time to tell
+    // Shapes no acquire script answers.
+    CHECK(replies::acquired(array({integer(1), integer(0)})).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired(array({integer(1), bulk("42")})).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired(array({integer(1)})).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired(integer(1)).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired(null()).error() == dl::errc::protocol_error);
+}
+
+TEST_CASE("redis replies: an answer measures the holder's time from the request", "[redis_replies]")
+{
+    const auto sent = dl::clock::now();
+    const auto held = replies::answered(array({integer(0), integer(250)}), sent).value();
+    CHECK_FALSE(held.is_granted());
+    CHECK(held.not_before() == sent + std::chrono::milliseconds{250});
+    CHECK(replies::answered(array({integer(1), integer(7)}), sent).value().fence() == 7);
+    CHECK(replies::answered(array({bulk("1"), integer(7)}), sent).error() == dl::errc::protocol_error);
+}
+
+TEST_CASE("redis replies: a fair answer's hand-over {2, fence, pttl}", "[redis_replies]")
+{
+    const auto sent = dl::clock::now();
+    const auto waiter = dl::owner_token::generate();
+    const auto ttl = std::chrono::seconds{10};
+    const auto handed = replies::answered_fair(array({integer(2), integer(9), integer(8000)}), sent, waiter, ttl);
+    REQUIRE(handed);
+    CHECK(handed.value().fence() == 9);
+    CHECK(handed.value().holder() == waiter);
+    // 8 s left of a 10 s TTL: its validity counts from 2 s before the request.
+    CHECK(handed.value().counted_from() == sent - std::chrono::seconds{2});
+    CHECK(replies::answered_fair(array({integer(2), integer(0), integer(8000)}), sent, waiter, ttl).error() ==
+          dl::errc::protocol_error);
+    CHECK(replies::answered_fair(array({integer(2), integer(9), bulk("x")}), sent, waiter, ttl).error() ==
+          dl::errc::protocol_error);
+    CHECK(replies::answered_fair(array({integer(1), integer(3)}), sent, waiter, ttl).value().fence() == 3);
+}
+
+TEST_CASE("redis replies: owner-checked scripts, counters, leave_queue", "[redis_replies]")
+{
+    CHECK(replies::owned(integer(1)));
+    CHECK(replies::owned(integer(0)).error() == dl::errc::not_owner);
+    CHECK(replies::owned(bulk("1")).error() == dl::errc::protocol_error);
+    CHECK(replies::fence(integer(12)).value() == 12);
+    CHECK(replies::fence(integer(-1)).error() == dl::errc::protocol_error);
+    CHECK(replies::fence(array({})).error() == dl::errc::protocol_error);
+    CHECK(replies::done(integer(1)));
+    CHECK(replies::done(integer(0)).error() == dl::errc::protocol_error);
+}
+
+TEST_CASE("redis replies: inspect's {held, owner, pttl, token}", "[redis_replies]")
+{
+    const auto info = replies::inspected(array({integer(1), bulk("0123456789abcdef"), integer(900), integer(5)})).value();
+    CHECK(info.held);
+    CHECK(info.owner == "01234567");
+    CHECK(info.remaining == std::chrono::milliseconds{900});
+    CHECK(info.fence == 5);
+    const auto free = replies::inspected(array({integer(0), bulk(""), integer(-2), integer(5)})).value();
+    CHECK_FALSE(free.held);
+    CHECK(free.fence == 5);
+    CHECK(replies::inspected(array({integer(2), bulk(""), integer(0), integer(5)})).error() == dl::errc::protocol_error);
+    CHECK(replies::inspected(array({integer(1), integer(3), integer(0), integer(5)})).error() == dl::errc::protocol_error);
+    CHECK(replies::inspected(array({integer(1), bulk("x"), integer(0)})).error() == dl::errc::protocol_error);
+}
+
+TEST_CASE("redis replies: sets, fenced writes, reads and WAIT", "[redis_replies]")
+{
+    CHECK(replies::acquired_all(array({integer(1), integer(4)}), 3).value() == std::vector<dl::fence_token>{4, 4, 4});
+    CHECK(replies::acquired_all(array({integer(0)}), 3).error() == dl::errc::contended);
+    CHECK(replies::acquired_all(array({integer(1)}), 3).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired_all(array({}), 3).error() == dl::errc::protocol_error);
+    CHECK(replies::released_all(array({integer(1), integer(0)}), 2).value() == std::vector<bool>{true, false});
+    CHECK(replies::released_all(array({integer(1)}), 2).error() == dl::errc::protocol_error);
+    CHECK(replies::released_all(array({integer(1), integer(2)}), 2).error() == dl::errc::protocol_error);
+    CHECK(replies::fenced_written(array({integer(1), integer(3)})));
+    CHECK(replies::fenced_written(array({integer(0), integer(3)})).error() == dl::errc::stale_fence);
+    CHECK(replies::fenced_written(integer(1)).error() == dl::errc::protocol_error);
+    CHECK(replies::value_read(bulk("v")).value() == std::optional<std::string>{"v"});
+    CHECK_FALSE(replies::value_read(null()).value());
+    CHECK(replies::value_read(integer(1)).error() == dl::errc::protocol_error);
+    CHECK(replies::replicas(integer(2)).value() == 2);
+    CHECK(replies::replicas(bulk("2")).error() == dl::errc::protocol_error);
+}
