@@ -29,6 +29,7 @@
 #include <distlock/owner_token.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/postgres/config.hpp>
+#include <distlock/postgres/detail/answers.hpp>
 #include <distlock/postgres/detail/connection.hpp>
 #include <distlock/postgres/detail/session.hpp>
 #include <distlock/postgres/detail/sql.hpp>
@@ -617,18 +618,7 @@ private:
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
-        const auto& r = got.value().front();
-        if (r.count() != 1)
-            co_return make_error_code(distlock::errc::protocol_error);
-        if (const auto fence = r.integer(0, 0)) {
-            if (*fence <= 0)
-                co_return make_error_code(distlock::errc::protocol_error);
-            co_return answer::granted(static_cast<fence_token>(*fence));
-        }
-        const auto left = r.integer(0, 1);
-        if (left && *left > 0)
-            co_return answer::held(clock::now() + std::chrono::milliseconds{std::min<std::int64_t>(*left, 1LL << 40)});
-        co_return answer::held();
+        co_return detail::answers::acquired(got.value().front(), clock::now());
     }
 
     static awaitable<result<fence_token>> as_fence(awaitable<result<answer>> pending)
@@ -636,9 +626,7 @@ private:
         auto got = co_await std::move(pending);
         if (!got)
             co_return got.error();
-        if (!got.value().is_granted())
-            co_return make_error_code(distlock::errc::contended);
-        co_return got.value().fence();
+        co_return detail::answers::granted_fence(got.value());
     }
 
     // An owner-checked statement: its one row (updated, or selected from the rows it
@@ -649,9 +637,7 @@ private:
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
-        if (got.value().front().affected() != 1)
-            co_return make_error_code(distlock::errc::not_owner);
-        co_return success();
+        co_return detail::answers::owned(got.value().front());
     }
 
     // A set of resources as a bytea[] literal of hex escapes, and their hex keys (how
@@ -687,15 +673,7 @@ private:
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
-        const auto& r = got.value().front();
-        std::vector<bool> released(keys.size(), false);
-        for (int row = 0; row < r.count(); ++row) {
-            const auto at = std::find(keys.begin(), keys.end(), r.text(row, 0));
-            if (at == keys.end() || released[static_cast<std::size_t>(at - keys.begin())])
-                co_return make_error_code(distlock::errc::protocol_error);
-            released[static_cast<std::size_t>(at - keys.begin())] = true;
-        }
-        co_return released;
+        co_return detail::answers::released_all(got.value().front(), keys);
     }
 
     static awaitable<result<std::vector<fence_token>>> acquired_all(std::shared_ptr<detail::connection> c,
@@ -713,23 +691,7 @@ private:
             }
             co_return got.error();
         }
-        const auto& r = got.value().front();
-        if (r.count() == 0)
-            co_return make_error_code(distlock::errc::contended);
-        if (static_cast<std::size_t>(r.count()) != keys.size())
-            co_return make_error_code(distlock::errc::protocol_error);
-        std::vector<fence_token> fences(keys.size(), 0);
-        for (int row = 0; row < r.count(); ++row) {
-            const auto key = r.text(row, 0);
-            const auto fence = r.integer(row, 1);
-            const auto at = std::find(keys.begin(), keys.end(), key);
-            if (at == keys.end() || !fence || *fence <= 0)
-                co_return make_error_code(distlock::errc::protocol_error);
-            fences[static_cast<std::size_t>(at - keys.begin())] = static_cast<fence_token>(*fence);
-        }
-        if (std::find(fences.begin(), fences.end(), fence_token{0}) != fences.end())
-            co_return make_error_code(distlock::errc::protocol_error);
-        co_return fences;
+        co_return detail::answers::acquired_all(got.value().front(), keys);
     }
 
     static awaitable<result<lock_info>> inspected(std::shared_ptr<detail::connection> c,
@@ -739,18 +701,7 @@ private:
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
-        const auto& r = got.value().front();
-        lock_info info;
-        if (r.count() == 0)
-            co_return info;
-        info.fence = static_cast<fence_token>(r.integer(0, 1).value_or(0));
-        const auto left = r.integer(0, 2);
-        if (!r.null(0, 0) && left && *left > 0) {
-            info.held = true;
-            info.owner = std::string{r.text(0, 0).substr(0, 8)};
-            info.remaining = std::chrono::milliseconds{*left};
-        }
-        co_return info;
+        co_return detail::answers::inspected(got.value().front());
     }
 
     static awaitable<result<std::uint64_t>> fenced(std::shared_ptr<detail::connection> c,
@@ -760,10 +711,7 @@ private:
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
-        const auto n = got.value().front().affected();
-        if (n == 0)
-            co_return make_error_code(distlock::errc::stale_fence);
-        co_return n;
+        co_return detail::answers::fenced(got.value().front());
     }
 
     static awaitable<result<rows>> executed(std::shared_ptr<detail::connection> c, detail::statement s,
@@ -831,6 +779,7 @@ protected:
 /// The PostgreSQL lease-table store. See basic_store for its documentation.
 using store = backend::store_shell<basic_store<>>;
 
+static_assert(detail::answers::table<detail::rows>);
 static_assert(batch_put_if_absent_store<store>);
 static_assert(batch_release_store<store>);
 

@@ -1,0 +1,137 @@
+// distlock/postgres/detail/answers.hpp: what the PostgreSQL store's statements answer,
+// decoded without I/O. Each decoder reads one statement's result through the small
+// table interface below (detail::rows over a PGresult in the store; a plain table in
+// the unit tests, test/unit/postgres_answers.cpp): a result of another shape than its
+// statement returns is errc::protocol_error.
+#pragma once
+
+#include <distlock/backend/contract.hpp>
+#include <distlock/claim.hpp>
+#include <distlock/clock.hpp>
+#include <distlock/error.hpp>
+#include <distlock/options.hpp>
+#include <distlock/result.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::postgres::detail::answers {
+
+/// What the decoders read of a statement's result.
+template <class R>
+concept table = requires(const R& r, int row, int col) {
+    { r.count() } -> std::convertible_to<int>;
+    { r.null(row, col) } -> std::convertible_to<bool>;
+    { r.text(row, col) } -> std::convertible_to<std::string_view>;
+    { r.integer(row, col) } -> std::same_as<std::optional<std::int64_t>>;
+    { r.affected() } -> std::convertible_to<std::uint64_t>;
+};
+
+/// The acquire statement's one row: (fence, null) granted, or (null, milliseconds
+/// left) held, counted from `at` (when the reply came).
+template <table R>
+result<answer> acquired(const R& r, time_point at)
+{
+    if (r.count() != 1)
+        return errc::protocol_error;
+    if (const auto fence = r.integer(0, 0)) {
+        if (*fence <= 0)
+            return errc::protocol_error;
+        return answer::granted(static_cast<fence_token>(*fence));
+    }
+    const auto left = r.integer(0, 1);
+    if (left && *left > 0)
+        return answer::held(at + std::chrono::milliseconds{std::min<std::int64_t>(*left, std::int64_t{1} << 40)});
+    return answer::held();
+}
+
+/// An answer as put_if_absent() reports it: the fence, or errc::contended.
+inline result<fence_token> granted_fence(const answer& a)
+{
+    if (!a.is_granted())
+        return errc::contended;
+    return a.fence();
+}
+
+/// An owner-checked statement: its one changed row says the owner held the lock.
+template <table R>
+result<void> owned(const R& r)
+{
+    if (r.affected() != 1)
+        return errc::not_owner;
+    return success();
+}
+
+/// release_all: one row per released resource, naming it by its hex key; every key
+/// at most once and one of `keys`.
+template <table R>
+result<std::vector<bool>> released_all(const R& r, const std::vector<std::string>& keys)
+{
+    std::vector<bool> released(keys.size(), false);
+    for (int row = 0; row < r.count(); ++row) {
+        const auto at = std::find(keys.begin(), keys.end(), r.text(row, 0));
+        if (at == keys.end() || released[static_cast<std::size_t>(at - keys.begin())])
+            return errc::protocol_error;
+        released[static_cast<std::size_t>(at - keys.begin())] = true;
+    }
+    return released;
+}
+
+/// acquire_all: no row when some were held (none taken), else one (key, fence) row
+/// per resource of `keys`, each with a positive fence.
+template <table R>
+result<std::vector<fence_token>> acquired_all(const R& r, const std::vector<std::string>& keys)
+{
+    if (r.count() == 0)
+        return errc::contended;
+    if (static_cast<std::size_t>(r.count()) != keys.size())
+        return errc::protocol_error;
+    std::vector<fence_token> fences(keys.size(), 0);
+    for (int row = 0; row < r.count(); ++row) {
+        const auto fence = r.integer(row, 1);
+        const auto at = std::find(keys.begin(), keys.end(), r.text(row, 0));
+        if (at == keys.end() || !fence || *fence <= 0)
+            return errc::protocol_error;
+        fences[static_cast<std::size_t>(at - keys.begin())] = static_cast<fence_token>(*fence);
+    }
+    if (std::find(fences.begin(), fences.end(), fence_token{0}) != fences.end())
+        return errc::protocol_error;
+    return fences;
+}
+
+/// inspect: no row for a resource never locked, else (owner or null, fence,
+/// milliseconds left).
+template <table R>
+result<lock_info> inspected(const R& r)
+{
+    lock_info info;
+    if (r.count() == 0)
+        return info;
+    info.fence = static_cast<fence_token>(r.integer(0, 1).value_or(0));
+    const auto left = r.integer(0, 2);
+    if (!r.null(0, 0) && left && *left > 0) {
+        info.held = true;
+        info.owner = std::string{r.text(0, 0).substr(0, 8)};
+        info.remaining = std::chrono::milliseconds{*left};
+    }
+    return info;
+}
+
+/// A fenced write: the rows it changed; none means the token was stale.
+template <table R>
+result<std::uint64_t> fenced(const R& r)
+{
+    const auto n = r.affected();
+    if (n == 0)
+        return errc::stale_fence;
+    return n;
+}
+
+} // namespace distlock::postgres::detail::answers
