@@ -439,12 +439,12 @@ private:
         while (clock::now() < until && !co_await distlock::backend::cancelled()) {
             // Registered before the request that sets the watch: its notification may
             // come before the reply.
-            auto w = s->add_watch(path, ex);
+            auto w = s->watches().add(path, ex);
             auto got = co_await send(s, nullptr, exists(*s, path, true));
             if (got) {
                 const auto& r = got.value().front();
                 if (r.err == static_cast<int>(errc::no_node)) {
-                    s->remove_watch(path, w);
+                    s->watches().remove(path, w);
                     s->predecessor_deleted(parent, seq);
                     co_return true;
                 }
@@ -452,7 +452,7 @@ private:
                     if (const auto st = proto::parse_stat(r.body); st && st->data_length > 0)
                         s->predecessor_marked(parent, seq);
                     const bool woke = co_await w->wake.wait(until);
-                    s->remove_watch(path, w);
+                    s->watches().remove(path, w);
                     if (w->changed) { // the predecessor's mark: watch on for its deletion
                         s->predecessor_marked(parent, seq);
                         continue;
@@ -462,7 +462,7 @@ private:
                     co_return woke || w->fired;
                 }
             }
-            s->remove_watch(path, w);
+            s->watches().remove(path, w);
             co_await pause(until);
         }
         co_return false;

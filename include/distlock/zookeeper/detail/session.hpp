@@ -45,6 +45,8 @@
 #include <distlock/transport/engine.hpp>
 #include <distlock/transport/stream.hpp>
 #include <distlock/zookeeper/config.hpp>
+#include <distlock/zookeeper/detail/keeper.hpp>
+#include <distlock/zookeeper/detail/watches.hpp>
 #include <distlock/zookeeper/error.hpp>
 #include <distlock/zookeeper/proto/codec.hpp>
 #include <distlock/zookeeper/proto/messages.hpp>
@@ -301,33 +303,8 @@ public:
 
     // -- Watches ------------------------------------------------------------------------
 
-    /// A local waiter on one path's exists-watch.
-    struct watch {
-        explicit watch(asio::any_io_executor ex) : wake{std::move(ex)} {}
-        distlock::backend::wakeup wake;
-        std::atomic<bool> fired{false};
-        std::atomic<bool> deleted{false}; ///< fired by the node's deletion (not a session's end)
-        std::atomic<bool> changed{false}; ///< fired by a change of the node's data (its holder's mark)
-    };
-
-    std::shared_ptr<watch> add_watch(const std::string& path, asio::any_io_executor ex)
-    {
-        auto w = std::make_shared<watch>(std::move(ex));
-        std::lock_guard lock{mutex_};
-        watches_[path].push_back(w);
-        return w;
-    }
-
-    void remove_watch(const std::string& path, const std::shared_ptr<watch>& w)
-    {
-        std::lock_guard lock{mutex_};
-        const auto it = watches_.find(path);
-        if (it == watches_.end())
-            return;
-        std::erase(it->second, w);
-        if (it->second.empty())
-            watches_.erase(it);
-    }
+    /// The local waiters on exists-watches (watches.hpp).
+    watch_registry& watches() noexcept { return watches_; }
 
     // -- Lifetime -----------------------------------------------------------------------
 
@@ -466,15 +443,13 @@ private:
         if (auto ec = co_await s.connect(endpoint, nullptr, diagnostic))
             co_return ec;
         proto::connect_request req;
-        std::vector<std::string> watched;
+        std::vector<std::string> watched = watches_.paths();
         {
             std::lock_guard lock{mutex_};
             req.last_zxid_seen = last_zxid_;
             req.session_id = id_;
             if (id_ != 0)
                 req.password = password_;
-            for (const auto& [path, waiters] : watches_)
-                watched.push_back(path);
         }
         req.timeout_ms = static_cast<std::int32_t>(
             std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.session_timeout).count());
@@ -598,23 +573,7 @@ private:
                 end(session_state::lost);
             return;
         }
-        std::vector<std::shared_ptr<watch>> woken;
-        {
-            std::lock_guard lock{mutex_};
-            const auto it = watches_.find(e->path);
-            if (it == watches_.end())
-                return;
-            woken.swap(it->second);
-            watches_.erase(it);
-        }
-        const bool deleted = e->type == proto::event::deleted;
-        const bool changed = e->type == proto::event::data_changed;
-        for (auto& w : woken) {
-            w->deleted = deleted;
-            w->changed = changed;
-            w->fired = true;
-            w->wake.signal();
-        }
+        watches_.fire(e->path, e->type == proto::event::deleted, e->type == proto::event::data_changed);
     }
 
     // On the strand: the engine's connection went away. The session may live on (a
@@ -634,7 +593,6 @@ private:
     void end(session_state why)
     {
         std::vector<std::weak_ptr<session_listener>> told;
-        std::vector<std::shared_ptr<watch>> woken;
         {
             std::lock_guard lock{mutex_};
             for (auto& [czxid, g] : granted_)
@@ -648,19 +606,13 @@ private:
                 pending_deletes_.clear(); // those nodes went with the session
                 made_.clear();
                 predecessors_.clear();
-                for (auto& [path, ws] : watches_)
-                    for (auto& w : ws)
-                        woken.push_back(w);
-                watches_.clear();
             }
         }
         for (auto& w : told)
             if (auto l = w.lock())
                 l->session_changed(why, time_point{});
-        for (auto& w : woken) {
-            w->fired = true;
-            w->wake.signal();
-        }
+        if (why == session_state::lost)
+            watches_.fire_all();
     }
 
     // Tells the bound leases how long the session is known alive.
@@ -692,24 +644,10 @@ private:
         for (;;) {
             if (self->stopped())
                 co_return;
-            duration timeout{};
-            time_point heard{};
-            bool have_session = false, connected = false;
-            {
-                std::lock_guard lock{self->mutex_};
-                timeout = self->negotiated_;
-                heard = self->heard_;
-                have_session = self->id_ != 0;
-                connected = self->connected_;
-            }
+            const auto before = self->keeper_view();
             const auto sent = clock::now();
-            // A ping over a connection is given up when the session would be in doubt
-            // (the engine's own timeout may be longer); one that must connect first
-            // has the time to try every server.
-            const auto until = have_session && connected
-                                   ? std::max(heard + timeout * 2 / 3, sent + std::chrono::milliseconds{10})
-                                   : sent + self->connect_budget();
-            const bool answered = co_await self->ping_until(until);
+            const bool answered =
+                co_await self->ping_until(keeper::ping_deadline(before, sent, self->connect_budget()));
             const auto now = clock::now();
             if (answered) {
                 doubted = false;
@@ -718,29 +656,23 @@ private:
                 co_await self->delete_pending();
             } else {
                 ++failures;
-                {
-                    std::lock_guard lock{self->mutex_};
-                    heard = self->heard_;
-                    have_session = self->id_ != 0;
-                    timeout = self->negotiated_;
-                }
-                if (have_session && now >= heard + timeout) {
+                switch (keeper::unanswered(self->keeper_view(), now, doubted)) {
+                case keeper::verdict::expired:
                     // Expired as far as this client can tell: a new session from now on.
                     self->engine_->close();
                     self->end(session_state::lost);
                     doubted = false;
-                } else if (have_session && !doubted && now >= heard + timeout * 2 / 3) {
+                    break;
+                case keeper::verdict::in_doubt:
                     doubted = true;
                     self->move_on();
                     self->engine_->close(); // leases hear "in doubt"; the next ping goes to the next server
+                    break;
+                case keeper::verdict::waiting:
+                    break;
                 }
             }
-            // After an answer: the next ping a third of the timeout after this one was
-            // sent. Otherwise: again shortly, backing off while nothing answers.
-            const auto interval = std::max<duration>(timeout / 3, std::chrono::milliseconds{10});
-            const auto pause = std::min<duration>(std::chrono::milliseconds{25} * (1 << std::min(failures, 5)),
-                                                  std::chrono::milliseconds{800});
-            self->tick_.expires_at(answered ? sent + interval : now + std::min<duration>(pause, interval));
+            self->tick_.expires_at(keeper::next_ping(answered, sent, now, self->keeper_view().timeout, failures));
             (void)co_await self->tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         }
     }
@@ -748,7 +680,14 @@ private:
     // The longest a connect (every server, each with its handshake) can take.
     duration connect_budget() const
     {
-        return 2 * cfg_.connect_timeout * static_cast<int>(cfg_.servers.size()) + cfg_.request_timeout;
+        return saturating_add(saturating_mul(cfg_.connect_timeout, 2 * static_cast<std::int64_t>(cfg_.servers.size())),
+                              cfg_.request_timeout);
+    }
+
+    keeper::view keeper_view() const
+    {
+        std::lock_guard lock{mutex_};
+        return {negotiated_, heard_, id_ != 0, connected_};
     }
 
     awaitable<bool> ping_until(time_point until)
@@ -804,7 +743,7 @@ private:
     std::map<std::int64_t, grant> granted_;
     std::map<std::string, made_node> made_;
     std::map<std::string, std::string> predecessors_;
-    std::map<std::string, std::vector<std::shared_ptr<watch>>> watches_;
+    watch_registry watches_;
     std::vector<std::string> pending_deletes_; // of the current session
 
     std::atomic<bool> keeper_started_{false};
