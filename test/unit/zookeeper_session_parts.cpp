@@ -1,6 +1,8 @@
-// The parts of a ZooKeeper session that decide without I/O: the keeper's schedule and
-// verdicts (zookeeper/detail/keeper.hpp) on chosen times, and the registry of local
-// watch waiters (zookeeper/detail/watches.hpp).
+// The parts of a ZooKeeper session that decide without I/O: the handshake's requests
+// and verdicts (zookeeper/detail/handshake.hpp), the keeper's schedule and verdicts
+// (zookeeper/detail/keeper.hpp) on chosen times, and the registry of local watch
+// waiters (zookeeper/detail/watches.hpp).
+#include <distlock/zookeeper/detail/handshake.hpp>
 #include <distlock/zookeeper/detail/keeper.hpp>
 #include <distlock/zookeeper/detail/watches.hpp>
 
@@ -80,4 +82,50 @@ TEST_CASE("zookeeper watches: one notification wakes every waiter of its path; a
     CHECK_FALSE(b->deleted);
     CHECK_FALSE(c->fired); // removed before
     CHECK(watches.size() == 0);
+}
+
+namespace handshake = distlock::zookeeper::detail::handshake;
+namespace proto = distlock::zookeeper::proto;
+
+TEST_CASE("zookeeper handshake: a known session is resumed, with its password and last zxid", "[zookeeper_session]")
+{
+    const auto fresh = handshake::request({}, 10s);
+    CHECK(fresh.session_id == 0);
+    CHECK(fresh.timeout_ms == 10000);
+    const auto again = handshake::request({.id = 77, .password = std::string(16, 'p'), .last_zxid = 9}, 4s);
+    CHECK(again.session_id == 77);
+    CHECK(again.password == std::string(16, 'p'));
+    CHECK(again.last_zxid_seen == 9);
+    // A timeout beyond what the protocol's int32 holds is clamped, not wrapped.
+    CHECK(handshake::request({}, std::chrono::milliseconds{std::int64_t{1} << 40}).timeout_ms == INT32_MAX);
+}
+
+TEST_CASE("zookeeper handshake: what the server's answer means for the session", "[zookeeper_session]")
+{
+    const auto asked = handshake::request({.id = 77, .password = std::string(16, 'p')}, 4s);
+    CHECK(handshake::judge(asked, {.timeout_ms = 4000, .session_id = 77}) == handshake::outcome::resumed);
+    CHECK(handshake::judge(asked, {.timeout_ms = 4000, .session_id = 78}) == handshake::outcome::replaced);
+    CHECK(handshake::judge(asked, {.timeout_ms = 0, .session_id = 77}) == handshake::outcome::expired);
+    CHECK(handshake::judge(asked, {.timeout_ms = 4000, .session_id = 0}) == handshake::outcome::expired);
+    CHECK(handshake::judge(handshake::request({}, 4s), {.timeout_ms = 4000, .session_id = 5}) ==
+          handshake::outcome::created);
+}
+
+TEST_CASE("zookeeper handshake: auth and SetWatches follow the connect; a refused auth fails it",
+          "[zookeeper_session]")
+{
+    CHECK(handshake::after_connect("", "", {}, 0).replies == 0);
+    const auto auth = handshake::after_connect("app", "secret", {}, 0);
+    CHECK(auth.replies == 1);
+    CHECK(auth.payload == proto::encode_auth("digest", "app:secret"));
+    const auto both = handshake::after_connect("app", "secret", {"/distlock/a"}, 12);
+    CHECK(both.replies == 2);
+    CHECK(both.payload == proto::encode_auth("digest", "app:secret") +
+                              proto::encode_set_watches(12, {"/distlock/a"}, {}, {}));
+    proto::reply refused;
+    refused.xid = proto::xid::auth;
+    refused.err = -115;
+    CHECK(handshake::setup_refused({refused}) == distlock::zookeeper::errc::auth_failed);
+    refused.err = 0;
+    CHECK_FALSE(handshake::setup_refused({refused}));
 }

@@ -45,6 +45,7 @@
 #include <distlock/transport/engine.hpp>
 #include <distlock/transport/stream.hpp>
 #include <distlock/zookeeper/config.hpp>
+#include <distlock/zookeeper/detail/handshake.hpp>
 #include <distlock/zookeeper/detail/keeper.hpp>
 #include <distlock/zookeeper/detail/watches.hpp>
 #include <distlock/zookeeper/error.hpp>
@@ -442,17 +443,13 @@ private:
         const auto peer = endpoint.host + ":" + std::to_string(endpoint.port);
         if (auto ec = co_await s.connect(endpoint, nullptr, diagnostic))
             co_return ec;
-        proto::connect_request req;
         std::vector<std::string> watched = watches_.paths();
+        handshake::known_session known;
         {
             std::lock_guard lock{mutex_};
-            req.last_zxid_seen = last_zxid_;
-            req.session_id = id_;
-            if (id_ != 0)
-                req.password = password_;
+            known = {id_, password_, last_zxid_};
         }
-        req.timeout_ms = static_cast<std::int32_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.session_timeout).count());
+        const auto req = handshake::request(known, std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.session_timeout));
         const auto sent = clock::now();
         auto got = co_await transport::roundtrip(s, proto::connect_codec{}, proto::encode(req), 1,
                                                  cfg_.connect_timeout);
@@ -463,14 +460,15 @@ private:
             co_return distlock::errc::store_unavailable;
         }
         const auto& answer = got.value().front();
-        if (answer.timeout_ms == 0 || answer.session_id == 0) {
+        const auto outcome = handshake::judge(req, answer);
+        if (outcome == handshake::outcome::expired) {
             s.close();
             diagnostic = "the ZooKeeper session expired (said " + peer + ")";
             end(session_state::lost);
             co_return zookeeper::errc::session_expired;
         }
-        const bool resumed = req.session_id != 0 && answer.session_id == req.session_id;
-        if (req.session_id != 0 && !resumed) // not ours any more: what it held is gone
+        const bool resumed = outcome == handshake::outcome::resumed;
+        if (outcome == handshake::outcome::replaced) // not ours any more: what it held is gone
             end(session_state::lost);
         {
             std::lock_guard lock{mutex_};
@@ -486,36 +484,24 @@ private:
         }
         // Auth and SetWatches, read on this stream before it is shared: their replies,
         // and any notification SetWatches fires at once.
-        std::string after;
-        std::size_t expected = 0;
-        if (!cfg_.username.empty()) {
-            after += proto::encode_auth("digest", cfg_.username + ":" + cfg_.password);
-            ++expected;
+        std::int64_t relative = 0;
+        {
+            std::lock_guard lock{mutex_};
+            relative = last_zxid_;
         }
-        if (!watched.empty()) {
-            std::int64_t relative = 0;
-            {
-                std::lock_guard lock{mutex_};
-                relative = last_zxid_;
-            }
-            // exists() on a node that exists sets a data watch: restored as one.
-            after += proto::encode_set_watches(relative, watched, {}, {});
-            ++expected;
-        }
-        if (expected == 0)
+        auto setup = handshake::after_connect(cfg_.username, cfg_.password, watched, relative);
+        if (setup.replies == 0)
             co_return std::error_code{};
-        auto replies = co_await read_setup(s, std::move(after), expected);
+        auto replies = co_await read_setup(s, std::move(setup.payload), setup.replies);
         if (!replies) {
             s.close();
             diagnostic = "the ZooKeeper session's setup at " + peer + " failed";
             co_return replies.error();
         }
-        for (const auto& r : replies.value()) {
-            if (r.xid == proto::xid::auth && r.err != 0) {
-                s.close();
-                diagnostic = "ZooKeeper at " + peer + " refused the digest credentials of user " + cfg_.username;
-                co_return zookeeper::errc::auth_failed;
-            }
+        if (auto refused = handshake::setup_refused(replies.value())) {
+            s.close();
+            diagnostic = "ZooKeeper at " + peer + " refused the digest credentials of user " + cfg_.username;
+            co_return refused;
         }
         co_return std::error_code{};
     }
