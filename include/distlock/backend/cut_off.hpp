@@ -2,9 +2,8 @@
 // carried out of a coroutine of another type.
 //
 // Why a race of its own rather than Asio's `op || timer`: the operator instantiates a
-// parallel group, a co_spawn per side, a variant of their results and their handlers,
-// some 550 functions in a file that locks (the compile cost in bench/README.md), and
-// it runs the timer's wait as a coroutine of its own. Here the operation is one
+// parallel group, a co_spawn per side, a variant of their results and their handlers
+// in every file that locks (bench/README.md, compile cost), and it runs the timer's wait as a coroutine of its own. Here the operation is one
 // co_spawn and the deadline a plain timer wait, both ending in one shared state that
 // completes the caller's wait once both are done. Every deadline of the library goes
 // through the one void form, with the result written through a reference, so a

@@ -5,8 +5,7 @@
 // where the template is defined, not where it is used, and Asio's initiating
 // functions deduce their return type from their body. So `t.async_wait(use_awaitable)`
 // in a coroutine template that no translation unit calls still instantiates the whole
-// awaitable operation (its handler, async_result and frame code; some 30 MB of the
-// compiler's memory for one timer wait) in every file that includes the header. A
+// awaitable operation (its handler, async_result and frame code) in every file that includes the header. A
 // token of a dependent type defers all of it to the first use; headers that are
 // included but unused then cost little more than their parsing.
 #pragma once

@@ -39,8 +39,7 @@ const T* target_of(const std::type_identity_t<Executor>& ex) noexcept
 // The functions here are templates (of the executor's type, always any_io_executor)
 // so that g++ instantiates what they use (strands and type-erased
 // executors of several kinds) only in translation units that call them: as inline
-// functions, every includer paid for it, a tenth of the compile time of a unit that
-// includes the library and the in-process store.
+// functions, every includer paid for it (bench/README.md, compile cost).
 
 /// A strand over `ex`, as an any_io_executor: over io_context::executor_type when `ex`
 /// is one, else over `ex` itself.

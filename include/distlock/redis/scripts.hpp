@@ -212,11 +212,11 @@ return {1, fence}
 
 // One MGET of the owners, one DEL of those that are the owner's, one PUBSUB NUMSUB
 // of their channels, and a PUBLISH on each channel someone listens to. Most released
-// resources have no waiter, and a PUBLISH heard by no one is a call for nothing: 32 of
-// them were a third of the script's time over a set of 32. A PUBLISH reaches only those
-// subscribed as it runs, and the script runs whole, so publishing only where the count
-// finds a listener loses no one (distlock's waiters subscribe to the channel itself,
-// never by pattern, which the count would miss).
+// resources have no waiter, and a PUBLISH heard by no one is a call for nothing, made
+// once per resource of the set, where one PUBSUB NUMSUB counts the listeners of all.
+// A PUBLISH reaches only those subscribed as it runs, and the script runs whole, so
+// publishing only where the count finds a listener loses no one (distlock's waiters
+// subscribe to the channel itself, never by pattern, which the count would miss).
 inline constexpr auto release_all = join(owns_lua, set_lua, R"lua(
 local owners = mget(KEYS)
 local sharded = ARGV[2] == '1'

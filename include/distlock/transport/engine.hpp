@@ -7,10 +7,10 @@
 // in-flight list. On an idle connection (nothing in flight, the writer waiting) a
 // stream that can write without waiting (try_write: plain TCP and Unix sockets) takes
 // the request at once, and the writer sends only what the socket did not take: a
-// lone request leaves without two hand-offs through the scheduler (in one run, 20 µs
-// off a ZooKeeper lock/unlock pair of two round trips), while a busy connection still
-// batches; the reader decodes messages, hands pushes to the push handler and
-// replies, in order, to the oldest request in flight.
+// lone request leaves without two hand-offs through the scheduler, each a wake-up
+// that a sequential caller would pay on every request (bench/HISTORY.md), while a
+// busy connection still batches; the reader decodes messages, hands pushes to the
+// push handler and replies, in order, to the oldest request in flight.
 //
 // exec() is an asynchronous operation, not a coroutine spawned onto the strand: its
 // initiation reaches the strand by dispatch (at once when the strand is free on this

@@ -4,7 +4,7 @@
 // Why not <random>: neither use needs its engines' statistical quality, and the
 // header with a std::mt19937_64 and its distributions instantiated in inline code
 // was among the costliest things every translation unit that includes distlock
-// paid (bench/README.md, compile cost). SplitMix64 (Steele, Lea and Flood, 2014)
+// paid (bench/HISTORY.md, compile cost). SplitMix64 (Steele, Lea and Flood, 2014)
 // passes BigCrush with one 64-bit word of state; the same seed gives the same
 // sequence on every platform, which the seeded simulation's replays rely on.
 #pragma once

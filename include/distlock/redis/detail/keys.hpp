@@ -53,7 +53,7 @@ public:
         if (std::none_of(resource.begin(), resource.end(), escaped_byte)) {
             // Nearly every id: nothing to escape, so the key is written in place at its
             // final size (a set of 32 locks builds 128 keys; appending piece by piece
-            // cost twice as much).
+            // reallocates as a key grows).
             k.resize(escaped_prefix_.size() + resource.size() + kind.size() + 5);
             char* at = k.data();
             for (const std::string_view piece : {std::string_view{escaped_prefix_}, std::string_view{":{#"}, resource,
