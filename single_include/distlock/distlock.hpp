@@ -211,9 +211,8 @@ public:
 // carried out of a coroutine of another type.
 //
 // Why a race of its own rather than Asio's `op || timer`: the operator instantiates a
-// parallel group, a co_spawn per side, a variant of their results and their handlers,
-// some 550 functions in a file that locks (the compile cost in bench/README.md), and
-// it runs the timer's wait as a coroutine of its own. Here the operation is one
+// parallel group, a co_spawn per side, a variant of their results and their handlers
+// in every file that locks (bench/README.md, compile cost), and it runs the timer's wait as a coroutine of its own. Here the operation is one
 // co_spawn and the deadline a plain timer wait, both ending in one shared state that
 // completes the caller's wait once both are done. Every deadline of the library goes
 // through the one void form, with the result written through a reference, so a
@@ -227,8 +226,7 @@ public:
 // where the template is defined, not where it is used, and Asio's initiating
 // functions deduce their return type from their body. So `t.async_wait(use_awaitable)`
 // in a coroutine template that no translation unit calls still instantiates the whole
-// awaitable operation (its handler, async_result and frame code; some 30 MB of the
-// compiler's memory for one timer wait) in every file that includes the header. A
+// awaitable operation (its handler, async_result and frame code) in every file that includes the header. A
 // token of a dependent type defers all of it to the first use; headers that are
 // included but unused then cost little more than their parsing.
 
@@ -1707,8 +1705,7 @@ const T* target_of(const std::type_identity_t<Executor>& ex) noexcept
 // The functions here are templates (of the executor's type, always any_io_executor)
 // so that g++ instantiates what they use (strands and type-erased
 // executors of several kinds) only in translation units that call them: as inline
-// functions, every includer paid for it, a tenth of the compile time of a unit that
-// includes the library and the in-process store.
+// functions, every includer paid for it (bench/README.md, compile cost).
 
 /// A strand over `ex`, as an any_io_executor: over io_context::executor_type when `ex`
 /// is one, else over `ex` itself.
@@ -4785,7 +4782,7 @@ bool renew_settings_valid(const P& p, const lock_options& options) noexcept
 // Why not <random>: neither use needs its engines' statistical quality, and the
 // header with a std::mt19937_64 and its distributions instantiated in inline code
 // was among the costliest things every translation unit that includes distlock
-// paid (bench/README.md, compile cost). SplitMix64 (Steele, Lea and Flood, 2014)
+// paid (bench/HISTORY.md, compile cost). SplitMix64 (Steele, Lea and Flood, 2014)
 // passes BigCrush with one 64-bit word of state; the same seed gives the same
 // sequence on every platform, which the seeded simulation's replays rely on.
 
