@@ -117,8 +117,8 @@ int main(int argc, char** argv)
         const json txn = {
             {"compare", json::array({etcd::detail::create_compare(key, 0)})},
             {"success", json::array({json{{"request_put",
-                                           {{"key", dl::detail::base64(key)},
-                                            {"value", dl::detail::base64(owner.to_hex())},
+                                           {{"key", dl::util::base64(key)},
+                                            {"value", dl::util::base64(owner.to_hex())},
                                             {"lease", lease}}}},
                                      json{{"request_range", etcd::detail::queue_request(queue, "DESCEND", 2)}}})},
             {"failure", json::array({json{{"request_range", etcd::detail::range_request(key)}},
