@@ -21,10 +21,13 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](distlock/[^>"]+)[>"]')
 def expand(name, seen, out):
     if name in seen:
         return
-    seen.add(name)
     path = SOURCE / name
     if not path.is_file():
         sys.exit(f"amalgamate: {name} is included but does not exist")
+    # A header without `#pragma once` (the entry headers' warning push and pop) is
+    # meant to be expanded at every include.
+    if re.search(r"^\s*#\s*pragma\s+once", path.read_text(), re.M):
+        seen.add(name)
     out.append(f"// ---- begin {name}\n")
     for line in path.read_text().splitlines(keepends=True):
         if re.match(r"^\s*#\s*pragma\s+once", line):

@@ -2,13 +2,7 @@
 // OpenSSL for SigV4 and TLS, and nlohmann-json).
 #pragma once
 
-// As in distlock/distlock.hpp: g++ 12 false positives on coroutine frames, contained
-// for the library's own code so that users need not turn them off.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include <distlock/detail/push_warnings.hpp>
 
 #include <distlock/detail/config.hpp>
 #include <distlock/distlock.hpp>
@@ -17,6 +11,4 @@
 #include <distlock/dynamodb/error.hpp>
 #include <distlock/dynamodb/store.hpp>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include <distlock/detail/pop_warnings.hpp>

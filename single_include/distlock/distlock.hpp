@@ -15,6 +15,11 @@
 // distlock/distlock.hpp: the whole core of distlock. Store adapters have headers of
 // their own (distlock/memory.hpp, ...).
 
+// ---- begin distlock/detail/push_warnings.hpp
+// distlock/detail/push_warnings.hpp: opens the warning state of an entry header
+// (distlock.hpp, memory.hpp, redis.hpp, ...), which includes detail/pop_warnings.hpp
+// last. No include guard: every entry header pushes and pops its own.
+//
 // g++ 12 at -O2 reports -Wmaybe-uninitialized inside Asio's co_spawn completion
 // when it moves a result<lease> out of a coroutine frame (Asio recycles frame
 // memory; the value is always constructed): a false positive, reported through
@@ -29,6 +34,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
+// ---- end distlock/detail/push_warnings.hpp
 
 // ---- begin distlock/detail/config.hpp
 // distlock/detail/config.hpp: what distlock needs of the compiler, checked first, so
@@ -6430,21 +6436,37 @@ struct session_queue {
 } // namespace distlock
 // ---- end distlock/policy/queue.hpp
 
+// ---- begin distlock/detail/pop_warnings.hpp
+// distlock/detail/pop_warnings.hpp: closes what detail/push_warnings.hpp opened. No
+// include guard: every entry header pushes and pops its own.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+// ---- end distlock/detail/pop_warnings.hpp
 // ---- end distlock/distlock.hpp
 // ---- begin distlock/memory.hpp
 // distlock/memory.hpp: the in-process store and fenced register.
 
-// See distlock/distlock.hpp: g++ 12 false positives on coroutine frames
-// (-Wmaybe-uninitialized) and Asio's frame allocator (-Wmismatched-new-delete),
-// contained for the library's own code so that users need not turn them off.
+// ---- begin distlock/detail/push_warnings.hpp
+// distlock/detail/push_warnings.hpp: opens the warning state of an entry header
+// (distlock.hpp, memory.hpp, redis.hpp, ...), which includes detail/pop_warnings.hpp
+// last. No include guard: every entry header pushes and pops its own.
+//
+// g++ 12 at -O2 reports -Wmaybe-uninitialized inside Asio's co_spawn completion
+// when it moves a result<lease> out of a coroutine frame (Asio recycles frame
+// memory; the value is always constructed): a false positive, reported through
+// lease.hpp and result.hpp. -Wmismatched-new-delete is Asio's own: its awaitable
+// frames are allocated with ::operator new by its recycling allocator and freed by
+// the frame's class operator delete, a matched pair g++ cannot see. Both are
+// contained here, for the library's own code, so that users need not turn them
+// off; the user's code keeps every warning. (GCC checks the pragma state at each
+// inlined location, so this holds whichever of Asio or <memory> came first.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
+// ---- end distlock/detail/push_warnings.hpp
 
 // ---- begin distlock/memory/fenced_register.hpp
 // distlock/memory/fenced_register.hpp: an in-process value guarded by fencing tokens,
@@ -7868,9 +7890,13 @@ static_assert(inspectable_store<session_store>);
 } // namespace distlock::memory
 // ---- end distlock/memory/session_store.hpp
 
+// ---- begin distlock/detail/pop_warnings.hpp
+// distlock/detail/pop_warnings.hpp: closes what detail/push_warnings.hpp opened. No
+// include guard: every entry header pushes and pops its own.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+// ---- end distlock/detail/pop_warnings.hpp
 // ---- end distlock/memory.hpp
 // ---- begin distlock/testing.hpp
 // distlock/testing.hpp: driving code that uses distlock under a manual clock, in a
