@@ -22,33 +22,24 @@
 // expiry not yet passed, so that an expired lock is never revived. Releasing clears
 // the owner and the mode's attributes under `#o = :o` and never deletes the item
 // (after a delete the counter would start again at 1). `owner` is a reserved word:
-// names go through ExpressionAttributeNames. JSON is built and read with
-// nlohmann::json, never by concatenation.
+// names go through ExpressionAttributeNames. JSON is built with nlohmann::json, never
+// by concatenation, and replies are read by detail/replies.hpp, where whatever the
+// server sends is a value or an error code, never an exception.
 //
 // Every request goes over the transport engine (HTTP/1.1, keep-alive, reconnect),
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
 #pragma once
 
-#include <distlock/backend/store_shell.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/aws/sigv4.hpp>
-#include <distlock/clock.hpp>
 #include <distlock/util/base64.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
 #include <distlock/backend/strand.hpp>
-#include <distlock/diagnostics.hpp>
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
+#include <distlock/dynamodb/detail/replies.hpp>
 #include <distlock/dynamodb/error.hpp>
-#include <distlock/error.hpp>
 #include <distlock/http/parser.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
 #include <distlock/policy/acquire.hpp>
-#include <distlock/result.hpp>
-#include <distlock/backend/contract.hpp>
-#include <distlock/backend/helpers.hpp>
-#include <distlock/backend/store_ref.hpp>
 #include <distlock/transport/engine.hpp>
 
 #include <nlohmann/json.hpp>
@@ -104,34 +95,6 @@ inline std::string amz_date(std::chrono::system_clock::time_point t)
 inline std::int64_t epoch_ms(std::chrono::system_clock::time_point t)
 {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-// A number attribute ({"N": "123"}) as an unsigned value.
-inline std::optional<std::uint64_t> number(const nlohmann::json& item, const char* name)
-{
-    const auto a = item.find(name);
-    if (a == item.end() || !a->is_object())
-        return std::nullopt;
-    const auto n = a->find("N");
-    if (n == a->end() || !n->is_string())
-        return std::nullopt;
-    const auto& s = n->get_ref<const std::string&>();
-    std::uint64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || end != s.data() + s.size())
-        return std::nullopt;
-    return v;
-}
-
-inline std::optional<std::string> string(const nlohmann::json& item, const char* name)
-{
-    const auto a = item.find(name);
-    if (a == item.end() || !a->is_object())
-        return std::nullopt;
-    const auto s = a->find("S");
-    if (s == a->end() || !s->is_string())
-        return std::nullopt;
-    return s->get<std::string>();
 }
 
 } // namespace detail
@@ -205,7 +168,7 @@ public:
         } else {
             body["ConditionExpression"] = "attribute_not_exists(#o)";
         }
-        return acquired(call("UpdateItem", std::move(body), diag));
+        return acquired(call("UpdateItem", std::move(body), diag), diag);
     }
 
     /// One attempt of acquire_item: takes the lock if free (or taken over by the
@@ -284,7 +247,7 @@ public:
         if (auto ec = check(resource))
             return backend::failed<lock_info>(ec);
         nlohmann::json body = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
-        return inspected(call("GetItem", std::move(body), diag), cfg_.mode, wall_now());
+        return inspected(call("GetItem", std::move(body), diag), cfg_.mode, wall_now(), diag);
     }
 
     /// Creates the table (on-demand capacity) if it does not exist, and waits until
@@ -317,9 +280,10 @@ public:
             auto described = co_await request(engine_, signer(), std::string{"DescribeTable"}, describe_body, diag);
             if (!described)
                 co_return described.error();
-            const auto status =
-                described.value().value(nlohmann::json::json_pointer{"/Table/TableStatus"}, std::string{});
-            if (status == "ACTIVE") {
+            const auto status = detail::decode_table_status(described.value(), diag);
+            if (!status)
+                co_return status.error();
+            if (status.value() == "ACTIVE") {
                 if (diag)
                     diag->clear();
                 co_return success();
@@ -503,38 +467,18 @@ private:
                 co_return make_error_code(errc::bad_checksum);
             }
         }
-        auto json = nlohmann::json::parse(response.body, nullptr, false);
-        if (response.status == 200) {
-            if (json.is_discarded() || !json.is_object())
-                co_return make_error_code(distlock::errc::protocol_error);
-            co_return json;
-        }
-        std::string type, message;
-        if (json.is_object()) {
-            type = json.value("__type", std::string{});
-            message = json.value("message", json.value("Message", std::string{}));
-        }
-        if (diag)
-            diag->set_server_message(type.empty() ? response.body : type + ": " + message);
-        if (response.status == 400 && type.ends_with("ConditionalCheckFailedException"))
-            co_return make_error_code(distlock::errc::contended);
-        if (response.status < 500 && type.empty())
-            co_return make_error_code(distlock::errc::protocol_error);
-        co_return classify(response.status, type);
+        co_return detail::decode_response(response.status, response.body, diag);
     }
 
-    static awaitable<result<fence_token>> acquired(awaitable<result<nlohmann::json>> pending)
+    static awaitable<result<fence_token>> acquired(awaitable<result<nlohmann::json>> pending, diagnostics* diag)
     {
         auto got = co_await std::move(pending);
         if (!got)
             co_return got.error();
-        const auto attributes = got.value().find("Attributes");
-        if (attributes == got.value().end())
-            co_return distlock::errc::protocol_error;
-        const auto fence = detail::number(*attributes, "fence");
-        if (!fence || *fence == 0)
-            co_return distlock::errc::protocol_error;
-        co_return *fence;
+        const auto fence = detail::decode_granted_fence(got.value(), diag);
+        if (!fence)
+            co_return fence.error();
+        co_return fence.value();
     }
 
     static awaitable<result<answer>> as_answer(awaitable<result<fence_token>> pending)
@@ -554,7 +498,7 @@ private:
                                                    std::string resource, duration own_ttl,
                                                    std::optional<sighting>& seen, diagnostics* diag)
     {
-        auto wrote = co_await acquired(request(engine, s, std::string{"UpdateItem"}, std::move(write), diag));
+        auto wrote = co_await acquired(request(engine, s, std::string{"UpdateItem"}, std::move(write), diag), diag);
         if (wrote) {
             seen.reset();
             co_return answer::granted(wrote.value());
@@ -567,18 +511,22 @@ private:
         auto item = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, look.dump(), diag);
         if (!item) // the write was refused for certain; the next attempt reads again
             co_return answer::held();
-        const auto found = item.value().find("Item");
-        const auto owner = found != item.value().end() ? detail::string(*found, "owner") : std::nullopt;
+        // A reply that cannot be read is the caller's protocol error (it may clean up by
+        // owner token, which changes nothing here: the write was refused).
+        auto found = detail::decode_lock_item(item.value(), diag);
+        if (!found)
+            co_return found.error();
+        const auto owner = found.value() ? found.value()->owner : std::optional<std::string>{};
         if (!owner) { // released since the write was refused: try again at once
             seen.reset();
             co_return answer::held(clock::now());
         }
         // An item without a version was written in expiry_time mode (a misconfigured
         // client): its owner and expiry stand in for the version, its lease is ours.
-        auto version = detail::string(*found, "recordVersion");
+        auto version = found.value()->record_version;
         if (!version)
-            version = "owner " + *owner + " until " + std::to_string(detail::number(*found, "expiresAt").value_or(0));
-        const auto declared = detail::number(*found, "leaseDuration");
+            version = "owner " + *owner + " until " + std::to_string(found.value()->expires_at.value_or(0));
+        const auto declared = found.value()->lease_duration;
         const auto lease = declared ? std::min<duration>(std::chrono::milliseconds{static_cast<std::int64_t>(
                                                              std::min<std::uint64_t>(*declared, 1ULL << 40))},
                                                          max_wait)
@@ -609,26 +557,27 @@ private:
     }
 
     static awaitable<result<lock_info>> inspected(awaitable<result<nlohmann::json>> pending, lease_mode mode,
-                                                  std::chrono::system_clock::time_point wall)
+                                                  std::chrono::system_clock::time_point wall, diagnostics* diag)
     {
         auto got = co_await std::move(pending);
         if (!got)
             co_return got.error();
         lock_info info;
-        const auto item = got.value().find("Item");
-        if (item == got.value().end())
+        const auto found = detail::decode_lock_item(got.value(), diag);
+        if (!found)
+            co_return found.error();
+        if (!found.value())
             co_return info; // never locked
-        if (!item->is_object())
-            co_return distlock::errc::protocol_error;
-        info.fence = detail::number(*item, "fence").value_or(0);
-        const auto owner = detail::string(*item, "owner");
+        const auto& item = *found.value();
+        info.fence = item.fence.value_or(0);
+        const auto& owner = item.owner;
         if (mode == lease_mode::record_version) {
             // Held until a waiter has watched its version for a lease: no time left
             // is known here.
             if (owner) {
                 info.held = true;
                 info.owner = owner->substr(0, 8);
-                if (const auto v = detail::string(*item, "recordVersion"); v && v->size() >= 16) {
+                if (const auto& v = item.record_version; v && v->size() >= 16) {
                     fence_token n = 0;
                     const auto [end, ec] = std::from_chars(v->data(), v->data() + 16, n, 16);
                     if (ec == std::errc{} && end == v->data() + 16)
@@ -637,7 +586,7 @@ private:
             }
             co_return info;
         }
-        const auto expires = detail::number(*item, "expiresAt");
+        const auto& expires = item.expires_at;
         const auto now = detail::epoch_ms(wall);
         if (owner && expires && static_cast<std::int64_t>(*expires) >= now) {
             info.held = true;

@@ -23,23 +23,14 @@
 //    by its name (which only this lock() call uses).
 #pragma once
 
-#include <distlock/backend/store_shell.hpp>
-#include <distlock/clock.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
-#include <distlock/diagnostics.hpp>
-#include <distlock/error.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/etcd/config.hpp>
 #include <distlock/etcd/detail/client.hpp>
 #include <distlock/etcd/detail/keys.hpp>
+#include <distlock/etcd/detail/replies.hpp>
 #include <distlock/etcd/detail/session.hpp>
 #include <distlock/etcd/error.hpp>
-#include <distlock/lease.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
 #include <distlock/policy/queue.hpp>
-#include <distlock/result.hpp>
-#include <distlock/store.hpp>
 
 #include <asio/any_io_executor.hpp>
 
@@ -92,7 +83,7 @@ public:
                                            diagnostics* diag = nullptr)
     {
         if (auto ec = validate_resource(resource))
-            return failed<queue_place>(ec);
+            return backend::failed<queue_place>(ec);
         auto queue = detail::queue_prefix(settings().prefix, resource);
         auto key = queue + owner.to_hex();
         return enqueued(client_, session_, life_, std::move(queue), std::move(key), owner.to_hex(), diag);
@@ -106,7 +97,7 @@ public:
     awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (auto ec = validate_resource(resource))
-            return failed<void>(ec);
+            return backend::failed<void>(ec);
         auto key = detail::queue_prefix(settings().prefix, resource) + owner.to_hex();
         session_->forget(key);
         return deleted(client_, std::move(key), diag);
@@ -125,7 +116,7 @@ public:
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         if (auto ec = validate_resource(resource))
-            return failed<lock_info>(ec);
+            return backend::failed<lock_info>(ec);
         return inspected(client_, detail::queue_prefix(settings().prefix, resource), diag);
     }
 
@@ -137,12 +128,13 @@ public:
     /// session lost) even if its holder does not know yet: a stalled holder's write
     /// changes nothing. Arguments in the order of every fenced write of distlock:
     /// where, the token (here the lease that carries it), what.
-    awaitable<result<void>> fenced_put(std::string key, const lease& holder, std::string value,
+    template <fence_holder Holder>
+    awaitable<result<void>> fenced_put(std::string key, const Holder& holder, std::string value,
                                        diagnostics* diag = nullptr)
     {
         if (key.empty() || key.size() > 1024 * 1024 || value.size() > 1024 * 1024 || holder.fence() == 0 ||
             holder.fence() > static_cast<fence_token>(INT64_MAX) || validate_resource(holder.resource()))
-            return failed<void>(distlock::errc::invalid_argument);
+            return backend::failed<void>(distlock::errc::invalid_argument);
         const auto lock_key = detail::queue_prefix(settings().prefix, holder.resource()) + holder.owner().to_hex();
         detail::json put = {{"key", distlock::util::base64(key)}, {"value", distlock::util::base64(value)}};
         detail::json txn = {
@@ -156,7 +148,7 @@ public:
     awaitable<result<detail::json>> execute(std::string path, detail::json body, diagnostics* diag = nullptr)
     {
         if (path.empty() || path.find_first_of(" \r\n?#") != std::string::npos)
-            return failed<detail::json>(distlock::errc::invalid_argument);
+            return backend::failed<detail::json>(distlock::errc::invalid_argument);
         return detail::client::call(client_, std::move(path), body.dump(), diag);
     }
 
@@ -170,30 +162,11 @@ public:
 private:
     using json = detail::json;
 
-    template <class T>
-    static awaitable<result<T>> failed(std::error_code ec)
-    {
-        co_return ec;
-    }
-
     static json put_request(const std::string& key, const std::string& value, std::int64_t lease)
     {
         return {{"key", distlock::util::base64(key)},
                 {"value", distlock::util::base64(value)},
                 {"lease", std::to_string(lease)}};
-    }
-
-    // The range answer at `responses[i]` of a txn answer.
-    static std::optional<detail::range_answer> txn_range(const json& answer, std::size_t i)
-    {
-        const auto responses = answer.find("responses");
-        if (responses == answer.end() || !responses->is_array() || responses->size() <= i)
-            return std::nullopt;
-        const auto& r = (*responses)[i];
-        const auto range = r.find("response_range");
-        if (!r.is_object() || range == r.end())
-            return std::nullopt;
-        return detail::read_range(*range);
     }
 
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<detail::client> c,
@@ -221,10 +194,11 @@ private:
                 auto got = co_await detail::client::call(c, "kv/txn", reads.dump(), diag);
                 if (!got)
                     co_return got.error();
-                const auto mine = txn_range(got.value(), 0);
-                const auto oldest = txn_range(got.value(), 1);
-                if (!mine || !oldest)
-                    co_return distlock::errc::protocol_error;
+                const auto read = detail::decode_txn(got.value(), diag, {0, 1});
+                if (!read)
+                    co_return read.error();
+                const auto* mine = read->range(0);
+                const auto* oldest = read->range(1);
                 if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty())
                     co_return co_await placed(c, s, life, queue, key, owner, mine->kvs.front(), oldest->kvs.front(),
                                               lease.value(), diag);
@@ -244,10 +218,13 @@ private:
                 }
                 co_return got.error();
             }
-            const auto& answer = got.value();
-            const auto first_range = txn_range(answer, 0);
-            const auto second_range = txn_range(answer, 1);
-            if (answer.value("succeeded", false)) {
+            // Succeeded: the put, then the queue's newest keys; failed: the key, then the oldest.
+            const auto answer = detail::decode_txn(got.value(), diag, {1}, {0, 1});
+            if (!answer)
+                co_return answer.error();
+            const auto* first_range = answer->range(0);
+            const auto* second_range = answer->range(1);
+            if (answer->succeeded) {
                 // Created: the newest key of the queue is ours, the one after it our predecessor.
                 if (!second_range || second_range->kvs.empty() || second_range->kvs.front().key != key)
                     co_return distlock::errc::protocol_error;
@@ -300,9 +277,9 @@ private:
         auto pred = co_await detail::client::call(c, "kv/range", before.dump(), diag);
         if (!pred)
             co_return pred.error();
-        const auto r = detail::read_range(pred.value());
+        const auto r = detail::decode_range(pred.value(), diag);
         if (!r)
-            co_return distlock::errc::protocol_error;
+            co_return r.error();
         if (r->kvs.empty()) // the keys before ours went meanwhile
             co_return held_after_waiting(c, *s, *life, key, owner, lease, mine.create_revision);
         const auto& waits_for = r->kvs.front();
@@ -351,7 +328,7 @@ private:
         const auto body = find.dump();
         while (clock::now() < until && !co_await distlock::backend::cancelled()) {
             auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
-            const auto r = got ? detail::read_range(got.value()) : std::nullopt;
+            const auto r = got ? detail::decode_range(got.value(), nullptr) : result<detail::range_answer>{got.error()};
             if (r) {
                 if (r->kvs.empty())
                     co_return true;
@@ -378,10 +355,10 @@ private:
         auto got = co_await detail::client::call(c, "kv/deleterange", detail::range_request(key).dump(), diag);
         if (!got)
             co_return got.error();
-        const auto n = detail::integer(got.value(), "deleted");
+        const auto n = detail::decode_deleted(got.value(), diag);
         if (!n)
-            co_return distlock::errc::protocol_error;
-        if (*n == 0)
+            co_return n.error();
+        if (n.value() == 0)
             co_return distlock::errc::not_owner;
         co_return success();
     }
@@ -391,7 +368,10 @@ private:
         auto got = co_await detail::client::call(c, "kv/txn", std::move(txn), diag);
         if (!got)
             co_return got.error();
-        if (!got.value().value("succeeded", false))
+        const auto answer = detail::decode_txn(got.value(), diag);
+        if (!answer)
+            co_return answer.error();
+        if (!answer->succeeded)
             co_return distlock::errc::stale_fence;
         co_return success();
     }
@@ -404,13 +384,15 @@ private:
         auto got = co_await detail::client::call(c, "kv/range", oldest.dump(), diag);
         if (!got)
             co_return got.error();
-        const auto r = detail::read_range(got.value());
-        const auto at = detail::header_revision(got.value());
-        if (!r || !at)
-            co_return distlock::errc::protocol_error;
+        const auto r = detail::decode_range(got.value(), diag);
+        if (!r)
+            co_return r.error();
+        const auto at = detail::decode_revision(got.value(), diag);
+        if (!at)
+            co_return at.error();
         lock_info info;
         if (r->kvs.empty()) {
-            info.fence = static_cast<fence_token>(*at);
+            info.fence = static_cast<fence_token>(at.value());
             co_return info;
         }
         const auto& holder = r->kvs.front();
@@ -420,8 +402,9 @@ private:
         info.version = info.fence;
         const json ask = {{"ID", std::to_string(holder.lease)}};
         if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask.dump(), nullptr)) {
-            if (const auto seconds = detail::integer(ttl.value(), "TTL"); seconds && *seconds >= 0)
-                info.remaining = std::chrono::seconds{*seconds};
+            // Best effort, as the call: an answer this client cannot read leaves it unknown.
+            if (const auto seconds = detail::decode_time_to_live(ttl.value(), nullptr); seconds && seconds.value() >= 0)
+                info.remaining = std::chrono::seconds{seconds.value()};
         }
         co_return info;
     }

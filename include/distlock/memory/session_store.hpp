@@ -12,22 +12,12 @@
 #pragma once
 
 #include <distlock/claim.hpp>
-#include <distlock/clock.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
-#include <distlock/backend/store_shell.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/util/splitmix.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/backend/wakeup.hpp>
-#include <distlock/error.hpp>
 #include <distlock/memory/store.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
 #include <distlock/policy/queue.hpp>
-#include <distlock/result.hpp>
-#include <distlock/backend/contract.hpp>
-#include <distlock/backend/helpers.hpp>
-#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/co_spawn.hpp>

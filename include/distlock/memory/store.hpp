@@ -3,17 +3,8 @@
 // users can test their own failure handling.
 #pragma once
 
-#include <distlock/clock.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/backend/wakeup.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
-#include <distlock/result.hpp>
-#include <distlock/backend/store_shell.hpp>
-#include <distlock/backend/contract.hpp>
-#include <distlock/backend/helpers.hpp>
-#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>

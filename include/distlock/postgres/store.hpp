@@ -17,16 +17,9 @@
 // (detail/connection.hpp), so TLS, passwords, SCRAM and connection strings are too.
 #pragma once
 
-#include <distlock/backend/store_shell.hpp>
-#include <distlock/clock.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/backend/wakeup.hpp>
-#include <distlock/diagnostics.hpp>
-#include <distlock/error.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/postgres/config.hpp>
 #include <distlock/postgres/detail/answers.hpp>
@@ -34,10 +27,6 @@
 #include <distlock/postgres/detail/session.hpp>
 #include <distlock/postgres/detail/sql.hpp>
 #include <distlock/postgres/error.hpp>
-#include <distlock/result.hpp>
-#include <distlock/backend/contract.hpp>
-#include <distlock/backend/helpers.hpp>
-#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/strand.hpp>

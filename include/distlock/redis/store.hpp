@@ -3,17 +3,10 @@
 // independent stores make a Redlock quorum through distlock::quorum<redis::store>.
 #pragma once
 
-#include <distlock/backend/store_shell.hpp>
-#include <distlock/clock.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/backend/wakeup.hpp>
-#include <distlock/error.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
 #include <distlock/redis/config.hpp>
-#include <distlock/diagnostics.hpp>
 #include <distlock/redis/detail/cluster.hpp>
 #include <distlock/redis/detail/handover.hpp>
 #include <distlock/redis/detail/keys.hpp>
@@ -24,10 +17,6 @@
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/value.hpp>
 #include <distlock/redis/scripts.hpp>
-#include <distlock/result.hpp>
-#include <distlock/backend/contract.hpp>
-#include <distlock/backend/helpers.hpp>
-#include <distlock/backend/store_ref.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/execution_context.hpp>

@@ -26,19 +26,8 @@
 //    in doubt (the loss is pushed), expired = lost.
 #pragma once
 
-#include <distlock/backend/store_shell.hpp>
-#include <distlock/clock.hpp>
-#include <distlock/backend/deferred.hpp>
-#include <distlock/backend/lifetime.hpp>
-#include <distlock/diagnostics.hpp>
-#include <distlock/error.hpp>
-#include <distlock/options.hpp>
-#include <distlock/owner_token.hpp>
+#include <distlock/backend.hpp>
 #include <distlock/policy/queue.hpp>
-#include <distlock/result.hpp>
-#include <distlock/backend/contract.hpp>
-#include <distlock/backend/helpers.hpp>
-#include <distlock/backend/store_ref.hpp>
 #include <distlock/zookeeper/config.hpp>
 #include <distlock/zookeeper/detail/paths.hpp>
 #include <distlock/zookeeper/detail/session.hpp>

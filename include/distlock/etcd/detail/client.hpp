@@ -22,6 +22,7 @@
 #include <distlock/error.hpp>
 #include <distlock/etcd/config.hpp>
 #include <distlock/etcd/detail/keys.hpp>
+#include <distlock/etcd/detail/replies.hpp>
 #include <distlock/etcd/error.hpp>
 #include <distlock/http/parser.hpp>
 #include <distlock/result.hpp>
@@ -37,9 +38,7 @@
 
 namespace distlock::etcd::detail {
 
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_client : public std::enable_shared_from_this<basic_client<Unused>> {
 public:
@@ -132,15 +131,15 @@ public:
                 // The history is gone: whether the key still exists says it all.
                 auto look = co_await call(self, "kv/range", range_request(key).dump(), nullptr);
                 if (look) {
-                    const auto r = read_range(look.value());
-                    const auto at = header_revision(look.value());
+                    const auto r = decode_range(look.value(), nullptr);
+                    const auto at = decode_revision(look.value(), nullptr);
                     if (r && at) {
                         if (r->kvs.empty() || r->kvs.front().create_revision != created) {
                             out.deleted = true;
                             co_return out;
                         }
                         out.marked = out.marked || carries_mark(r->kvs.front());
-                        revision = *at + 1;
+                        revision = at.value() + 1;
                         continue;
                     }
                 }
@@ -230,42 +229,10 @@ private:
         co_return read_answer(response, diag);
     }
 
+    // The answer's JSON, or the error it says (replies.hpp).
     static result<json> read_answer(const http::response& response, diagnostics* diag)
     {
-        // A streamed answer (lease/keepalive) is one {"result": ...} line, or an error line.
-        std::string_view body = response.body;
-        if (const auto nl = body.find('\n'); nl != std::string_view::npos)
-            body = body.substr(0, nl);
-        auto j = json::parse(body, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) {
-            if (diag)
-                diag->set_client_message("etcd answered HTTP " + std::to_string(response.status) +
-                                         " with a body that is not a JSON object");
-            return distlock::make_error_code(distlock::errc::protocol_error);
-        }
-        if (const auto r = j.find("result"); r != j.end() && r->is_object())
-            return json(*r);
-        // {"error": "...", "message": "...", "code": N}, or in a stream
-        // {"error": {"grpc_code": N, "message": "...", ...}}.
-        const auto e = j.find("error");
-        if (e == j.end()) {
-            if (response.status == 200)
-                return j;
-            if (diag)
-                diag->set_client_message("etcd answered HTTP " + std::to_string(response.status) +
-                                         " without an error code");
-            return distlock::make_error_code(distlock::errc::protocol_error);
-        }
-        const json& words = e->is_object() ? *e : j;
-        const auto code = words.contains("grpc_code") ? words.find("grpc_code") : words.find("code");
-        const auto message = words.value("message", e->is_string() ? e->get<std::string>() : std::string{});
-        if (diag)
-            diag->set_server_message(message.empty() ? std::string{body} : message);
-        if (code == words.end() || !code->is_number_integer())
-            return distlock::make_error_code(distlock::errc::protocol_error);
-        if (message.find("user name is empty") != std::string::npos)
-            return distlock::make_error_code(distlock::errc::auth_failed); // auth is on and no user was configured
-        return from_grpc(code->get<long long>());
+        return decode_answer(response.status, response.body, diag);
     }
 
     awaitable<result<std::string>> authenticate(std::size_t member, diagnostics* diag)
@@ -277,12 +244,10 @@ private:
                 co_return distlock::errc::auth_failed; // wrong user or password, or auth not enabled
             co_return got.error();
         }
-        const auto token = got.value().find("token");
-        if (token == got.value().end() || !token->is_string() || token->template get_ref<const std::string&>().empty())
-            co_return distlock::errc::protocol_error;
-        auto t = token->template get<std::string>();
-        if (t.find_first_of("\r\n") != std::string::npos)
-            co_return distlock::errc::protocol_error;
+        auto token = decode_auth_token(got.value(), diag);
+        if (!token)
+            co_return token.error();
+        auto t = std::move(token.value());
         std::lock_guard lock{mutex_};
         token_ = t;
         co_return t;
@@ -359,33 +324,27 @@ private:
                 ended = box->ended;
             }
             for (const auto& line : lines) {
-                auto j = json::parse(line, nullptr, false);
-                const auto r = j.is_object() ? j.find("result") : j.end();
-                if (!j.is_object() || r == j.end() || !r->is_object()) {
-                    ended = true; // an error line: the stream is over
+                const auto response = decode_watch_line(line, nullptr);
+                if (!response) {
+                    ended = true; // an error line, or one this client cannot read: the stream is over
                     break;
                 }
-                if (const auto at = header_revision(*r))
-                    out.progress = std::max(out.progress, *at);
-                if (r->value("canceled", false)) {
-                    out.compacted = integer(*r, "compact_revision").value_or(0) > 0;
+                const auto& r = response.value();
+                if (r.revision > 0)
+                    out.progress = std::max(out.progress, r.revision);
+                if (r.canceled) {
+                    out.compacted = r.compact_revision > 0;
                     ended = true;
                     break;
                 }
-                if (r->value("created", false) && !out.confirmed)
+                if (r.created && !out.confirmed)
                     look = true;
-                if (const auto events = r->find("events"); events != r->end() && events->is_array())
-                    for (const auto& e : *events) {
-                        if (!e.is_object())
-                            continue;
-                        // The gateway leaves out the default type, PUT.
-                        if (e.value("type", std::string{"PUT"}) == "DELETE") {
-                            out.deleted = true;
-                        } else if (const auto k = e.find("kv"); k != e.end()) {
-                            if (const auto put = read_kv(*k); put && carries_mark(*put))
-                                out.marked = true;
-                        }
-                    }
+                for (const auto& e : r.events) {
+                    if (e.deleted)
+                        out.deleted = true;
+                    else if (e.put && carries_mark(*e.put))
+                        out.marked = true;
+                }
                 if (out.deleted)
                     break;
             }
@@ -394,7 +353,7 @@ private:
                 // One read says whether the key went before.
                 look = false;
                 auto got = co_await call(this->shared_from_this(), "kv/range", range_request(key).dump(), nullptr);
-                const auto r = got ? read_range(got.value()) : std::nullopt;
+                const auto r = got ? decode_range(got.value(), nullptr) : result<range_answer>{got.error()};
                 if (!r) {
                     ended = true; // opened again from now, and looked at again
                 } else if (r->kvs.empty() || r->kvs.front().create_revision != confirm) {

@@ -1,5 +1,6 @@
-// distlock/etcd/detail/keys.hpp: the key layout and the JSON of etcd's gateway, as
-// pure functions (no I/O), unit-tested on their own.
+// distlock/etcd/detail/keys.hpp: the key layout and the requests of etcd's JSON
+// gateway, as pure functions (no I/O), unit-tested on their own. The gateway's
+// answers are read in replies.hpp.
 //
 // Layout: a waiter's key is  <prefix><escaped resource>/<owner token, 32 hex digits>
 // with the waiter's session lease attached and its owner token as the value. The
@@ -14,12 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <charconv>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace distlock::etcd::detail {
 
@@ -44,109 +42,9 @@ inline std::string range_end(std::string p)
     return p;
 }
 
-/// An int64 field of the gateway's JSON: a string of digits (or a number, as some
-/// versions send small ones); absent fields are at their default, zero.
-inline std::optional<std::int64_t> integer(const json& j, const char* name)
-{
-    const auto it = j.find(name);
-    if (it == j.end() || it->is_null())
-        return std::int64_t{0};
-    if (it->is_number_integer())
-        return it->get<std::int64_t>();
-    if (!it->is_string())
-        return std::nullopt;
-    const auto& s = it->get_ref<const std::string&>();
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || end != s.data() + s.size() || s.empty())
-        return std::nullopt;
-    return v;
-}
-
-/// A base64 field as bytes; absent: empty.
-inline std::optional<std::string> bytes(const json& j, const char* name)
-{
-    const auto it = j.find(name);
-    if (it == j.end() || it->is_null())
-        return std::string{};
-    if (!it->is_string())
-        return std::nullopt;
-    return distlock::util::from_base64(it->get_ref<const std::string&>());
-}
-
-/// One key-value of a range answer.
-struct kv {
-    std::string key;
-    std::string value;
-    std::int64_t create_revision = 0;
-    std::int64_t mod_revision = 0;
-    std::int64_t lease = 0;
-};
-
 /// What a holder appends to its key's value once it holds the lock (the waiter behind
 /// it then needs no read when the key goes; see docs/etcd.md).
 inline constexpr std::string_view holder_mark = "+held";
-
-inline bool carries_mark(const kv& k) noexcept
-{
-    return k.value.ends_with(holder_mark);
-}
-
-inline std::optional<kv> read_kv(const json& j)
-{
-    if (!j.is_object())
-        return std::nullopt;
-    auto key = bytes(j, "key");
-    auto value = bytes(j, "value");
-    const auto created = integer(j, "create_revision");
-    const auto modified = integer(j, "mod_revision");
-    const auto lease = integer(j, "lease");
-    if (!key || !value || !created || !modified || !lease || key->empty())
-        return std::nullopt;
-    return kv{std::move(*key), std::move(*value), *created, *modified, *lease};
-}
-
-/// A range answer: its keys (nullopt when malformed) and `count`.
-struct range_answer {
-    std::vector<kv> kvs;
-    std::int64_t count = 0;
-};
-
-inline std::optional<range_answer> read_range(const json& j)
-{
-    if (!j.is_object())
-        return std::nullopt;
-    range_answer out;
-    const auto count = integer(j, "count");
-    if (!count)
-        return std::nullopt;
-    out.count = *count;
-    if (const auto it = j.find("kvs"); it != j.end()) {
-        if (!it->is_array())
-            return std::nullopt;
-        for (const auto& e : *it) {
-            auto one = read_kv(e);
-            if (!one)
-                return std::nullopt;
-            out.kvs.push_back(std::move(*one));
-        }
-    }
-    if (out.count < static_cast<std::int64_t>(out.kvs.size()))
-        return std::nullopt;
-    return out;
-}
-
-/// The revision in an answer's header.
-inline std::optional<std::int64_t> header_revision(const json& j)
-{
-    const auto h = j.find("header");
-    if (h == j.end() || !h->is_object())
-        return std::nullopt;
-    const auto r = integer(*h, "revision");
-    if (!r || *r <= 0)
-        return std::nullopt;
-    return r;
-}
 
 // -- Requests --------------------------------------------------------------------------
 

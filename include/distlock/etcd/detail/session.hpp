@@ -36,9 +36,7 @@
 
 namespace distlock::etcd::detail {
 
-// A template only so that its coroutines are compiled where they are used (g++ emits
-// a header's non-template coroutines in every translation unit; see
-// detail/lease_state.hpp).
+// A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
@@ -262,12 +260,11 @@ private:
         }
         if (!got)
             co_return got.error();
-        if (got.value().contains("TTL")) {
-            const auto t = integer(got.value(), "TTL");
-            if (!t || *t <= 0)
-                co_return distlock::errc::protocol_error;
-            granted_ttl = *t;
-        }
+        const auto stated = decode_lease_grant(got.value(), diag);
+        if (!stated)
+            co_return stated.error(); // the lease may exist: it expires with its TTL
+        if (stated.value())
+            granted_ttl = *stated.value();
         {
             std::lock_guard lock{mutex_};
             if (stopped_) {
@@ -339,16 +336,18 @@ private:
                 co_return;
             }
             auto& got = *r;
-            if (got) {
-                const auto ttl = integer(got.value(), "TTL");
-                if (!ttl || *ttl <= 0) { // answered without a TTL: the lease is gone
+            // An answer this client cannot read says nothing about the lease: like a
+            // refused keepalive, sent again while the validity lasts.
+            const auto ttl = got ? decode_keepalive(got.value(), nullptr) : result<std::int64_t>{got.error()};
+            if (ttl) {
+                if (ttl.value() <= 0) { // answered without a TTL: the lease is gone
                     ended(id, session_state::lost);
                     co_return;
                 }
-                announce(id, sent + std::chrono::seconds{*ttl} - cfg_.drift);
+                announce(id, sent + std::chrono::seconds{ttl.value()} - cfg_.drift);
                 co_return;
             }
-            if (got.error() == errc::not_found) {
+            if (ttl.error() == errc::not_found) {
                 ended(id, session_state::lost);
                 co_return;
             }

@@ -1,0 +1,181 @@
+// distlock/dynamodb/detail/replies.hpp: what DynamoDB answers, decoded into the values
+// the store acts on. Pure functions (no I/O, no Asio), unit-tested and fuzzed on their
+// own.
+//
+// Design note. DynamoDB's JSON protocol (x-amz-json-1.0) answers 200 with an object,
+// and an error with its type in `__type` ("com.amazonaws.dynamodb.v20120810#...") and
+// its words in `message` (some errors spell it `Message`). Item attributes are typed
+// values: {"S": "text"}, {"N": "123"} (numbers as decimal strings). DynamoDB never
+// sends null, so a null is a malformed value here; a field of another type, an
+// attribute of another kind, or a number that is not an unsigned integer is
+// errc::protocol_error naming the field (backend/json.hpp), never an exception. An
+// error answer whose body is not JSON at all (a proxy's page) keeps what its HTTP
+// status says.
+#pragma once
+
+#include <distlock/backend/json.hpp>
+#include <distlock/util/result_type.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/dynamodb/error.hpp>
+#include <distlock/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace distlock::dynamodb::detail {
+
+/// The lock item of the store's table as GetItem returns it (the store's design
+/// note in store.hpp names the attributes).
+struct lock_item {
+    std::optional<std::string> owner;            ///< absent: free
+    std::optional<std::string> record_version;   ///< record_version mode
+    std::optional<std::uint64_t> fence;          ///< the last acquisition's fence
+    std::optional<std::uint64_t> expires_at;     ///< expiry_time mode, ms since the Unix epoch
+    std::optional<std::uint64_t> lease_duration; ///< record_version mode, ms
+};
+
+/// The string attribute `name` ({"S": "..."}) of the item `item`; nullopt when the
+/// item has none.
+inline std::optional<std::string> string_attribute(const backend::json_reader& item, std::string_view name)
+{
+    const auto attribute = item.optional_object(name);
+    if (!attribute.present())
+        return std::nullopt;
+    auto text = attribute.string("S");
+    if (!item.ok())
+        return std::nullopt;
+    return text;
+}
+
+/// The number attribute `name` ({"N": "123"}) of the item `item`, an unsigned integer;
+/// nullopt when the item has none.
+inline std::optional<std::uint64_t> number_attribute(const backend::json_reader& item, std::string_view name)
+{
+    const auto attribute = item.optional_object(name);
+    if (!attribute.present())
+        return std::nullopt;
+    const auto n = attribute.uint64("N", backend::json_integer::decimal_string);
+    if (!item.ok())
+        return std::nullopt;
+    return n;
+}
+
+/// The answer to a request, HTTP status `status` and body `body`: the document of a
+/// 200, else the error its status and `__type` say, with the server's words in `diag`
+/// (ConditionalCheckFailedException is distlock::errc::contended: the caller decides
+/// what "the condition did not hold" means).
+inline result<nlohmann::json> decode_response(int status, std::string_view body, diagnostics* diag)
+{
+    auto reply = backend::json_reply::parse(body, backend::json_null::is_malformed);
+    auto root = reply.root();
+    const auto context = "DynamoDB answered HTTP " + std::to_string(status);
+    if (status == 200) {
+        if (!root.expect_object())
+            return reply.fail(diag, context);
+        return reply.take(root);
+    }
+    std::string type, message;
+    if (root.is_object()) {
+        type = root.optional_string("__type").value_or(std::string{});
+        if (const auto lower = root.optional_string("message"))
+            message = *lower;
+        else
+            message = root.optional_string("Message").value_or(std::string{});
+        if (!reply.ok())
+            return reply.fail(diag, context);
+    }
+    if (diag)
+        diag->set_server_message(type.empty() ? std::string{body} : type + ": " + message);
+    if (status == 400 && type.ends_with("ConditionalCheckFailedException"))
+        return distlock::make_error_code(distlock::errc::contended);
+    if (status < 500 && type.empty()) {
+        if (diag)
+            diag->set_client_message(context + " without an error type (__type)");
+        return distlock::make_error_code(distlock::errc::protocol_error);
+    }
+    return classify(status, type);
+}
+
+/// The fence an acquisition's UpdateItem (ReturnValues ALL_NEW) gave the item: its
+/// `fence` attribute, above 0.
+inline result<std::uint64_t> decode_granted_fence(const nlohmann::json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    std::uint64_t fence = 0;
+    if (root.expect_object()) {
+        const auto attributes = root.object("Attributes");
+        const auto got = number_attribute(attributes, "fence");
+        if (reply.ok() && !got)
+            attributes.report("fence", "a number attribute");
+        else if (reply.ok() && *got == 0)
+            attributes.report("fence", "a fence above 0");
+        fence = got.value_or(0);
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB UpdateItem answer");
+    return fence;
+}
+
+/// The lock item of a GetItem answer; nullopt when the table has none (the resource
+/// was never locked).
+inline result<std::optional<lock_item>> decode_lock_item(const nlohmann::json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    std::optional<lock_item> out;
+    if (root.expect_object()) {
+        const auto item = root.optional_object("Item");
+        if (item.present()) {
+            out.emplace();
+            out->owner = string_attribute(item, "owner");
+            out->record_version = string_attribute(item, "recordVersion");
+            out->fence = number_attribute(item, "fence");
+            out->expires_at = number_attribute(item, "expiresAt");
+            out->lease_duration = number_attribute(item, "leaseDuration");
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB GetItem answer");
+    return out;
+}
+
+/// The status of a DescribeTable answer ("CREATING", "ACTIVE", ...); empty when it
+/// states none.
+inline result<std::string> decode_table_status(const nlohmann::json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    std::string status;
+    if (root.expect_object())
+        status = root.optional_object("Table").optional_string("TableStatus").value_or(std::string{});
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB DescribeTable answer");
+    return status;
+}
+
+// -- Without diagnostics -------------------------------------------------------------
+// For callers that need only a value or its absence (tests, harnesses).
+
+/// The number attribute `name` of `item` as an unsigned value; nullopt when absent or
+/// malformed.
+inline std::optional<std::uint64_t> number(const nlohmann::json& item, const char* name)
+{
+    auto reply = backend::json_reply::view(item, backend::json_null::is_malformed);
+    const auto n = number_attribute(reply.root(), name);
+    return reply.ok() ? n : std::nullopt;
+}
+
+/// The string attribute `name` of `item`; nullopt when absent or malformed.
+inline std::optional<std::string> string(const nlohmann::json& item, const char* name)
+{
+    auto reply = backend::json_reply::view(item, backend::json_null::is_malformed);
+    auto text = string_attribute(reply.root(), name);
+    return reply.ok() ? text : std::nullopt;
+}
+
+} // namespace distlock::dynamodb::detail

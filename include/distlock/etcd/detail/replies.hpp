@@ -1,0 +1,383 @@
+// distlock/etcd/detail/replies.hpp: what etcd's JSON gateway answers, decoded into the
+// values the client, the session and the store act on. Pure functions (no I/O, no
+// Asio), unit-tested and fuzzed on their own.
+//
+// Design note. The gateway writes protobuf messages in proto3's JSON mapping: 64-bit
+// integers as decimal strings (some versions send small ones as numbers), bytes as
+// base64, and a field at its default (0, false, "", an empty list) left out, a null
+// meaning the same. So an absent field reads as its default here, as before, and a
+// field of another type is errc::protocol_error naming the field (backend/json.hpp):
+// never an exception, and never a guess. Each decoder reads every field it uses, even
+// ones the caller may not look at, so that a malformed reply is reported the same way
+// whatever path the caller takes.
+#pragma once
+
+#include <distlock/backend/json.hpp>
+#include <distlock/util/result_type.hpp>
+#include <distlock/diagnostics.hpp>
+#include <distlock/error.hpp>
+#include <distlock/etcd/detail/keys.hpp>
+#include <distlock/etcd/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distlock::etcd::detail {
+
+using json = nlohmann::json;
+
+/// How the gateway writes int64 fields.
+inline constexpr auto int64_form = backend::json_integer::number_or_decimal_string;
+
+/// One key-value of a range answer or of a watch event.
+struct kv {
+    std::string key;
+    std::string value;
+    std::int64_t create_revision = 0;
+    std::int64_t mod_revision = 0;
+    std::int64_t lease = 0;
+};
+
+/// Whether the key's value carries its holder's mark (keys.hpp).
+inline bool carries_mark(const kv& k) noexcept
+{
+    return k.value.ends_with(holder_mark);
+}
+
+/// A range answer: its keys and `count` (the number of keys in the range, which may
+/// be more than those returned).
+struct range_answer {
+    std::vector<kv> kvs;
+    std::int64_t count = 0;
+};
+
+/// A txn answer: whether its compares held, and per response its range answer
+/// (nullopt for a put or a delete).
+struct txn_answer {
+    bool succeeded = false;
+    std::vector<std::optional<range_answer>> responses;
+
+    /// The range answer of response `i`; nullptr when there is none.
+    const range_answer* range(std::size_t i) const
+    {
+        return i < responses.size() && responses[i] ? &*responses[i] : nullptr;
+    }
+};
+
+/// One event of a watch response.
+struct watch_event {
+    bool deleted = false;  ///< a DELETE (else a PUT: the gateway leaves out the default type)
+    std::optional<kv> put; ///< the key-value a PUT wrote, when the event carries it
+};
+
+/// One line of a watch stream: one watch response.
+struct watch_response {
+    std::int64_t revision = 0;         ///< its header's revision (0: not given)
+    bool created = false;              ///< the watch now stands
+    bool canceled = false;             ///< the server ended the watch
+    std::int64_t compact_revision = 0; ///< why, when the start revision was compacted
+    std::vector<watch_event> events;
+};
+
+// -- Fields shared by several replies ---------------------------------------------------
+
+/// The fields of the key-value `at` (an element of kvs, an event's kv): the key must
+/// be there, the rest have defaults.
+inline kv read_kv_fields(const backend::json_reader& at)
+{
+    kv out;
+    if (!at.expect_object())
+        return out;
+    out.key = at.base64("key");
+    if (out.key.empty() && at.ok())
+        at.report("key", "a key (non-empty base64 text)");
+    out.value = at.optional_base64("value").value_or(std::string{});
+    out.create_revision = at.optional_int64("create_revision", int64_form).value_or(0);
+    out.mod_revision = at.optional_int64("mod_revision", int64_form).value_or(0);
+    out.lease = at.optional_int64("lease", int64_form).value_or(0);
+    return out;
+}
+
+/// The fields of the range answer `at`.
+inline range_answer read_range_fields(const backend::json_reader& at)
+{
+    range_answer out;
+    if (!at.expect_object())
+        return out;
+    out.count = at.optional_int64("count", int64_form).value_or(0);
+    for (const auto& element : at.optional_array("kvs")) {
+        out.kvs.push_back(read_kv_fields(element));
+        if (!at.ok())
+            return out;
+    }
+    if (out.count < static_cast<std::int64_t>(out.kvs.size()))
+        at.report("count", "at least the number of kvs (" + std::to_string(out.kvs.size()) + ")");
+    return out;
+}
+
+// The error of an error answer whose root is `root`: {"error": "...", "message": "...",
+// "code": N} from a unary call, {"error": {"grpc_code": N, "message": "...", ...}} in a
+// stream. The server's message (else the answer itself) goes to the diagnostics.
+inline std::error_code error_answer(backend::json_reply& reply, const backend::json_reader& root,
+                                    std::string_view body, std::string_view context, diagnostics* diag)
+{
+    const auto error = root.field("error");
+    auto words = root;
+    std::string message;
+    if (error.is_object()) {
+        words = error;
+        message = error.optional_string("message").value_or(std::string{});
+    } else if (error.is_string()) {
+        message = root.optional_string("message").value_or(error.as_string());
+    } else {
+        error.report("a string or an object");
+    }
+    const auto code = words.int64(words.field("grpc_code").present() ? "grpc_code" : "code");
+    if (!reply.ok())
+        return reply.fail(diag, context);
+    if (diag)
+        diag->set_server_message(message.empty() ? std::string{body} : message);
+    if (message.find("user name is empty") != std::string::npos)
+        return distlock::make_error_code(distlock::errc::auth_failed); // auth is on and no user was configured
+    return from_grpc(code);
+}
+
+// -- Decoders ------------------------------------------------------------------------
+
+/// The answer of a call, HTTP status `status` and body `body`: the document to read
+/// (a streamed answer's first "result", such as lease/keepalive's), or the error its
+/// gRPC code says, with the server's words in `diag`.
+inline result<json> decode_answer(int status, std::string_view body, diagnostics* diag)
+{
+    // A streamed answer is one {"result": ...} line, or an error line.
+    if (const auto nl = body.find('\n'); nl != std::string_view::npos)
+        body = body.substr(0, nl);
+    auto reply = backend::json_reply::parse(body, backend::json_null::means_absent);
+    auto root = reply.root();
+    const auto context = "etcd answered HTTP " + std::to_string(status);
+    if (!root.expect_object())
+        return reply.fail(diag, context);
+    if (const auto streamed = root.optional_object("result"); streamed.present())
+        return reply.take(streamed);
+    if (!reply.ok())
+        return reply.fail(diag, context);
+    if (!root.field("error").present()) {
+        if (status == 200)
+            return reply.take(root);
+        root.report("error", "an error code");
+        return reply.fail(diag, context);
+    }
+    return error_answer(reply, root, body, context, diag);
+}
+
+/// A range answer (kv/range, or a txn's response_range).
+inline result<range_answer> decode_range(const json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto out = read_range_fields(reply.root());
+    if (!reply.ok())
+        return reply.fail(diag, "etcd range answer");
+    return out;
+}
+
+/// The revision in an answer's header (positive).
+inline result<std::int64_t> decode_revision(const json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::int64_t revision = 0;
+    if (root.expect_object()) {
+        const auto header = root.object("header");
+        revision = header.optional_int64("revision", int64_form).value_or(0);
+        if (revision <= 0 && reply.ok())
+            header.report("revision", "a positive revision");
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd answer header");
+    return revision;
+}
+
+/// A txn answer. The responses at `success_ranges` (when the compares held) or at
+/// `failure_ranges` (when not) must be range answers: the caller's requests there
+/// were ranges.
+inline result<txn_answer> decode_txn(const json& answer, diagnostics* diag,
+                                     std::initializer_list<std::size_t> success_ranges = {},
+                                     std::initializer_list<std::size_t> failure_ranges = {})
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    txn_answer out;
+    if (root.expect_object()) {
+        out.succeeded = root.optional_boolean("succeeded").value_or(false);
+        const auto responses = root.optional_array("responses");
+        for (const auto& response : responses) {
+            if (!response.expect_object())
+                break;
+            const auto range = response.optional_object("response_range");
+            if (range.present())
+                out.responses.emplace_back(read_range_fields(range));
+            else
+                out.responses.emplace_back(std::nullopt);
+            if (!reply.ok())
+                break;
+        }
+        for (const auto i : out.succeeded ? success_ranges : failure_ranges)
+            if (reply.ok() && !out.range(i))
+                responses.at(i).report("response_range", "a range answer");
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd txn answer");
+    return out;
+}
+
+/// How many keys a kv/deleterange deleted.
+inline result<std::int64_t> decode_deleted(const json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::int64_t deleted = 0;
+    if (root.expect_object())
+        deleted = root.optional_int64("deleted", int64_form).value_or(0);
+    if (!reply.ok())
+        return reply.fail(diag, "etcd deleterange answer");
+    return deleted;
+}
+
+/// The TTL a lease/grant answer states (positive), or nullopt when it states none.
+inline result<std::optional<std::int64_t>> decode_lease_grant(const json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::optional<std::int64_t> ttl;
+    if (root.expect_object() && root.has("TTL")) {
+        ttl = root.optional_int64("TTL", int64_form).value_or(0); // a null TTL is 0
+        if (*ttl <= 0 && reply.ok())
+            root.report("TTL", "a positive TTL");
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd lease grant answer");
+    return ttl;
+}
+
+// The TTL of a keepalive or time-to-live answer (0 when absent).
+inline result<std::int64_t> decode_ttl(const json& answer, diagnostics* diag, std::string_view context)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::int64_t ttl = 0;
+    if (root.expect_object())
+        ttl = root.optional_int64("TTL", int64_form).value_or(0);
+    if (!reply.ok())
+        return reply.fail(diag, context);
+    return ttl;
+}
+
+/// The TTL a lease/keepalive answer gives the lease again; 0 or less (or absent):
+/// the lease is gone.
+inline result<std::int64_t> decode_keepalive(const json& answer, diagnostics* diag)
+{
+    return decode_ttl(answer, diag, "etcd lease keepalive answer");
+}
+
+/// The seconds a lease has left by lease/timetolive (-1: it has expired).
+inline result<std::int64_t> decode_time_to_live(const json& answer, diagnostics* diag)
+{
+    return decode_ttl(answer, diag, "etcd lease time-to-live answer");
+}
+
+/// The token of an auth/authenticate answer: non-empty, and fit for a header line.
+inline result<std::string> decode_auth_token(const json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::string token;
+    if (root.expect_object()) {
+        token = root.string("token");
+        if (reply.ok() && (token.empty() || token.find_first_of("\r\n") != std::string::npos))
+            root.report("token", "a non-empty token without line breaks");
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd authenticate answer");
+    return token;
+}
+
+/// One line of a watch stream: a watch response, or the error of an error line.
+inline result<watch_response> decode_watch_line(std::string_view line, diagnostics* diag)
+{
+    static constexpr std::string_view context = "etcd watch response";
+    auto reply = backend::json_reply::parse(line, backend::json_null::means_absent);
+    auto root = reply.root();
+    if (!root.expect_object())
+        return reply.fail(diag, context);
+    const auto response = root.optional_object("result");
+    if (!response.present()) {
+        if (reply.ok() && root.field("error").present())
+            return error_answer(reply, root, line, context, diag);
+        if (reply.ok())
+            root.report("result", "a watch response or an error");
+        return reply.fail(diag, context);
+    }
+    watch_response out;
+    out.revision = response.optional_object("header").optional_int64("revision", int64_form).value_or(0);
+    out.created = response.optional_boolean("created").value_or(false);
+    out.canceled = response.optional_boolean("canceled").value_or(false);
+    out.compact_revision = response.optional_int64("compact_revision", int64_form).value_or(0);
+    for (const auto& event : response.optional_array("events")) {
+        if (!event.expect_object())
+            break;
+        watch_event e;
+        e.deleted = event.optional_string("type").value_or("PUT") == "DELETE";
+        // A PUT's key-value is read (it may carry the holder's mark); of a DELETE's,
+        // which nothing needs, only that it is an object.
+        if (const auto written = event.optional_object("kv"); !e.deleted && written.present())
+            e.put = read_kv_fields(written);
+        if (!reply.ok())
+            break;
+        out.events.push_back(std::move(e));
+    }
+    if (!reply.ok())
+        return reply.fail(diag, context);
+    return out;
+}
+
+// -- Without diagnostics -------------------------------------------------------------
+// For callers that need only whether a reply is well-formed (tests, harnesses).
+
+/// An int64 field of the gateway's JSON: a string of digits, or a number; absent (or
+/// null) fields are at their default, zero. nullopt when malformed.
+inline std::optional<std::int64_t> integer(const json& j, const char* name)
+{
+    auto reply = backend::json_reply::view(j, backend::json_null::means_absent);
+    auto root = reply.root();
+    const auto n = root.optional_int64(name, int64_form).value_or(0);
+    if (!reply.ok())
+        return std::nullopt;
+    return n;
+}
+
+/// A range answer; nullopt when malformed.
+inline std::optional<range_answer> read_range(const json& j)
+{
+    auto r = decode_range(j, nullptr);
+    if (!r)
+        return std::nullopt;
+    return std::move(r.value());
+}
+
+/// The revision in an answer's header; nullopt when missing, not positive, or malformed.
+inline std::optional<std::int64_t> header_revision(const json& j)
+{
+    const auto r = decode_revision(j, nullptr);
+    if (!r)
+        return std::nullopt;
+    return r.value();
+}
+
+} // namespace distlock::etcd::detail
