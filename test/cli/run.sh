@@ -76,6 +76,12 @@ check "a zero duration is a usage error" usage_is_2 run --store redis://127.0.0.
 check "a duration without a unit is a usage error" usage_is_2 run --ttl 30 job -- true
 check "an unknown store is a usage error" usage_is_2 run --store ftp://x job -- true
 check "a bad Redis URL is a usage error" usage_is_2 run --store redis://h:notaport job -- true
+err=$(dl run --store 'redis://[::1]junk' job -- true 2>&1)
+check "a refused store URL is a usage error (exit 2)" test $? -eq 2
+check "... that names the URL and says what is wrong" \
+  matches "$err" "bad store URL 'redis://\[::1\]junk': text after the bracketed host '\[::1\]': 'junk'"
+err=$(dl run --store redis://127.0.0.1:1 --store redis://127.0.0.1:99999 job -- true 2>&1)
+check "... for any store of a quorum" matches "$err" "port '99999' of '127.0.0.1:99999' is not a decimal number from 1 to 65535"
 check "an empty resource is a usage error" usage_is_2 run --store redis://127.0.0.1:1 "" -- true
 check "a resource over 1024 bytes is a usage error" usage_is_2 run --store redis://127.0.0.1:1 "$(printf 'x%.0s' $(seq 1025))" -- true
 check "--help prints the usage" bash -c "'$distlock' --help | grep -q '^usage: distlock run'"
@@ -260,6 +266,11 @@ if [ -n "$postgres" ]; then
   check "status with mode=advisory is a usage error (exit 2)" test $? -eq 2
   dl try --store "postgres://127.0.0.1/db?nosuchoption=1" x >/dev/null 2>&1
   check "a URL libpq does not accept is a usage error (exit 2)" test $? -eq 2
+  err=$(dl try --store "$pgt&mode=advisory&mode=table" x 2>&1)
+  check "a parameter given twice is a usage error (exit 2)" test $? -eq 2
+  check "... saying so" matches "$err" "query key 'mode' is given twice"
+  err=$(dl try --store "$pgt&mode=shared" x 2>&1)
+  check "an unknown mode is a usage error, naming the modes" matches "$err" "'mode=shared': expected one of table, advisory"
 fi
 
 echo "$failures failure(s)"

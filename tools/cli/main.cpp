@@ -11,6 +11,7 @@
 // protected, so it must stop.
 #include "options.hpp"
 
+#include <distlock/backend/url.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
 #include <distlock/postgres.hpp>
@@ -414,6 +415,15 @@ int perform_lock(asio::io_context& io, Backend& backend, std::vector<Store*> nod
     return s.exit();
 }
 
+// A store URL its store refused: the URL (whole, control bytes escaped) and what is
+// wrong with it, then the usage; a usage error, found before any store is touched.
+int bad_store_url(const std::string& url, const std::string& why)
+{
+    const auto shown = dl::backend::quoted(url, url.size());
+    std::fprintf(stderr, "distlock: bad store URL %s: %s\n%s", shown.c_str(), why.c_str(), cli::usage_text);
+    return cli::exit_code::usage;
+}
+
 // One DynamoDB table (a quorum of tables is not offered: DynamoDB replicates itself).
 int with_dynamodb(asio::io_context& io, const cli::options& o)
 {
@@ -421,11 +431,10 @@ int with_dynamodb(asio::io_context& io, const cli::options& o)
         std::fprintf(stderr, "distlock: one DynamoDB store at a time\n%s", cli::usage_text);
         return cli::exit_code::usage;
     }
-    auto cfg = dl::dynamodb::config::from_url(o.stores[0]);
-    if (!cfg) {
-        std::fprintf(stderr, "distlock: bad store URL '%s'\n%s", o.stores[0].c_str(), cli::usage_text);
-        return cli::exit_code::usage;
-    }
+    std::string why;
+    auto cfg = dl::dynamodb::config::from_url(o.stores[0], &why);
+    if (!cfg)
+        return bad_store_url(o.stores[0], why);
     dl::dynamodb::store store{io, std::move(cfg.value())};
     std::vector<dl::dynamodb::store*> nodes{&store};
     if (o.create_table) {
@@ -471,38 +480,30 @@ int with_postgres_store(asio::io_context& io, const cli::options& o, dl::postgre
 }
 
 // One PostgreSQL database: its lease table, or with `mode=advisory` in the URL
-// (taken out here) session-level advisory locks held by the distlock process's
-// connection for as long as the command runs.
+// (taken out here, before libpq sees the rest; `mode=table` is the default)
+// session-level advisory locks held by the distlock process's connection for as long
+// as the command runs.
 int with_postgres(asio::io_context& io, const cli::options& o)
 {
     if (o.stores.size() != 1) {
         std::fprintf(stderr, "distlock: one PostgreSQL store at a time\n%s", cli::usage_text);
         return cli::exit_code::usage;
     }
-    std::string url = o.stores[0];
+    const auto& url = o.stores[0];
+    std::string why;
+    auto parsed = dl::backend::parse_url(url, dl::postgres::config::url_rules(), &why);
+    if (!parsed)
+        return bad_store_url(url, why);
     bool advisory = false;
-    for (const auto* param : {"mode=advisory", "mode=table"}) {
-        const auto at = url.find(param);
-        if (at == std::string::npos || (url[at - 1] != '?' && url[at - 1] != '&'))
-            continue;
-        const auto end = at + std::string_view{param}.size();
-        if (end != url.size() && url[end] != '&')
-            continue;
-        advisory = std::string_view{param} == "mode=advisory";
-        // Drop the parameter and its separator ("?mode=x&y" -> "?y", "&mode=x" -> "").
-        if (url[at - 1] == '?')
-            url.erase(at, end - at + (end < url.size() ? 1 : 0));
-        else
-            url.erase(at - 1, end - at + 1);
-        if (url.back() == '?')
-            url.pop_back();
-        break;
+    if (const auto mode = dl::backend::take_query(*parsed, "mode")) {
+        const auto which = dl::backend::query_choice(*mode, {"table", "advisory"}, &why);
+        if (!which)
+            return bad_store_url(url, why);
+        advisory = *which == 1;
     }
-    auto cfg = dl::postgres::config::from_url(url);
-    if (!cfg) {
-        std::fprintf(stderr, "distlock: bad store URL '%s'\n%s", o.stores[0].c_str(), cli::usage_text);
-        return cli::exit_code::usage;
-    }
+    auto cfg = dl::postgres::config::from_parsed_url(std::move(parsed).value(), &why);
+    if (!cfg)
+        return bad_store_url(url, why);
     if (advisory)
         return with_postgres_store<dl::postgres::advisory_store>(io, o, std::move(cfg.value()));
     return with_postgres_store<dl::postgres::store>(io, o, std::move(cfg.value()));
@@ -549,11 +550,10 @@ int main(int argc, char** argv)
     }
     std::vector<std::unique_ptr<dl::redis::store>> owned;
     for (const auto& url : o.stores) {
-        auto cfg = dl::redis::config::from_url(url);
-        if (!cfg) {
-            std::fprintf(stderr, "distlock: bad store URL '%s'\n%s", url.c_str(), cli::usage_text);
-            return cli::exit_code::usage;
-        }
+        std::string why;
+        auto cfg = dl::redis::config::from_url(url, &why);
+        if (!cfg)
+            return bad_store_url(url, why);
         owned.push_back(std::make_unique<dl::redis::store>(io, std::move(cfg.value())));
     }
     std::vector<dl::redis::store*> nodes;

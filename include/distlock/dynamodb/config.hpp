@@ -1,15 +1,14 @@
 // distlock/dynamodb/config.hpp: how to reach a DynamoDB endpoint, and which table.
 #pragma once
 
+#include <distlock/backend/url.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/url_query.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
 #include <distlock/transport/stream.hpp>
 
 #include <cctype>
-#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -106,11 +105,8 @@ struct config {
             return errc::invalid_argument;
         if (clock_skew_margin < duration::zero() || clock_skew_margin > max_wait)
             return errc::invalid_argument;
-        if (table.size() < 3 || table.size() > 255)
+        if (!valid_table_name(table))
             return errc::invalid_argument;
-        for (const char c : table)
-            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
-                return errc::invalid_argument;
         if (host.empty() || port == 0)
             return errc::invalid_argument;
         if (mode != lease_mode::record_version && mode != lease_mode::expiry_time)
@@ -143,55 +139,64 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// dynamodb://host:port?table=NAME&region=REGION&mode=record_version|expiry_time
-    /// (dynamodbs:// for HTTPS).
-    static result<config> from_url(std::string_view url)
+    /// Parses `dynamodb://host[:port][?table=NAME&region=REGION&mode=record_version|expiry_time]`
+    /// (port 8000 by default, DynamoDB Local's), or `dynamodbs://` for HTTPS (port 443).
+    /// The grammar is in distlock/backend/url.hpp: an IPv6 host in brackets, nothing
+    /// percent-decoded, no user information (credentials come from `credentials` or the
+    /// environment). A URL that is malformed or whose settings fail validate() is
+    /// errc::invalid_argument, with `*why` (when not null) saying what is wrong and where.
+    static result<config> from_url(std::string_view url, std::string* why = nullptr)
     {
+        const bool https = backend::url_scheme(url) == "dynamodbs";
+        backend::url_rules rules;
+        rules.schemes = {"dynamodb", "dynamodbs"};
+        rules.default_port = https ? 443 : 8000;
+        rules.query_keys = {"table", "region", "mode"};
+        auto parsed = backend::parse_url(url, rules, why);
+        if (!parsed)
+            return parsed.error();
         config c;
-        if (url.starts_with("dynamodb://")) {
-            url.remove_prefix(11);
-        } else if (url.starts_with("dynamodbs://")) {
-            url.remove_prefix(12);
-            c.tls = true;
-            c.port = 443;
-        } else {
-            return errc::invalid_argument;
+        c.tls = https;
+        c.host = parsed->hosts[0].host;
+        c.port = parsed->hosts[0].port;
+        for (const auto& pair : parsed->query) {
+            if (pair.key == "table") {
+                c.table = pair.value;
+                if (!valid_table_name(c.table))
+                    return backend::refused(why, "table " + backend::quoted(c.table) +
+                                                     ": a DynamoDB table name is 3 to 255 letters, digits, '_', "
+                                                     "'-' and '.'");
+            } else if (pair.key == "region") {
+                // It goes into the signature's scope: letters, digits and '-' ("eu-west-1").
+                const bool well_formed = !pair.value.empty() && pair.value.size() <= 64 &&
+                                         pair.value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") ==
+                                             std::string::npos;
+                if (!well_formed)
+                    return backend::refused(why, "region " + backend::quoted(pair.value) +
+                                                     ": expected an AWS region name (lower-case letters, digits "
+                                                     "and '-', as in eu-west-1)");
+                c.region = pair.value;
+            } else {
+                const auto mode = backend::query_choice(pair, {"record_version", "expiry_time"}, why);
+                if (!mode)
+                    return mode.error();
+                c.mode = *mode == 0 ? lease_mode::record_version : lease_mode::expiry_time;
+            }
         }
-        std::string_view query;
-        if (const auto q = url.find('?'); q != std::string_view::npos) {
-            query = url.substr(q + 1);
-            url = url.substr(0, q);
-        }
-        if (const auto colon = url.rfind(':'); colon != std::string_view::npos) {
-            const auto p = url.substr(colon + 1);
-            unsigned value = 0;
-            const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
-            if (ec != std::errc{} || end != p.data() + p.size() || value == 0 || value > 65535)
-                return errc::invalid_argument;
-            c.port = static_cast<std::uint16_t>(value);
-            url = url.substr(0, colon);
-        }
-        if (url.empty())
-            return errc::invalid_argument;
-        c.host = std::string{url};
-        const auto pairs = distlock::detail::query_pairs(query);
-        if (!pairs)
-            return errc::invalid_argument;
-        for (const auto& [key, value, text] : *pairs) {
-            if (key == "table")
-                c.table = std::string{value};
-            else if (key == "region")
-                c.region = std::string{value};
-            else if (key == "mode" && value == "record_version")
-                c.mode = lease_mode::record_version;
-            else if (key == "mode" && value == "expiry_time")
-                c.mode = lease_mode::expiry_time;
-            else
-                return errc::invalid_argument;
-        }
-        if (auto ec = c.validate())
-            return ec;
+        if (c.validate())
+            return backend::refused(why, "the settings fail config::validate()");
         return c;
+    }
+
+    /// A name DynamoDB accepts for a table: 3 to 255 letters, digits, '_', '-' and '.'.
+    static bool valid_table_name(std::string_view name) noexcept
+    {
+        if (name.size() < 3 || name.size() > 255)
+            return false;
+        for (const char c : name)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+                return false;
+        return true;
     }
 };
 

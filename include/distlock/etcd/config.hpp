@@ -2,8 +2,8 @@
 // session the store keeps there.
 #pragma once
 
+#include <distlock/backend/url.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/url_query.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
@@ -107,61 +107,53 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// etcd://[user:password@]host:port[,host:port...][?prefix=P&ttl=SECONDS]
-    /// (etcds:// for HTTPS, with `ca=PATH` for the trusted CAs). IPv6 hosts in
-    /// brackets. errc::invalid_argument when malformed or when the settings fail
-    /// validate().
-    static result<config> from_url(std::string_view url)
+    /// Parses `etcd://[user[:password]@]host[:port][,host[:port]...][?prefix=P&ttl=SECONDS]`
+    /// (port 2379 by default), or `etcds://` for HTTPS, which also takes `ca=PATH` (the
+    /// trusted CAs). The grammar is in distlock/backend/url.hpp: IPv6 hosts in
+    /// brackets, nothing percent-decoded. A URL that is malformed or whose settings fail
+    /// validate() is errc::invalid_argument, with `*why` (when not null) saying what is
+    /// wrong and where.
+    static result<config> from_url(std::string_view url, std::string* why = nullptr)
     {
+        backend::url_rules rules;
+        rules.schemes = {"etcd", "etcds"};
+        rules.default_port = 2379;
+        rules.several_hosts = true;
+        rules.userinfo = true;
+        rules.query_keys = {"prefix", "ttl", "ca"};
+        auto parsed = backend::parse_url(url, rules, why);
+        if (!parsed)
+            return parsed.error();
         config c;
-        if (url.starts_with("etcd://")) {
-            url.remove_prefix(7);
-        } else if (url.starts_with("etcds://")) {
-            url.remove_prefix(8);
-            c.tls = true;
-        } else {
-            return errc::invalid_argument;
-        }
-        std::string_view query;
-        if (const auto q = url.find('?'); q != std::string_view::npos) {
-            query = url.substr(q + 1);
-            url = url.substr(0, q);
-        }
-        if (url.ends_with('/'))
-            url.remove_suffix(1);
-        if (const auto at = url.rfind('@'); at != std::string_view::npos) {
-            const auto creds = url.substr(0, at);
-            url.remove_prefix(at + 1);
-            const auto colon = creds.find(':');
-            c.username = std::string{creds.substr(0, colon)};
-            if (colon != std::string_view::npos)
-                c.password = std::string{creds.substr(colon + 1)};
-        }
-        const auto hosts = distlock::detail::host_list(url, 2379);
-        if (!hosts || hosts->empty())
-            return errc::invalid_argument;
+        c.tls = parsed->scheme == "etcds";
         c.members.clear();
-        for (const auto& h : *hosts)
+        for (const auto& h : parsed->hosts)
             c.members.push_back(member{h.host, h.port});
-        const auto pairs = distlock::detail::query_pairs(query);
-        if (!pairs)
-            return errc::invalid_argument;
-        for (const auto& [key, value, text] : *pairs) {
-            if (key == "prefix") {
-                c.prefix = std::string{value};
-            } else if (key == "ttl") {
-                std::uint32_t seconds = 0;
-                if (!distlock::detail::decimal(value, seconds))
-                    return errc::invalid_argument;
-                c.session_ttl = std::chrono::seconds{seconds};
-            } else if (key == "ca" && c.tls) {
-                c.tls_ca_file = std::string{value};
+        c.username = parsed->user;
+        if (parsed->password)
+            c.password = *parsed->password;
+        if (c.username.empty() && !c.password.empty())
+            return backend::refused(why, "a password without a user name (user:password@)");
+        for (const auto& pair : parsed->query) {
+            if (pair.key == "prefix") {
+                if (pair.value.empty() || pair.value.size() > 512)
+                    return backend::refused(why, backend::quoted("prefix=" + pair.value) +
+                                                     ": the key prefix must be 1 to 512 bytes");
+                c.prefix = pair.value;
+            } else if (pair.key == "ttl") {
+                // etcd's floor is 2 s; a day bounds a crashed holder's lock.
+                auto ttl = backend::query_duration(pair, std::chrono::seconds{2}, std::chrono::seconds{86400}, why);
+                if (!ttl)
+                    return ttl.error();
+                c.session_ttl = *ttl;
+            } else if (!c.tls) {
+                return backend::refused(why, "'ca=' is for etcds:// URLs (HTTPS)");
             } else {
-                return errc::invalid_argument;
+                c.tls_ca_file = pair.value;
             }
         }
-        if (auto ec = c.validate())
-            return ec;
+        if (c.validate())
+            return backend::refused(why, "the settings fail config::validate()");
         return c;
     }
 };

@@ -1,8 +1,8 @@
 // distlock/postgres/config.hpp: how to reach a PostgreSQL server, and which table.
 #pragma once
 
+#include <distlock/backend/url.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/url_query.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -95,15 +96,8 @@ struct config {
                 return errc::invalid_argument;
         if (ping_interval >= in_doubt_after)
             return errc::invalid_argument;
-        if (conninfo.size() > 8192 || conninfo.find('\0') != std::string::npos)
+        if (!conninfo_problem().empty())
             return errc::invalid_argument;
-        char* error = nullptr;
-        PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &error);
-        if (error)
-            PQfreemem(error);
-        if (!parsed)
-            return errc::invalid_argument;
-        PQconninfoFree(parsed);
         return {};
     }
 
@@ -111,88 +105,115 @@ struct config {
     /// the conninfo; empty when there is nothing more to say than the error code).
     std::string problem() const { return conninfo_problem(); }
 
-    /// What libpq would say about `conninfo` (empty when it parses).
+    /// What is wrong with `conninfo` (empty when nothing is): longer than 8192 bytes, a
+    /// NUL byte, what libpq says when it cannot parse it, or a port that is not a
+    /// decimal number from 1 to 65535 (libpq itself would only find out when
+    /// connecting).
     std::string conninfo_problem() const
     {
+        if (conninfo.size() > 8192)
+            return "the connection string is longer than 8192 bytes";
+        if (conninfo.find('\0') != std::string::npos)
+            return "the connection string has a NUL byte";
         char* error = nullptr;
         PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &error);
         std::string words = error ? error : "";
         if (error)
             PQfreemem(error);
-        if (parsed)
-            PQconninfoFree(parsed);
         while (!words.empty() && (words.back() == '\n' || words.back() == ' '))
             words.pop_back();
+        if (!parsed)
+            return words.empty() ? "libpq cannot parse the connection string" : words;
+        for (const PQconninfoOption* o = parsed; o->keyword && words.empty(); ++o) {
+            if (std::string_view{o->keyword} != "port" || !o->val)
+                continue;
+            // One port, or one per host ("5432,5433"); an empty one is libpq's default.
+            std::string_view ports{o->val};
+            while (words.empty()) {
+                const auto comma = ports.find(',');
+                const auto one = ports.substr(0, comma);
+                if (!one.empty() && !backend::decimal<std::uint16_t>(one, 1, 65535))
+                    words = "port " + backend::quoted(one) + " is not a decimal number from 1 to 65535";
+                if (comma == std::string_view::npos)
+                    break;
+                ports.remove_prefix(comma + 1);
+            }
+        }
+        PQconninfoFree(parsed);
         return words;
+    }
+
+    /// What postgres:// and postgresql:// URLs may hold (distlock/backend/url.hpp):
+    /// libpq's URI form, with distlock's own query parameters among libpq's. For a
+    /// program with parameters of its own in the same URL, which it takes out
+    /// (backend::take_query()) before from_parsed_url().
+    static backend::url_rules url_rules()
+    {
+        backend::url_rules rules;
+        rules.schemes = {"postgres", "postgresql"};
+        rules.default_port = 5432;
+        rules.several_hosts = true;
+        rules.host_optional = true; // postgres:///db: libpq's local socket
+        rules.userinfo = true;
+        rules.path = true; // the database
+        rules.query_keys = {"table", "channel", "pool", "advisory_namespace"};
+        rules.other_query_keys = true; // libpq's
+        return rules;
     }
 
     /// A `postgres://` or `postgresql://` URI as libpq reads it, plus distlock's own
     /// query parameters, taken out before libpq sees the rest: `table`, `channel`,
-    /// `pool` (1-64), `advisory_namespace` (an int32).
-    static result<config> from_url(std::string_view url)
+    /// `pool` (1-64), `advisory_namespace` (an int32). distlock reads the URL by the
+    /// grammar of distlock/backend/url.hpp (hosts, ports from 1 to 65535, each key once)
+    /// and decodes nothing; libpq then decodes percent escapes in what it reads. A URL
+    /// that either refuses, or whose settings fail validate(), is errc::invalid_argument,
+    /// with `*why` (when not null) saying what is wrong and where.
+    static result<config> from_url(std::string_view url, std::string* why = nullptr)
     {
-        if (!url.starts_with("postgres://") && !url.starts_with("postgresql://"))
-            return errc::invalid_argument;
-        config c;
-        std::string rest{url};
-        std::string kept;
-        if (const auto q = rest.find('?'); q != std::string::npos) {
-            std::string_view query = std::string_view{rest}.substr(q + 1);
-            kept = rest.substr(0, q);
-            char sep = '?';
-            const auto pairs = distlock::detail::query_pairs(query);
-            if (!pairs)
-                return errc::invalid_argument;
-            for (const auto& [key, value, pair] : *pairs) {
-                if (key == "table") {
-                    c.table = std::string{value};
-                } else if (key == "channel") {
-                    c.channel = std::string{value};
-                } else if (key == "pool") {
-                    const auto n = number(value);
-                    if (!n || *n < 1 || *n > 64)
-                        return errc::invalid_argument;
-                    c.pool_size = static_cast<std::size_t>(*n);
-                } else if (key == "advisory_namespace") {
-                    const auto n = number(value);
-                    if (!n || *n < INT32_MIN || *n > INT32_MAX)
-                        return errc::invalid_argument;
-                    c.advisory_namespace = static_cast<std::int32_t>(*n);
-                } else {
-                    kept += sep;
-                    kept += pair;
-                    sep = '&';
-                }
-            }
-        } else {
-            kept = std::move(rest);
-        }
-        c.conninfo = std::move(kept);
-        if (auto ec = c.validate())
-            return ec;
-        return c;
+        auto parsed = backend::parse_url(url, url_rules(), why);
+        if (!parsed)
+            return parsed.error();
+        return from_parsed_url(std::move(parsed).value(), why);
     }
 
-private:
-    static std::optional<long long> number(std::string_view v)
+    /// from_url() for a URL already parsed by url_rules(), from which the caller may
+    /// have taken parameters of its own.
+    static result<config> from_parsed_url(backend::parsed_url url, std::string* why = nullptr)
     {
-        if (v.empty() || v.size() > 12)
-            return std::nullopt;
-        long long n = 0;
-        bool negative = false;
-        std::size_t i = 0;
-        if (v[0] == '-') {
-            negative = true;
-            i = 1;
+        config c;
+        if (const auto table = backend::take_query(url, "table")) {
+            if (!valid_identifier(table->value, true))
+                return backend::refused(why, "table " + backend::quoted(table->value) +
+                                                 ": expected a name of letters, digits and '_' (not starting with "
+                                                 "a digit, at most 63 bytes), optionally schema-qualified");
+            c.table = table->value;
         }
-        if (i == v.size())
-            return std::nullopt;
-        for (; i < v.size(); ++i) {
-            if (v[i] < '0' || v[i] > '9')
-                return std::nullopt;
-            n = n * 10 + (v[i] - '0');
+        if (const auto channel = backend::take_query(url, "channel")) {
+            if (!valid_identifier(channel->value, false))
+                return backend::refused(why, "channel " + backend::quoted(channel->value) +
+                                                 ": expected a name of letters, digits and '_' (not starting with "
+                                                 "a digit, at most 63 bytes)");
+            c.channel = channel->value;
         }
-        return negative ? -n : n;
+        if (const auto pool = backend::take_query(url, "pool")) {
+            const auto n = backend::query_number<std::size_t>(*pool, 1, 64, why);
+            if (!n)
+                return n.error();
+            c.pool_size = *n;
+        }
+        if (const auto ns = backend::take_query(url, "advisory_namespace")) {
+            const auto n = backend::query_number(*ns, std::numeric_limits<std::int32_t>::min(),
+                                                 std::numeric_limits<std::int32_t>::max(), why);
+            if (!n)
+                return n.error();
+            c.advisory_namespace = *n;
+        }
+        c.conninfo = url.text();
+        if (const auto problem = c.conninfo_problem(); !problem.empty())
+            return backend::refused(why, "libpq: " + problem);
+        if (c.validate())
+            return backend::refused(why, "the settings fail config::validate()");
+        return c;
     }
 };
 

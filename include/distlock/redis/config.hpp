@@ -1,6 +1,7 @@
 // distlock/redis/config.hpp: how to reach one Redis server.
 #pragma once
 
+#include <distlock/backend/url.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
@@ -8,10 +9,10 @@
 #include <distlock/result.hpp>
 #include <distlock/transport/stream.hpp>
 
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -193,138 +194,131 @@ struct config {
         return {};
     }
 
-    /// Parses redis://[user:password@]host[:port][/db], rediss:// (TLS),
-    /// unix:///path/to/socket[?db=N], redis+cluster://[user:password@]host:port,host:port,...
-    /// (the cluster's nodes to start from) and
-    /// redis+sentinel://[user:password@]host:port,host:port,.../primary-name[/db] (the
-    /// Sentinels; the credentials are the data nodes'), each with rediss+ for TLS.
-    /// errc::invalid_argument when malformed.
-    static result<config> from_url(std::string_view url)
+    /// Parses a URL (the grammar is in distlock/backend/url.hpp; nothing is
+    /// percent-decoded):
+    /// - `redis://[user:password@]host[:port][/db]`, port 6379 by default; `rediss://`
+    ///   for TLS. User information without ':' is the password alone.
+    /// - `unix://path[?db=N]`: a Unix socket (`unix:///run/redis.sock`).
+    /// - `redis+cluster://[user:password@]host:port[,host:port...]`: the nodes of a
+    ///   Redis Cluster to start from (every port written; no database).
+    /// - `redis+sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]`:
+    ///   the Sentinels, and the name of the primary they watch (the credentials are the
+    ///   data nodes').
+    ///
+    /// The cluster and Sentinel forms take `rediss+` for TLS. A URL that is malformed
+    /// (or names a database outside 0 to 2147483647) is errc::invalid_argument, with
+    /// `*why` (when not null) saying what is wrong and where.
+    static result<config> from_url(std::string_view url, std::string* why = nullptr)
     {
-        for (const std::string_view scheme : {"redis+cluster://", "rediss+cluster://", "redis+sentinel://",
-                                              "rediss+sentinel://"})
-            if (url.starts_with(scheme))
-                return from_multi_url(url, scheme);
+        const auto scheme = backend::url_scheme(url);
+        if (scheme == "unix")
+            return from_socket_url(url, why);
+        if (scheme == "redis+cluster" || scheme == "rediss+cluster" || scheme == "redis+sentinel" ||
+            scheme == "rediss+sentinel")
+            return from_multi_url(url, why);
+        if (scheme != "redis" && scheme != "rediss")
+            return backend::refused(why, (scheme.empty() ? std::string{"no scheme"}
+                                                         : "scheme " + backend::quoted(scheme) + " is not Redis's") +
+                                             ": expected redis://, rediss://, unix://, redis+cluster://, "
+                                             "rediss+cluster://, redis+sentinel:// or rediss+sentinel://");
+        backend::url_rules rules;
+        rules.schemes = {"redis", "rediss"};
+        rules.default_port = 6379;
+        rules.userinfo = true;
+        rules.path = true; // the database
+        auto parsed = backend::parse_url(url, rules, why);
+        if (!parsed)
+            return parsed.error();
         config c;
-        auto take_number = [](std::string_view s, auto& out) {
-            const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-            return ec == std::errc{} && p == s.data() + s.size();
-        };
-        if (url.starts_with("unix://")) {
-            auto rest = url.substr(7);
-            const auto q = rest.find("?db=");
-            if (q != std::string_view::npos) {
-                if (!take_number(rest.substr(q + 4), c.database))
-                    return errc::invalid_argument;
-                rest = rest.substr(0, q);
-            }
-            if (rest.empty())
-                return errc::invalid_argument;
-            c.unix_socket = std::string{rest};
-            return c;
-        }
-        if (url.starts_with("rediss://")) {
-            c.tls = true;
-            url.remove_prefix(9);
-        } else if (url.starts_with("redis://")) {
-            url.remove_prefix(8);
-        } else {
-            return errc::invalid_argument;
-        }
-        if (const auto at = url.rfind('@'); at != std::string_view::npos) {
-            const auto creds = url.substr(0, at);
-            url.remove_prefix(at + 1);
-            const auto colon = creds.find(':');
-            if (colon == std::string_view::npos) {
-                c.password = std::string{creds};
-            } else {
-                c.username = std::string{creds.substr(0, colon)};
-                c.password = std::string{creds.substr(colon + 1)};
-            }
-        }
-        if (const auto slash = url.find('/'); slash != std::string_view::npos) {
-            const auto db = url.substr(slash + 1);
-            if (!db.empty() && !take_number(db, c.database))
-                return errc::invalid_argument;
-            url = url.substr(0, slash);
-        }
-        std::string_view host = url;
-        if (host.starts_with('[')) { // [::1]:6379
-            const auto close = host.find(']');
-            if (close == std::string_view::npos)
-                return errc::invalid_argument;
-            c.host = std::string{host.substr(1, close - 1)};
-            host.remove_prefix(close + 1);
-            if (host.starts_with(':') && !take_number(host.substr(1), c.port))
-                return errc::invalid_argument;
-        } else {
-            const auto colon = host.rfind(':');
-            if (colon != std::string_view::npos) {
-                if (!take_number(host.substr(colon + 1), c.port))
-                    return errc::invalid_argument;
-                host = host.substr(0, colon);
-            }
-            c.host = std::string{host};
-        }
-        if (c.host.empty() || c.database < 0)
-            return errc::invalid_argument;
+        c.tls = parsed->scheme == "rediss";
+        c.take_credentials(*parsed);
+        c.host = parsed->hosts[0].host;
+        c.port = parsed->hosts[0].port;
+        if (auto ec = c.take_database(parsed->path, why))
+            return ec;
         return c;
     }
 
 private:
-    static result<config> from_multi_url(std::string_view url, std::string_view scheme)
+    // User information without ':' is the password alone (AUTH password).
+    void take_credentials(const backend::parsed_url& url)
     {
-        const bool sentinel = scheme.find("sentinel") != std::string_view::npos;
-        // The single-server parser reads the credentials and TLS: give it the rest
-        // without the host list, which it does not know.
-        url.remove_prefix(scheme.size());
-        std::string_view creds;
-        if (const auto at = url.rfind('@'); at != std::string_view::npos) {
-            creds = url.substr(0, at + 1);
-            url.remove_prefix(at + 1);
+        if (url.password) {
+            username = url.user;
+            password = *url.password;
+        } else {
+            password = url.user;
         }
-        std::string_view hosts = url, path;
-        if (const auto slash = url.find('/'); slash != std::string_view::npos) {
-            hosts = url.substr(0, slash);
-            path = url.substr(slash + 1);
+    }
+
+    // "/db", "/" or nothing (database 0).
+    std::error_code take_database(std::string_view path, std::string* why)
+    {
+        if (path.starts_with('/'))
+            path.remove_prefix(1);
+        if (path.empty())
+            return {};
+        const auto n = backend::decimal(path, 0, std::numeric_limits<int>::max());
+        if (!n)
+            return backend::refused(why, "database " + backend::quoted(path) +
+                                             ": expected a whole decimal number from 0 to 2147483647");
+        database = *n;
+        return {};
+    }
+
+    static result<config> from_socket_url(std::string_view url, std::string* why)
+    {
+        backend::url_rules rules;
+        rules.schemes = {"unix"};
+        rules.socket_path = true;
+        rules.query_keys = {"db"};
+        auto parsed = backend::parse_url(url, rules, why);
+        if (!parsed)
+            return parsed.error();
+        config c;
+        c.unix_socket = parsed->path;
+        if (const auto db = backend::take_query(*parsed, "db")) {
+            const auto n = backend::query_number(*db, 0, std::numeric_limits<int>::max(), why);
+            if (!n)
+                return n.error();
+            c.database = *n;
         }
-        std::string single{scheme.starts_with("rediss") ? "rediss://" : "redis://"};
-        single.append(creds).append("placeholder");
-        std::string_view db;
+        return c;
+    }
+
+    static result<config> from_multi_url(std::string_view url, std::string* why)
+    {
+        const bool sentinel = backend::url_scheme(url).ends_with("+sentinel");
+        backend::url_rules rules;
+        rules.schemes = {"redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"};
+        rules.default_port = 0; // every address names its port
+        rules.several_hosts = true;
+        rules.userinfo = true;
+        rules.path = sentinel; // the primary's name, and the database
+        auto parsed = backend::parse_url(url, rules, why);
+        if (!parsed)
+            return parsed.error();
+        config c;
+        c.tls = parsed->scheme.starts_with("rediss");
+        c.take_credentials(*parsed);
+        auto& list = sentinel ? c.sentinels : c.cluster_nodes;
+        for (const auto& h : parsed->hosts)
+            list.push_back(node_address{h.host, h.port});
         if (sentinel) {
+            // "/primary-name[/db]"
+            std::string_view path = parsed->path;
+            if (path.starts_with('/'))
+                path.remove_prefix(1);
             const auto slash = path.find('/');
             const auto name = path.substr(0, slash);
             if (name.empty())
-                return errc::invalid_argument;
+                return backend::refused(why, "no primary name after the Sentinels (" + parsed->scheme +
+                                                 "://host:port,.../primary-name[/db])");
+            c.sentinel_master = std::string{name};
             if (slash != std::string_view::npos)
-                db = path.substr(slash + 1);
-            path = name;
-        } else if (!path.empty()) {
-            return errc::invalid_argument; // a cluster has one database
+                if (auto ec = c.take_database(path.substr(slash), why))
+                    return ec;
         }
-        if (!db.empty())
-            single.append("/").append(db);
-        auto c = from_url(single);
-        if (!c)
-            return c;
-        c.value().host = "127.0.0.1";
-        auto& list = sentinel ? c.value().sentinels : c.value().cluster_nodes;
-        while (!hosts.empty()) {
-            const auto comma = hosts.find(',');
-            auto a = parse_address(hosts.substr(0, comma));
-            if (!a)
-                return errc::invalid_argument;
-            list.push_back(std::move(*a));
-            if (comma == std::string_view::npos)
-                break;
-            hosts.remove_prefix(comma + 1);
-            if (hosts.empty())
-                return errc::invalid_argument;
-        }
-        if (list.empty())
-            return errc::invalid_argument;
-        if (sentinel)
-            c.value().sentinel_master = std::string{path};
         return c;
     }
 };

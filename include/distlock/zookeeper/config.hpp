@@ -2,8 +2,8 @@
 // the store keeps there.
 #pragma once
 
+#include <distlock/backend/url.hpp>
 #include <distlock/clock.hpp>
-#include <distlock/detail/url_query.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
@@ -105,57 +105,57 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// zk://[user:password@]host:port[,host:port...][/chroot][?prefix=/P&timeout=MS]
-    /// (IPv6 hosts in brackets; port 2181 when left out). errc::invalid_argument when
-    /// malformed or when the settings fail validate().
-    static result<config> from_url(std::string_view url)
+    /// Parses `zk://[user[:password]@]host[:port][,host[:port]...][/chroot][?prefix=/P&timeout=MS]`
+    /// (port 2181 by default; a lone '/' is no chroot). The grammar is in
+    /// distlock/backend/url.hpp: IPv6 hosts in brackets, nothing percent-decoded. A URL
+    /// that is malformed or whose settings fail validate() is errc::invalid_argument,
+    /// with `*why` (when not null) saying what is wrong and where.
+    static result<config> from_url(std::string_view url, std::string* why = nullptr)
     {
+        backend::url_rules rules;
+        rules.schemes = {"zk"};
+        rules.default_port = 2181;
+        rules.several_hosts = true;
+        rules.userinfo = true;
+        rules.path = true; // the chroot
+        rules.query_keys = {"prefix", "timeout"};
+        auto parsed = backend::parse_url(url, rules, why);
+        if (!parsed)
+            return parsed.error();
+        constexpr const char* path_rule = " is not an absolute path ZooKeeper accepts (\"/a/b\": printable ASCII, "
+                                          "no empty, '.' or '..' component, no trailing '/')";
         config c;
-        if (!url.starts_with("zk://"))
-            return errc::invalid_argument;
-        url.remove_prefix(5);
-        std::string_view query;
-        if (const auto q = url.find('?'); q != std::string_view::npos) {
-            query = url.substr(q + 1);
-            url = url.substr(0, q);
-        }
-        if (const auto at = url.rfind('@'); at != std::string_view::npos) {
-            const auto creds = url.substr(0, at);
-            url.remove_prefix(at + 1);
-            const auto colon = creds.find(':');
-            c.username = std::string{creds.substr(0, colon)};
-            if (colon != std::string_view::npos)
-                c.password = std::string{creds.substr(colon + 1)};
-        }
-        if (const auto slash = url.find('/'); slash != std::string_view::npos) {
-            c.chroot = std::string{url.substr(slash)};
-            url = url.substr(0, slash);
-            if (c.chroot == "/")
-                c.chroot.clear();
-        }
-        const auto hosts = distlock::detail::host_list(url, 2181);
-        if (!hosts || hosts->empty())
-            return errc::invalid_argument;
         c.servers.clear();
-        for (const auto& h : *hosts)
+        for (const auto& h : parsed->hosts)
             c.servers.push_back(server{h.host, h.port});
-        const auto pairs = distlock::detail::query_pairs(query);
-        if (!pairs)
-            return errc::invalid_argument;
-        for (const auto& [key, value, text] : *pairs) {
-            if (key == "prefix") {
-                c.prefix = std::string{value};
-            } else if (key == "timeout") {
-                std::uint32_t ms = 0;
-                if (!distlock::detail::decimal(value, ms))
-                    return errc::invalid_argument;
-                c.session_timeout = std::chrono::milliseconds{ms};
+        c.username = parsed->user;
+        if (parsed->password)
+            c.password = *parsed->password;
+        if (c.username.empty() && !c.password.empty())
+            return backend::refused(why, "a password without a user name (user:password@)");
+        if (parsed->path != "/")
+            c.chroot = parsed->path;
+        if (!c.chroot.empty() && !valid_path(c.chroot))
+            return backend::refused(why, "chroot " + backend::quoted(c.chroot) + path_rule);
+        for (const auto& pair : parsed->query) {
+            if (pair.key == "prefix") {
+                if (!valid_path(pair.value))
+                    return backend::refused(why, "prefix " + backend::quoted(pair.value) + path_rule);
+                c.prefix = pair.value;
             } else {
-                return errc::invalid_argument;
+                // The server clamps the timeout into its own range; an hour bounds it here.
+                auto timeout = backend::query_duration(pair, std::chrono::milliseconds{100},
+                                                       std::chrono::milliseconds{3'600'000}, why);
+                if (!timeout)
+                    return timeout.error();
+                c.session_timeout = *timeout;
             }
         }
-        if (auto ec = c.validate())
-            return ec;
+        if (c.chroot.empty() && (c.prefix == "/zookeeper" || c.prefix.starts_with("/zookeeper/")))
+            return backend::refused(why, "prefix " + backend::quoted(c.prefix) +
+                                             " is under /zookeeper, which is ZooKeeper's own");
+        if (c.validate())
+            return backend::refused(why, "the settings fail config::validate()");
         return c;
     }
 
