@@ -444,7 +444,7 @@ private:
                     {"dbname", cfg_.conninfo}};
         o.setup = std::move(setup_statements);
         o.connect_timeout = cfg_.connect_timeout;
-        o.request_timeout = cfg_.statement_timeout + std::chrono::seconds{1};
+        o.request_timeout = saturating_add(cfg_.statement_timeout, std::chrono::seconds{1});
         o.peer = peer_;
         return std::make_shared<detail::connection>(distlock::backend::make_strand(ex_), std::move(o));
     }

@@ -96,10 +96,10 @@ public:
     /// The longest a request takes, connecting and learning where to send it included.
     duration operation_timeout() const noexcept
     {
-        const auto one = cfg_.connect_timeout + cfg_.request_timeout;
+        const auto one = saturating_add(cfg_.connect_timeout, cfg_.request_timeout);
         if (mode_ == topology::single)
             return one;
-        return max_tries * (2 * one + refusal_pause);
+        return saturating_mul(saturating_add(saturating_mul(one, 2), refusal_pause), max_tries);
     }
 
     /// Sends `payload` (one command on keys of `slot`) and returns its reply.
@@ -352,7 +352,8 @@ private:
         for (const auto& seed : self->cfg_.cluster_nodes)
             if (std::find(ask.begin(), ask.end(), seed) == ask.end())
                 ask.push_back(seed);
-        const auto give_up = clock::now() + self->cfg_.connect_timeout + self->cfg_.request_timeout;
+        const auto give_up =
+            saturating_add(clock::now(), saturating_add(self->cfg_.connect_timeout, self->cfg_.request_timeout));
         std::error_code last = errc::store_unavailable;
         for (const auto& at : ask) {
             if (clock::now() >= give_up)
@@ -414,7 +415,8 @@ private:
 
     static awaitable<std::error_code> learn_primary(std::shared_ptr<basic_router> self, diagnostics* diag)
     {
-        const auto give_up = clock::now() + self->cfg_.connect_timeout + self->cfg_.request_timeout;
+        const auto give_up =
+            saturating_add(clock::now(), saturating_add(self->cfg_.connect_timeout, self->cfg_.request_timeout));
         std::error_code last = errc::store_unavailable;
         for (const auto& at : self->cfg_.sentinels) {
             if (clock::now() >= give_up)
