@@ -495,3 +495,12 @@ TEST_CASE("url: PostgreSQL hands libpq its URI without distlock's parameters, po
     CHECK(cfg->conninfo == "postgres://h/db");
 }
 #endif // DISTLOCK_URL_TEST_NO_POSTGRES
+
+TEST_CASE("url: an authority brackets an IPv6 host and leaves out a default port", "[url]")
+{
+    using distlock::backend::authority;
+    CHECK(authority("127.0.0.1", 8000) == "127.0.0.1:8000");
+    CHECK(authority("::1", 8000) == "[::1]:8000");
+    CHECK(authority("::1", 443, true) == "[::1]");
+    CHECK(authority("dynamodb.eu-west-1.amazonaws.com", 443, true) == "dynamodb.eu-west-1.amazonaws.com");
+}

@@ -130,6 +130,22 @@ struct parsed_url {
     }
 };
 
+/// `host[:port]` as an HTTP Host header or an authority writes it: an IPv6 address
+/// in brackets, the port left out when it is the scheme's default.
+inline std::string authority(std::string_view host, std::uint16_t port, bool default_port = false)
+{
+    std::string out;
+    const bool v6 = host.find(':') != std::string_view::npos;
+    if (v6)
+        out += '[';
+    out += host;
+    if (v6)
+        out += ']';
+    if (!default_port)
+        out += ":" + std::to_string(port);
+    return out;
+}
+
 /// `text` in single quotes, for a message: bytes outside printable ASCII are written as
 /// a backslash, 'x' and two hex digits, and text over `most` bytes is cut short with
 /// "..." (a message quotes the part it is about, not a whole page).

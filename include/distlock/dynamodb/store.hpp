@@ -358,8 +358,7 @@ private:
     signing signer() const
     {
         const bool default_port = cfg_.tls ? cfg_.port == 443 : cfg_.port == 80;
-        return {default_port ? cfg_.host : cfg_.host + ":" + std::to_string(cfg_.port), region_, cfg_.credentials,
-                wall_now()};
+        return {backend::authority(cfg_.host, cfg_.port, default_port), region_, cfg_.credentials, wall_now()};
     }
 
     std::chrono::system_clock::time_point wall_now() const

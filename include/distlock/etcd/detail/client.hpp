@@ -208,7 +208,7 @@ private:
                               const std::string& token) const
     {
         std::vector<std::pair<std::string, std::string>> headers{
-            {"Host", cfg_.members[member].host + ":" + std::to_string(cfg_.members[member].port)},
+            {"Host", backend::authority(cfg_.members[member].host, cfg_.members[member].port)},
             {"Content-Type", "application/json"}};
         if (!token.empty())
             headers.emplace_back("Authorization", token);
