@@ -572,8 +572,8 @@ TEST_CASE("backend::make_strand: over the io_context's executor type when given 
     asio::io_context io;
     const auto fast = dl::backend::make_strand(asio::any_io_executor{io.get_executor()});
     // (Asio 1.22's own target() does not check the type: target_of() does.)
-    CHECK(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(fast) != nullptr);
-    CHECK(dl::detail::target_of<asio::strand<asio::any_io_executor>>(fast) == nullptr);
+    CHECK(dl::backend::target_of<asio::strand<asio::io_context::executor_type>>(fast) != nullptr);
+    CHECK(dl::backend::target_of<asio::strand<asio::any_io_executor>>(fast) == nullptr);
     CHECK(dl::backend::inner_executor(fast) == asio::any_io_executor{io.get_executor()});
 
     // Any other executor (here a thread pool's) gets the strand over itself, which still
@@ -581,8 +581,8 @@ TEST_CASE("backend::make_strand: over the io_context's executor type when given 
     asio::thread_pool pool{2};
     const asio::any_io_executor pool_ex = pool.get_executor();
     const auto other = dl::backend::make_strand(pool_ex);
-    REQUIRE(dl::detail::target_of<asio::strand<asio::any_io_executor>>(other) != nullptr);
-    CHECK(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(other) == nullptr);
+    REQUIRE(dl::backend::target_of<asio::strand<asio::any_io_executor>>(other) != nullptr);
+    CHECK(dl::backend::target_of<asio::strand<asio::io_context::executor_type>>(other) == nullptr);
     CHECK(dl::backend::inner_executor(other) == pool_ex);
     int count = 0; // not atomic: the strand alone keeps the increments apart
     constexpr int each = 2000;
@@ -604,7 +604,7 @@ TEST_CASE("transport engine: on the strand backend::make_strand gives, replies r
           "[transport]")
 {
     rig r{10s, {}, true};
-    REQUIRE(dl::detail::target_of<asio::strand<asio::io_context::executor_type>>(r.engine->strand()) != nullptr);
+    REQUIRE(dl::backend::target_of<asio::strand<asio::io_context::executor_type>>(r.engine->strand()) != nullptr);
     r.add({{step::connect, {}}, {step::write, "a\nb\n"}, {step::read, "A\nB1\nB2\n"}});
     test::run(r.io, [&]() -> asio::awaitable<void> {
         const auto ex = co_await asio::this_coro::executor;
