@@ -130,6 +130,14 @@ struct parsed_url {
     }
 };
 
+/// A server's address in a store's settings: a host name or IP address and a port,
+/// `DefaultPort` unless given (etcd::member, zookeeper::server).
+template <std::uint16_t DefaultPort>
+struct server_address {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = DefaultPort;
+};
+
 /// `host[:port]` as an HTTP Host header or an authority writes it: an IPv6 address
 /// in brackets, the port left out when it is the scheme's default.
 inline std::string authority(std::string_view host, std::uint16_t port, bool default_port = false)

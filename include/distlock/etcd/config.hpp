@@ -18,10 +18,7 @@
 namespace distlock::etcd {
 
 /// One member's client URL (host and port).
-struct member {
-    std::string host = "127.0.0.1";
-    std::uint16_t port = 2379;
-};
+using member = backend::server_address<2379>;
 
 struct config {
     /// The cluster's members, tried in order: a request that could not be sent to one

@@ -18,10 +18,7 @@
 namespace distlock::zookeeper {
 
 /// One server's client port.
-struct server {
-    std::string host = "127.0.0.1";
-    std::uint16_t port = 2181;
-};
+using server = backend::server_address<2181>;
 
 struct config {
     /// The ensemble's servers. The session starts on the first that answers and moves
