@@ -6553,6 +6553,13 @@ private:
 // shared by several clients) and session_store (one client: its session, its
 // keepalive, its faults).
 
+// ---- begin distlock/backend.hpp
+// distlock/backend.hpp: the store authors' tier in one include: the store contract,
+// store_ref and the lifetime, the store shell, the helpers, and the vocabulary a store
+// speaks (errors, results, the clock, options, owner tokens, diagnostics). A store's
+// headers include this, transport/, the codecs and their own folder
+// (docs/architecture.md, "Writing a store").
+
 // ---- begin distlock/backend/store_shell.hpp
 // distlock/backend/store_shell.hpp: what every store of the library is made of apart
 // from its protocol: its executor, its validated settings, its lifetime, close() and
@@ -6711,6 +6718,7 @@ private:
 
 } // namespace distlock::backend
 // ---- end distlock/backend/store_shell.hpp
+// ---- end distlock/backend.hpp
 // ---- begin distlock/memory/store.hpp
 // distlock/memory/store.hpp: the in-process store. Thread-safe; models every store
 // concept; the embedded default for demos and tests, with fault injection so that
