@@ -2,7 +2,7 @@
 // from policies.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/backend/cut_off.hpp>
 #include <distlock/detail/initiate.hpp>

@@ -1,7 +1,7 @@
 // distlock/blocking.hpp: distlock for code that is not coroutine-based.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/error.hpp>
 #include <distlock/lease.hpp>
 #include <distlock/options.hpp>

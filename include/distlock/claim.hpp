@@ -29,7 +29,7 @@
 // turn_recheck even when the retry policy's step is shorter.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>

@@ -4,7 +4,7 @@
 
 #include <distlock/detail/push_warnings.hpp>
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/claim.hpp>
 #include <distlock/diagnostics.hpp>

@@ -4,7 +4,7 @@
 
 #include <distlock/detail/push_warnings.hpp>
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>

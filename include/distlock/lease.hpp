@@ -1,7 +1,7 @@
 // distlock/lease.hpp: what a successful lock() returns.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/clock.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/lease_state.hpp>

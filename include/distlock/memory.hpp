@@ -3,7 +3,7 @@
 
 #include <distlock/detail/push_warnings.hpp>
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/memory/fenced_register.hpp>
 #include <distlock/memory/session_store.hpp>
 #include <distlock/memory/store.hpp>

@@ -6,7 +6,7 @@
 // already taken are released before the failure is reported.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/when_all.hpp>

@@ -3,7 +3,7 @@
 // (seat 17, order 123).
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/multi_lock.hpp>
 

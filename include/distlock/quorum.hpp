@@ -1,7 +1,7 @@
 // distlock/quorum.hpp: N independent stores acting as one backend (Redlock).
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/store.hpp>
 
 #include <asio/any_io_executor.hpp>

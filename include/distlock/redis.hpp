@@ -4,7 +4,7 @@
 
 #include <distlock/detail/push_warnings.hpp>
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/resp/command.hpp>
 #include <distlock/redis/resp/parser.hpp>

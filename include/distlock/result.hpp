@@ -2,7 +2,7 @@
 // and awaitable<T>, the type of every asynchronous operation.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/util/result_type.hpp>
 
 #include <asio/awaitable.hpp>

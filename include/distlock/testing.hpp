@@ -11,7 +11,7 @@
 // wait on it (asio::steady_timer would wait real time).
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/clock.hpp>
 
 #include <asio/io_context.hpp>

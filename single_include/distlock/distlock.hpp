@@ -36,8 +36,8 @@
 #endif
 // ---- end distlock/detail/push_warnings.hpp
 
-// ---- begin distlock/detail/config.hpp
-// distlock/detail/config.hpp: what distlock needs of the compiler, checked first, so
+// ---- begin distlock/util/config.hpp
+// distlock/util/config.hpp: what distlock needs of the compiler, checked first, so
 // that a compiler without it gets one message saying so rather than errors from deep
 // inside distlock and Asio.
 
@@ -51,7 +51,7 @@
 // is missing), instead of adding hundreds of errors from the headers that follow.
 #include <distlock-needs-cpp20-coroutines>
 #endif
-// ---- end distlock/detail/config.hpp
+// ---- end distlock/util/config.hpp
 // ---- begin distlock/basic_distributed_mutex.hpp
 // distlock/basic_distributed_mutex.hpp: a lock on one resource of a store, assembled
 // from policies.

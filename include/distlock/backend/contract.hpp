@@ -15,7 +15,7 @@
 //  - errc::protocol_error: the reply made no sense; treat like outcome_unknown.
 #pragma once
 
-#include <distlock/detail/config.hpp>
+#include <distlock/util/config.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/lifetime.hpp>
 #include <distlock/backend/observer_ref.hpp>

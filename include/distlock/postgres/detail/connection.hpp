@@ -599,6 +599,23 @@ private:
             }
             const bool lost = !PQconsumeInput(self->conn_) || PQstatus(self->conn_) == CONNECTION_BAD;
             self->drain(); // results that did arrive are delivered, even from a lost connection
+            if (self->generation_ != generation) // closed by a NOTIFY handler: fail() handed the answered over
+                co_return;
+            // libpq also gives up on the connection while parsing what came, after
+            // results that did arrive (bytes that are not the protocol: it loses
+            // synchronization and closes its socket). A connection lost either way fails
+            // before its answered callers resume: resumed first, a caller's next request
+            // would go to the dead connection, which libpq refuses, and fail as maybe
+            // applied though never sent; after the failure it connects again. The
+            // answered get their results first, queued, in order.
+            if (lost || PQstatus(self->conn_) == CONNECTION_BAD) {
+                answered.swap(self->answered_);
+                for (auto& r : answered)
+                    self->deliver(*r, false);
+                answered.clear();
+                self->fail_lost();
+                co_return;
+            }
             // The callers resume here, one after another, each until it waits again
             // (often with its next request sent). One that closes the connection
             // leaves the others' outcomes, complete already, to be handed over here.
@@ -610,10 +627,6 @@ private:
             self->delivering_ = false;
             if (self->generation_ != generation)
                 co_return;
-            if (lost) {
-                self->fail_lost();
-                co_return;
-            }
             self->flush();
         }
     }

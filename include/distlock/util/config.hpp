@@ -1,4 +1,4 @@
-// distlock/detail/config.hpp: what distlock needs of the compiler, checked first, so
+// distlock/util/config.hpp: what distlock needs of the compiler, checked first, so
 // that a compiler without it gets one message saying so rather than errors from deep
 // inside distlock and Asio.
 #pragma once
