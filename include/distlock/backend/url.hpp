@@ -333,16 +333,16 @@ inline result<host_port> parse_host(std::string_view entry, const url_rules& rul
     if (entry.starts_with('[')) {
         const auto close = entry.find(']');
         if (close == std::string_view::npos)
-            return refused(why, "unclosed '[' in " + quoted(entry) + " (an IPv6 address goes in brackets: [::1]:port)");
+            return refused(why, "unclosed '[' in " + backend::quoted(entry) + " (an IPv6 address goes in brackets: [::1]:port)");
         name = entry.substr(1, close - 1);
         const auto after = entry.substr(close + 1);
         if (!after.empty() && !after.starts_with(':'))
-            return refused(why, "text after the bracketed host " + quoted(entry.substr(0, close + 1)) + ": " +
-                                    quoted(after));
+            return refused(why, "text after the bracketed host " + backend::quoted(entry.substr(0, close + 1)) + ": " +
+                                    backend::quoted(after));
         if (name.empty())
-            return refused(why, "empty host in " + quoted(entry));
+            return refused(why, "empty host in " + backend::quoted(entry));
         if (!is_ipv6(name))
-            return refused(why, quoted(name) + " in brackets is not an IPv6 address");
+            return refused(why, backend::quoted(name) + " in brackets is not an IPv6 address");
         if (!after.empty()) {
             has_port = true;
             port = after.substr(1);
@@ -350,7 +350,7 @@ inline result<host_port> parse_host(std::string_view entry, const url_rules& rul
     } else {
         const auto colon = entry.find(':');
         if (colon != std::string_view::npos && entry.find(':', colon + 1) != std::string_view::npos)
-            return refused(why, quoted(entry) + " has more than one ':' (a host has one port; an IPv6 address " +
+            return refused(why, backend::quoted(entry) + " has more than one ':' (a host has one port; an IPv6 address " +
                                     "goes in brackets: [::1]:port)");
         name = entry.substr(0, colon);
         if (colon != std::string_view::npos) {
@@ -358,17 +358,17 @@ inline result<host_port> parse_host(std::string_view entry, const url_rules& rul
             port = entry.substr(colon + 1);
         }
         if (name.empty())
-            return refused(why, "no host before the port in " + quoted(entry));
+            return refused(why, "no host before the port in " + backend::quoted(entry));
         if (name.size() > longest_name)
-            return refused(why, "host " + quoted(name) + " is longer than 255 bytes");
+            return refused(why, "host " + backend::quoted(name) + " is longer than 255 bytes");
         for (std::size_t i = 0; i < name.size(); ++i) {
             if (name[i] == '%') {
                 if (i + 2 >= name.size() || !is_hex(name[i + 1]) || !is_hex(name[i + 2]))
-                    return refused(why, "host " + quoted(name) + " has a '%' not followed by two hex digits");
+                    return refused(why, "host " + backend::quoted(name) + " has a '%' not followed by two hex digits");
                 i += 2;
             } else if (!is_unreserved(name[i])) {
-                return refused(why, "host " + quoted(name) + " has a character a host name cannot have: " +
-                                        quoted(name.substr(i, 1)) +
+                return refused(why, "host " + backend::quoted(name) + " has a character a host name cannot have: " +
+                                        backend::quoted(name.substr(i, 1)) +
                                         " (letters, digits, '-', '.', '_', '~' and %XX escapes)");
             }
         }
@@ -377,13 +377,13 @@ inline result<host_port> parse_host(std::string_view entry, const url_rules& rul
     if (has_port) {
         const auto number = decimal<std::uint16_t>(port, 1, 65535);
         if (port.empty())
-            return refused(why, "no port after ':' in " + quoted(entry));
+            return refused(why, "no port after ':' in " + backend::quoted(entry));
         if (!number)
-            return refused(why, "port " + quoted(port) + " of " + quoted(entry) +
+            return refused(why, "port " + backend::quoted(port) + " of " + backend::quoted(entry) +
                                     " is not a decimal number from 1 to 65535");
         out.port = *number;
     } else if (rules.default_port == 0) {
-        return refused(why, quoted(entry) + " has no port (host:port)");
+        return refused(why, backend::quoted(entry) + " has no port (host:port)");
     } else {
         out.port = rules.default_port;
     }
@@ -424,7 +424,7 @@ inline result<parsed_url> parse_url(std::string_view text, const url_rules& rule
     for (std::size_t i = 0; i < text.size(); ++i) {
         const auto byte = static_cast<unsigned char>(text[i]);
         if (byte < 0x20 || byte == 0x7f)
-            return refused(why, "control byte " + quoted(text.substr(i, 1)) + " at byte " + std::to_string(i) +
+            return refused(why, "control byte " + backend::quoted(text.substr(i, 1)) + " at byte " + std::to_string(i) +
                                     " (a URL is printable text)");
     }
     const auto expected = detail::list_of(rules.schemes, "://");
@@ -438,7 +438,7 @@ inline result<parsed_url> parse_url(std::string_view text, const url_rules& rule
     for (const auto& s : rules.schemes)
         known = known || s == url.scheme;
     if (!known)
-        return refused(why, "scheme " + quoted(url.scheme) + " is not one of " + expected);
+        return refused(why, "scheme " + backend::quoted(url.scheme) + " is not one of " + expected);
     const std::string what = url.scheme + "://";
     std::string_view rest = text.substr(scheme_end + 3);
 
@@ -453,7 +453,7 @@ inline result<parsed_url> parse_url(std::string_view text, const url_rules& rule
 
     if (rules.socket_path) {
         if (rest.empty())
-            return refused(why, "no socket path after " + quoted(what));
+            return refused(why, "no socket path after " + backend::quoted(what));
         url.path = std::string{rest};
     } else {
         if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
@@ -473,19 +473,19 @@ inline result<parsed_url> parse_url(std::string_view text, const url_rules& rule
             if (rules.path)
                 url.path = std::string{path};
             else if (path != "/")
-                return refused(why, what + " URLs take no path: " + quoted(path));
+                return refused(why, what + " URLs take no path: " + backend::quoted(path));
         }
         if (hosts.empty() && !rules.host_optional)
-            return refused(why, "no host: expected host[:port] after " + quoted(what) +
+            return refused(why, "no host: expected host[:port] after " + backend::quoted(what) +
                                     (url.user.empty() && !url.password ? "" : " and the user information"));
         if (!rules.several_hosts && hosts.find(',') != std::string_view::npos)
-            return refused(why, quoted(hosts) + ": " + what + " URLs name one host");
+            return refused(why, backend::quoted(hosts) + ": " + what + " URLs name one host");
         const auto host_list = hosts;
         while (!hosts.empty()) {
             const auto comma = hosts.find(',');
             const auto entry = hosts.substr(0, comma);
             if (entry.empty() || (comma != std::string_view::npos && comma + 1 == hosts.size()))
-                return refused(why, "empty entry in the host list " + quoted(host_list) +
+                return refused(why, "empty entry in the host list " + backend::quoted(host_list) +
                                         " (a ',' at either end, or two in a row)");
             auto host = detail::parse_host(entry, rules, why);
             if (!host)
@@ -504,18 +504,18 @@ inline result<parsed_url> parse_url(std::string_view text, const url_rules& rule
                 return refused(why, "empty parameter in the query (a '&' at either end, or two in a row)");
             const auto eq = pair.find('=');
             if (eq == std::string_view::npos)
-                return refused(why, "query parameter " + quoted(pair) + " has no '=' (key=value)");
+                return refused(why, "query parameter " + backend::quoted(pair) + " has no '=' (key=value)");
             if (eq == 0)
-                return refused(why, "query parameter " + quoted(pair) + " has no key before '='");
+                return refused(why, "query parameter " + backend::quoted(pair) + " has no key before '='");
             query_pair p{std::string{pair.substr(0, eq)}, std::string{pair.substr(eq + 1)}};
             for (const auto& earlier : url.query)
                 if (earlier.key == p.key)
-                    return refused(why, "query key " + quoted(p.key) + " is given twice");
+                    return refused(why, "query key " + backend::quoted(p.key) + " is given twice");
             bool listed = false;
             for (const auto& k : rules.query_keys)
                 listed = listed || k == p.key;
             if (!listed && !rules.other_query_keys)
-                return refused(why, "unknown query key " + quoted(p.key) + " (" + what + " URLs take " +
+                return refused(why, "unknown query key " + backend::quoted(p.key) + " (" + what + " URLs take " +
                                         known_keys + ")");
             url.query.push_back(std::move(p));
             if (amp == std::string_view::npos)
@@ -548,7 +548,7 @@ result<T> query_number(const query_pair& pair, T least, T most, std::string* why
 {
     if (const auto n = decimal(pair.value, least, most))
         return *n;
-    return refused(why, quoted(pair.key + "=" + pair.value) + ": expected a whole decimal number from " +
+    return refused(why, backend::quoted(pair.key + "=" + pair.value) + ": expected a whole decimal number from " +
                             std::to_string(least) + " to " + std::to_string(most));
 }
 
@@ -563,7 +563,7 @@ result<std::chrono::duration<Rep, Period>> query_duration(const query_pair& pair
 {
     if (const auto n = decimal<Rep>(pair.value, least.count(), most.count()))
         return std::chrono::duration<Rep, Period>{*n};
-    return refused(why, quoted(pair.key + "=" + pair.value) + ": expected a whole number of " +
+    return refused(why, backend::quoted(pair.key + "=" + pair.value) + ": expected a whole number of " +
                             detail::unit_name<Period>() + " from " + std::to_string(least.count()) + " to " +
                             std::to_string(most.count()));
 }
@@ -576,7 +576,7 @@ inline result<bool> query_bool(const query_pair& pair, std::string* why = nullpt
         return true;
     if (pair.value == "false" || pair.value == "0")
         return false;
-    return refused(why, quoted(pair.key + "=" + pair.value) + ": expected true or false");
+    return refused(why, backend::quoted(pair.key + "=" + pair.value) + ": expected true or false");
 }
 
 /// The value of `pair` as one of `choices`: its index; else errc::invalid_argument,
@@ -590,7 +590,7 @@ inline result<std::size_t> query_choice(const query_pair& pair, std::initializer
             return index;
         ++index;
     }
-    return refused(why, quoted(pair.key + "=" + pair.value) + ": expected one of " +
+    return refused(why, backend::quoted(pair.key + "=" + pair.value) + ": expected one of " +
                             detail::list_of(std::vector<std::string_view>{choices}));
 }
 

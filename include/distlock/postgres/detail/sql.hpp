@@ -44,7 +44,7 @@ inline std::string hex(std::string_view bytes)
 
 struct sql_texts {
     sql_texts(std::string_view table, std::string_view channel, bool namespaced)
-        : table{quoted(table)}, channel{channel}
+        : table{detail::quoted(table)}, channel{channel}
     {
         const auto& t = this->table;
         const std::string expiry = "clock_timestamp() + $3::bigint * interval '1 millisecond'";
