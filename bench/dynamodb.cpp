@@ -6,7 +6,7 @@
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
 
-#include "dynalite.hpp" // test/dynamodb: dynalite on a free loopback port
+#include "dynalite_server.hpp" // test/support: dynalite on a free loopback port
 #include "report.hpp"
 
 #include <asio/connect.hpp>

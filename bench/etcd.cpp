@@ -1,5 +1,5 @@
 // distlock on etcd, next to its floor in the same run, against a member it starts
-// (test/etcd/cluster.hpp, data in /dev/shm):
+// (test/support/etcd_server.hpp, data in /dev/shm):
 //  - uncontended acquire + release: the floor is a minimal blocking client sending the
 //    requests the recipe needs (the creating txn with its range, the delete) over one
 //    keep-alive connection, with a session lease granted beforehand as distlock's
@@ -13,7 +13,7 @@
 #include <distlock/distlock.hpp>
 #include <distlock/etcd.hpp>
 
-#include "etcd/cluster.hpp"
+#include "etcd_server.hpp"
 #include "handoff.hpp"
 #include "report.hpp"
 

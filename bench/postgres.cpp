@@ -6,7 +6,7 @@
 #include <distlock/distlock.hpp>
 #include <distlock/postgres.hpp>
 
-#include "postgres/cluster.hpp" // test/postgres: a private cluster on a free loopback port
+#include "postgres_server.hpp" // test/support: a private cluster on a free loopback port
 #include "report.hpp"
 
 #include <atomic>
@@ -74,7 +74,7 @@ int main(int argc, char** argv)
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (PostgreSQL 15 on loopback)", "ops", "ops/s", "p50 us",
                 "p90 us", "p99 us", "max us");
-    test::postgres_cluster cluster;
+    test::postgres_server cluster;
     auto cfg = cluster.config("bench_locks");
     const pg::detail::sql_texts sql{cfg.table, cfg.channel, false};
     {

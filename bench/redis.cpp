@@ -5,8 +5,8 @@
 #include <distlock/distlock.hpp>
 #include <distlock/redis.hpp>
 
-#include "cluster.hpp" // test/redis: a Redis Cluster on loopback
-#include "process.hpp" // test/redis: redis-server on a free loopback port
+#include "redis_cluster.hpp" // test/support: a Redis Cluster on loopback
+#include "redis_server.hpp" // test/support: redis-server on a free loopback port
 #include "report.hpp"
 
 #include <hiredis/hiredis.h>

@@ -1,5 +1,5 @@
 // distlock on ZooKeeper, next to its floor in the same run, against a standalone server
-// it starts (test/zookeeper/ensemble.hpp):
+// it starts (test/support/zookeeper_server.hpp):
 //  - uncontended acquire + release: the floor is a minimal blocking client sending the
 //    requests the recipe needs (the ephemeral sequential create with the read of the
 //    children, in one write; the delete) in a session of its own, made beforehand as
@@ -15,7 +15,7 @@
 
 #include "handoff.hpp"
 #include "report.hpp"
-#include "zookeeper/ensemble.hpp"
+#include "zookeeper_server.hpp"
 
 #include <asio/ip/tcp.hpp>
 #include <asio/write.hpp>

@@ -9,8 +9,8 @@
 // where TSan has nothing to find.
 #include "support.hpp"
 #include "threads.hpp"
-#include "cluster.hpp" // test/redis: a Redis Cluster on loopback
-#include "redis_support.hpp"
+#include "redis_cluster.hpp"
+#include "redis/redis_support.hpp"
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>

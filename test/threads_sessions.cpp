@@ -3,10 +3,10 @@
 // by four threads, their keepalives, pings and pool working among the locks.
 #include "support.hpp"
 #include "threads.hpp"
-#include "etcd/cluster.hpp"
-#include "zookeeper/ensemble.hpp"
+#include "etcd_server.hpp"
+#include "zookeeper_server.hpp"
 #if defined(DISTLOCK_THREADS_POSTGRES)
-#include "postgres/cluster.hpp"
+#include "postgres_server.hpp"
 #endif
 
 #include <atomic>
@@ -71,7 +71,7 @@ TEST_CASE("zookeeper: one store shared by coroutines on several threads", "[zook
 TEST_CASE("postgres: one store shared by coroutines on several threads", "[postgres][concurrency]")
 {
     // Catch's assertions are not thread-safe: workers count, the main thread asserts.
-    test::postgres_cluster cluster;
+    test::postgres_server cluster;
     asio::io_context io;
     dl::postgres::store store{io, cluster.config("threads_locks")};
     constexpr int workers = 8, rounds = 10;

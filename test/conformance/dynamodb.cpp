@@ -1,20 +1,12 @@
 // The store conformance suite on DynamoDB (dynalite), in both lease modes: three
 // clients of one table, reaching the server through a fault proxy that loses replies
-// on demand; and what only this store does: record-version takeover, clocks that
-// disagree, fenced writes, throttling and server errors, its item layout, its error
-// mapping, its URL.
+// on demand. The store's own tests are in test/dynamodb/.
 #include "conformance/suite.hpp"
-#include "dynamodb/dynalite.hpp"
+#include "dynamodb/dynamodb_support.hpp"
 #include "fault/proxy.hpp"
 #include "workers.hpp"
 
-#include <asio/read.hpp>
-#include <asio/steady_timer.hpp>
-#include <asio/read_until.hpp>
-#include <asio/write.hpp>
-
 #include <array>
-#include <cctype>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,41 +14,10 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace dl = distlock;
-namespace ddb = distlock::dynamodb;
+using namespace test::dynamodb_tests;
 
-// Makes the table (once per server) through a store of its own.
-void create_table(const test::dynalite_server& server)
-{
-    asio::io_context io;
-    ddb::store s{io, server.config()};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::diagnostics diag;
-        auto made = co_await s.create_table(30s, &diag);
-        INFO(diag.to_string());
-        REQUIRE(made);
-        co_await s.close();
-    });
-}
-
-// One request on a connection of its own, for the fixture's look behind the clients.
-dl::result<nlohmann::json> direct(const test::dynalite_server& server, std::string_view operation, nlohmann::json body)
-{
-    asio::io_context io;
-    ddb::store s{io, server.config()};
-    dl::result<nlohmann::json> out{make_error_code(dl::errc::store_unavailable)};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        out = co_await s.execute(operation, std::move(body));
-        co_await s.close();
-    });
-    return out;
-}
-
-nlohmann::json key_of(std::string_view resource)
-{
-    return {{"resource", {{"B", ddb::detail::base64(resource)}}}};
-}
+// The item the counting processes count in, in the lock table.
+nlohmann::json counter_key() { return key_of("data:counter"); }
 
 // Three clients of one table in `Mode`, behind a fault proxy.
 template <ddb::lease_mode Mode>
@@ -116,6 +77,54 @@ struct dynamodb_clients {
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
+
+    // The fence lives in the resource's item: one more per grant, kept by a release.
+    static constexpr bool counts_fences = true;
+    static constexpr bool keeps_fence = true;
+
+    // A killed holder's lock outlives it: in record_version mode a waiter takes it over
+    // only after watching one version for a whole lease (800 ms); in expiry_time mode
+    // once its expiry (1.5 s, renewed every 500 ms) has passed.
+    static constexpr bool by_version = Mode == ddb::lease_mode::record_version;
+    static constexpr test::conformance::after_kill killed_holder_lock{.held_for = 400ms};
+    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    {
+        return std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", "ddb-hold", std::to_string(server.port()), by_version ? "version" : "expiry",
+            resource, by_version ? "800" : "1500"});
+    }
+
+    static constexpr int counter_processes = 6;
+    static constexpr int counter_rounds = 5;
+    std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
+    {
+        std::vector<std::string> argv{test::self_path(), "--worker", "ddb-count", std::to_string(server.port()),
+                                      by_version ? "version" : "expiry"};
+        const auto more = test::conformance::counting{dir, rounds, processes}.args();
+        argv.insert(argv.end(), more.begin(), more.end());
+        return std::make_unique<test::child>(std::move(argv));
+    }
+    long counter_value(const std::filesystem::path&) const
+    {
+        auto item = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", counter_key()}, {"ConsistentRead", true}});
+        REQUIRE(item);
+        return std::stol(item.value()["Item"]["n"]["N"].get<std::string>());
+    }
+
+    using settings = ddb::config;
+    static settings settings_at(std::uint16_t port)
+    {
+        settings c;
+        c.port = port;
+        c.credentials = {"AKIDEXAMPLE", "secret", ""};
+        return c;
+    }
+    static std::vector<test::conformance::bad_setting<settings>> bad_settings()
+    {
+        return {{"request_timeout 0", [](settings& c) { c.request_timeout = dl::duration::zero(); }},
+                {"clock_skew_margin < 0", [](settings& c) { c.clock_skew_margin = -1s; }}};
+    }
+    static constexpr bool settings_refused_at_construction = false; // its requests are
 };
 
 struct dynamodb_version : dynamodb_clients<ddb::lease_mode::record_version> {
@@ -125,671 +134,67 @@ struct dynamodb_expiry : dynamodb_clients<ddb::lease_mode::expiry_time> {
     static constexpr const char* name = "dynamodb_expiry";
 };
 
-} // namespace
-
-DISTLOCK_CONFORMANCE("[dynamodb]", dynamodb_version, dynamodb_expiry)
-
-TEST_CASE("dynamodb: the fence lives in the item and grows across releases; release never deletes it",
-          "[dynamodb]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    asio::io_context io;
-    ddb::store store{io, server.config()};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{store, "ddb:fence", {.ttl = 10s}};
-        dl::fence_token last = 0;
-        for (int i = 0; i < 3; ++i) {
-            auto l = co_await m.lock();
-            REQUIRE(l);
-            CHECK(l->fence() == last + 1);
-            last = l->fence();
-            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
-        }
-        auto info = co_await store.read("ddb:fence");
-        REQUIRE(info);
-        CHECK_FALSE(info->held);
-        CHECK(info->fence == 3);
-        co_await store.close();
-    });
-}
-
-TEST_CASE("dynamodb: a missing table and a bad request are clear errors with the server's words",
-          "[dynamodb][input]")
-{
-    test::dynalite_server server;
-    asio::io_context io;
-    ddb::store store{io, server.config("no_such_table")};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<ddb::store> m{store, "ddb:missing", {.ttl = 10s}};
-        dl::diagnostics diag;
-        auto l = co_await m.lock(diag);
-        REQUIRE_FALSE(l);
-        CHECK(l.error() == ddb::errc::missing_table);
-        CHECK(l.error() == dl::condition::invalid_argument); // not retried until the deadline
-        CHECK(diag.server_message().find("ResourceNotFoundException") != std::string_view::npos);
-
-        nlohmann::json no_key; // an UpdateItem without its Key
-        no_key["TableName"] = "no_such_table";
-        auto bad = co_await store.execute("UpdateItem", std::move(no_key));
-        REQUIRE_FALSE(bad);
-        CHECK(bad.error() == ddb::errc::validation);
-        co_await store.close();
-    });
-}
-
-TEST_CASE("dynamodb: URLs and settings are checked before any I/O", "[dynamodb][input]")
-{
-    auto c = ddb::config::from_url("dynamodb://127.0.0.1:8123?table=locks&region=eu-west-1");
-    REQUIRE(c);
-    CHECK(c->host == "127.0.0.1");
-    CHECK(c->port == 8123);
-    CHECK(c->table == "locks");
-    CHECK(c->region == "eu-west-1");
-    CHECK_FALSE(c->tls);
-    auto s = ddb::config::from_url("dynamodbs://dynamodb.eu-west-1.amazonaws.com?table=locks");
-    REQUIRE(s);
-    CHECK(s->tls);
-    CHECK(s->port == 443);
-    for (const auto* bad : {"redis://x", "dynamodb://", "dynamodb://h:0", "dynamodb://h:99999", "dynamodb://h?table=x",
-                            "dynamodb://h?tabel=locks", "dynamodb://h?table", "dynamodb://h?table=bad name"}) {
-        INFO(bad);
-        auto r = ddb::config::from_url(bad);
-        REQUIRE_FALSE(r);
-        CHECK(r.error() == dl::errc::invalid_argument);
-    }
-    ddb::config zero;
-    zero.request_timeout = dl::duration::zero();
-    CHECK(zero.validate() == dl::errc::invalid_argument);
-    ddb::config negative;
-    negative.clock_skew_margin = -1s;
-    CHECK(negative.validate() == dl::errc::invalid_argument);
-}
-
-TEST_CASE("dynamodb: a server answering garbage is a protocol error, not a hang", "[dynamodb][input]")
-{
-    asio::io_context io;
-    asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
-    // Answers every connection with bytes that are not HTTP, then closes it.
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-            for (;;) {
-                auto [ec, socket] = co_await acceptor.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
-                if (ec)
-                    co_return;
-                char buf[4096];
-                (void)co_await socket.async_read_some(asio::buffer(buf), asio::experimental::as_tuple(asio::use_awaitable));
-                const std::string garbage = "HTTP/1.1 200 OK\r\nContent-Length: nope\r\n\r\n{}";
-                (void)co_await asio::async_write(socket, asio::buffer(garbage),
-                                                 asio::experimental::as_tuple(asio::use_awaitable));
-            }
-        },
-        asio::detached);
-    ddb::config cfg;
-    cfg.port = acceptor.local_endpoint().port();
-    cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
-    ddb::store store{io, cfg};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::diagnostics diag;
-        auto r = co_await store.read("ddb:garbage", &diag);
-        REQUIRE_FALSE(r);
-        CHECK(r.error() == dl::errc::protocol_error);
-        CHECK(diag.client_message().find("unparseable") != std::string_view::npos);
-        co_await store.close();
-        acceptor.close();
-    });
-}
-
-TEST_CASE("dynamodb: the CRC-32 of x-amz-crc32 and the base64 of Binary keys", "[dynamodb]")
-{
-    CHECK(ddb::detail::crc32("123456789") == 0xCBF43926u); // the standard check value
-    CHECK(ddb::detail::crc32("") == 0u);
-    CHECK(ddb::detail::base64("") == "");
-    CHECK(ddb::detail::base64("a") == "YQ==");
-    CHECK(ddb::detail::base64("ab") == "YWI=");
-    CHECK(ddb::detail::base64("abc") == "YWJj");
-    CHECK(ddb::detail::base64(std::string{"\0\xff\x10", 3}) == "AP8Q");
-}
-
-namespace {
-
-// A holder whose process dies while it holds `resource`: its store goes away without
-// releasing (the lease outlives the store, so its release finds the store closed and
-// sends nothing). Returns the dead holder's fence.
-dl::fence_token die_holding(const ddb::config& cfg, std::string_view resource, dl::duration ttl)
-{
-    asio::io_context io;
-    std::optional<dl::lease> kept;
-    {
-        ddb::store dying{io, cfg};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{dying, std::string{resource}, {.ttl = ttl}};
-            auto l = co_await m.lock();
-            REQUIRE(l);
-            kept.emplace(std::move(*l));
-        });
-    }
-    const auto fence = kept->fence();
-    kept.reset();
-    io.run();
-    return fence;
-}
-
-} // namespace
-
-TEST_CASE("dynamodb: record versions: a dead holder's lock is taken over only after a whole lease of watching",
-          "[dynamodb]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    const auto cfg = server.config();
-    REQUIRE(cfg.mode == ddb::lease_mode::record_version); // the default
-    const auto dead = die_holding(cfg, "ddb:dead", 800ms);
-
-    asio::io_context io;
-    ddb::store waiter{io, cfg};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        auto info = co_await waiter.read("ddb:dead");
-        REQUIRE(info);
-        CHECK(info->held); // nobody released it
-        CHECK(info->version.has_value());
-        CHECK_FALSE(info->remaining.has_value()); // no clock of day is trusted to say
-
-        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> m{
-            waiter, "ddb:dead", {.ttl = 800ms}, dl::retry::fixed{.delay = 20ms}};
-        // Watching starts at the first refused attempt, after lock_until() began: a
-        // deadline shorter than the dead holder's lease can never be met.
-        auto early = co_await m.lock_until(dl::clock::now() + 400ms);
-        REQUIRE_FALSE(early);
-        CHECK(early.error() == dl::errc::timeout);
-        auto later = co_await m.lock();
-        REQUIRE(later);
-        CHECK(later->fence() > dead);
-        { const auto ok_ = co_await later->unlock(); REQUIRE(ok_); }
-        co_await waiter.close();
-    });
-}
-
-TEST_CASE("dynamodb: a live holder's heartbeats keep a watcher out: each writes a new version", "[dynamodb]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    asio::io_context io;
-    ddb::store holder{io, server.config()}, watcher{io, server.config()};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        // Heartbeats every 100 ms (a third of the TTL); the watcher tries for over three
-        // lease durations and must never see one version for a whole lease.
-        dl::basic_distributed_mutex<ddb::store, dl::retry::none, dl::renew::watchdog> a{holder, "ddb:alive",
-                                                                                       {.ttl = 300ms}};
-        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> b{
-            watcher, "ddb:alive", {.ttl = 300ms}, dl::retry::fixed{.delay = 20ms}};
-        auto first = co_await a.lock();
-        REQUIRE(first);
-        const auto v1 = (co_await watcher.read("ddb:alive"))->version;
-        auto second = co_await b.lock_until(dl::clock::now() + 1s);
-        const auto v2 = (co_await watcher.read("ddb:alive"))->version;
-        if (first->valid()) { // the holder kept up with its heartbeats (a stalled machine may not)
-            CHECK_FALSE(second);
-            CHECK(v1 != v2);
-        }
-        if (second)
-            (void)co_await second->unlock();
-        (void)co_await first->unlock();
-        co_await holder.close();
-        co_await watcher.close();
-    });
-}
-
-TEST_CASE("dynamodb: clocks of day ten minutes apart: record versions keep exclusion, expiry times do not",
-          "[dynamodb][skew]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    for (const auto mode : {ddb::lease_mode::record_version, ddb::lease_mode::expiry_time}) {
-        const bool by_version = mode == ddb::lease_mode::record_version;
-        INFO((by_version ? "record_version" : "expiry_time"));
-        const std::string resource = by_version ? "ddb:skew-version" : "ddb:skew-expiry";
-        auto cfg = server.config();
-        cfg.mode = mode;
-        auto ahead = cfg;
-        ahead.wall_clock = [] { return std::chrono::system_clock::now() + 10min; };
-        asio::io_context io;
-        ddb::store honest{io, cfg}, fast{io, ahead};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            dl::basic_distributed_mutex<ddb::store, dl::retry::none> a{honest, resource, {.ttl = 30s}};
-            dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> b{fast, resource, {.ttl = 30s},
-                                                                        dl::retry::fixed{.delay = 20ms}};
-            auto first = co_await a.lock();
-            REQUIRE(first);
-            auto second = co_await b.lock_until(dl::clock::now() + 500ms);
-            if (by_version) {
-                REQUIRE_FALSE(second);
-                CHECK(second.error() == dl::errc::timeout);
-                CHECK(first->valid());
-                { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
-            } else {
-                // The documented limit of expiry_time: the fast clock reads the honest
-                // holder's expiry as long past, and takes the lock while it is held.
-                REQUIRE(second);
-                CHECK(first->valid());
-                CHECK(second->valid());
-                CHECK(second->fence() > first->fence());
-                auto stale = co_await first->unlock();
-                CHECK_FALSE(stale); // not the owner any more
-                { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
-            }
-            co_await honest.close();
-            co_await fast.close();
-        });
-    }
-}
-
-TEST_CASE("dynamodb: fenced_update lets the newest holder write and shuts out an older one", "[dynamodb][fence]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    {
-        asio::io_context io;
-        ddb::store data{io, server.config("wallets")};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            REQUIRE(co_await data.create_table());
-            co_await data.close();
-        });
-    }
-    asio::io_context io;
-    ddb::store a_store{io, server.config()}, b_store{io, server.config()};
-    const nlohmann::json wallet = {{"resource", {{"B", ddb::detail::base64("wallet-1")}}}};
-    const auto debit = [&](ddb::store& s, dl::fence_token token, int balance) {
-        nlohmann::json values = {{":b", {{"N", std::to_string(balance)}}}};
-        return s.fenced_update("wallets", wallet, token, "balance = :b", nlohmann::json::object(), std::move(values));
-    };
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<ddb::store, dl::retry::none> a{a_store, "ddb:wallet-1", {.ttl = 10s}};
-        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> b{b_store, "ddb:wallet-1", {.ttl = 10s},
-                                                                    dl::retry::fixed{.delay = 20ms}};
-        auto first = co_await a.lock();
-        REQUIRE(first);
-        REQUIRE(co_await debit(a_store, first->fence(), 90));
-        // The first holder stalls; its lease runs out (as if it had stopped
-        // heartbeating for a lease duration) and the second takes the lock.
-        auto r = direct(server, "UpdateItem",
-                        {{"TableName", "distlock_test"},
-                         {"Key", key_of("ddb:wallet-1")},
-                         {"UpdateExpression", "SET leaseDuration = :zero"},
-                         {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}});
-        REQUIRE(r);
-        auto second = co_await b.lock();
-        REQUIRE(second);
-        REQUIRE(second->fence() > first->fence());
-        REQUIRE(co_await debit(b_store, second->fence(), 80));
-        REQUIRE(co_await debit(b_store, second->fence(), 70)); // the same token again: allowed
-        // The stalled holder wakes up and writes with its old token: refused by the data.
-        auto stale = co_await debit(a_store, first->fence(), 0);
-        REQUIRE_FALSE(stale);
-        CHECK(stale.error() == dl::errc::stale_fence);
-        // Built outside the co_await: g++ 12 cannot compile a braced list inside one.
-        nlohmann::json get = {{"TableName", "wallets"}, {"Key", wallet}, {"ConsistentRead", true}};
-        auto item = co_await a_store.execute("GetItem", std::move(get));
-        REQUIRE(item);
-        CHECK(item.value()["Item"]["balance"]["N"] == "70");
-        CHECK(item.value()["Item"]["fence"]["N"] == std::to_string(second->fence()));
-
-        // Bad input, before any I/O.
-        std::vector<dl::result<void>> bad;
-        bad.push_back(co_await debit(a_store, 0, 1));
-        bad.push_back(co_await a_store.fenced_update("wallets", wallet, 5, std::string{}));
-        bad.push_back(co_await a_store.fenced_update("wallets", nlohmann::json::object(), 5, std::string{"x = :x"}));
-        nlohmann::json taken_name = {{"#distlock_f", "y"}};
-        bad.push_back(co_await a_store.fenced_update("wallets", wallet, 5, std::string{"x = :x"}, taken_name));
-        for (const auto& r : bad) {
-            REQUIRE_FALSE(r);
-            CHECK(r.error() == dl::errc::invalid_argument);
-        }
-        (void)co_await first->unlock();
-        (void)co_await second->unlock();
-        co_await a_store.close();
-        co_await b_store.close();
-    });
-}
-
-namespace {
-
-// A DynamoDB endpoint on loopback that answers every request with one HTTP status and
-// JSON body, and keeps each request's body, for the tests of error answers that
-// dynalite cannot produce.
-class scripted_endpoint {
-public:
-    scripted_endpoint(asio::io_context& io, int status, std::string body)
-        : acceptor_{io, {asio::ip::make_address("127.0.0.1"), 0}}, status_{status}, body_{std::move(body)}
-    {
-        asio::co_spawn(io, accept(), asio::detached);
-    }
-    std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
-    const std::vector<std::string>& requests() const { return requests_; }
-    void stop() { acceptor_.close(); }
-
-private:
-    asio::awaitable<void> accept()
-    {
-        for (;;) {
-            auto [ec, socket] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
-            if (ec)
-                co_return;
-            asio::co_spawn(acceptor_.get_executor(), serve(std::move(socket)), asio::detached);
-        }
-    }
-    asio::awaitable<void> serve(asio::ip::tcp::socket socket)
-    {
-        std::string in;
-        for (;;) {
-            auto [ec, n] = co_await asio::async_read_until(socket, asio::dynamic_buffer(in), "\r\n\r\n",
-                                                           asio::experimental::as_tuple(asio::use_awaitable));
-            if (ec)
-                co_return;
-            std::string head = in.substr(0, n);
-            in.erase(0, n);
-            std::size_t length = 0;
-            for (auto& c : head)
-                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            if (const auto at = head.find("content-length:"); at != std::string::npos)
-                length = std::stoul(head.substr(at + 15));
-            if (in.size() < length) {
-                auto [rec, got] = co_await asio::async_read(socket, asio::dynamic_buffer(in),
-                                                            asio::transfer_exactly(length - in.size()),
-                                                            asio::experimental::as_tuple(asio::use_awaitable));
-                if (rec)
-                    co_return;
-            }
-            requests_.push_back(in.substr(0, length));
-            in.erase(0, length);
-            const std::string reply = "HTTP/1.1 " + std::to_string(status_) + " Scripted\r\nContent-Type: "
-                                      "application/x-amz-json-1.0\r\nContent-Length: " +
-                                      std::to_string(body_.size()) + "\r\n\r\n" + body_;
-            auto [wec, w] = co_await asio::async_write(socket, asio::buffer(reply),
-                                                       asio::experimental::as_tuple(asio::use_awaitable));
-            if (wec)
-                co_return;
-        }
-    }
-
-    asio::ip::tcp::acceptor acceptor_;
-    int status_;
-    std::string body_;
-    std::vector<std::string> requests_;
-};
-
-} // namespace
-
-TEST_CASE("dynamodb: throttling and server errors may have been applied: the grant is given back by owner",
-          "[dynamodb][fault]")
-{
-    struct error_answer {
-        int status;
-        std::string body;
-        std::string words;
-        ddb::errc code;
-    };
-    const std::vector<error_answer> answers{
-        {400,
-         R"({"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."})",
-         "ThrottlingException", ddb::errc::throttled},
-        {400, R"({"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"over"})",
-         "ProvisionedThroughputExceededException", ddb::errc::throttled},
-        {500, R"({"__type":"com.amazon.coral.availability#ServiceUnavailableException","message":"down"})",
-         "ServiceUnavailableException", ddb::errc::server_error}};
-    for (const auto& a : answers) {
-        INFO(a.words);
-        asio::io_context io;
-        scripted_endpoint endpoint{io, a.status, a.body};
-        ddb::config cfg;
-        cfg.port = endpoint.port();
-        cfg.table = "distlock_test";
-        cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
-        ddb::store store{io, cfg};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            dl::basic_distributed_mutex<ddb::store> m{store, "ddb:throttled", {.ttl = 10s}};
-            dl::diagnostics diag;
-            auto l = co_await m.try_lock(diag);
-            REQUIRE_FALSE(l);
-            CHECK(l.error() == a.code);
-            CHECK(l.error() == dl::condition::maybe_applied);
-            CHECK(diag.server_message().find(a.words) != std::string_view::npos);
-            co_await store.close(); // waits for the clean-up still pending
-            endpoint.stop();
-        });
-        // The acquisition, then releases by the same owner (retried, as each answer
-        // leaves it unknown whether it arrived).
-        const auto& sent = endpoint.requests();
-        REQUIRE(sent.size() >= 2);
-        const auto acquire = nlohmann::json::parse(sent.front());
-        const auto owner = acquire["ExpressionAttributeValues"][":o"]["S"];
-        CHECK(acquire["UpdateExpression"].get<std::string>().find("ADD fence") != std::string::npos);
-        for (std::size_t i = 1; i < sent.size(); ++i) {
-            const auto release = nlohmann::json::parse(sent[i]);
-            CHECK(release["UpdateExpression"].get<std::string>().starts_with("REMOVE #o"));
-            CHECK(release["ExpressionAttributeValues"][":o"]["S"] == owner);
-        }
-    }
-}
-
-// -- Separate processes: a killed holder, and many clients of one fenced counter ----
-
-namespace {
-
-ddb::config worker_config(const std::string& port)
+// The workers' settings: dynalite at PORT, the lock table, MODE "version" or "expiry".
+ddb::config worker_config(const std::string& port, const std::string& mode)
 {
     ddb::config c;
     c.port = static_cast<std::uint16_t>(std::stoi(port));
     c.table = "distlock_test";
     c.region = "us-east-1";
     c.credentials = {"AKIDEXAMPLE", "secret", ""};
+    c.mode = mode == "expiry" ? ddb::lease_mode::expiry_time : ddb::lease_mode::record_version;
     return c;
 }
 
-const nlohmann::json counter_key = {{"resource", {{"B", ddb::detail::base64("data:counter")}}}};
-
-// ddb-hold PORT RESOURCE TTL_MS: takes the lock (record versions, heartbeats at a
-// third of the TTL), prints "locked FENCE", then holds it until killed.
+// ddb-hold PORT MODE RESOURCE TTL_MS: the suite's holder process (heartbeats at a
+// third of the TTL).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 3)
+    if (args.size() != 4)
         return 2;
     asio::io_context io;
-    ddb::store store{io, worker_config(args[0])};
-    dl::basic_distributed_mutex<ddb::store, dl::renew::watchdog> m{
-        store, args[1], {.ttl = std::chrono::milliseconds{std::stoi(args[2])}}};
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        auto got = co_await m.lock();
-        if (!got)
-            co_return;
-        std::printf("locked %llu\n", static_cast<unsigned long long>(got->fence()));
-        std::fflush(stdout);
-        asio::steady_timer forever{io, std::chrono::hours{1}};
-        (void)co_await forever.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    }, asio::detached);
-    io.run();
-    return 1;
+    ddb::store store{io, worker_config(args[0], args[1])};
+    return test::conformance::hold_until_lost(io, store, args[2], std::chrono::milliseconds{std::stoi(args[3])});
 }
 
-// ddb-increment PORT ROUNDS: ROUNDS critical sections, each reading the counter item
-// and writing it plus one with the lease's fence (fenced_update).
-int increment_worker(const std::vector<std::string>& args)
+// The counter of the suite's counting processes: an item of the lock table, written
+// with fenced_update.
+struct counter_item {
+    ddb::store& store;
+
+    asio::awaitable<dl::result<long>> read()
+    {
+        nlohmann::json get = {{"TableName", "distlock_test"}, {"Key", counter_key()}, {"ConsistentRead", true}};
+        auto item = co_await store.execute("GetItem", std::move(get));
+        if (!item)
+            co_return item.error();
+        co_return static_cast<long>(
+            ddb::detail::number(item.value().value("Item", nlohmann::json::object()), "n").value_or(0));
+    }
+    asio::awaitable<dl::result<void>> write(const dl::lease& l, long n)
+    {
+        nlohmann::json values = {{":n", {{"N", std::to_string(n)}}}};
+        return store.fenced_update("distlock_test", counter_key(), l.fence(), std::string{"n = :n"},
+                                   nlohmann::json::object(), std::move(values));
+    }
+};
+
+// ddb-count PORT MODE DIR ROUNDS PROCESSES: the suite's counting process.
+int count_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 2)
+    const auto how = test::conformance::counting::from(args, 2);
+    if (!how)
         return 2;
     asio::io_context io;
-    ddb::store store{io, worker_config(args[0])};
-    const int rounds = std::stoi(args[1]);
-    int status = 1;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<ddb::store, dl::retry::exponential_backoff> m{
-            store, "ddb:counter", {.ttl = 5s}, dl::retry::exponential_backoff{.initial = 2ms, .max = 50ms, .deadline = 60s}};
-        for (int i = 0; i < rounds; ++i) {
-            auto lease = co_await m.lock();
-            if (!lease)
-                co_return;
-            nlohmann::json get = {{"TableName", "distlock_test"}, {"Key", counter_key}, {"ConsistentRead", true}};
-            auto item = co_await store.execute("GetItem", std::move(get));
-            if (!item)
-                co_return;
-            const auto n = ddb::detail::number(item.value().value("Item", nlohmann::json::object()), "n");
-            nlohmann::json values = {{":n", {{"N", std::to_string(n.value_or(0) + 1)}}}};
-            auto wrote = co_await store.fenced_update("distlock_test", counter_key, lease->fence(), std::string{"n = :n"},
-                                                      nlohmann::json::object(), std::move(values));
-            if (!wrote)
-                co_return;
-            if (!co_await lease->unlock())
-                co_return;
-        }
-        status = 0;
-        co_await store.close();
-    }, asio::detached);
-    io.run();
-    return status;
+    ddb::store store{io, worker_config(args[0], args[1])};
+    counter_item counter{store};
+    return test::conformance::count_under_lock(io, store, counter, *how);
 }
 
-const bool workers_registered =
-    test::register_worker("ddb-hold", hold_worker) && test::register_worker("ddb-increment", increment_worker);
+[[maybe_unused]] const bool workers_registered =
+    test::register_worker("ddb-hold", hold_worker) && test::register_worker("ddb-count", count_worker);
+
+[[maybe_unused]] const bool registered =
+    test::conformance::register_suite<dynamodb_version, dynamodb_expiry>("[dynamodb]");
 
 } // namespace
-
-TEST_CASE("dynamodb: a SIGKILLed holder's lock is taken over after one lease of watching", "[dynamodb][process]")
-{
-    REQUIRE(workers_registered);
-    test::dynalite_server server;
-    create_table(server);
-    test::child holder{{test::self_path(), "--worker", "ddb-hold", std::to_string(server.port()), "ddb:killed", "800"}};
-    const auto line = holder.read_line(std::chrono::seconds{20});
-    REQUIRE(line);
-    REQUIRE(line->starts_with("locked "));
-    const dl::fence_token dead = std::stoull(line->substr(7));
-    holder.kill(SIGKILL);
-    REQUIRE(holder.wait());
-
-    asio::io_context io;
-    ddb::store waiter{io, server.config()};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<ddb::store, dl::retry::fixed> m{
-            waiter, "ddb:killed", {.ttl = 800ms}, dl::retry::fixed{.delay = 20ms}};
-        auto early = co_await m.lock_until(dl::clock::now() + 400ms); // shorter than a lease of watching
-        REQUIRE_FALSE(early);
-        CHECK(early.error() == dl::errc::timeout);
-        auto taken = co_await m.lock();
-        REQUIRE(taken);
-        CHECK(taken->fence() > dead);
-        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
-        co_await waiter.close();
-    });
-}
-
-TEST_CASE("dynamodb: processes incrementing one fenced counter item lose nothing", "[dynamodb][process]")
-{
-    REQUIRE(workers_registered);
-    test::dynalite_server server;
-    create_table(server);
-    constexpr int processes = 6, rounds = 5;
-    std::vector<std::unique_ptr<test::child>> workers;
-    for (int i = 0; i < processes; ++i)
-        workers.push_back(std::make_unique<test::child>(std::vector<std::string>{
-            test::self_path(), "--worker", "ddb-increment", std::to_string(server.port()), std::to_string(rounds)}));
-    for (auto& w : workers)
-        CHECK(w->wait(std::chrono::seconds{120}) == std::optional<int>{0});
-    auto item = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", counter_key}, {"ConsistentRead", true}});
-    REQUIRE(item);
-    CHECK(item.value()["Item"]["n"]["N"] == std::to_string(processes * rounds));
-}
-
-TEST_CASE("dynamodb: credentials of the wrong shape are refused before any request", "[dynamodb][input]")
-{
-    // Port 1 is closed: a request that went out would fail as store_unavailable.
-    const std::vector<ddb::credentials> bad{{"", "secret", ""},
-                                            {"AKIDEXAMPLE", "", ""},
-                                            {"AKID EXAMPLE", "secret", ""},
-                                            {"AKIDEXAMPLE\r\nX-Injected: 1", "secret", ""},
-                                            {"AKIDEXAMPLE", "sec ret", ""},
-                                            {"AKIDEXAMPLE", "secret", "token\nX-Injected: 1"},
-                                            {std::string(129, 'A'), "secret", ""}};
-    for (const auto& creds : bad) {
-        INFO(creds.access_key_id << " / " << creds.secret_access_key << " / " << creds.session_token);
-        CHECK_FALSE(creds.well_formed());
-        asio::io_context io;
-        ddb::config cfg;
-        cfg.port = 1;
-        cfg.credentials = creds;
-        if (cfg.credentials.empty()) // the environment would fill empty credentials in
-            continue;
-        ddb::store store{io, cfg};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            auto r = co_await store.read("ddb:creds");
-            REQUIRE_FALSE(r);
-            CHECK(r.error() == dl::errc::invalid_argument);
-            dl::basic_distributed_mutex<ddb::store> m{store, "ddb:creds", {.ttl = 1s}};
-            auto l = co_await m.lock();
-            REQUIRE_FALSE(l);
-            CHECK(l.error() == dl::errc::invalid_argument);
-            co_await store.close();
-        });
-    }
-    CHECK(ddb::credentials{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "IQoJb3JpZ2luX2VjE="}.well_formed());
-}
-
-TEST_CASE("dynamodb: multi-locks are sorted and all or nothing", "[dynamodb]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    asio::io_context io;
-    ddb::store a{io, server.config()}, b{io, server.config()};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        const dl::lock_options opts{.ttl = 10s};
-        const dl::retry::none once;
-        auto first = co_await dl::lock_all(a, dl::resources("ddb:m2", "ddb:m1"), opts, once);
-        REQUIRE(first);
-        CHECK(first->resources() == std::vector<std::string>{"ddb:m1", "ddb:m2"});
-        // m3 is free but m2 is held: nothing is taken.
-        const dl::retry::fixed briefly{.delay = 20ms, .max_attempts = 0, .deadline = 300ms};
-        auto second = co_await dl::lock_all(b, dl::resources("ddb:m3", "ddb:m2"), opts, briefly);
-        REQUIRE_FALSE(second);
-        auto m3 = co_await b.read("ddb:m3");
-        REQUIRE(m3);
-        CHECK_FALSE(m3->held);
-        const auto m2_before = first->fence("ddb:m2");
-        REQUIRE(m2_before);
-        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
-        auto third = co_await dl::lock_all(b, dl::resources("ddb:m3", "ddb:m2"), opts, once);
-        REQUIRE(third);
-        const auto m2_after = third->fence("ddb:m2");
-        REQUIRE(m2_after);
-        CHECK(*m2_after > *m2_before);
-        { const auto ok_ = co_await third->unlock(); REQUIRE(ok_); }
-        co_await a.close();
-        co_await b.close();
-    });
-}
-
-TEST_CASE("dynamodb: a grant answered after the validity ran out is not a lease, and is given back",
-          "[dynamodb][fault]")
-{
-    test::dynalite_server server;
-    create_table(server);
-    fault::proxy net{server.port()};
-    auto cfg = server.config();
-    cfg.port = net.port();
-    asio::io_context io;
-    ddb::store store{io, cfg};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        REQUIRE(co_await store.read("ddb:slow")); // connected before the link slows down
-        net.set(fault::direction::to_client, {.latency = 500ms});
-        dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{store, "ddb:slow", {.ttl = 300ms}};
-        auto l = co_await m.lock();
-        REQUIRE_FALSE(l);
-        CHECK(l.error() == dl::errc::validity_exhausted);
-        net.set(fault::direction::to_client, {});
-        co_await store.close(); // nothing left pending
-    });
-    auto item = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", key_of("ddb:slow")}, {"ConsistentRead", true}});
-    REQUIRE(item);
-    REQUIRE(item.value().contains("Item"));
-    CHECK_FALSE(item.value()["Item"].contains("owner")); // granted, then released
-    CHECK(item.value()["Item"]["fence"]["N"] == "1");
-}

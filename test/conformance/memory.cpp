@@ -54,8 +54,15 @@ struct memory_sessions {
     void refuse_next(std::size_t i) { clients[i].fail_next(dl::memory::fault::unavailable); }
     asio::awaitable<void> close(std::size_t i) { return clients[i].close(); }
     static dl::duration longest_validity(const dl::lock_options&) { return session_ttl; }
+    // The server ends a client's session at once.
+    static constexpr dl::duration session_end_within = 0s;
+    asio::awaitable<void> end_session(std::size_t i)
+    {
+        server.expire(clients[i].session_id());
+        co_return;
+    }
 };
 
-} // namespace
+[[maybe_unused]] const bool registered = test::conformance::register_suite<memory_ttl, memory_sessions>("[memory]");
 
-DISTLOCK_CONFORMANCE("[memory]", memory_ttl, memory_sessions)
+} // namespace

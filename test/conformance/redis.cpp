@@ -1,14 +1,18 @@
-// The store conformance suite on Redis: one server with three clients, a Redlock
-// quorum of three servers with three clients each made of one store per server, and
-// a Redis Cluster of three primaries (one per test run). The clients reach each
-// server through a fault proxy, which loses replies on demand.
-#include "cluster.hpp"
+// The store conformance suite on Redis: one server with three clients (plain, with a
+// pool of connections per client, and fair), a Redlock quorum of three servers with
+// three clients each made of one store per server, and a Redis Cluster of three
+// primaries (one per test run). The clients reach each server through a fault proxy,
+// which loses replies on demand. The holder and counting processes of the suite run
+// against the plain one-server fixture.
 #include "conformance/suite.hpp"
 #include "fault/proxy.hpp"
-#include "redis_support.hpp"
+#include "redis/redis_support.hpp"
+#include "redis_cluster.hpp"
+#include "workers.hpp"
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,14 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace dl = distlock;
-
-// Whether `server` holds the lock key of `resource`, asked on a connection of its own.
-bool holds(const test::redis_server& server, std::string_view resource)
-{
-    asio::io_context io;
-    dl::redis::store probe{io, server.config()};
-    return test::peek(io, server.config(), probe.lock_key(resource)).has_value();
-}
 
 // Whether `server` keeps a key of `resource` alone: its lock or a fair queue's keys
 // (its fence key is its hash slot's, shared by every resource of the slot).
@@ -83,8 +79,8 @@ void lose_next_reply(fault::proxy& net)
     net.set(fault::direction::to_client, {.close_after = 0});
 }
 
-struct redis_single {
-    static constexpr const char* name = "redis_single";
+// One server and three clients: what the one-server fixtures share.
+struct redis_one_server {
     using backend = dl::redis::store;
     static constexpr bool notifies = true;
     static constexpr bool quorum = false;
@@ -97,22 +93,72 @@ struct redis_single {
 
     // Connects each store and loads its scripts: the next request of a test is its lock
     // script itself.
-    redis_single() { test::conformance::warm_up(io, clients); }
+    redis_one_server() { test::conformance::warm_up(io, clients); }
 
     backend& client(std::size_t i) { return *clients[i]; }
-    bool held(std::string_view resource) const { return holds(server, resource); }
+    bool held(std::string_view resource) const { return test::holds(server, resource); }
     bool remembers(std::string_view resource) const { return ::remembers(server, resource); }
     void end_lock(const dl::lease& l) { drop(server, l.resource()); }
     // Only the client asking is doing I/O when a test loses a reply.
     void lose_next_reply(std::size_t) { ::lose_next_reply(net); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
+    // A free resource's read() says its slot's last token: the last grant's.
+    static constexpr bool keeps_fence = true;
+    // Down and back empty (no persistence): the next token comes from the server's clock.
+    void stop_server() { server.stop(); }
+    void start_server() { server.start(); }
+};
+
+// The plain one-server fixture, with the suite's hooks that start processes or
+// check settings.
+struct redis_single : redis_one_server {
+    static constexpr const char* name = "redis_single";
+
+    // A holder process's lease (renewed) outlives it by its TTL.
+    static constexpr test::conformance::after_kill killed_holder_lock{.held_for = 300ms};
+    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    {
+        return std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", "redis-hold", std::to_string(server.port()), resource, "1500"});
+    }
+
+    static constexpr int counter_rounds = 40;
+    std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
+    {
+        std::vector<std::string> argv{test::self_path(), "--worker", "redis-count", std::to_string(server.port())};
+        const auto more = test::conformance::counting{dir, rounds, processes}.args();
+        argv.insert(argv.end(), more.begin(), more.end());
+        return std::make_unique<test::child>(std::move(argv));
+    }
+    long counter_value(const std::filesystem::path&) const
+    {
+        asio::io_context probe_io;
+        dl::redis::store probe{probe_io, server.config()};
+        long n = -1;
+        test::run(probe_io, [&]() -> asio::awaitable<void> {
+            auto value = co_await probe.fenced_read("conf:counter-value");
+            REQUIRE(value);
+            n = value.value() ? std::stol(*value.value()) : 0;
+        });
+        return n;
+    }
+
+    using settings = dl::redis::config;
+    static settings settings_at(std::uint16_t port)
+    {
+        settings c;
+        c.port = port;
+        return c;
+    }
+    static std::vector<test::conformance::bad_setting<settings>> bad_settings();
+    static constexpr bool settings_refused_at_construction = false; // its lock() is
 };
 
 // One server, each client with three command connections (config::connections):
 // requests of one client take them in turn, so consecutive requests of one lock()
 // or one lease go out on different connections.
-struct redis_pooled : redis_single {
+struct redis_pooled : redis_one_server {
     static constexpr const char* name = "redis_pooled";
     static dl::redis::config pooled(const test::redis_server& server, const fault::proxy& net)
     {
@@ -141,7 +187,7 @@ struct redis_pooled : redis_single {
 
 // One server, every mutex through acquire::fair: the store's scripts keep the queue.
 // A short queue TTL, so that a waiter that vanished holds up the line briefly.
-struct redis_fair : redis_single {
+struct redis_fair : redis_one_server {
     static constexpr const char* name = "redis_fair";
     using acquisition = dl::acquire::fair;
 
@@ -183,7 +229,7 @@ struct redis_quorum {
     bool held(std::string_view resource) const
     {
         for (const auto& s : servers)
-            if (holds(s, resource))
+            if (test::holds(s, resource))
                 return true;
         return false;
     }
@@ -336,156 +382,87 @@ struct redis_cluster_fair : redis_cluster {
     }
 };
 
+// Timeouts out of range, and pools of command connections where they cannot hold.
+std::vector<test::conformance::bad_setting<redis_single::settings>> redis_single::bad_settings()
+{
+    std::vector<test::conformance::bad_setting<settings>> bad;
+    for (const auto d : {dl::duration::min(), dl::duration{-1}, dl::duration::zero(), dl::max_wait + dl::duration{1},
+                         dl::duration::max(), -dl::max_wait}) {
+        bad.push_back({"request_timeout", [d](settings& c) { c.request_timeout = d; }});
+        bad.push_back({"connect_timeout", [d](settings& c) { c.connect_timeout = d; }});
+        bad.push_back({"queue_ttl", [d](settings& c) { c.queue_ttl = d; }});
+    }
+    // A fair channel's linger may be zero (unsubscribe at once), not negative.
+    for (const auto d : {dl::duration{-1}, dl::duration::min(), dl::max_wait + dl::duration{1}})
+        bad.push_back({"listen_linger", [d](settings& c) { c.listen_linger = d; }});
+    for (const std::size_t n : {std::size_t{0}, std::size_t{65}, std::numeric_limits<std::size_t>::max()})
+        bad.push_back({"connections", [n](settings& c) { c.connections = n; }});
+    // WAIT counts the writes of its own connection only.
+    bad.push_back({"connections with wait_replicas", [](settings& c) {
+        c.connections = 2;
+        c.wait_replicas = 1;
+    }});
+    bad.push_back({"connections in a cluster", [](settings& c) {
+        c.connections = 2;
+        c.cluster_nodes = {{"127.0.0.1", c.port}};
+    }});
+    bad.push_back({"connections through Sentinels", [](settings& c) {
+        c.connections = 2;
+        c.sentinels = {{"127.0.0.1", c.port}};
+        c.sentinel_master = "primary";
+    }});
+    return bad;
+}
+
+// redis-hold PORT RESOURCE TTL_MS: takes the lock (renewed), prints "locked FENCE",
+// holds it until killed (the suite's killed_holder).
+int hold_worker(const std::vector<std::string>& args)
+{
+    if (args.size() != 3)
+        return 2;
+    asio::io_context io;
+    dl::redis::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::stoi(args[0]));
+    dl::redis::store store{io, cfg};
+    return test::conformance::hold_until_lost(io, store, args[1], std::chrono::milliseconds{std::stoi(args[2])});
+}
+
+// The counter of the suite's counting processes: a fenced key.
+struct fenced_key {
+    dl::redis::store& store;
+    asio::awaitable<dl::result<long>> read()
+    {
+        auto value = co_await store.fenced_read("conf:counter-value");
+        if (!value)
+            co_return value.error();
+        co_return value.value() ? std::stol(*value.value()) : 0L;
+    }
+    asio::awaitable<dl::result<void>> write(const dl::lease& l, long n)
+    {
+        return store.fenced_write("conf:counter-value", l.fence(), std::to_string(n));
+    }
+};
+
+// redis-count PORT DIR ROUNDS PROCESSES: the suite's counting process.
+int count_worker(const std::vector<std::string>& args)
+{
+    const auto how = test::conformance::counting::from(args, 1);
+    if (!how)
+        return 2;
+    asio::io_context io;
+    dl::redis::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::stoi(args[0]));
+    dl::redis::store store{io, cfg};
+    fenced_key counter{store};
+    return test::conformance::count_under_lock(io, store, counter, *how);
+}
+
+[[maybe_unused]] const bool workers_registered =
+    test::register_worker("redis-hold", hold_worker) && test::register_worker("redis-count", count_worker);
+
+[[maybe_unused]] const bool registered =
+    test::conformance::register_suite<redis_single, redis_pooled, redis_fair, redis_quorum, redis_cluster,
+                                      redis_cluster_fair>("[redis]");
+
 } // namespace
 
-DISTLOCK_CONFORMANCE("[redis]", redis_single, redis_pooled, redis_fair, redis_quorum, redis_cluster, redis_cluster_fair)
-
-TEST_CASE("redis: a held lock is data: the answer says until when the holder's lock runs out", "[redis]")
-{
-    redis_single f;
-    test::run(f.io, [&]() -> asio::awaitable<void> {
-        auto& store = f.client(0);
-        const auto owner = dl::owner_token::generate();
-        auto first = co_await store.put_if_absent_answer("data:held", owner, 10s);
-        REQUIRE(first);
-        REQUIRE(first->is_granted());
-        const auto asked = dl::clock::now();
-        auto second = co_await store.put_if_absent_answer("data:held", dl::owner_token::generate(), 10s);
-        const auto answered = dl::clock::now();
-        REQUIRE(second);
-        REQUIRE_FALSE(second->is_granted());
-        REQUIRE(second->not_before());
-        // The holder's PTTL, measured from the request: within the TTL from now.
-        CHECK(*second->not_before() > asked + 9s);
-        CHECK(*second->not_before() <= answered + 10s);
-        auto released = co_await store.release("data:held", owner);
-        CHECK(released);
-    });
-}
-
-TEST_CASE("redis lifetimes: a store destroyed with a lease held and a lock() waiting", "[redis][lifetime]")
-{
-    test::redis_server server;
-    asio::io_context io;
-    auto holder_store = std::make_unique<dl::redis::store>(io, server.config());
-    auto waiter_store = std::make_unique<dl::redis::store>(io, server.config());
-    std::optional<dl::lease> held;
-    test::run(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{*holder_store, "life:job", {.ttl = 3s}};
-        auto l = co_await m.lock();
-        REQUIRE(l);
-        held.emplace(std::move(*l));
-    });
-    std::optional<dl::result<dl::lease>> waited;
-    asio::co_spawn(
-        io,
-        [](dl::redis::store& s, std::optional<dl::result<dl::lease>>& out) -> asio::awaitable<void> {
-            dl::basic_distributed_mutex<dl::redis::store> m{
-                s, "life:job", {.ttl = 3s}, dl::retry::exponential_backoff{.initial = 20s, .max = 20s, .deadline = 60s}};
-            out.emplace(co_await m.lock());
-        }(*waiter_store, waited),
-        asio::detached);
-    for (int i = 0; i < 200 && waiter_store->subscribed_channels() == 0; ++i)
-        io.run_for(5ms);
-    REQUIRE(waiter_store->subscribed_channels() == 1);
-    waiter_store.reset();
-    holder_store.reset();
-    for (int i = 0; i < 2000 && !waited; ++i)
-        io.run_for(5ms);
-    REQUIRE(waited);
-    REQUIRE_FALSE(*waited);
-    CHECK(waited->error() == dl::errc::store_unavailable);
-    test::run(io, [&]() -> asio::awaitable<void> {
-        const auto why = co_await held->lost();
-        CHECK(why == dl::errc::store_unavailable);
-    });
-    held.reset();
-    io.restart();
-    for (int i = 0; i < 400 && !io.stopped(); ++i)
-        io.run_for(10ms);
-    CHECK(io.stopped()); // nothing left running against the destroyed stores
-}
-
-TEST_CASE("redis: a quorum made of one server twice is refused, whatever the database or key prefix",
-          "[redis][quorum]")
-{
-    test::redis_server one, other;
-    asio::io_context io;
-    auto same_db1 = one.config();
-    same_db1.database = 1;
-    auto same_prefix = one.config();
-    same_prefix.key_prefix = "elsewhere";
-    for (const auto& twin : {same_db1, same_prefix}) {
-        dl::redis::store a{io, one.config()}, b{io, twin}, c{io, other.config()};
-        dl::quorum<dl::redis::store> nodes{a, b, c};
-        dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::retry::none> m{nodes, "twin:job", {.ttl = 10s}};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            // The first attempt connects every node; a twin that answers after a
-            // majority of distinct nodes decided is found from the next attempt on.
-            auto first = co_await m.lock();
-            if (first) {
-                auto u = co_await first->unlock();
-                CHECK(u);
-            } else {
-                CHECK(first.error() == dl::errc::invalid_argument);
-            }
-            auto r = co_await m.lock();
-            REQUIRE_FALSE(r);
-            CHECK(r.error() == dl::errc::invalid_argument);
-        });
-        // Nothing is left on the server reached twice, nor on the other.
-        CHECK_FALSE(holds(one, "twin:job"));
-        CHECK_FALSE(holds(other, "twin:job"));
-    }
-    // With the other server down, one server twice must not make a majority.
-    {
-        dl::redis::store a{io, one.config()}, b{io, same_prefix};
-        auto down = other.config();
-        down.port = test::free_port();
-        down.connect_timeout = 300ms;
-        dl::redis::store c{io, down};
-        dl::quorum<dl::redis::store> nodes{a, b, c};
-        dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::retry::none> m{nodes, "twin:job", {.ttl = 10s}};
-        test::run(io, [&]() -> asio::awaitable<void> {
-            // Both twins must grant for a majority here, so they are compared at once.
-            auto r = co_await m.lock();
-            REQUIRE_FALSE(r);
-            CHECK(r.error() == dl::errc::invalid_argument);
-        });
-        CHECK_FALSE(holds(one, "twin:job"));
-    }
-    // Three distinct servers still lock.
-    test::redis_server third;
-    dl::redis::store a{io, one.config()}, b{io, other.config()}, c{io, third.config()};
-    dl::quorum<dl::redis::store> nodes{a, b, c};
-    dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::retry::none> m{nodes, "twin:job", {.ttl = 10s}};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        auto r = co_await m.lock();
-        REQUIRE(r);
-        auto u = co_await r->unlock();
-        CHECK(u);
-    });
-}
-
-TEST_CASE("redis: a server reached through two nodes counts once when a lease is extended", "[redis][quorum]")
-{
-    test::redis_server one, other;
-    asio::io_context io;
-    // a and c are one server. The lock is taken by a distinct majority (one node of
-    // the twins grants, the other finds the key held), then the other server dies:
-    // the twins' two extensions must not make a majority on their own.
-    dl::redis::store a{io, one.config()}, b{io, other.config()}, c{io, one.config()};
-    dl::quorum<dl::redis::store> nodes{a, b, c};
-    dl::basic_distributed_mutex<dl::quorum<dl::redis::store>, dl::renew::watchdog, dl::retry::none> m{
-        nodes, "twin:extend", {.ttl = 1500ms}};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        auto l = co_await m.lock();
-        REQUIRE(l);
-        other.kill();
-        (void)co_await test::eventually("!l->valid()", [&] { return !l->valid(); }, test::conformance::long_enough());
-        (void)co_await l->unlock();
-        // Released, or gone with its TTL.
-        (void)co_await test::eventually("!holds(one)", [&] { return !holds(one, "twin:extend"); },
-                                        test::conformance::long_enough());
-    });
-}

@@ -1,8 +1,7 @@
 // etcd with its own members: auth (a role limited to the lock prefix, wrong
 // passwords, tokens that expire), and a three-member cluster that loses its leader
 // while a lock is held and waiters queue, and loses the member a store talks to.
-#include "conformance/suite.hpp"
-#include "etcd/cluster.hpp"
+#include "etcd/etcd_support.hpp"
 
 #include <atomic>
 #include <memory>
@@ -14,12 +13,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-namespace dl = distlock;
-namespace etcd = distlock::etcd;
-using json = nlohmann::json;
-using patient_mutex = dl::basic_distributed_mutex<etcd::store, dl::retry::exponential_backoff>;
-
-std::string b64(std::string_view s) { return dl::util::base64(s); }
+using namespace test::etcd_tests;
 
 bool answered(const json& j) { return j.is_object() && j.contains("header") && !j.contains("error"); }
 
@@ -133,10 +127,10 @@ TEST_CASE("etcd cluster: the leader killed while a lock is held and waiters queu
         auto lost = test::start(co_await asio::this_coro::executor, held->lost());
         auto w1 = test::start(co_await asio::this_coro::executor, m1.lock());
         (void)co_await test::eventually("first queued", [&] { return queued(cluster, prefix, "r") == 2; },
-                                        test::conformance::long_enough());
+                                        test::long_enough());
         auto w2 = test::start(co_await asio::this_coro::executor, m2.lock());
         (void)co_await test::eventually("second queued", [&] { return queued(cluster, prefix, "r") == 3; },
-                                        test::conformance::long_enough());
+                                        test::long_enough());
         killed = cluster.leader();
         REQUIRE(killed);
         cluster.kill(*killed);
@@ -224,14 +218,14 @@ TEST_CASE("etcd: TLS with the certificate verified, watches included; an untrust
     test::run(io, [&]() -> asio::awaitable<void> {
         dl::basic_distributed_mutex<etcd::store> ma{a, "r"};
         dl::basic_distributed_mutex<etcd::store, dl::observe::callback, dl::retry::fixed> mb{
-            b, "r", {}, rec.observer(), test::conformance::patient()};
+            b, "r", {}, rec.observer(), patient()};
         dl::diagnostics diag;
         auto first = co_await ma.lock(diag);
         INFO(diag.to_string());
         REQUIRE(first);
         auto waiting = test::start(co_await asio::this_coro::executor, mb.lock());
         (void)co_await test::eventually("waiting", [&] { return !rec.of<dl::wait_event>().empty(); },
-                                        test::conformance::long_enough());
+                                        test::long_enough());
         co_await test::settle(100ms);
         { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
         { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "history.hpp"
-#include "redis_support.hpp"
+#include "redis/redis_support.hpp"
 
 #include <distlock/redis.hpp>
 

@@ -95,7 +95,8 @@ TEST_CASE("faults: a server restarted with appendfsync always keeps its locks an
     const auto killed = now_ns();
     holder->kill(SIGKILL);
     h.push_back(op{.process = 1, .kind = kind::crash, .resource = "job", .invoke = killed, .complete = killed});
-    server.restart(); // SIGKILL, then the same directory: the AOF is replayed
+    server.kill(); // SIGKILL, then the same directory: the AOF is replayed
+    server.start();
 
     asio::io_context io;
     dl::redis::store store{io, server.config()};

@@ -1,7 +1,7 @@
 // Redis at scale: a Redis Cluster (slots, redirects, migration, failover, sharded
 // pub/sub) and a primary with a replica behind Sentinels, all on real servers. The
 // conformance suite runs on the cluster too (test/conformance/redis.cpp).
-#include "cluster.hpp"
+#include "redis_cluster.hpp"
 #include "eventually.hpp"
 #include "pending.hpp"
 #include "redis_support.hpp"

@@ -1,7 +1,7 @@
-// Shared by the Redis tests.
+// Shared by the Redis tests and fixtures: looks at a server's keys outside any lock.
 #pragma once
 
-#include "process.hpp"
+#include "redis_server.hpp"
 #include "support.hpp"
 
 #include <distlock/redis.hpp>
@@ -35,6 +35,14 @@ inline bool exists(asio::io_context& io, const dl::redis::config& cfg, std::stri
         out = r.value().integer == 1;
     });
     return out;
+}
+
+/// Whether `server` holds the lock key of `resource`, asked on a connection of its own.
+inline bool holds(const redis_server& server, std::string_view resource)
+{
+    asio::io_context io;
+    dl::redis::store probe{io, server.config()};
+    return peek(io, server.config(), probe.lock_key(resource)).has_value();
 }
 
 /// What a lock key holds for a grant (redis/scripts.hpp): "<owner>:<fencing token>".

@@ -1273,3 +1273,70 @@ TEST_CASE("redis: Redlock aligns the nodes' tokens as it releases; a node far be
         CHECK(raised_at_once > 0);
     });
 }
+
+TEST_CASE("redis: a held lock is data: the answer says until when the holder's lock runs out", "[redis]")
+{
+    test::redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto first = co_await store.put_if_absent_answer("data:held", owner, 10s);
+        REQUIRE(first);
+        REQUIRE(first->is_granted());
+        const auto asked = dl::clock::now();
+        auto second = co_await store.put_if_absent_answer("data:held", dl::owner_token::generate(), 10s);
+        const auto answered = dl::clock::now();
+        REQUIRE(second);
+        REQUIRE_FALSE(second->is_granted());
+        REQUIRE(second->not_before());
+        // The holder's PTTL, measured from the request: within the TTL from now.
+        CHECK(*second->not_before() > asked + 9s);
+        CHECK(*second->not_before() <= answered + 10s);
+        auto released = co_await store.release("data:held", owner);
+        CHECK(released);
+    });
+}
+
+TEST_CASE("redis lifetimes: a store destroyed with a lease held and a lock() waiting", "[redis][lifetime]")
+{
+    test::redis_server server;
+    asio::io_context io;
+    auto holder_store = std::make_unique<dl::redis::store>(io, server.config());
+    auto waiter_store = std::make_unique<dl::redis::store>(io, server.config());
+    std::optional<dl::lease> held;
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<dl::redis::store, dl::renew::watchdog> m{*holder_store, "life:job", {.ttl = 3s}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        held.emplace(std::move(*l));
+    });
+    std::optional<dl::result<dl::lease>> waited;
+    asio::co_spawn(
+        io,
+        [](dl::redis::store& s, std::optional<dl::result<dl::lease>>& out) -> asio::awaitable<void> {
+            dl::basic_distributed_mutex<dl::redis::store> m{
+                s, "life:job", {.ttl = 3s}, dl::retry::exponential_backoff{.initial = 20s, .max = 20s, .deadline = 60s}};
+            out.emplace(co_await m.lock());
+        }(*waiter_store, waited),
+        asio::detached);
+    for (int i = 0; i < 200 && waiter_store->subscribed_channels() == 0; ++i)
+        io.run_for(5ms);
+    REQUIRE(waiter_store->subscribed_channels() == 1);
+    waiter_store.reset();
+    holder_store.reset();
+    for (int i = 0; i < 2000 && !waited; ++i)
+        io.run_for(5ms);
+    REQUIRE(waited);
+    REQUIRE_FALSE(*waited);
+    CHECK(waited->error() == dl::errc::store_unavailable);
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto why = co_await held->lost();
+        CHECK(why == dl::errc::store_unavailable);
+    });
+    held.reset();
+    io.restart();
+    for (int i = 0; i < 400 && !io.stopped(); ++i)
+        io.run_for(10ms);
+    CHECK(io.stopped()); // nothing left running against the destroyed stores
+}

@@ -1,7 +1,6 @@
 // ZooKeeper store faults that need servers of their own: a three-server ensemble
 // losing its leader, a standalone server restarted under a held lock.
-#include "conformance/suite.hpp"
-#include "zookeeper/ensemble.hpp"
+#include "zookeeper/zookeeper_support.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -11,10 +10,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-namespace dl = distlock;
-namespace zk = distlock::zookeeper;
-
-using patient_mutex = dl::basic_distributed_mutex<zk::store, dl::retry::exponential_backoff>;
+using namespace test::zookeeper_tests;
 
 std::size_t waiter_count(const test::zookeeper_ensemble& e, std::size_t server, const std::string& prefix,
                          const std::string& resource)
@@ -81,8 +77,7 @@ TEST_CASE("zookeeper: a server restarted under a held lock: the session resumes 
         auto held = co_await m.lock();
         REQUIRE(held);
         const auto session = s.session_id();
-        server.kill(0, SIGTERM);
-        server.restart(0);
+        server.restart(0); // stopped (SIGTERM), then started again with its data
         // The server kept the session (its snapshot holds it) and the node.
         (void)co_await test::eventually("resumed", [&] { return s.valid_session(); }, test::steps{.max = 1000, .each = 20ms});
         CHECK(s.session_id() == session);

@@ -1,9 +1,9 @@
-// Redis Cluster and Sentinel set-ups for the tests: real redis-server processes on
-// free loopback ports in temporary directories, joined by redis-cli --cluster create,
-// or a primary, a replica and three Sentinels. Stopped by pid with their servers.
+// Redis Cluster and Sentinel set-ups for the tests: real redis-server processes
+// (redis_server.hpp) joined by redis-cli --cluster create, or a primary, a replica and
+// three Sentinels. Stopped by pid with their servers.
 #pragma once
 
-#include "process.hpp"
+#include "redis_server.hpp"
 
 #include <distlock/redis.hpp>
 
@@ -19,76 +19,41 @@
 
 namespace test {
 
-/// Runs `command` in a shell and returns what it printed (stdout and stderr).
-inline std::string shell(const std::string& command)
-{
-    std::string out;
-    if (FILE* p = ::popen((command + " 2>&1").c_str(), "r")) {
-        char buf[4096];
-        while (const auto n = std::fread(buf, 1, sizeof buf, p))
-            out.append(buf, n);
-        ::pclose(p);
-    }
-    return out;
-}
-
 /// Runs redis-cli with `args` against 127.0.0.1:`port` and returns its output.
 inline std::string cli(std::uint16_t port, const std::string& args)
 {
     return shell("redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args);
 }
 
-/// Waits until `done()` or throws after `limit`.
-template <class F>
-void wait_until(const char* what, F done, std::chrono::milliseconds limit = std::chrono::seconds{20})
-{
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    const auto holds = [&] {
-        try {
-            return static_cast<bool>(done());
-        } catch (const std::exception&) { // a node mid-failover answers nothing useful
-            return false;
-        }
-    };
-    while (!holds()) {
-        if (std::chrono::steady_clock::now() > deadline)
-            throw std::runtime_error{std::string{"timed out waiting for "} + what};
-        std::this_thread::sleep_for(std::chrono::milliseconds{50});
-    }
-}
-
 /// A Redis Cluster of `primaries` primaries with `replicas` replicas each, every
 /// node on loopback. cluster-node-timeout is 1 s, so that a killed primary's replica
 /// takes over within a few seconds.
-class redis_cluster {
+class redis_cluster : public server_group<redis_server> {
 public:
     explicit redis_cluster(int primaries = 3, int replicas = 1)
     {
         const int count = primaries * (1 + replicas);
         for (int i = 0; i < count; ++i) {
             const auto bus = free_port();
-            nodes_.push_back(std::make_unique<redis_server>(std::vector<std::string>{
+            members_.push_back(std::make_unique<redis_server>(std::vector<std::string>{
                 "--cluster-enabled", "yes", "--cluster-port", std::to_string(bus), "--cluster-node-timeout", "1000",
                 "--cluster-config-file", "nodes.conf"}));
         }
         std::string create = "--cluster create";
-        for (const auto& n : nodes_)
+        for (const auto& n : members_)
             create += " 127.0.0.1:" + std::to_string(n->port());
         create += " --cluster-replicas " + std::to_string(replicas) + " --cluster-yes";
-        const auto out = cli(nodes_.front()->port(), create);
+        const auto out = cli(members_.front()->port(), create);
         if (out.find("[OK] All 16384 slots covered") == std::string::npos)
             throw std::runtime_error{"redis-cli --cluster create failed: " + out};
         wait_until("the cluster to agree", [&] { return settled(primaries * replicas); });
     }
 
-    std::size_t size() const { return nodes_.size(); }
-    redis_server& node(std::size_t i) { return *nodes_[i]; }
-
     /// Every node as a starting point, straight to the servers.
     distlock::redis::config config() const
     {
         distlock::redis::config c;
-        for (const auto& n : nodes_)
+        for (const auto& n : members_)
             c.cluster_nodes.push_back({"127.0.0.1", n->port()});
         return c;
     }
@@ -97,7 +62,7 @@ public:
     std::uint16_t primary_of(std::string_view key) const
     {
         const auto slot = distlock::redis::detail::hash_slot(key);
-        for (const auto& n : nodes_) {
+        for (const auto& n : members_) {
             if (n->pid() < 0)
                 continue;
             const auto nodes = cli(n->port(), "cluster nodes");
@@ -137,7 +102,7 @@ public:
     /// The server on `port`.
     redis_server& at(std::uint16_t port)
     {
-        for (auto& n : nodes_)
+        for (auto& n : members_)
             if (n->port() == port)
                 return *n;
         throw std::runtime_error{"no node on " + std::to_string(port)};
@@ -171,7 +136,7 @@ public:
     void finish_move(std::uint16_t slot, std::uint16_t to)
     {
         const auto id = id_of(to);
-        for (const auto& n : nodes_)
+        for (const auto& n : members_)
             if (n->pid() >= 0)
                 (void)cli(n->port(), "cluster setslot " + std::to_string(slot) + " node " + id);
     }
@@ -181,7 +146,7 @@ public:
     bool settled(int replicas) const
     {
         std::string first_view;
-        for (const auto& n : nodes_) {
+        for (const auto& n : members_) {
             if (n->pid() < 0)
                 continue;
             if (cli(n->port(), "cluster info").find("cluster_state:ok") == std::string::npos)
@@ -194,7 +159,7 @@ public:
         }
         if (replicas > 0) {
             int linked = 0;
-            for (const auto& n : nodes_)
+            for (const auto& n : members_)
                 if (n->pid() >= 0 && cli(n->port(), "info replication").find("master_link_status:up") != std::string::npos)
                     ++linked;
             if (linked < replicas)
@@ -269,12 +234,42 @@ private:
             out += s + ";";
         return out;
     }
-
-    std::vector<std::unique_ptr<redis_server>> nodes_;
 };
 
-/// A primary, its replica and three Sentinels watching them as "distlock-primary",
+/// A Sentinel (redis-server --sentinel) watching the primary on `primary` as `name`,
 /// quorum 2, down-after 1 s, failover timeout 5 s.
+class redis_sentinel : public server_process {
+public:
+    redis_sentinel(std::uint16_t primary, std::string name)
+        : server_process{"redis-server --sentinel"}, primary_{primary}, name_{std::move(name)}
+    {
+        start_on_free_ports();
+    }
+
+    std::string url() const override { return "redis+sentinel://" + address() + "/" + name_; }
+
+protected:
+    // Sentinel rewrites its configuration file as it learns: a fresh one per start,
+    // for the port it starts on.
+    std::vector<std::string> command() const override
+    {
+        const auto conf = dir() / "sentinel.conf";
+        std::ofstream{conf} << "port " << port() << "\nbind 127.0.0.1\ndir " << dir().string()
+                            << "\nsentinel monitor " << name_ << " 127.0.0.1 " << primary_ << " 2\n"
+                            << "sentinel down-after-milliseconds " << name_ << " 1000\n"
+                            << "sentinel failover-timeout " << name_ << " 5000\n"
+                            << "sentinel parallel-syncs " << name_ << " 1\n";
+        return {"redis-server", conf.string(), "--sentinel", "--logfile", (dir() / "sentinel.log").string()};
+    }
+
+private:
+    std::uint16_t primary_;
+    std::string name_;
+};
+
+static_assert(launcher<redis_sentinel>);
+
+/// A primary, its replica and three Sentinels watching them as "distlock-primary".
 class redis_sentinels {
 public:
     static constexpr const char* name = "distlock-primary";
@@ -287,22 +282,12 @@ public:
         wait_until("the replica to sync", [&] {
             return cli(replica_.port(), "info replication").find("master_link_status:up") != std::string::npos;
         });
-        for (auto& s : sentinels_) {
-            s.port = free_port();
-            const auto conf = s.dir.path() / "sentinel.conf";
-            std::ofstream{conf} << "port " << s.port << "\nbind 127.0.0.1\ndir " << s.dir.path().string()
-                                << "\nsentinel monitor " << name << " 127.0.0.1 " << primary_.port() << " 2\n"
-                                << "sentinel down-after-milliseconds " << name << " 1000\n"
-                                << "sentinel failover-timeout " << name << " 5000\n"
-                                << "sentinel parallel-syncs " << name << " 1\n";
-            s.process.emplace(std::vector<std::string>{"redis-server", conf.string(), "--sentinel", "--logfile",
-                                                       (s.dir.path() / "sentinel.log").string()},
-                              false);
-        }
+        for (auto& s : sentinels_)
+            s = std::make_unique<redis_sentinel>(primary_.port(), name);
         // Every Sentinel knows the primary, the replica and the other two Sentinels.
         wait_until("the Sentinels to find each other", [&] {
             for (const auto& s : sentinels_) {
-                const auto info = cli(s.port, std::string{"sentinel master "} + name);
+                const auto info = cli(s->port(), std::string{"sentinel master "} + name);
                 if (info.find("num-other-sentinels\n2") == std::string::npos ||
                     info.find("num-slaves\n1") == std::string::npos)
                     return false;
@@ -313,12 +298,13 @@ public:
 
     redis_server& primary() { return primary_; }
     redis_server& replica() { return replica_; }
+    redis_sentinel& sentinel(std::size_t i) { return *sentinels_[i]; }
 
     distlock::redis::config config() const
     {
         distlock::redis::config c;
         for (const auto& s : sentinels_)
-            c.sentinels.push_back({"127.0.0.1", s.port});
+            c.sentinels.push_back({"127.0.0.1", s->port()});
         c.sentinel_master = name;
         return c;
     }
@@ -327,7 +313,7 @@ public:
     std::uint16_t current_primary() const
     {
         for (const auto& s : sentinels_) {
-            std::istringstream words{cli(s.port, std::string{"sentinel get-master-addr-by-name "} + name)};
+            std::istringstream words{cli(s->port(), std::string{"sentinel get-master-addr-by-name "} + name)};
             std::string host, port;
             if (words >> host >> port)
                 return static_cast<std::uint16_t>(std::stoi(port));
@@ -336,14 +322,9 @@ public:
     }
 
 private:
-    struct sentinel {
-        temp_dir dir;
-        std::uint16_t port = 0;
-        std::optional<child> process;
-    };
     redis_server primary_;
     redis_server replica_;
-    std::array<sentinel, 3> sentinels_;
+    std::array<std::unique_ptr<redis_sentinel>, 3> sentinels_;
 };
 
 } // namespace test

@@ -1,8 +1,5 @@
 // eventually(): waits inside a test coroutine until a condition holds, within a
 // bounded budget, instead of a hand-written "spawn, then poll until done" loop.
-//
-// A new header rather than an addition to support.hpp, which every test file
-// includes and other engineers edit: this one is included only where it is used.
 #pragma once
 
 #include "support.hpp"
@@ -26,6 +23,12 @@ struct steps {
     /// Advance this clock per step, or nullptr to wait on real time.
     dl::manual_clock* clock = nullptr;
 };
+
+/// Real time enough for a store on a loaded machine (2,500 steps of 2 ms).
+inline steps long_enough()
+{
+    return {.max = 2500};
+}
 
 /// Lets the io_context run until `holds()` is true: looks once at once, then after
 /// every step, up to `budget.max` steps. Fails the test (REQUIRE-style: the calling
