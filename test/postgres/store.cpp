@@ -553,6 +553,45 @@ TEST_CASE("postgres: SCRAM passwords through libpq; a wrong one is auth_failed, 
     });
 }
 
+TEST_CASE("postgres: refused credentials and a missing database are said at once, not retried to the deadline",
+          "[postgres][input]")
+{
+    // The server runs with trust authentication: any role that exists may log in, so
+    // a role that does not is refused with SQLSTATE 28000 and nothing else is wrong.
+    const auto table = test::fresh_table();
+    const auto as = [&](const std::string& user, const std::string& db) {
+        auto cfg = test::shared_postgres().config(table);
+        cfg.conninfo = "hostaddr=127.0.0.1 port=" + std::to_string(test::shared_postgres().port()) + " user=" +
+                       user + " dbname=" + db + " sslmode=disable";
+        return cfg;
+    };
+    asio::io_context io;
+    pg::store ghost{io, as("ghost", "postgres")}, nowhere{io, as("postgres", "no_such_database")};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        // With the default retry policy and a deadline: a refusal that were retried
+        // would end in errc::timeout when the deadline passes.
+        dl::basic_distributed_mutex<pg::store> as_ghost{ghost, "pg:ghost", {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto no = co_await as_ghost.lock_until(dl::clock::now() + 20s, diag);
+        REQUIRE_FALSE(no);
+        CHECK(no.error() == dl::errc::auth_failed);
+        CHECK(no.error() == dl::condition::denied);
+        INFO(diag.to_string());
+        CHECK(diag.client_message().find("28000") != std::string_view::npos);
+        CHECK(diag.client_message().find("ghost") != std::string_view::npos);
+        CHECK(diag.client_message().find("LOCATION") == std::string_view::npos);
+
+        dl::basic_distributed_mutex<pg::store> in_nowhere{nowhere, "pg:nowhere", {.ttl = 10s}};
+        auto none = co_await in_nowhere.lock_until(dl::clock::now() + 20s, diag);
+        REQUIRE_FALSE(none);
+        CHECK(none.error() == pg::sqlstate("3D000"));
+        CHECK(none.error() == dl::condition::invalid_argument);
+        CHECK(diag.client_message().find("no_such_database") != std::string_view::npos);
+        co_await ghost.close();
+        co_await nowhere.close();
+    });
+}
+
 TEST_CASE("postgres: a server that does not answer the connect is store_unavailable within connect_timeout",
           "[postgres][fault]")
 {

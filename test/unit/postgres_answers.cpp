@@ -91,3 +91,31 @@ TEST_CASE("postgres answers: inspect's (owner, fence, left)", "[postgres_answers
     CHECK(expired.fence == 5);
     CHECK_FALSE(answers::inspected(table{}).value().held);
 }
+
+TEST_CASE("postgres answers: a refused connection is told apart by the server's SQLSTATE", "[postgres_answers]")
+{
+    using dl::errc;
+    const auto prefix = std::string{"cannot connect to 127.0.0.1:5432: connection to server at \"127.0.0.1\", "
+                                    "port 5432 failed: "};
+    CHECK(answers::connect_refusal(prefix + "FATAL:  28000: role \"ghost\" does not exist") == errc::auth_failed);
+    CHECK(answers::connect_refusal(prefix + "FATAL:  28P01: password authentication failed for user \"x\"") ==
+          errc::auth_failed);
+    CHECK(answers::connect_refusal(prefix + "FATAL:  3D000: database \"nope\" does not exist") ==
+          distlock::postgres::sqlstate("3D000"));
+    CHECK(answers::connect_refusal(prefix + "FATAL:  57P03: the database system is starting up") ==
+          errc::store_unavailable);
+    CHECK(answers::connect_refusal(prefix + "FATAL:  53300: sorry, too many clients already") ==
+          errc::store_unavailable);
+    // libpq's own refusal: the server asked for a password and none was given.
+    CHECK(answers::connect_refusal(prefix + "fe_sendauth: no password supplied") == errc::auth_failed);
+    // Refused, reset, unreachable: no SQLSTATE, retried.
+    CHECK(answers::connect_refusal(prefix + "Connection refused\n\tIs the server running on that host?") ==
+          errc::store_unavailable);
+    CHECK(answers::connect_refusal("") == errc::store_unavailable);
+    // A state must be five digits or upper-case letters followed by a colon; a role
+    // named like one is not read as one, and a later well-formed state still is.
+    CHECK(answers::connect_refusal(prefix + "FATAL:  28P0") == errc::store_unavailable);
+    CHECK(answers::connect_refusal(prefix + "FATAL:  role 28000: x") == errc::store_unavailable);
+    CHECK(answers::connect_refusal(prefix + "FATAL:  28p01: lower") == errc::store_unavailable);
+    CHECK(answers::connect_refusal(prefix + "FATAL:  nope FATAL:  28P01: later") == errc::auth_failed);
+}

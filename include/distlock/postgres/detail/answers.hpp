@@ -10,6 +10,7 @@
 #include <distlock/clock.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
+#include <distlock/postgres/error.hpp>
 #include <distlock/result.hpp>
 
 #include <algorithm>
@@ -132,6 +133,38 @@ result<std::uint64_t> fenced(const R& r)
     if (n == 0)
         return errc::stale_fence;
     return n;
+}
+
+/// Why a connection attempt failed, from libpq's message. The connection asks libpq
+/// for verbose messages while it connects, so that a refusal the server sent carries
+/// its SQLSTATE ("FATAL:  28P01: password authentication failed ..."):
+///  - class 28 (a role that does not exist, a wrong password, no pg_hba.conf entry)
+///    is errc::auth_failed, as are libpq's own refusals to authenticate (no password
+///    given where one is required): retrying cannot help;
+///  - a database that does not exist (3D000) is that SQLSTATE (condition
+///    invalid_argument), also not retried;
+///  - anything else (refused, reset, the server starting up or shutting down, too many
+///    connections) is errc::store_unavailable, which the retry policy retries.
+inline std::error_code connect_refusal(std::string_view words)
+{
+    for (const std::string_view severity : {"FATAL:  ", "ERROR:  "}) {
+        for (auto at = words.find(severity); at != std::string_view::npos; at = words.find(severity, at + 1)) {
+            const auto rest = words.substr(at + severity.size());
+            if (rest.size() < 6 || rest[5] != ':' || !pack_sqlstate(rest.substr(0, 5)))
+                continue;
+            const auto state = rest.substr(0, 5);
+            if (state.substr(0, 2) == "28")
+                return make_error_code(errc::auth_failed);
+            if (state == "3D000")
+                return sqlstate(state);
+            return make_error_code(errc::store_unavailable);
+        }
+    }
+    for (const std::string_view client_side :
+         {"no password supplied", "password is required", "authentication method requirement"})
+        if (words.find(client_side) != std::string_view::npos)
+            return make_error_code(errc::auth_failed);
+    return make_error_code(errc::store_unavailable);
 }
 
 } // namespace distlock::postgres::detail::answers

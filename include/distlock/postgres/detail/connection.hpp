@@ -39,6 +39,7 @@
 #include <distlock/backend/waiting_caller.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
+#include <distlock/postgres/detail/answers.hpp>
 #include <distlock/postgres/error.hpp>
 #include <distlock/result.hpp>
 
@@ -402,15 +403,15 @@ private:
             co_return make_error_code(errc::store_unavailable);
         }
         PQsetNoticeReceiver(conn_, &basic_connection::notice, this);
+        // Verbose while connecting: the server's refusal then carries its SQLSTATE,
+        // which tells refused credentials (not retried) from a server that is down.
+        PQsetErrorVerbosity(conn_, PQERRORS_VERBOSE);
         const auto deadline = clock::now() + options_.connect_timeout;
         auto polled = PGRES_POLLING_WRITING;
         while (polled != PGRES_POLLING_OK) {
             if (PQstatus(conn_) == CONNECTION_BAD || polled == PGRES_POLLING_FAILED) {
-                words = "cannot connect to " + options_.peer + ": " + error_message();
-                const bool auth = words.find("authentication failed") != std::string::npos ||
-                                  words.find("no password supplied") != std::string::npos ||
-                                  words.find("password is required") != std::string::npos;
-                co_return make_error_code(auth ? errc::auth_failed : errc::store_unavailable);
+                words = "cannot connect to " + options_.peer + ": " + without_location(error_message());
+                co_return answers::connect_refusal(words);
             }
             const int fd = PQsocket(conn_);
             if (fd < 0) {
@@ -426,6 +427,7 @@ private:
             }
             polled = PQconnectPoll(conn_);
         }
+        PQsetErrorVerbosity(conn_, PQERRORS_DEFAULT);
         if (PQsetnonblocking(conn_, 1) != 0 || PQenterPipelineMode(conn_) != 1) {
             words = "cannot enter pipeline mode on " + options_.peer + ": " + error_message();
             co_return make_error_code(errc::store_unavailable);
@@ -768,6 +770,14 @@ private:
             t->cancel();
     }
 
+    // A verbose message without its "LOCATION:" line (the server's source file).
+    static std::string without_location(std::string words)
+    {
+        if (const auto at = words.find("\nLOCATION:"); at != std::string::npos)
+            words.erase(at, words.find('\n', at + 1) == std::string::npos ? std::string::npos
+                                                                           : words.find('\n', at + 1) - at);
+        return words;
+    }
     std::string error_message() const { return conn_ ? trimmed(PQerrorMessage(conn_)) : std::string{}; }
 
     static std::string trimmed(const char* m)
