@@ -11,6 +11,7 @@
 #include <asio/write.hpp>
 
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -454,15 +455,89 @@ TEST_CASE("dynamodb: credentials of the wrong shape are refused before any reque
         test::run(io, [&]() -> asio::awaitable<void> {
             auto r = co_await store.read("ddb:creds");
             REQUIRE_FALSE(r);
-            CHECK(r.error() == dl::errc::invalid_argument);
+            CHECK(r.error() == ddb::errc::malformed_credentials);
+            CHECK(r.error() == dl::condition::invalid_argument);
             dl::basic_distributed_mutex<ddb::store> m{store, "ddb:creds", {.ttl = 1s}};
             auto l = co_await m.lock();
             REQUIRE_FALSE(l);
-            CHECK(l.error() == dl::errc::invalid_argument);
+            CHECK(l.error() == ddb::errc::malformed_credentials);
             co_await store.close();
         });
     }
     CHECK(ddb::credentials{"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "IQoJb3JpZ2luX2VjE="}.well_formed());
+}
+
+TEST_CASE("dynamodb: no credentials anywhere is said as such, naming where they are looked for",
+          "[dynamodb][input]")
+{
+    // The store reads the environment when the settings carry no credentials.
+    struct saved_variable {
+        const char* name;
+        std::optional<std::string> value;
+        explicit saved_variable(const char* n) : name{n}
+        {
+            if (const char* v = std::getenv(n))
+                value = v;
+            ::unsetenv(n);
+        }
+        ~saved_variable()
+        {
+            if (value)
+                ::setenv(name, value->c_str(), 1);
+        }
+    };
+    const saved_variable key{"AWS_ACCESS_KEY_ID"}, secret{"AWS_SECRET_ACCESS_KEY"}, token{"AWS_SESSION_TOKEN"};
+    asio::io_context io;
+    ddb::config cfg;
+    cfg.port = 1; // closed: a request that went out would fail as store_unavailable
+    ddb::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<ddb::store> m{store, "ddb:nocreds", {.ttl = 1s}};
+        auto l = co_await m.lock();
+        REQUIRE_FALSE(l);
+        CHECK(l.error() == ddb::errc::no_credentials);
+        CHECK(l.error() == dl::condition::invalid_argument);
+        const auto said = l.error().message();
+        CHECK(said.find("no AWS credentials") != std::string::npos);
+        CHECK(said.find("AWS_ACCESS_KEY_ID") != std::string::npos);
+        CHECK(said.find("config.credentials") != std::string::npos);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb: refused credentials or signatures are access_denied at once, not retried",
+          "[dynamodb][input]")
+{
+    const std::vector<std::pair<int, std::string>> refusals{
+        {400, R"({"__type":"com.amazon.coral.service#UnrecognizedClientException","message":"The security token included in the request is invalid."})"},
+        {400, R"({"__type":"com.amazon.coral.service#InvalidSignatureException","message":"The request signature we calculated does not match"})"},
+        {400, R"({"__type":"com.amazon.coral.service#MissingAuthenticationTokenException","message":"Request is missing Authentication Token"})"},
+        {403, R"({"__type":"com.amazon.coral.service#AccessDeniedException","message":"User is not authorized"})"},
+        {403, R"({"__type":"com.amazon.coral.service#SomethingNewException","message":"forbidden"})"}};
+    for (const auto& [status, body] : refusals) {
+        INFO(body);
+        asio::io_context io;
+        scripted_endpoint endpoint{io, status, body};
+        ddb::config cfg;
+        cfg.port = endpoint.port();
+        cfg.table = "distlock_test";
+        cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
+        ddb::store store{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            // The default retry policy: a refusal that were retried would end in
+            // errc::timeout at the deadline, after many requests.
+            dl::basic_distributed_mutex<ddb::store> m{store, "ddb:denied", {.ttl = 10s}};
+            dl::diagnostics diag;
+            auto l = co_await m.lock_until(dl::clock::now() + 20s, diag);
+            REQUIRE_FALSE(l);
+            CHECK(l.error() == ddb::errc::access_denied);
+            CHECK(l.error() == dl::condition::denied);
+            CHECK(diag.server_message().find("Exception") != std::string_view::npos);
+            co_await store.close();
+            endpoint.stop();
+        });
+        CHECK(endpoint.requests().size() == 1);
+    }
 }
 
 TEST_CASE("dynamodb: multi-locks are sorted and all or nothing", "[dynamodb]")

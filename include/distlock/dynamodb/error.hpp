@@ -18,6 +18,8 @@ enum class errc {
     access_denied,    ///< credentials or signature refused
     refused,          ///< another 4xx answer
     bad_checksum,     ///< the body does not match x-amz-crc32
+    no_credentials,   ///< none configured and none in the environment (checked before any I/O)
+    malformed_credentials, ///< not shaped like AWS credentials (checked before any I/O)
 };
 
 class error_category final : public std::error_category {
@@ -34,6 +36,12 @@ public:
         case errc::access_denied: return "DynamoDB refused the credentials or the signature";
         case errc::refused: return "DynamoDB refused the request";
         case errc::bad_checksum: return "the DynamoDB response does not match its x-amz-crc32";
+        case errc::no_credentials:
+            return "no AWS credentials: set config.credentials, or AWS_ACCESS_KEY_ID and "
+                   "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones) in the environment";
+        case errc::malformed_credentials:
+            return "the AWS credentials are malformed: the access key id is letters and digits, the "
+                   "secret key and session token printable characters without spaces";
         }
         return "unknown DynamoDB error";
     }
@@ -47,7 +55,9 @@ public:
         case errc::server_error:
         case errc::bad_checksum: return make_error_condition(condition::maybe_applied);
         case errc::validation:
-        case errc::missing_table: return make_error_condition(condition::invalid_argument);
+        case errc::missing_table:
+        case errc::no_credentials:
+        case errc::malformed_credentials: return make_error_condition(condition::invalid_argument);
         case errc::access_denied: return make_error_condition(condition::denied);
         case errc::refused: return make_error_condition(condition::not_applied);
         }
@@ -81,7 +91,8 @@ inline std::error_code classify(int status, std::string_view type)
         return make_error_code(errc::missing_table);
     if (name == "UnrecognizedClientException" || name == "AccessDeniedException" ||
         name == "MissingAuthenticationTokenException" || name == "InvalidSignatureException" ||
-        name == "IncompleteSignatureException" || name == "ExpiredTokenException")
+        name == "IncompleteSignatureException" || name == "ExpiredTokenException" ||
+        name == "InvalidClientTokenId" || name == "SignatureDoesNotMatch" || status == 401 || status == 403)
         return make_error_code(errc::access_denied);
     return make_error_code(errc::refused);
 }

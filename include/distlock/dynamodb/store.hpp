@@ -400,8 +400,10 @@ private:
     {
         if (auto ec = cfg_.validate())
             return ec;
+        if (cfg_.credentials.empty())
+            return errc::no_credentials;
         if (!cfg_.credentials.well_formed())
-            return distlock::errc::invalid_argument;
+            return errc::malformed_credentials;
         return {};
     }
 
