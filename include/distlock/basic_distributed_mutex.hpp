@@ -409,6 +409,13 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
         turn = co_await wait_for_turn(place, deadline, cs);
     }
 
+    // An attempt in flight is work the store's close() waits for: from before its
+    // request is sent until its grant is a lease, given back, or handed to the store
+    // as clean-up (below the loop). Without it close() could end the connection under
+    // a request the server applies, and the grant would stay held until its TTL.
+    // Waiting between attempts is not counted: close() does not wait for waiters.
+    std::optional<backend::lifetime::work> in_flight;
+
     // Every way out of the attempts sets r and breaks, so that the clean-up below
     // runs (a loop in this frame rather than a coroutine of its own: a frame less
     // on every lock()).
@@ -418,6 +425,14 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
         for (;;) {
             if (is_cancelled(cs)) {
                 r = errc::cancelled;
+                break;
+            }
+            in_flight.reset();
+            in_flight.emplace(store.track());
+            // Counted first, then asked: close() either sees the count and waits, or
+            // this sees the store closing and sends nothing.
+            if (!store.open()) {
+                r = errc::store_unavailable;
                 break;
             }
             // A lease's validity counts from before its attempt was sent: the first
@@ -452,6 +467,11 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     r = errc::cancelled;
                     break;
                 }
+                if (!store.open()) { // closing: no lease outlives close()
+                    co_await give_back(claim.hold());
+                    r = errc::store_unavailable;
+                    break;
+                }
                 if (t1 >= valid_until) {
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
@@ -479,8 +499,13 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                 break;
             }
 
-            // Waiting from now on: take a place in this process's line, and if others
-            // were there first, let them go first.
+            // Waiting from now on (close() does not wait for that), unless what the
+            // attempt may have taken is still to be cleaned up.
+            if (!claim.unsettled())
+                in_flight.reset();
+
+            // Take a place in this process's line, and if others were there first,
+            // let them go first.
             if (!claim_type::fair && failure == condition::contended && !place.joined()) {
                 place.join(&backend_, resource_, co_await asio::this_coro::executor);
                 if (!place.at_head()) {
@@ -557,6 +582,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     // deadline) is given back as work owned by the store, not within this call.
     if (claim.unsettled())
         store.spawn(claim.abandon());
+    in_flight.reset();
     if (r && diag)
         diag->clear(); // the words of attempts that failed before one succeeded
     co_await asio::this_coro::throw_if_cancelled(caller_throws);

@@ -75,6 +75,7 @@ struct dynamodb_clients {
 
     // Only the client asking is doing I/O when a test loses a reply.
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
+    void hold_replies(bool on) { net.set(fault::direction::to_client, {.blackhole = on}); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 

@@ -48,6 +48,7 @@ struct etcd_clients {
                 (void)test::shared_etcd().call("lease/revoke", {{"ID", std::to_string(k.lease)}});
     }
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
+    void hold_replies(bool on) { net.set(fault::direction::to_client, {.blackhole = on}); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options&) { return test::shared_etcd().config().session_ttl; }
 

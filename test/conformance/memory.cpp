@@ -21,6 +21,7 @@ struct memory_ttl {
     void end_lock(const dl::lease& l) { store.expire(l.resource()); }
     void lose_next_reply(std::size_t) { store.fail_next(dl::memory::fault::reply_lost); }
     void refuse_next(std::size_t) { store.fail_next(dl::memory::fault::unavailable); }
+    void hold_replies(bool on) { store.set_reply_delay(on ? dl::duration{500ms} : dl::duration::zero()); }
     asio::awaitable<void> close(std::size_t) { return store.close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 };

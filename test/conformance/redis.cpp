@@ -101,6 +101,7 @@ struct redis_one_server {
     void end_lock(const dl::lease& l) { drop(server, l.resource()); }
     // Only the client asking is doing I/O when a test loses a reply.
     void lose_next_reply(std::size_t) { ::lose_next_reply(net); }
+    void hold_replies(bool on) { net.set(fault::direction::to_client, {.blackhole = on}); }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
     // A free resource's read() says its slot's last token: the last grant's.
@@ -249,6 +250,11 @@ struct redis_quorum {
         for (auto& net : nets)
             ::lose_next_reply(net);
     }
+    void hold_replies(bool on)
+    {
+        for (auto& net : nets)
+            net.set(fault::direction::to_client, {.blackhole = on});
+    }
     asio::awaitable<void> close(std::size_t c)
     {
         for (std::size_t n = 0; n < servers.size(); ++n)
@@ -364,6 +370,11 @@ struct redis_cluster {
         for (std::size_t i = 0; i < cluster.size(); ++i)
             if (cluster.node(i).port() == node)
                 ::lose_next_reply(*nets[i]);
+    }
+    void hold_replies(bool on)
+    {
+        for (auto& net : nets)
+            net->set(fault::direction::to_client, {.blackhole = on});
     }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }

@@ -26,6 +26,9 @@
 //                                             among them: the one holding `resource`)
 //   void refuse_next(std::size_t client);     the next request is not applied
 //   awaitable<void> close(std::size_t client);
+//   void hold_replies(bool on);               replies to the fixture's clients are held
+//                                             back (requests still reach the server)
+//                                             until called with false
 //   std::unique_ptr<backend> make_client();   more clients (sessions), and
 //   std::size_t waiters(std::string_view);    the holder and waiters of a fair queue
 //   bool remembers(std::string_view);         the store keeps anything for the resource
@@ -206,6 +209,9 @@ template <class F>
 struct refuses : std::bool_constant<requires(F& f) { f.refuse_next(0); }> {};
 template <class F>
 struct closes : std::bool_constant<requires(F& f) { f.close(0); }> {};
+/// The fixture can hold replies back, and close a client.
+template <class F>
+struct closes_in_flight : std::bool_constant<closes<F>::value && requires(F& f) { f.hold_replies(true); }> {};
 template <class F>
 struct inspectable : std::bool_constant<dl::inspectable_store<typename F::backend>> {};
 /// The store keeps a fair queue, and the fixture can make more clients (sessions) and
@@ -784,6 +790,52 @@ void close_finishes_release()
     });
 }
 
+/// close() with an acquisition in flight (applied on the server, its reply not back)
+/// does not return before that grant is given back: the lock() ends without a lease
+/// and nothing is left held until its TTL.
+template <class F>
+void close_with_acquisition_in_flight()
+{
+    F f;
+    const std::string resource = "conf:close-in-flight";
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        { // connections and sessions open: the request held back below is the lock's own
+            single_try_mutex_of<F> warm{f.client(0), "conf:warm-up", {.ttl = 10s}, dl::observe::callback{}};
+            auto l = co_await warm.lock();
+            REQUIRE(l);
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+        f.hold_replies(true);
+        std::optional<dl::result<dl::lease>> got;
+        single_try_mutex_of<F> a{f.client(0), resource, {.ttl = 30s}, dl::observe::callback{}};
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> { got.emplace(co_await a.lock()); }, asio::detached);
+        const bool applied =
+            co_await test::eventually("f.held(resource)", [&] { return f.held(resource); }, long_enough());
+        REQUIRE(applied);
+        bool closed = false;
+        asio::co_spawn(
+            ex,
+            [&]() -> asio::awaitable<void> {
+                co_await f.close(0);
+                closed = true;
+            },
+            asio::detached);
+        // close() is waiting for the grant's reply; let it come.
+        asio::steady_timer t{ex, 200ms};
+        co_await t.async_wait(asio::use_awaitable);
+        CHECK_FALSE(got.has_value());
+        f.hold_replies(false);
+        const bool done = co_await test::eventually("closed", [&] { return closed; }, long_enough());
+        REQUIRE(done);
+        // Given back before close() returned (a lock left behind would stay for 30 s).
+        CHECK_FALSE(f.held(resource));
+        REQUIRE(got.has_value());
+        REQUIRE_FALSE(*got);
+        CHECK(got->error() == dl::errc::store_unavailable);
+    });
+}
+
 /// Waiters of separate sessions are served in the order they queued; each release
 /// wakes one.
 template <class F>
@@ -1300,6 +1352,10 @@ void register_behaviours(const std::string& tags)
     if constexpr (closes<F>::value)
         DISTLOCK_CONFORMANCE_ADD("conformance: close() finishes the release of a dropped lease",
                                  close_finishes_release);
+    if constexpr (closes_in_flight<F>::value)
+        DISTLOCK_CONFORMANCE_ADD("conformance: close() with an acquisition in flight gives its grant back before it "
+                                 "returns",
+                                 close_with_acquisition_in_flight);
     if constexpr (queues<F>::value) {
         DISTLOCK_CONFORMANCE_ADD("conformance: waiters of separate sessions are served in the order they queued; "
                                  "each release wakes one",

@@ -72,6 +72,11 @@ struct zookeeper_clients {
                 (void)c.remove(parent + "/" + name);
     }
     void lose_next_reply(std::size_t i) { nets[i]->set(fault::direction::to_client, {.close_after = 0}); }
+    void hold_replies(bool on)
+    {
+        for (auto& net : nets)
+            net->set(fault::direction::to_client, {.blackhole = on});
+    }
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options&)
     {

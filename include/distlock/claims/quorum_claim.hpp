@@ -54,8 +54,19 @@ struct acquire_on_node {
                                               duration ttl, std::shared_ptr<std::vector<diagnostics>> words,
                                               std::size_t i)
     {
+        // A node whose store is closing takes no new lock, and a grant that comes back
+        // while it closes is given back here, before its close() can finish (the
+        // node's count of work in flight, fan_out(), covers this whole call).
+        if (!node.open())
+            co_return errc::store_unavailable;
         const lock_request r{res, owner, ttl, words ? &(*words)[i] : nullptr};
-        co_return co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
+        auto got = co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
+        if (got && !node.open()) {
+            const lock_request back{res, owner, {}};
+            (void)co_await node.call([&](S& s) { return p.release(s, back); });
+            co_return errc::store_unavailable;
+        }
+        co_return got;
     }
 };
 

@@ -77,6 +77,25 @@ private:
     std::vector<std::function<void()>> parked_;
 };
 
+// The node store's count of work in flight (backend::lifetime::track()), shared so
+// that a parked late reply keeps it; empty for nodes that do not count.
+template <class Node>
+std::shared_ptr<void> in_flight_on(const Node& node)
+{
+    if constexpr (requires { node.track(); }) {
+        using work = decltype(node.track());
+        return std::make_shared<work>(node.track());
+    } else {
+        return nullptr;
+    }
+}
+
+inline awaitable<void> still_counted(std::shared_ptr<void> counted, awaitable<void> work)
+{
+    co_await std::move(work);
+    counted.reset();
+}
+
 /// Runs `op(node, i)` on every node (`nodes.node(i)` is copied into each node's
 /// coroutine: a reference such as store_ref, never the store itself), returns the replies received when `settled(replies)`
 /// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
@@ -105,6 +124,9 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             node.get_executor(),
             [](std::shared_ptr<shared> state, node_type node, std::size_t i, Op op,
                Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
+                // Counted by the node's store until the reply and what follows from it
+                // (a late grant's release) are done: its close() waits for them.
+                auto counted = in_flight_on(node);
                 const auto start = clock::now();
                 reply<T> r{co_await op(node, i), clock::now() - start};
                 bool late = false;
@@ -126,8 +148,8 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                     co_await on_late(node, i, std::move(r));
                     co_return;
                 }
-                verdict->on_late([node, i, on_late, r] {
-                    asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
+                verdict->on_late([node, i, on_late, r, counted = std::move(counted)] {
+                    asio::co_spawn(node.get_executor(), still_counted(counted, on_late(node, i, r)), asio::detached);
                 });
             }(state, node, i, op, settled, on_late, verdict),
             asio::detached);
