@@ -12,6 +12,7 @@
 #include <asio/basic_waitable_timer.hpp>
 #include <asio/wait_traits.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -83,6 +84,22 @@ constexpr duration saturating_mul(duration a, std::int64_t n) noexcept
 constexpr time_point saturating_add(time_point t, duration d) noexcept
 {
     return time_point{saturating_add(t.time_since_epoch(), d)};
+}
+
+/// When to send the next keepalive (ping, extension) of something valid until
+/// `valid_until`: after `interval`, but never later than halfway through the validity
+/// left, so that one is always sent while validity remains, however late the last
+/// answer came. A session is then in doubt only when keepalives were sent and not
+/// answered in time, never because the client slept through its validity. At
+/// `valid_until` or after: now.
+constexpr time_point next_keepalive(time_point now, time_point valid_until, duration interval) noexcept
+{
+    if (now >= valid_until)
+        return now;
+    // Half the validity left, each halved first: the difference of two halves cannot
+    // overflow, whatever the time points (a validity of time_point::max() included).
+    const duration half{valid_until.time_since_epoch().count() / 2 - now.time_since_epoch().count() / 2};
+    return saturating_add(now, std::clamp(interval, duration::zero(), half));
 }
 
 /// Wait traits for distlock timers: real waits normally, 1 ms polling under a manual clock.

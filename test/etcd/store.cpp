@@ -403,3 +403,55 @@ TEST_CASE("etcd: a blackholed holder hears of its loss at its own deadline, befo
         co_await other.close();
     });
 }
+
+TEST_CASE("etcd: a session granted late, or kept alive late, sends its next keepalive while validity remains",
+          "[etcd][fault]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("late-grant");
+    fault::proxy net{server.port()};
+    asio::io_context io;
+    auto cfg = server.config_through(net.port(), prefix);
+    cfg.session_ttl = 5s;
+    cfg.keepalive_every = 3500ms; // longer than what a late grant leaves of the validity
+    cfg.drift = 100ms;
+    cfg.request_timeout = 10s;    // the held-back answers below are late, not lost
+    etcd::store holder{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        const auto pause = [&](dl::duration d) -> asio::awaitable<void> {
+            asio::steady_timer t{ex, d};
+            co_await t.async_wait(asio::use_awaitable);
+        };
+        // The session's grant is answered 3.8 s late: 1.1 s of its 4.9 s validity is
+        // left, less than one keepalive interval.
+        net.set(fault::direction::to_client, {.blackhole = true});
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> m{holder, "r"};
+        auto locking = test::start(ex, m.lock());
+        co_await pause(3800ms);
+        net.set(fault::direction::to_client, {});
+        { const bool came_ = co_await locking.wait(); REQUIRE(came_); }
+        auto& held = locking.get();
+        REQUIRE(held);
+        // Past the validity the grant gave: a keepalive went out in time and was answered.
+        co_await pause(2s);
+        CHECK(holder.keepalives_sent() >= 1);
+        CHECK(held->valid());
+
+        // A keepalive's answer held back 1.5 s (within its bound): the next one still
+        // goes while the validity that answer gave lasts.
+        const auto before = holder.keepalives_sent();
+        net.set(fault::direction::to_client, {.blackhole = true});
+        (void)co_await test::eventually("a keepalive sent", [&] { return holder.keepalives_sent() > before; },
+                                        test::long_enough());
+        co_await pause(1500ms);
+        net.set(fault::direction::to_client, {});
+        co_await pause(4s);
+        CHECK(held->valid());
+        CHECK(holder.keepalives_sent() >= before + 2);
+        // The server agrees: the key is still there under the session's lease.
+        CHECK(queue_of(server, prefix, "r").size() == 1);
+        { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
+        co_await holder.close();
+    });
+}

@@ -389,3 +389,24 @@ TEST_CASE("session store: a waiter whose session went in doubt is queued again u
         { const auto ok_ = co_await l2->unlock(); CHECK(ok_); }
     });
 }
+
+TEST_CASE("next_keepalive: after the interval, but always while the validity lasts", "[sessions]")
+{
+    using namespace std::chrono_literals;
+    const dl::time_point t0{std::chrono::seconds{1000}};
+    // Plenty of validity left: the interval.
+    CHECK(dl::next_keepalive(t0, t0 + 9s, 3s) == t0 + 3s);
+    // Less left than an interval (a grant answered late): halfway through what is
+    // left, so that the keepalive is sent before the validity ends.
+    CHECK(dl::next_keepalive(t0, t0 + 1s, 3s) == t0 + 500ms);
+    CHECK(dl::next_keepalive(t0, t0 + 2ns, 3s) == t0 + 1ns);
+    // Nothing left, or an interval of zero or less: now.
+    CHECK(dl::next_keepalive(t0, t0, 3s) == t0);
+    CHECK(dl::next_keepalive(t0, t0 - 1s, 3s) == t0);
+    CHECK(dl::next_keepalive(t0, t0 + 9s, -1s) == t0);
+    // At the clock's limits, without overflow (UBSan checks this build).
+    CHECK(dl::next_keepalive(t0, dl::time_point::max(), dl::duration::max()) > t0);
+    CHECK(dl::next_keepalive(dl::time_point::min(), dl::time_point::max(), 1s) == dl::time_point::min() + 1s);
+    CHECK(dl::next_keepalive(dl::time_point::min(), dl::time_point::max(), dl::duration::max()) <
+          dl::time_point::max());
+}

@@ -91,6 +91,15 @@ public:
             return true;
     }
 
+    /// Not closed yet: background work spawned now still runs (it may be closing).
+    bool takes_work() const
+    {
+        if constexpr (managed_store<S>)
+            return life_->open();
+        else
+            return true;
+    }
+
     bool open() const
     {
         if constexpr (managed_store<S>)

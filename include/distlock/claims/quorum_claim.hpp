@@ -282,10 +282,15 @@ public:
     awaitable<result<void>> extend() { return extend_on(policy_, nodes_, resource_, owner_, ttl_); }
     awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_, floor_); }
     const owner_token& owner() const noexcept { return owner_; }
+    // On the first node whose store still takes work: a release spawned on a node
+    // already closed would be dropped, and the others would keep the lock to its TTL.
     void spawn(awaitable<void> work) const
     {
-        if (!nodes_.refs.empty())
-            nodes_.refs.front().spawn(std::move(work));
+        for (const auto& n : nodes_.refs)
+            if (n.takes_work()) {
+                n.spawn(std::move(work));
+                return;
+            }
     }
     bool listen(std::weak_ptr<backend::closing_listener> l) const
     {

@@ -1,5 +1,6 @@
 // distlock/etcd/detail/session.hpp: the store's session: one etcd lease, kept alive
-// at an interval (TTL/3 by default), shared by every lock the store takes.
+// at an interval (TTL/3 by default) and never later than halfway through the validity
+// left (next_keepalive() in clock.hpp), shared by every lock the store takes.
 //
 // States, as the core's session support hears them (claim.hpp): held (each answered
 // keepalive moves the validity to send time + granted TTL - drift), lost (the server
@@ -301,7 +302,9 @@ private:
                 valid = self->valid_until_;
                 every = std::min(self->cfg_.keepalive_interval(), self->ttl_ / 3);
             }
-            self->tick_.expires_at(std::min(clock::now() + every, valid));
+            // Never at the validity's end itself: a keepalive must be sent while it
+            // lasts, however late the grant or the last keepalive was answered.
+            self->tick_.expires_at(next_keepalive(clock::now(), valid, every));
             (void)co_await self->tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (self->is_stopped())
                 continue;
@@ -354,7 +357,7 @@ private:
             if (is_stopped())
                 co_return;
             // Refused or unanswered: again, sooner, while the validity lasts.
-            tick_.expires_at(std::min(clock::now() + every / 4, valid));
+            tick_.expires_at(next_keepalive(clock::now(), valid, every / 4));
             (void)co_await tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             if (is_stopped())
                 co_return;

@@ -209,7 +209,12 @@ private:
             self->ping_timer_ = t;
         }
         for (;;) {
-            t->expires_after(self->settings_.ping_interval);
+            // After ping_interval, but while the validity the last answer gave lasts
+            // (a late answer leaves less of it than one interval).
+            {
+                std::lock_guard lock{self->mutex_};
+                t->expires_at(next_keepalive(clock::now(), self->valid_until_, self->settings_.ping_interval));
+            }
             (void)co_await t->async_wait(distlock::backend::as_tuple_awaitable<Unused>());
             {
                 std::lock_guard lock{self->mutex_};
