@@ -455,3 +455,36 @@ TEST_CASE("etcd: a session granted late, or kept alive late, sends its next keep
         co_await holder.close();
     });
 }
+
+TEST_CASE("etcd: stores of one process whose key prefixes nest are refused; the same prefix is shared",
+          "[etcd][input]")
+{
+    using etcd::detail::nests;
+    CHECK(nests("app/", "app/a/"));
+    CHECK(nests("app/a/", "app/"));
+    CHECK(nests("app", "apple/")); // "app" + the escaped id "le" + "/" is "apple/"
+    CHECK_FALSE(nests("app/", "app/"));
+    CHECK_FALSE(nests("app/", "apple/"));
+
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("nest");
+    asio::io_context io;
+    std::optional<etcd::store> outer{std::in_place, io, server.config(prefix)};
+    etcd::store same{io, server.config(prefix)}; // several clients of one namespace
+    try {
+        etcd::store inner{io, server.config(prefix + "a/")};
+        FAIL("a nested prefix was accepted");
+    } catch (const std::system_error& e) {
+        CHECK(e.code() == dl::errc::invalid_argument);
+        CHECK(std::string_view{e.what()}.find("nests with") != std::string_view::npos);
+    }
+    CHECK_THROWS_AS((etcd::store{io, server.config(prefix.substr(0, prefix.size() - 1))}), std::system_error);
+    // Another member (here the same server through a proxy: a store cannot tell) is
+    // not compared.
+    fault::proxy net{server.port()};
+    etcd::store elsewhere{io, server.config_through(net.port(), prefix + "a/")};
+    // Once the outer store is gone, the inner prefix is free to use... while `same`
+    // lives, it is still refused.
+    outer.reset();
+    CHECK_THROWS_AS((etcd::store{io, server.config(prefix + "a/")}), std::system_error);
+}

@@ -26,6 +26,7 @@
 #include <distlock/backend.hpp>
 #include <distlock/etcd/config.hpp>
 #include <distlock/etcd/detail/client.hpp>
+#include <distlock/etcd/detail/prefixes.hpp>
 #include <distlock/etcd/detail/keys.hpp>
 #include <distlock/etcd/detail/replies.hpp>
 #include <distlock/etcd/detail/session.hpp>
@@ -65,8 +66,19 @@ public:
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings or TLS
     /// files that cannot be loaded; connecting happens on first use.
+    /// Also refused: a prefix that nests with one another store of this process uses
+    /// on the same member ("app/" and "app/a/"): their resources would block each other.
     basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::etcd::store"}
     {
+        std::vector<std::string> members;
+        for (const auto& m : cfg_.members)
+            members.push_back(backend::authority(m.host, m.port));
+        if (const auto other = detail::prefix_claims::claim(cfg_.prefix, members))
+            throw std::system_error{make_error_code(distlock::errc::invalid_argument),
+                                    "distlock::etcd::store: key prefix \"" + cfg_.prefix + "\" nests with \"" +
+                                        other->prefix + "\", used by another store of this process on " +
+                                        other->members.front() + ": their resources would block each other"};
+        prefix_.emplace(cfg_.prefix, std::move(members));
         client_ = std::make_shared<detail::client>(ex_, cfg_);
         session_ = std::make_shared<detail::session>(ex_, client_);
     }
@@ -409,6 +421,7 @@ private:
         co_return info;
     }
 
+    std::optional<detail::prefix_claim> prefix_;
     std::shared_ptr<detail::client> client_;
     std::shared_ptr<detail::session> session_;
 
