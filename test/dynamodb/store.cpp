@@ -432,6 +432,73 @@ TEST_CASE("dynamodb: throttling and server errors may have been applied: the gra
     }
 }
 
+TEST_CASE("dynamodb: guarded_update checks the lock item's fence and writes the item in one transaction",
+          "[dynamodb][fence]")
+{
+    // dynalite has no TransactWriteItems: the request and the reading of its answers
+    // are checked against a scripted endpoint (real DynamoDB's answers, as documented).
+    struct case_ {
+        int status;
+        std::string body;
+        std::error_code expected;
+    };
+    const std::vector<case_> cases{
+        {200, "{}", {}},
+        {400,
+         R"({"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed, None]","CancellationReasons":[{"Code":"ConditionalCheckFailed","Message":"The conditional request failed"},{"Code":"None"}]})",
+         make_error_code(dl::errc::stale_fence)},
+        {400,
+         R"({"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"Transaction cancelled [None, TransactionConflict]","CancellationReasons":[{"Code":"None"},{"Code":"TransactionConflict"}]})",
+         ddb::errc::refused},
+        {400,
+         R"({"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"x","CancellationReasons":"ConditionalCheckFailed"})",
+         make_error_code(dl::errc::protocol_error)}};
+    for (const auto& c : cases) {
+        INFO(c.body);
+        asio::io_context io;
+        scripted_endpoint endpoint{io, c.status, c.body};
+        ddb::config cfg;
+        cfg.port = endpoint.port();
+        cfg.table = "locks";
+        cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
+        ddb::store store{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            const nlohmann::json key = {{"id", {{"S", "wallet-1"}}}};
+            const nlohmann::json values = {{":b", {{"N", "70"}}}};
+            auto wrote = co_await store.guarded_update("wallet:1", 7, "wallets", key, "balance = :b",
+                                                       nlohmann::json::object(), values);
+            if (c.expected)
+                CHECK(wrote.error() == c.expected);
+            else
+                CHECK(wrote);
+            // Refused before any request: no token, no assignments, an empty resource.
+            CHECK((co_await store.guarded_update("wallet:1", 0, "wallets", key, "balance = :b")).error() ==
+                  dl::errc::invalid_argument);
+            CHECK((co_await store.guarded_update("", 7, "wallets", key, "balance = :b")).error() ==
+                  dl::errc::invalid_argument);
+            CHECK((co_await store.guarded_update("wallet:1", 7, "wallets", key, "")).error() ==
+                  dl::errc::invalid_argument);
+            co_await store.close();
+            endpoint.stop();
+        });
+        REQUIRE(endpoint.requests().size() == 1);
+        const auto sent = nlohmann::json::parse(endpoint.requests().front());
+        const auto& items = sent["TransactItems"];
+        REQUIRE(items.size() == 2);
+        const auto& lock = items[0]["ConditionCheck"];
+        CHECK(lock["TableName"] == "locks");
+        CHECK(lock["Key"]["resource"]["B"] == dl::util::base64("wallet:1"));
+        CHECK(lock["ConditionExpression"] == "attribute_exists(#o) AND fence = :t");
+        CHECK(lock["ExpressionAttributeNames"]["#o"] == "owner");
+        CHECK(lock["ExpressionAttributeValues"][":t"]["N"] == "7");
+        const auto& update = items[1]["Update"];
+        CHECK(update["TableName"] == "wallets");
+        CHECK(update["Key"]["id"]["S"] == "wallet-1");
+        CHECK(update["UpdateExpression"] == "SET balance = :b");
+        CHECK(update["ExpressionAttributeValues"][":b"]["N"] == "70");
+    }
+}
+
 TEST_CASE("dynamodb: credentials of the wrong shape are refused before any request", "[dynamodb][input]")
 {
     // Port 1 is closed: a request that went out would fail as store_unavailable.

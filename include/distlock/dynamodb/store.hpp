@@ -332,6 +332,51 @@ public:
         return fenced(call("UpdateItem", std::move(body), diag));
     }
 
+    /// The stronger fenced write: the update of the user's item (`table`, `key`, as for
+    /// fenced_update()) and a check of this store's lock item for `resource`, in one
+    /// TransactWriteItems, so that the write is applied only while the lock is held
+    /// and its current fence is `token`. A holder whose lock was taken over is shut out
+    /// even when its write lands before the new holder's first one (fenced_update()'s
+    /// "fence <= token" lets that write in), which a read-modify-write needs; in
+    /// expiry_time mode with clocks apart, where two holders can overlap, it is the
+    /// check that keeps the data consistent. errc::stale_fence when the check fails.
+    /// The item need not carry a fence attribute. Needs real DynamoDB (or a server
+    /// with transactions; dynalite has none) and dynamodb:ConditionCheckItem on the
+    /// lock table.
+    awaitable<result<void>> guarded_update(std::string_view resource, fence_token token, std::string table,
+                                           nlohmann::json key, std::string assignments,
+                                           nlohmann::json names = nlohmann::json::object(),
+                                           nlohmann::json values = nlohmann::json::object(),
+                                           diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        if (names.is_null())
+            names = nlohmann::json::object();
+        if (values.is_null())
+            values = nlohmann::json::object();
+        if (token == 0 || table.empty() || assignments.empty() || !key.is_object() || key.empty() ||
+            !names.is_object() || !values.is_object())
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        nlohmann::json update = {{"TableName", std::move(table)},
+                                 {"Key", std::move(key)},
+                                 {"UpdateExpression", "SET " + assignments}};
+        if (!names.empty())
+            update["ExpressionAttributeNames"] = std::move(names);
+        if (!values.empty())
+            update["ExpressionAttributeValues"] = std::move(values);
+        const nlohmann::json lock_check = {
+            {"TableName", cfg_.table},
+            {"Key", basic_store::key(resource)},
+            {"ConditionExpression", "attribute_exists(#o) AND fence = :t"},
+            {"ExpressionAttributeNames", {{"#o", "owner"}}},
+            {"ExpressionAttributeValues", {{":t", {{"N", std::to_string(token)}}}}},
+        };
+        nlohmann::json body = {
+            {"TransactItems", nlohmann::json::array({{{"ConditionCheck", lock_check}}, {{"Update", std::move(update)}}})}};
+        return fenced(call("TransactWriteItems", std::move(body), diag));
+    }
+
     /// One DynamoDB API call (`operation` is "GetItem", "Query", ...) on the store's
     /// connection, signed; the response's JSON. Error answers are errors, with the
     /// server's words in `diag` (a failed condition is distlock::errc::contended).

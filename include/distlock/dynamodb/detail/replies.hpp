@@ -66,8 +66,9 @@ inline std::optional<std::uint64_t> number_attribute(const backend::json_reader&
 
 /// The answer to a request, HTTP status `status` and body `body`: the document of a
 /// 200, else the error its status and `__type` say, with the server's words in `diag`
-/// (ConditionalCheckFailedException is distlock::errc::contended: the caller decides
-/// what "the condition did not hold" means).
+/// (ConditionalCheckFailedException, and a TransactionCanceledException whose
+/// CancellationReasons include ConditionalCheckFailed, are distlock::errc::contended:
+/// the caller decides what "the condition did not hold" means).
 inline result<nlohmann::json> decode_response(int status, std::string_view body, diagnostics* diag)
 {
     auto reply = backend::json_reply::parse(body, backend::json_null::is_malformed);
@@ -79,12 +80,16 @@ inline result<nlohmann::json> decode_response(int status, std::string_view body,
         return reply.take(root);
     }
     std::string type, message;
+    bool condition_failed = false; // a cancelled transaction's reasons name a failed condition
     if (root.is_object()) {
         type = root.optional_string("__type").value_or(std::string{});
         if (const auto lower = root.optional_string("message"))
             message = *lower;
         else
             message = root.optional_string("Message").value_or(std::string{});
+        for (const auto reason : root.optional_array("CancellationReasons"))
+            if (reason.is_object() && reason.optional_string("Code") == "ConditionalCheckFailed")
+                condition_failed = true;
         if (!reply.ok())
             return reply.fail(diag, context);
     }
@@ -92,6 +97,11 @@ inline result<nlohmann::json> decode_response(int status, std::string_view body,
         diag->set_server_message(type.empty() ? std::string{body} : type + ": " + message);
     if (status == 400 && type.ends_with("ConditionalCheckFailedException"))
         return distlock::make_error_code(distlock::errc::contended);
+    // A transaction is all or nothing: cancelled, none of it was applied. Cancelled by
+    // a failed condition, it is that condition's answer; otherwise (a conflict with
+    // another transaction, throttling) it may be sent again.
+    if (status == 400 && type.ends_with("TransactionCanceledException"))
+        return condition_failed ? distlock::make_error_code(distlock::errc::contended) : make_error_code(errc::refused);
     if (status < 500 && type.empty()) {
         if (diag)
             diag->set_client_message(context + " without an error type (__type)");
