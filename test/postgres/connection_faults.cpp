@@ -530,3 +530,60 @@ TEST_CASE("postgres connection: the oldest waiting caller cancelled at every ste
     CHECK(not_sent > 0);
     CHECK(abandoned > 0);
 }
+
+TEST_CASE("postgres connection: a request whose backend is terminated under it gets the server's SQLSTATE; the one "
+          "sent behind it may have been applied",
+          "[postgres_faults]")
+{
+    scripted_server server{[](std::string_view sql, const std::vector<value>& params) {
+        if (!params.empty() && params.front() == value{"doomed"})
+            return answer::terminated("57P01", "terminating connection due to administrator command");
+        return play(sql, params);
+    }};
+    server.answer_together(1, 2); // both requests on the wire before the backend ends
+    asio::io_context io{1};
+    pg::connection::options o;
+    o.params = {{"connect_timeout", "1"}, {"dbname", server.conninfo()}};
+    o.setup = {{"", setup_sql, {pg::param::text("300ms")}}};
+    o.connect_timeout = connect_timeout;
+    o.request_timeout = request_timeout;
+    o.peer = "scripted PostgreSQL";
+    auto conn = std::make_shared<pg::connection>(dl::backend::make_strand(io.get_executor()), std::move(o));
+    std::optional<dl::result<pg::replies>> doomed, behind;
+    dl::diagnostics doomed_diag, behind_diag;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            const auto connected = co_await conn->connect(nullptr);
+            REQUIRE_FALSE(connected);
+            const auto ex = co_await asio::this_coro::executor;
+            asio::co_spawn(
+                ex,
+                [&]() -> asio::awaitable<void> {
+                    std::vector<pg::statement> request{echo("doomed")};
+                    doomed = co_await conn->exec(std::move(request), &doomed_diag);
+                },
+                asio::detached);
+            asio::co_spawn(
+                ex,
+                [&]() -> asio::awaitable<void> {
+                    std::vector<pg::statement> request{echo("behind")};
+                    behind = co_await conn->exec(std::move(request), &behind_diag);
+                },
+                asio::detached);
+        },
+        asio::detached);
+    io.run_for(run_limit);
+    REQUIRE(doomed.has_value());
+    REQUIRE(behind.has_value());
+    REQUIRE_FALSE(*doomed);
+    INFO(doomed_diag.to_string());
+    CHECK(doomed->error() == dl::postgres::sqlstate("57P01"));
+    CHECK(doomed->error() == dl::condition::maybe_applied);
+    CHECK(doomed_diag.to_string().find("terminating connection") != std::string::npos);
+    REQUIRE_FALSE(*behind);
+    CHECK(behind->error() == dl::condition::maybe_applied);
+    conn->close();
+    io.restart();
+    io.run_for(2s);
+}

@@ -65,6 +65,7 @@ struct answer {
     std::string tag;                          ///< CommandComplete's tag; empty: "SELECT <rows>"
     std::string sqlstate;                     ///< not empty: an ErrorResponse instead
     std::string message;                      ///< the ErrorResponse's words
+    bool fatal = false;                       ///< a FATAL ErrorResponse, then the session ends
 
     static answer rows_of(std::vector<std::string> columns, std::vector<std::vector<value>> rows)
     {
@@ -74,6 +75,12 @@ struct answer {
     static answer error(std::string sqlstate, std::string message)
     {
         return {{}, {}, {}, std::move(sqlstate), std::move(message)};
+    }
+    /// What a terminated backend sends (57P01 from pg_terminate_backend): a FATAL
+    /// ErrorResponse, then the socket closes.
+    static answer terminated(std::string sqlstate, std::string message)
+    {
+        return {{}, {}, {}, std::move(sqlstate), std::move(message), true};
     }
     bool failed() const noexcept { return !sqlstate.empty(); }
 };
@@ -439,6 +446,10 @@ private:
             const auto result = found->second.result;
             if (name.empty()) // the unnamed portal lasts until the next Bind; dropped here for simplicity
                 portals_.erase(found);
+            if (result.fatal) { // the backend ends here: what is queued goes, then the close
+                queue('E', error_fields("FATAL", result.sqlstate, result.message));
+                return false;
+            }
             execute(result);
             return true;
         }

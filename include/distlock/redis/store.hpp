@@ -166,7 +166,7 @@ public:
                                             diagnostics* diag = nullptr)
     {
         if (floor >= token_limit)
-            return refused<void>(errc::invalid_argument);
+            return backend::failed<void>(errc::invalid_argument);
         return decoded(eval(script::release_raising, lock_and_fence_keys(resource),
                                 strings(owner.to_hex(), channel(resource), std::to_string(floor), sharded_flag()),
                                 diag),
@@ -185,7 +185,7 @@ public:
                                                diagnostics* diag = nullptr)
     {
         if (floor >= token_limit)
-            return refused<fence_token>(errc::invalid_argument);
+            return backend::failed<fence_token>(errc::invalid_argument);
         return decoded(
             eval(script::raise_fence, strings(fence_key(resource)), strings(std::to_string(floor)), diag),
             &detail::replies::fence);
@@ -384,7 +384,7 @@ public:
                                                                   diagnostics* diag = nullptr)
     {
         if (resources.empty() || !distinct(resources) || !batchable(resources))
-            return refused<std::vector<fence_token>>(errc::invalid_argument);
+            return backend::failed<std::vector<fence_token>>(errc::invalid_argument);
         // The locks, then the fence key of each slot they hash to, once.
         std::vector<std::string> keys;
         std::vector<std::uint16_t> slots;
@@ -416,7 +416,7 @@ public:
                                                      const owner_token& owner, diagnostics* diag = nullptr)
     {
         if (resources.empty() || !distinct(resources) || !batchable(resources))
-            return refused<std::vector<bool>>(errc::invalid_argument);
+            return backend::failed<std::vector<bool>>(errc::invalid_argument);
         std::vector<std::string> keys;
         std::vector<std::string> args{owner.to_hex(), sharded_flag()};
         keys.reserve(resources.size());
@@ -717,13 +717,6 @@ private:
             co_return errc::not_replicated;
         }
         co_return got;
-    }
-
-    // A request refused before any I/O.
-    template <class T>
-    static awaitable<result<T>> refused(errc why)
-    {
-        co_return make_error_code(why);
     }
 
     // No resource named twice: a set's script takes each one once.

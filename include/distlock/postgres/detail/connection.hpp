@@ -721,8 +721,14 @@ private:
         in_flight_.clear();
         for (auto& r : failing)
             if (!r->done) {
-                r->error = ec;
-                r->words = why;
+                // An error the server already gave this request (57P01 as its backend
+                // was terminated, a statement's own error) says more than the loss.
+                if (r->error) {
+                    r->words += "; then " + why;
+                } else {
+                    r->error = ec;
+                    r->words = why;
+                }
                 r->done = true;
                 deliver(*r, false);
             }
