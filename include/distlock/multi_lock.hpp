@@ -222,10 +222,16 @@ public:
     /// errc::invalid_argument for an empty set or any invalid id, before any I/O.
     /// \par Per-Operation Cancellation
     /// terminal, partial, total; everything taken so far is released.
-    awaitable<result<multi_lease>> lock() { return run(false); }
+    awaitable<result<multi_lease>> lock() { return run(false, nullptr); }
 
     /// One attempt per resource, no waiting.
-    awaitable<result<multi_lease>> try_lock() { return run(true); }
+    awaitable<result<multi_lease>> try_lock() { return run(true, nullptr); }
+
+    /// lock() and try_lock() that also say why they failed: `diag` is cleared, then
+    /// receives the words of the failed attempt on the resource that could not be taken
+    /// (as the mutex's lock(diag) does); it must outlive the co_await.
+    awaitable<result<multi_lease>> lock(diagnostics& diag) { return run(false, &diag); }
+    awaitable<result<multi_lease>> try_lock(diagnostics& diag) { return run(true, &diag); }
 
     /// lock() with any completion token; signature void(std::error_code, multi_lease).
     template <class CompletionToken>
@@ -237,16 +243,18 @@ public:
     }
 
 private:
-    awaitable<result<multi_lease>> run(bool single)
+    awaitable<result<multi_lease>> run(bool single, diagnostics* diag)
     {
         const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
         co_await asio::this_coro::throw_if_cancelled(false);
-        auto r = co_await take_all(single);
+        if (diag)
+            diag->clear();
+        auto r = co_await take_all(single, diag);
         co_await asio::this_coro::throw_if_cancelled(caller_throws);
         co_return r;
     }
 
-    awaitable<result<multi_lease>> take_all(bool single)
+    awaitable<result<multi_lease>> take_all(bool single, diagnostics* diag)
     {
         auto ids = ordered_resources();
         if (ids.empty())
@@ -277,7 +285,7 @@ private:
             std::vector<lease> held;
             held.reserve(ids.size());
             for (const auto& id : ids) {
-                auto got = co_await take_one(with_resource(id), deadline, single);
+                auto got = co_await take_one(with_resource(id), deadline, single, diag);
                 if (!got) {
                     multi_lease partial{std::move(held)};
                     (void)co_await partial.unlock();
@@ -370,15 +378,18 @@ private:
     // a deadline that has passed in between (as it must for a caller's deadline). So
     // its invalid_argument is mapped too: every setting was validated before the
     // first resource and none changes, so a refusal here can only be the deadline.
-    static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)
+    static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single,
+                                             diagnostics* diag)
     {
+        diagnostics unused;
+        diagnostics& words = diag ? *diag : unused;
         if (single)
-            co_return co_await m.try_lock();
+            co_return co_await m.try_lock(words);
         if (!deadline)
-            co_return co_await m.lock();
+            co_return co_await m.lock(words);
         if (clock::now() >= *deadline)
             co_return errc::timeout;
-        auto got = co_await m.lock_until(*deadline);
+        auto got = co_await m.lock_until(*deadline, words);
         if (!got && got.error() == errc::invalid_argument && clock::now() >= *deadline)
             co_return errc::timeout;
         co_return std::move(got);

@@ -57,6 +57,34 @@ TEST_CASE("cli: a full run command", "[cli]")
     CHECK(std::get<cli::options>(d).stores == std::vector<std::string>{"dynamodb://h:8000?table=t"});
 }
 
+TEST_CASE("cli: every store the library reads a URL for, and --store-timeout", "[cli]")
+{
+    for (const auto* url : {"redis://h:1", "rediss://h:1", "unix:///run/redis.sock", "redis+cluster://h:1,h:2",
+                            "rediss+cluster://h:1", "redis+sentinel://h:26379/p", "rediss+sentinel://h:1/p",
+                            "dynamodb://h:8000?table=t", "dynamodbs://h", "postgres://u@h/db", "postgresql://h/db",
+                            "etcd://h:2379", "etcds://h", "zk://h:2181/chroot"}) {
+        INFO(url);
+        CHECK(cli::store_kind_of(url));
+        CHECK(std::holds_alternative<cli::options>(parse({"status", "--store", url, "x"})));
+    }
+    CHECK_FALSE(cli::store_kind_of("zookeeper://h"));
+    CHECK_FALSE(cli::store_kind_of("http://h"));
+    // Several stores are a quorum of single Redis servers, nothing else.
+    CHECK(std::holds_alternative<cli::options>(parse({"try", "--store", "redis://a:1", "--store", "unix:///r", "x"})));
+    CHECK(error_of({"try", "--store", "etcd://a", "--store", "etcd://b", "x"}).find("stands alone") !=
+          std::string::npos);
+    CHECK(error_of({"try", "--store", "redis://a:1", "--store", "redis+cluster://b:1", "x"}).find("stands alone") !=
+          std::string::npos);
+
+    auto defaults = parse({"try", "x"});
+    REQUIRE(std::holds_alternative<cli::options>(defaults));
+    CHECK(std::get<cli::options>(defaults).store_timeout == distlock::duration{60s});
+    auto bounded = parse({"run", "--store-timeout", "5s", "x", "--", "true"});
+    REQUIRE(std::holds_alternative<cli::options>(bounded));
+    CHECK(std::get<cli::options>(bounded).store_timeout == distlock::duration{5s});
+    CHECK(error_of({"run", "--store-timeout", "0s", "x", "--", "true"}).find("bad duration") != std::string::npos);
+}
+
 TEST_CASE("cli: bad command lines say what is wrong", "[cli]")
 {
     CHECK(error_of({}).find("no command") != std::string::npos);

@@ -14,7 +14,9 @@
 #include <distlock/backend/url.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
+#include <distlock/etcd.hpp>
 #include <distlock/postgres.hpp>
+#include <distlock/zookeeper.hpp>
 #include <distlock/memory.hpp>
 #include <distlock/redis.hpp>
 
@@ -128,10 +130,17 @@ int shell_status(int status)
     return 1;
 }
 
+// An error and the store's words about it, for a line on stderr.
+std::string said(const std::error_code& ec, const dl::diagnostics& diag)
+{
+    return diag.empty() ? ec.message() : ec.message() + ": " + diag.to_string();
+}
+
 template <class Backend>
 class session {
 public:
-    using multi_lock = dl::basic_multi_lock<Backend, dl::renew::watchdog, dl::retry::exponential_backoff>;
+    using multi_lock =
+        dl::basic_multi_lock<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
 
     session(Backend& backend, const cli::options& o) : backend_{backend}, o_{o} {}
 
@@ -156,6 +165,49 @@ private:
         return {.initial = 20ms, .max = 1s, .deadline = wait};
     }
 
+    // When the store last answered an attempt (granted, or held by another owner), and
+    // the error of the last attempt it did not answer: what --store-timeout is about.
+    struct store_health {
+        dl::time_point answered = dl::clock::now();
+        std::error_code last_failure;
+    };
+
+    dl::observe::callback watch_store()
+    {
+        return {[health = health_](const dl::event& e) {
+            const auto* a = std::get_if<dl::attempt_event>(&e);
+            if (!a)
+                return;
+            if (!a->error || a->error == dl::condition::contended) {
+                health->answered = dl::clock::now();
+                health->last_failure.clear();
+            } else {
+                health->last_failure = a->error;
+            }
+        }};
+    }
+
+    multi_lock make_set() { return multi_lock{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry(), watch_store()}; }
+
+    // Ends when the store has not answered for --store-timeout and its last attempt
+    // failed (it never ends while the store answers, even that the lock is held: that
+    // is --wait's business). An attempt is bounded by the store's own timeouts, so a
+    // store that hangs is a failed attempt too.
+    dl::awaitable<void> store_silent()
+    {
+        for (;;) {
+            co_await pause(100ms);
+            if (dl::clock::now() - health_->answered >= o_.store_timeout && health_->last_failure)
+                co_return;
+        }
+    }
+
+    void report_silent_store(const dl::diagnostics& diag) const
+    {
+        std::fprintf(stderr, "distlock: the store did not answer for %llds (--store-timeout): %s\n",
+                     static_cast<long long>(millis(o_.store_timeout) / 1000), said(health_->last_failure, diag).c_str());
+    }
+
     // While waiting for the lock, once a second: a progress line on stderr when it is
     // a terminal, with who holds the first resource when the store can say. Runs until
     // the lock is taken (it is cancelled then).
@@ -177,16 +229,24 @@ private:
                         holder += " (" + std::to_string(millis(*info->remaining) / 1000) + " s left)";
                 }
             }
-            std::fprintf(stderr, "\r\033[Kdistlock: waiting for %s: %llds%s", o_.resources[0].c_str(),
-                         static_cast<long long>(waited.count()), holder.c_str());
+            // Which of the two it waits for: the lock (the store answers that it is
+            // held), or the store itself (it does not answer).
+            const bool store_down = health_->last_failure && dl::clock::now() - health_->answered >= 1s;
+            if (store_down)
+                std::fprintf(stderr, "\r\033[Kdistlock: waiting for the store (%s): %llds",
+                             health_->last_failure.message().c_str(), static_cast<long long>(waited.count()));
+            else
+                std::fprintf(stderr, "\r\033[Kdistlock: waiting for %s: %llds%s", o_.resources[0].c_str(),
+                             static_cast<long long>(waited.count()), holder.c_str());
             std::fflush(stderr);
         }
     }
 
     dl::awaitable<void> try_once()
     {
-        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry()};
-        auto got = co_await set.try_lock();
+        auto set = make_set();
+        dl::diagnostics diag;
+        auto got = co_await set.try_lock(diag);
         const bool acquired = static_cast<bool>(got);
         if (acquired) {
             (void)co_await got->unlock();
@@ -197,12 +257,15 @@ private:
         if (o_.json) {
             std::printf("{\"acquired\":%s,\"held\":%s", acquired ? "true" : "false",
                         exit_ == cli::exit_code::not_acquired ? "true" : "false");
-            if (!acquired && exit_ != cli::exit_code::not_acquired)
+            if (!acquired && exit_ != cli::exit_code::not_acquired) {
                 std::printf(",\"error\":\"%s\"", json_escape(got.error().message()).c_str());
+                if (!diag.empty())
+                    std::printf(",\"diagnostics\":\"%s\"", json_escape(diag.to_string()).c_str());
+            }
             std::printf("}\n");
         } else if (!acquired) {
             std::fprintf(stderr, "distlock: %s\n",
-                         exit_ == cli::exit_code::not_acquired ? "held by another owner" : got.error().message().c_str());
+                         exit_ == cli::exit_code::not_acquired ? "held by another owner" : said(got.error(), diag).c_str());
         }
     }
 
@@ -213,11 +276,14 @@ private:
         asio::signal_set signals{ex, SIGCHLD, SIGINT, SIGTERM};
         signals.add(SIGHUP);
 
-        multi_lock set{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry()};
-        // Waiting for the lock ends early on SIGINT/SIGTERM/SIGHUP: nothing is left held.
+        auto set = make_set();
+        dl::diagnostics diag;
+        // Waiting for the lock ends early on SIGINT/SIGTERM/SIGHUP, or when the store
+        // has not answered for --store-timeout: nothing is left held.
         using namespace asio::experimental::awaitable_operators;
-        auto first = co_await (set.lock() || signals.async_wait(asio::experimental::as_tuple(asio::use_awaitable)) ||
-                               progress());
+        auto first = co_await (set.lock(diag) ||
+                               signals.async_wait(asio::experimental::as_tuple(asio::use_awaitable)) || progress() ||
+                               store_silent());
         if (::isatty(STDERR_FILENO))
             std::fprintf(stderr, "\r\033[K");
         if (first.index() == 1) {
@@ -227,9 +293,14 @@ private:
         }
         if (first.index() == 2) // progress() never ends on its own
             co_return;
+        if (first.index() == 3) {
+            report_silent_store(diag);
+            exit_ = cli::exit_code::store_failed;
+            co_return;
+        }
         auto& got = std::get<0>(first);
         if (!got) {
-            std::fprintf(stderr, "distlock: not acquired: %s\n", got.error().message().c_str());
+            std::fprintf(stderr, "distlock: not acquired: %s\n", said(got.error(), diag).c_str());
             exit_ = acquisition_exit(got.error());
             co_return;
         }
@@ -312,6 +383,8 @@ private:
     Backend& backend_;
     const cli::options& o_;
     int exit_ = 1;
+    // Shared with the observer, which the lock's background work may call.
+    std::shared_ptr<store_health> health_ = std::make_shared<store_health>();
 };
 
 // Closes every store, so that io.run() returns (open connections keep it going).
@@ -320,6 +393,29 @@ dl::awaitable<void> close_all(std::vector<Store*> nodes)
 {
     for (auto* n : nodes)
         co_await n->close();
+}
+
+// A store's read(), with its words when it can give them.
+template <class Store>
+dl::awaitable<dl::result<dl::lock_info>> read_lock(Store& s, const std::string& resource, dl::diagnostics& diag)
+{
+    if constexpr (requires { s.read(resource, &diag); })
+        co_return co_await s.read(resource, &diag);
+    else
+        co_return co_await s.read(resource);
+}
+
+// Frees `owner`'s lock (a session store: its entry in the resource's queue).
+template <class Store>
+dl::awaitable<dl::result<void>> release_lock(Store& s, const std::string& resource, const dl::owner_token& owner,
+                                            dl::diagnostics& diag)
+{
+    if constexpr (requires { s.release(resource, owner, &diag); })
+        co_return co_await s.release(resource, owner, &diag);
+    else if constexpr (requires { s.release(resource, owner); })
+        co_return co_await s.release(resource, owner);
+    else
+        co_return co_await s.dequeue(resource, owner, &diag);
 }
 
 // status: what the store says about the lock, without taking it.
@@ -332,12 +428,13 @@ int status(asio::io_context& io, std::vector<Store*> nodes, const cli::options& 
         io,
         [&]() -> dl::awaitable<void> {
             for (std::size_t i = 0; i < nodes.size(); ++i) {
-                auto info = co_await nodes[i]->read(o.resources[0]);
+                dl::diagnostics diag;
+                auto info = co_await read_lock(*nodes[i], o.resources[0], diag);
                 if (!info) {
                     rc = cli::exit_code::store_failed;
                     lines.push_back(o.json ? "{\"node\":" + std::to_string(i) + ",\"error\":\"" +
-                                                 json_escape(info.error().message()) + "\"}"
-                                           : "node " + std::to_string(i) + ": " + info.error().message());
+                                                 json_escape(said(info.error(), diag)) + "\"}"
+                                           : "node " + std::to_string(i) + ": " + said(info.error(), diag));
                     continue;
                 }
                 const auto& v = info.value();
@@ -379,12 +476,13 @@ int release(asio::io_context& io, std::vector<Store*> nodes, const cli::options&
         io,
         [&]() -> dl::awaitable<void> {
             for (auto* n : nodes) {
-                auto r = co_await n->release(o.resources[0], owner);
+                dl::diagnostics diag;
+                auto r = co_await release_lock(*n, o.resources[0], owner, diag);
                 if (r)
                     ++released;
                 else if (r.error() != dl::condition::not_owner) {
                     ++failed;
-                    std::fprintf(stderr, "distlock: %s\n", r.error().message().c_str());
+                    std::fprintf(stderr, "distlock: %s\n", said(r.error(), diag).c_str());
                 }
             }
             co_await close_all(nodes);
@@ -441,7 +539,13 @@ int with_dynamodb(asio::io_context& io, const cli::options& o)
         dl::diagnostics diag;
         dl::result<void> made{make_error_code(dl::errc::cancelled)};
         asio::co_spawn(
-            io, [&]() -> dl::awaitable<void> { made = co_await store.create_table(std::chrono::seconds{60}, &diag); },
+            io,
+            [&]() -> dl::awaitable<void> {
+                made = co_await store.create_table(std::chrono::seconds{60}, &diag);
+                // io.run() below would otherwise wait for the server to close the idle
+                // connection (dynalite: after 5 s); the verb connects again.
+                store.disconnect();
+            },
             asio::detached);
         io.run();
         io.restart();
@@ -479,6 +583,29 @@ int with_postgres_store(asio::io_context& io, const cli::options& o, dl::postgre
     }
 }
 
+// A store that stands alone (one object, whatever its servers): every verb.
+template <class Store, class Config>
+int with_store(asio::io_context& io, const cli::options& o, Config cfg)
+{
+    Store store{io, std::move(cfg)};
+    std::vector<Store*> nodes{&store};
+    switch (o.what) {
+    case cli::verb::status: return status(io, nodes, o);
+    case cli::verb::release: return release(io, nodes, o);
+    default: return perform_lock(io, store, nodes, o);
+    }
+}
+
+template <class Store>
+int with_url(asio::io_context& io, const cli::options& o)
+{
+    std::string why;
+    auto cfg = Store::config_type::from_url(o.stores[0], &why);
+    if (!cfg)
+        return bad_store_url(o.stores[0], why);
+    return with_store<Store>(io, o, std::move(cfg.value()));
+}
+
 // One PostgreSQL database: its lease table, or with `mode=advisory` in the URL
 // (taken out here, before libpq sees the rest; `mode=table` is the default)
 // session-level advisory locks held by the distlock process's connection for as long
@@ -511,6 +638,10 @@ int with_postgres(asio::io_context& io, const cli::options& o)
 
 } // namespace
 
+namespace {
+int run_main(const cli::options& o);
+}
+
 int main(int argc, char** argv)
 {
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -530,6 +661,19 @@ int main(int argc, char** argv)
     sigaddset(&blocked, SIGPIPE);
     ::sigprocmask(SIG_BLOCK, &blocked, nullptr);
 
+    // A store refuses settings it cannot use when it is made (an etcd prefix nesting
+    // with another, TLS files that cannot be read): said as such, not as a crash.
+    try {
+        return run_main(o);
+    } catch (const std::system_error& e) {
+        std::fprintf(stderr, "distlock: %s\n", e.what());
+        return e.code() == dl::condition::invalid_argument ? cli::exit_code::usage : cli::exit_code::store_failed;
+    }
+}
+
+namespace {
+int run_main(const cli::options& o)
+{
     asio::io_context io;
     if (o.stores.empty() || o.stores[0] == "memory") {
         dl::memory::store store{io};
@@ -540,14 +684,21 @@ int main(int argc, char** argv)
         default: return perform_lock(io, store, nodes, o);
         }
     }
-    if (o.stores[0].starts_with("dynamodb://") || o.stores[0].starts_with("dynamodbs://"))
+    const auto kind = cli::store_kind_of(o.stores[0]);
+    if (kind == cli::store_kind::dynamodb)
         return with_dynamodb(io, o);
-    if (o.stores[0].starts_with("postgres://") || o.stores[0].starts_with("postgresql://"))
+    if (kind == cli::store_kind::postgres)
         return with_postgres(io, o);
     if (o.create_table) {
         std::fprintf(stderr, "distlock: --create-table is for DynamoDB stores\n%s", cli::usage_text);
         return cli::exit_code::usage;
     }
+    if (kind == cli::store_kind::etcd)
+        return with_url<dl::etcd::store>(io, o);
+    if (kind == cli::store_kind::zookeeper)
+        return with_url<dl::zookeeper::store>(io, o);
+    if (kind == cli::store_kind::redis_cluster) // a Cluster or a Sentinel-watched primary: one store
+        return with_url<dl::redis::store>(io, o);
     std::vector<std::unique_ptr<dl::redis::store>> owned;
     for (const auto& url : o.stores) {
         std::string why;
@@ -569,3 +720,4 @@ int main(int argc, char** argv)
     dl::quorum<dl::redis::store> quorum{std::span<dl::redis::store* const>{nodes}};
     return perform_lock(io, quorum, nodes, o);
 }
+} // namespace

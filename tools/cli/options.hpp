@@ -36,6 +36,10 @@ struct options {
     duration ttl = std::chrono::seconds{30};
     std::optional<duration> wait;         ///< --wait; none: as long as max_wait allows
     std::optional<duration> max_hold;
+    /// --store-timeout: how long the store may go without answering (unreachable,
+    /// refusing) before run or try gives up with exit 4; apart from --wait, which is
+    /// how long to wait for the lock while the store answers that it is held.
+    duration store_timeout = std::chrono::seconds{60};
     duration grace = std::chrono::seconds{10};
     bool json = false;
     bool verbose = false;
@@ -71,6 +75,32 @@ inline std::optional<duration> parse_duration(std::string_view text)
     if (n > limit_ms / per_unit_ms)
         return std::nullopt;
     return std::chrono::milliseconds{n * per_unit_ms};
+}
+
+/// The stores the tool speaks, by URL scheme.
+enum class store_kind { redis, redis_cluster, dynamodb, postgres, etcd, zookeeper };
+
+inline constexpr const char* known_stores =
+    "memory, redis://, rediss://, unix://, redis+cluster://, redis+sentinel:// (rediss+ for TLS), dynamodb://, "
+    "dynamodbs://, postgres://, postgresql://, etcd://, etcds://, zk://";
+
+inline std::optional<store_kind> store_kind_of(std::string_view url)
+{
+    for (const char* p : {"redis://", "rediss://", "unix://"})
+        if (url.starts_with(p))
+            return store_kind::redis;
+    for (const char* p : {"redis+cluster://", "rediss+cluster://", "redis+sentinel://", "rediss+sentinel://"})
+        if (url.starts_with(p))
+            return store_kind::redis_cluster; // one store object, whatever the topology
+    if (url.starts_with("dynamodb://") || url.starts_with("dynamodbs://"))
+        return store_kind::dynamodb;
+    if (url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        return store_kind::postgres;
+    if (url.starts_with("etcd://") || url.starts_with("etcds://"))
+        return store_kind::etcd;
+    if (url.starts_with("zk://"))
+        return store_kind::zookeeper;
+    return std::nullopt;
 }
 
 /// What parsing found: the options, or the message for a usage error.
@@ -122,7 +152,7 @@ inline parsed parse(const std::vector<std::string>& args)
         if (a == "--store") {
             auto v = value(a);
             if (!v)
-                return std::string{"--store needs a URL (memory, redis://..., rediss://..., unix://...)"};
+                return std::string{"--store needs a URL (memory, redis://..., etcd://..., zk://..., ...)"};
             o.stores.push_back(*v);
         } else if (a == "--ttl") {
             std::optional<duration> d;
@@ -135,6 +165,11 @@ inline parsed parse(const std::vector<std::string>& args)
         } else if (a == "--max-hold") {
             if (auto e = duration_of(a, o.max_hold))
                 return *e;
+        } else if (a == "--store-timeout") {
+            std::optional<duration> d;
+            if (auto e = duration_of(a, d))
+                return *e;
+            o.store_timeout = *d;
         } else if (a == "--grace") {
             std::optional<duration> d;
             if (auto e = duration_of(a, d))
@@ -164,15 +199,13 @@ inline parsed parse(const std::vector<std::string>& args)
         if (r.empty() || r.size() > max_resource_size)
             return "resource ids must be 1 to " + std::to_string(max_resource_size) + " bytes";
     for (const auto& s : o.stores)
-        if (!(s == "memory" || s.starts_with("redis://") || s.starts_with("rediss://") || s.starts_with("unix://") ||
-              s.starts_with("dynamodb://") || s.starts_with("dynamodbs://") || s.starts_with("postgres://") ||
-              s.starts_with("postgresql://")))
-            return "unknown store '" + s +
-                   "' (memory, redis://, rediss://, unix://, dynamodb://, dynamodbs://, postgres://)";
+        if (!(s == "memory" || store_kind_of(s)))
+            return "unknown store '" + s + "' (" + known_stores + ")";
     if (o.stores.size() > 1)
         for (const auto& s : o.stores)
-            if (s == "memory")
-                return std::string{"a quorum is made of Redis servers; 'memory' stands alone"};
+            if (store_kind_of(s) != store_kind::redis)
+                return std::string{"several --store make a Redlock quorum of single Redis servers (redis://, "
+                                   "rediss://, unix://); every other store stands alone"};
     if (o.what == verb::run && o.command.empty())
         return std::string{"run needs a command after '--'"};
     if (o.what != verb::run && !o.command.empty())
@@ -187,8 +220,8 @@ inline parsed parse(const std::vector<std::string>& args)
 }
 
 inline constexpr const char* usage_text =
-    R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
-       distlock try [--store URL]... [--ttl D] [--json] RESOURCE...
+    R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--store-timeout D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
+       distlock try [--store URL]... [--ttl D] [--store-timeout D] [--json] RESOURCE...
        distlock status [--store URL]... [--json] RESOURCE
        distlock release [--store URL]... --owner ID RESOURCE
 
@@ -200,12 +233,19 @@ then SIGKILL after --grace, and distlock exits with 5.
 
 Stores: memory (this process only), redis://[user:pass@]host:port[/db],
 rediss://... (TLS), unix:///path; several --store make a Redlock quorum;
+redis+cluster://host:port[,host:port...] (a Redis Cluster),
+redis+sentinel://host:port[,...]/primary-name[/db] (through Sentinels);
+etcd://[user:pass@]host[:port][,...][?prefix=P&ttl=SECONDS] (etcds:// for HTTPS);
+zk://host[:port][,...][/chroot][?prefix=/P&timeout=MS] (ZooKeeper);
 dynamodb://host:port?table=T&region=R&mode=record_version|expiry_time (dynamodbs://
 for HTTPS; credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), with
 --create-table to make the table first if it does not exist;
 postgres://[user[:pass]@]host:port/db[?libpq options&table=T&mode=advisory]: a lease
 table (made if missing), or with mode=advisory a session-level advisory lock.
-Durations: 500ms, 30s, 2m, 1h. Defaults: --ttl 30s, --grace 10s, --wait unbounded.
+Durations: 500ms, 30s, 2m, 1h. Defaults: --ttl 30s, --grace 10s, --wait unbounded,
+--store-timeout 60s: --wait bounds the wait for a lock the store says is held;
+--store-timeout how long the store may go without answering (down, unreachable,
+refusing) before distlock gives up with exit 4 and the store's words.
 
 Exit codes: the command's own; 2 usage; 3 not acquired (held); 4 store failed;
 5 lease lost; 6 past --max-hold; 127 command not started.

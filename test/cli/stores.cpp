@@ -1,0 +1,170 @@
+// The distlock tool against the servers of the store tests: the stores the shell test
+// (test/cli/run.sh: memory, Redis, a Redlock quorum, DynamoDB, PostgreSQL) does not
+// start: etcd, ZooKeeper, a Redis Cluster, a primary found through a Sentinel; and how
+// the tool fails: a store that does not answer (--store-timeout), a store that refuses
+// (the server's words reach the terminal). The tool runs as a child process; its
+// output (stdout and stderr together) is read whole.
+#include "etcd_server.hpp"
+#include "postgres_server.hpp"
+#include "process.hpp"
+#include "redis_cluster.hpp"
+#include "redis_server.hpp"
+#include "support.hpp"
+#include "zookeeper_server.hpp"
+
+#include <distlock/etcd.hpp>
+#include <distlock/zookeeper.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace dl = distlock;
+
+std::string quoted_for_shell(const std::string& s)
+{
+    std::string out = "'";
+    for (const char c : s)
+        out += c == '\'' ? std::string{"'\\''"} : std::string(1, c);
+    return out + "'";
+}
+
+struct outcome {
+    std::optional<int> exit;
+    std::string said; // stdout and stderr
+};
+
+// Runs the tool with `args` and waits for it (at most `limit`).
+outcome tool(const std::vector<std::string>& args, std::chrono::milliseconds limit = 60s)
+{
+    std::string command = quoted_for_shell(DISTLOCK_CLI_PATH);
+    for (const auto& a : args)
+        command += " " + quoted_for_shell(a);
+    test::child c{{"/bin/sh", "-c", command + " 2>&1"}};
+    outcome o;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        auto line = c.read_line(left);
+        if (!line)
+            break; // end of output (or the limit)
+        o.said += *line + "\n";
+    }
+    o.exit = c.wait(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    return o;
+}
+
+// What every store the tool speaks must do: run a command under the lock with its
+// fence in the environment, report the lock free and held, refuse `try` while it is
+// held, and free it for an operator who names the holder.
+void run_status_try_release(const std::string& url, const std::string& resource)
+{
+    INFO(url);
+    const auto ran = tool({"run", "--store", url, "--ttl", "10s", resource, "--", "sh", "-c",
+                           "echo \"fence=$DISTLOCK_FENCE resource=$DISTLOCK_RESOURCE\""});
+    INFO(ran.said);
+    REQUIRE(ran.exit == std::optional<int>{0});
+    CHECK(ran.said.find("fence=") != std::string::npos);
+    CHECK(ran.said.find("fence= ") == std::string::npos); // a fence was given
+    CHECK(ran.said.find("resource=" + resource) != std::string::npos);
+
+    const auto free_now = tool({"status", "--store", url, resource});
+    INFO(free_now.said);
+    CHECK(free_now.exit == std::optional<int>{0});
+    CHECK(free_now.said.starts_with("free"));
+
+    // A holder in another process: `run -v` prints its owner, then holds until killed.
+    test::child holder{{"/bin/sh", "-c",
+                        quoted_for_shell(DISTLOCK_CLI_PATH) + " run -v --store " + quoted_for_shell(url) +
+                            " --ttl 10s " + quoted_for_shell(resource) + " -- sh -c 'echo holding; sleep 60' 2>&1"}};
+    std::string owner;
+    for (int i = 0; i < 10 && owner.empty(); ++i) {
+        const auto line = holder.read_line(10s);
+        REQUIRE(line);
+        if (const auto at = line->find("owner "); at != std::string::npos)
+            owner = line->substr(at + 6, 32);
+    }
+    REQUIRE(owner.size() == 32);
+    const auto held = tool({"status", "--store", url, resource});
+    INFO(held.said);
+    CHECK(held.said.starts_with("held"));
+    CHECK(held.said.find(owner.substr(0, 8)) != std::string::npos);
+    const auto refused = tool({"try", "--store", url, resource});
+    CHECK(refused.exit == std::optional<int>{3});
+    const auto released = tool({"release", "--store", url, "--owner", owner, resource});
+    INFO(released.said);
+    CHECK(released.exit == std::optional<int>{0});
+    const auto after = tool({"status", "--store", url, resource});
+    INFO(after.said);
+    CHECK(after.said.starts_with("free"));
+    holder.kill(SIGTERM);
+    (void)holder.wait(20s);
+}
+
+} // namespace
+
+TEST_CASE("cli: run, status, try and release on etcd and on ZooKeeper", "[cli][etcd][zookeeper]")
+{
+    const auto prefix = test::fresh_prefix("cli");
+    run_status_try_release(test::shared_etcd().url() + "?prefix=" + prefix + "&ttl=5", "nightly");
+    const auto chroot = test::fresh_zk_prefix("cli");
+    run_status_try_release(test::shared_zookeeper().url() + "?prefix=" + chroot, "nightly");
+}
+
+TEST_CASE("cli: run, status, try and release on a Redis Cluster and through a Sentinel", "[cli][redis][cluster]")
+{
+    test::redis_cluster cluster{3, 0};
+    std::string nodes;
+    for (std::size_t i = 0; i < cluster.size(); ++i)
+        nodes += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(cluster.port(i));
+    run_status_try_release("redis+cluster://" + nodes, "nightly");
+
+    test::redis_server primary;
+    test::redis_sentinel sentinel{primary.port(), "cli-primary"};
+    run_status_try_release(sentinel.url(), "nightly");
+}
+
+TEST_CASE("cli: a store that does not answer ends run after --store-timeout with exit 4 and the reason",
+          "[cli][input]")
+{
+    // Nothing listens on port 1: every attempt is refused at connect. Without
+    // --store-timeout, run would wait for the store as long as --wait allows.
+    for (const std::string url : {"redis://127.0.0.1:1", "etcd://127.0.0.1:1", "zk://127.0.0.1:1"}) {
+        INFO(url);
+        const auto r = tool({"run", "--store", url, "--store-timeout", "1s", "job", "--", "true"}, 30s);
+        INFO(r.said);
+        CHECK(r.exit == std::optional<int>{4});
+        CHECK(r.said.find("did not answer") != std::string::npos);
+        CHECK(r.said.find("--store-timeout") != std::string::npos);
+    }
+    // A lock held elsewhere is --wait's business, not --store-timeout's.
+    test::redis_server server;
+    const auto url = server.url();
+    test::child holder{{"/bin/sh", "-c",
+                        quoted_for_shell(DISTLOCK_CLI_PATH) + " run --store " + url +
+                            " --ttl 10s job -- sh -c 'echo holding; sleep 60'"}};
+    REQUIRE(holder.read_line(10s) == std::optional<std::string>{"holding"});
+    const auto waited = tool({"run", "--store", url, "--store-timeout", "500ms", "--wait", "2s", "job", "--", "true"});
+    INFO(waited.said);
+    CHECK(waited.exit == std::optional<int>{3});
+    CHECK(waited.said.find("did not answer") == std::string::npos);
+    holder.kill(SIGTERM);
+    (void)holder.wait(20s);
+}
+
+TEST_CASE("cli: the store's own words reach the terminal (a PostgreSQL role that does not exist)", "[cli][postgres]")
+{
+    const auto url = "postgres://ghost@127.0.0.1:" + std::to_string(test::shared_postgres().port()) +
+                     "/postgres?sslmode=disable";
+    const auto r = tool({"try", "--store", url, "job"});
+    INFO(r.said);
+    CHECK(r.exit == std::optional<int>{4});
+    CHECK(r.said.find("role \"ghost\" does not exist") != std::string::npos);
+    const auto json = tool({"try", "--json", "--store", url, "job"});
+    INFO(json.said);
+    CHECK(json.said.find("\"diagnostics\":") != std::string::npos);
+    CHECK(json.said.find("ghost") != std::string::npos);
+}
