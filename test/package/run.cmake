@@ -10,8 +10,11 @@ function(run)
     message(FATAL_ERROR "failed (${rc}): ${ARGV}")
   endif()
 endfunction()
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/lib -DDISTLOCK_BUILD_TESTS=OFF -DDISTLOCK_BUILD_EXAMPLES=OFF -DDISTLOCK_BUILD_CLI=OFF -DCMAKE_INSTALL_PREFIX=${prefix})
-run(${CMAKE_COMMAND} --install ${WORK_DIR}/lib)
+# The README's configure line, then install without building: the headers and the
+# package, the tool skipped (it was not built; tool_installs checks it installed).
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/lib -DCMAKE_BUILD_TYPE=Release -DDISTLOCK_BUILD_TESTS=OFF
+    -DDISTLOCK_BUILD_EXAMPLES=OFF -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER})
+run(${CMAKE_COMMAND} --install ${WORK_DIR}/lib --prefix ${prefix})
 # A copy of Asio outside the system's include path, named to the consumer's
 # find_package: the package must pass that directory on.
 find_path(system_asio asio.hpp PATHS ${ASIO_DIR} /usr/include /usr/local/include REQUIRED) # script mode: no default paths
