@@ -57,6 +57,9 @@ int main()
         });
     for (auto& w : workers)
         w.join();
+    // The io_thread runs the store: close it from here before both go (a network
+    // store's releases then finish and its connections close).
+    io.run_sync(store.close());
     const long total = b.checking.read() + b.savings.read();
     std::printf("checking %ld, savings %ld, total %ld; %d writes refused; %zu locks left\n", b.checking.read(),
                 b.savings.read(), total, refused.load(), store.live_locks());

@@ -36,6 +36,21 @@ public:
     asio::io_context& context() noexcept { return io_; }
     asio::io_context::executor_type get_executor() noexcept { return io_.get_executor(); }
 
+    /// Runs `op` on this thread and waits for it from the calling thread:
+    /// `io.run_sync(store.close())` closes a network store whose work runs here
+    /// (before the io_thread is destroyed, so that its releases finish and its
+    /// connections close cleanly). An exception from `op` is rethrown here. From this
+    /// io_thread's own thread it would wait for itself: std::system_error
+    /// (resource_deadlock_would_occur) instead.
+    template <class T>
+    T run_sync(awaitable<T> op)
+    {
+        if (io_.get_executor().running_in_this_thread())
+            throw std::system_error{std::make_error_code(std::errc::resource_deadlock_would_occur),
+                                    "distlock::io_thread::run_sync called from the io_thread itself"};
+        return asio::co_spawn(io_, std::move(op), asio::use_future).get();
+    }
+
 private:
     asio::io_context io_;
     asio::executor_work_guard<asio::io_context::executor_type> work_;

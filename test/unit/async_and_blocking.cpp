@@ -1,9 +1,12 @@
 // Completion tokens other than coroutines, and the blocking Lockable adapter.
 #include "support.hpp"
 
+#include <asio/post.hpp>
+
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -107,6 +110,39 @@ TEST_CASE("blocking adapters work with std::scoped_lock across threads", "[block
     c.unlock();
     CHECK(c2.try_lock());
     c2.unlock();
+}
+
+TEST_CASE("io_thread::run_sync runs a coroutine on the io thread and waits for it: a store closed from a plain "
+          "thread",
+          "[blocking][concurrency]")
+{
+    dl::io_thread worker;
+    dl::memory::store store{worker.context()};
+    memory_mutex m{store, "run_sync"};
+    auto kept = worker.run_sync(m.lock());
+    REQUIRE(kept);
+    CHECK(worker.run_sync(store.read("run_sync"))->held);
+    kept = dl::result<dl::lease>{make_error_code(dl::errc::released)}; // dropped: released in the background
+    worker.run_sync(store.close()); // waits for that release
+    CHECK(store.live_locks() == 0);
+    CHECK(worker.run_sync([]() -> dl::awaitable<int> { co_return 42; }()) == 42);
+    // An exception from the coroutine reaches the caller.
+    CHECK_THROWS_AS(worker.run_sync([]() -> dl::awaitable<void> {
+        throw std::runtime_error{"from the io thread"};
+        co_return;
+    }()),
+                    std::runtime_error);
+    // From the io thread itself it would wait for itself: refused.
+    std::promise<bool> refused;
+    asio::post(worker.context(), [&] {
+        try {
+            worker.run_sync([]() -> dl::awaitable<void> { co_return; }());
+            refused.set_value(false);
+        } catch (const std::system_error& e) {
+            refused.set_value(e.code() == std::errc::resource_deadlock_would_occur);
+        }
+    });
+    CHECK(refused.get_future().get());
 }
 
 TEST_CASE("one blocking mutex is shared between threads as a std::mutex is: each thread's lock has its own lease",
