@@ -70,6 +70,7 @@
 #include <asio/basic_waitable_timer.hpp>
 #include <asio/wait_traits.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -141,6 +142,22 @@ constexpr duration saturating_mul(duration a, std::int64_t n) noexcept
 constexpr time_point saturating_add(time_point t, duration d) noexcept
 {
     return time_point{saturating_add(t.time_since_epoch(), d)};
+}
+
+/// When to send the next keepalive (ping, extension) of something valid until
+/// `valid_until`: after `interval`, but never later than halfway through the validity
+/// left, so that one is always sent while validity remains, however late the last
+/// answer came. A session is then in doubt only when keepalives were sent and not
+/// answered in time, never because the client slept through its validity. At
+/// `valid_until` or after: now.
+constexpr time_point next_keepalive(time_point now, time_point valid_until, duration interval) noexcept
+{
+    if (now >= valid_until)
+        return now;
+    // Half the validity left, each halved first: the difference of two halves cannot
+    // overflow, whatever the time points (a validity of time_point::max() included).
+    const duration half{valid_until.time_since_epoch().count() / 2 - now.time_since_epoch().count() / 2};
+    return saturating_add(now, std::clamp(interval, duration::zero(), half));
 }
 
 /// Wait traits for distlock timers: real waits normally, 1 ms polling under a manual clock.
@@ -2329,6 +2346,15 @@ public:
             return true;
     }
 
+    /// Not closed yet: background work spawned now still runs (it may be closing).
+    bool takes_work() const
+    {
+        if constexpr (managed_store<S>)
+            return life_->open();
+        else
+            return true;
+    }
+
     bool open() const
     {
         if constexpr (managed_store<S>)
@@ -2812,6 +2838,25 @@ private:
     std::vector<std::function<void()>> parked_;
 };
 
+// The node store's count of work in flight (backend::lifetime::track()), shared so
+// that a parked late reply keeps it; empty for nodes that do not count.
+template <class Node>
+std::shared_ptr<void> in_flight_on(const Node& node)
+{
+    if constexpr (requires { node.track(); }) {
+        using work = decltype(node.track());
+        return std::make_shared<work>(node.track());
+    } else {
+        return nullptr;
+    }
+}
+
+inline awaitable<void> still_counted(std::shared_ptr<void> counted, awaitable<void> work)
+{
+    co_await std::move(work);
+    counted.reset();
+}
+
 /// Runs `op(node, i)` on every node (`nodes.node(i)` is copied into each node's
 /// coroutine: a reference such as store_ref, never the store itself), returns the replies received when `settled(replies)`
 /// first holds (or all have answered, or the caller was cancelled: then `cancelled` is
@@ -2840,6 +2885,9 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
             node.get_executor(),
             [](std::shared_ptr<shared> state, node_type node, std::size_t i, Op op,
                Settled settled, OnLate on_late, std::shared_ptr<late_verdict> verdict) -> awaitable<void> {
+                // Counted by the node's store until the reply and what follows from it
+                // (a late grant's release) are done: its close() waits for them.
+                auto counted = in_flight_on(node);
                 const auto start = clock::now();
                 reply<T> r{co_await op(node, i), clock::now() - start};
                 bool late = false;
@@ -2861,8 +2909,8 @@ awaitable<replies<T>> fan_out(Nodes& nodes, Op op, Settled settled, OnLate on_la
                     co_await on_late(node, i, std::move(r));
                     co_return;
                 }
-                verdict->on_late([node, i, on_late, r] {
-                    asio::co_spawn(node.get_executor(), on_late(node, i, r), asio::detached);
+                verdict->on_late([node, i, on_late, r, counted = std::move(counted)] {
+                    asio::co_spawn(node.get_executor(), still_counted(counted, on_late(node, i, r)), asio::detached);
                 });
             }(state, node, i, op, settled, on_late, verdict),
             asio::detached);
@@ -2987,8 +3035,19 @@ struct acquire_on_node {
                                               duration ttl, std::shared_ptr<std::vector<diagnostics>> words,
                                               std::size_t i)
     {
+        // A node whose store is closing takes no new lock, and a grant that comes back
+        // while it closes is given back here, before its close() can finish (the
+        // node's count of work in flight, fan_out(), covers this whole call).
+        if (!node.open())
+            co_return errc::store_unavailable;
         const lock_request r{res, owner, ttl, words ? &(*words)[i] : nullptr};
-        co_return co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
+        auto got = co_await node.call([&](S& s) { return p.acquire(s, r, {}); });
+        if (got && !node.open()) {
+            const lock_request back{res, owner, {}};
+            (void)co_await node.call([&](S& s) { return p.release(s, back); });
+            co_return errc::store_unavailable;
+        }
+        co_return got;
     }
 };
 
@@ -3204,10 +3263,15 @@ public:
     awaitable<result<void>> extend() { return extend_on(policy_, nodes_, resource_, owner_, ttl_); }
     awaitable<result<void>> release() { return release_on(policy_, nodes_, resource_, owner_, floor_); }
     const owner_token& owner() const noexcept { return owner_; }
+    // On the first node whose store still takes work: a release spawned on a node
+    // already closed would be dropped, and the others would keep the lock to its TTL.
     void spawn(awaitable<void> work) const
     {
-        if (!nodes_.refs.empty())
-            nodes_.refs.front().spawn(std::move(work));
+        for (const auto& n : nodes_.refs)
+            if (n.takes_work()) {
+                n.spawn(std::move(work));
+                return;
+            }
     }
     bool listen(std::weak_ptr<backend::closing_listener> l) const
     {
@@ -5401,6 +5465,13 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
         turn = co_await wait_for_turn(place, deadline, cs);
     }
 
+    // An attempt in flight is work the store's close() waits for: from before its
+    // request is sent until its grant is a lease, given back, or handed to the store
+    // as clean-up (below the loop). Without it close() could end the connection under
+    // a request the server applies, and the grant would stay held until its TTL.
+    // Waiting between attempts is not counted: close() does not wait for waiters.
+    std::optional<backend::lifetime::work> in_flight;
+
     // Every way out of the attempts sets r and breaks, so that the clean-up below
     // runs (a loop in this frame rather than a coroutine of its own: a frame less
     // on every lock()).
@@ -5410,6 +5481,14 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
         for (;;) {
             if (is_cancelled(cs)) {
                 r = errc::cancelled;
+                break;
+            }
+            in_flight.reset();
+            in_flight.emplace(store.track());
+            // Counted first, then asked: close() either sees the count and waits, or
+            // this sees the store closing and sends nothing.
+            if (!store.open()) {
+                r = errc::store_unavailable;
                 break;
             }
             // A lease's validity counts from before its attempt was sent: the first
@@ -5444,6 +5523,11 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     r = errc::cancelled;
                     break;
                 }
+                if (!store.open()) { // closing: no lease outlives close()
+                    co_await give_back(claim.hold());
+                    r = errc::store_unavailable;
+                    break;
+                }
                 if (t1 >= valid_until) {
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
@@ -5471,8 +5555,13 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                 break;
             }
 
-            // Waiting from now on: take a place in this process's line, and if others
-            // were there first, let them go first.
+            // Waiting from now on (close() does not wait for that), unless what the
+            // attempt may have taken is still to be cleaned up.
+            if (!claim.unsettled())
+                in_flight.reset();
+
+            // Take a place in this process's line, and if others were there first,
+            // let them go first.
             if (!claim_type::fair && failure == condition::contended && !place.joined()) {
                 place.join(&backend_, resource_, co_await asio::this_coro::executor);
                 if (!place.at_head()) {
@@ -5549,6 +5638,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     // deadline) is given back as work owned by the store, not within this call.
     if (claim.unsettled())
         store.spawn(claim.abandon());
+    in_flight.reset();
     if (r && diag)
         diag->clear(); // the words of attempts that failed before one succeeded
     co_await asio::this_coro::throw_if_cancelled(caller_throws);
@@ -5590,6 +5680,21 @@ public:
 
     asio::io_context& context() noexcept { return io_; }
     asio::io_context::executor_type get_executor() noexcept { return io_.get_executor(); }
+
+    /// Runs `op` on this thread and waits for it from the calling thread:
+    /// `io.run_sync(store.close())` closes a network store whose work runs here
+    /// (before the io_thread is destroyed, so that its releases finish and its
+    /// connections close cleanly). An exception from `op` is rethrown here. From this
+    /// io_thread's own thread it would wait for itself: std::system_error
+    /// (resource_deadlock_would_occur) instead.
+    template <class T>
+    T run_sync(awaitable<T> op)
+    {
+        if (io_.get_executor().running_in_this_thread())
+            throw std::system_error{std::make_error_code(std::errc::resource_deadlock_would_occur),
+                                    "distlock::io_thread::run_sync called from the io_thread itself"};
+        return asio::co_spawn(io_, std::move(op), asio::use_future).get();
+    }
 
 private:
     asio::io_context io_;
@@ -5982,10 +6087,16 @@ public:
     /// errc::invalid_argument for an empty set or any invalid id, before any I/O.
     /// \par Per-Operation Cancellation
     /// terminal, partial, total; everything taken so far is released.
-    awaitable<result<multi_lease>> lock() { return run(false); }
+    awaitable<result<multi_lease>> lock() { return run(false, nullptr); }
 
     /// One attempt per resource, no waiting.
-    awaitable<result<multi_lease>> try_lock() { return run(true); }
+    awaitable<result<multi_lease>> try_lock() { return run(true, nullptr); }
+
+    /// lock() and try_lock() that also say why they failed: `diag` is cleared, then
+    /// receives the words of the failed attempt on the resource that could not be taken
+    /// (as the mutex's lock(diag) does); it must outlive the co_await.
+    awaitable<result<multi_lease>> lock(diagnostics& diag) { return run(false, &diag); }
+    awaitable<result<multi_lease>> try_lock(diagnostics& diag) { return run(true, &diag); }
 
     /// lock() with any completion token; signature void(std::error_code, multi_lease).
     template <class CompletionToken>
@@ -5997,16 +6108,18 @@ public:
     }
 
 private:
-    awaitable<result<multi_lease>> run(bool single)
+    awaitable<result<multi_lease>> run(bool single, diagnostics* diag)
     {
         const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
         co_await asio::this_coro::throw_if_cancelled(false);
-        auto r = co_await take_all(single);
+        if (diag)
+            diag->clear();
+        auto r = co_await take_all(single, diag);
         co_await asio::this_coro::throw_if_cancelled(caller_throws);
         co_return r;
     }
 
-    awaitable<result<multi_lease>> take_all(bool single)
+    awaitable<result<multi_lease>> take_all(bool single, diagnostics* diag)
     {
         auto ids = ordered_resources();
         if (ids.empty())
@@ -6037,7 +6150,7 @@ private:
             std::vector<lease> held;
             held.reserve(ids.size());
             for (const auto& id : ids) {
-                auto got = co_await take_one(with_resource(id), deadline, single);
+                auto got = co_await take_one(with_resource(id), deadline, single, diag);
                 if (!got) {
                     multi_lease partial{std::move(held)};
                     (void)co_await partial.unlock();
@@ -6130,15 +6243,18 @@ private:
     // a deadline that has passed in between (as it must for a caller's deadline). So
     // its invalid_argument is mapped too: every setting was validated before the
     // first resource and none changes, so a refusal here can only be the deadline.
-    static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single)
+    static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single,
+                                             diagnostics* diag)
     {
+        diagnostics unused;
+        diagnostics& words = diag ? *diag : unused;
         if (single)
-            co_return co_await m.try_lock();
+            co_return co_await m.try_lock(words);
         if (!deadline)
-            co_return co_await m.lock();
+            co_return co_await m.lock(words);
         if (clock::now() >= *deadline)
             co_return errc::timeout;
-        auto got = co_await m.lock_until(*deadline);
+        auto got = co_await m.lock_until(*deadline, words);
         if (!got && got.error() == errc::invalid_argument && clock::now() >= *deadline)
             co_return errc::timeout;
         co_return std::move(got);
