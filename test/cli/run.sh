@@ -273,5 +273,20 @@ if [ -n "$postgres" ]; then
   check "an unknown mode is a usage error, naming the modes" matches "$err" "'mode=shared': expected one of table, advisory"
 fi
 
+# --- bash completion (tools/cli/distlock.bash, installed with the tool).
+completion="$(dirname "$0")/../../tools/cli/distlock.bash"
+completes() { # expected, then the words of the line (the last one being completed)
+  local expected=$1
+  shift
+  local got
+  got=$(bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _distlock;
+                 echo "${COMPREPLY[*]}"' _ "$completion" "$@")
+  [[ $got == "$expected" ]] || { echo "  completed '$*' as '$got', expected '$expected'" >&2; return 1; }
+}
+check "completion: the verbs" completes "run try status release help --help" distlock ""
+check "completion: a verb's options" completes "--store --store-timeout" distlock run --st
+check "completion: store schemes after --store" completes "etcd:// etcds://" distlock run --store e
+check "completion: release takes --owner" completes "--store --owner" distlock release -
+
 echo "$failures failure(s)"
 exit $((failures > 0))

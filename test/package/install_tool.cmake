@@ -9,7 +9,8 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR})
-foreach(installed bin/distlock share/man/man1/distlock.1 include/distlock/distlock.hpp
+foreach(installed bin/distlock share/man/man1/distlock.1 share/bash-completion/completions/distlock
+        include/distlock/distlock.hpp
         lib/cmake/distlock/distlockConfig.cmake)
   if(NOT EXISTS ${WORK_DIR}/${installed})
     message(FATAL_ERROR "cmake --install did not install ${installed}")
