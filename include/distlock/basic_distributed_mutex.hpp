@@ -341,6 +341,10 @@ private:
             state->start_session(valid.value_or(started));
         } else if (plan.renew_every) {
             state->activate();
+        } else {
+            // Passive (nothing to renew): still told when the store closes, so that
+            // close() ends it and releases its lock rather than leave it to its TTL.
+            state->start_passive();
         }
         return lease{std::move(state)};
     }

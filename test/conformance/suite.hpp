@@ -819,7 +819,8 @@ void close_with_acquisition_in_flight()
                 closed = true;
             },
             asio::detached);
-        // close() is waiting for the grant's reply; let it come.
+        // close() is waiting for the grant's reply; let it come (a fixture that delays
+        // rather than holds replies delays them longer than this).
         asio::steady_timer t{ex, 200ms};
         co_await t.async_wait(asio::use_awaitable);
         CHECK_FALSE(got.has_value());

@@ -577,16 +577,17 @@ TEST_CASE("postgres: refused credentials and a missing database are said at once
         CHECK(no.error() == dl::errc::auth_failed);
         CHECK(no.error() == dl::condition::denied);
         INFO(diag.to_string());
-        CHECK(diag.client_message().find("28000") != std::string_view::npos);
-        CHECK(diag.client_message().find("ghost") != std::string_view::npos);
-        CHECK(diag.client_message().find("LOCATION") == std::string_view::npos);
+        CHECK(diag.to_string().find("28000") != std::string::npos);
+        CHECK(diag.to_string().find("ghost") != std::string::npos);
+        CHECK(diag.to_string().find("LOCATION") == std::string::npos);
 
         dl::basic_distributed_mutex<pg::store> in_nowhere{nowhere, "pg:nowhere", {.ttl = 10s}};
         auto none = co_await in_nowhere.lock_until(dl::clock::now() + 20s, diag);
         REQUIRE_FALSE(none);
         CHECK(none.error() == pg::sqlstate("3D000"));
         CHECK(none.error() == dl::condition::invalid_argument);
-        CHECK(diag.client_message().find("no_such_database") != std::string_view::npos);
+        INFO(diag.to_string());
+        CHECK(diag.to_string().find("no_such_database") != std::string::npos);
         co_await ghost.close();
         co_await nowhere.close();
     });

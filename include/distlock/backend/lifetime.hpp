@@ -172,7 +172,12 @@ public:
         std::lock_guard lock{mutex_};
         if (closed_)
             return false;
-        std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+        // Every lease listens: drop the expired ones when the list has doubled since
+        // the last sweep, so that a listen costs O(1) amortised.
+        if (listeners_.size() >= 2 * swept_size_ + 16) {
+            std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+            swept_size_ = listeners_.size();
+        }
         listeners_.push_back(std::move(l));
         return true;
     }
@@ -262,6 +267,7 @@ private:
     std::atomic<bool> closing_ = false;
     std::atomic<bool> closed_ = false;
     std::vector<std::weak_ptr<closing_listener>> listeners_;
+    std::size_t swept_size_ = 0; // listeners_.size() after the last sweep of expired ones
     auto_reset_event idle_;
 };
 

@@ -168,6 +168,10 @@ public:
         listen_closing();
     }
 
+    /// A lease with nothing to renew, nobody watching it yet: told when the store
+    /// closes all the same, so that close() ends it and releases its lock.
+    void start_passive() { listen_closing(); }
+
     void activate() override
     {
         int expected = passive_mode;
@@ -611,11 +615,13 @@ private:
     void listen_closing() override
     {
         if constexpr (requires { hold_.listen(std::weak_ptr<backend::closing_listener>{}); })
-            (void)hold_.listen(std::weak_ptr<backend::closing_listener>{shared_from_this()});
+            if (!listening_.exchange(true)) // once: a passive lease that activates asks again
+                (void)hold_.listen(std::weak_ptr<backend::closing_listener>{shared_from_this()});
     }
 
     Hold hold_;
     Observer observer_;
+    std::atomic<bool> listening_ = false;
 };
 
 } // namespace distlock::detail
