@@ -1519,7 +1519,12 @@ public:
         std::lock_guard lock{mutex_};
         if (closed_)
             return false;
-        std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+        // Every lease listens: drop the expired ones when the list has doubled since
+        // the last sweep, so that a listen costs O(1) amortised.
+        if (listeners_.size() >= 2 * swept_size_ + 16) {
+            std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+            swept_size_ = listeners_.size();
+        }
         listeners_.push_back(std::move(l));
         return true;
     }
@@ -1609,6 +1614,7 @@ private:
     std::atomic<bool> closing_ = false;
     std::atomic<bool> closed_ = false;
     std::vector<std::weak_ptr<closing_listener>> listeners_;
+    std::size_t swept_size_ = 0; // listeners_.size() after the last sweep of expired ones
     auto_reset_event idle_;
 };
 
@@ -3910,6 +3916,10 @@ public:
         listen_closing();
     }
 
+    /// A lease with nothing to renew, nobody watching it yet: told when the store
+    /// closes all the same, so that close() ends it and releases its lock.
+    void start_passive() { listen_closing(); }
+
     void activate() override
     {
         int expected = passive_mode;
@@ -4353,11 +4363,13 @@ private:
     void listen_closing() override
     {
         if constexpr (requires { hold_.listen(std::weak_ptr<backend::closing_listener>{}); })
-            (void)hold_.listen(std::weak_ptr<backend::closing_listener>{shared_from_this()});
+            if (!listening_.exchange(true)) // once: a passive lease that activates asks again
+                (void)hold_.listen(std::weak_ptr<backend::closing_listener>{shared_from_this()});
     }
 
     Hold hold_;
     Observer observer_;
+    std::atomic<bool> listening_ = false;
 };
 
 } // namespace distlock::detail
@@ -5397,6 +5409,10 @@ private:
             state->start_session(valid.value_or(started));
         } else if (plan.renew_every) {
             state->activate();
+        } else {
+            // Passive (nothing to renew): still told when the store closes, so that
+            // close() ends it and releases its lock rather than leave it to its TTL.
+            state->start_passive();
         }
         return lease{std::move(state)};
     }
