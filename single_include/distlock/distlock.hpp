@@ -7706,6 +7706,15 @@ public:
         core_->faults.insert(core_->faults.end(), count, f);
     }
 
+    /// Every reply (requests and keepalives) is delayed by `d` after the request was
+    /// applied, as memory::store's set_reply_delay() (a slow network); random delays
+    /// (set_random_faults()) come on top.
+    void set_reply_delay(duration d)
+    {
+        std::lock_guard lock{core_->mutex};
+        core_->reply_delay = d;
+    }
+
     /// Random faults on every request and keepalive, from a seeded source (so a
     /// simulation replays): refused (not applied), reply lost (applied), and replies
     /// delayed uniformly in [0, max_delay] (a caller that stops waiting sees
@@ -7754,6 +7763,7 @@ private:
         bool reachable = true;
         std::deque<fault> faults;
         random_faults chances;
+        duration reply_delay{};
         distlock::util::splitmix64 random{1};
         std::size_t keepalives = 0;
         std::vector<std::weak_ptr<session_listener>> listeners;
@@ -7845,8 +7855,9 @@ private:
             std::lock_guard lock{mutex};
             if (!reachable)
                 return fate::blackholed;
+            delay = reply_delay;
             if (chances.max_delay > duration::zero())
-                delay = duration{random.between(0, chances.max_delay.count())};
+                delay = saturating_add(delay, duration{random.between(0, chances.max_delay.count())});
             if (faults.empty()) {
                 if (chances.refuse > 0 && random.unit() < chances.refuse)
                     return fate::refused_unavailable;

@@ -53,6 +53,11 @@ struct memory_sessions {
     }
     void lose_next_reply(std::size_t i) { clients[i].fail_next(dl::memory::fault::reply_lost); }
     void refuse_next(std::size_t i) { clients[i].fail_next(dl::memory::fault::unavailable); }
+    void hold_replies(bool on)
+    {
+        for (auto& c : clients)
+            c.set_reply_delay(on ? dl::duration{500ms} : dl::duration::zero());
+    }
     asio::awaitable<void> close(std::size_t i) { return clients[i].close(); }
     static dl::duration longest_validity(const dl::lock_options&) { return session_ttl; }
     // The server ends a client's session at once.
