@@ -417,7 +417,8 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     // request is sent until its grant is a lease, given back, or handed to the store
     // as clean-up (below the loop). Without it close() could end the connection under
     // a request the server applies, and the grant would stay held until its TTL.
-    // Waiting between attempts is not counted: close() does not wait for waiters.
+    // Waiting between attempts is not counted: close() does not wait for waiters (it
+    // is bounded by the store's operation timeout, not by a retry policy's delays).
     std::optional<backend::lifetime::work> in_flight;
 
     // Every way out of the attempts sets r and breaks, so that the clean-up below
@@ -503,10 +504,11 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                 break;
             }
 
-            // Waiting from now on (close() does not wait for that), unless what the
-            // attempt may have taken is still to be cleaned up.
-            if (!claim.unsettled())
-                in_flight.reset();
+            // Waiting from now on: close() does not wait for waiters. One that closes
+            // the store meanwhile ends the wait (its connections and sessions go); what
+            // the claim still has then (a queue entry, a grant in doubt) goes with the
+            // session or its TTL, as the clean-up below finds the store closed.
+            in_flight.reset();
 
             // Take a place in this process's line, and if others were there first,
             // let them go first.
