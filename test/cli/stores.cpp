@@ -109,9 +109,12 @@ void run_status_try_release(const std::string& url, const std::string& resource)
 TEST_CASE("cli: run, status, try and release on etcd and on ZooKeeper", "[cli][etcd][zookeeper]")
 {
     const auto prefix = test::fresh_prefix("cli");
-    run_status_try_release(test::shared_etcd().url() + "?prefix=" + prefix + "&ttl=5", "nightly");
+    run_status_try_release("etcd://127.0.0.1:" + std::to_string(test::shared_etcd().port()) + "?prefix=" + prefix +
+                               "&ttl=5",
+                           "nightly");
     const auto chroot = test::fresh_zk_prefix("cli");
-    run_status_try_release(test::shared_zookeeper().url() + "?prefix=" + chroot, "nightly");
+    run_status_try_release("zk://127.0.0.1:" + std::to_string(test::shared_zookeeper().port()) + "?prefix=" + chroot,
+                           "nightly");
 }
 
 TEST_CASE("cli: run, status, try and release on a Redis Cluster and through a Sentinel", "[cli][redis][cluster]")
