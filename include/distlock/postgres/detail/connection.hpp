@@ -721,9 +721,10 @@ private:
         in_flight_.clear();
         for (auto& r : failing)
             if (!r->done) {
-                // An error the server already gave this request (57P01 as its backend
-                // was terminated, a statement's own error) says more than the loss.
-                if (r->error) {
+                // An error the server already gave this request (a SQLSTATE: 57P01 as
+                // its backend was terminated, a statement's own error) says more than
+                // the loss; libpq's own words about the failing connection do not.
+                if (r->error && r->error.category() == category()) {
                     r->words += "; then " + why;
                 } else {
                     r->error = ec;
