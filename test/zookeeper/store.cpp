@@ -6,13 +6,16 @@
 #include "fault/proxy.hpp"
 #include "workers.hpp"
 #include "zookeeper/zookeeper_support.hpp"
+#include "conformance/suite.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -495,4 +498,39 @@ TEST_CASE("zookeeper: waiters in separate processes are served in the order they
         CHECK(queue_of(prefix, "r").empty());
         co_await s.close();
     }, std::chrono::seconds{180}); // four sanitized processes started and served one after another
+}
+
+TEST_CASE("zookeeper: a store whose event loop stood still past its session timeout closes without leaving its "
+          "keeper behind",
+          "[zookeeper][lifetime]")
+{
+    // The sessions expire on the server while nothing runs; then the stores close on a
+    // loaded machine (two threads spinning, bounded by the close), where the keeper's
+    // late ping was still suspended when close() returned, and the io_context's
+    // shutdown left it and the engine holding each other (LeakSanitizer, ./dev test).
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("still");
+    for (int round = 0; round < 3; ++round) {
+        asio::io_context io;
+        std::array<std::unique_ptr<zk::store>, 3> clients;
+        std::vector<std::unique_ptr<fault::proxy>> nets;
+        for (auto& c : clients) {
+            nets.push_back(std::make_unique<fault::proxy>(server.port()));
+            c = std::make_unique<zk::store>(io, server.config_through(nets.back()->port(), prefix));
+        }
+        test::conformance::warm_up(io, clients);
+        std::this_thread::sleep_for(std::chrono::milliseconds{2500 + 300 * round}); // nothing runs
+        std::atomic<bool> closed{false};
+        std::vector<std::thread> load;
+        for (int t = 0; t < 2; ++t)
+            load.emplace_back([&closed] {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+                while (!closed.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < until) {
+                }
+            });
+        test::conformance::close_all(io, clients);
+        closed = true;
+        for (auto& t : load)
+            t.join();
+    }
 }

@@ -33,6 +33,7 @@
 
 #include <distlock/claim.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
 #include <distlock/backend/cut_off.hpp>
 #include <distlock/backend/deferred.hpp>
 #include <distlock/backend/on_strand.hpp>
@@ -81,7 +82,8 @@ public:
     using engine_type = transport::engine<proto::codec>;
 
     basic_session(asio::any_io_executor ex, config cfg)
-        : strand_{distlock::backend::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_}, negotiated_{cfg_.session_timeout}
+        : strand_{distlock::backend::make_strand(ex)}, cfg_{std::move(cfg)}, tick_{strand_},
+          negotiated_{cfg_.session_timeout}, keeper_ended_{strand_}
     {}
 
     basic_session(const basic_session&) = delete;
@@ -341,6 +343,11 @@ public:
             self->engine_->close();
         }
         self->end(session_state::lost);
+        // The keeper ends on its own once stopped (its ping fails with the closed
+        // engine, its timer was cancelled): close() waits for it, so that nothing of
+        // the session is left suspended for the io_context's shutdown to untangle.
+        if (self->keeper_running_.load())
+            (void)co_await self->keeper_ended_.wait(saturating_add(clock::now(), self->connect_budget()));
     }
 
     /// Drops the connection (the destructor of the store: no goodbye, the session
@@ -389,6 +396,7 @@ private:
     {
         if (keeper_started_.exchange(true))
             return;
+        keeper_running_.store(true);
         asio::co_spawn(strand_, keep(this->shared_from_this()), asio::detached);
     }
 
@@ -625,6 +633,15 @@ private:
     static awaitable<void> keep(std::shared_ptr<basic_session> self)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
+        // Said however the keeper ends (returning, or its frame destroyed).
+        struct ended_guard {
+            basic_session* session;
+            ~ended_guard()
+            {
+                session->keeper_running_.store(false);
+                session->keeper_ended_.set();
+            }
+        } const ended{self.get()};
         bool doubted = false; // the connection was dropped for silence since the last answer
         int failures = 0;     // pings in a row without an answer
         for (;;) {
@@ -658,6 +675,8 @@ private:
                     break;
                 }
             }
+            if (self->stopped()) // stop() may have cancelled the wait before it began
+                co_return;
             self->tick_.expires_at(keeper::next_ping(answered, sent, now, self->keeper_view().timeout, failures));
             (void)co_await self->tick_.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
         }
@@ -733,6 +752,8 @@ private:
     std::vector<std::string> pending_deletes_; // of the current session
 
     std::atomic<bool> keeper_started_{false};
+    std::atomic<bool> keeper_running_{false};
+    distlock::backend::auto_reset_event keeper_ended_; // on the strand; set when the keeper ends
     std::atomic<std::int32_t> xid_{1};
     std::atomic<std::size_t> pings_{0};
     std::atomic<std::size_t> sessions_{0};
