@@ -164,6 +164,50 @@ check "release by another owner does nothing (exit 3)" test $? -eq 3
 check "release by the holder's owner id frees it" dl release --store "$store" --owner "$owner" orphan
 check "... and the lock can be taken" dl try --store "$store" orphan
 
+# --- list and revoke: an operator sees the locks held and takes one back by its fence.
+# Checks that a listing shows `resource` held with a fence and an owner (8 hex).
+listed() { # store args..., resource
+  local resource=${!#}
+  dl list "${@:1:$#-1}" | grep -Eq "^$resource  fence [0-9]+  owner [0-9a-f]{8}\.\.\."
+}
+list_and_revoke() { # what, then the --store arguments
+  local what=$1
+  shift
+  "$distlock" run "$@" --ttl 3s ops:held -- sleep 60 2>"$work/revoked.err" &
+  local holder=$!
+  pids+=("$holder")
+  eventually listed "$@" ops:held
+  check "$what: list shows the holder with its fence and owner" listed "$@" ops:held
+  check "$what: list PREFIX leaves out other resources" test -z "$(dl list "$@" nothing: 2>&1)"
+  local json fence
+  json=$(dl list "$@" --json ops: | head -1)
+  check "$what: list --json" matches "$json" '^[{]"node":0,"resource":"ops:held","fence":[0-9]+,"owner":"[0-9a-f]{8}"'
+  fence=$(sed -n 's/.*"fence":\([0-9]*\).*/\1/p' <<<"$json")
+  dl revoke "$@" --fence $((fence + 1)) ops:held 2>/dev/null
+  check "$what: revoke with another grant's fence does nothing (exit 3)" test $? -eq 3
+  check "$what: ... the lock still held" listed "$@" ops:held
+  check "$what: revoke --fence frees the lock" dl revoke "$@" --fence "$fence" ops:held
+  # The holder's next renewal fails: run stops the command and exits 5.
+  wait "$holder"
+  check "$what: the revoked holder stops its command (exit 5)" test $? -eq 5
+  check "$what: ... and the lock can be taken" dl try "$@" ops:held
+}
+list_and_revoke "Redis" --store "$store"
+"$distlock" run --store "$store" -v --ttl 60s ops:owned -- sleep 60 2>"$work/owned.err" &
+owned=$!
+pids+=("$owned")
+eventually grep -q 'owner' "$work/owned.err"
+owner=$(sed -n 's/.*owner \([0-9a-f]\{32\}\).*/\1/p' "$work/owned.err" | head -1)
+dl revoke --store "$store" --owner abcdef01 ops:owned 2>/dev/null
+check "revoke --owner of another owner does nothing (exit 3)" test $? -eq 3
+check "revoke --owner with the 8 digits list shows frees the lock" dl revoke --store "$store" --owner "${owner:0:8}" ops:owned
+wait "$owned"
+check "... and its holder exits 5" test $? -eq 5
+dl revoke --store "$store" --fence 0 x 2>/dev/null
+check "revoke --fence 0 is a usage error (exit 2)" test $? -eq 2
+dl revoke --store "$store" --fence 1 --owner abcdef01 x 2>/dev/null
+check "revoke with both --fence and --owner is a usage error (exit 2)" test $? -eq 2
+
 # --- Two runs on one resource never overlap: a counter in a file, read-modify-write.
 echo 0 >"$work/counter"
 increment() {
@@ -202,6 +246,17 @@ check "try on a quorum-held lock exits 3" test $? -eq 3
 kill -TERM "$qholder"
 wait "$qholder"
 check "the quorum lock is released when its command ends" dl try --store "$store" --store "$q1" --store "$q2" quorum
+"$distlock" run --store "$store" --store "$q1" --store "$q2" -v --ttl 3s quorum -- sleep 60 2>"$work/qowned.err" &
+qholder=$!
+pids+=("$qholder")
+eventually held_on_quorum
+check "list on a quorum shows the lock on every node" \
+  test "$(dl list --store "$store" --store "$q1" --store "$q2" quorum | grep -c '^node [0-2]: quorum  fence')" -eq 3
+owner=$(sed -n 's/.*owner \([0-9a-f]\{32\}\).*/\1/p' "$work/qowned.err" | head -1)
+check "revoke --owner on a quorum takes the lock back on every node" \
+  test "$(dl revoke --store "$store" --store "$q1" --store "$q2" --owner "$owner" quorum | grep -c '^revoked')" -eq 3
+wait "$qholder"
+check "... and its holder exits 5" test $? -eq 5
 
 # --- DynamoDB (dynalite), in the default record-version mode.
 if [ -n "$dynalite" ]; then
@@ -228,6 +283,7 @@ if [ -n "$dynalite" ]; then
   kill -TERM "$dholder"
   wait "$dholder"
   check "the DynamoDB lock is released when its command ends" dl try --store "$ddb" ddb:job
+  list_and_revoke "DynamoDB" --store "$ddb"
   dl run --store "$ddb" --store "$ddb" ddb:job -- true 2>/dev/null
   check "two DynamoDB stores is a usage error (exit 2)" test $? -eq 2
   dl run --store "redis://127.0.0.1:1" --create-table x -- true 2>/dev/null
@@ -252,6 +308,7 @@ if [ -n "$postgres" ]; then
   kill -TERM "$pholder"
   wait "$pholder"
   check "the PostgreSQL lock is released when its command ends" dl try --store "$pgt" pg:job
+  list_and_revoke "PostgreSQL" --store "$pgt"
   pga="$pgt&mode=advisory"
   "$distlock" run --store "$pga" pg:adv -- sh -c "touch '$work/adv-held'; sleep 30" &
   aholder=$!
@@ -264,6 +321,9 @@ if [ -n "$postgres" ]; then
   check "the advisory lock is free once its holder's session ended" dl try --store "$pga" pg:adv
   dl status --store "$pga" pg:adv >/dev/null 2>&1
   check "status with mode=advisory is a usage error (exit 2)" test $? -eq 2
+  err=$(dl list --store "$pga" 2>&1)
+  check "list with mode=advisory is a usage error (exit 2)" test $? -eq 2
+  check "... saying why" matches "$err" "64-bit key"
   dl try --store "postgres://127.0.0.1/db?nosuchoption=1" x >/dev/null 2>&1
   check "a URL libpq does not accept is a usage error (exit 2)" test $? -eq 2
   err=$(dl try --store "$pgt&mode=advisory&mode=table" x 2>&1)
@@ -283,10 +343,11 @@ completes() { # expected, then the words of the line (the last one being complet
                  echo "${COMPREPLY[*]}"' _ "$completion" "$@")
   [[ $got == "$expected" ]] || { echo "  completed '$*' as '$got', expected '$expected'" >&2; return 1; }
 }
-check "completion: the verbs" completes "run try status release help --help" distlock ""
+check "completion: the verbs" completes "run try status list release revoke help --help" distlock ""
 check "completion: a verb's options" completes "--store --store-timeout" distlock run --st
 check "completion: store schemes after --store" completes "etcd:// etcds://" distlock run --store e
 check "completion: release takes --owner" completes "--store --owner" distlock release -
+check "completion: revoke takes --fence and --owner" completes "--fence" distlock revoke --f
 
 echo "$failures failure(s)"
 exit $((failures > 0))

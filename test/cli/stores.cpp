@@ -2,7 +2,8 @@
 // (test/cli/run.sh: memory, Redis, a Redlock quorum, DynamoDB, PostgreSQL) does not
 // start: etcd, ZooKeeper, a Redis Cluster, a primary found through a Sentinel; and how
 // the tool fails: a store that does not answer (--store-timeout), a store that refuses
-// (the server's words reach the terminal). The tool runs as a child process; its
+// (the server's words reach the terminal). Each store also lists its locks and has one
+// revoked. The tool runs as a child process; its
 // output (stdout and stderr together) is read whole.
 #include "etcd_server.hpp"
 #include "postgres_server.hpp"
@@ -57,6 +58,38 @@ outcome tool(const std::vector<std::string>& args, std::chrono::milliseconds lim
     return o;
 }
 
+// An operator lists the locks and takes one back by its fence: the holder's `run`
+// hears of it at its next renewal, stops its command and exits 5.
+void list_and_revoke(const std::string& url, const std::string& resource)
+{
+    INFO(url);
+    test::child holder{{"/bin/sh", "-c",
+                        quoted_for_shell(DISTLOCK_CLI_PATH) + " run --store " + quoted_for_shell(url) +
+                            " --ttl 3s " + quoted_for_shell(resource) + " -- sh -c 'echo holding; sleep 60' 2>&1"}};
+    REQUIRE(holder.read_line(20s) == std::optional<std::string>{"holding"});
+    const auto listed = tool({"list", "--store", url});
+    INFO(listed.said);
+    CHECK(listed.exit == std::optional<int>{0});
+    CHECK(listed.said.starts_with(resource + "  fence "));
+    const auto none = tool({"list", "--store", url, resource + "-not"});
+    CHECK(none.said.empty());
+    const auto json = tool({"list", "--json", "--store", url, resource});
+    INFO(json.said);
+    const auto at = json.said.find("\"fence\":");
+    REQUIRE(at != std::string::npos);
+    const auto fence = std::stoull(json.said.substr(at + 8));
+    CHECK(json.said.starts_with("{\"node\":0,\"resource\":\"" + resource + "\",\"fence\":"));
+    const auto wrong = tool({"revoke", "--store", url, "--fence", std::to_string(fence + 1), resource});
+    CHECK(wrong.exit == std::optional<int>{3});
+    const auto revoked = tool({"revoke", "--store", url, "--fence", std::to_string(fence), resource});
+    INFO(revoked.said);
+    CHECK(revoked.exit == std::optional<int>{0});
+    CHECK(revoked.said.starts_with("revoked " + resource + " (fence " + std::to_string(fence) + ")"));
+    CHECK(holder.wait(30s) == std::optional<int>{5});
+    const auto taken = tool({"try", "--store", url, resource});
+    CHECK(taken.exit == std::optional<int>{0});
+}
+
 // What every store the tool speaks must do: run a command under the lock with its
 // fence in the environment, report the lock free and held, refuse `try` while it is
 // held, and free it for an operator who names the holder.
@@ -102,6 +135,7 @@ void run_status_try_release(const std::string& url, const std::string& resource)
     CHECK(after.said.starts_with("free"));
     holder.kill(SIGTERM);
     (void)holder.wait(20s);
+    list_and_revoke(url, resource);
 }
 
 } // namespace

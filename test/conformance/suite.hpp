@@ -214,6 +214,12 @@ template <class F>
 struct closes_in_flight : std::bool_constant<closes<F>::value && requires(F& f) { f.hold_replies(true); }> {};
 template <class F>
 struct inspectable : std::bool_constant<dl::inspectable_store<typename F::backend>> {};
+/// The store lists the locks it holds (enumerable_store).
+template <class F>
+struct lists : std::bool_constant<dl::enumerable_store<typename F::backend>> {};
+/// The store takes a lock back by its fence (revocable_store).
+template <class F>
+struct revokes : std::bool_constant<dl::revocable_store<typename F::backend>> {};
 /// The store keeps a fair queue, and the fixture can make more clients (sessions) and
 /// count a resource's holder and waiters.
 template <class F>
@@ -771,6 +777,138 @@ void read()
         auto after = co_await store.read("conf:read");
         REQUIRE(after);
         CHECK_FALSE(after->held);
+    });
+}
+
+/// list() reports exactly the held locks under a prefix, sorted, each with its holder,
+/// fence and time left (and its waiters, on a store that queues); binary ids included.
+template <class F>
+void listing()
+{
+    F f;
+    const std::string prefix = "conf:list/";
+    const std::string binary = prefix + std::string{"b\0\x01\xff\n", 5};
+    std::unique_ptr<typename F::backend> waiting_client;
+    if constexpr (queues<F>::value)
+        waiting_client = f.make_client();
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        auto& store = f.client(1);
+        auto before = co_await store.list(prefix);
+        REQUIRE(before);
+        CHECK(before->empty());
+        mutex_of<F> a{f.client(0), prefix + "a", {.ttl = 10s}, dl::observe::callback{}};
+        mutex_of<F> b{f.client(0), binary, {.ttl = 10s}, dl::observe::callback{}};
+        mutex_of<F> beside{f.client(0), "conf:list-beside", {.ttl = 10s}, dl::observe::callback{}};
+        auto la = co_await a.lock();
+        auto lb = co_await b.lock();
+        auto lbeside = co_await beside.lock();
+        REQUIRE(la);
+        REQUIRE(lb);
+        REQUIRE(lbeside);
+        std::optional<test::pending<dl::result<dl::lease>>> waiter;
+        std::optional<mutex_with<F, dl::retry::exponential_backoff>> waiting;
+        if constexpr (queues<F>::value) {
+            waiting.emplace(*waiting_client, prefix + "a", dl::lock_options{},
+                            dl::retry::exponential_backoff{.deadline = 30s});
+            waiter.emplace(test::start(co_await asio::this_coro::executor, waiting->lock()));
+            (void)co_await test::eventually("queued", [&] { return f.waiters(prefix + "a") == 2; }, long_enough());
+        }
+        auto during = co_await store.list(prefix);
+        REQUIRE(during);
+        REQUIRE(during->size() == 2);
+        const auto& first = (*during)[0];
+        const auto& second = (*during)[1];
+        CHECK(first.resource == prefix + "a");
+        CHECK(second.resource == binary);
+        CHECK(first.lock.held);
+        CHECK(first.lock.fence == la->fence());
+        CHECK(first.lock.owner == la->owner().to_hex().substr(0, 8));
+        CHECK(second.lock.fence == lb->fence());
+        REQUIRE((first.lock.remaining || first.lock.version));
+        if (first.lock.remaining)
+            CHECK(*first.lock.remaining > dl::duration::zero());
+        if constexpr (queues<F>::value) {
+            REQUIRE(first.waiters);
+            CHECK(*first.waiters == 1);
+            REQUIRE(second.waiters);
+            CHECK(*second.waiters == 0);
+        }
+        // Every lock, sorted: the prefix's two and the one beside them among them.
+        auto all = co_await store.list("");
+        REQUIRE(all);
+        CHECK(std::is_sorted(all->begin(), all->end(),
+                             [](const auto& x, const auto& y) { return x.resource < y.resource; }));
+        const auto listed = [&](const std::string& r) {
+            return std::count_if(all->begin(), all->end(), [&](const auto& x) { return x.resource == r; });
+        };
+        CHECK(listed(prefix + "a") == 1);
+        CHECK(listed(binary) == 1);
+        CHECK(listed("conf:list-beside") == 1);
+        { const auto ok_ = co_await la->unlock(); CHECK(ok_); }
+        if (waiter) {
+            REQUIRE(co_await waiter->wait());
+            auto& next = waiter->get();
+            REQUIRE(next);
+            { const auto ok_ = co_await next->unlock(); CHECK(ok_); }
+            co_await waiting_client->close();
+        }
+        auto after = co_await store.list(prefix);
+        REQUIRE(after);
+        REQUIRE(after->size() == 1);
+        CHECK((*after)[0].resource == binary);
+        { const auto ok_ = co_await lb->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await lbeside->unlock(); CHECK(ok_); }
+        auto none = co_await store.list(prefix);
+        REQUIRE(none);
+        CHECK(none->empty());
+    });
+}
+
+/// revoke() frees a lock only while it is still the grant with that fence: a waiter
+/// gets it with a larger fence, and the revoked holder's lease is lost at its next
+/// renewal.
+template <class F>
+void revoking()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        auto& operator_client = f.client(1);
+        mutex_of<F> a{f.client(0), "conf:revoke", {.ttl = 3s}, dl::observe::callback{}};
+        auto held = co_await a.lock();
+        REQUIRE(held);
+        auto lost = test::start(ex, held->lost());
+
+        auto wrong = co_await operator_client.revoke("conf:revoke", held->fence() + 1);
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+        auto free_one = co_await operator_client.revoke("conf:revoke-free", 1);
+        REQUIRE_FALSE(free_one);
+        CHECK(free_one.error() == dl::condition::not_owner);
+        CHECK(f.held("conf:revoke"));
+        CHECK_FALSE(lost.ready());
+
+        waiting_mutex_of<F> b{f.client(2), "conf:revoke", {.ttl = 10s}, dl::observe::callback{}, for_a_minute()};
+        auto next = test::start(ex, b.lock());
+        co_await test::settle(50ms);
+        CHECK_FALSE(next.ready());
+        auto revoked = co_await operator_client.revoke("conf:revoke", held->fence());
+        REQUIRE(revoked);
+        REQUIRE(co_await next.wait(std::chrono::milliseconds{30000}));
+        auto& taken = next.get();
+        REQUIRE(taken);
+        CHECK(taken->fence() > held->fence());
+        // The fence names one grant: the next holder's lock is not revoked with the old one.
+        auto again = co_await operator_client.revoke("conf:revoke", held->fence());
+        REQUIRE_FALSE(again);
+        CHECK(again.error() == dl::condition::not_owner);
+        CHECK(taken->valid());
+
+        REQUIRE(co_await lost.wait(std::chrono::milliseconds{30000}));
+        CHECK(lost.get() == dl::condition::lease_lost);
+        CHECK_FALSE(held->valid());
+        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
+        CHECK_FALSE(f.held("conf:revoke"));
     });
 }
 
@@ -1362,6 +1500,13 @@ void register_behaviours(const std::string& tags)
         DISTLOCK_CONFORMANCE_ADD("conformance: a refused request is retried and not applied twice", refused);
     if constexpr (inspectable<F>::value)
         DISTLOCK_CONFORMANCE_ADD("conformance: read() reports the holder without taking the lock", read);
+    if constexpr (lists<F>::value)
+        DISTLOCK_CONFORMANCE_ADD("conformance: list() reports exactly the held locks under a prefix, sorted",
+                                 listing);
+    if constexpr (revokes<F>::value)
+        DISTLOCK_CONFORMANCE_ADD("conformance: revoke() frees only the grant with that fence; a waiter gets the lock, "
+                                 "the holder's lease is lost at its next renewal",
+                                 revoking);
     if constexpr (closes<F>::value)
         DISTLOCK_CONFORMANCE_ADD("conformance: close() finishes the release of a dropped lease",
                                  close_finishes_release);

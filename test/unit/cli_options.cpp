@@ -102,7 +102,7 @@ TEST_CASE("cli: bad command lines say what is wrong", "[cli]")
     CHECK(error_of({"try", "x", "--", "true"}).find("only run takes a command") != std::string::npos);
     CHECK(error_of({"status", "a", "b"}).find("one resource") != std::string::npos);
     CHECK(error_of({"release", "a"}).find("needs --owner") != std::string::npos);
-    CHECK(error_of({"try", "--owner", "ab", "a"}).find("only release takes --owner") != std::string::npos);
+    CHECK(error_of({"try", "--owner", "ab", "a"}).find("only release and revoke take --owner") != std::string::npos);
 }
 
 TEST_CASE("cli: help, and a resource of exactly 1024 bytes", "[cli]")
@@ -113,4 +113,38 @@ TEST_CASE("cli: help, and a resource of exactly 1024 bytes", "[cli]")
     auto longest = parse({"try", std::string(1024, 'x')});
     REQUIRE(std::holds_alternative<cli::options>(longest));
     CHECK(std::get<cli::options>(longest).resources[0].size() == 1024);
+}
+
+TEST_CASE("cli: list takes an optional prefix; revoke one resource and one of --fence or --owner", "[cli]")
+{
+    const auto all = parse({"list", "--store", "redis://a:1"});
+    REQUIRE(std::holds_alternative<cli::options>(all));
+    CHECK(std::get<cli::options>(all).what == cli::verb::list);
+    CHECK(std::get<cli::options>(all).resources.empty());
+    const auto some = parse({"list", "--json", "jobs:"});
+    REQUIRE(std::holds_alternative<cli::options>(some));
+    CHECK(std::get<cli::options>(some).resources == std::vector<std::string>{"jobs:"});
+    CHECK(std::get<cli::options>(some).json);
+    CHECK(error_of({"list", "a", "b"}) == "list takes at most one prefix");
+
+    const auto by_fence = parse({"revoke", "--fence", "42", "job"});
+    REQUIRE(std::holds_alternative<cli::options>(by_fence));
+    CHECK(std::get<cli::options>(by_fence).what == cli::verb::revoke);
+    CHECK(std::get<cli::options>(by_fence).fence == std::optional<distlock::fence_token>{42});
+    const auto by_owner = parse({"revoke", "--owner", "ABCDEF01", "job"});
+    REQUIRE(std::holds_alternative<cli::options>(by_owner));
+    CHECK(std::get<cli::options>(by_owner).owner == "ABCDEF01");
+
+    const std::string one_of = "revoke needs one of --fence N or --owner ID (as `distlock list` shows them)";
+    CHECK(error_of({"revoke", "job"}) == one_of);
+    CHECK(error_of({"revoke", "--fence", "1", "--owner", "abcdef01", "job"}) == one_of);
+    for (const std::string bad : {"0", "-1", "1x", "", "18446744073709551616"})
+        CHECK(error_of({"revoke", "--fence", bad, "job"}) ==
+              "--fence needs the grant's fencing token, a whole number above zero");
+    for (const std::string bad : {std::string{"abc"}, std::string{"abcdefg!"}, std::string(33, 'a')})
+        CHECK(error_of({"revoke", "--owner", bad, "job"}) ==
+              "--owner must be 8 to 32 hex digits of an owner id (`distlock list` shows 8)");
+    CHECK(error_of({"revoke", "--fence", "1", "a", "b"}) == "status, release and revoke take one resource");
+    CHECK(error_of({"try", "--fence", "1", "job"}) == "only revoke takes --fence");
+    CHECK(error_of({"status", "--owner", "abcdef01", "job"}) == "only release and revoke take --owner");
 }

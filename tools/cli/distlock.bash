@@ -16,11 +16,11 @@ _distlock()
                     COMPREPLY=($(compgen -f -- "$cur"))
                 fi
                 return 0 ;;
-            run|try|status|release|help) [[ -z $verb ]] && verb=${COMP_WORDS[i]} ;;
+            run|try|status|list|release|revoke|help) [[ -z $verb ]] && verb=${COMP_WORDS[i]} ;;
         esac
     done
     if [[ -z $verb ]]; then
-        COMPREPLY=($(compgen -W "run try status release help --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "run try status list release revoke help --help" -- "$cur"))
         return 0
     fi
     case $prev in
@@ -33,7 +33,7 @@ redis+sentinel:// rediss+sentinel:// dynamodb:// dynamodbs:// postgres:// postgr
         --ttl|--wait|--max-hold|--grace|--store-timeout)
             COMPREPLY=($(compgen -W "500ms 10s 30s 1m 5m 1h" -- "$cur"))
             return 0 ;;
-        --owner)
+        --owner|--fence)
             return 0 ;;
     esac
     local options
@@ -41,7 +41,9 @@ redis+sentinel:// rediss+sentinel:// dynamodb:// dynamodbs:// postgres:// postgr
         run) options="--store --ttl --wait --store-timeout --max-hold --grace --create-table --verbose -v --" ;;
         try) options="--store --ttl --store-timeout --json --create-table" ;;
         status) options="--store --json --create-table" ;;
+        list) options="--store --json" ;;
         release) options="--store --owner" ;;
+        revoke) options="--store --fence --owner --json" ;;
         *) options="" ;;
     esac
     if [[ $cur == -* ]]; then

@@ -28,12 +28,16 @@
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <string>
 #include <variant>
 #include <vector>
@@ -499,6 +503,200 @@ int release(asio::io_context& io, std::vector<Store*> nodes, const cli::options&
 }
 
 template <class Backend, class Store>
+int perform_lock(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, const cli::options& o);
+
+// A store's list() and revoke(), with their words when it can give them.
+template <class Store>
+dl::awaitable<dl::result<std::vector<dl::lock_listing>>> list_locks(Store& s, const std::string& prefix,
+                                                                     dl::diagnostics& diag)
+{
+    if constexpr (requires { s.list(prefix, &diag); })
+        co_return co_await s.list(prefix, &diag);
+    else
+        co_return co_await s.list(prefix);
+}
+template <class Store>
+dl::awaitable<dl::result<void>> revoke_lock(Store& s, const std::string& resource, dl::fence_token fence,
+                                           dl::diagnostics& diag)
+{
+    if constexpr (requires { s.revoke(resource, fence, &diag); })
+        co_return co_await s.revoke(resource, fence, &diag);
+    else
+        co_return co_await s.revoke(resource, fence);
+}
+
+// A resource id as a line of a listing shows it: bytes outside printable ASCII and
+// the backslash as \xNN, so that a line is one lock and binary ids stay readable.
+std::string shown_id(const std::string& id)
+{
+    constexpr const char* hex = "0123456789abcdef";
+    std::string out;
+    for (const char c : id) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte < 0x20 || byte >= 0x7f || byte == '\\') {
+            out += "\\x";
+            out += hex[byte >> 4];
+            out += hex[byte & 0xf];
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+// list: the locks held now, one line each (one JSON object per line with --json).
+template <class Store>
+int list(asio::io_context& io, std::vector<Store*> nodes, const cli::options& o)
+{
+    int rc = 0;
+    std::vector<std::string> lines;
+    const std::string prefix = o.resources.empty() ? std::string{} : o.resources[0];
+    asio::co_spawn(
+        io,
+        [&]() -> dl::awaitable<void> {
+            for (std::size_t i = 0; i < nodes.size(); ++i) {
+                dl::diagnostics diag;
+                auto got = co_await list_locks(*nodes[i], prefix, diag);
+                const std::string node = nodes.size() > 1 ? "node " + std::to_string(i) + ": " : std::string{};
+                if (!got) {
+                    rc = cli::exit_code::store_failed;
+                    std::fprintf(stderr, "distlock: %s%s\n", node.c_str(), said(got.error(), diag).c_str());
+                    continue;
+                }
+                for (const auto& l : got.value()) {
+                    const auto left = l.lock.remaining ? millis(*l.lock.remaining) : -1;
+                    if (o.json) {
+                        std::string line = "{\"node\":" + std::to_string(i) + ",\"resource\":\"" +
+                                           json_escape(l.resource) + "\",\"fence\":" + std::to_string(l.lock.fence) +
+                                           ",\"owner\":\"" + json_escape(l.lock.owner) + "\"";
+                        if (l.lock.remaining)
+                            line += ",\"remaining_ms\":" + std::to_string(left);
+                        if (l.waiters)
+                            line += ",\"waiters\":" + std::to_string(*l.waiters);
+                        lines.push_back(line + "}");
+                    } else {
+                        std::string line = node + shown_id(l.resource) + "  fence " + std::to_string(l.lock.fence) +
+                                           "  owner " + l.lock.owner + "...";
+                        if (l.lock.remaining)
+                            line += "  " + std::to_string(left) + " ms left";
+                        if (l.waiters)
+                            line += "  " + std::to_string(*l.waiters) + " waiting";
+                        lines.push_back(line);
+                    }
+                }
+            }
+            co_await close_all(nodes);
+        },
+        asio::detached);
+    io.run();
+    for (const auto& l : lines)
+        std::printf("%s\n", l.c_str());
+    return rc;
+}
+
+// revoke: takes a lock back, only while it is still the grant named by --fence, or
+// by --owner (read first: the holder's fence then names the grant, so a lock that
+// changed hands between the read and the revoke is not touched). On several nodes
+// (a Redlock quorum), on every node where that grant holds it.
+template <class Store>
+int revoke(asio::io_context& io, std::vector<Store*> nodes, const cli::options& o)
+{
+    int revoked = 0, failed = 0;
+    std::vector<std::string> lines;
+    const auto& resource = o.resources[0];
+    std::string owner = o.owner.substr(0, 8);
+    std::transform(owner.begin(), owner.end(), owner.begin(), [](unsigned char c) { return std::tolower(c); });
+    asio::co_spawn(
+        io,
+        [&]() -> dl::awaitable<void> {
+            for (std::size_t i = 0; i < nodes.size(); ++i) {
+                dl::diagnostics diag;
+                std::optional<dl::fence_token> fence = o.fence;
+                if (!fence) {
+                    auto info = co_await read_lock(*nodes[i], resource, diag);
+                    if (!info) {
+                        ++failed;
+                        std::fprintf(stderr, "distlock: %s\n", said(info.error(), diag).c_str());
+                        continue;
+                    }
+                    if (!info->held || info->owner != owner)
+                        continue; // not that owner's lock on this node
+                    fence = info->fence;
+                }
+                auto r = co_await revoke_lock(*nodes[i], resource, *fence, diag);
+                if (r) {
+                    ++revoked;
+                    lines.push_back(o.json ? "{\"node\":" + std::to_string(i) + ",\"resource\":\"" +
+                                                 json_escape(resource) + "\",\"revoked\":true,\"fence\":" +
+                                                 std::to_string(*fence) + "}"
+                                           : "revoked " + shown_id(resource) + " (fence " + std::to_string(*fence) +
+                                                 (nodes.size() > 1 ? ", node " + std::to_string(i) : std::string{}) +
+                                                 ")");
+                } else if (r.error() != dl::condition::not_owner) {
+                    ++failed;
+                    std::fprintf(stderr, "distlock: %s\n", said(r.error(), diag).c_str());
+                }
+            }
+            co_await close_all(nodes);
+        },
+        asio::detached);
+    io.run();
+    for (const auto& l : lines)
+        std::printf("%s\n", l.c_str());
+    if (failed > 0)
+        return cli::exit_code::store_failed;
+    if (revoked == 0) {
+        std::fprintf(stderr, "distlock: %s is not held by that grant (free, or another's): nothing revoked\n",
+                     shown_id(resource).c_str());
+        return cli::exit_code::not_acquired;
+    }
+    return 0;
+}
+
+// Every verb: the ones that read or change one lock on each of `nodes`, the lock
+// itself on `backend` (the nodes' quorum, or the one store). A verb the store cannot
+// do is refused before any I/O, saying why.
+template <class Backend, class Store>
+int perform(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, const cli::options& o)
+{
+    constexpr bool reads = dl::inspectable_store<Store>;
+    constexpr bool lists = dl::enumerable_store<Store>;
+    constexpr bool revokes = dl::revocable_store<Store> && reads;
+    const auto cannot = [&](const char* what) {
+        if constexpr (std::is_same_v<Store, dl::postgres::advisory_store>)
+            std::fprintf(stderr, "distlock: %s need the lease table: leave out mode=advisory (an advisory lock "
+                                 "belongs to the session that holds it, and the server keeps only its 64-bit key, "
+                                 "not the resource id)\n", what);
+        else
+            std::fprintf(stderr, "distlock: this store cannot %s\n", what);
+        return cli::exit_code::usage;
+    };
+    switch (o.what) {
+    case cli::verb::status:
+        if constexpr (reads)
+            return status(io, nodes, o);
+        else
+            return cannot("status and release");
+    case cli::verb::release:
+        if constexpr (reads)
+            return release(io, nodes, o);
+        else
+            return cannot("status and release");
+    case cli::verb::list:
+        if constexpr (lists)
+            return list(io, nodes, o);
+        else
+            return cannot("list and revoke");
+    case cli::verb::revoke:
+        if constexpr (revokes)
+            return revoke(io, nodes, o);
+        else
+            return cannot("list and revoke");
+    default: return perform_lock(io, backend, nodes, o);
+    }
+}
+
+template <class Backend, class Store>
 int perform_lock(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, const cli::options& o)
 {
     session<Backend> s{backend, o};
@@ -555,45 +753,16 @@ int with_dynamodb(asio::io_context& io, const cli::options& o)
             return cli::exit_code::store_failed;
         }
     }
-    switch (o.what) {
-    case cli::verb::status: return status(io, nodes, o);
-    case cli::verb::release: return release(io, nodes, o);
-    default: return perform_lock(io, store, nodes, o);
-    }
+    return perform(io, store, nodes, o);
 }
 
-template <class Store>
-int with_postgres_store(asio::io_context& io, const cli::options& o, dl::postgres::config cfg)
-{
-    Store store{io, std::move(cfg)};
-    std::vector<Store*> nodes{&store};
-    if constexpr (dl::inspectable_store<Store>) {
-        switch (o.what) {
-        case cli::verb::status: return status(io, nodes, o);
-        case cli::verb::release: return release(io, nodes, o);
-        default: return perform_lock(io, store, nodes, o);
-        }
-    } else {
-        if (o.what == cli::verb::status || o.what == cli::verb::release) {
-            std::fprintf(stderr, "distlock: status and release read the lease table: leave out mode=advisory "
-                                 "(an advisory lock belongs to the session that holds it)\n");
-            return cli::exit_code::usage;
-        }
-        return perform_lock(io, store, nodes, o);
-    }
-}
-
-// A store that stands alone (one object, whatever its servers): every verb.
+// A store that stands alone (one object, whatever its servers): every verb it can do.
 template <class Store, class Config>
 int with_store(asio::io_context& io, const cli::options& o, Config cfg)
 {
     Store store{io, std::move(cfg)};
     std::vector<Store*> nodes{&store};
-    switch (o.what) {
-    case cli::verb::status: return status(io, nodes, o);
-    case cli::verb::release: return release(io, nodes, o);
-    default: return perform_lock(io, store, nodes, o);
-    }
+    return perform(io, store, nodes, o);
 }
 
 template <class Store>
@@ -632,8 +801,8 @@ int with_postgres(asio::io_context& io, const cli::options& o)
     if (!cfg)
         return bad_store_url(url, why);
     if (advisory)
-        return with_postgres_store<dl::postgres::advisory_store>(io, o, std::move(cfg.value()));
-    return with_postgres_store<dl::postgres::store>(io, o, std::move(cfg.value()));
+        return with_store<dl::postgres::advisory_store>(io, o, std::move(cfg.value()));
+    return with_store<dl::postgres::store>(io, o, std::move(cfg.value()));
 }
 
 } // namespace
@@ -678,11 +847,7 @@ int run_main(const cli::options& o)
     if (o.stores.empty() || o.stores[0] == "memory") {
         dl::memory::store store{io};
         std::vector<dl::memory::store*> nodes{&store};
-        switch (o.what) {
-        case cli::verb::status: return status(io, nodes, o);
-        case cli::verb::release: return release(io, nodes, o);
-        default: return perform_lock(io, store, nodes, o);
-        }
+        return perform(io, store, nodes, o);
     }
     const auto kind = cli::store_kind_of(o.stores[0]);
     if (kind == cli::store_kind::dynamodb)
@@ -710,14 +875,9 @@ int run_main(const cli::options& o)
     std::vector<dl::redis::store*> nodes;
     for (auto& s : owned)
         nodes.push_back(s.get());
-    switch (o.what) {
-    case cli::verb::status: return status(io, nodes, o);
-    case cli::verb::release: return release(io, nodes, o);
-    default: break;
-    }
     if (nodes.size() == 1)
-        return perform_lock(io, *nodes[0], nodes, o);
+        return perform(io, *nodes[0], nodes, o);
     dl::quorum<dl::redis::store> quorum{std::span<dl::redis::store* const>{nodes}};
-    return perform_lock(io, quorum, nodes, o);
+    return perform(io, quorum, nodes, o);
 }
 } // namespace

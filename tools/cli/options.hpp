@@ -17,13 +17,14 @@
 
 namespace distlock::cli {
 
-enum class verb { run, try_lock, status, release, help };
+enum class verb { run, try_lock, status, release, list, revoke, help };
 
 /// Exit codes. The child's own code is passed through by `run` when nothing else
 /// happened.
 namespace exit_code {
 inline constexpr int usage = 2;           ///< bad command line; no store was touched
-inline constexpr int not_acquired = 3;    ///< held by another owner until --wait ran out (or `try`: held)
+inline constexpr int not_acquired = 3;    ///< held by another owner until --wait ran out (or `try`: held;
+                                          ///< `release`, `revoke`: that owner or grant does not hold it)
 inline constexpr int store_failed = 4;    ///< the store could not be used (unreachable, refused)
 inline constexpr int lease_lost = 5;      ///< the lease was lost while the command ran: it was stopped
 inline constexpr int max_hold = 6;        ///< the command ran past --max-hold: it was stopped
@@ -44,7 +45,8 @@ struct options {
     bool json = false;
     bool verbose = false;
     bool create_table = false;            ///< --create-table (DynamoDB)
-    std::string owner;                    ///< release --owner ID (hex)
+    std::string owner;                    ///< release/revoke --owner ID (hex)
+    std::optional<fence_token> fence;     ///< revoke --fence N
     std::vector<std::string> resources;
     std::vector<std::string> command;     ///< after "--"
 };
@@ -103,6 +105,18 @@ inline std::optional<store_kind> store_kind_of(std::string_view url)
     return std::nullopt;
 }
 
+/// An owner id as an operator gives it to revoke: the 8 hex digits a listing shows,
+/// up to the whole 32.
+inline bool owner_prefix_ok(std::string_view id)
+{
+    if (id.size() < 8 || id.size() > 32)
+        return false;
+    for (const char c : id)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return false;
+    return true;
+}
+
 /// What parsing found: the options, or the message for a usage error.
 using parsed = std::variant<options, std::string>;
 
@@ -110,7 +124,7 @@ inline parsed parse(const std::vector<std::string>& args)
 {
     options o;
     if (args.empty())
-        return std::string{"no command given (run, try, status, release)"};
+        return std::string{"no command given (run, try, status, list, release, revoke)"};
     const auto& first = args[0];
     if (first == "--help" || first == "-h" || first == "help") {
         o.what = verb::help;
@@ -124,8 +138,12 @@ inline parsed parse(const std::vector<std::string>& args)
         o.what = verb::status;
     else if (first == "release")
         o.what = verb::release;
+    else if (first == "list")
+        o.what = verb::list;
+    else if (first == "revoke")
+        o.what = verb::revoke;
     else
-        return "unknown command '" + first + "' (run, try, status, release)";
+        return "unknown command '" + first + "' (run, try, status, list, release, revoke)";
 
     std::size_t i = 1;
     const auto value = [&](std::string_view flag) -> std::optional<std::string> {
@@ -180,6 +198,13 @@ inline parsed parse(const std::vector<std::string>& args)
             if (!v)
                 return std::string{"--owner needs the owner id"};
             o.owner = *v;
+        } else if (a == "--fence") {
+            auto v = value(a);
+            fence_token n = 0;
+            const auto* end = v ? v->data() + v->size() : nullptr;
+            if (!v || v->empty() || std::from_chars(v->data(), end, n).ptr != end || n == 0)
+                return std::string{"--fence needs the grant's fencing token, a whole number above zero"};
+            o.fence = n;
         } else if (a == "--json") {
             o.json = true;
         } else if (a == "--verbose" || a == "-v") {
@@ -193,10 +218,17 @@ inline parsed parse(const std::vector<std::string>& args)
         }
     }
 
-    if (o.resources.empty())
+    if (o.what == verb::list) {
+        // An optional prefix; none lists every lock.
+        if (o.resources.size() > 1)
+            return std::string{"list takes at most one prefix"};
+        if (!o.resources.empty() && o.resources[0].size() > max_resource_size)
+            return "a prefix is at most " + std::to_string(max_resource_size) + " bytes";
+    } else if (o.resources.empty()) {
         return std::string{"no resource given"};
+    }
     for (const auto& r : o.resources)
-        if (r.empty() || r.size() > max_resource_size)
+        if (o.what != verb::list && (r.empty() || r.size() > max_resource_size))
             return "resource ids must be 1 to " + std::to_string(max_resource_size) + " bytes";
     for (const auto& s : o.stores)
         if (!(s == "memory" || store_kind_of(s)))
@@ -210,12 +242,18 @@ inline parsed parse(const std::vector<std::string>& args)
         return std::string{"run needs a command after '--'"};
     if (o.what != verb::run && !o.command.empty())
         return std::string{"only run takes a command"};
-    if ((o.what == verb::status || o.what == verb::release) && o.resources.size() != 1)
-        return std::string{"status and release take one resource"};
+    if ((o.what == verb::status || o.what == verb::release || o.what == verb::revoke) && o.resources.size() != 1)
+        return std::string{"status, release and revoke take one resource"};
     if (o.what == verb::release && o.owner.empty())
         return std::string{"release needs --owner ID (the id `distlock run --verbose` printed)"};
-    if (o.what != verb::release && !o.owner.empty())
-        return std::string{"only release takes --owner"};
+    if (o.what == verb::revoke && o.owner.empty() == !o.fence.has_value())
+        return std::string{"revoke needs one of --fence N or --owner ID (as `distlock list` shows them)"};
+    if (o.what == verb::revoke && !o.owner.empty() && !owner_prefix_ok(o.owner))
+        return std::string{"--owner must be 8 to 32 hex digits of an owner id (`distlock list` shows 8)"};
+    if (o.what != verb::release && o.what != verb::revoke && !o.owner.empty())
+        return std::string{"only release and revoke take --owner"};
+    if (o.what != verb::revoke && o.fence)
+        return std::string{"only revoke takes --fence"};
     return o;
 }
 
@@ -223,6 +261,8 @@ inline constexpr const char* usage_text =
     R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--store-timeout D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
        distlock try [--store URL]... [--ttl D] [--store-timeout D] [--json] RESOURCE...
        distlock status [--store URL]... [--json] RESOURCE
+       distlock list [--store URL]... [--json] [PREFIX]
+       distlock revoke [--store URL]... (--fence N | --owner ID) [--json] RESOURCE
        distlock release [--store URL]... --owner ID RESOURCE
 
 Runs COMMAND while holding a distributed lock on every RESOURCE (sorted, all or
@@ -230,6 +270,15 @@ nothing), with DISTLOCK_RESOURCE and DISTLOCK_FENCE in its environment (and
 DISTLOCK_RESOURCE_<i>, DISTLOCK_FENCE_<i> for each of several). The lease is renewed
 while the command runs; if it is lost, the command's process group gets SIGTERM,
 then SIGKILL after --grace, and distlock exits with 5.
+
+list shows the locks held now (every one, or those whose id starts with PREFIX):
+resource, fence, owner (8 hex digits), time left, waiters where the store queues.
+revoke takes a lock back only if it is still the grant with that fence (or, with
+--owner, the grant of that owner): never a blind delete. Its holder finds out at its
+next renewal and stops (`run` stops the command); a holder that does not renew acts
+on until its validity ends, which its fence makes harmless to fenced data.
+PostgreSQL advisory locks cannot be listed or revoked (the server keeps only their
+64-bit keys).
 
 Stores: memory (this process only), redis://[user:pass@]host:port[/db],
 rediss://... (TLS), unix:///path; several --store make a Redlock quorum;
@@ -247,7 +296,8 @@ Durations: 500ms, 30s, 2m, 1h. Defaults: --ttl 30s, --grace 10s, --wait unbounde
 --store-timeout how long the store may go without answering (down, unreachable,
 refusing) before distlock gives up with exit 4 and the store's words.
 
-Exit codes: the command's own; 2 usage; 3 not acquired (held); 4 store failed;
+Exit codes: the command's own; 2 usage; 3 not acquired (held; revoke, release:
+not that grant's lock); 4 store failed;
 5 lease lost; 6 past --max-hold; 127 command not started.
 )";
 

@@ -245,6 +245,35 @@ concept inspectable_store = store<S> && requires(S& s, std::string_view resource
     { s.read(resource) } -> std::same_as<awaitable<result<lock_info>>>;
 };
 
+/// One held lock, as a store's listing reports it.
+struct lock_listing {
+    std::string resource;               ///< The resource id, as lock() was given it.
+    lock_info lock;                     ///< The holder (owner shortened), its fence, time left or version.
+    std::optional<std::size_t> waiters; ///< Entries queued behind the holder, where the store keeps a queue.
+};
+
+/// A store that can enumerate the locks it holds: `list(prefix)` returns every lock
+/// held now whose resource id begins with `prefix` (every lock for an empty prefix),
+/// sorted by resource id. It only reads: nothing is taken, changed or waited for. A
+/// listing is a snapshot made of several reads on most stores: a lock taken or
+/// released while it is made may or may not be in it.
+template <class S>
+concept enumerable_store = store<S> && requires(S& s, std::string_view prefix) {
+    { s.list(prefix) } -> std::same_as<awaitable<result<std::vector<lock_listing>>>>;
+};
+
+/// A store on which an operator can take a lock back: `revoke(resource, fence)` frees
+/// the lock only if it is still the grant that carries `fence` (the check and the
+/// removal are one atomic step on the server), and answers errc::not_owner, the lock
+/// untouched, when it is free or another grant's. Waiters are woken as by a release.
+/// The holder hears of it at its next renewal (its lease is lost()); nothing stops a
+/// holder that does not renew from acting until its validity ends: fences protect
+/// the data.
+template <class S>
+concept revocable_store = store<S> && requires(S& s, std::string_view resource, fence_token fence) {
+    { s.revoke(resource, fence) } -> std::same_as<awaitable<result<void>>>;
+};
+
 /// Where an entry of a resource's queue stands (see session_queue_store).
 struct queue_place {
     fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.

@@ -248,6 +248,55 @@ private:
         return info;
     }
 
+    /// The locks held now under `prefix`, sorted by resource id: each queue's oldest
+    /// entry, and how many wait behind it.
+    std::vector<lock_listing> list(std::string_view prefix)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        std::vector<lock_listing> out;
+        for (auto it = queues_.lower_bound(std::string{prefix}); it != queues_.end(); ++it) {
+            if (!std::string_view{it->first}.starts_with(prefix))
+                break; // the map is sorted: past the prefix, nothing more starts with it
+            if (it->second.empty())
+                continue;
+            const auto& first = it->second.begin()->second;
+            lock_listing l{.resource = it->first, .lock = {}, .waiters = it->second.size() - 1};
+            l.lock.held = true;
+            l.lock.owner = first.owner.to_hex().substr(0, 8);
+            l.lock.fence = first.sequence;
+            l.lock.version = first.sequence;
+            l.lock.remaining = sessions_.at(first.session).expires - clock::now();
+            out.push_back(std::move(l));
+        }
+        return out;
+    }
+
+    /// Deletes the holder's entry if it is entry `seq`; a waiter's entry, or one gone,
+    /// is not a grant to revoke.
+    result<void> revoke(std::string_view resource, fence_token seq)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        if (it == queues_.end() || it->second.empty() || it->second.begin()->first != seq)
+            return errc::not_owner;
+        it->second.erase(it->second.begin());
+        gone(it->first, seq);
+        if (it->second.empty())
+            queues_.erase(it);
+        return success();
+    }
+
+    /// Whether entry `seq` of `resource` is still queued.
+    bool has_entry(const std::string& resource, fence_token seq)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        return it != queues_.end() && it->second.count(seq) > 0;
+    }
+
     bool session_alive(std::uint64_t id)
     {
         std::lock_guard lock{mutex_};
@@ -405,9 +454,28 @@ public:
         });
     }
 
-    std::optional<time_point> bind(std::string_view, fence_token, std::weak_ptr<session_listener> listener)
+    /// The locks held now under `prefix`, with their waiters (enumerable_store).
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix)
     {
-        return core_->bind(std::move(listener));
+        return send<std::vector<lock_listing>>(
+            core_, [c = core_.get(), p = std::string{prefix}]() -> result<std::vector<lock_listing>> {
+                return c->server.list(p);
+            });
+    }
+
+    /// Deletes the holder's entry if it is still entry `fence` (revocable_store). Its
+    /// lease hears of it at its session's next keepalive.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, fence]() -> result<void> {
+            return c->server.revoke(r, fence);
+        });
+    }
+
+    std::optional<time_point> bind(std::string_view resource, fence_token entry,
+                                   std::weak_ptr<session_listener> listener)
+    {
+        return core_->bind(std::string{resource}, entry, std::move(listener));
     }
 
     // -- Faults and inspection, for tests -------------------------------------------
@@ -487,7 +555,15 @@ private:
         duration reply_delay{};
         distlock::util::splitmix64 random{1};
         std::size_t keepalives = 0;
-        std::vector<std::weak_ptr<session_listener>> listeners;
+        // The leases bound to the session, by the entry each holds: a keepalive also
+        // finds the entries deleted behind their holders' backs (revoked).
+        struct binding {
+            std::string resource;
+            fence_token entry = 0;
+            std::weak_ptr<session_listener> listener;
+            bool expired() const noexcept { return listener.expired(); }
+        };
+        std::vector<binding> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
 
         duration every() const
@@ -515,13 +591,13 @@ private:
             return id;
         }
 
-        std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+        std::optional<time_point> bind(std::string resource, fence_token entry, std::weak_ptr<session_listener> l)
         {
             std::lock_guard lock{mutex};
             if (!session || clock::now() >= valid_until)
                 return std::nullopt;
-            std::erase_if(listeners, [](const auto& w) { return w.expired(); });
-            listeners.push_back(std::move(l));
+            std::erase_if(listeners, [](const auto& b) { return b.expired(); });
+            listeners.push_back({std::move(resource), entry, std::move(l)});
             return valid_until;
         }
 
@@ -529,7 +605,7 @@ private:
         // bound to it hears so; the next lock opens a new session.
         void session_ended(std::uint64_t id, session_state why)
         {
-            std::vector<std::weak_ptr<session_listener>> told;
+            std::vector<binding> told;
             {
                 std::lock_guard lock{mutex};
                 if (session != id)
@@ -539,15 +615,15 @@ private:
             }
             // In doubt, the old session may live on at the server until its TTL; its
             // entries go with it, or when their leases are released.
-            for (auto& w : told)
-                if (auto l = w.lock())
+            for (auto& b : told)
+                if (auto l = b.listener.lock())
                     l->session_changed(why, time_point{});
         }
 
         void stop(bool end_session)
         {
             std::uint64_t id = 0;
-            std::vector<std::weak_ptr<session_listener>> told;
+            std::vector<binding> told;
             {
                 std::lock_guard lock{mutex};
                 stopped = true;
@@ -557,8 +633,8 @@ private:
             if (end_session && id)
                 server.close_session(id);
             asio::post(ex, [self = this->shared_from_this()] { self->tick.cancel(); });
-            for (auto& w : told)
-                if (auto l = w.lock())
+            for (auto& b : told)
+                if (auto l = b.listener.lock())
                     l->session_changed(session_state::lost, time_point{});
         }
 
@@ -662,19 +738,40 @@ private:
             }
         }
 
+        // A keepalive was answered: the session lives until `valid`. The same exchange
+        // finds the bound entries that are gone although the session lives (revoked):
+        // their leases are lost, the others held.
         void announce(std::uint64_t id, time_point valid)
         {
-            std::vector<std::weak_ptr<session_listener>> told;
+            std::vector<binding> bound;
             {
                 std::lock_guard lock{mutex};
                 if (session != id)
                     return;
                 valid_until = valid;
-                std::erase_if(listeners, [](const auto& w) { return w.expired(); });
-                told = listeners;
+                std::erase_if(listeners, [](const auto& b) { return b.expired(); });
+                bound = listeners;
             }
-            for (auto& w : told)
-                if (auto l = w.lock())
+            std::vector<binding> gone;
+            std::erase_if(bound, [&](const binding& b) {
+                if (server.has_entry(b.resource, b.entry))
+                    return false;
+                gone.push_back(b);
+                return true;
+            });
+            if (!gone.empty()) {
+                std::lock_guard lock{mutex};
+                std::erase_if(listeners, [&](const binding& b) {
+                    return std::any_of(gone.begin(), gone.end(), [&](const binding& g) {
+                        return g.entry == b.entry && g.resource == b.resource;
+                    });
+                });
+            }
+            for (auto& b : gone)
+                if (auto l = b.listener.lock())
+                    l->session_changed(session_state::lost, time_point{});
+            for (auto& b : bound)
+                if (auto l = b.listener.lock())
                     l->session_changed(session_state::held, valid);
         }
     };
@@ -757,6 +854,8 @@ private:
 using session_store = backend::store_shell<basic_session_store<>>;
 
 static_assert(session_queue_store<session_store>);
+static_assert(enumerable_store<session_store>);
+static_assert(revocable_store<session_store>);
 static_assert(inspectable_store<session_store>);
 
 } // namespace distlock::memory

@@ -182,6 +182,44 @@ public:
         });
     }
 
+    /// The locks held now whose resource id begins with `prefix`, sorted by id
+    /// (enumerable_store).
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix)
+    {
+        return perform<std::vector<lock_listing>>(
+            core_, [c = core_.get(), prefix]() -> result<std::vector<lock_listing>> {
+                std::vector<lock_listing> out;
+                for (const auto& [name, s] : c->slots) {
+                    if (!live(s) || !std::string_view{name}.starts_with(prefix))
+                        continue;
+                    lock_listing l{.resource = name, .lock = {}, .waiters = std::nullopt};
+                    l.lock.held = true;
+                    l.lock.owner = s.owner.to_hex().substr(0, 8);
+                    l.lock.fence = s.fence;
+                    l.lock.version = s.fence;
+                    l.lock.remaining = s.expires - clock::now();
+                    out.push_back(std::move(l));
+                }
+                std::sort(out.begin(), out.end(),
+                          [](const lock_listing& a, const lock_listing& b) { return a.resource < b.resource; });
+                return out;
+            });
+    }
+
+    /// Frees the lock on `resource` if it is still the grant with `fence`; else
+    /// errc::not_owner (revocable_store). Waiters are woken as by a release.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, fence]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->fence != fence)
+                return errc::not_owner;
+            s->held = false;
+            notify(*s);
+            return success();
+        });
+    }
+
     /// A registration for release notifications of one resource. It shares the
     /// store's state, so it may outlive the store (then it only times out).
     class watcher {
@@ -443,5 +481,7 @@ static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(answering_put_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::memory
