@@ -326,7 +326,8 @@ private:
 
     // `ex`: the store's executor, taken while the store was known to be there.
     template <lease_hold Hold>
-    lease make_lease(Hold hold, fence_token fence, time_point started, asio::any_io_executor ex)
+    lease make_lease(Hold hold, fence_token fence, time_point started, asio::any_io_executor ex,
+                     std::optional<std::uint32_t> slot = std::nullopt)
     {
         using state_type = detail::lease_state_for<Hold, observer_type>;
         constexpr bool by_session = session_hold<Hold>;
@@ -335,6 +336,10 @@ private:
                                      renew_.max_hold_time(), by_session};
         auto state = std::make_shared<state_type>(std::move(hold), observer_, std::move(ex), resource_, fence,
                                                   started, plan);
+        // A policy that takes shared grants (a shared mutex's readers, a semaphore's
+        // permits) says so; the lease tells its holder.
+        if constexpr (requires { { acquire_.shared() } -> std::convertible_to<bool>; })
+            state->set_kind(acquire_.shared(), slot);
         if constexpr (by_session) {
             // The session keeps the lease: its validity, not the TTL's, and its loss.
             const auto valid = state->hold().bind(std::weak_ptr<session_listener>{state});
@@ -481,7 +486,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor());
+                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor(), a.value().slot());
                     break;
                 }
             } else {

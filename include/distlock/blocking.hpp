@@ -93,6 +93,33 @@ public:
         return true;
     }
 
+    /// Shared mode, over a shared mutex (a SharedLockable: std::shared_lock): as
+    /// lock() and try_lock(), and unlock_shared() as unlock(). A thread holds one lease
+    /// at a time, shared or not.
+    void lock_shared()
+        requires requires(Mutex& m) { m.lock_shared(); }
+    {
+        auto& s = enter();
+        s.held = get(asio::co_spawn(thread_.get_executor(), mutex_.lock_shared(), asio::use_future).get());
+    }
+
+    bool try_lock_shared()
+        requires requires(Mutex& m) { m.try_lock_shared(); }
+    {
+        auto& s = enter();
+        auto r = asio::co_spawn(thread_.get_executor(), mutex_.try_lock_shared(), asio::use_future).get();
+        if (!r && r.error() == errc::contended)
+            return false;
+        s.held = get(std::move(r));
+        return true;
+    }
+
+    void unlock_shared() noexcept
+        requires requires(Mutex& m) { m.lock_shared(); }
+    {
+        unlock();
+    }
+
     /// Releases the calling thread's lease; never throws (it runs in destructors). The
     /// outcome is kept in last_unlock_error(): errc::lease_lost means the lease did not
     /// stay valid throughout the critical section.

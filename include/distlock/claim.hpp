@@ -38,6 +38,7 @@
 #include <asio/awaitable.hpp>
 
 #include <concepts>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -50,6 +51,14 @@ class answer {
 public:
     /// The lock is held by this claim, with `fence`.
     static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt, std::nullopt, {}}; }
+    /// One of a resource's permits is held by this claim: the permit numbered `slot`
+    /// (from 0, below the semaphore's count), with `fence`.
+    static answer granted(fence_token fence, std::uint32_t slot) noexcept
+    {
+        answer a{true, fence, std::nullopt, std::nullopt, {}};
+        a.slot_ = slot;
+        return a;
+    }
     /// The lock was granted before this attempt, by another client's release that
     /// handed it to this claim's place in a store's queue (acquire::fair on Redis).
     /// It is held as owner `holder` (the claim's place, not the attempt), and its
@@ -73,6 +82,8 @@ public:
     std::optional<time_point> counted_from() const noexcept { return counted_from_; }
     /// A grant handed over before the attempt: the owner it is held as.
     const owner_token& holder() const noexcept { return holder_; }
+    /// A permit's number, for a grant of a semaphore's permit.
+    std::optional<std::uint32_t> slot() const noexcept { return slot_; }
 
 private:
     answer(bool g, fence_token f, std::optional<time_point> nb, std::optional<time_point> from,
@@ -84,6 +95,7 @@ private:
     std::optional<time_point> not_before_;
     std::optional<time_point> counted_from_;
     owner_token holder_;
+    std::optional<std::uint32_t> slot_;
 };
 
 /// How a session store reports the state of the session a lease is bound to.

@@ -22,6 +22,9 @@ namespace distlock {
 template <class Unused = void>
 class basic_multi_lease;
 
+template <store Backend, class... Policies>
+class basic_distributed_shared_mutex;
+
 /// Exclusive use of a resource until valid_until(), as far as the store can promise.
 ///
 /// A lease is not a guarantee: a holder that stalls (GC pause, swapped out, a slow
@@ -61,6 +64,15 @@ public:
 
     /// The fencing token: larger than that of every earlier lease on this resource.
     fence_token fence() const { return state_->fence(); }
+
+    /// A semaphore's permit: its number, from 0 to the count less one. Each number's
+    /// fences grow, so a data store that keeps the last fence per permit number
+    /// refuses a stalled holder whose permit was handed on (docs/shared.md).
+    std::optional<std::uint32_t> slot() const { return state_->slot(); }
+
+    /// Held in shared mode: a reader of a shared mutex (a downgraded writer included),
+    /// or a semaphore's permit.
+    bool shared() const { return state_->shared(); }
 
     /// Until when the lease is exclusive by this client's clock, computed from when the
     /// acquisition started, minus the safety margin for clock drift.
@@ -110,6 +122,10 @@ private:
     // A set taken in one step is released in one step, through the states' halves.
     template <class>
     friend class basic_multi_lease;
+    // A downgraded writer's lease is shared from then on.
+    template <store Backend, class... Policies>
+    friend class basic_distributed_shared_mutex;
+    void mark_shared() noexcept { state_->mark_shared(); }
 
     // A coroutine that owns what it uses (a capturing lambda coroutine would not).
     static awaitable<result<void>> unlock_state(std::shared_ptr<detail::lease_state> state)

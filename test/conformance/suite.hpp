@@ -1461,6 +1461,13 @@ int count_under_lock(asio::io_context& io, Store& store, Counter& counter, const
     return status;
 }
 
+} // namespace test::conformance
+
+// The shared mutex's and the semaphore's behaviours, on the helpers above.
+#include "shared.hpp"
+
+namespace test::conformance {
+
 // -- Registration -----------------------------------------------------------------------
 
 /// Registers `run` as the test case "<name> - <F::name>".
@@ -1544,6 +1551,7 @@ void register_behaviours(const std::string& tags)
         DISTLOCK_CONFORMANCE_ADD("conformance: processes counting under the lock with fenced writes lose nothing; "
                                  "fences grow",
                                  processes_count);
+    register_shared_behaviours<F>(tags, &add<F>);
 }
 
 #undef DISTLOCK_CONFORMANCE_ADD

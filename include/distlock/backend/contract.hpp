@@ -228,6 +228,42 @@ concept fair_queue_store =
         typename backend::awaited<decltype(s.watch(resource, waiter))>::type;
     };
 
+/// A TTL store that keeps, per resource, shared holders beside the exclusive one,
+/// each with its own owner and TTL, and one counter for the fences of both: what
+/// acquire::shared_setnx runs on (the shared mutex, the semaphore; docs/shared.md).
+///  - put_shared(resource, owner, ttl, permits): a shared grant. With `permits` 0 (a
+///    shared mutex's reader) granted unless the resource is held exclusively or a
+///    writer waits (its intent, below). With `permits` N > 0 (a semaphore of N)
+///    granted while fewer than N hold, as the lowest permit number (slot) no live
+///    holder has; the store keeps N with the resource while anyone holds it, and a
+///    put with another N is refused with errc::invalid_argument, so two clients that
+///    disagree on N get an error, never a mix.
+///  - put_exclusive(resource, waiter, owner, ttl): granted when nobody holds the
+///    resource and no other waiter's intent is live. Otherwise `waiter` (one per
+///    lock() call, kept across its tries) takes the resource's writer intent if none
+///    is live, or renews its own, for `ttl`: while it lasts new readers are refused,
+///    so readers cannot starve a writer.
+///  - Every grant, shared or exclusive, takes the next value of the resource's one
+///    counter as its fence: an exclusive grant's fence exceeds that of every grant
+///    completed before it was asked for.
+///  - extend_shared / release_shared(resource, owner): owner-checked, for a holder of
+///    either mode; a release wakes the resource's watchers (release_notifying_store).
+///  - withdraw(resource, waiter): gives up `waiter`'s intent (a lock() that ended).
+///  - downgrade(resource, owner): the exclusive holder `owner` holds on in shared mode,
+///    in the same step, so that no writer comes between.
+template <class S>
+concept shared_lease_store =
+    store<S> &&
+    requires(S& s, std::string_view resource, const owner_token& owner, const owner_token& waiter, duration ttl,
+             std::uint32_t permits) {
+        { s.put_shared(resource, owner, ttl, permits) } -> std::same_as<awaitable<result<answer>>>;
+        { s.put_exclusive(resource, waiter, owner, ttl) } -> std::same_as<awaitable<result<answer>>>;
+        { s.extend_shared(resource, owner, ttl) } -> std::same_as<awaitable<result<void>>>;
+        { s.release_shared(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        { s.withdraw(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
+        { s.downgrade(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+    };
+
 /// What a store says about one resource's lock, read without taking it (for a
 /// status command, and for stores that may take over a lock only after seeing it
 /// unchanged for a full lease).

@@ -229,6 +229,12 @@ public:
         if constexpr (requires(S& s) { policy_.ask_again_within(s); }) {
             if (const auto within = store_.with([&](S& s) { return policy_.ask_again_within(s); }))
                 until = std::min(until, clock::now() + *within);
+        } else if constexpr (requires(S& s) { policy_.ask_again_within(s, memo_); }) {
+            // Only while this call keeps something in the store that runs out (a
+            // writer's intent).
+            const auto within = store_.with([&](S& s) { return policy_.ask_again_within(s, memo_); });
+            if (within && *within)
+                until = std::min(until, clock::now() + **within);
         }
         if constexpr (release_notifying_store<S>) {
             if (watcher_)

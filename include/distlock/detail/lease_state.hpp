@@ -76,6 +76,18 @@ public:
     const std::string& resource() const noexcept { return resource_; }
     const owner_token& owner() const noexcept { return owner_; }
     fence_token fence() const noexcept { return fence_; }
+    /// The permit's number, for a semaphore's permit.
+    std::optional<std::uint32_t> slot() const noexcept { return slot_; }
+    /// Held in shared mode (a reader of a shared mutex, a permit of a semaphore).
+    bool shared() const noexcept { return shared_.load(std::memory_order_acquire); }
+    /// Set before the lease is handed out (the slot only then).
+    void set_kind(bool shared, std::optional<std::uint32_t> slot) noexcept
+    {
+        shared_.store(shared, std::memory_order_release);
+        slot_ = slot;
+    }
+    /// A writer that downgraded holds on in shared mode.
+    void mark_shared() noexcept { shared_.store(true, std::memory_order_release); }
     asio::any_io_executor executor() const { return ex_; }
 
     time_point valid_until() const noexcept
@@ -140,6 +152,8 @@ protected:
     std::string resource_;
     owner_token owner_;
     fence_token fence_;
+    std::optional<std::uint32_t> slot_;
+    std::atomic<bool> shared_{false};
     time_point acquired_at_;
     keep_plan plan_;
     std::atomic<time_point::rep> valid_until_ns_;

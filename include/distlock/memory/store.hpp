@@ -220,6 +220,135 @@ public:
         });
     }
 
+    // -- shared_lease_store: a shared mutex's readers and writers, a semaphore's permits --
+
+    /// A shared grant: a reader (`permits` 0) unless a writer holds or waits; a permit
+    /// of `permits` while fewer hold, as the lowest free number.
+    awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                         std::uint32_t permits)
+    {
+        return perform<answer>(core_, [c = core_.get(), resource, owner, ttl, permits]() -> result<answer> {
+            auto& s = c->slot_for(resource);
+            const bool shared = s.shared_now();
+            if (shared && s.permits != permits)
+                return errc::invalid_argument; // two clients disagree on the count
+            if (live(s))
+                return answer::held(s.expires);
+            if (permits == 0) {
+                if (s.writer_waits(owner_token{}))
+                    return answer::held();
+                s.sharers.push_back({owner, clock::now() + ttl, 0});
+                s.permits = 0;
+                return answer::granted(++s.fence);
+            }
+            if (s.sharers.size() >= permits) {
+                auto first_out = s.sharers.front().expires;
+                for (const auto& h : s.sharers)
+                    first_out = std::min(first_out, h.expires);
+                return answer::held(first_out);
+            }
+            std::uint32_t number = 0;
+            while (std::any_of(s.sharers.begin(), s.sharers.end(), [&](const sharer& h) { return h.number == number; }))
+                ++number;
+            s.sharers.push_back({owner, clock::now() + ttl, number});
+            s.permits = permits;
+            return answer::granted(++s.fence, number);
+        });
+    }
+
+    /// An exclusive grant when nobody holds and no other writer waits; else `waiter`
+    /// takes (or renews) the writer's intent that keeps new readers out.
+    awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
+                                            const owner_token& owner, duration ttl)
+    {
+        return perform<answer>(core_, [c = core_.get(), resource, waiter, owner, ttl]() -> result<answer> {
+            auto& s = c->slot_for(resource);
+            const bool shared = s.shared_now();
+            if (shared && s.permits != 0)
+                return errc::invalid_argument; // a semaphore has no writers
+            const bool other_waits = s.writer_waits(waiter);
+            if (!other_waits && !live(s) && !shared) {
+                if (s.intent == waiter)
+                    s.intent = owner_token{};
+                grant(s, owner, ttl);
+                return answer::granted(s.fence);
+            }
+            if (!other_waits) {
+                s.intent = waiter;
+                s.intent_expires = clock::now() + ttl;
+            }
+            return live(s) ? answer::held(s.expires) : answer::held();
+        });
+    }
+
+    awaitable<result<void>> extend_shared(std::string_view resource, const owner_token& owner, duration ttl)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner, ttl]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s)
+                return errc::not_owner;
+            if (live(*s) && s->owner == owner) {
+                s->expires = clock::now() + ttl;
+                return success();
+            }
+            s->shared_now();
+            for (auto& h : s->sharers)
+                if (h.owner == owner) {
+                    h.expires = clock::now() + ttl;
+                    return success();
+                }
+            return errc::not_owner;
+        });
+    }
+
+    awaitable<result<void>> release_shared(std::string_view resource, const owner_token& owner)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s)
+                return errc::not_owner;
+            if (live(*s) && s->owner == owner) {
+                s->held = false;
+                notify(*s);
+                return success();
+            }
+            s->shared_now();
+            const auto gone = std::erase_if(s->sharers, [&](const sharer& h) { return h.owner == owner; });
+            if (gone == 0)
+                return errc::not_owner;
+            notify(*s);
+            return success();
+        });
+    }
+
+    /// Gives up `waiter`'s intent: the readers it kept out may come in.
+    awaitable<result<void>> withdraw(std::string_view resource, const owner_token& waiter)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, waiter]() -> result<void> {
+            auto* s = c->find(resource);
+            if (s && s->intent == waiter) {
+                s->intent = owner_token{};
+                notify(*s);
+            }
+            return success();
+        });
+    }
+
+    /// The writer `owner` holds on as a reader, in the same step.
+    awaitable<result<void>> downgrade(std::string_view resource, const owner_token& owner)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->owner != owner)
+                return errc::not_owner;
+            s->held = false;
+            s->sharers.push_back({owner, s->expires, 0});
+            s->permits = 0;
+            notify(*s); // readers may come in beside it
+            return success();
+        });
+    }
+
     /// A registration for release notifications of one resource. It shares the
     /// store's state, so it may outlive the store (then it only times out).
     class watcher {
@@ -285,8 +414,9 @@ public:
     void expire(std::string_view resource)
     {
         std::lock_guard lock{core_->mutex};
-        if (auto* s = core_->find(resource); s && s->held) {
+        if (auto* s = core_->find(resource); s && (s->held || !s->sharers.empty())) {
             s->held = false;
+            s->sharers.clear();
             notify(*s);
         }
     }
@@ -341,12 +471,35 @@ public:
     }
 
 private:
+    // A shared holder: a reader of a shared mutex, or a semaphore's permit.
+    struct sharer {
+        owner_token owner;
+        time_point expires{};
+        std::uint32_t number = 0; // a permit's slot
+    };
+
     struct slot {
         owner_token owner;
         time_point expires{};
         fence_token fence = 0;  // survives release: tokens must keep growing
-        bool held = false;
+        bool held = false;      // held exclusively (a mutex, or a shared mutex's writer)
+        std::vector<sharer> sharers;
+        std::uint32_t permits = 0;  // a semaphore's count, kept while sharers hold
+        owner_token intent;         // a waiting writer's, until intent_expires
+        time_point intent_expires{};
         std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
+
+        // Drops the sharers whose TTL ran out; true when any holds.
+        bool shared_now()
+        {
+            const auto now = clock::now();
+            std::erase_if(sharers, [&](const sharer& h) { return now >= h.expires; });
+            return !sharers.empty();
+        }
+        bool writer_waits(const owner_token& except) const
+        {
+            return !intent.is_nil() && intent != except && clock::now() < intent_expires;
+        }
     };
 
     // Everything an operation touches, shared by the store, its operations in flight
@@ -482,6 +635,7 @@ static_assert(release_notifying_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(answering_put_store<store>);
 static_assert(enumerable_store<store>);
+static_assert(shared_lease_store<store>);
 static_assert(revocable_store<store>);
 
 } // namespace distlock::memory

@@ -1,0 +1,299 @@
+// The conformance behaviours of the shared mutex and the semaphore, written once and
+// run on every fixture whose store takes shared grants (included by suite.hpp, which
+// registers them).
+#pragma once
+
+#include "eventually.hpp"
+#include "pending.hpp"
+#include "support.hpp"
+
+#include <distlock/basic_distributed_semaphore.hpp>
+#include <distlock/basic_distributed_shared_mutex.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace test::conformance {
+
+/// The fixture's store takes shared grants: a shared mutex and a semaphore work on it.
+template <class F>
+struct shares : std::bool_constant<requires(typename dl::default_shared_acquire_policy<typename F::backend> a) {
+    a.mode = dl::lock_mode::shared;
+    requires dl::acquire_policy_for<decltype(a), typename F::backend>;
+}> {};
+
+template <class F>
+using shared_mutex_of = dl::basic_distributed_shared_mutex<typename F::backend, dl::observe::callback, dl::retry::fixed>;
+
+template <class F>
+using waiting_shared_mutex_of =
+    dl::basic_distributed_shared_mutex<typename F::backend, dl::observe::callback, dl::retry::exponential_backoff>;
+
+template <class F>
+using semaphore_of = dl::basic_distributed_semaphore<typename F::backend, dl::observe::callback, dl::retry::fixed>;
+
+/// Readers share the lock and a writer holds it alone; every grant takes a larger fence
+/// than every grant before it, so a writer's exceeds the readers' it waited for.
+template <class F>
+void shared_readers_exclusive_writer()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const std::string resource = "conf:rw";
+        shared_mutex_of<F> a{f.client(0), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        shared_mutex_of<F> b{f.client(1), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        shared_mutex_of<F> c{f.client(2), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        auto first = co_await a.lock();
+        REQUIRE(first);
+        CHECK_FALSE(first->shared());
+        auto refused = co_await b.try_lock_shared();
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::contended);
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+
+        auto r1 = co_await a.lock_shared();
+        auto r2 = co_await b.try_lock_shared();
+        REQUIRE(r1);
+        REQUIRE(r2);
+        CHECK(r1->shared());
+        CHECK(r1->fence() > first->fence());
+        CHECK(r2->fence() > r1->fence());
+        auto writer = co_await c.try_lock();
+        REQUIRE_FALSE(writer);
+        CHECK(writer.error() == dl::condition::contended);
+        { const auto ok_ = co_await r1->unlock(); CHECK(ok_); }
+        auto still = co_await c.try_lock();
+        REQUIRE_FALSE(still); // one reader holds on
+        { const auto ok_ = co_await r2->unlock(); CHECK(ok_); }
+        auto w = co_await c.lock();
+        REQUIRE(w);
+        CHECK(w->fence() > r2->fence());
+        auto late = co_await a.try_lock_shared();
+        CHECK_FALSE(late);
+        { const auto ok_ = co_await w->unlock(); CHECK(ok_); }
+        // Nothing is left: a writer gets it at once.
+        auto again = co_await a.try_lock();
+        REQUIRE(again);
+        CHECK(again->fence() > w->fence());
+        { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
+    });
+}
+
+/// A waiting writer keeps new readers out; it is granted when the readers before it
+/// are gone, and the readers refused meanwhile come in after it.
+template <class F>
+void shared_writer_not_starved()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        const std::string resource = "conf:rw-starve";
+        shared_mutex_of<F> a{f.client(0), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        waiting_shared_mutex_of<F> w{f.client(1), resource, {.ttl = 10s}, dl::observe::callback{}, for_a_minute()};
+        waiting_shared_mutex_of<F> b{f.client(2), resource, {.ttl = 10s}, dl::observe::callback{}, for_a_minute()};
+        auto reader = co_await a.lock_shared();
+        REQUIRE(reader);
+        auto writing = test::start(ex, w.lock());
+        // Its first try, refused, leaves its intent.
+        co_await test::settle(200ms);
+        CHECK_FALSE(writing.ready());
+        auto kept_out = co_await a.try_lock_shared();
+        REQUIRE_FALSE(kept_out);
+        CHECK(kept_out.error() == dl::condition::contended);
+        auto reading = test::start(ex, b.lock_shared());
+        co_await test::settle(100ms);
+        CHECK_FALSE(reading.ready());
+        { const auto ok_ = co_await reader->unlock(); CHECK(ok_); }
+        REQUIRE(co_await writing.wait(30000ms));
+        auto& wl = writing.get();
+        REQUIRE(wl);
+        CHECK(wl->fence() > reader->fence());
+        CHECK_FALSE(reading.ready());
+        { const auto ok_ = co_await wl->unlock(); CHECK(ok_); }
+        REQUIRE(co_await reading.wait(30000ms));
+        auto& rl = reading.get();
+        REQUIRE(rl);
+        CHECK(rl->fence() > wl->fence());
+        { const auto ok_ = co_await rl->unlock(); CHECK(ok_); }
+    });
+}
+
+/// A writer that gives up waiting takes its hold on the readers with it: readers come
+/// in at once, not after its intent ran out.
+template <class F>
+void shared_writer_gives_up()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const std::string resource = "conf:rw-give-up";
+        shared_mutex_of<F> a{f.client(0), resource, {.ttl = 30s}, dl::observe::callback{}, quick()};
+        shared_mutex_of<F> w{f.client(1), resource, {.ttl = 30s}, dl::observe::callback{}, quick()};
+        auto reader = co_await a.lock_shared();
+        REQUIRE(reader);
+        auto gave_up = co_await w.lock_until(dl::clock::now() + 300ms);
+        REQUIRE_FALSE(gave_up);
+        // Its withdrawal runs as the store's background work, right after: well
+        // before its intent (30 s) would run out.
+        bool in = false;
+        for (int i = 0; i < 200 && !in; ++i) {
+            auto r = co_await a.try_lock_shared();
+            if (r) {
+                in = true;
+                { const auto ok_ = co_await r->unlock(); CHECK(ok_); }
+            } else {
+                co_await test::settle(10ms);
+            }
+        }
+        CHECK(in);
+        { const auto ok_ = co_await reader->unlock(); CHECK(ok_); }
+    });
+}
+
+/// A downgraded writer holds on as a reader: other readers come in beside it, a
+/// writer does not.
+template <class F>
+void shared_downgrade()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const std::string resource = "conf:rw-downgrade";
+        shared_mutex_of<F> a{f.client(0), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        shared_mutex_of<F> b{f.client(1), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        auto w = co_await a.lock();
+        REQUIRE(w);
+        // Any mutex object of the resource may downgrade its writer's lease.
+        auto down = co_await b.downgrade(*w);
+        REQUIRE(down);
+        CHECK(w->shared());
+        auto twice = co_await a.downgrade(*w);
+        REQUIRE_FALSE(twice);
+        CHECK(twice.error() == dl::condition::invalid_argument);
+        auto beside = co_await b.try_lock_shared();
+        REQUIRE(beside);
+        CHECK(beside->fence() > w->fence());
+        auto writer = co_await b.try_lock();
+        CHECK_FALSE(writer);
+        { const auto ok_ = co_await w->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await beside->unlock(); CHECK(ok_); }
+        auto after = co_await b.try_lock();
+        REQUIRE(after);
+        { const auto ok_ = co_await after->unlock(); CHECK(ok_); }
+    });
+}
+
+/// N permits: N holders at once, each with its own slot; the next waits; a released
+/// slot goes to the next holder with a larger fence; another count is refused.
+template <class F>
+void semaphore_permits()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        const std::string resource = "conf:sem";
+        const dl::semaphore_options three{.permits = 3, .lease = {.ttl = 10s}};
+        semaphore_of<F> s0{f.client(0), resource, three, dl::observe::callback{}, quick()};
+        semaphore_of<F> s1{f.client(1), resource, three, dl::observe::callback{}, quick()};
+        semaphore_of<F> s2{f.client(2), resource, three, dl::observe::callback{}, quick()};
+        std::vector<dl::lease> held;
+        for (auto* s : {&s0, &s1, &s2}) {
+            auto p = co_await s->try_acquire();
+            REQUIRE(p);
+            CHECK(p->shared());
+            REQUIRE(p->slot());
+            held.push_back(std::move(p).value());
+        }
+        std::set<std::uint32_t> slots;
+        for (const auto& p : held)
+            slots.insert(*p.slot());
+        CHECK(slots == std::set<std::uint32_t>{0, 1, 2});
+        CHECK(held[1].fence() > held[0].fence());
+        CHECK(held[2].fence() > held[1].fence());
+
+        auto full = co_await s0.try_acquire();
+        REQUIRE_FALSE(full);
+        CHECK(full.error() == dl::condition::contended);
+
+        // A client that counts differently is told so, never given a permit.
+        semaphore_of<F> two{f.client(1), resource, {.permits = 2, .lease = {.ttl = 10s}}, dl::observe::callback{},
+                            quick()};
+        dl::diagnostics diag;
+        auto mixed = co_await two.try_acquire(diag);
+        REQUIRE_FALSE(mixed);
+        CHECK(mixed.error() == dl::condition::invalid_argument);
+
+        // A waiter gets the slot that was given back, with a larger fence.
+        semaphore_of<F> waiting{f.client(2), resource, three, dl::observe::callback{},
+                                dl::retry::fixed{.delay = 20ms, .deadline = 30s}};
+        auto next = test::start(ex, waiting.acquire());
+        co_await test::settle(100ms);
+        CHECK_FALSE(next.ready());
+        const auto freed = *held[1].slot();
+        { const auto ok_ = co_await held[1].unlock(); CHECK(ok_); }
+        REQUIRE(co_await next.wait(30000ms));
+        auto& got = next.get();
+        REQUIRE(got);
+        CHECK(*got->slot() == freed);
+        CHECK(got->fence() > held[2].fence());
+        { const auto ok_ = co_await got->unlock(); CHECK(ok_); }
+        for (auto& p : held)
+            if (p.valid())
+                (void)co_await p.unlock();
+        // Bad counts are refused before any I/O.
+        semaphore_of<F> none{f.client(0), resource, {.permits = 0}, dl::observe::callback{}, quick()};
+        auto refused = co_await none.try_acquire();
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::invalid_argument);
+    });
+}
+
+/// A permit whose holder vanished (its lease neither renewed nor released) comes back
+/// after its TTL.
+template <class F>
+void semaphore_permit_comes_back()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const std::string resource = "conf:sem-back";
+        const dl::semaphore_options one{.permits = 1, .lease = {.ttl = 1s}};
+        semaphore_of<F> s0{f.client(0), resource, one, dl::observe::callback{}, quick()};
+        semaphore_of<F> s1{f.client(1), resource, one, dl::observe::callback{},
+                           dl::retry::fixed{.delay = 50ms, .deadline = 30s}};
+        auto held = co_await s0.acquire();
+        REQUIRE(held);
+        f.end_lock(*held); // the store forgets it as if its holder had died
+        auto next = co_await s1.acquire();
+        REQUIRE(next);
+        CHECK(next->fence() > held->fence());
+        CHECK(*next->slot() == 0);
+        { const auto ok_ = co_await next->unlock(); CHECK(ok_); }
+    });
+}
+
+/// Registers the shared mutex's and the semaphore's behaviours on fixture F.
+template <class F>
+void register_shared_behaviours(const std::string& tags, void (*add)(const char*, void (*)(), const std::string&,
+                                                                       const Catch::SourceLineInfo&))
+{
+    if constexpr (shares<F>::value) {
+        add("conformance: shared mutex: readers share, a writer holds alone, fences grow across both",
+            &shared_readers_exclusive_writer<F>, tags, CATCH_INTERNAL_LINEINFO);
+        add("conformance: shared mutex: a waiting writer keeps new readers out and is not starved",
+            &shared_writer_not_starved<F>, tags, CATCH_INTERNAL_LINEINFO);
+        add("conformance: shared mutex: a writer that gives up lets readers in at once", &shared_writer_gives_up<F>,
+            tags, CATCH_INTERNAL_LINEINFO);
+        if constexpr (requires(typename F::backend& b, std::string_view r, const dl::owner_token& o) {
+                          b.downgrade(r, o);
+                      })
+            add("conformance: shared mutex: a downgraded writer holds on as a reader, no writer between",
+                &shared_downgrade<F>, tags, CATCH_INTERNAL_LINEINFO);
+        add("conformance: semaphore: N permits with distinct slots; the next waits; another count is refused",
+            &semaphore_permits<F>, tags, CATCH_INTERNAL_LINEINFO);
+        add("conformance: semaphore: a vanished holder's permit comes back", &semaphore_permit_comes_back<F>, tags,
+            CATCH_INTERNAL_LINEINFO);
+    }
+}
+
+} // namespace test::conformance
