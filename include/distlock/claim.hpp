@@ -98,6 +98,10 @@ private:
     std::optional<std::uint32_t> slot_;
 };
 
+/// How a grant is held: alone (a writer), or beside other shared holders (a reader of
+/// a shared mutex, a semaphore's permit).
+enum class lock_mode { exclusive, shared };
+
 /// How a session store reports the state of the session a lease is bound to.
 enum class session_state {
     held,     ///< The session is alive; the lease is valid until the reported time.

@@ -339,4 +339,32 @@ concept session_queue_store =
         { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
     };
 
+/// Where an entry of a resource's queue stands when entries take shared grants (see
+/// shared_queue_store).
+struct shared_place {
+    fence_token entry = 0;                 ///< The entry's creation sequence: its fencing token.
+    bool granted = false;                  ///< The entry holds, by the rules of its mode.
+    std::optional<std::uint32_t> slot;     ///< A granted permit's number.
+};
+
+/// A session store whose queue entries take shared grants too (etcd, ZooKeeper, the
+/// memory session store): what acquire::shared_queue runs on.
+///  - enqueue_shared(resource, owner, mode, permits): creates the owner's entry in
+///    `mode`, or finds it (a lost reply retried queues once), and says whether it
+///    holds: an exclusive entry when it is the oldest; a shared one (permits 0) when
+///    no exclusive entry is older, so a reader waits only for earlier writers and a
+///    writer for everyone earlier; a permit (permits N) when fewer than N entries are
+///    older, with the lowest number (slot) no other holder of the resource has. Every
+///    entry of a resource must agree on N: another N is refused with
+///    errc::invalid_argument.
+///  - wait_turn(resource, entry, until): true once an entry whose going may let
+///    `entry` hold is gone (for a permit, any older one), false at `until`.
+template <class S>
+concept shared_queue_store =
+    session_queue_store<S> && requires(S& s, std::string_view resource, const owner_token& owner, lock_mode mode,
+                                       std::uint32_t permits, fence_token entry, time_point until) {
+        { s.enqueue_shared(resource, owner, mode, permits) } -> std::same_as<awaitable<result<shared_place>>>;
+        { s.wait_turn(resource, entry, until) } -> std::same_as<awaitable<bool>>;
+    };
+
 } // namespace distlock

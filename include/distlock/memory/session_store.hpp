@@ -18,6 +18,7 @@
 #include <distlock/backend/wakeup.hpp>
 #include <distlock/memory/store.hpp>
 #include <distlock/policy/queue.hpp>
+#include <distlock/policy/shared.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/co_spawn.hpp>
@@ -46,6 +47,9 @@ struct queue_entry {
     fence_token sequence = 0;
     owner_token owner;
     std::uint64_t session = 0;
+    lock_mode mode = lock_mode::exclusive;
+    std::uint32_t permits = 0;          ///< a semaphore's count (shared entries)
+    std::optional<std::uint32_t> slot;  ///< a permit's number, once it holds
 };
 
 /// What a session server keeps. Thread-safe. It must outlive its clients.
@@ -182,6 +186,84 @@ private:
         return place;
     }
 
+    /// enqueue() for shared grants (shared_queue_store): the entry holds by the rules
+    /// of its mode, a permit with the lowest number no other holder has.
+    result<shared_place> enqueue_shared(std::string_view resource, const owner_token& owner, std::uint64_t id,
+                                        lock_mode mode, std::uint32_t permits)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        if (!sessions_.count(id))
+            return errc::session_lost;
+        auto& q = queues_[std::string{resource}];
+        // Every shared entry of a resource agrees on the count (0: a shared mutex).
+        for (const auto& [seq, e] : q)
+            if (e.owner != owner && (e.mode == lock_mode::shared || e.permits > 0) &&
+                (mode == lock_mode::shared || permits > 0) && e.permits != permits)
+                return errc::invalid_argument;
+        auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine != q.end() && mine->second.session != id) {
+            // An earlier session's entry (see enqueue()): queue again, at the back.
+            const auto seq = mine->first;
+            q.erase(mine);
+            gone(std::string{resource}, seq);
+            mine = q.end();
+        }
+        if (mine == q.end()) {
+            const auto seq = ++revision_;
+            mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt}).first;
+        }
+        shared_place place{mine->first, holds(q, mine), std::nullopt};
+        if (place.granted && permits > 0) {
+            if (!mine->second.slot) {
+                std::uint32_t n = 0;
+                while (std::any_of(q.begin(), q.end(), [&](const auto& kv) { return kv.second.slot == n; }))
+                    ++n;
+                mine->second.slot = n;
+            }
+            place.slot = mine->second.slot;
+        }
+        return place;
+    }
+
+    /// Registers `w` to be woken when any entry of `resource` goes (a waiter of shared
+    /// grants may be let in by any of the entries before it); says when the first of
+    /// their sessions expires, so the waiter looks again by then.
+    void watch_resource(const std::string& resource, const std::shared_ptr<distlock::backend::wakeup>& w,
+                        time_point& expires)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        expires = time_point::max();
+        if (const auto it = queues_.find(resource); it != queues_.end())
+            for (const auto& [seq, e] : it->second)
+                expires = std::min(expires, sessions_.at(e.session).expires);
+        resource_watches_[resource].push_back(w);
+    }
+
+    void unwatch_resource(const std::string& resource, const std::shared_ptr<distlock::backend::wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = resource_watches_.find(resource);
+        if (it == resource_watches_.end())
+            return;
+        std::erase(it->second, w);
+        if (it->second.empty())
+            resource_watches_.erase(it);
+    }
+
+    /// Whether entry `seq` of `resource` holds now (false when it is gone).
+    bool entry_holds(const std::string& resource, fence_token seq)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end())
+            return false;
+        const auto e = it->second.find(seq);
+        return e != it->second.end() && holds(it->second, e);
+    }
+
     result<void> dequeue(std::string_view resource, const owner_token& owner)
     {
         std::lock_guard lock{mutex_};
@@ -279,9 +361,12 @@ private:
         std::lock_guard lock{mutex_};
         reap();
         const auto it = queues_.find(std::string{resource});
-        if (it == queues_.end() || it->second.empty() || it->second.begin()->first != seq)
+        if (it == queues_.end())
             return errc::not_owner;
-        it->second.erase(it->second.begin());
+        const auto e = it->second.find(seq);
+        if (e == it->second.end() || !holds(it->second, e))
+            return errc::not_owner;
+        it->second.erase(e);
         gone(it->first, seq);
         if (it->second.empty())
             queues_.erase(it);
@@ -334,8 +419,25 @@ private:
         }
     }
 
+    // Whether entry `e` of queue `q` holds, by the rules of its mode.
+    static bool holds(const std::map<fence_token, queue_entry>& q, std::map<fence_token, queue_entry>::const_iterator e)
+    {
+        if (e->second.mode == lock_mode::exclusive)
+            return e == q.begin();
+        std::size_t older = 0;
+        for (auto it = q.begin(); it != e; ++it, ++older)
+            if (e->second.permits == 0 && it->second.mode == lock_mode::exclusive)
+                return false;
+        return e->second.permits == 0 || older < e->second.permits;
+    }
+
     void gone(const std::string& resource, fence_token seq)
     {
+        if (const auto all = resource_watches_.find(resource); all != resource_watches_.end()) {
+            for (auto& w : all->second)
+                w->signal();
+            resource_watches_.erase(all);
+        }
         const auto it = watches_.find({resource, seq});
         if (it == watches_.end())
             return;
@@ -350,6 +452,7 @@ private:
     std::unordered_map<std::uint64_t, session> sessions_;
     std::map<std::string, std::map<fence_token, queue_entry>> queues_;
     std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::backend::wakeup>>> watches_;
+    std::map<std::string, std::vector<std::shared_ptr<distlock::backend::wakeup>>> resource_watches_;
 };
 
 /// Settings of a session store client.
@@ -408,6 +511,7 @@ class basic_session_store : public backend::store_base<session_config> {
 
 public:
     using default_acquire_policy = acquire::session_queue;
+    using default_shared_acquire_policy = acquire::shared_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
     basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
@@ -443,6 +547,30 @@ public:
     awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
     {
         return wait_entry(core_, std::string{resource}, entry, until);
+    }
+
+    // -- shared_queue_store ----------------------------------------------------------
+
+    awaitable<result<shared_place>> enqueue_shared(std::string_view resource, const owner_token& owner,
+                                                   lock_mode mode, std::uint32_t permits)
+    {
+        return send<shared_place>(
+            core_, [c = core_.get(), r = std::string{resource}, owner, mode, permits]() -> result<shared_place> {
+                const auto id = c->session_id();
+                if (!id)
+                    return errc::store_unavailable;
+                auto place = c->server.enqueue_shared(r, owner, id, mode, permits);
+                if (!place && place.error() == errc::session_lost)
+                    c->session_ended(id, session_state::lost);
+                return place;
+            });
+    }
+
+    /// True once an entry of `resource` went (any may let `entry` hold), or when
+    /// `entry` holds; false at `until`.
+    awaitable<bool> wait_turn(std::string_view resource, fence_token entry, time_point until)
+    {
+        return wait_resource(core_, std::string{resource}, entry, until);
     }
 
     /// Reads the lock on `resource` without taking it (inspectable_store): the oldest
@@ -814,6 +942,24 @@ private:
         co_return apply();
     }
 
+    static awaitable<bool> wait_resource(std::shared_ptr<core> c, std::string resource, fence_token entry,
+                                         time_point until)
+    {
+        auto w = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
+        time_point expires{};
+        c->server.watch_resource(resource, w, expires);
+        // Registered first, then looked: a change in between still wakes it.
+        if (c->server.entry_holds(resource, entry)) {
+            c->server.unwatch_resource(resource, w);
+            co_return true;
+        }
+        // A session before this entry may expire before anyone deletes its entry: look
+        // again by then.
+        const bool woken = co_await w->wait(std::min(until, expires));
+        c->server.unwatch_resource(resource, w);
+        co_return woken || c->server.entry_holds(resource, entry);
+    }
+
     static awaitable<bool> wait_entry(std::shared_ptr<core> c, std::string resource, fence_token entry,
                                       time_point until)
     {
@@ -856,6 +1002,7 @@ using session_store = backend::store_shell<basic_session_store<>>;
 static_assert(session_queue_store<session_store>);
 static_assert(enumerable_store<session_store>);
 static_assert(revocable_store<session_store>);
+static_assert(shared_queue_store<session_store>);
 static_assert(inspectable_store<session_store>);
 
 } // namespace distlock::memory

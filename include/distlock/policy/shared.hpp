@@ -11,6 +11,7 @@
 #include <distlock/backend/contract.hpp>
 #include <distlock/backend/store_ref.hpp>
 #include <distlock/claims/ttl_claim.hpp>
+#include <distlock/policy/queue.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -18,10 +19,6 @@
 #include <utility>
 
 namespace distlock {
-
-/// How a grant is held: alone (a writer), or beside other shared holders (a reader,
-/// a permit).
-enum class lock_mode { exclusive, shared };
 
 namespace acquire {
 
@@ -107,6 +104,113 @@ struct shared_setnx {
     detail::ttl_claim<shared_setnx, S> open(const store_ref<S>& s, claim_request r) const
     {
         return {*this, s, std::move(r)};
+    }
+};
+
+} // namespace acquire
+
+namespace detail {
+
+/// One lock() call's entry in a session store's queue, in its mode: the entry is kept
+/// across attempts, holds by the rules of shared_queue_store, and its lease is the
+/// session's (session_entry_hold, as a mutex's).
+template <class S>
+class shared_queue_claim {
+public:
+    /// The store orders the entries: no local line is needed.
+    static constexpr bool fair = true;
+
+    shared_queue_claim(store_ref<S> store, claim_request r, lock_mode mode, std::uint32_t permits)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()},
+          mode_{mode}, permits_{permits}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        queued_ = true; // from the first try on an entry may exist
+        waiting_ = false;
+        auto got = co_await store_.call([&](S& s) {
+            return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue_shared, resource_, owner_, mode_, permits_);
+        });
+        if (!got)
+            co_return got.error();
+        entry_ = got.value().entry;
+        if (!got.value().granted) {
+            waiting_ = true;
+            co_return answer::held();
+        }
+        if (const auto slot = got.value().slot)
+            co_return answer::granted(entry_, *slot);
+        co_return answer::granted(entry_);
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    /// wait() returns as soon as this call's turn may have come.
+    bool waits_for_turn() const noexcept { return waiting_; }
+
+    awaitable<bool> wait(time_point until)
+    {
+        if (waiting_) {
+            auto watch = store_.with([&](S& s) { return s.wait_turn(resource_, entry_, until); });
+            if (watch)
+                co_return co_await std::move(*watch);
+        }
+        co_await backend::sleep_until(until);
+        co_return false;
+    }
+
+    bool unsettled() const noexcept { return queued_; }
+
+    awaitable<void> abandon() { return leave(store_, resource_, owner_); }
+
+    session_entry_hold<S> hold()
+    {
+        queued_ = false;
+        return {store_, resource_, owner_, entry_};
+    }
+
+private:
+    static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (!first && backend::connection_error(first.error()))
+            (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    diagnostics* diag_;
+    owner_token owner_;
+    lock_mode mode_;
+    std::uint32_t permits_;
+    fence_token entry_ = 0;
+    bool queued_ = false;
+    bool waiting_ = false;
+};
+
+} // namespace detail
+
+namespace acquire {
+
+/// Shared and exclusive entries in a session store's fair queue (etcd, ZooKeeper, the
+/// memory session store): a reader waits only for earlier writers, a writer for
+/// everyone earlier, a permit for fewer than N earlier entries; waiters are served in
+/// the order they queued, so neither readers nor writers starve. Leases are the
+/// session's, as the mutex's on these stores.
+struct shared_queue {
+    using policy_kind = acquire_policy_tag;
+
+    lock_mode mode = lock_mode::exclusive;
+    std::uint32_t permits = 0;
+
+    bool shared() const noexcept { return mode == lock_mode::shared; }
+
+    template <class S>
+        requires shared_queue_store<S>
+    detail::shared_queue_claim<S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {s, std::move(r), mode, permits};
     }
 };
 
