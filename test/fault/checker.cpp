@@ -178,3 +178,76 @@ TEST_CASE("checker: history lines round-trip", "[checker]")
     CHECK_FALSE(from_line("locked 7"));
     CHECK_FALSE(from_line("op 1 acquire r 1 2 maybe 3 4"));
 }
+
+namespace {
+
+op shared_grant(int process, std::uint64_t fence, nanos at, nanos valid_until, std::uint32_t permits = 0,
+                std::uint32_t slot = 0)
+{
+    auto o = grant(process, fence, at, valid_until);
+    o.shared = true;
+    o.permits = permits;
+    o.slot = slot;
+    return o;
+}
+
+} // namespace
+
+TEST_CASE("checker: readers overlap each other, never a writer", "[checker]")
+{
+    // Two readers at once, then a writer after both.
+    CHECK(check({shared_grant(1, 1, 10 * ms, 100 * ms), shared_grant(2, 2, 20 * ms, 100 * ms),
+                 grant(3, 3, 110 * ms, 200 * ms)})
+              .clean());
+    // A writer granted while a reader still holds.
+    CHECK(mentions(check({shared_grant(1, 1, 10 * ms, 100 * ms), grant(2, 2, 50 * ms, 150 * ms)}), "exclusion"));
+    // A reader granted while a writer still holds, behind an earlier reader that ended.
+    CHECK(mentions(check({grant(1, 1, 10 * ms, 100 * ms), shared_grant(2, 2, 50 * ms, 150 * ms)}), "exclusion"));
+    CHECK(mentions(check({shared_grant(1, 1, 5 * ms, 8 * ms), grant(2, 2, 10 * ms, 100 * ms),
+                          shared_grant(3, 3, 50 * ms, 60 * ms)}),
+                   "exclusion"));
+    // A reader whose lease was released before the writer's grant leaves none.
+    CHECK(check({shared_grant(1, 1, 10 * ms, 100 * ms), of(1, kind::release, 1, 40 * ms, 41 * ms),
+                 grant(2, 2, 50 * ms, 150 * ms)})
+              .clean());
+}
+
+TEST_CASE("checker: at most N permits at once, never one number twice", "[checker]")
+{
+    CHECK(check({shared_grant(1, 1, 10 * ms, 100 * ms, 2, 0), shared_grant(2, 2, 20 * ms, 100 * ms, 2, 1),
+                 shared_grant(3, 3, 110 * ms, 200 * ms, 2, 0)})
+              .clean());
+    CHECK(mentions(check({shared_grant(1, 1, 10 * ms, 100 * ms, 2, 0), shared_grant(2, 2, 20 * ms, 100 * ms, 2, 1),
+                          shared_grant(3, 3, 30 * ms, 200 * ms, 2, 2)}),
+                   "permits"));
+    CHECK(mentions(check({shared_grant(1, 1, 10 * ms, 100 * ms, 2, 1), shared_grant(2, 2, 20 * ms, 100 * ms, 2, 1)}),
+                   "permits"));
+    // A permit whose lease ended (lost) frees its number.
+    CHECK(check({shared_grant(1, 1, 10 * ms, 100 * ms, 1, 0), of(1, kind::lost, 1, 30 * ms, 30 * ms),
+                 shared_grant(2, 2, 40 * ms, 100 * ms, 1, 0)})
+              .clean());
+}
+
+TEST_CASE("checker: a shared grant's line keeps its mode, count and number", "[checker]")
+{
+    const auto o = shared_grant(4, 17, 10 * ms, 100 * ms, 3, 2);
+    const auto back = from_line(to_line(o));
+    REQUIRE(back);
+    CHECK(back->shared);
+    CHECK(back->permits == 3);
+    CHECK(back->slot == 2);
+    CHECK(back->fence == 17);
+    const auto exclusive = from_line(to_line(grant(1, 1, 10 * ms, 100 * ms)));
+    REQUIRE(exclusive);
+    CHECK_FALSE(exclusive->shared);
+    CHECK_FALSE(from_line(to_line(grant(1, 1, 10 * ms, 100 * ms)) + " sharedd 1 1"));
+}
+
+TEST_CASE("checker: readers extend beside each other; a writer's grant ends a reader's right to", "[checker]")
+{
+    auto extended = of(1, kind::extend, 1, 60 * ms, 61 * ms);
+    extended.valid_until = 200 * ms;
+    CHECK(check({shared_grant(1, 1, 10 * ms, 100 * ms), shared_grant(2, 2, 20 * ms, 100 * ms), extended}).clean());
+    CHECK(mentions(check({shared_grant(1, 1, 10 * ms, 30 * ms), grant(2, 2, 40 * ms, 100 * ms), extended}),
+                   "owner safety"));
+}

@@ -46,6 +46,11 @@ struct op {
     nanos valid_until = 0;   ///< acquire ok: what the library reported
     bool foreign = false;    ///< removed: the lock belonged to another owner token
     std::string detail;      ///< error message or note
+    /// acquire ok: a shared grant (a reader, a permit) rather than an exclusive one;
+    /// for a semaphore's permit, the count and the permit's number.
+    bool shared = false;
+    std::uint32_t permits = 0;
+    std::uint32_t slot = 0;
 };
 
 inline const char* name(kind k)
@@ -76,6 +81,9 @@ inline std::string to_line(const op& o)
     std::ostringstream s;
     s << "op " << o.process << ' ' << name(o.kind) << ' ' << o.resource << ' ' << o.invoke << ' ' << o.complete
       << ' ' << name(o.result) << ' ' << o.fence << ' ' << o.valid_until;
+    // A shared grant says so after the common fields: "shared PERMITS SLOT".
+    if (o.shared)
+        s << " shared " << o.permits << ' ' << o.slot;
     return s.str();
 }
 
@@ -96,6 +104,11 @@ inline std::optional<op> from_line(const std::string& line)
         }
     if (!known)
         return std::nullopt;
+    if (std::string mode; s >> mode) {
+        if (mode != "shared" || !(s >> o.permits >> o.slot))
+            return std::nullopt;
+        o.shared = true;
+    }
     if (r == "ok")
         o.result = outcome::ok;
     else if (r == "fail")
@@ -163,9 +176,11 @@ inline std::string who(const op& o)
 } // namespace detail
 
 /// Checks a history against distlock's promises:
-///  - exclusion: the validity windows the library reported for one resource never
-///    overlap (each window runs from the grant to the earliest of valid_until, the
-///    call to unlock(), and the reported loss);
+///  - exclusion: an exclusive grant's validity window never overlaps another window of
+///    its resource, shared or exclusive (each window runs from the grant to the
+///    earliest of valid_until, the call to unlock(), and the reported loss); shared
+///    windows of a semaphore of N: at most N at once, and never two of one permit
+///    number;
 ///  - fencing: a grant completed before another acquisition of the resource started
 ///    has the smaller fence, and a fenced write is never accepted after a write with
 ///    a newer fence had been accepted;
@@ -210,17 +225,46 @@ inline report check(const std::vector<op>& history, const check_options& options
         for (const op* g : list)
             windows.push_back({g, g->complete, end_of(*g)});
 
-        // Exclusion: each window ends before the next one starts, against the latest
-        // end seen so far (a long lease may overlap a later one, not just the next).
+        // Exclusion: windows by start. An exclusive window overlaps another when the
+        // latest end of the windows before it (any mode) is past its start; a window
+        // overlaps an exclusive one when the latest end of the exclusive windows
+        // before it is (a long lease may overlap a later one, not just the next).
+        std::sort(windows.begin(), windows.end(),
+                  [](const detail::held& a, const detail::held& b) { return a.from < b.from; });
         const detail::held* latest = nullptr;
+        const detail::held* latest_exclusive = nullptr;
+        const auto overlap = [&](const detail::held& before, const detail::held& w) {
+            out.violations.push_back("exclusion: " + resource + ": " + detail::who(*before.grant) + " valid until " +
+                                     std::to_string(before.to) + " overlaps " + detail::who(*w.grant) +
+                                     " granted at " + std::to_string(w.from) + " by " +
+                                     detail::ms(before.to - w.from));
+        };
+        // A semaphore's permits held now: their ends, and who holds each number.
+        std::vector<const detail::held*> permits_held;
         for (const auto& w : windows) {
-            if (latest && latest->to > w.from)
-                out.violations.push_back("exclusion: " + resource + ": " + detail::who(*latest->grant) +
-                                         " valid until " + std::to_string(latest->to) + " overlaps " +
-                                         detail::who(*w.grant) + " granted at " + std::to_string(w.from) + " by " +
-                                         detail::ms(latest->to - w.from));
+            const bool exclusive = !w.grant->shared;
+            if (latest_exclusive && latest_exclusive->to > w.from)
+                overlap(*latest_exclusive, w);
+            else if (exclusive && latest && latest->to > w.from)
+                overlap(*latest, w);
             if (!latest || w.to > latest->to)
                 latest = &w;
+            if (exclusive && (!latest_exclusive || w.to > latest_exclusive->to))
+                latest_exclusive = &w;
+            if (w.grant->shared && w.grant->permits > 0) {
+                std::erase_if(permits_held, [&](const detail::held* h) { return h->to <= w.from; });
+                if (permits_held.size() >= w.grant->permits)
+                    out.violations.push_back("permits: " + resource + ": " + detail::who(*w.grant) + " granted at " +
+                                             std::to_string(w.from) + " while " +
+                                             std::to_string(permits_held.size()) + " of " +
+                                             std::to_string(w.grant->permits) + " permits were held");
+                for (const auto* h : permits_held)
+                    if (h->grant->slot == w.grant->slot)
+                        out.violations.push_back("permits: " + resource + ": " + detail::who(*w.grant) +
+                                                 " holds permit " + std::to_string(w.grant->slot) +
+                                                 " while " + detail::who(*h->grant) + " does");
+                permits_held.push_back(&w);
+            }
         }
 
         // Fencing: a grant that completed before another acquisition even started has
@@ -245,8 +289,13 @@ inline report check(const std::vector<op>& history, const check_options& options
                     own = g;
             if (!own)
                 continue;
+            // Shared grants that may coexist (two readers; two permits of other numbers)
+            // do not end each other.
+            const auto conflicts = [&](const op* g) {
+                return !g->shared || !own->shared || (g->permits > 0 && g->slot == own->slot);
+            };
             for (const op* g : list)
-                if (g != own && g->complete > own->complete && g->complete < o.invoke) {
+                if (g != own && conflicts(g) && g->complete > own->complete && g->complete < o.invoke) {
                     out.violations.push_back(std::string{"owner safety: "} + resource + ": extension by " +
                                              detail::who(o) + " succeeded after " + detail::who(*g) + " was granted");
                     break;

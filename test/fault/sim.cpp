@@ -101,9 +101,14 @@ dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vec
     if (stall && me.session)
         me.session->set_reachable(true);
     for (const auto& l : leases) {
+        // A reader writes nothing; a permit writes to the register of its number, whose
+        // fences grow as that number is handed on.
+        if (l.shared() && !l.slot())
+            continue;
+        const auto key = l.slot() ? l.resource() + "#" + std::to_string(*l.slot()) : l.resource();
         const auto write_at = now_ns();
-        auto written = data[l.resource()].write(l.fence(), me.id);
-        w.record(op{.process = me.id, .kind = kind::write, .resource = l.resource(), .invoke = write_at,
+        auto written = data[key].write(l.fence(), me.id);
+        w.record(op{.process = me.id, .kind = kind::write, .resource = key, .invoke = write_at,
                     .complete = write_at, .result = written ? outcome::ok : outcome::fail, .fence = l.fence()});
     }
     co_return true;
@@ -195,6 +200,57 @@ dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
     me.done = true;
 }
 
+/// Takes one grant of a shared mutex (`read`: shared, else exclusive) or one permit of
+/// a semaphore on `resource`, through a primitive made for the call.
+using take_fn = std::function<dl::awaitable<dl::result<dl::lease>>(std::string resource, bool read)>;
+
+/// Rounds of a shared mutex's readers and writers, or of a semaphore's permits, one
+/// resource at a time.
+dl::awaitable<void> shared_client(world& w, process_state& me, take_fn take,
+                                  std::map<std::string, dl::memory::fenced_register<int>>& data)
+{
+    const auto& cfg = w.cfg;
+    for (int round = 0; round < cfg.rounds; ++round) {
+        const auto resource =
+            "r" + std::to_string(std::uniform_int_distribution<int>{0, cfg.resources - 1}(w.random));
+        const bool read = cfg.primitive == primitive::shared_mutex && w.chance(cfg.reads);
+        const auto invoke = now_ns();
+        auto got = co_await take(resource, read);
+        if (!got) {
+            w.record(op{.process = me.id, .kind = kind::acquire, .resource = resource, .invoke = invoke,
+                        .complete = now_ns(), .result = outcome::fail, .detail = got.error().message()});
+            co_await sleep_for(w.uniform(20ms));
+            continue;
+        }
+        std::vector<dl::lease> one;
+        one.push_back(std::move(got).value());
+        const auto& l = one.front();
+        w.holders[l.owner()] = {me.id, l.fence()};
+        w.record(op{.process = me.id, .kind = kind::acquire, .resource = resource, .invoke = invoke,
+                    .complete = now_ns(), .result = outcome::ok, .fence = l.fence(),
+                    .valid_until = l.valid_until().time_since_epoch().count(), .shared = l.shared(),
+                    .permits = cfg.primitive == primitive::semaphore ? cfg.permits : 0,
+                    .slot = l.slot().value_or(0)});
+        const auto owner = l.owner();
+        const auto fence = l.fence();
+        me.leases = {&l};
+        if (!co_await critical_section(w, me, one, data))
+            break;
+        me.unlocking = true;
+        const auto release_at = now_ns();
+        auto released = co_await one.front().unlock();
+        me.unlocking = false;
+        me.leases.clear();
+        if (released)
+            w.released.push_back(owner);
+        w.record(op{.process = me.id, .kind = kind::release, .resource = resource, .invoke = release_at,
+                    .complete = now_ns(), .result = released ? outcome::ok : outcome::fail, .fence = fence,
+                    .detail = released ? "" : released.error().message()});
+        co_await sleep_for(w.uniform(10ms));
+    }
+    me.done = true;
+}
+
 dl::awaitable<void> restarts(world& w, const std::vector<std::unique_ptr<process_state>>& processes)
 {
     auto running = [&] {
@@ -223,6 +279,30 @@ void drain(asio::io_context& io) { (void)dl::testing::run_due(io); }
 template <class Backend, class Acquire, class Renew>
 using sim_mutex = dl::basic_distributed_mutex<Backend, Acquire, seeded_backoff, Renew, dl::observe::callback>;
 
+template <class Backend, class Renew>
+using sim_shared_mutex = dl::basic_distributed_shared_mutex<Backend, seeded_backoff, Renew, dl::observe::callback>;
+template <class Backend, class Renew>
+using sim_semaphore = dl::basic_distributed_semaphore<Backend, seeded_backoff, Renew, dl::observe::callback>;
+
+// A shared mutex's or a semaphore's grant on `backend`, for shared_client().
+template <class Backend, class Renew>
+take_fn taking(world& w, process_state& me, Backend& backend)
+{
+    return [&w, &me, &backend](std::string resource, bool read) -> dl::awaitable<dl::result<dl::lease>> {
+        const dl::lock_options options{.ttl = w.cfg.ttl};
+        const seeded_backoff retry{.w = &w};
+        if (w.cfg.primitive == primitive::semaphore) {
+            sim_semaphore<Backend, Renew> s{backend, resource, {.permits = w.cfg.permits, .lease = options}, retry,
+                                            observer_for(w, me)};
+            co_return co_await s.acquire();
+        }
+        sim_shared_mutex<Backend, Renew> m{backend, resource, options, retry, observer_for(w, me)};
+        if (read)
+            co_return co_await m.lock_shared();
+        co_return co_await m.lock();
+    };
+}
+
 template <class Renew>
 void spawn_clients(world& w, std::vector<std::unique_ptr<process_state>>& processes,
                    std::vector<std::unique_ptr<dl::quorum<link>>>& quorums,
@@ -232,6 +312,12 @@ void spawn_clients(world& w, std::vector<std::unique_ptr<process_state>>& proces
     const dl::lock_options options{.ttl = cfg.ttl};
     for (auto& p : processes) {
         seeded_backoff retry{.w = &w};
+        if (cfg.primitive != primitive::mutex) {
+            auto take = cfg.how == acquisition::session ? taking<dl::memory::session_store, Renew>(w, *p, *p->session)
+                                                        : taking<link, Renew>(w, *p, *p->links[0]);
+            asio::co_spawn(w.io, shared_client(w, *p, std::move(take), data), asio::detached);
+            continue;
+        }
         switch (cfg.how) {
         case acquisition::setnx: {
             sim_mutex<link, dl::acquire::setnx, Renew> m{*p->links[0], "", options, retry, observer_for(w, *p)};
@@ -323,7 +409,10 @@ outcome_of_run run(const config& c)
             } else if (const auto held = w.nodes[0]->inspect(resource)) {
                 holder = held->owner;
             }
-            const bool left = holder && std::find(w.released.begin(), w.released.end(), *holder) != w.released.end();
+            bool left = holder && std::find(w.released.begin(), w.released.end(), *holder) != w.released.end();
+            if (c.how != acquisition::session)
+                for (const auto& sharer : w.nodes[0]->shared_holders(resource))
+                    left = left || std::find(w.released.begin(), w.released.end(), sharer) != w.released.end();
             w.record(op{.kind = kind::probe, .resource = resource, .invoke = t, .complete = t,
                         .result = left ? outcome::fail : outcome::ok,
                         .detail = left ? "a released lease's lock is still held" : ""});
@@ -346,10 +435,20 @@ outcome_of_run run(const config& c)
         for (std::size_t n = 0; n < w.nodes.size(); ++n) {
             const auto resource = "r" + std::to_string(r);
             const bool left = c.how == acquisition::session ? w.sessions.entries(resource) > 0
-                                                            : w.nodes[n]->inspect(resource).has_value();
+                                                            : w.nodes[n]->inspect(resource).has_value() ||
+                                                                  !w.nodes[n]->shared_holders(resource).empty();
+            std::string what = "held on node " + std::to_string(n);
+            if (left && c.how == acquisition::session)
+                if (const auto e = w.sessions.holder(resource)) {
+                    const auto h = w.holders.find(e->owner);
+                    what = "an entry of session " + std::to_string(e->session) + " (sequence " +
+                           std::to_string(e->sequence) + ", " +
+                           (h != w.holders.end() ? "the grant of process " + std::to_string(h->second.first)
+                                                 : std::string{"never granted"}) +
+                           ")";
+                }
             w.record(op{.kind = kind::probe, .resource = resource, .invoke = probe_at, .complete = probe_at,
-                        .result = left ? outcome::fail : outcome::ok,
-                        .detail = left ? "held on node " + std::to_string(n) : ""});
+                        .result = left ? outcome::fail : outcome::ok, .detail = left ? what : ""});
         }
     // No renewal timer, retry or release may still be pending in the clients (a
     // session client's keepalive stops with the client).

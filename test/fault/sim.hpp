@@ -10,6 +10,8 @@
 
 #include "history.hpp"
 
+#include <distlock/basic_distributed_semaphore.hpp>
+#include <distlock/basic_distributed_shared_mutex.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/memory.hpp>
 #include <distlock/testing.hpp>
@@ -61,6 +63,10 @@ struct defects {
 /// queued by creation, their leases bound to their sessions; the session TTL is `ttl`.
 enum class acquisition { setnx, conditional_write, quorum, session };
 
+/// What the clients take: a mutex, a shared mutex (readers and writers), or a
+/// semaphore's permits.
+enum class primitive { mutex, shared_mutex, semaphore };
+
 struct config {
     std::uint64_t seed = 1;
     acquisition how = acquisition::setnx;
@@ -70,6 +76,12 @@ struct config {
     int resources = 2;
     double multi = 0;    ///< per round: lock every resource at once with a multi-lock
     bool watchdog = false;
+    /// setnx and session only: what is locked. A shared mutex's clients read in
+    /// `reads` of their rounds (a reader makes no write); a semaphore has `permits`,
+    /// and each permit writes to the register of its number.
+    sim::primitive primitive = primitive::mutex;
+    double reads = 0.7;
+    std::uint32_t permits = 2;
     dl::duration ttl = 200ms;
     sim::faults faults;
     sim::defects defects;
@@ -186,6 +198,55 @@ public:
             }
             co_return removed;
         });
+    }
+
+    // -- shared_lease_store, as the node has it -------------------------------------
+
+    dl::awaitable<dl::result<dl::answer>> put_shared(std::string_view resource, const dl::owner_token& owner,
+                                                     dl::duration ttl, std::uint32_t permits)
+    {
+        auto& node = *w_.nodes[node_];
+        const auto scaled = store_ttl(ttl);
+        return exchange<dl::answer>([&node, r = std::string{resource}, owner, scaled, permits] {
+            return node.put_shared(r, owner, scaled, permits);
+        });
+    }
+
+    dl::awaitable<dl::result<dl::answer>> put_exclusive(std::string_view resource, const dl::owner_token& waiter,
+                                                        const dl::owner_token& owner, dl::duration ttl)
+    {
+        auto& node = *w_.nodes[node_];
+        const auto scaled = store_ttl(ttl);
+        return exchange<dl::answer>([&node, r = std::string{resource}, waiter, owner, scaled] {
+            return node.put_exclusive(r, waiter, owner, scaled);
+        });
+    }
+
+    dl::awaitable<dl::result<void>> extend_shared(std::string_view resource, const dl::owner_token& owner,
+                                                  dl::duration ttl)
+    {
+        auto& node = *w_.nodes[node_];
+        const auto scaled = store_ttl(ttl);
+        return exchange<void>(
+            [&node, r = std::string{resource}, owner, scaled] { return node.extend_shared(r, owner, scaled); });
+    }
+
+    dl::awaitable<dl::result<void>> release_shared(std::string_view resource, const dl::owner_token& owner)
+    {
+        auto& node = *w_.nodes[node_];
+        return exchange<void>([&node, r = std::string{resource}, owner] { return node.release_shared(r, owner); });
+    }
+
+    dl::awaitable<dl::result<void>> withdraw(std::string_view resource, const dl::owner_token& waiter)
+    {
+        auto& node = *w_.nodes[node_];
+        return exchange<void>([&node, r = std::string{resource}, waiter] { return node.withdraw(r, waiter); });
+    }
+
+    dl::awaitable<dl::result<void>> downgrade(std::string_view resource, const dl::owner_token& owner)
+    {
+        auto& node = *w_.nodes[node_];
+        return exchange<void>([&node, r = std::string{resource}, owner] { return node.downgrade(r, owner); });
     }
 
     dl::awaitable<dl::result<dl::fence_token>> next_fence(std::string_view resource)

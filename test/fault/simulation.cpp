@@ -291,3 +291,40 @@ TEST_CASE("simulation finds: a quorum node restarted empty can make the next tok
     for (const auto& v : r.violations)
         CHECK_FALSE(v.starts_with("exclusion")); // the delayed restart kept exclusion
 }
+
+TEST_CASE("simulation: shared mutexes (readers and writers) keep exclusion and fencing under delays, drops, stalls "
+          "and crashes",
+          "[sim][shared]")
+{
+    sim::config c;
+    c.how = sim::acquisition::setnx;
+    c.primitive = sim::primitive::shared_mutex;
+    c.faults = network();
+    must_hold(c, 5000);
+    c.watchdog = true;
+    must_hold(c, 5100);
+}
+
+TEST_CASE("simulation: shared mutexes on a session store keep exclusion and fencing under the same faults",
+          "[sim][shared][session]")
+{
+    sim::config c;
+    c.how = sim::acquisition::session;
+    c.primitive = sim::primitive::shared_mutex;
+    c.faults = network();
+    must_hold(c, 5200);
+}
+
+TEST_CASE("simulation: semaphores hold at most N permits, one per number, and their per-number fences refuse stalled "
+          "holders",
+          "[sim][shared]")
+{
+    sim::config c;
+    c.how = sim::acquisition::setnx;
+    c.primitive = sim::primitive::semaphore;
+    c.permits = 2;
+    c.faults = network();
+    must_hold(c, 5300);
+    c.how = sim::acquisition::session;
+    must_hold(c, 5400);
+}

@@ -522,6 +522,9 @@ public:
     /// (blackholed), so every attempt keeps a timer of its own.
     duration operation_timeout() const noexcept { return duration::max(); }
 
+    /// How long the server keeps a session it hears nothing from.
+    duration session_ttl() const noexcept { return core_->cfg.session_ttl; }
+
     // -- session_queue_store ---------------------------------------------------------
 
     awaitable<result<queue_place>> enqueue(std::string_view resource, const owner_token& owner)

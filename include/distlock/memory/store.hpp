@@ -428,6 +428,8 @@ public:
         for (auto& [name, s] : core_->slots) {
             s.held = false;
             s.fence = 0;
+            s.sharers.clear();
+            s.intent = owner_token{};
             notify(s);
         }
     }
@@ -442,6 +444,21 @@ public:
         if (it == core_->slots.end() || !live(it->second))
             return std::nullopt;
         return lock_state{it->second.owner, it->second.fence, it->second.expires - clock::now()};
+    }
+
+    /// The owners of the live shared grants on `resource` (readers, permits).
+    std::vector<owner_token> shared_holders(std::string_view resource) const
+    {
+        std::lock_guard lock{core_->mutex};
+        std::vector<owner_token> out;
+        const auto it = core_->slots.find(resource);
+        if (it == core_->slots.end())
+            return out;
+        const auto now = clock::now();
+        for (const auto& h : it->second.sharers)
+            if (now < h.expires)
+                out.push_back(h.owner);
+        return out;
     }
 
     /// The fencing counter of `resource` (0 if never locked).

@@ -16,12 +16,39 @@
 #include <distlock/policy/acquire.hpp>
 #include <distlock/store.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
 
 namespace distlock {
 namespace detail {
+
+/// Deletes `owner`'s entry of `resource` until it is gone. An entry left behind in a
+/// live session would stay in the queue for as long as the session lives: holding the
+/// lock, or waiting to, ahead of everyone behind it. A connection error is tried again
+/// at growing intervals (up to half a second) while the store is open, for as long as
+/// the session could live unheard from (the store's session_ttl(), a minute for a
+/// store that does not say): by then the deletion went through, or the session
+/// expired and took the entry. Closing the store ends the session, and the entry.
+template <class S>
+awaitable<void> dequeue_until_gone(store_ref<S> store, std::string resource, owner_token owner)
+{
+    using namespace std::chrono_literals;
+    duration outlives = 60s;
+    if constexpr (requires(const S& s) { { s.session_ttl() } -> std::convertible_to<duration>; })
+        outlives = store.with([](S& s) { return duration{s.session_ttl()}; }).value_or(outlives);
+    const auto give_up = saturating_add(clock::now(), outlives);
+    duration pause = 20ms;
+    for (;;) {
+        auto r = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (r || !backend::connection_error(r.error()) || !store.open() || clock::now() >= give_up)
+            co_return;
+        co_await backend::sleep_until(clock::now() + pause);
+        pause = std::min<duration>(pause * 2, 500ms);
+    }
+}
 
 /// A lease kept by the store session: its entry in the queue of its resource.
 template <class S>
@@ -47,7 +74,9 @@ public:
 private:
     static awaitable<result<void>> kept() { co_return success(); }
 
-    // Deleting an entry is idempotent by owner: a connection error is tried once more.
+    // Deleting an entry is idempotent by owner: a connection error is tried once more,
+    // then (the release reports its failure) again in the background until the entry
+    // is gone.
     static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
     {
         auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
@@ -56,6 +85,8 @@ private:
         auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
         if (!second && second.error() == condition::not_owner)
             co_return success();
+        if (!second && backend::connection_error(second.error()))
+            store.spawn(dequeue_until_gone(store, std::move(resource), owner));
         co_return second;
     }
 
@@ -123,9 +154,7 @@ public:
 private:
     static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
     {
-        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (!first && backend::connection_error(first.error()))
-            (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        return dequeue_until_gone(std::move(store), std::move(resource), owner);
     }
 
     store_ref<S> store_;

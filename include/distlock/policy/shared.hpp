@@ -173,9 +173,7 @@ public:
 private:
     static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
     {
-        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (!first && backend::connection_error(first.error()))
-            (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        return dequeue_until_gone(std::move(store), std::move(resource), owner);
     }
 
     store_ref<S> store_;
