@@ -39,6 +39,10 @@ struct semaphore_options {
 ///   clients that each hold some; take them one by one with a deadline, or size N).
 template <store Backend, class... Policies>
 class basic_distributed_semaphore {
+    static_assert(!detail::is_quorum<Backend>::value,
+                  "a semaphore is not offered on a Redlock quorum (distlock::quorum<Store>): permits counted by "
+                  "different majorities could exceed N; use one store (a Redis Cluster, etcd, ZooKeeper, "
+                  "PostgreSQL or DynamoDB replicate themselves)");
     using mutex_type = detail::mode_mutex_t<Backend, Policies...>;
 
 public:

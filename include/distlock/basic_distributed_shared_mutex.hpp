@@ -28,12 +28,31 @@ A acquisition_among(const P&... policies)
     return a;
 }
 
+// What a shared mutex or a semaphore on a quorum holds instead of mutexes: nothing
+// (their static assertion says why), so that the refusal is the only error.
+struct refused_on_quorum {
+    using acquire_policy = acquire::shared_setnx;
+    template <class... A>
+    explicit refused_on_quorum(A&&...)
+    {}
+};
+
+template <class Backend, class... Policies>
+struct mode_mutex {
+    using type = std::conditional_t<
+        (count_kind<acquire_policy_tag, Policies...> == 1), basic_distributed_mutex<Backend, Policies...>,
+        basic_distributed_mutex<Backend, default_shared_acquire_policy<Backend>, Policies...>>;
+};
+template <class S, class... Policies>
+struct mode_mutex<distlock::quorum<S>, Policies...> {
+    using type = refused_on_quorum;
+};
+
 // The mutex type that takes one mode's grants: the policies given, with the shared
 // acquisition added when none was named.
 template <class Backend, class... Policies>
-using mode_mutex_t = std::conditional_t<
-    (count_kind<acquire_policy_tag, Policies...> == 1), basic_distributed_mutex<Backend, Policies...>,
-    basic_distributed_mutex<Backend, default_shared_acquire_policy<Backend>, Policies...>>;
+using mode_mutex_t = typename mode_mutex<Backend, Policies...>::type;
+
 
 } // namespace detail
 
@@ -56,6 +75,10 @@ using mode_mutex_t = std::conditional_t<
 ///   wanted to write would wait for each other forever; release and `lock()` instead.
 template <store Backend, class... Policies>
 class basic_distributed_shared_mutex {
+    static_assert(!detail::is_quorum<Backend>::value,
+                  "a shared mutex is not offered on a Redlock quorum (distlock::quorum<Store>): a reader counted by a "
+                  "majority and a writer by another could both hold; use one store (a Redis Cluster, etcd, "
+                  "ZooKeeper, PostgreSQL or DynamoDB replicate themselves)");
     using mutex_type = detail::mode_mutex_t<Backend, Policies...>;
 
 public:

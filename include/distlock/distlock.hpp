@@ -6,6 +6,8 @@
 
 #include <distlock/util/config.hpp>
 #include <distlock/basic_distributed_mutex.hpp>
+#include <distlock/basic_distributed_semaphore.hpp>
+#include <distlock/basic_distributed_shared_mutex.hpp>
 #include <distlock/claim.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/blocking.hpp>
@@ -22,6 +24,7 @@
 #include <distlock/policy/queue.hpp>
 #include <distlock/policy/renew.hpp>
 #include <distlock/policy/retry.hpp>
+#include <distlock/policy/shared.hpp>
 #include <distlock/quorum.hpp>
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
