@@ -11,7 +11,7 @@ import pathlib
 import re
 import sys
 
-DOCS = ["README.md", "docs/policies.md", "docs/testing.md", "docs/fencing.md", "docs/metrics.md"]
+DOCS = ["README.md", "docs/policies.md", "docs/testing.md", "docs/fencing.md", "docs/metrics.md", "docs/shared.md"]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
