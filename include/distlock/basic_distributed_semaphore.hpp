@@ -11,9 +11,6 @@
 
 namespace distlock {
 
-/// The most permits a semaphore may have.
-inline constexpr std::uint32_t max_permits = 4096;
-
 /// How many permits a semaphore has, and the settings of each permit's lease.
 struct semaphore_options {
     std::uint32_t permits = 1;

@@ -21,6 +21,9 @@ using fence_token = std::uint64_t;
 /// NUL, spaces, newlines and braces, up to this length.
 inline constexpr std::size_t max_resource_size = 1024;
 
+/// The most permits a semaphore may have.
+inline constexpr std::uint32_t max_permits = 4096;
+
 /// Longest TTL accepted. Stores keep TTLs in milliseconds in 32 or 64 bits; one day
 /// is far beyond any sensible lease and far below every store's limit.
 inline constexpr duration max_ttl = std::chrono::hours{24};

@@ -333,6 +333,18 @@ if [ -n "$postgres" ]; then
   check "an unknown mode is a usage error, naming the modes" matches "$err" "'mode=shared': expected one of table, advisory"
 fi
 
+# --- --shared and --permits: a reader, a semaphore's permit (the in-process store).
+out=$(dl run --store memory --shared catalog -- sh -c 'echo "$DISTLOCK_RESOURCE $DISTLOCK_FENCE"')
+check "run --shared runs the command as a reader, with its fence" test "$out" = "catalog 1"
+out=$(dl run --store memory --permits 3 exports -- sh -c 'echo "$DISTLOCK_SLOT $DISTLOCK_FENCE"')
+check "run --permits 3 hands the command its permit's number" test "$out" = "0 1"
+check "try --permits takes and gives back a permit" dl try --store memory --permits 1 exports
+err=$(dl run --store "$store" --shared catalog -- true 2>&1)
+check "--shared on a store without shared locks is a usage error (exit 2)" test $? -eq 2
+check "... saying so" matches "$err" "does not take shared locks"
+dl run --shared --permits 2 x -- true 2>/dev/null
+check "--shared with --permits is a usage error (exit 2)" test $? -eq 2
+
 # --- bash completion (tools/cli/distlock.bash, installed with the tool).
 completion="$(dirname "$0")/../../tools/cli/distlock.bash"
 completes() { # expected, then the words of the line (the last one being completed)

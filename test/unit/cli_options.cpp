@@ -148,3 +148,19 @@ TEST_CASE("cli: list takes an optional prefix; revoke one resource and one of --
     CHECK(error_of({"try", "--fence", "1", "job"}) == "only revoke takes --fence");
     CHECK(error_of({"status", "--owner", "abcdef01", "job"}) == "only release and revoke take --owner");
 }
+
+TEST_CASE("cli: --shared and --permits N take one resource, for run and try", "[cli]")
+{
+    const auto reader = parse({"run", "--shared", "catalog", "--", "true"});
+    REQUIRE(std::holds_alternative<cli::options>(reader));
+    CHECK(std::get<cli::options>(reader).shared);
+    const auto permit = parse({"try", "--permits", "4", "exports"});
+    REQUIRE(std::holds_alternative<cli::options>(permit));
+    CHECK(std::get<cli::options>(permit).permits == std::optional<std::uint32_t>{4});
+    const std::string count = "--permits needs a count from 1 to " + std::to_string(distlock::max_permits);
+    for (const std::string bad : {std::string{"0"}, std::string{"-1"}, std::string{"4097"}, std::string{"2x"}})
+        CHECK(error_of({"try", "--permits", bad, "x"}) == count);
+    CHECK(error_of({"try", "--shared", "a", "b"}) == "--shared and --permits take one resource");
+    CHECK(error_of({"status", "--shared", "a"}) == "only run and try take --shared and --permits");
+    CHECK(error_of({"try", "--shared", "--permits", "2", "a"}).starts_with("--shared (a reader) and --permits"));
+}

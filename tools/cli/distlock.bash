@@ -33,13 +33,13 @@ redis+sentinel:// rediss+sentinel:// dynamodb:// dynamodbs:// postgres:// postgr
         --ttl|--wait|--max-hold|--grace|--store-timeout)
             COMPREPLY=($(compgen -W "500ms 10s 30s 1m 5m 1h" -- "$cur"))
             return 0 ;;
-        --owner|--fence)
+        --owner|--fence|--permits)
             return 0 ;;
     esac
     local options
     case $verb in
-        run) options="--store --ttl --wait --store-timeout --max-hold --grace --create-table --verbose -v --" ;;
-        try) options="--store --ttl --store-timeout --json --create-table" ;;
+        run) options="--store --ttl --wait --store-timeout --max-hold --grace --create-table --shared --permits --verbose -v --" ;;
+        try) options="--store --ttl --store-timeout --json --create-table --shared --permits" ;;
         status) options="--store --json --create-table" ;;
         list) options="--store --json" ;;
         release) options="--store --owner" ;;

@@ -111,6 +111,8 @@ pid_t spawn(const cli::options& o, const dl::multi_lease& held)
     ::setenv("DISTLOCK_RESOURCE", resources[0].c_str(), 1);
     ::setenv("DISTLOCK_FENCE", std::to_string(fences[0]).c_str(), 1);
     ::setenv("DISTLOCK_COUNT", std::to_string(resources.size()).c_str(), 1);
+    if (const auto slot = held.leases()[0].slot())
+        ::setenv("DISTLOCK_SLOT", std::to_string(*slot).c_str(), 1);
     for (std::size_t i = 0; i < resources.size(); ++i) {
         ::setenv(("DISTLOCK_RESOURCE_" + std::to_string(i)).c_str(), resources[i].c_str(), 1);
         ::setenv(("DISTLOCK_FENCE_" + std::to_string(i)).c_str(), std::to_string(fences[i]).c_str(), 1);
@@ -193,6 +195,39 @@ private:
 
     multi_lock make_set() { return multi_lock{backend_, o_.resources, lock_options(), dl::renew::watchdog{}, retry(), watch_store()}; }
 
+    using shared_mutex =
+        dl::basic_distributed_shared_mutex<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
+    using semaphore =
+        dl::basic_distributed_semaphore<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
+
+    // The lock the command runs under: every resource exclusively (sorted, all or
+    // nothing), or with --shared one resource as a reader, or with --permits N one
+    // permit of N. Waits as --wait says, or (`wait` false) tries once.
+    dl::awaitable<dl::result<dl::multi_lease>> take(bool wait, dl::diagnostics& diag)
+    {
+        if constexpr (dl::shared_backend<Backend>) {
+            if (o_.shared || o_.permits) {
+                dl::result<dl::lease> got{make_error_code(dl::errc::cancelled)};
+                if (o_.permits) {
+                    semaphore s{backend_, o_.resources[0], {.permits = *o_.permits, .lease = lock_options()},
+                                dl::renew::watchdog{}, retry(), watch_store()};
+                    got = wait ? co_await s.acquire(diag) : co_await s.try_acquire(diag);
+                } else {
+                    shared_mutex m{backend_, o_.resources[0], lock_options(), dl::renew::watchdog{}, retry(),
+                                   watch_store()};
+                    got = wait ? co_await m.lock_shared(diag) : co_await m.try_lock_shared(diag);
+                }
+                if (!got)
+                    co_return got.error();
+                std::vector<dl::lease> one;
+                one.push_back(std::move(got).value());
+                co_return dl::multi_lease{std::move(one)};
+            }
+        }
+        auto set = make_set();
+        co_return wait ? co_await set.lock(diag) : co_await set.try_lock(diag);
+    }
+
     // Ends when the store has not answered for --store-timeout and its last attempt
     // failed (it never ends while the store answers, even that the lock is held: that
     // is --wait's business). An attempt is bounded by the store's own timeouts, so a
@@ -248,9 +283,8 @@ private:
 
     dl::awaitable<void> try_once()
     {
-        auto set = make_set();
         dl::diagnostics diag;
-        auto got = co_await set.try_lock(diag);
+        auto got = co_await take(false, diag);
         const bool acquired = static_cast<bool>(got);
         if (acquired) {
             (void)co_await got->unlock();
@@ -280,12 +314,11 @@ private:
         asio::signal_set signals{ex, SIGCHLD, SIGINT, SIGTERM};
         signals.add(SIGHUP);
 
-        auto set = make_set();
         dl::diagnostics diag;
         // Waiting for the lock ends early on SIGINT/SIGTERM/SIGHUP, or when the store
         // has not answered for --store-timeout: nothing is left held.
         using namespace asio::experimental::awaitable_operators;
-        auto first = co_await (set.lock(diag) ||
+        auto first = co_await (take(true, diag) ||
                                signals.async_wait(asio::experimental::as_tuple(asio::use_awaitable)) || progress() ||
                                store_silent());
         if (::isatty(STDERR_FILENO))
@@ -671,6 +704,13 @@ int perform(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, c
             std::fprintf(stderr, "distlock: this store cannot %s\n", what);
         return cli::exit_code::usage;
     };
+    if constexpr (!dl::shared_backend<Backend>) {
+        if (o.shared || o.permits) {
+            std::fprintf(stderr, "distlock: --shared and --permits: this store does not take shared locks yet "
+                                 "(docs/shared.md lists the stores that do)\n");
+            return cli::exit_code::usage;
+        }
+    }
     switch (o.what) {
     case cli::verb::status:
         if constexpr (reads)

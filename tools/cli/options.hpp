@@ -47,6 +47,8 @@ struct options {
     bool create_table = false;            ///< --create-table (DynamoDB)
     std::string owner;                    ///< release/revoke --owner ID (hex)
     std::optional<fence_token> fence;     ///< revoke --fence N
+    bool shared = false;                  ///< run/try --shared: a reader of a shared mutex
+    std::optional<std::uint32_t> permits; ///< run/try --permits N: a permit of a semaphore of N
     std::vector<std::string> resources;
     std::vector<std::string> command;     ///< after "--"
 };
@@ -205,6 +207,15 @@ inline parsed parse(const std::vector<std::string>& args)
             if (!v || v->empty() || std::from_chars(v->data(), end, n).ptr != end || n == 0)
                 return std::string{"--fence needs the grant's fencing token, a whole number above zero"};
             o.fence = n;
+        } else if (a == "--shared") {
+            o.shared = true;
+        } else if (a == "--permits") {
+            auto v = value(a);
+            std::uint32_t n = 0;
+            const auto* end = v ? v->data() + v->size() : nullptr;
+            if (!v || v->empty() || std::from_chars(v->data(), end, n).ptr != end || n == 0 || n > max_permits)
+                return "--permits needs a count from 1 to " + std::to_string(max_permits);
+            o.permits = n;
         } else if (a == "--json") {
             o.json = true;
         } else if (a == "--verbose" || a == "-v") {
@@ -254,11 +265,18 @@ inline parsed parse(const std::vector<std::string>& args)
         return std::string{"only release and revoke take --owner"};
     if (o.what != verb::revoke && o.fence)
         return std::string{"only revoke takes --fence"};
+    if ((o.shared || o.permits) && o.what != verb::run && o.what != verb::try_lock)
+        return std::string{"only run and try take --shared and --permits"};
+    if (o.shared && o.permits)
+        return std::string{"--shared (a reader) and --permits (a semaphore's permit) are two kinds of lock: one of them"};
+    if ((o.shared || o.permits) && o.resources.size() != 1)
+        return std::string{"--shared and --permits take one resource"};
     return o;
 }
 
 inline constexpr const char* usage_text =
     R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--store-timeout D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
+       distlock run|try ... (--shared | --permits N) RESOURCE ...
        distlock try [--store URL]... [--ttl D] [--store-timeout D] [--json] RESOURCE...
        distlock status [--store URL]... [--json] RESOURCE
        distlock list [--store URL]... [--json] [PREFIX]
@@ -270,6 +288,11 @@ nothing), with DISTLOCK_RESOURCE and DISTLOCK_FENCE in its environment (and
 DISTLOCK_RESOURCE_<i>, DISTLOCK_FENCE_<i> for each of several). The lease is renewed
 while the command runs; if it is lost, the command's process group gets SIGTERM,
 then SIGKILL after --grace, and distlock exits with 5.
+
+--shared takes RESOURCE as one of its readers (a shared mutex: readers share it, a
+writer, without --shared, holds it alone and waiting writers keep new readers out);
+--permits N as one of N permits (a semaphore), with DISTLOCK_SLOT, the permit's
+number, in the command's environment. Both: the in-process store for now.
 
 list shows the locks held now (every one, or those whose id starts with PREFIX):
 resource, fence, owner (8 hex digits), time left, waiters where the store queues.

@@ -232,4 +232,9 @@ struct default_shared_acquire<B> {
 template <class Backend>
 using default_shared_acquire_policy = typename detail::default_shared_acquire<Backend>::type;
 
+/// A backend on which a shared mutex and a semaphore work with their default
+/// acquisition (its store takes shared grants).
+template <class Backend>
+concept shared_backend = acquire_policy_for<default_shared_acquire_policy<Backend>, Backend>;
+
 } // namespace distlock
