@@ -79,6 +79,93 @@ TEST_CASE("mutual exclusion holds across threads", "[mutex][concurrency]")
     CHECK(counter == workers * rounds);
 }
 
+TEST_CASE("shared mutex and semaphore: readers overlap, writers never do, permits stay within N, across threads",
+          "[shared][concurrency]")
+{
+    // Coroutines on strands of four threads; the main thread asserts.
+    asio::io_context io;
+    dl::memory::store store{io};
+    dl::memory::session_server server;
+    dl::memory::session_store sessions{io, server, {.session_ttl = 10s}};
+    constexpr int workers = 8, rounds = 20;
+    constexpr std::uint32_t permits = 3;
+    // Per store (each is a lock domain of its own), then over both.
+    struct domain {
+        std::atomic<int> readers{0}, writers{0}, holders{0};
+    };
+    domain domains[2];
+    std::atomic<int> overlaps{0}, too_many{0}, finished{0}, errors{0}, max_readers{0};
+    const auto note_max = [&](int now) {
+        int seen = max_readers.load();
+        while (now > seen && !max_readers.compare_exchange_weak(seen, now)) {
+        }
+    };
+    const auto work = [&](auto& backend, int w, domain& d) -> asio::awaitable<void> {
+        using backend_type = std::remove_reference_t<decltype(backend)>;
+        const dl::retry::exponential_backoff patient{.initial = 50us, .max = 1ms, .deadline = 60s};
+        dl::basic_distributed_shared_mutex<backend_type, dl::retry::exponential_backoff> rw{
+            backend, "rw", {.ttl = 10s}, patient};
+        dl::basic_distributed_semaphore<backend_type, dl::retry::exponential_backoff> sem{
+            backend, "permits", {.permits = permits, .lease = {.ttl = 10s}}, patient};
+        for (int i = 0; i < rounds; ++i) {
+            const bool write = (i + w) % 4 == 0;
+            // No co_await inside a conditional expression: g++ 12 destroys its result early.
+            dl::result<dl::lease> lease{make_error_code(dl::errc::cancelled)};
+            if (write)
+                lease = co_await rw.lock();
+            else
+                lease = co_await rw.lock_shared();
+            if (!lease) {
+                ++errors;
+                continue;
+            }
+            if (write) {
+                if (d.writers.fetch_add(1) != 0 || d.readers.load() != 0)
+                    ++overlaps;
+            } else {
+                note_max(d.readers.fetch_add(1) + 1);
+                if (d.writers.load() != 0)
+                    ++overlaps;
+            }
+            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+            (write ? d.writers : d.readers).fetch_sub(1);
+            if (!co_await lease->unlock())
+                ++errors;
+
+            auto permit = co_await sem.acquire();
+            if (!permit) {
+                ++errors;
+                continue;
+            }
+            if (d.holders.fetch_add(1) >= static_cast<int>(permits))
+                ++too_many;
+            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+            d.holders.fetch_sub(1);
+            if (!co_await permit->unlock())
+                ++errors;
+        }
+        ++finished;
+    };
+    for (int w = 0; w < workers; ++w) {
+        asio::co_spawn(asio::make_strand(io), work(store, w, domains[0]), asio::detached);
+        asio::co_spawn(asio::make_strand(io), work(sessions, w, domains[1]), asio::detached);
+    }
+    // The session's keepalive runs until the client closes: once the workers are done.
+    asio::co_spawn(asio::make_strand(io), [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 12000 && finished < 2 * workers; ++i) {
+            asio::steady_timer t{co_await asio::this_coro::executor, 10ms};
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        co_await sessions.close();
+    }, asio::detached);
+    run_on_four_threads(io, 120s);
+    CHECK(errors == 0);
+    CHECK(finished == 2 * workers);
+    CHECK(overlaps == 0);
+    CHECK(too_many == 0);
+    CHECK(max_readers > 1); // readers did share
+}
+
 TEST_CASE("session store: a session's loss races its leases being watched, released and checked on other threads",
           "[session][concurrency]")
 {

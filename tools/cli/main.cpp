@@ -211,11 +211,18 @@ private:
                 if (o_.permits) {
                     semaphore s{backend_, o_.resources[0], {.permits = *o_.permits, .lease = lock_options()},
                                 dl::renew::watchdog{}, retry(), watch_store()};
-                    got = wait ? co_await s.acquire(diag) : co_await s.try_acquire(diag);
+                    // (No co_await in a conditional expression: g++ 12 miscompiles it.)
+                    if (wait)
+                        got = co_await s.acquire(diag);
+                    else
+                        got = co_await s.try_acquire(diag);
                 } else {
                     shared_mutex m{backend_, o_.resources[0], lock_options(), dl::renew::watchdog{}, retry(),
                                    watch_store()};
-                    got = wait ? co_await m.lock_shared(diag) : co_await m.try_lock_shared(diag);
+                    if (wait)
+                        got = co_await m.lock_shared(diag);
+                    else
+                        got = co_await m.try_lock_shared(diag);
                 }
                 if (!got)
                     co_return got.error();
@@ -225,7 +232,9 @@ private:
             }
         }
         auto set = make_set();
-        co_return wait ? co_await set.lock(diag) : co_await set.try_lock(diag);
+        if (wait)
+            co_return co_await set.lock(diag);
+        co_return co_await set.try_lock(diag);
     }
 
     // Ends when the store has not answered for --store-timeout and its last attempt
