@@ -229,6 +229,9 @@ public:
     /// Keys a SCAN call is asked to look at (its COUNT): a page's locks are read in
     /// the round trip after it, so pages stay small enough to read at once.
     static constexpr std::size_t scan_count = 256;
+    /// The most SCAN pages a listing follows on one server (with scan_count, far more
+    /// keys than a server holds): a server that never ends its SCAN gets an error.
+    static constexpr std::size_t max_scan_pages = std::size_t{1} << 20;
 
     /// Frees the lock on `resource` if it is still the grant that carries `fence`, in
     /// one script (revocable_store): else errc::not_owner, the lock untouched. Waiters
@@ -764,7 +767,16 @@ private:
         std::vector<lock_listing> out;
         for (const auto& node : nodes.value()) {
             std::string cursor = "0";
+            // A server's SCAN ends (every key is visited once a full iteration is
+            // done); one that hands out cursors forever is cut off, not followed.
+            std::size_t pages = 0;
             do {
+                if (++pages > max_scan_pages) {
+                    if (diag)
+                        diag->set_client_message("SCAN did not end after " + std::to_string(max_scan_pages) +
+                                                 " pages");
+                    co_return errc::protocol_error;
+                }
                 auto sent = co_await detail::router::exec_at(
                     node, resp::command_of("SCAN", cursor, "MATCH", pattern, "COUNT", count), diag);
                 auto reply = sent ? detail::replies::checked(std::move(sent.value().front()), diag)
