@@ -6,7 +6,7 @@
 #include <distlock/backend.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/backend/wakeup.hpp>
-#include <distlock/detail/when_all.hpp>
+#include <distlock/backend/when_all.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/cluster.hpp>
 #include <distlock/redis/detail/handover.hpp>
@@ -860,7 +860,7 @@ private:
                                       &words[g], "the survey script answers one [owner, pttl, token, waiters] or "
                                                  "null per lock"));
         }
-        auto done = co_await distlock::detail::when_all(std::move(reads));
+        auto done = co_await distlock::backend::when_all(std::move(reads));
         std::vector<lock_listing> out;
         for (std::size_t g = 0; g < done.size(); ++g) {
             if (!done[g]) {
