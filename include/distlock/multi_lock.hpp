@@ -9,7 +9,7 @@
 #include <distlock/util/config.hpp>
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/detail/initiate.hpp>
-#include <distlock/detail/when_all.hpp>
+#include <distlock/backend/when_all.hpp>
 #include <distlock/lease.hpp>
 
 #include <asio/this_coro.hpp>
@@ -136,7 +136,7 @@ public:
         releases.reserve(leases_.size());
         for (auto& l : leases_)
             releases.push_back(l.unlock());
-        const auto outcomes = co_await detail::when_all(std::move(releases));
+        const auto outcomes = co_await backend::when_all(std::move(releases));
         leases_.clear();
         for (const auto& r : outcomes)
             if (!r)

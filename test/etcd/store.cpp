@@ -1,10 +1,11 @@
 // The etcd store against a member the tests start (test/support/etcd_server.hpp),
 // beyond the conformance suite: resource ids escaped into keys, gateway answers and
 // gRPC codes, the key layout of the queue, marks, lost sessions, fenced puts, watches
-// cut and compacted, a holder blackholed.
+// cut and compacted, a holder blackholed, listing and revoking.
 #include "etcd/etcd_support.hpp"
 #include "fault/proxy.hpp"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -44,6 +45,46 @@ TEST_CASE("etcd: resource ids are escaped into keys injectively; no id's queue h
     CHECK_FALSE(unescape("%41"));   // 'A' is written plain
     CHECK_FALSE(unescape("a/b"));
     CHECK(etcd::detail::range_end("p/x/") == "p/x0");
+}
+
+TEST_CASE("etcd: a listing's range holds the keys of exactly the ids that begin with its prefix; keys parse "
+          "back to ids",
+          "[etcd][input]")
+{
+    const std::string owner = "0123456789abcdef0123456789abcdef";
+    const std::vector<std::string> ids{"a", "a/b", "a%2Fb", "a0", "a/", "/", "%", "%2", "ab", "b",
+                                       std::string{"a\0", 2}, std::string{"\xff"}, std::string{"\xff\xff/"},
+                                       "seat:12", "seat:1", "seat:"};
+    for (const auto& id : ids) {
+        const auto key = etcd::detail::queue_prefix("p/", id) + owner;
+        const auto parsed = etcd::detail::parse_queue_key("p/", key);
+        REQUIRE(parsed);
+        CHECK(parsed->resource == id);
+        CHECK(parsed->owner == owner);
+        for (const auto& prefix : ids) {
+            const auto from = "p/" + etcd::detail::escape(prefix);
+            const auto to = etcd::detail::prefix_end(from);
+            INFO(key << " for the prefix " << prefix);
+            CHECK((key >= from && key < to) == id.starts_with(prefix));
+        }
+        // Every id begins with the empty prefix: the whole store prefix.
+        CHECK((key >= "p/" && key < etcd::detail::prefix_end("p/")));
+    }
+    const auto request = etcd::detail::listing_request("p/", "a/");
+    CHECK(request["key"] == b64("p/a%2F"));
+    CHECK(request["range_end"] == b64("p/a%2G"));
+    CHECK(request["keys_only"] == true);
+    CHECK(etcd::detail::prefix_end("a\xff\xff") == "b");
+    CHECK(etcd::detail::prefix_end("\xff") == std::string(1, '\0'));
+
+    // Keys under the prefix that this layout does not write are no locks.
+    const std::vector<std::string> others{"p/counter",      "p/data/wallet",
+                                          "p/a/0123",       "p/a/" + owner + "0",
+                                          "p//" + owner,    "p/a/0123456789ABCDEF0123456789ABCDEF",
+                                          "p/%zz/" + owner, "p/%41/" + owner,
+                                          "q/a/" + owner,   "p/a/b/" + owner};
+    for (const auto& other : others)
+        CHECK_FALSE(etcd::detail::parse_queue_key("p/", other));
 }
 
 TEST_CASE("etcd: URLs are checked before any I/O", "[etcd][input]")
@@ -487,4 +528,245 @@ TEST_CASE("etcd: stores of one process whose key prefixes nest are refused; the 
     // lives, it is still refused.
     outer.reset();
     CHECK_THROWS_AS((etcd::store{io, server.config(prefix + "a/")}), std::system_error);
+}
+
+// -- Listing and revoking ----------------------------------------------------------------
+
+TEST_CASE("etcd: revoking a waiter's entry is refused and leaves the queue as it was; the holder's frees the lock "
+          "for the waiter",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("revoke");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)}, operator_store{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store> ma{a, "r"};
+        patient_mutex mb{b, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto held = co_await ma.lock();
+        REQUIRE(held);
+        auto waiting = test::start(co_await asio::this_coro::executor, mb.lock());
+        (void)co_await test::eventually("two keys", [&] { return queue_of(server, prefix, "r").size() == 2; },
+                                        test::long_enough());
+        const auto before = queue_of(server, prefix, "r");
+        REQUIRE(before.size() == 2);
+        const auto waiter_entry = static_cast<dl::fence_token>(before[1].create_revision);
+
+        const auto refused = [&](std::string_view resource, dl::fence_token fence) -> asio::awaitable<bool> {
+            auto r = co_await operator_store.revoke(resource, fence);
+            co_return !r && r.error() == dl::errc::not_owner;
+        };
+        CHECK(co_await refused("r", waiter_entry));      // a waiter holds nothing
+        CHECK(co_await refused("r", held->fence() + 1)); // no grant carries it
+        CHECK(co_await refused("r", 0));
+        CHECK(co_await refused("r", dl::fence_token{1} << 63));
+        CHECK(co_await refused("elsewhere", held->fence()));
+        const auto no_id = co_await operator_store.revoke("", held->fence());
+        CHECK(no_id.error() == dl::errc::invalid_argument);
+        const auto after = queue_of(server, prefix, "r");
+        REQUIRE(after.size() == 2);
+        for (std::size_t i = 0; i < 2; ++i) {
+            CHECK(after[i].key == before[i].key);
+            CHECK(after[i].create_revision == before[i].create_revision);
+            CHECK(after[i].mod_revision == before[i].mod_revision);
+        }
+        co_await test::settle(50ms);
+        CHECK_FALSE(waiting.ready());
+        CHECK(held->valid());
+
+        { const auto ok_ = co_await operator_store.revoke("r", held->fence()); REQUIRE(ok_); }
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        auto& next = waiting.get();
+        REQUIRE(next);
+        CHECK(next->fence() == waiter_entry);
+        { const auto ok_ = co_await next->unlock(); CHECK(ok_); }
+        co_await a.close();
+        co_await b.close();
+        co_await operator_store.close();
+    });
+}
+
+TEST_CASE("etcd: a revoked lock is lost at its session's next keepalive; the session's other locks stay valid, "
+          "and released ones are no longer checked",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("revoked");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, operator_store{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        dl::basic_distributed_mutex<etcd::store> m1{a, "r1"}, m2{a, "r2"}, m3{a, "r3"};
+        auto one = co_await m1.lock();
+        auto two = co_await m2.lock();
+        auto three = co_await m3.lock();
+        REQUIRE(one);
+        REQUIRE(two);
+        REQUIRE(three);
+        CHECK(a.session_bindings() == 3);
+        { const auto ok_ = co_await three->unlock(); CHECK(ok_); }
+        CHECK(a.session_bindings() == 2); // a released lease is forgotten
+        const auto session = a.session_lease();
+        auto lost_one = test::start(ex, one->lost());
+        auto lost_two = test::start(ex, two->lost());
+
+        { const auto ok_ = co_await operator_store.revoke("r1", one->fence()); REQUIRE(ok_); }
+        { const bool came_ = co_await lost_one.wait(std::chrono::milliseconds{15000}); REQUIRE(came_); }
+        CHECK(lost_one.get() == dl::condition::lease_lost);
+        CHECK_FALSE(one->valid());
+        CHECK(a.session_bindings() == 1);
+
+        // Two more checks: the other lock is untouched.
+        const auto checked = a.key_checks_sent();
+        (void)co_await test::eventually("two more checks", [&] { return a.key_checks_sent() >= checked + 2; },
+                                        test::long_enough());
+        co_await test::settle(200ms); // the second one's answer
+        CHECK_FALSE(lost_two.ready());
+        CHECK(two->valid());
+        CHECK(a.session_lease() == session);
+        { const auto ok_ = co_await a.fenced_put(prefix + "data", *two, "2"); CHECK(ok_); }
+        const auto stale = co_await a.fenced_put(prefix + "data", *one, "1");
+        CHECK(stale.error() == dl::errc::stale_fence);
+        // The revoked lock's resource is free for anyone, this store included.
+        auto again = co_await m1.lock();
+        REQUIRE(again);
+        CHECK(again->fence() > one->fence());
+        { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await two->unlock(); CHECK(ok_); }
+        CHECK(a.session_bindings() == 0);
+        co_await a.close();
+        co_await operator_store.close();
+    }, std::chrono::seconds{60});
+}
+
+TEST_CASE("etcd: listing many resources: every held lock under the prefix, sorted by id, each with its holder; "
+          "the session checks them all",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("many");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    // More than one presence check's worth of keys (etcd::detail::max_txn_ops), and ids
+    // whose escaped keys sort in another order than the ids.
+    std::vector<std::string> ids;
+    for (int i = 0; i < 300; ++i)
+        ids.push_back("many/" + std::to_string(i));
+    for (const auto& odd :
+         std::vector<std::string>{"many/%", "many/\xc3\xbc", "many/a b", "many/~", std::string{"many/\0", 6}})
+        ids.push_back(odd);
+    test::run(io, [&]() -> asio::awaitable<void> {
+        std::vector<std::unique_ptr<dl::basic_distributed_mutex<etcd::store>>> mutexes;
+        std::vector<dl::lease> leases;
+        for (const auto& id : ids) {
+            mutexes.push_back(std::make_unique<dl::basic_distributed_mutex<etcd::store>>(a, id));
+            auto l = co_await mutexes.back()->lock();
+            REQUIRE(l);
+            leases.push_back(std::move(*l));
+        }
+        // A key of no queue under the store prefix is not listed.
+        (void)server.call("kv/put", {{"key", b64(prefix + "many/data")}, {"value", b64("x")}});
+
+        auto listed = co_await b.list("many/");
+        REQUIRE(listed);
+        REQUIRE(listed->size() == ids.size());
+        auto sorted = ids;
+        std::sort(sorted.begin(), sorted.end());
+        for (std::size_t i = 0; i < sorted.size(); ++i) {
+            const auto& l = (*listed)[i];
+            INFO(l.resource);
+            CHECK(l.resource == sorted[i]);
+            const auto at = std::find(ids.begin(), ids.end(), l.resource) - ids.begin();
+            REQUIRE(at < static_cast<std::ptrdiff_t>(leases.size()));
+            const auto& lease = leases[static_cast<std::size_t>(at)];
+            CHECK(l.lock.held);
+            CHECK(l.lock.fence == lease.fence());
+            CHECK(l.lock.version == std::optional{lease.fence()});
+            CHECK(l.lock.owner == lease.owner().to_hex().substr(0, 8));
+            CHECK(l.waiters == std::optional<std::size_t>{0});
+        }
+        auto ones = co_await b.list("many/1");
+        REQUIRE(ones);
+        CHECK(ones->size() == 111); // 1, 10-19, 100-199
+        CHECK(std::all_of(ones->begin(), ones->end(), [](const auto& l) { return l.resource.starts_with("many/1"); }));
+        auto percent = co_await b.list("many/%");
+        REQUIRE(percent);
+        REQUIRE(percent->size() == 1);
+        CHECK((*percent)[0].resource == "many/%");
+        const auto count = [&](std::string_view p) -> asio::awaitable<std::size_t> {
+            auto got = co_await b.list(p);
+            REQUIRE(got);
+            co_return got->size();
+        };
+        CHECK(co_await count("many") == ids.size());
+        CHECK(co_await count("") == ids.size());
+        CHECK(co_await count("many/x") == 0);
+        CHECK(co_await count(std::string(2000, 'm')) == 0); // longer than any id
+
+        // One revoked among them: only its lease hears of it.
+        const auto victim = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), "many/150") - ids.begin());
+        auto lost = test::start(co_await asio::this_coro::executor, leases[victim].lost());
+        { const auto ok_ = co_await b.revoke("many/150", leases[victim].fence()); REQUIRE(ok_); }
+        { const bool came_ = co_await lost.wait(std::chrono::milliseconds{15000}); REQUIRE(came_); }
+        // Six txns more (a check of 304 keys is three): at least one whole check ran
+        // after the loss, and no other lease heard of it.
+        const auto checked = a.key_checks_sent();
+        (void)co_await test::eventually("a check more", [&] { return a.key_checks_sent() >= checked + 6; },
+                                        test::long_enough());
+        co_await test::settle(300ms);
+        for (std::size_t i = 0; i < leases.size(); ++i)
+            if (i != victim && !leases[i].valid())
+                FAIL("the lease on " << ids[i] << " was lost");
+        CHECK(a.session_bindings() == ids.size() - 1);
+        CHECK(co_await count("many/") == ids.size() - 1);
+        for (std::size_t i = 0; i < leases.size(); ++i)
+            if (i != victim) {
+                const auto ok_ = co_await leases[i].unlock();
+                CHECK(ok_);
+            }
+        CHECK(co_await count("") == 0);
+        co_await a.close();
+        co_await b.close();
+    }, std::chrono::seconds{120});
+}
+
+TEST_CASE("etcd: a store closed or destroyed while its session checks the bound keys leaves nothing behind",
+          "[etcd][fault]")
+{
+    auto& server = test::shared_etcd();
+    for (const bool closed : {true, false}) {
+        DYNAMIC_SECTION((closed ? "closed" : "destroyed")) {
+            const auto prefix = test::fresh_prefix("check-end");
+            fault::proxy net{server.port()};
+            asio::io_context io;
+            auto store = std::make_unique<etcd::store>(io, server.config_through(net.port(), prefix));
+            std::optional<dl::lease> held;
+            test::run(io, [&]() -> asio::awaitable<void> {
+                dl::basic_distributed_mutex<etcd::store> m{*store, "r"};
+                auto l = co_await m.lock();
+                REQUIRE(l);
+                held.emplace(std::move(*l));
+                // Answers come 300 ms late: a check just sent is still waiting for
+                // its answer when the store goes.
+                net.set(fault::direction::to_client, {.latency = 300ms});
+                const auto sent = store->key_checks_sent();
+                (void)co_await test::eventually("a check sent", [&] { return store->key_checks_sent() > sent; },
+                                                test::long_enough());
+                if (closed)
+                    co_await store->close();
+            });
+            if (!closed)
+                store.reset();
+            CHECK_FALSE(held->valid());
+            if (closed) {
+                // Nothing is left to run: io.run() returns.
+                io.run_for(10s);
+                CHECK(io.stopped());
+            } else {
+                io.run_for(1s);
+            }
+            held.reset();
+            store.reset();
+        }
+    }
 }

@@ -26,6 +26,12 @@ namespace etcd_replies = distlock::etcd::detail;
 namespace dynamo_replies = distlock::dynamodb::detail;
 using json = nlohmann::json;
 
+// The keys a presence check asked about (as the seed etcd_presence_failed does).
+const std::array<etcd_replies::bound_key, 3> checked_keys{
+    etcd_replies::bound_key{"locks/a/0123456789abcdef0123456789abcdef", 40},
+    etcd_replies::bound_key{"locks/b/00000000000000000000000000000001", 41},
+    etcd_replies::bound_key{"locks/c/fedcba9876543210fedcba9876543210", 43}};
+
 // What a protocol error may quote of a reply: the excerpt, its size, and a few words.
 constexpr std::size_t max_quote = dl::backend::json_reply::excerpt_bytes + 64;
 
@@ -69,6 +75,11 @@ void decode_document(const json& doc)
     run("etcd decode_txn", [&](dl::diagnostics* d) { return etcd_replies::decode_txn(doc, d); });
     run("etcd decode_txn (ranges)", [&](dl::diagnostics* d) { return etcd_replies::decode_txn(doc, d, {1}, {0, 1}); });
     run("etcd decode_deleted", [&](dl::diagnostics* d) { return etcd_replies::decode_deleted(doc, d); });
+    run("etcd decode_listing", [&](dl::diagnostics* d) { return etcd_replies::decode_listing(doc, "locks/", "", d); });
+    run("etcd decode_listing (prefix)",
+        [&](dl::diagnostics* d) { return etcd_replies::decode_listing(doc, "locks/", "seat/", d); });
+    run("etcd decode_presence",
+        [&](dl::diagnostics* d) { return etcd_replies::decode_presence(doc, checked_keys, d); });
     run("etcd decode_lease_grant", [&](dl::diagnostics* d) { return etcd_replies::decode_lease_grant(doc, d); });
     run("etcd decode_keepalive", [&](dl::diagnostics* d) { return etcd_replies::decode_keepalive(doc, d); });
     run("etcd decode_time_to_live", [&](dl::diagnostics* d) { return etcd_replies::decode_time_to_live(doc, d); });

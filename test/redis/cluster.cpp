@@ -10,6 +10,8 @@
 #include <asio/detached.hpp>
 
 #include <csignal>
+#include <map>
+#include <optional>
 #include <set>
 
 using namespace test;
@@ -532,5 +534,139 @@ TEST_CASE("redis sentinel: the store finds the primary, follows a failover while
         CHECK((*waited)->fence() > fence);
         const auto w = co_await (*waited)->unlock();
         CHECK(w);
+    }, 90s);
+}
+
+namespace {
+
+// How many SCAN calls the server on `port` answered since CONFIG RESETSTAT.
+long long scan_calls_on(std::uint16_t port)
+{
+    const auto stats = cli(port, "info commandstats");
+    const auto line = stats.find("cmdstat_scan:calls=");
+    return line == std::string::npos ? 0 : std::stoll(stats.substr(line + 19));
+}
+
+} // namespace
+
+TEST_CASE("redis cluster: list() scans every primary page after page; revoke() frees a lock on each primary",
+          "[redis][cluster][list][revoke]")
+{
+    redis_cluster cluster{3, 0};
+    asio::io_context io;
+    dl::redis::store store{io, cluster.config()};
+    // One resource per primary, to revoke there.
+    std::map<std::uint16_t, std::string> on_primary;
+    for (int i = 0; on_primary.size() < 3 && i < 1000; ++i) {
+        const auto id = "spread:" + std::to_string(i);
+        on_primary.emplace(cluster.primary_of(store.lock_key(id)), id);
+    }
+    REQUIRE(on_primary.size() == 3);
+    std::map<std::string, dl::fence_token> granted;
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        std::vector<std::string> ids;
+        // Over three primaries, each holds more keys than one SCAN page looks at.
+        for (int i = 0; i < 1000; ++i)
+            ids.push_back("spread:" + std::to_string(i));
+        ids.push_back(std::string{"bin\0\xff{x}", 8});
+        for (const auto& id : ids) {
+            auto fence = co_await store.put_if_absent(id, owner, 60s);
+            REQUIRE(fence);
+            granted[id] = fence.value();
+        }
+    });
+    for (const auto& [port, id] : on_primary)
+        REQUIRE(cli(port, "config resetstat").find("OK") != std::string::npos);
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        auto listed = co_await store.list("", &diag);
+        INFO(diag.to_string());
+        REQUIRE(listed);
+        REQUIRE(listed->size() == granted.size());
+        auto expected = granted.begin();
+        for (const auto& l : *listed) {
+            CHECK(l.resource == expected->first);
+            CHECK(l.lock.fence == expected->second);
+            CHECK(l.waiters == std::optional<std::size_t>{0});
+            ++expected;
+        }
+        for (const auto& [port, id] : on_primary) {
+            INFO("primary " << port);
+            CHECK(scan_calls_on(port) >= 2);
+        }
+        auto narrower = co_await store.list("spread:1");
+        REQUIRE(narrower);
+        CHECK(narrower->size() == 111); // 1, 10-19, 100-199
+
+        for (const auto& [port, id] : on_primary) {
+            auto revoked = co_await store.revoke(id, granted[id]);
+            CHECK(revoked);
+            auto again = co_await store.revoke(id, granted[id]);
+            REQUIRE_FALSE(again);
+            CHECK(again.error() == dl::errc::not_owner);
+            CHECK_FALSE(node_has(port, store.lock_key(id)));
+        }
+        auto after = co_await store.list("");
+        REQUIRE(after);
+        CHECK(after->size() == granted.size() - 3);
+    });
+}
+
+TEST_CASE("redis sentinel: list() and revoke() reach the primary the Sentinels name, before and after a failover",
+          "[redis][sentinel][failover][list][revoke]")
+{
+    redis_sentinels set;
+    asio::io_context io;
+    // Grants and the revoke wait for the replica, so that the failover loses none.
+    auto cfg = set.config();
+    cfg.wait_replicas = 1;
+    cfg.wait_timeout = 500ms;
+    cfg.connect_timeout = 500ms;
+    dl::redis::store holder{io, cfg};
+    auto operator_cfg = set.config();
+    operator_cfg.connect_timeout = 500ms;
+    dl::redis::store operator_store{io, operator_cfg};
+    std::map<std::string, dl::fence_token> granted;
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        for (const auto* id : {"sentinel:a", "sentinel:b", "sentinel:c"}) {
+            auto fence = co_await holder.put_if_absent(id, owner, 60s);
+            REQUIRE(fence);
+            granted[id] = fence.value();
+        }
+        auto listed = co_await operator_store.list("sentinel:");
+        REQUIRE(listed);
+        CHECK(listed->size() == 3);
+        { const auto ok_ = co_await operator_store.revoke("sentinel:a", granted["sentinel:a"]); REQUIRE(ok_); }
+        auto replicated = co_await operator_store.execute("WAIT", "1", "500");
+        REQUIRE(replicated);
+        CHECK(replicated->integer == 1);
+    });
+    set.primary().kill();
+    run(io, [&]() -> asio::awaitable<void> {
+        (void)co_await eventually("the Sentinels to promote the replica",
+                                  [&] { return set.current_primary() == set.replica().port(); },
+                                  {.max = 1500, .each = 20ms});
+        // The first listings may still meet the old primary, gone: they fail, and the
+        // next one asks the Sentinels again.
+        std::optional<dl::result<std::vector<dl::lock_listing>>> listed;
+        for (int i = 0; i < 300; ++i) {
+            listed = co_await operator_store.list("sentinel:");
+            if (*listed && operator_store.node_of("sentinel:b") == dl::redis::node_address{"127.0.0.1", set.replica().port()})
+                break;
+            co_await settle(50ms);
+        }
+        REQUIRE(*listed);
+        CHECK(operator_store.node_of("sentinel:b") == dl::redis::node_address{"127.0.0.1", set.replica().port()});
+        REQUIRE((*listed)->size() == 2);
+        CHECK((**listed)[0].resource == "sentinel:b");
+        CHECK((**listed)[0].lock.fence == granted["sentinel:b"]);
+        CHECK((**listed)[1].resource == "sentinel:c");
+        { const auto ok_ = co_await operator_store.revoke("sentinel:b", granted["sentinel:b"]); REQUIRE(ok_); }
+        auto left = co_await operator_store.list("sentinel:");
+        REQUIRE(left);
+        REQUIRE(left->size() == 1);
+        CHECK(left->front().resource == "sentinel:c");
     }, 90s);
 }

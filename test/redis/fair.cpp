@@ -538,3 +538,64 @@ TEST_CASE("redis fair: at most 64 idle channels linger, the oldest going first; 
         CHECK_FALSE(at_once.listening("r0"));
     });
 }
+
+TEST_CASE("redis fair: revoke() hands the lock to a listening head as a release does; list() counts the waiters whose "
+          "place is kept",
+          "[redis][fair][revoke][list]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    auto lapsing_cfg = server.config();
+    lapsing_cfg.queue_ttl = 200ms;
+    dl::redis::store gone{io, lapsing_cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto holder = dl::owner_token::generate(), ghost = dl::owner_token::generate(),
+                   waiter = dl::owner_token::generate(), last = dl::owner_token::generate();
+        auto held = co_await store.put_if_first("hand", holder, holder, 10s, 1, false);
+        REQUIRE(held);
+        REQUIRE(held.value().is_granted());
+        // First in line, a waiter that stops asking: its place lapses after 200 ms.
+        auto lapsing = co_await gone.put_if_first("hand", ghost, dl::owner_token::generate(), 10s, 2, true);
+        REQUIRE(lapsing);
+        REQUIRE_FALSE(lapsing.value().is_granted());
+        gone.disconnect();
+        auto listening = co_await store.watch("hand", waiter);
+        for (const auto& w : {waiter, last}) {
+            auto queued = co_await store.put_if_first("hand", w, dl::owner_token::generate(), 20s, 2, true);
+            REQUIRE(queued);
+            REQUIRE_FALSE(queued.value().is_granted());
+        }
+        co_await settle(300ms);
+        auto listed = co_await store.list("hand");
+        REQUIRE(listed);
+        REQUIRE(listed->size() == 1);
+        CHECK(listed->front().lock.fence == held.value().fence());
+        REQUIRE(listed->front().waiters);
+        CHECK(*listed->front().waiters == 2);
+        CHECK(in_line(server, "hand") == 3); // the lapsed one is still there, dropped when it comes first
+
+        // In the revoke's own step: the lapsed head dropped, the next one handed the lock.
+        { const auto ok_ = co_await store.revoke("hand", held.value().fence()); REQUIRE(ok_); }
+        auto value = co_await store.execute("GET", store.lock_key("hand"));
+        REQUIRE(value);
+        CHECK(in_line(server, "hand") == 1);
+        const bool woke = co_await listening.wait(dl::clock::now() + 10s);
+        REQUIRE(woke);
+        const auto handed = listening.take_handover();
+        REQUIRE(handed);
+        CHECK(handed->fence > held.value().fence());
+        CHECK(value.value().text == lock_value(waiter, handed->fence));
+        auto renewed = co_await store.extend("hand", holder, 10s);
+        REQUIRE_FALSE(renewed);
+        CHECK(renewed.error() == dl::errc::not_owner);
+
+        auto after = co_await store.list("hand");
+        REQUIRE(after);
+        REQUIRE(after->size() == 1);
+        CHECK(after->front().lock.fence == handed->fence);
+        CHECK(after->front().lock.owner == waiter.to_hex().substr(0, 8));
+        CHECK(after->front().waiters == std::optional<std::size_t>{1});
+        { const auto ok_ = co_await store.release_to_head("hand", waiter); CHECK(ok_); }
+    });
+}

@@ -2,7 +2,9 @@
 // bad input, one-round-trip multi-lock, fenced writes.
 #include "redis_support.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <random>
@@ -1339,4 +1341,332 @@ TEST_CASE("redis lifetimes: a store destroyed with a lease held and a lock() wai
     for (int i = 0; i < 400 && !io.stopped(); ++i)
         io.run_for(10ms);
     CHECK(io.stopped()); // nothing left running against the destroyed stores
+}
+
+namespace {
+
+// How many SCAN calls the server has answered since its statistics were reset.
+asio::awaitable<long long> scan_calls(dl::redis::store& store)
+{
+    auto r = co_await store.execute("INFO", "commandstats");
+    REQUIRE(r);
+    const std::string& text = r.value().text;
+    const auto line = text.find("cmdstat_scan:calls=");
+    co_return line == std::string::npos ? 0 : std::stoll(text.substr(line + 19));
+}
+
+// Ids that exercise the layout: its separators, its escapes, glob characters, NUL and
+// a byte above 0x7f.
+std::vector<std::string> awkward_ids()
+{
+    return {"plain", std::string{"nul\0and\xff", 8}, "100%", "%7B", "{tag}rest", "a{b}c", "}{", "{}", "x}:lock",
+            "*?[]\\", "a:{#b", std::string(1024, 'z')};
+}
+
+} // namespace
+
+TEST_CASE("redis: a lock key gives its resource id back, and only a lock key of the store's own layout does",
+          "[redis][input][list]")
+{
+    namespace detail = dl::redis::detail;
+    for (const bool tags : {false, true}) {
+        for (const std::string prefix : {"distlock", "a*b[c]?\\", "p{x}%", ""}) {
+            INFO("prefix " << prefix << (tags ? " with hash tags" : ""));
+            const detail::key_layout layout{prefix, tags};
+            const detail::key_layout other_prefix{prefix + "x", tags};
+            const detail::key_layout other_tags{prefix, !tags};
+            for (const auto& id : awkward_ids()) {
+                const auto key = layout.key(id, "lock");
+                CHECK(layout.resource_of(key, "lock") == id);
+                CHECK_FALSE(layout.resource_of(key, "queue"));
+                CHECK_FALSE(layout.resource_of(layout.key(id, "queue"), "lock"));
+                CHECK_FALSE(layout.resource_of(layout.fence_key_of_slot(detail::hash_slot(key)), "lock"));
+                CHECK_FALSE(other_prefix.resource_of(key, "lock"));
+                // A store with the other hash_tags setting shares the keys of ids
+                // without a tag of their own, and only those.
+                const auto shared = other_tags.key(id, "lock") == key;
+                CHECK(other_tags.resource_of(key, "lock") == (shared ? std::optional<std::string>{id} : std::nullopt));
+            }
+        }
+    }
+    const detail::key_layout layout{"distlock", false};
+    for (const std::string not_a_lock :
+         {"", "distlock", "distlock:", "distlock:{", "distlock:{#", "distlock:{#abc", "distlock:{#abc}", "distlock:{#a}:lockx",
+          "distlock:{#a}:lock:", "distlockx:{#a}:lock", "xdistlock:{#a}:lock", "distlock:{@t}a:lock", "distlock:{#a%zz}:lock",
+          "distlock:{#a%7}:lock", "distlock:{#a%7b}:lock", "distlock:{#a{b}:lock", "distlock:{$0IB}:fence",
+          "distlock:{#a}:lock}:lock"})
+        CHECK_FALSE(layout.resource_of(not_a_lock, "lock"));
+    const detail::key_layout tagged{"distlock", true};
+    CHECK(tagged.resource_of("distlock:{@t}%7Bt%7Dx:lock", "lock") == "{t}x");
+    CHECK_FALSE(tagged.resource_of("distlock:{@u}%7Bt%7Dx:lock", "lock")); // not the id's own tag
+    CHECK_FALSE(tagged.resource_of("distlock:{@t}x:lock", "lock"));        // an id without that tag
+    CHECK_FALSE(tagged.resource_of("distlock:{#%7Bt%7Dx}:lock", "lock"));  // a tagged id keeps its tag
+}
+
+TEST_CASE("redis: the listing's SCAN pattern matches the lock keys of its prefixes, glob characters as themselves",
+          "[redis][input][list]")
+{
+    redis_server server;
+    asio::io_context io;
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::redis::store writer{io, server.config()};
+        // Prefixes that a glob would read as patterns matching each other's keys.
+        const std::vector<std::string> prefixes{"a*b[c]?\\", "aXbc!\\", "a*b[c]?\\\\", "a"};
+        const std::vector<std::string> under_jo{"job*1", "job?2", "jo[b]3"};
+        const std::vector<std::string> elsewhere{"{t}job4", "other"};
+        for (const bool tags : {false, true}) {
+            for (const auto& prefix : prefixes) {
+                const dl::redis::detail::key_layout layout{prefix, tags};
+                for (const auto& ids : {under_jo, elsewhere})
+                    for (const auto& id : ids)
+                        for (const auto* kind : {"lock", "queue"}) {
+                            auto set = co_await writer.execute("SET", layout.key(id, kind), "x");
+                            REQUIRE(set);
+                        }
+            }
+            for (const auto& prefix : prefixes) {
+                const dl::redis::detail::key_layout layout{prefix, tags};
+                const auto pattern = layout.pattern("jo", "lock");
+                std::set<std::string> matched;
+                std::string cursor = "0";
+                do {
+                    auto page = co_await writer.execute("SCAN", cursor, "MATCH", pattern, "COUNT", "1000");
+                    REQUIRE(page);
+                    REQUIRE(page->elements.size() == 2);
+                    cursor = page->elements[0].text;
+                    for (const auto& k : page->elements[1].elements)
+                        matched.insert(k.text);
+                } while (cursor != "0");
+                // Without hash tags, exactly the lock keys of the ids under "jo"; with
+                // them, every lock key of the prefix (an id's place in its key depends
+                // on its tag), which resource_of() then sorts out. Never a key of
+                // another prefix or kind.
+                std::set<std::string> expected;
+                for (const auto& id : under_jo)
+                    expected.insert(layout.key(id, "lock"));
+                if (tags)
+                    for (const auto& id : elsewhere)
+                        expected.insert(layout.key(id, "lock"));
+                INFO("prefix " << prefix << " pattern " << pattern);
+                CHECK(matched == expected);
+            }
+            auto flushed = co_await writer.execute("FLUSHALL");
+            REQUIRE(flushed);
+        }
+    });
+}
+
+TEST_CASE("redis: list() on one server: every lock under the prefix once, sorted, past one SCAN page; other keys "
+          "left out",
+          "[redis][list]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    auto other_cfg = server.config();
+    other_cfg.key_prefix = "elsewhere";
+    dl::redis::store other{io, other_cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        std::map<std::string, dl::fence_token> granted;
+        const auto take = [&](dl::redis::store& s, const std::string& id) -> asio::awaitable<void> {
+            auto fence = co_await s.put_if_absent(id, owner, 60s);
+            REQUIRE(fence);
+            if (&s == &store)
+                granted[id] = fence.value();
+        };
+        // More locks than one SCAN page looks at.
+        for (int i = 0; i < 2 * static_cast<int>(dl::redis::store::scan_count) + 100; ++i) {
+            char id[16];
+            std::snprintf(id, sizeof id, "job:%04d", i);
+            co_await take(store, id);
+        }
+        for (const auto& id : awkward_ids())
+            co_await take(store, "job:" + id.substr(0, 1000));
+        co_await take(store, "zeta");
+        co_await take(other, "job:0001"); // another prefix: another store's lock
+        // Beside them: a fair queue's keys, fence keys, keys that only look like locks.
+        auto queued = co_await store.put_if_first("job:0001", dl::owner_token::generate(), dl::owner_token::generate(),
+                                                  10s, 2, true);
+        REQUIRE(queued);
+        for (const auto& key : {std::string{"distlock:{#job:fake}:lockx"}, std::string{"distlock:{#job:%zz}:lock"},
+                                std::string{"job:0002"}, std::string{"distlock:{@t}job:x:lock"}}) {
+            auto set = co_await store.execute("SET", key, "x");
+            REQUIRE(set);
+        }
+        auto reset = co_await store.execute("CONFIG", "RESETSTAT");
+        REQUIRE(reset);
+
+        auto listed = co_await store.list("job:");
+        REQUIRE(listed);
+        const auto pages = co_await scan_calls(store);
+        CHECK(pages >= 2);
+        std::map<std::string, dl::fence_token> under_job(granted.lower_bound("job:"), granted.lower_bound("job;"));
+        REQUIRE(listed->size() == under_job.size());
+        CHECK(std::is_sorted(listed->begin(), listed->end(),
+                             [](const auto& a, const auto& b) { return a.resource < b.resource; }));
+        auto expected = under_job.begin();
+        for (const auto& l : *listed) {
+            CHECK(l.resource == expected->first);
+            CHECK(l.lock.held);
+            CHECK(l.lock.fence == expected->second);
+            CHECK(l.lock.owner == owner.to_hex().substr(0, 8));
+            REQUIRE(l.lock.remaining);
+            CHECK(*l.lock.remaining > 50s);
+            CHECK(*l.lock.remaining <= 60s);
+            REQUIRE(l.waiters);
+            CHECK(*l.waiters == (l.resource == "job:0001" ? 1u : 0u));
+            ++expected;
+        }
+        // A narrower prefix, and none.
+        auto hundred = co_await store.list("job:00");
+        REQUIRE(hundred);
+        CHECK(hundred->size() == 100);
+        CHECK(hundred->front().resource == "job:0000");
+        CHECK(hundred->back().resource == "job:0099");
+        auto everything = co_await store.list("");
+        REQUIRE(everything);
+        CHECK(everything->size() == granted.size());
+        CHECK(everything->back().resource == "zeta");
+        auto elsewhere = co_await other.list("");
+        REQUIRE(elsewhere);
+        REQUIRE(elsewhere->size() == 1);
+        CHECK(elsewhere->front().resource == "job:0001");
+        auto nothing = co_await store.list("no-such-prefix");
+        REQUIRE(nothing);
+        CHECK(nothing->empty());
+    });
+}
+
+TEST_CASE("redis: list() shows a lock key that another client wrote: an owner without a token, a key of another type",
+          "[redis][list][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto old = co_await store.execute("SET", store.lock_key("old"), "0123456789abcdef0123456789abcdef");
+        REQUIRE(old);
+        auto hash = co_await store.execute("HSET", store.lock_key("hash"), "f", "v");
+        REQUIRE(hash);
+        auto huge = co_await store.execute("SET", store.lock_key("huge"), "x:99999999999999999999", "PX", "60000");
+        REQUIRE(huge);
+        // A queue of another type: the waiters are not known.
+        auto held = co_await store.put_if_absent("queue-broken", dl::owner_token::generate(), 60s);
+        REQUIRE(held);
+        auto broken = co_await store.execute("SET", store.queue_key("queue-broken"), "x");
+        REQUIRE(broken);
+        auto listed = co_await store.list("");
+        REQUIRE(listed);
+        REQUIRE(listed->size() == 4);
+        const auto& [hashed, huge_one, old_one, queue] = std::tie((*listed)[0], (*listed)[1], (*listed)[2], (*listed)[3]);
+        CHECK(hashed.resource == "hash");
+        CHECK(hashed.lock.held); // acquire finds a key there, so the resource is taken
+        CHECK(hashed.lock.owner.empty());
+        CHECK(hashed.lock.fence == 0);
+        CHECK_FALSE(hashed.lock.remaining); // no TTL
+        CHECK(huge_one.lock.owner == "x");
+        CHECK(huge_one.lock.fence == 0);
+        CHECK(huge_one.lock.remaining);
+        CHECK(old_one.lock.owner == "01234567");
+        CHECK(old_one.lock.fence == 0);
+        CHECK(queue.resource == "queue-broken");
+        CHECK(queue.lock.fence == held.value());
+        CHECK_FALSE(queue.waiters);
+        // No fence of 0 revokes a lock whose token is unknown.
+        auto zero = co_await store.revoke("old", 0);
+        REQUIRE_FALSE(zero);
+        CHECK(zero.error() == dl::errc::not_owner);
+    });
+}
+
+TEST_CASE("redis: list() and revoke() refuse bad input before any I/O", "[redis][list][input]")
+{
+    asio::io_context io;
+    dl::redis::config nowhere;
+    nowhere.port = 1; // I/O would be store_unavailable
+    dl::redis::store store{io, nowhere};
+    run(io, [&]() -> asio::awaitable<void> {
+        for (const auto& bad : {std::string{}, std::string(dl::max_resource_size + 1, 'x')}) {
+            dl::diagnostics diag;
+            auto revoked = co_await store.revoke(bad, 1, &diag);
+            REQUIRE_FALSE(revoked);
+            CHECK(revoked.error() == dl::errc::invalid_argument);
+        }
+        auto long_prefix = co_await store.list(std::string(dl::max_resource_size + 1, 'x'));
+        REQUIRE_FALSE(long_prefix);
+        CHECK(long_prefix.error() == dl::errc::invalid_argument);
+        // The longest id is one; a prefix as long can still list it.
+        auto longest = co_await store.list(std::string(dl::max_resource_size, 'x'));
+        REQUIRE_FALSE(longest);
+        CHECK(longest.error() == dl::errc::store_unavailable);
+    });
+    auto broken = nowhere;
+    broken.request_timeout = dl::duration::zero();
+    dl::redis::store refused{io, broken};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto listed = co_await refused.list("");
+        REQUIRE_FALSE(listed);
+        CHECK(listed.error() == dl::errc::invalid_argument);
+        auto revoked = co_await refused.revoke("r", 1);
+        REQUIRE_FALSE(revoked);
+        CHECK(revoked.error() == dl::errc::invalid_argument);
+    });
+}
+
+TEST_CASE("redis: revoke() frees only the grant with that fence, publishes the release, and the holder's renewal "
+          "fails",
+          "[redis][revoke]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()}, operator_store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto holder = dl::owner_token::generate();
+        auto fence = co_await store.put_if_absent("job", holder, 60s);
+        REQUIRE(fence);
+        auto watcher = co_await operator_store.watch("job");
+        for (const auto wrong : {fence.value() - 1, fence.value() + 1, dl::fence_token{1} << 53,
+                                 std::numeric_limits<dl::fence_token>::max()}) {
+            auto refused = co_await operator_store.revoke("job", wrong);
+            REQUIRE_FALSE(refused);
+            CHECK(refused.error() == dl::errc::not_owner);
+        }
+        auto still = co_await store.execute("GET", store.lock_key("job"));
+        REQUIRE(still);
+        CHECK(still->text == lock_value(holder, fence.value()));
+        const auto fence_before = co_await store.execute("GET", store.fence_key("job"));
+        REQUIRE(fence_before);
+
+        dl::diagnostics diag;
+        auto revoked = co_await operator_store.revoke("job", fence.value(), &diag);
+        INFO(diag.to_string());
+        REQUIRE(revoked);
+        // Woken by the release's message, well before this wait's end.
+        const auto asked = dl::clock::now();
+        const bool heard = co_await watcher.wait(asked + 20s);
+        CHECK(heard);
+        CHECK(dl::clock::now() - asked < 10s);
+        auto gone = co_await store.execute("EXISTS", store.lock_key("job"));
+        REQUIRE(gone);
+        CHECK(gone->integer == 0);
+        // The fence key is the slot's last grant, which the next one exceeds: untouched.
+        const auto fence_after = co_await store.execute("GET", store.fence_key("job"));
+        REQUIRE(fence_after);
+        CHECK(fence_after->text == fence_before->text);
+        auto renewed = co_await store.extend("job", holder, 60s);
+        REQUIRE_FALSE(renewed);
+        CHECK(renewed.error() == dl::errc::not_owner);
+        auto twice = co_await operator_store.revoke("job", fence.value());
+        REQUIRE_FALSE(twice);
+        CHECK(twice.error() == dl::errc::not_owner);
+        // A lock written by hand with a token is that grant too.
+        auto by_hand = co_await store.execute("SET", store.lock_key(std::string{"by\0hand", 7}), "someone:12345");
+        REQUIRE(by_hand);
+        auto by_hand_revoked = co_await operator_store.revoke(std::string{"by\0hand", 7}, 12345);
+        CHECK(by_hand_revoked);
+        auto left = co_await store.list("");
+        REQUIRE(left);
+        CHECK(left->empty());
+    });
 }

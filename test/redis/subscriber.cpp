@@ -1,6 +1,7 @@
-// The pub/sub subscriber and the handshake against scripted fake servers: what a
-// real server does too quickly or too rarely to test (LOADING during the
-// handshake, acknowledgements held back).
+// The pub/sub subscriber, the handshake and the listing against scripted fake
+// servers: what a real server does too quickly or too rarely to test (LOADING during
+// the handshake, acknowledgements held back, a key gone between SCAN and its read)
+// or never (replies that make no sense).
 #include "redis_support.hpp"
 
 #include <asio/ip/tcp.hpp>
@@ -218,5 +219,235 @@ TEST_CASE("redis: a subscription is confirmed by its own acknowledgement, not an
         CHECK(first_result->value() == dl::errc::cancelled);
     });
     sub->close();
+    io.poll();
+}
+
+namespace {
+
+std::string bulk(const std::string& text)
+{
+    return "$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
+}
+
+// A SCAN reply: the next cursor and the keys.
+std::string scan_reply(const std::string& cursor, const std::vector<std::string>& keys)
+{
+    std::string out = "*2\r\n" + bulk(cursor) + "*" + std::to_string(keys.size()) + "\r\n";
+    for (const auto& k : keys)
+        out += bulk(k);
+    return out;
+}
+
+// One lock as the survey script answers it: {owner, pttl, token, waiters}.
+std::string surveyed(const std::string& owner, long long pttl, long long token, long long waiters)
+{
+    return "*4\r\n" + bulk(owner) + ":" + std::to_string(pttl) + "\r\n:" + std::to_string(token) + "\r\n:" +
+           std::to_string(waiters) + "\r\n";
+}
+
+// A server that answers the handshake's INFO, and SCAN and scripts as the test says.
+struct listing_server {
+    std::string scan_answer;
+    std::string script_answer;
+    fake_server server;
+
+    explicit listing_server(asio::io_context& io)
+        : server{io, [this](const std::vector<std::string>& command) -> std::string {
+              if (command[0] == "INFO")
+                  return bulk("run_id:fake");
+              if (command[0] == "SCAN")
+                  return scan_answer;
+              if (command[0] == "EVALSHA" || command[0] == "EVAL")
+                  return script_answer;
+              return "-ERR unexpected " + command[0] + "\r\n";
+          }}
+    {}
+
+    dl::redis::config config() const
+    {
+        dl::redis::config cfg;
+        cfg.port = server.port();
+        cfg.request_timeout = 5s;
+        return cfg;
+    }
+};
+
+} // namespace
+
+TEST_CASE("redis: list() pages through SCAN to cursor 0, reads only its own lock keys, and leaves out a lock gone "
+          "meanwhile",
+          "[redis][list]")
+{
+    asio::io_context io;
+    fake_server server{io, [](const std::vector<std::string>& command) -> std::string {
+                           if (command[0] == "INFO")
+                               return bulk("run_id:fake");
+                           if (command[0] == "SCAN" && command[1] == "0")
+                               return scan_reply("17", {"distlock:{#b}:lock", "not-ours", "distlock:{#a}:queue"});
+                           if (command[0] == "SCAN" && command[1] == "17")
+                               return scan_reply("0", {"distlock:{#a}:lock", "distlock:{#gone}:lock",
+                                                       std::string{"distlock:{#nul\0}:lock", 21}});
+                           if (command[0] == "EVALSHA" && command.size() == 3 + 3) // one lock's three keys
+                               return "*1\r\n" + surveyed("0123456789abcdef0123456789abcdef", 5000, 42, 3);
+                           if (command[0] == "EVALSHA")
+                               return "*3\r\n" + surveyed("fedcba98", 1000, 7, 0) + "$-1\r\n" +
+                                      surveyed("01010101", -1, 9, -1);
+                           return "-ERR unexpected " + command[0] + "\r\n";
+                       }};
+    dl::redis::config cfg;
+    cfg.port = server.port();
+    dl::redis::store store{io, cfg};
+    run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        auto listed = co_await store.list("", &diag);
+        INFO(diag.to_string());
+        REQUIRE(listed);
+        REQUIRE(listed->size() == 3);
+        CHECK((*listed)[0].resource == "a");
+        CHECK((*listed)[0].lock.owner == "fedcba98");
+        CHECK((*listed)[0].lock.fence == 7);
+        CHECK((*listed)[0].lock.remaining == std::chrono::milliseconds{1000});
+        CHECK((*listed)[0].waiters == std::optional<std::size_t>{0});
+        CHECK((*listed)[1].resource == "b");
+        CHECK((*listed)[1].lock.owner == "01234567");
+        CHECK((*listed)[1].lock.fence == 42);
+        CHECK((*listed)[1].waiters == std::optional<std::size_t>{3});
+        CHECK((*listed)[2].resource == std::string{"nul\0", 4});
+        CHECK_FALSE((*listed)[2].lock.remaining); // no TTL
+        CHECK_FALSE((*listed)[2].waiters);        // a queue that is not one
+    });
+    // Two pages, the second from the first's cursor, both with the pattern and a
+    // bounded COUNT; each page's own lock keys read in one script, with their queues.
+    std::vector<std::vector<std::string>> scans, scripts;
+    for (const auto& c : server.s->received) {
+        if (c[0] == "SCAN")
+            scans.push_back(c);
+        if (c[0] == "EVALSHA" || c[0] == "EVAL")
+            scripts.push_back(c);
+    }
+    REQUIRE(scans.size() == 2);
+    CHECK(scans[1][1] == "17");
+    for (const auto& scan : scans) {
+        REQUIRE(scan.size() == 6);
+        CHECK(scan[2] == "MATCH");
+        CHECK(scan[3] == "distlock:{#*}:lock");
+        CHECK(scan[4] == "COUNT");
+        CHECK(scan[5] == std::to_string(dl::redis::store::scan_count));
+    }
+    REQUIRE(scripts.size() == 2);
+    CHECK(scripts[0] == std::vector<std::string>{"EVALSHA", scripts[0][1], "3", "distlock:{#b}:lock",
+                                                 "distlock:{#b}:queue", "distlock:{#b}:offers"});
+    CHECK(scripts[1][2] == "9");
+    CHECK(scripts[1][3] == "distlock:{#a}:lock");
+    CHECK(scripts[1][6] == "distlock:{#gone}:lock");
+    store.disconnect();
+    io.poll();
+}
+
+TEST_CASE("redis: replies to list() and revoke() that make no sense are protocol_error, described in the diagnostics",
+          "[redis][list][revoke][input]")
+{
+    asio::io_context io;
+    listing_server fake{io};
+    dl::redis::store store{io, fake.config()};
+    const std::string one_lock = scan_reply("0", {"distlock:{#a}:lock"});
+    struct hostile {
+        std::string scan;
+        std::string script;
+        std::string words; // in the server message
+    };
+    const std::vector<hostile> listings{
+        {"+OK\r\n", "", "\"OK\""},
+        {":12\r\n", "", "12"},
+        {"*1\r\n$1\r\n0\r\n", "", "[\"0\"]"},
+        {scan_reply("abc", {}), "", "\"abc\""},
+        {scan_reply("-1", {}), "", "\"-1\""},
+        {scan_reply("123456789012345678901", {}), "", "123456789012345678901"},
+        {"*2\r\n$1\r\n0\r\n*1\r\n:5\r\n", "", "[\"0\", [5]]"},
+        {"*2\r\n$1\r\n0\r\n$3\r\nkey\r\n", "", "\"key\""},
+        {one_lock, ":7\r\n", "7"},
+        {one_lock, "*0\r\n", "[]"},
+        {one_lock, "*2\r\n$-1\r\n$-1\r\n", "[null, null]"},
+        {one_lock, "*1\r\n:1\r\n", "[1]"},
+        {one_lock, "*1\r\n*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n", "[[1, 2, 3, 4]]"},
+        {one_lock, "*1\r\n*3\r\n$1\r\nx\r\n:2\r\n:3\r\n", "[[\"x\", 2, 3]]"},
+        {one_lock, "*1\r\n" + surveyed("x", 1, -5, 0), "-5"},
+        {one_lock, "*1\r\n" + surveyed("x", 1, 5, -2), "-2"},
+        {one_lock, "*1\r\n*4\r\n$1\r\nx\r\n$1\r\n1\r\n:5\r\n:0\r\n", "[[\"x\", \"1\", 5, 0]]"},
+        {one_lock, "*1\r\n" + surveyed(std::string{"\r\n\0\xff", 4}, 1, 5, -3), "\\x0d\\x0a\\x00\\xff"},
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        for (const auto& h : listings) {
+            fake.scan_answer = h.scan;
+            fake.script_answer = h.script;
+            dl::diagnostics diag;
+            auto listed = co_await store.list("", &diag);
+            INFO("SCAN answered " << h.scan << ", the script " << h.script << "; " << diag.to_string());
+            REQUIRE_FALSE(listed);
+            CHECK(listed.error() == dl::errc::protocol_error);
+            CHECK(diag.server_message().find(h.words) != std::string_view::npos);
+            CHECK(diag.client_message().starts_with("unexpected reply"));
+        }
+        // Refusals are the server's, in its words.
+        fake.scan_answer = "-ERR unknown command 'SCAN'\r\n";
+        dl::diagnostics refused;
+        auto unknown = co_await store.list("", &refused);
+        REQUIRE_FALSE(unknown);
+        CHECK(unknown.error() == dl::errc::store_unavailable);
+        CHECK(refused.server_message() == "ERR unknown command 'SCAN'");
+        fake.scan_answer = one_lock;
+        fake.script_answer = "-BUSY a script runs\r\n";
+        dl::diagnostics busy;
+        auto busy_listing = co_await store.list("", &busy);
+        REQUIRE_FALSE(busy_listing);
+        CHECK(busy_listing.error() == dl::errc::store_unavailable);
+        CHECK(busy.server_message() == "BUSY a script runs");
+
+        for (const auto& [answer, words] : std::vector<std::pair<std::string, std::string>>{
+                 {":7\r\n", "7"}, {":-1\r\n", "-1"}, {"$1\r\n1\r\n", "\"1\""}, {"*0\r\n", "[]"}, {"$-1\r\n", "null"},
+                 {"*1\r\n:1\r\n", "[1]"}}) {
+            fake.script_answer = answer;
+            dl::diagnostics diag;
+            auto revoked = co_await store.revoke("a", 42, &diag);
+            INFO("the script answered " << answer << "; " << diag.to_string());
+            REQUIRE_FALSE(revoked);
+            CHECK(revoked.error() == dl::errc::protocol_error);
+            CHECK(diag.server_message() == words);
+        }
+        fake.script_answer = ":1\r\n";
+        auto revoked = co_await store.revoke("a", 42);
+        CHECK(revoked);
+        fake.script_answer = ":0\r\n";
+        auto not_that_one = co_await store.revoke("a", 42);
+        REQUIRE_FALSE(not_that_one);
+        CHECK(not_that_one.error() == dl::errc::not_owner);
+        fake.script_answer = "-ERR boom\r\n";
+        dl::diagnostics boom;
+        auto failed = co_await store.revoke("a", 42, &boom);
+        REQUIRE_FALSE(failed);
+        CHECK(failed.error() == dl::errc::store_unavailable);
+        CHECK(boom.server_message() == "ERR boom");
+        // Bytes that are not RESP at all: the connection is dropped, nothing thrown.
+        fake.scan_answer = "?not resp\r\n";
+        dl::diagnostics garbage;
+        auto unparsed = co_await store.list("", &garbage);
+        REQUIRE_FALSE(unparsed);
+        CHECK(unparsed.error() == dl::errc::protocol_error);
+    });
+    // The revoke script names the lock, its slot's fence key and its queue's keys,
+    // then the fence in decimal, the release channel and the channel kind.
+    const auto found = std::find_if(fake.server.s->received.rbegin(), fake.server.s->received.rend(),
+                                    [](const auto& c) { return c[0] == "EVALSHA" && c.size() == 10; });
+    REQUIRE(found != fake.server.s->received.rend());
+    const auto& last_revoke = *found;
+    CHECK(last_revoke[2] == "4");
+    CHECK(last_revoke[3] == "distlock:{#a}:lock");
+    CHECK(last_revoke[4] == store.fence_key("a"));
+    CHECK(last_revoke[5] == "distlock:{#a}:queue");
+    CHECK(last_revoke[6] == "distlock:{#a}:offers");
+    CHECK(last_revoke[7] == "42");
+    CHECK(last_revoke[8] == "distlock:{#a}:released");
+    CHECK(last_revoke[9] == "0");
+    store.disconnect();
     io.poll();
 }

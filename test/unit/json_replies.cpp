@@ -172,6 +172,45 @@ const json etcd_reads_txn = {
                          {"kvs", json::array({etcd_kv("locks/a/0123", "", "40", "7587862091210413825")})},
                          {"count", "3"}}}}})}};
 
+// Owner tokens as the store writes them into keys (32 hex digits).
+const std::string owner_a = "0123456789abcdef0123456789abcdef";
+const std::string owner_b = "00000000000000000000000000000001";
+const std::string owner_c = "fedcba9876543210fedcba9876543210";
+const std::string owner_d = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+json etcd_key_only(std::string_view key, const char* created)
+{
+    return {{"key", b64(key)}, {"create_revision", created}, {"mod_revision", created}, {"version", "1"},
+            {"lease", "7587862091210413826"}};
+}
+
+// A listing of the store prefix "locks/", keys only, in key order as etcd sends them:
+// the ids "\xff", "seat/12" and "seat/7" (whose holder is its second key by key order
+// but its first by creation), and two keys of no queue.
+const json etcd_listing = {
+    {"header", etcd_header},
+    {"kvs", json::array({etcd_key_only("locks/%FF/" + owner_d, "46"), etcd_key_only("locks/counter", "30"),
+                         etcd_key_only("locks/data/wallet", "31"), etcd_key_only("locks/seat%2F12/" + owner_c, "45"),
+                         etcd_key_only("locks/seat%2F7/" + owner_b, "47"),
+                         etcd_key_only("locks/seat%2F7/" + owner_a, "44")})},
+    {"count", "6"}};
+
+// A presence check of three keys whose compares failed: the first is there as it was
+// bound, the second is gone, the third was made again (another create revision).
+const std::vector<etcd::detail::bound_key> etcd_checked{
+    {"locks/a/" + owner_a, 40}, {"locks/b/" + owner_b, 41}, {"locks/c/" + owner_c, 43}};
+const json etcd_presence_failed = {
+    {"header", etcd_header},
+    {"responses", json::array({json{{"response_range",
+                                     {{"header", etcd_header},
+                                      {"kvs", json::array({etcd_key_only("locks/a/" + owner_a, "40")})},
+                                      {"count", "1"}}}},
+                               json{{"response_range", {{"header", etcd_header}}}},
+                               json{{"response_range",
+                                     {{"header", etcd_header},
+                                      {"kvs", json::array({etcd_key_only("locks/c/" + owner_c, "50")})},
+                                      {"count", "1"}}}}})}};
+
 const json etcd_watch_events = {
     {"result",
      {{"header", etcd_header},
@@ -435,6 +474,68 @@ TEST_CASE("etcd replies: well-formed answers decode as the store reads them", "[
     CHECK_FALSE(etcd::detail::decode_auth_token(json{{"token", ""}}, nullptr));
 }
 
+TEST_CASE("etcd replies: a listing decodes keys back to ids, grouped by resource, oldest key holding, sorted by id",
+          "[json][etcd]")
+{
+    const auto all = etcd::detail::decode_listing(etcd_listing, "locks/", "", nullptr);
+    REQUIRE(all);
+    REQUIRE(all->size() == 3);
+    CHECK((*all)[0].resource == "seat/12");
+    CHECK((*all)[0].owner == owner_c);
+    CHECK((*all)[0].fence == 45);
+    CHECK((*all)[0].waiters == 0);
+    CHECK((*all)[1].resource == "seat/7");
+    CHECK((*all)[1].owner == owner_a); // created first, though second by key
+    CHECK((*all)[1].fence == 44);
+    CHECK((*all)[1].waiters == 1);
+    CHECK((*all)[2].resource == "\xff");
+    CHECK((*all)[2].fence == 46);
+
+    // Filtered by id after decoding ("seat/1" begins "seat/12", not "seat/7").
+    const auto some = etcd::detail::decode_listing(etcd_listing, "locks/", "seat/1", nullptr);
+    REQUIRE(some);
+    REQUIRE(some->size() == 1);
+    CHECK((*some)[0].resource == "seat/12");
+    // Under another store prefix, no key is a lock.
+    CHECK(etcd::detail::decode_listing(etcd_listing, "other/", "", nullptr).value().empty());
+    CHECK(etcd::detail::decode_listing(json{{"header", etcd_header}}, "locks/", "", nullptr).value().empty());
+
+    // Fewer keys than counted: a listing cut short is not reported as complete.
+    dl::diagnostics diag;
+    json cut = etcd_listing;
+    cut["count"] = "7";
+    CHECK(etcd::detail::decode_listing(cut, "locks/", "", &diag).error() == dl::errc::protocol_error);
+    CHECK(diag.client_message().find("count") != std::string_view::npos);
+    CHECK_FALSE(diag.server_message().empty());
+    json no_kvs = etcd_listing;
+    no_kvs.erase("kvs");
+    CHECK(etcd::detail::decode_listing(no_kvs, "locks/", "", nullptr).error() == dl::errc::protocol_error);
+}
+
+TEST_CASE("etcd replies: a presence check says which keys are still there as they were bound", "[json][etcd]")
+{
+    const auto failed = etcd::detail::decode_presence(etcd_presence_failed, etcd_checked, nullptr);
+    REQUIRE(failed);
+    CHECK(failed.value() == std::vector<bool>{true, false, false});
+    // The compares held: every key is there, and nothing was read back.
+    const json held = {{"header", etcd_header}, {"succeeded", true}};
+    CHECK(etcd::detail::decode_presence(held, etcd_checked, nullptr).value() == std::vector<bool>{true, true, true});
+    CHECK(etcd::detail::decode_presence(json{{"header", etcd_header}}, {}, nullptr).value().empty());
+
+    dl::diagnostics diag;
+    json short_answer = etcd_presence_failed;
+    short_answer["responses"].erase(2);
+    CHECK(etcd::detail::decode_presence(short_answer, etcd_checked, &diag).error() == dl::errc::protocol_error);
+    CHECK(diag.client_message().find("responses") != std::string_view::npos);
+    json held_with_reads = etcd_presence_failed;
+    held_with_reads["succeeded"] = true;
+    CHECK(etcd::detail::decode_presence(held_with_reads, etcd_checked, nullptr).error() == dl::errc::protocol_error);
+    json succeeded_text = etcd_presence_failed;
+    succeeded_text["succeeded"] = "true";
+    CHECK(etcd::detail::decode_presence(succeeded_text, etcd_checked, &diag).error() == dl::errc::protocol_error);
+    CHECK(diag.client_message().find("succeeded") != std::string_view::npos);
+}
+
 TEST_CASE("etcd replies: the answer envelope, errors and streams", "[json][etcd]")
 {
     const auto unary = etcd::detail::decode_answer(200, etcd_range.dump(), nullptr);
@@ -535,6 +636,27 @@ TEST_CASE("etcd replies: every field of another type is a protocol error naming 
                   {"/responses/1/response_range/count", {number}},
                   {"/responses/1/response_range/kvs/0/key", {}},
                   {"/responses/1/response_range/kvs/0/create_revision", {number, null, missing}}});
+
+    const auto listing = [](const json& j, dl::diagnostics* d) {
+        return error_of(etcd::detail::decode_listing(j, "locks/", "", d));
+    };
+    check_fields(etcd_listing, listing,
+                 {{"/count", {}}, // every other count, or none, is not the number of kvs
+                  {"/kvs/0", {}},
+                  {"/kvs/0/key", {}},
+                  {"/kvs/0/lease", {number, null, missing}},
+                  {"/kvs/5/create_revision", {number}}}); // 0 is no key's revision
+
+    const auto presence = [](const json& j, dl::diagnostics* d) {
+        return error_of(etcd::detail::decode_presence(j, etcd_checked, d));
+    };
+    check_fields(etcd_presence_failed, presence,
+                 {{"/responses", {}},
+                  {"/responses/0", {}},
+                  {"/responses/0/response_range", {kind::object}}, // a range of nothing: the key is gone
+                  {"/responses/0/response_range/count", {number}},
+                  {"/responses/0/response_range/kvs/0/key", {}},
+                  {"/responses/0/response_range/kvs/0/create_revision", {number, null, missing}}});
 
     const auto deleted = [](const json& j, dl::diagnostics* d) { return error_of(etcd::detail::decode_deleted(j, d)); };
     check_fields(json{{"header", etcd_header}, {"deleted", "1"}}, deleted, {{"/deleted", {number, null, missing}}});

@@ -1,17 +1,24 @@
 // The ZooKeeper store against a server the tests start
 // (test/support/zookeeper_server.hpp), beyond the conformance suite: resource ids
 // escaped into node names, waiter names, reply codes, the node layout, marks, a lost
-// create reply, sessions in doubt, resumed and expiring, digest auth, chroot, and
-// waiters in separate processes served in order.
+// create reply, sessions in doubt, resumed and expiring, digest auth, chroot,
+// waiters in separate processes served in order, listing and revoking (with the
+// watches that tell a holder its node went), and replies that make no sense.
 #include "fault/proxy.hpp"
 #include "workers.hpp"
 #include "zookeeper/zookeeper_support.hpp"
 #include "conformance/suite.hpp"
 
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/write.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <array>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +81,71 @@ TEST_CASE("zookeeper: waiter names are read strictly and ordered by sequence, no
     CHECK_FALSE(zk::detail::parse_waiter(std::string(32, 'A') + "-0000000001")); // upper-case hex
     CHECK_FALSE(zk::detail::parse_waiter(a + "-"));
     CHECK_FALSE(zk::detail::parse_waiter(a + "-99999999999999999999"));
+}
+
+TEST_CASE("zookeeper: bound nodes are watched once each, again once a watch is spent; a deletion tells its own "
+          "lease only",
+          "[zookeeper][input]")
+{
+    using zk::detail::node_watch;
+    struct listener : dl::session_listener {
+        void session_changed(dl::session_state, dl::time_point) noexcept override {}
+    };
+    const auto a = std::make_shared<listener>(), b = std::make_shared<listener>();
+    zk::detail::grant_registry g;
+    const std::string pa = "/l/r/a-0000000001", pb = "/l/s/b-0000000002", pc = "/l/t/c-0000000003";
+    g.granted(pa, 10, 7);
+    g.granted(pb, 11, 7);
+    g.granted(pc, 12, 7);
+    // Bound only under its own resource's node, and for its own session; else forgotten.
+    CHECK_FALSE(g.bind("/l/s", 10, 7, a));
+    CHECK_FALSE(g.bind("/l/r", 10, 7, a));
+    g.granted(pa, 10, 7);
+    CHECK_FALSE(g.bind("/l/r", 10, 8, a));
+    CHECK_FALSE(g.bind("/l/r", 99, 7, a));
+    g.granted(pa, 10, 7);
+    REQUIRE(g.bind("/l/r", 10, 7, a));
+    REQUIRE(g.bind("/l/s", 11, 7, b));
+    CHECK(g.bound() == 2);
+    // Only bound nodes are watched (c's lock() call has not bound its lease yet), once.
+    CHECK(g.due() == std::vector<std::string>{pa, pb});
+    CHECK(g.due().empty());
+    // a's watch is spent (its data changed) while the exists that sets it is on its
+    // way: it stays to be set again; b's is set.
+    g.spent(pa);
+    g.watched(pa, true);
+    g.watched(pb, true);
+    CHECK(g.watch_of(pa) == node_watch::none);
+    CHECK(g.watch_of(pb) == node_watch::set);
+    CHECK(g.due() == std::vector<std::string>{pa});
+    g.watched(pa, false); // the request failed: due again
+    CHECK(g.due() == std::vector<std::string>{pa});
+    g.watched(pa, true);
+    // A new connection: the server watches nothing any more.
+    g.reconnected();
+    CHECK(g.due() == std::vector<std::string>{pa, pb});
+    // b's node went: b is told, a is not; then b is forgotten.
+    const auto told = g.gone(pb);
+    REQUIRE(told);
+    CHECK(told->lock() == b);
+    CHECK_FALSE(g.gone(pb));
+    CHECK_FALSE(g.gone(pc)); // granted, never bound: nobody to tell
+    CHECK(g.bound() == 1);
+    // A release unbinds by path or by fence.
+    g.erase(pa);
+    CHECK(g.bound() == 0);
+    CHECK(g.size() == 0);
+    g.granted(pa, 10, 7);
+    REQUIRE(g.bind("/l/r", 10, 7, a));
+    g.erase(std::int64_t{10});
+    CHECK(g.size() == 0);
+    // The session ends: every bound lease is returned to be told.
+    g.granted(pa, 10, 7);
+    g.granted(pb, 11, 7);
+    REQUIRE(g.bind("/l/r", 10, 7, a));
+    REQUIRE(g.bind("/l/s", 11, 7, b));
+    CHECK(g.clear().size() == 2);
+    CHECK(g.due().empty());
 }
 
 TEST_CASE("zookeeper: URLs are checked before any I/O", "[zookeeper][input]")
@@ -532,5 +604,466 @@ TEST_CASE("zookeeper: a store whose event loop stood still past its session time
         closed = true;
         for (auto& t : load)
             t.join();
+    }
+}
+
+// -- Listing and revoking -------------------------------------------------------------
+
+TEST_CASE("zookeeper: revoking a waiter's entry is refused and leaves the queue as it was; the holder's frees "
+          "the lock for that waiter",
+          "[zookeeper][revoke]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("revoke-waiter");
+    asio::io_context io;
+    zk::store a{io, server.config(prefix)}, b{io, server.config(prefix)}, op{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        dl::basic_distributed_mutex<zk::store> ma{a, "r"};
+        patient_mutex mb{b, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto held = co_await ma.lock();
+        REQUIRE(held);
+        auto lost = test::start(ex, held->lost());
+        auto waiting = test::start(ex, mb.lock());
+        (void)co_await test::eventually("queued", [&] { return queue_of(prefix, "r").size() == 2; },
+                                        test::long_enough());
+        const auto queued = queue_of(prefix, "r");
+        REQUIRE(queued.size() == 2);
+        test::zk_client zc{server.port()};
+        const auto parent = zk::detail::resource_node(prefix, "r");
+        const auto waiter_node = zc.stat(parent + "/" + queued[1]);
+        REQUIRE(waiter_node);
+        const auto waiter_fence = static_cast<dl::fence_token>(waiter_node->czxid);
+
+        // The waiter's fence names an entry, not the lock: refused, nothing changed.
+        dl::diagnostics diag;
+        auto refused = co_await op.revoke("r", waiter_fence, &diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::not_owner);
+        CHECK(diag.to_string().find(std::to_string(held->fence())) != std::string::npos);
+        // Nor does the holder's fence revoke another resource's lock.
+        auto elsewhere = co_await op.revoke("r-other", held->fence());
+        REQUIRE_FALSE(elsewhere);
+        CHECK(elsewhere.error() == dl::condition::not_owner);
+        co_await test::settle(300ms);
+        CHECK(queue_of(prefix, "r") == queued);
+        CHECK(held->valid());
+        CHECK_FALSE(lost.ready());
+        CHECK_FALSE(waiting.ready());
+        auto listed = co_await op.list("r");
+        REQUIRE(listed);
+        REQUIRE(listed->size() == 1);
+        CHECK(listed->front().lock.fence == held->fence());
+        CHECK(listed->front().waiters == std::optional<std::size_t>{1});
+
+        // The holder's: the waiter is served, with the fence it queued with.
+        auto revoked = co_await op.revoke("r", held->fence());
+        REQUIRE(revoked);
+        REQUIRE(co_await waiting.wait(std::chrono::milliseconds{20000}));
+        auto& next = waiting.get();
+        REQUIRE(next);
+        CHECK(next->fence() == waiter_fence);
+        REQUIRE(co_await lost.wait(std::chrono::milliseconds{20000}));
+        CHECK(lost.get() == dl::condition::lease_lost);
+        CHECK(queue_of(prefix, "r") == std::vector<std::string>{queued[1]});
+        // The revoked lease's unlock finds its node gone; the new holder keeps the lock.
+        CHECK_FALSE(co_await held->unlock());
+        CHECK(next->valid());
+        CHECK(a.leases_bound() == 0);
+        { const auto ok_ = co_await next->unlock(); CHECK(ok_); }
+        CHECK(b.leases_bound() == 0);
+        co_await a.close();
+        co_await b.close();
+        co_await op.close();
+    });
+}
+
+TEST_CASE("zookeeper: a lease whose node is deleted by someone else is lost; another lease of the same client "
+          "stays valid, and released leases leave no binding",
+          "[zookeeper][revoke]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("bound-node");
+    asio::io_context io;
+    zk::store s{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        // Taken and given back: nothing stays bound.
+        dl::basic_distributed_mutex<zk::store> churn{s, "churn"};
+        for (int i = 0; i < 20; ++i) {
+            auto l = co_await churn.lock();
+            REQUIRE(l);
+            { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        }
+        CHECK(s.leases_bound() == 0);
+
+        dl::basic_distributed_mutex<zk::store> m1{s, "one"}, m2{s, "two"};
+        auto first = co_await m1.lock();
+        auto second = co_await m2.lock();
+        REQUIRE(first);
+        REQUIRE(second);
+        CHECK(s.leases_bound() == 2);
+        auto first_lost = test::start(ex, first->lost());
+        auto second_lost = test::start(ex, second->lost());
+        // Past a ping, so that the watches are set (a deletion before would be seen by
+        // the exists that sets them).
+        co_await test::settle(1s);
+        const auto started = std::chrono::steady_clock::now();
+        {
+            test::zk_client zc{server.port()};
+            const auto names = queue_of(prefix, "one");
+            REQUIRE(names.size() == 1);
+            CHECK(zc.remove(zk::detail::resource_node(prefix, "one") + "/" + names.front()) == 0);
+        }
+        REQUIRE(co_await first_lost.wait(std::chrono::milliseconds{10000}));
+        CHECK(first_lost.get() == dl::condition::lease_lost);
+        // Heard of at once (the watch), well within a session timeout (2 s).
+        CHECK(std::chrono::steady_clock::now() - started < 2s);
+        CHECK_FALSE(first->valid());
+        // Several pings later, the other lease of this client is untouched.
+        co_await test::settle(1500ms);
+        CHECK(second->valid());
+        CHECK_FALSE(second_lost.ready());
+        CHECK(s.valid_session());
+        CHECK(s.leases_bound() == 1);
+        CHECK_FALSE(co_await first->unlock());
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+        CHECK(s.leases_bound() == 0);
+        // The resource is free for the next lock.
+        auto again = co_await m1.try_lock();
+        REQUIRE(again);
+        CHECK(again->fence() > first->fence());
+        { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
+        co_await s.close();
+    });
+}
+
+TEST_CASE("zookeeper: a holder that waited first (its node marked) still hears of its revoke", "[zookeeper][revoke]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("revoke-marked");
+    asio::io_context io;
+    zk::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        dl::basic_distributed_mutex<zk::store> ma{a, "r"};
+        patient_mutex mb{b, "r", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        auto waiting = test::start(ex, mb.lock());
+        (void)co_await test::eventually("queued", [&] { return queue_of(prefix, "r").size() == 2; },
+                                        test::long_enough());
+        const auto nodes = queue_of(prefix, "r");
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        REQUIRE(co_await waiting.wait());
+        auto& second = waiting.get();
+        REQUIRE(second);
+        auto lost = test::start(ex, second->lost());
+        // Its mark changes its node's data: a watch set before it is spent, and set
+        // again at the next ping.
+        test::zk_client zc{server.port()};
+        const auto node = zk::detail::resource_node(prefix, "r") + "/" + nodes[1];
+        (void)co_await test::eventually("marked", [&] {
+            const auto st = zc.stat(node);
+            return st && st->data_length > 0;
+        }, test::long_enough());
+        co_await test::settle(1s);
+        CHECK_FALSE(lost.ready());
+        auto revoked = co_await a.revoke("r", second->fence());
+        REQUIRE(revoked);
+        REQUIRE(co_await lost.wait(std::chrono::milliseconds{10000}));
+        CHECK(lost.get() == dl::condition::lease_lost);
+        CHECK(queue_of(prefix, "r").empty());
+        CHECK(b.leases_bound() == 0);
+        co_await a.close();
+        co_await b.close();
+    });
+}
+
+TEST_CASE("zookeeper: list() reads many resources in three pipelined round trips, sorted by id, with their "
+          "holders, fences and waiters",
+          "[zookeeper][list]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("list-many");
+    fault::proxy slow{server.port()};
+    asio::io_context io;
+    zk::store holder{io, server.config(prefix)}, waiter{io, server.config(prefix)};
+    zk::store reader{io, server.config_through(slow.port(), prefix)};
+    constexpr int resources = 60;
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        std::vector<std::unique_ptr<dl::basic_distributed_mutex<zk::store>>> mutexes;
+        std::vector<dl::lease> leases;
+        std::map<std::string, dl::fence_token> fences;
+        for (int i = 0; i < resources; ++i) {
+            const auto id = "many/" + std::to_string(i);
+            mutexes.push_back(std::make_unique<dl::basic_distributed_mutex<zk::store>>(holder, id));
+            auto l = co_await mutexes.back()->lock();
+            REQUIRE(l);
+            fences[id] = l->fence();
+            leases.push_back(std::move(*l));
+        }
+        // Waiters behind two of them.
+        patient_mutex w3{waiter, "many/3", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        patient_mutex w40{waiter, "many/40", {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto waiting3 = test::start(ex, w3.lock());
+        auto waiting40 = test::start(ex, w40.lock());
+        (void)co_await test::eventually("queued", [&] {
+            return queue_of(prefix, "many/3").size() == 2 && queue_of(prefix, "many/40").size() == 2;
+        }, test::long_enough());
+        // Connected first; then every reply comes 150 ms late.
+        { const auto warm_ = co_await reader.read("warm"); REQUIRE(warm_); }
+        slow.set(fault::direction::to_client, {.latency = 150ms});
+        const auto started = std::chrono::steady_clock::now();
+        auto all = co_await reader.list("");
+        const auto took = std::chrono::steady_clock::now() - started;
+        REQUIRE(all);
+        // Three round trips; one per resource would take 60 x 2 x 150 ms.
+        CHECK(took < 4s);
+        REQUIRE(all->size() == static_cast<std::size_t>(resources));
+        CHECK(std::is_sorted(all->begin(), all->end(),
+                             [](const auto& x, const auto& y) { return x.resource < y.resource; }));
+        for (std::size_t i = 0; i < leases.size(); ++i) {
+            const auto& l = leases[i];
+            const auto it = std::find_if(all->begin(), all->end(),
+                                         [&](const auto& x) { return x.resource == l.resource(); });
+            REQUIRE(it != all->end());
+            CHECK(it->lock.held);
+            const auto fence = fences[std::string{l.resource()}];
+            CHECK(it->lock.fence == fence);
+            CHECK(it->lock.version == std::optional<dl::fence_token>{fence});
+            CHECK(it->lock.owner == l.owner().to_hex().substr(0, 8));
+            CHECK_FALSE(it->lock.remaining);
+            const std::size_t behind = l.resource() == "many/3" || l.resource() == "many/40" ? 1 : 0;
+            CHECK(it->waiters == std::optional<std::size_t>{behind});
+        }
+        slow.set(fault::direction::to_client, {});
+        // A prefix: "many/1" and "many/10" to "many/19", not "many/2".
+        auto ones = co_await reader.list("many/1");
+        REQUIRE(ones);
+        CHECK(ones->size() == 11);
+        for (const auto& x : *ones)
+            CHECK(x.resource.starts_with("many/1"));
+        auto none = co_await reader.list("other");
+        REQUIRE(none);
+        CHECK(none->empty());
+        for (auto& l : leases) {
+            const auto ok_ = co_await l.unlock();
+            CHECK(ok_);
+        }
+        REQUIRE(co_await waiting3.wait());
+        REQUIRE(co_await waiting40.wait());
+        REQUIRE(waiting3.get());
+        REQUIRE(waiting40.get());
+        auto left = co_await reader.list("many/");
+        REQUIRE(left);
+        REQUIRE(left->size() == 2);
+        CHECK((*left)[0].resource == "many/3");
+        CHECK((*left)[0].lock.fence == waiting3.get()->fence());
+        CHECK((*left)[1].resource == "many/40");
+        { const auto ok_ = co_await waiting3.get()->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await waiting40.get()->unlock(); CHECK(ok_); }
+        auto after = co_await reader.list("");
+        REQUIRE(after);
+        CHECK(after->empty());
+        co_await holder.close();
+        co_await waiter.close();
+        co_await reader.close();
+    }, std::chrono::seconds{60});
+}
+
+TEST_CASE("zookeeper: stores with bound leases are closed, or destroyed without close(), leaving nothing running",
+          "[zookeeper][lifetime][revoke]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("bound-lifetime");
+    for (const bool closed : {true, false}) {
+        asio::io_context io;
+        auto s = std::make_unique<zk::store>(io, server.config(prefix));
+        zk::store op{io, server.config(prefix)};
+        std::optional<dl::lease> kept;
+        std::optional<test::pending<std::error_code>> lost;
+        test::run(io, [&]() -> asio::awaitable<void> {
+            {
+                dl::basic_distributed_mutex<zk::store> m1{*s, "a"}, m2{*s, "b"};
+                auto a = co_await m1.lock();
+                auto b = co_await m2.lock();
+                REQUIRE(a);
+                REQUIRE(b);
+                lost.emplace(test::start(co_await asio::this_coro::executor, b->lost()));
+                // Revoked while the keeper may be setting the watches: either tells it.
+                auto revoked = co_await op.revoke("b", b->fence());
+                REQUIRE(revoked);
+                REQUIRE(co_await lost->wait());
+                kept.emplace(std::move(*a));
+            }
+            if (closed)
+                co_await s->close();
+            else
+                s.reset(); // the session expires on the server; the lease outlives its store
+            co_await op.close();
+        });
+        CHECK_FALSE(kept->valid());
+        kept.reset();
+        s.reset();
+    }
+}
+
+namespace {
+
+// A peer that speaks ZooKeeper's framing but not its sense: it grants a session,
+// answers pings and the close, and answers every other request with what `answer`
+// gives for its op code and path, so that a test chooses the bytes the store reads.
+class scripted_zookeeper {
+public:
+    using script = std::function<std::string(std::int32_t op, const std::string& path)>;
+
+    scripted_zookeeper(asio::io_context& io, script answer)
+        : acceptor_{io, asio::ip::tcp::endpoint{asio::ip::make_address("127.0.0.1"), 0}}, answer_{std::move(answer)}
+    {
+        asio::co_spawn(io, accept(), asio::detached);
+    }
+
+    std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+    void stop()
+    {
+        asio::error_code ignored;
+        acceptor_.close(ignored);
+    }
+
+private:
+    static constexpr auto as_tuple() { return asio::experimental::as_tuple(asio::use_awaitable); }
+
+    asio::awaitable<void> accept()
+    {
+        for (;;) {
+            auto [ec, socket] = co_await acceptor_.async_accept(as_tuple());
+            if (ec)
+                co_return;
+            asio::co_spawn(acceptor_.get_executor(), serve(std::move(socket)), asio::detached);
+        }
+    }
+
+    asio::awaitable<void> serve(asio::ip::tcp::socket socket)
+    {
+        std::string in;
+        bool session = false;
+        char chunk[4096];
+        for (;;) {
+            while (in.size() >= 4) {
+                zk::proto::reader length{std::string_view{in}.substr(0, 4)};
+                const auto n = static_cast<std::size_t>(length.i32());
+                if (in.size() < 4 + n)
+                    break;
+                const std::string payload = in.substr(4, n);
+                in.erase(0, 4 + n);
+                zk::proto::writer w;
+                std::string body;
+                if (!session) { // the connect request: a new session
+                    session = true;
+                    w.i32(0).i32(2000).i64(0x5eed).bytes(std::string(16, 'p')).boolean(false);
+                } else {
+                    zk::proto::reader r{payload};
+                    const auto xid = r.i32();
+                    const auto op = r.i32();
+                    const auto path = r.bytes().value_or(std::string{});
+                    w.i32(xid).i64(++zxid_).i32(0);
+                    const bool plain = op == static_cast<std::int32_t>(zk::proto::op::ping) ||
+                                       op == static_cast<std::int32_t>(zk::proto::op::close_session);
+                    if (!plain)
+                        body = answer_(op, path);
+                }
+                const auto reply = zk::proto::frame(w.take() + body);
+                auto [wec, written] = co_await asio::async_write(socket, asio::buffer(reply), as_tuple());
+                if (wec)
+                    co_return;
+            }
+            auto [rec, got] = co_await socket.async_read_some(asio::buffer(chunk), as_tuple());
+            if (rec)
+                co_return;
+            in.append(chunk, got);
+        }
+    }
+
+    asio::ip::tcp::acceptor acceptor_;
+    script answer_;
+    std::int64_t zxid_ = 0;
+};
+
+// A Stat with `czxid`, as the server writes it.
+std::string stat_bytes(std::int64_t czxid)
+{
+    zk::proto::writer w;
+    w.i64(czxid).i64(czxid).i64(0).i64(0).i32(0).i32(0).i32(0).i64(0x5eed).i32(0).i32(0).i64(czxid);
+    return w.take();
+}
+
+std::string children_bytes(const std::vector<std::string>& names)
+{
+    zk::proto::writer w;
+    w.strings(names);
+    return w.take() + stat_bytes(1);
+}
+
+} // namespace
+
+TEST_CASE("zookeeper: replies that make no sense are protocol errors with the server's bytes in the diagnostics, "
+          "never an exception",
+          "[zookeeper][input][list][revoke]")
+{
+    const std::string owner(32, 'a');
+    // What the store reads at each step of a listing: the prefix's children, a
+    // resource's queue, the holder's node.
+    struct case_ {
+        const char* name;
+        std::string root_children;
+        std::string queue;
+        std::string holder;
+        const char* said; // found in the diagnostics
+    };
+    const std::vector<case_> cases{
+        {"the prefix's children cut short", std::string{"\0\0\0\x09oops", 8}, {}, {}, "oops"},
+        {"a count of children no reply can hold", std::string{"\x7f\xff\xff\xff", 4} + stat_bytes(1), {}, {},
+         "getChildren2"},
+        {"a queue with a trailing byte", children_bytes({"r"}), children_bytes({owner + "-0000000001"}) + "!", {},
+         "getChildren2"},
+        {"the holder's Stat cut short", children_bytes({"r"}), children_bytes({owner + "-0000000001"}),
+         stat_bytes(5).substr(0, 30), "exists"},
+        {"the holder's czxid 0", children_bytes({"r"}), children_bytes({owner + "-0000000001"}), stat_bytes(0),
+         "exists"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.name);
+        asio::io_context io;
+        scripted_zookeeper peer{io, [&](std::int32_t op, const std::string& path) -> std::string {
+            if (op == static_cast<std::int32_t>(zk::proto::op::get_children2))
+                return path == "/locks" ? c.root_children : c.queue;
+            return c.holder;
+        }};
+        zk::config cfg;
+        cfg.servers = {{"127.0.0.1", peer.port()}};
+        cfg.prefix = "/locks";
+        cfg.session_timeout = 2s;
+        zk::store s{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::diagnostics diag;
+            auto listed = co_await s.list("", &diag);
+            REQUIRE_FALSE(listed);
+            CHECK(listed.error() == dl::errc::protocol_error);
+            CHECK(diag.server_message().find(c.said) != std::string_view::npos);
+            if (!c.queue.empty()) { // the resource's steps: revoke and read read them too
+                dl::diagnostics revoke_diag, read_diag;
+                auto revoked = co_await s.revoke("r", 5, &revoke_diag);
+                REQUIRE_FALSE(revoked);
+                CHECK(revoked.error() == dl::errc::protocol_error);
+                CHECK(revoke_diag.server_message().find(c.said) != std::string_view::npos);
+                auto read = co_await s.read("r", &read_diag);
+                REQUIRE_FALSE(read);
+                CHECK(read.error() == dl::errc::protocol_error);
+            }
+            co_await s.close();
+            peer.stop();
+        });
     }
 }

@@ -21,6 +21,11 @@
 //    session's keepalives are answered, and its loss is pushed to it.
 //  - Releasing, leaving the queue and cleaning up after a lost reply delete the key
 //    by its name (which only this lock() call uses).
+//  - Listing is one range over the keys of the ids that begin with the prefix (keys
+//    only: the owner is in the key), grouped back by resource. Revoking reads the
+//    queue's oldest key, for its name, then deletes it in a txn that holds only while
+//    it is still the key created at the fence and no key of the queue is older; the
+//    session tells the holder at its next keepalive (session.hpp).
 #pragma once
 
 #include <distlock/backend.hpp>
@@ -42,10 +47,10 @@
 
 namespace distlock::etcd {
 
-/// An etcd cluster used as a lock store. Models session_queue_store and
-/// inspectable_store; its default acquisition is acquire::session_queue, so
-/// `basic_distributed_mutex<etcd::store>` queues fairly, needs no watchdog, and its
-/// leases end with the store's session.
+/// An etcd cluster used as a lock store. Models session_queue_store,
+/// inspectable_store, enumerable_store and revocable_store; its default acquisition
+/// is acquire::session_queue, so `basic_distributed_mutex<etcd::store>` queues fairly,
+/// needs no watchdog, and its leases end with the store's session.
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
@@ -80,7 +85,7 @@ public:
                                         other->members.front() + ": their resources would block each other"};
         prefix_.emplace(cfg_.prefix, std::move(members));
         client_ = std::make_shared<detail::client>(ex_, cfg_);
-        session_ = std::make_shared<detail::session>(ex_, client_);
+        session_ = std::make_shared<detail::session>(ex_, client_, operation_timeout());
     }
 
     /// The longest one primitive runs: a lease grant, then up to two requests.
@@ -132,6 +137,30 @@ public:
         return inspected(client_, detail::queue_prefix(settings().prefix, resource), diag);
     }
 
+    /// The locks held now whose resource ids begin with `prefix` (every lock for an
+    /// empty one), sorted by id: each queue's oldest key (owner, fence, version = the
+    /// fence) and the keys behind it as waiters; no time left (a lease's would cost a
+    /// request per lock). One range request, so one revision's snapshot.
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
+    {
+        return listed(client_, settings().prefix, std::string{prefix}, diag);
+    }
+
+    /// Frees the lock on `resource` if it is still the grant that carries `fence`
+    /// (the queue's oldest key, created at `fence`), else errc::not_owner with the
+    /// queue untouched: a waiter's entry is not the lock. The check and the deletion
+    /// are one txn; the waiter behind is woken as by a release, and the holder's lease
+    /// is lost at its session's next keepalive.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<void>(ec);
+        if (fence == 0 || fence > static_cast<fence_token>(INT64_MAX)) // no key was created there
+            return backend::failed<void>(distlock::errc::not_owner);
+        return revoked(client_, detail::queue_prefix(settings().prefix, resource), static_cast<std::int64_t>(fence),
+                       diag);
+    }
+
     // -- Beyond the concepts ----------------------------------------------------------
 
     /// Writes `value` at `key` only while `holder` still holds its lock: one txn that
@@ -170,6 +199,10 @@ public:
     std::size_t keepalives_sent() const { return session_->keepalives_sent(); }
     /// The index of the member requests go to now.
     std::size_t member_in_use() const { return client_->member_in_use(); }
+    /// The leases bound to the session whose keys it checks after each keepalive.
+    std::size_t session_bindings() const { return session_->bindings(); }
+    /// The checks of those keys sent so far (one txn per 128 keys, after a keepalive).
+    std::size_t key_checks_sent() const { return session_->checks_sent(); }
 
 private:
     using json = detail::json;
@@ -243,7 +276,7 @@ private:
                 const auto& mine = second_range->kvs.front();
                 s->remember(key, lease.value(), mine.create_revision);
                 if (second_range->count == 1 || second_range->kvs.size() < 2) {
-                    s->granted(mine.create_revision, lease.value());
+                    s->granted(mine.create_revision, lease.value(), key);
                     co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
                 }
                 // With two keys in the queue, the other one is the oldest: the holder.
@@ -307,7 +340,7 @@ private:
                                           const std::string& owner, std::int64_t lease, std::int64_t entry)
     {
         life.spawn(marked(c, key, owner, lease, entry));
-        s.granted(entry, lease);
+        s.granted(entry, lease, key);
         return queue_place{static_cast<fence_token>(entry), true, std::nullopt};
     }
 
@@ -421,6 +454,57 @@ private:
         co_return info;
     }
 
+    static awaitable<result<std::vector<lock_listing>>> listed(std::shared_ptr<detail::client> c,
+                                                               std::string store_prefix, std::string prefix,
+                                                               diagnostics* diag)
+    {
+        if (prefix.size() > max_resource_size) // no id begins with it
+            co_return std::vector<lock_listing>{};
+        auto got = co_await detail::client::call(c, "kv/range",
+                                                 detail::listing_request(store_prefix, prefix).dump(), diag);
+        if (!got)
+            co_return got.error();
+        auto queues = detail::decode_listing(got.value(), store_prefix, prefix, diag);
+        if (!queues)
+            co_return queues.error();
+        std::vector<lock_listing> out;
+        out.reserve(queues->size());
+        for (auto& q : queues.value()) {
+            lock_listing l{.resource = std::move(q.resource), .lock = {}, .waiters = q.waiters};
+            l.lock.held = true;
+            l.lock.owner = q.owner.substr(0, 8);
+            l.lock.fence = static_cast<fence_token>(q.fence);
+            l.lock.version = l.lock.fence;
+            out.push_back(std::move(l));
+        }
+        co_return out;
+    }
+
+    static awaitable<result<void>> revoked(std::shared_ptr<detail::client> c, std::string queue, std::int64_t entry,
+                                           diagnostics* diag)
+    {
+        // The holder's key has the owner's name, which the fence does not give: the
+        // oldest key of the queue is read first. The txn alone decides.
+        auto got = co_await detail::client::call(c, "kv/range", detail::queue_request(queue, "ASCEND", 1).dump(), diag);
+        if (!got)
+            co_return got.error();
+        const auto oldest = detail::decode_range(got.value(), diag);
+        if (!oldest)
+            co_return oldest.error();
+        if (oldest->kvs.empty() || oldest->kvs.front().create_revision != entry)
+            co_return distlock::errc::not_owner;
+        auto done = co_await detail::client::call(
+            c, "kv/txn", detail::revoke_request(queue, oldest->kvs.front().key, entry).dump(), diag);
+        if (!done)
+            co_return done.error();
+        const auto answer = detail::decode_txn(done.value(), diag);
+        if (!answer)
+            co_return answer.error();
+        if (!answer->succeeded)
+            co_return distlock::errc::not_owner;
+        co_return success();
+    }
+
     std::optional<detail::prefix_claim> prefix_;
     std::shared_ptr<detail::client> client_;
     std::shared_ptr<detail::session> session_;
@@ -445,5 +529,7 @@ using store = backend::store_shell<basic_store<>>;
 
 static_assert(session_queue_store<store>);
 static_assert(inspectable_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::etcd

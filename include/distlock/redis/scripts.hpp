@@ -151,6 +151,29 @@ local function owns(value, owner)
 end
 )lua";
 
+// holder_of(value): the owner and the token of a lock's value ("<owner>:<token>"). A
+// value without a token (a lock written by an older client) or with a malformed one
+// reads as token 0: unknown. After fence_lua (token_limit).
+inline constexpr char holder_lua[] = R"lua(
+local function holder_of(value)
+  local colon = string.find(value, ':', 1, true)
+  local token = colon and string.sub(value, colon + 1) or ''
+  token = #token <= 16 and string.match(token, '^%d+$') and tonumber(token) or 0
+  if token >= token_limit then
+    token = 0
+  end
+  return colon and string.sub(value, 1, colon - 1) or value, token
+end
+)lua";
+
+// deadline_of(entry): until when (server ms) a waiter's offer keeps its place in line;
+// nil for an entry that is missing or does not read as an offer.
+inline constexpr char offer_lua[] = R"lua(
+local function deadline_of(entry)
+  return tonumber(string.match(entry or '', '^(%d+):'))
+end
+)lua";
+
 // Commands over many keys of one slot, 1,000 keys a call (Lua's unpack() has a
 // limit): how the scripts over a set make a few calls instead of one per key.
 inline constexpr char set_lua[] = R"lua(
@@ -291,6 +314,13 @@ return 0
 // and tells it on its store's channel: "<id>:<try>:<token>:<us since the try>", which
 // only its lock() call takes; or, when no one waits, publishes 'released' on the
 // resource's channel.
+//
+// free_lock: what a release does once it may (release_fair, revoke): the lock goes
+// to the head when the head listens, else it is deleted; no one waiting, 'released'
+// is published for whoever listens on the resource's channel (as the plain release
+// does); a head that does not listen is told nothing and takes its turn by asking.
+//
+// After fence_lua and offer_lua.
 inline constexpr char fair_queue_lua[] = R"lua(
 local lock_key, fence_key, queue, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local function clock_us()
@@ -303,9 +333,6 @@ local function leave_line(waiters)
     redis.call('ZREM', queue, unpack(chunk))
     redis.call('HDEL', offers, unpack(chunk))
   end
-end
-local function deadline_of(entry)
-  return tonumber(string.match(entry or '', '^(%d+):'))
 end
 local function live_head(now_ms)
   while true do
@@ -350,13 +377,20 @@ local function give_turn(turn, channel, sharded)
     redis.call(publish, turn.channel, turn.head .. ':' .. turn.try .. ':' .. turn.text .. ':' .. turn.after)
   end
 end
+local function free_lock(channel, sharded)
+  local turn = next_turn(channel, sharded, clock_us())
+  if not (turn and turn.text) then -- else give_turn writes the lock over
+    redis.call('DEL', lock_key)
+  end
+  give_turn(turn, channel, sharded)
+end
 )lua";
 
 // A held lock is answered at once, from the lock alone (a waiter's place is kept
 // when it joins): the queue is read only when the lock is free. A lock handed to the
 // waiter (its id as owner) is answered {2, token, pttl}. A waiter that joins after
 // its deadline passed queues again at the back, as one that was forgotten would.
-inline constexpr auto acquire_fair = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
+inline constexpr auto acquire_fair = join(fence_lua, owns_lua, offer_lua, fair_queue_lua, R"lua(
 local waiter = ARGV[3]
 local value = redis.call('GET', lock_key)
 if owns(value, waiter) then
@@ -390,19 +424,33 @@ end
 return {0, value and redis.call('PTTL', lock_key) or -2}
 )lua");
 
-inline constexpr auto release_fair = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
+inline constexpr auto release_fair = join(fence_lua, owns_lua, offer_lua, fair_queue_lua, R"lua(
 if not owns(redis.call('GET', lock_key), ARGV[1]) then
   return 0
 end
-local turn = next_turn(ARGV[2], ARGV[3], clock_us())
-if not (turn and turn.text) then -- else give_turn writes the lock over
-  redis.call('DEL', lock_key)
-end
-give_turn(turn, ARGV[2], ARGV[3])
+free_lock(ARGV[2], ARGV[3])
 return 1
 )lua");
 
-inline constexpr auto leave_queue = join(fence_lua, owns_lua, fair_queue_lua, R"lua(
+// The stored token, read as holder_of reads it, is compared in decimal with the given
+// fence: exact for every token a grant carries (below 2^53); a token 0 (unknown)
+// names no grant, nor does a fence past 2^53. The rest is release_fair's, so that a
+// revoked lock's waiters hear exactly what a release tells them: on a resource no one
+// queues for, 'released' on its channel.
+inline constexpr auto revoke = join(fence_lua, holder_lua, offer_lua, fair_queue_lua, R"lua(
+local value = redis.call('GET', lock_key)
+if not value then
+  return 0
+end
+local _, token = holder_of(value)
+if token == 0 or string.format('%d', token) ~= ARGV[1] then
+  return 0
+end
+free_lock(ARGV[2], ARGV[3])
+return 1
+)lua");
+
+inline constexpr auto leave_queue = join(fence_lua, owns_lua, offer_lua, fair_queue_lua, R"lua(
 local waiter = ARGV[1]
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 leave_line({waiter})
@@ -450,20 +498,58 @@ end
 return released
 )lua");
 
-// A held lock's token is the one stored beside its owner; a value that has none (a
-// lock written by an older client) or a malformed one reads as token 0: unknown.
-inline constexpr auto inspect = join(fence_lua, R"lua(
+// A held lock's token is the one stored beside its owner (holder_of).
+inline constexpr auto inspect = join(fence_lua, holder_lua, R"lua(
 local value = redis.call('GET', KEYS[1])
 if not value then
   return {0, '', -2, as_token(redis.call('GET', KEYS[2]) or nil, KEYS[2])}
 end
-local colon = string.find(value, ':', 1, true)
-local token = colon and string.sub(value, colon + 1) or ''
-token = #token <= 16 and string.match(token, '^%d+$') and tonumber(token) or 0
-if token >= token_limit then
-  token = 0
+local owner, token = holder_of(value)
+return {1, owner, redis.call('PTTL', KEYS[1]), token}
+)lua");
+
+// One page of a listing, read in one step. A waiter counts while its offer's deadline
+// has not passed, as live_head counts it. Keys of another type than the scripts
+// write do not fail the page (a listing is how such a key is found): a lock key of
+// another type is listed as held, by an unknown owner with token 0 (acquire finds it
+// there and waits), and a queue of another type as waiters -1 (unknown).
+inline constexpr auto survey = join(fence_lua, holder_lua, offer_lua, R"lua(
+local clock = redis.call('TIME')
+local now_ms = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local function in_line(queue, offers)
+  local line = redis.pcall('ZRANGE', queue, 0, -1)
+  if line.err then
+    return -1
+  end
+  local count = 0
+  for i = 1, #line, 1000 do
+    local entries = redis.pcall('HMGET', offers, unpack(line, i, math.min(i + 999, #line)))
+    if entries.err then
+      return -1
+    end
+    for j = 1, #entries do
+      local deadline = deadline_of(entries[j])
+      if deadline and deadline > now_ms then
+        count = count + 1
+      end
+    end
+  end
+  return count
 end
-return {1, colon and string.sub(value, 1, colon - 1) or value, redis.call('PTTL', KEYS[1]), token}
+local out = {}
+for i = 1, #KEYS, 3 do
+  local value = redis.pcall('GET', KEYS[i])
+  if not value then
+    out[#out + 1] = false
+  else
+    if type(value) == 'table' then
+      value = ''
+    end
+    local owner, token = holder_of(value)
+    out[#out + 1] = {owner, redis.call('PTTL', KEYS[i]), token, in_line(KEYS[i + 1], KEYS[i + 2])}
+  end
+end
+return out
 )lua");
 
 } // namespace detail
@@ -521,6 +607,19 @@ inline constexpr std::string_view release_fair = detail::release_fair.view();
 /// channel, sharded. Leaves the line and gives back a lock handed to the waiter; a
 /// head that leaves a free lock passes it on to the next waiter. Returns 1.
 inline constexpr std::string_view leave_queue = detail::leave_queue.view();
+
+/// KEYS: lock, fence, queue, offers. ARGV: fence, channel, sharded ('1' for a Redis
+/// Cluster's shard channels). Frees the lock only while it is the grant with that
+/// fencing token, and passes it on as release_fair does (a listening head of the
+/// queue is handed it; no one queued, 'released' is published): 1 when revoked, 0
+/// when the lock is free or another grant's, untouched.
+inline constexpr std::string_view revoke = detail::revoke.view();
+
+/// KEYS: lock, queue, offers of each resource, in that order (in a Redis Cluster, of
+/// one hash slot). For each resource, in order: null when its lock is gone, else
+/// {owner, pttl, token, waiters}: the holder as read() reads it, and how many wait in
+/// its queue with their place still kept (-1: the queue is not one).
+inline constexpr std::string_view survey = detail::survey.view();
 
 /// KEYS: data. ARGV: value, fence. Writes the hash {value, fence} unless a newer
 /// fence has written: {1, previous fence} when written, {0, newest fence} when rejected.

@@ -6,6 +6,7 @@
 #include <distlock/backend.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/backend/wakeup.hpp>
+#include <distlock/backend/when_all.hpp>
 #include <distlock/redis/config.hpp>
 #include <distlock/redis/detail/cluster.hpp>
 #include <distlock/redis/detail/handover.hpp>
@@ -27,11 +28,13 @@
 #include <array>
 #include <charconv>
 #include <chrono>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace distlock::redis {
@@ -47,8 +50,8 @@ namespace distlock::redis {
 /// it talks to the primary they name and asks again after a failover. Every key of a
 /// resource shares one hash slot, so each script stays atomic on one node.
 ///
-/// Models put_if_absent_store, owner_checked_store, fencing_counter_store and
-/// release_notifying_store.
+/// Models put_if_absent_store, owner_checked_store, fencing_counter_store,
+/// release_notifying_store, inspectable_store, enumerable_store and revocable_store.
 ///
 /// \par Thread safety
 /// Safe to use from several threads: all connection state lives on a strand.
@@ -198,6 +201,52 @@ public:
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
         return decoded(eval(script::inspect, lock_and_fence_keys(resource), {}, diag), &detail::replies::inspected);
+    }
+
+    /// The locks held now whose resource id begins with `prefix` (every lock for an
+    /// empty one), sorted by id (enumerable_store): each with its owner (shortened),
+    /// fencing token, time left, and `waiters`, the acquire::fair waiters whose place
+    /// in its queue is still kept (0 for a resource no fair lock() waits on: other
+    /// waiters poll or listen, and the server does not know them).
+    ///
+    /// SCAN with MATCH over the lock keys of every server that holds keys (each
+    /// primary of a cluster, the primary behind Sentinels), scan_count keys a call, to
+    /// the end of the iteration; each page's locks are then read in one script (one
+    /// per hash slot in a cluster, sent at once). So a listing is a snapshot made of
+    /// many reads, never a lock: a lock taken or released meanwhile may or may not be
+    /// in it, and one that went between the SCAN and the read is left out. Keys that
+    /// are not a lock of this store's key layout (another prefix, another kind) are
+    /// never listed. A prefix longer than max_resource_size is errc::invalid_argument,
+    /// before any I/O; a reply that makes no sense is errc::protocol_error, described
+    /// in `diag`.
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
+    {
+        if (prefix.size() > max_resource_size)
+            return backend::failed<std::vector<lock_listing>>(errc::invalid_argument);
+        return list_on(router_, keys_, std::string{prefix}, diag);
+    }
+
+    /// Keys a SCAN call is asked to look at (its COUNT): a page's locks are read in
+    /// the round trip after it, so pages stay small enough to read at once.
+    static constexpr std::size_t scan_count = 256;
+    /// The most SCAN pages a listing follows on one server (with scan_count, far more
+    /// keys than a server holds): a server that never ends its SCAN gets an error.
+    static constexpr std::size_t max_scan_pages = std::size_t{1} << 20;
+
+    /// Frees the lock on `resource` if it is still the grant that carries `fence`, in
+    /// one script (revocable_store): else errc::not_owner, the lock untouched. Waiters
+    /// are woken as by release_to_head() (which is a plain release() for a resource
+    /// no fair waiter queues for): the head of the fair queue is handed the lock when
+    /// it listens. The holder learns of it at its next renewal, whose owner-checked
+    /// extend() fails. An empty or oversized resource is errc::invalid_argument,
+    /// before any I/O.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence, diagnostics* diag = nullptr)
+    {
+        if (validate_resource(resource))
+            return backend::failed<void>(errc::invalid_argument);
+        return explained(eval(script::revoke, fair_queue_keys(resource),
+                              strings(std::to_string(fence), channel(resource), sharded_flag()), diag, true),
+                         &detail::replies::revoked, diag, "the revoke script answers 1 or 0");
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -500,7 +549,9 @@ private:
         release_fair,
         leave_queue,
         release_all,
-        release_raising
+        release_raising,
+        revoke,
+        survey
     };
 
     struct script_text {
@@ -510,7 +561,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 13> all{
+        static const std::array<script_text, 15> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -524,6 +575,8 @@ private:
             script_text{scripts::leave_queue, detail::sha1_hex(scripts::leave_queue)},
             script_text{scripts::release_all, detail::sha1_hex(scripts::release_all)},
             script_text{scripts::release_raising, detail::sha1_hex(scripts::release_raising)},
+            script_text{scripts::revoke, detail::sha1_hex(scripts::revoke)},
+            script_text{scripts::survey, detail::sha1_hex(scripts::survey)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -678,6 +731,148 @@ private:
         co_return decode(reply.value());
     }
 
+    // decoded(), and a reply that makes no sense is described in `diag`: the reply in
+    // the server's words, what was `expected` (a literal) in the client's.
+    template <class Decode>
+    static auto explained(awaitable<result<resp::value>> pending, Decode decode, diagnostics* diag,
+                          const char* expected) -> awaitable<decltype(decode(std::declval<const resp::value&>()))>
+    {
+        auto reply = co_await std::move(pending);
+        if (!reply)
+            co_return reply.error();
+        auto out = decode(reply.value());
+        if (!out && out.error() == errc::protocol_error)
+            unexpected(reply.value(), diag, expected);
+        co_return out;
+    }
+
+    static void unexpected(const resp::value& reply, diagnostics* diag, const char* expected)
+    {
+        if (!diag)
+            return;
+        diag->set_server_message(detail::replies::described(reply));
+        diag->set_client_message(std::string{"unexpected reply: "} + expected);
+    }
+
+    // -- Listing: SCAN each primary, read each page's locks ---------------------------
+
+    static awaitable<result<std::vector<lock_listing>>> list_on(router_ptr r, detail::key_layout layout,
+                                                                std::string prefix, diagnostics* diag)
+    {
+        auto nodes = co_await r->primaries(diag);
+        if (!nodes)
+            co_return nodes.error();
+        const auto pattern = layout.pattern(prefix, "lock");
+        const auto count = std::to_string(scan_count);
+        std::vector<lock_listing> out;
+        for (const auto& node : nodes.value()) {
+            std::string cursor = "0";
+            // A server's SCAN ends (every key is visited once a full iteration is
+            // done); one that hands out cursors forever is cut off, not followed.
+            std::size_t pages = 0;
+            do {
+                if (++pages > max_scan_pages) {
+                    if (diag)
+                        diag->set_client_message("SCAN did not end after " + std::to_string(max_scan_pages) +
+                                                 " pages");
+                    co_return errc::protocol_error;
+                }
+                auto sent = co_await detail::router::exec_at(
+                    node, resp::command_of("SCAN", cursor, "MATCH", pattern, "COUNT", count), diag);
+                auto reply = sent ? detail::replies::checked(std::move(sent.value().front()), diag)
+                                  : result<resp::value>{sent.error()};
+                if (!reply) {
+                    // Not reached, or refused (LOADING, ...): after a failover or a
+                    // resharding the keys live elsewhere, which the next listing learns.
+                    if (reply.error() == errc::store_unavailable)
+                        r->relearn();
+                    co_return reply.error();
+                }
+                auto page = detail::replies::scanned(reply.value());
+                if (!page) {
+                    unexpected(reply.value(), diag, "SCAN answers [cursor, [key, ...]]");
+                    co_return page.error();
+                }
+                cursor = std::move(page.value().cursor);
+                std::vector<std::string> ids;
+                for (const auto& key : page.value().keys) {
+                    auto id = layout.resource_of(key, "lock");
+                    // lock() takes no other ids: a key outside them is not a lock of the library.
+                    if (id && id->starts_with(prefix) && !validate_resource(*id))
+                        ids.push_back(std::move(*id));
+                }
+                auto read = co_await survey_on(r, layout, std::move(ids), diag);
+                if (!read)
+                    co_return read.error();
+                std::move(read.value().begin(), read.value().end(), std::back_inserter(out));
+            } while (cursor != "0");
+        }
+        // A SCAN may return a key twice, and a slot migrating between two primaries
+        // shows its keys on both.
+        std::sort(out.begin(), out.end(),
+                  [](const lock_listing& a, const lock_listing& b) { return a.resource < b.resource; });
+        out.erase(std::unique(out.begin(), out.end(),
+                              [](const lock_listing& a, const lock_listing& b) { return a.resource == b.resource; }),
+                  out.end());
+        co_return out;
+    }
+
+    // Reads the locks of `ids` (one SCAN page): one survey script in all, or in a
+    // cluster one per hash slot (a script's keys share a slot), all sent at once so
+    // that they share the connection's round trips. Each script has diagnostics of
+    // its own (they run at once); the first failure's go to `diag`.
+    static awaitable<result<std::vector<lock_listing>>> survey_on(router_ptr r, const detail::key_layout& layout,
+                                                                  std::vector<std::string> ids, diagnostics* diag)
+    {
+        std::vector<std::vector<std::string>> groups;
+        if (r->mode() != topology::cluster) {
+            if (!ids.empty())
+                groups.push_back(std::move(ids));
+        } else {
+            std::vector<std::pair<std::uint16_t, std::string>> by_slot;
+            by_slot.reserve(ids.size());
+            for (auto& id : ids) {
+                const auto slot = detail::hash_slot(layout.key(id, "lock"));
+                by_slot.emplace_back(slot, std::move(id));
+            }
+            std::sort(by_slot.begin(), by_slot.end());
+            for (std::size_t i = 0; i < by_slot.size(); ++i) {
+                if (i == 0 || by_slot[i].first != by_slot[i - 1].first)
+                    groups.emplace_back();
+                groups.back().push_back(std::move(by_slot[i].second));
+            }
+        }
+        std::vector<diagnostics> words(groups.size());
+        std::vector<awaitable<result<std::vector<lock_listing>>>> reads;
+        reads.reserve(groups.size());
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+            std::vector<std::string> keys;
+            keys.reserve(3 * groups[g].size());
+            for (const auto& id : groups[g]) {
+                keys.push_back(layout.key(id, "lock"));
+                keys.push_back(layout.key(id, "queue"));
+                keys.push_back(layout.key(id, "offers"));
+            }
+            reads.push_back(explained(eval_on(r, script::survey, std::move(keys), {}, &words[g]),
+                                      [ids = std::move(groups[g])](const resp::value& v) mutable {
+                                          return detail::replies::surveyed(v, std::move(ids));
+                                      },
+                                      &words[g], "the survey script answers one [owner, pttl, token, waiters] or "
+                                                 "null per lock"));
+        }
+        auto done = co_await distlock::backend::when_all(std::move(reads));
+        std::vector<lock_listing> out;
+        for (std::size_t g = 0; g < done.size(); ++g) {
+            if (!done[g]) {
+                if (diag)
+                    *diag = std::move(words[g]);
+                co_return done[g].error();
+            }
+            std::move(done[g].value().begin(), done[g].value().end(), std::back_inserter(out));
+        }
+        co_return out;
+    }
+
     // A grant is reported once config::wait_replicas replicas acknowledged it (WAIT),
     // else errc::not_replicated, a maybe-applied outcome: the claim gives the lock back
     // by owner token, as after a lost reply. Refusals pass through at once.
@@ -767,5 +962,7 @@ static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
 static_assert(batch_release_store<store>);
 static_assert(clock_fenced_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::redis

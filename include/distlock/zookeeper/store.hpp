@@ -23,7 +23,13 @@
 //    a node left by an earlier session of this client (same owner) is told apart by
 //    its ephemeral owner and deleted.
 //  - A lease is bound to the session (session.hpp): connected = held, disconnected =
-//    in doubt (the loss is pushed), expired = lost.
+//    in doubt (the loss is pushed), expired = lost. It is bound to its node too: the
+//    node deleted by anyone but its release (a revoke) is its loss.
+//  - Listing reads the prefix's children, then every matching resource's children in
+//    one pipelined batch, then every holder's node in another: three round trips
+//    however many locks. Revoking deletes the holder's node once its czxid is seen to
+//    be the fence: the path names that grant and nothing else (revoked() says why
+//    reading first is still exact).
 #pragma once
 
 #include <distlock/backend.hpp>
@@ -36,6 +42,7 @@
 
 #include <asio/any_io_executor.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,8 +51,9 @@
 
 namespace distlock::zookeeper {
 
-/// A ZooKeeper ensemble used as a lock store. Models session_queue_store and
-/// inspectable_store; its default acquisition is acquire::session_queue, so
+/// A ZooKeeper ensemble used as a lock store. Models session_queue_store,
+/// inspectable_store, enumerable_store and revocable_store; its default acquisition
+/// is acquire::session_queue, so
 /// `basic_distributed_mutex<zookeeper::store>` queues fairly, needs no watchdog, and
 /// its leases end with the store's session.
 ///
@@ -110,11 +118,16 @@ public:
         return dequeued(session_, detail::resource_node(settings().root(), resource), owner.to_hex(), diag);
     }
 
-    std::optional<time_point> bind(std::string_view, fence_token entry, std::weak_ptr<session_listener> listener)
+    /// Binds a lease to the session and to its node (`entry` is the node's czxid):
+    /// the lease hears of the session's states, and of its node's deletion by anyone
+    /// but its own release (lost, at once or by the session's next ping).
+    std::optional<time_point> bind(std::string_view resource, fence_token entry,
+                                   std::weak_ptr<session_listener> listener)
     {
-        if (entry > static_cast<fence_token>(INT64_MAX))
+        if (validate_resource(resource) || entry > static_cast<fence_token>(INT64_MAX))
             return std::nullopt;
-        return session_->bind(static_cast<std::int64_t>(entry), std::move(listener));
+        return session_->bind(detail::resource_node(settings().root(), resource), static_cast<std::int64_t>(entry),
+                              std::move(listener));
     }
 
     /// Reads the lock on `resource` without taking it: the lowest node (owner, fence).
@@ -125,6 +138,30 @@ public:
         if (auto ec = validate_resource(resource))
             return backend::failed<lock_info>(ec);
         return inspected(session_, detail::resource_node(settings().root(), resource), diag);
+    }
+
+    // -- enumerable_store, revocable_store ---------------------------------------------
+
+    /// The locks held now whose resource id begins with `prefix`, sorted by id: each
+    /// with its holder's owner (8 hex digits), its fence (the holder node's czxid, also
+    /// reported as the version) and the number of waiters queued behind it. No time
+    /// left is reported: the holder's session keeps the lock. A snapshot of three
+    /// pipelined reads: a resource whose nodes went between them is left out.
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
+    {
+        return listed(session_, settings().root(), std::string{prefix}, diag);
+    }
+
+    /// Frees the lock on `resource` if its holder is still the grant with `fence` (its
+    /// node's czxid): deletes that node, as the holder's release would, which wakes the
+    /// next waiter. Else errc::not_owner, nothing changed (a waiter's node is never
+    /// deleted). The holder's lease is lost once its client hears of the deletion: at
+    /// once when its watch is set, else at its session's next ping.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<void>(ec);
+        return revoked(session_, detail::resource_node(settings().root(), resource), fence, diag);
     }
 
     // -- Beyond the concepts ----------------------------------------------------------
@@ -141,6 +178,8 @@ public:
     std::size_t sessions_made() const { return session_->sessions_made(); }
     /// The index of the server the session talks to now.
     std::size_t server_in_use() const { return session_->server_in_use(); }
+    /// Leases bound to the session now (a released or lost one is unbound).
+    std::size_t leases_bound() const { return session_->bound(); }
 
 private:
     using session = detail::session;
@@ -201,6 +240,22 @@ private:
         return ec;
     }
 
+    // A reply whose body does not read as `what` answers: errc::protocol_error, with
+    // the bytes the server sent (their start, escaped) in the diagnostics.
+    static std::error_code malformed(const proto::reply& r, std::string_view what, const std::string& path,
+                                     diagnostics* diag)
+    {
+        if (diag) {
+            constexpr std::size_t shown = 64;
+            const std::string_view body{r.body};
+            diag->set_server_message("an unreadable " + std::string{what} + " reply for " + path + " (" +
+                                     std::to_string(body.size()) + " bytes: " +
+                                     distlock::util::escape(body.substr(0, shown)) +
+                                     (body.size() > shown ? "...)" : ")"));
+        }
+        return distlock::errc::protocol_error;
+    }
+
     // Where this call's node `mine` stands in `children` (remembered at `prefix_path`).
     static result<queue_place> placed(session& s, const std::string& parent, const std::string& prefix_path,
                                       const std::vector<std::string>& children, const std::string& owner_hex,
@@ -250,7 +305,7 @@ private:
                 if (r.err == 0) {
                     const auto children = proto::parse_get_children2(r.body);
                     if (!children)
-                        co_return distlock::errc::protocol_error;
+                        co_return malformed(r, "getChildren2", parent, diag);
                     auto place = placed(*s, parent, prefix_path, children->names, owner_hex, *known);
                     if (place && place.value().first)
                         life->spawn(marked(s, detail::child_path(parent, known->name)));
@@ -294,17 +349,17 @@ private:
             }
             const auto created = proto::parse_create2(created_reply.body);
             if (!created)
-                co_return distlock::errc::protocol_error;
+                co_return malformed(created_reply, "create2", prefix_path, diag);
             session::made_node mine{std::string{detail::base_name(created->path)}, created->stat.czxid,
                                     created->stat.ephemeral_owner};
             if (mine.czxid <= 0 || !detail::parse_waiter(mine.name))
-                co_return distlock::errc::protocol_error;
+                co_return malformed(created_reply, "create2", prefix_path, diag);
             s->remember(prefix_path, mine);
             if (children_reply.err != 0)
                 continue; // the read failed after the create: read again
             const auto children = proto::parse_get_children2(children_reply.body);
             if (!children)
-                co_return distlock::errc::protocol_error;
+                co_return malformed(children_reply, "getChildren2", parent, diag);
             auto place = placed(*s, parent, prefix_path, children->names, owner_hex, mine);
             if (place || place.error() != condition::not_owner)
                 co_return place;
@@ -340,7 +395,7 @@ private:
             co_return refused(r, parent, diag);
         const auto children = proto::parse_get_children2(r.body);
         if (!children)
-            co_return distlock::errc::protocol_error;
+            co_return malformed(r, "getChildren2", parent, diag);
         for (const auto& name : children->names) {
             const auto w = detail::parse_waiter(name);
             if (!w || w->owner != owner_hex)
@@ -356,7 +411,7 @@ private:
                 co_return refused(e, path, diag);
             const auto stat = proto::parse_stat(e.body);
             if (!stat)
-                co_return distlock::errc::protocol_error;
+                co_return malformed(e, "exists", path, diag);
             if (stat->ephemeral_owner == s->id() && stat->ephemeral_owner != 0)
                 co_return std::optional<session::made_node>{session::made_node{name, stat->czxid, stat->ephemeral_owner}};
             // An earlier session's: it must not hold a lock for this one.
@@ -486,7 +541,7 @@ private:
                 co_return refused(r, parent, diag);
             const auto children = proto::parse_get_children2(r.body);
             if (!children)
-                co_return distlock::errc::protocol_error;
+                co_return malformed(r, "getChildren2", parent, diag);
             for (const auto& c : children->names)
                 if (const auto w = detail::parse_waiter(c); w && w->owner == owner_hex)
                     paths.push_back(detail::child_path(parent, c));
@@ -495,9 +550,15 @@ private:
                 co_return distlock::errc::not_owner;
             }
         }
+        // Unbound before the delete is sent: the server tells of the deletion before it
+        // answers the delete, and a lease that gives its lock back is not losing it.
         std::vector<request> deletes;
-        for (const auto& p : paths)
+        for (const auto& p : paths) {
+            s->unbind(p);
             deletes.push_back(remove(*s, p));
+        }
+        if (known)
+            s->unbind(known->czxid);
         auto got = co_await session::call(s, std::move(deletes), diag);
         if (!got) {
             if (backend::connection_error(got.error()))
@@ -506,8 +567,6 @@ private:
             co_return got.error();
         }
         s->forget(prefix_path);
-        if (known)
-            s->unbind(known->czxid);
         bool deleted = false;
         for (std::size_t i = 0; i < paths.size(); ++i) {
             const auto& r = got.value()[i];
@@ -536,7 +595,7 @@ private:
             co_return refused(r, parent, diag);
         const auto children = proto::parse_get_children2(r.body);
         if (!children)
-            co_return distlock::errc::protocol_error;
+            co_return malformed(r, "getChildren2", parent, diag);
         const auto st = detail::stand(children->names, {}, {});
         if (st.holder.empty()) {
             info.fence = static_cast<fence_token>(std::max<std::int64_t>(r.zxid, 0));
@@ -554,13 +613,155 @@ private:
         if (e.err != 0)
             co_return refused(e, path, diag);
         const auto stat = proto::parse_stat(e.body);
-        if (!stat)
-            co_return distlock::errc::protocol_error;
+        if (!stat || stat->czxid <= 0)
+            co_return malformed(e, "exists", path, diag);
         info.held = true;
         info.owner = st.holder.substr(0, 8);
         info.fence = static_cast<fence_token>(stat->czxid);
         info.version = info.fence;
         co_return info;
+    }
+
+    static awaitable<result<std::vector<lock_listing>>> listed(std::shared_ptr<session> s, std::string root,
+                                                               std::string prefix, diagnostics* diag)
+    {
+        std::vector<lock_listing> out;
+        auto top = co_await send(s, diag, children_of(*s, root));
+        if (!top)
+            co_return top.error();
+        const auto& r = top.value().front();
+        if (r.err == static_cast<int>(errc::no_node)) // nothing was ever locked here
+            co_return out;
+        if (r.err != 0)
+            co_return refused(r, root, diag);
+        const auto names = proto::parse_get_children2(r.body);
+        if (!names)
+            co_return malformed(r, "getChildren2", root, diag);
+
+        // A resource by its node: names the store did not write are not resources.
+        struct candidate {
+            std::string resource;
+            std::string node;
+            std::string holder;
+            std::size_t waiters = 0;
+        };
+        std::vector<candidate> found;
+        for (const auto& name : names->names)
+            if (auto id = detail::resource_of(name); id && id->starts_with(prefix))
+                found.push_back({std::move(*id), detail::child_path(root, name), {}, 0});
+
+        // Every queue, then every holder's node: one batch each.
+        std::vector<request> reads;
+        reads.reserve(found.size());
+        for (const auto& c : found)
+            reads.push_back(children_of(*s, c.node));
+        auto queues = co_await session::call_batched(s, std::move(reads), diag);
+        if (!queues)
+            co_return queues.error();
+        std::vector<candidate*> held;
+        for (std::size_t i = 0; i < found.size(); ++i) {
+            const auto& q = queues.value()[i];
+            if (q.err == static_cast<int>(errc::no_node)) // emptied and deleted since the first read
+                continue;
+            if (q.err != 0)
+                co_return refused(q, found[i].node, diag);
+            const auto children = proto::parse_get_children2(q.body);
+            if (!children)
+                co_return malformed(q, "getChildren2", found[i].node, diag);
+            const auto st = detail::stand(children->names, {}, {});
+            if (st.holder.empty()) // a container left empty: nothing held
+                continue;
+            found[i].holder = std::string{st.holder};
+            found[i].waiters = st.queued - 1;
+            held.push_back(&found[i]);
+        }
+        std::vector<request> looks;
+        looks.reserve(held.size());
+        for (const auto* c : held)
+            looks.push_back(exists(*s, detail::child_path(c->node, c->holder), false));
+        auto stats = co_await session::call_batched(s, std::move(looks), diag);
+        if (!stats)
+            co_return stats.error();
+        out.reserve(held.size());
+        for (std::size_t i = 0; i < held.size(); ++i) {
+            const auto& e = stats.value()[i];
+            const auto& c = *held[i];
+            if (e.err == static_cast<int>(errc::no_node)) // released since the queue was read
+                continue;
+            const auto path = detail::child_path(c.node, c.holder);
+            if (e.err != 0)
+                co_return refused(e, path, diag);
+            const auto stat = proto::parse_stat(e.body);
+            if (!stat || stat->czxid <= 0)
+                co_return malformed(e, "exists", path, diag);
+            lock_listing l{.resource = c.resource, .lock = {}, .waiters = c.waiters};
+            l.lock.held = true;
+            l.lock.owner = c.holder.substr(0, 8);
+            l.lock.fence = static_cast<fence_token>(stat->czxid);
+            l.lock.version = l.lock.fence;
+            out.push_back(std::move(l));
+        }
+        std::sort(out.begin(), out.end(),
+                  [](const lock_listing& a, const lock_listing& b) { return a.resource < b.resource; });
+        co_return out;
+    }
+
+    // Why a read, then a delete, is as exact as one conditional step (ZooKeeper has no
+    // delete on a czxid): the node's path names one grant. Its name is the lock() call's
+    // own owner token and a sequence number the server never gives twice under one
+    // resource's node, so no other node has that path while the resource's node stands
+    // (and it stands while the node is in it: a container goes only once emptied). And
+    // a holder stays the holder until its node is deleted: no node can come before it,
+    // sequence numbers only grow. So if the lowest node is the one with czxid `fence`
+    // when read, the delete of its path either removes that very grant, still the
+    // holder, or finds nothing (released or expired meanwhile): not_owner. The one way
+    // to a second node at that path needs, between these two requests, the holder's
+    // session to expire, its emptied container to be reaped by the server and the same
+    // lock() call to queue again first in a new one (whose numbering starts over).
+    static awaitable<result<void>> revoked(std::shared_ptr<session> s, std::string parent, fence_token fence,
+                                           diagnostics* diag)
+    {
+        auto got = co_await send(s, diag, children_of(*s, parent));
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        if (r.err == static_cast<int>(errc::no_node))
+            co_return distlock::errc::not_owner;
+        if (r.err != 0)
+            co_return refused(r, parent, diag);
+        const auto children = proto::parse_get_children2(r.body);
+        if (!children)
+            co_return malformed(r, "getChildren2", parent, diag);
+        const auto st = detail::stand(children->names, {}, {});
+        if (st.holder.empty())
+            co_return distlock::errc::not_owner;
+        const auto path = detail::child_path(parent, st.holder);
+        auto look = co_await send(s, diag, exists(*s, path, false));
+        if (!look)
+            co_return look.error();
+        const auto& e = look.value().front();
+        if (e.err == static_cast<int>(errc::no_node))
+            co_return distlock::errc::not_owner;
+        if (e.err != 0)
+            co_return refused(e, path, diag);
+        const auto stat = proto::parse_stat(e.body);
+        if (!stat || stat->czxid <= 0)
+            co_return malformed(e, "exists", path, diag);
+        if (static_cast<fence_token>(stat->czxid) != fence) {
+            if (diag)
+                diag->set_client_message("the lock is held under fence " + std::to_string(stat->czxid) + ", not " +
+                                         std::to_string(fence));
+            co_return distlock::errc::not_owner;
+        }
+        auto gone = co_await send(s, diag, remove(*s, path));
+        if (!gone)
+            co_return gone.error();
+        const auto& d = gone.value().front();
+        if (d.err == static_cast<int>(errc::no_node))
+            co_return distlock::errc::not_owner;
+        if (d.err != 0)
+            co_return refused(d, path, diag);
+        co_return success();
     }
 
     /// The data a holder's mark sets on its node.
@@ -587,5 +788,7 @@ using store = backend::store_shell<basic_store<>>;
 
 static_assert(session_queue_store<store>);
 static_assert(inspectable_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::zookeeper

@@ -63,9 +63,12 @@ public:
 
     /// POST /v3/<path> with `body`: the answer's JSON (a streamed answer's first
     /// "result"), or the error its gRPC code says, with the server's words in `diag`.
+    /// After close(), errc::store_unavailable without I/O (a call would connect again).
     static awaitable<result<json>> call(std::shared_ptr<basic_client> self, std::string path, std::string body,
                                         diagnostics* diag)
     {
+        if (self->is_closed()) // (an error_code: a json converts from the enum too)
+            co_return std::error_code{distlock::make_error_code(distlock::errc::store_unavailable)};
         bool token_renewed = false;
         std::size_t tried = 0;
         for (;;) {
@@ -154,9 +157,13 @@ public:
         }
     }
 
-    /// Closes every connection; calls in flight fail as the engine says.
+    /// Closes every connection for good; calls in flight fail as the engine says.
     void close()
     {
+        {
+            std::lock_guard lock{mutex_};
+            closed_ = true;
+        }
         for (auto& e : engines_)
             e->close();
         std::lock_guard lock{mutex_};
@@ -182,6 +189,12 @@ private:
                                                          std::string& diagnostic) -> awaitable<std::error_code> {
             co_return co_await s.connect(endpoint, ctx.get(), diagnostic);
         };
+    }
+
+    bool is_closed() const
+    {
+        std::lock_guard lock{mutex_};
+        return closed_;
     }
 
     std::pair<std::size_t, std::string> current() const
@@ -377,6 +390,7 @@ private:
     std::vector<std::shared_ptr<unary_engine>> engines_;
     mutable std::mutex mutex_;
     std::size_t current_ = 0;
+    bool closed_ = false;
     std::string token_;
     std::vector<std::weak_ptr<stream_engine>> watches_;
 };

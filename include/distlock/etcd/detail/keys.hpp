@@ -8,6 +8,12 @@
 // '/' + 1). Escaping keeps [A-Za-z0-9._:-] and writes every other byte as %XX, so it
 // is injective and an escaped id never holds a '/': the queue of "a" cannot contain a
 // key of "a/b" (that is "a%2Fb/...").
+//
+// Escaping writes each byte on its own, and no byte's spelling begins another's (a
+// kept byte is never '%'), so an id begins with P exactly when its escaped form begins
+// with P's: the keys of every id beginning with P are the keys beginning with
+// <prefix><escaped P>. It does not keep the order of ids ('%' sorts below the kept
+// bytes, whatever byte it spells): a listing sorts the ids once decoded.
 #pragma once
 
 #include <distlock/util/base64.hpp>
@@ -15,9 +21,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace distlock::etcd::detail {
 
@@ -40,6 +51,50 @@ inline std::string range_end(std::string p)
 {
     p.back() = static_cast<char>(p.back() + 1);
     return p;
+}
+
+/// The end of the range of every key that begins with `p`: `p` with its last byte
+/// raised, past the bytes that cannot be raised; "\0" (no end: every key) when none can.
+inline std::string prefix_end(std::string p)
+{
+    while (!p.empty()) {
+        if (static_cast<unsigned char>(p.back()) != 0xff) {
+            p.back() = static_cast<char>(p.back() + 1);
+            return p;
+        }
+        p.pop_back();
+    }
+    return std::string(1, '\0');
+}
+
+/// The hex digits of an owner token, the last part of a waiter's key.
+inline constexpr std::size_t owner_hex_digits = 32;
+
+/// What a waiter's key names.
+struct queue_key {
+    std::string resource;   ///< the resource id, unescaped
+    std::string_view owner; ///< the owner token's hex digits (a view into the key)
+};
+
+/// The resource and owner of the waiter's key `key` under the store prefix `prefix`;
+/// nullopt for a key this layout does not write (a fenced write's data, another
+/// program's keys), which is then no lock.
+inline std::optional<queue_key> parse_queue_key(std::string_view prefix, std::string_view key)
+{
+    if (!key.starts_with(prefix))
+        return std::nullopt;
+    key.remove_prefix(prefix.size());
+    const auto slash = key.find('/'); // an escaped id never holds one
+    if (slash == 0 || slash == std::string_view::npos)
+        return std::nullopt;
+    const auto owner = key.substr(slash + 1);
+    if (owner.size() != owner_hex_digits ||
+        !std::all_of(owner.begin(), owner.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+        return std::nullopt;
+    auto resource = unescape(key.substr(0, slash));
+    if (!resource)
+        return std::nullopt;
+    return queue_key{std::move(*resource), owner};
 }
 
 /// What a holder appends to its key's value once it holds the lock (the waiter behind
@@ -73,6 +128,65 @@ inline json create_compare(std::string_view key, std::int64_t revision)
             {"result", "EQUAL"},
             {"key", distlock::util::base64(key)},
             {"create_revision", std::to_string(revision)}};
+}
+
+/// Holds when no key of the queue was created before `revision` (etcd applies a
+/// compare over a range to every key in it; an empty range compares as one key at
+/// revision 0, which fails it).
+inline json created_since_compare(const std::string& queue, std::int64_t revision)
+{
+    return {{"target", "CREATE"},
+            {"result", "GREATER"},
+            {"key", distlock::util::base64(queue)},
+            {"range_end", distlock::util::base64(range_end(queue))},
+            {"create_revision", std::to_string(revision - 1)}};
+}
+
+/// Every waiter's key of the resources whose ids begin with `resource_prefix`, keys
+/// only (the owner is in the key): the range of the keys beginning with the escaped
+/// prefix (see the note at the top).
+inline json listing_request(std::string_view prefix, std::string_view resource_prefix)
+{
+    std::string from{prefix};
+    from += escape(resource_prefix);
+    auto r = range_request(from, prefix_end(from));
+    r["keys_only"] = true;
+    return r;
+}
+
+/// Deletes the holder's key `holder` of `queue` if it is still the key created at
+/// `entry` and still the oldest of its queue: both compares and the delete are one
+/// step on the server.
+inline json revoke_request(const std::string& queue, const std::string& holder, std::int64_t entry)
+{
+    return {{"compare", json::array({create_compare(holder, entry), created_since_compare(queue, entry)})},
+            {"success", json::array({json{{"request_delete_range", range_request(holder)}}})}};
+}
+
+/// A key a lease is bound to, and the create revision it had (the lease's fence).
+struct bound_key {
+    std::string key;
+    std::int64_t entry = 0;
+};
+
+/// The most compares, or operations of a branch, one txn may carry (etcd's
+/// --max-txn-ops default).
+inline constexpr std::size_t max_txn_ops = 128;
+
+/// Whether the keys still exist as they were created: compares only, so that the
+/// usual answer (all of them) carries nothing; when one fails, the failure branch
+/// reads every key back (keys only) to say which. At most max_txn_ops keys.
+inline json presence_request(std::span<const bound_key> keys)
+{
+    auto compares = json::array();
+    auto reads = json::array();
+    for (const auto& k : keys) {
+        compares.push_back(create_compare(k.key, k.entry));
+        auto read = range_request(k.key);
+        read["keys_only"] = true;
+        reads.push_back(json{{"request_range", std::move(read)}});
+    }
+    return {{"compare", std::move(compares)}, {"failure", std::move(reads)}};
 }
 
 } // namespace distlock::etcd::detail

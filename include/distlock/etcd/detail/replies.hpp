@@ -24,7 +24,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +86,14 @@ struct watch_response {
     bool canceled = false;             ///< the server ended the watch
     std::int64_t compact_revision = 0; ///< why, when the start revision was compacted
     std::vector<watch_event> events;
+};
+
+/// One resource's queue, as a listing finds it.
+struct queue_listing {
+    std::string resource;    ///< the resource id, unescaped
+    std::string owner;       ///< the holder's owner token (hex), from its key
+    std::int64_t fence = 0;  ///< the holder's key's create revision
+    std::size_t waiters = 0; ///< the keys queued behind the holder's
 };
 
 // -- Fields shared by several replies ---------------------------------------------------
@@ -235,6 +245,86 @@ inline result<txn_answer> decode_txn(const json& answer, diagnostics* diag,
     if (!reply.ok())
         return reply.fail(diag, "etcd txn answer");
     return out;
+}
+
+/// The queues of a listing's range answer (listing_request in keys.hpp): the keys
+/// under the store prefix `prefix` decoded back to resource ids and owners, grouped by
+/// resource, those whose ids do not begin with `resource_prefix` left out, sorted by
+/// id. The holder of each is its oldest key. Keys of another layout under the prefix
+/// are no locks and are skipped; a key without a positive create revision, or fewer
+/// keys than the answer counts (a listing asks for all of them), is a malformed answer.
+inline result<std::vector<queue_listing>> decode_listing(const json& answer, std::string_view prefix,
+                                                         std::string_view resource_prefix, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::map<std::string, queue_listing> queues;
+    if (root.expect_object()) {
+        const auto count = root.optional_int64("count", int64_form).value_or(0);
+        const auto kvs = root.optional_array("kvs");
+        for (const auto& element : kvs) {
+            const auto k = read_kv_fields(element);
+            if (!reply.ok())
+                break;
+            if (k.create_revision <= 0) {
+                element.report("create_revision", "a positive revision");
+                break;
+            }
+            auto parsed = parse_queue_key(prefix, k.key);
+            if (!parsed || !parsed->resource.starts_with(resource_prefix))
+                continue;
+            auto [it, first] = queues.try_emplace(parsed->resource);
+            auto& q = it->second;
+            if (first) {
+                q.resource = std::move(parsed->resource);
+            } else {
+                ++q.waiters;
+                if (k.create_revision >= q.fence)
+                    continue;
+            }
+            q.owner = std::string{parsed->owner};
+            q.fence = k.create_revision;
+        }
+        if (reply.ok() && count != static_cast<std::int64_t>(kvs.size()))
+            root.report("count", "the number of kvs (" + std::to_string(kvs.size()) + "): a listing reads every key");
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd listing answer");
+    std::vector<queue_listing> out;
+    out.reserve(queues.size());
+    for (auto& [resource, q] : queues)
+        out.push_back(std::move(q));
+    return out;
+}
+
+/// Which of `keys` (a presence check's, presence_request in keys.hpp) still exist
+/// with the create revision it compared: all of them when its compares held; else
+/// each as the failure branch read it back, one range answer per key.
+inline result<std::vector<bool>> decode_presence(const json& answer, std::span<const bound_key> keys,
+                                                 diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::vector<bool> present(keys.size(), true);
+    if (root.expect_object()) {
+        const bool succeeded = root.optional_boolean("succeeded").value_or(false);
+        const auto responses = root.optional_array("responses");
+        if (succeeded) {
+            if (!responses.empty())
+                root.report("responses", "none (the check's compares held)");
+        } else if (responses.size() != keys.size()) {
+            root.report("responses", "one range answer per key checked (" + std::to_string(keys.size()) + ")");
+        } else {
+            for (std::size_t i = 0; i < keys.size() && reply.ok(); ++i) {
+                const auto range = read_range_fields(responses.at(i).object("response_range"));
+                if (reply.ok())
+                    present[i] = !range.kvs.empty() && range.kvs.front().create_revision == keys[i].entry;
+            }
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd presence check answer");
+    return present;
 }
 
 /// How many keys a kv/deleterange deleted.

@@ -13,6 +13,15 @@
 //
 // The lease ID is chosen by the client (random, 63 bits), so a grant whose answer was
 // lost is sent again with the same ID, and "lease already exists" says it went through.
+//
+// A lease's key can go while the session lives (an operator revoked the lock): the
+// keepalive keeps the etcd lease, not the key, so nothing would tell the holder.
+// Each binding remembers its key and the create revision it had; after each answered
+// keepalive, one txn of compares (per max_txn_ops keys) asks whether they all still
+// exist, and the leases whose keys are gone hear that they are lost. The check runs
+// beside the keepalive loop (never delaying it), one at a time, bounded by the store's
+// operation timeout, and stop() cuts it off. It is best effort: a check that fails is
+// made again after the next keepalive.
 #pragma once
 
 #include <distlock/claim.hpp>
@@ -23,7 +32,11 @@
 #include <distlock/util/os_random.hpp>
 #include <distlock/backend/strand.hpp>
 #include <distlock/etcd/detail/client.hpp>
+#include <distlock/etcd/detail/keys.hpp>
+#include <distlock/etcd/detail/replies.hpp>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/strand.hpp>
@@ -33,6 +46,8 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace distlock::etcd::detail {
@@ -41,8 +56,10 @@ namespace distlock::etcd::detail {
 template <class Unused = void>
 class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
 public:
-    basic_session(asio::any_io_executor ex, std::shared_ptr<client> c)
-        : strand_{distlock::backend::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_}
+    /// `check_timeout` bounds each check of the bound keys (the store's operation timeout).
+    basic_session(asio::any_io_executor ex, std::shared_ptr<client> c, duration check_timeout)
+        : strand_{distlock::backend::make_strand(ex)}, client_{std::move(c)}, cfg_{client_->settings()}, tick_{strand_},
+          check_timeout_{check_timeout}
     {}
 
     /// The open lease, granted now when there is none (and the keepalive started).
@@ -70,7 +87,7 @@ public:
             lease_ = 0;
             granted_.clear();
             made_.clear();
-            told.swap(listeners_);
+            told = take_bound();
         }
         if (why == session_state::in_doubt)
             asio::co_spawn(strand_, revoke(client_, id), asio::detached);
@@ -79,13 +96,14 @@ public:
                 l->session_changed(why, time_point{});
     }
 
-    /// Remembers which lease holds the entry that `lease` just created or found.
-    void granted(std::int64_t entry, std::int64_t lease)
+    /// Remembers which lease holds the entry that `lease` just created or found, and
+    /// its key.
+    void granted(std::int64_t entry, std::int64_t lease, std::string key)
     {
         std::lock_guard lock{mutex_};
         if (lease != lease_)
             return;
-        granted_[entry] = lease;
+        granted_[entry] = granted_entry{lease, std::move(key)};
         while (granted_.size() > 4096) // grants of lock() calls that never bound them
             granted_.erase(granted_.begin());
     }
@@ -107,10 +125,13 @@ public:
         std::lock_guard lock{mutex_};
         return lease == lease_ && made_.count(key) > 0;
     }
+    /// The key is being deleted by its lock() call (released, or left): nothing waits
+    /// on it any more, and the lease bound to it (released) need not be checked.
     void forget(const std::string& key)
     {
         std::lock_guard lock{mutex_};
         made_.erase(key);
+        bound_.erase(key);
     }
 
     /// The key `key` waits for the key created at `predecessor`, which held the lock
@@ -157,20 +178,35 @@ public:
         return it->second.entry;
     }
 
-    /// Binds a lease whose entry is `entry` to the session: its validity, or nullopt
-    /// when the session that keeps the entry is gone.
+    /// Binds a lease whose entry is `entry` to the session, and to its key: its
+    /// validity, or nullopt when the session that keeps the entry is gone.
     std::optional<time_point> bind(std::int64_t entry, std::weak_ptr<session_listener> l)
     {
         std::lock_guard lock{mutex_};
         const auto it = granted_.find(entry);
-        const bool ours = it != granted_.end() && it->second == lease_;
-        if (it != granted_.end())
+        const bool ours = it != granted_.end() && it->second.lease == lease_;
+        std::string key;
+        if (it != granted_.end()) {
+            key = std::move(it->second.key);
             granted_.erase(it);
+        }
         if (!ours || !lease_ || clock::now() >= valid_until_)
             return std::nullopt;
-        std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
-        listeners_.push_back(std::move(l));
+        // Every lock binds: the expired ones go when the map has doubled since the
+        // last sweep, so that a bind costs O(log n) amortised.
+        if (bound_.size() >= 2 * swept_size_ + 16) {
+            sweep_expired();
+            swept_size_ = bound_.size();
+        }
+        bound_.insert_or_assign(std::move(key), binding{entry, std::move(l)});
         return valid_until_;
+    }
+
+    /// The number of bindings kept (for tests).
+    std::size_t bindings() const
+    {
+        std::lock_guard lock{mutex_};
+        return bound_.size();
     }
 
     /// Stops the keepalive; leases bound to the session hear that it is lost. Returns
@@ -183,9 +219,13 @@ public:
             std::lock_guard lock{mutex_};
             stopped_ = true;
             id = std::exchange(lease_, 0);
-            told.swap(listeners_);
+            told = take_bound();
         }
-        asio::post(strand_, [self = this->shared_from_this()] { self->tick_.cancel(); });
+        asio::post(strand_, [self = this->shared_from_this()] {
+            self->tick_.cancel();
+            if (self->check_stop_)
+                self->check_stop_->emit(asio::cancellation_type::terminal);
+        });
         for (auto& w : told)
             if (auto l = w.lock())
                 l->session_changed(session_state::lost, time_point{});
@@ -208,6 +248,12 @@ public:
     {
         std::lock_guard lock{mutex_};
         return keepalives_;
+    }
+
+    std::size_t checks_sent() const
+    {
+        std::lock_guard lock{mutex_};
+        return checks_;
     }
 
 private:
@@ -372,13 +418,118 @@ private:
             if (lease_ != id)
                 return;
             valid_until_ = std::max(valid_until_, valid);
-            std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
-            told = listeners_;
+            sweep_expired();
+            swept_size_ = bound_.size();
+            told.reserve(bound_.size());
+            for (const auto& [key, b] : bound_)
+                told.push_back(b.listener);
             valid = valid_until_;
         }
         for (auto& w : told)
             if (auto l = w.lock())
                 l->session_changed(session_state::held, valid);
+        start_check(id);
+    }
+
+    // On the strand, after an answered keepalive: checks the bound keys beside the
+    // keepalive loop, unless a check still runs or nothing is bound.
+    void start_check(std::int64_t id)
+    {
+        if (checking_)
+            return;
+        {
+            std::lock_guard lock{mutex_};
+            if (stopped_ || bound_.empty())
+                return;
+        }
+        checking_ = true;
+        // A signal per check: stop() reaches the one that runs, and each lives as long
+        // as its check.
+        auto stop = std::make_shared<asio::cancellation_signal>();
+        check_stop_ = stop;
+        asio::co_spawn(strand_, check_bound(this->shared_from_this(), id, stop),
+                       asio::bind_cancellation_slot(stop->slot(), asio::detached));
+    }
+
+    // `stop` is held only to outlive the check its slot is bound to.
+    static awaitable<void> check_bound(std::shared_ptr<basic_session> self, std::int64_t id,
+                                       std::shared_ptr<asio::cancellation_signal> stop)
+    {
+        struct done_when_left {
+            basic_session& s;
+            ~done_when_left() { s.checking_ = false; }
+        } done{*self};
+        (void)stop;
+        const auto until = distlock::backend::after(self->check_timeout_);
+        std::vector<bound_key> keys;
+        {
+            std::lock_guard lock{self->mutex_};
+            if (self->stopped_ || self->lease_ != id)
+                co_return;
+            keys.reserve(self->bound_.size());
+            for (const auto& [key, b] : self->bound_)
+                keys.push_back(bound_key{key, b.entry});
+        }
+        std::vector<bound_key> gone;
+        for (std::size_t from = 0; from < keys.size(); from += max_txn_ops) {
+            if (self->is_stopped() || co_await distlock::backend::cancelled())
+                co_return;
+            const auto part = std::span<const bound_key>{keys}.subspan(from, std::min(max_txn_ops, keys.size() - from));
+            {
+                std::lock_guard lock{self->mutex_};
+                ++self->checks_;
+            }
+            auto got = co_await distlock::backend::within(
+                client::call(self->client_, "kv/txn", presence_request(part).dump(), nullptr), until);
+            if (!got || !*got)
+                break; // unanswered or refused: the next keepalive's check asks again
+            const auto present = decode_presence(got->value(), part, nullptr);
+            if (!present)
+                break;
+            for (std::size_t i = 0; i < part.size(); ++i)
+                if (!present.value()[i])
+                    gone.push_back(part[i]);
+        }
+        self->lost_keys(id, gone);
+    }
+
+    // The keys `gone` no longer exist as they were bound: their leases are lost.
+    void lost_keys(std::int64_t id, const std::vector<bound_key>& gone)
+    {
+        std::vector<std::weak_ptr<session_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            if (lease_ != id)
+                return;
+            for (const auto& g : gone) {
+                const auto it = bound_.find(g.key);
+                if (it != bound_.end() && it->second.entry == g.entry) {
+                    told.push_back(std::move(it->second.listener));
+                    bound_.erase(it);
+                }
+            }
+        }
+        for (auto& w : told)
+            if (auto l = w.lock())
+                l->session_changed(session_state::lost, time_point{});
+    }
+
+    // Under the mutex.
+    void sweep_expired()
+    {
+        std::erase_if(bound_, [](const auto& b) { return b.second.listener.expired(); });
+    }
+
+    // Under the mutex: every bound listener, the bindings gone.
+    std::vector<std::weak_ptr<session_listener>> take_bound()
+    {
+        std::vector<std::weak_ptr<session_listener>> out;
+        out.reserve(bound_.size());
+        for (auto& [key, b] : bound_)
+            out.push_back(std::move(b.listener));
+        bound_.clear();
+        swept_size_ = 0;
+        return out;
     }
 
     asio::any_io_executor strand_; // distlock::backend::make_strand()
@@ -387,6 +538,9 @@ private:
     timer tick_;        // on the strand
     bool keeping_ = false;  // on the strand
     bool granting_ = false; // on the strand
+    bool checking_ = false; // on the strand
+    std::shared_ptr<asio::cancellation_signal> check_stop_; // on the strand: the last check's
+    duration check_timeout_;
     std::vector<timer*> grant_waiters_;
 
     mutable std::mutex mutex_;
@@ -395,7 +549,12 @@ private:
     duration ttl_{};
     time_point valid_until_{};
     std::size_t keepalives_ = 0;
-    std::map<std::int64_t, std::int64_t> granted_; // entry (create revision) -> lease
+    std::size_t checks_ = 0; // presence checks' txns sent
+    struct granted_entry {
+        std::int64_t lease = 0;
+        std::string key;
+    };
+    std::map<std::int64_t, granted_entry> granted_; // by entry (create revision)
     struct made_key {
         std::int64_t entry = 0;       // its create revision
         std::int64_t predecessor = 0; // the key it waits for (its create revision)
@@ -403,7 +562,12 @@ private:
         bool promoted = false;
     };
     std::map<std::string, made_key> made_;
-    std::vector<std::weak_ptr<session_listener>> listeners_;
+    struct binding {
+        std::int64_t entry = 0; // the key's create revision when bound: the lease's fence
+        std::weak_ptr<session_listener> listener;
+    };
+    std::map<std::string, binding> bound_; // by key: one lease per lock() call's key
+    std::size_t swept_size_ = 0;            // bound_.size() after the last sweep of expired ones
 };
 
 /// See basic_session.

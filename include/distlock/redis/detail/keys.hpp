@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -68,8 +69,104 @@ public:
         return k;
     }
 
+    /// The resource whose `kind` key `key` is: key() read backwards, so that a listing
+    /// finds the ids behind the keys a SCAN returns. nullopt for any key this store
+    /// would not build for some id: another prefix, kind or form, a tag that is not
+    /// the id's, an escape that is not one of the three.
+    std::optional<std::string> resource_of(std::string_view key, std::string_view kind) const
+    {
+        if (!key.starts_with(escaped_prefix_))
+            return std::nullopt;
+        auto rest = key.substr(escaped_prefix_.size());
+        if (rest.size() < 3 || !rest.starts_with(":{"))
+            return std::nullopt;
+        const char form = rest[2];
+        rest.remove_prefix(3);
+        const auto close = rest.find('}');
+        if (close == std::string_view::npos)
+            return std::nullopt;
+        std::string_view escaped;
+        if (form == '#') {
+            escaped = rest.substr(0, close);
+        } else if (form == '@') {
+            // The tag comes first, then the whole id: the id ends where ":<kind>" begins.
+            const auto id = rest.substr(close + 1);
+            if (id.size() < kind.size() + 1)
+                return std::nullopt;
+            escaped = id.substr(0, id.size() - kind.size() - 1);
+        } else {
+            return std::nullopt;
+        }
+        auto resource = unescaped(escaped);
+        // Building the key again settles everything the parse above let through (a
+        // suffix, a tag, a form this store's settings would not choose).
+        if (!resource || this->key(*resource, kind) != key)
+            return std::nullopt;
+        return resource;
+    }
+
+    /// A SCAN MATCH pattern that the `kind` key of every id beginning with
+    /// `resource_prefix` matches. Others may match too (with config::hash_tags the
+    /// id's place in the key depends on its tag): resource_of() has the last word.
+    /// Glob characters of the prefixes match themselves.
+    std::string pattern(std::string_view resource_prefix, std::string_view kind) const
+    {
+        std::string p;
+        append_glob_literal(p, escaped_prefix_);
+        if (hash_tags_) {
+            p.append(":{[#@]*:");
+        } else {
+            p.append(":{#");
+            std::string escaped;
+            append_escaped(escaped, resource_prefix);
+            append_glob_literal(p, escaped);
+            p.append("*}:");
+        }
+        append_glob_literal(p, kind);
+        return p;
+    }
+
 public:
     static bool escaped_byte(char c) noexcept { return c == '%' || c == '{' || c == '}'; }
+
+    /// `part` with its escapes undone; nullopt when it holds a brace or a '%' that
+    /// begins none of the three escapes (it is then no escaped text).
+    static std::optional<std::string> unescaped(std::string_view part)
+    {
+        std::string out;
+        out.reserve(part.size());
+        for (std::size_t i = 0; i < part.size(); ++i) {
+            const char c = part[i];
+            if (c == '{' || c == '}')
+                return std::nullopt;
+            if (c != '%') {
+                out.push_back(c);
+                continue;
+            }
+            const auto code = part.substr(i + 1, 2);
+            if (code == "25")
+                out.push_back('%');
+            else if (code == "7B")
+                out.push_back('{');
+            else if (code == "7D")
+                out.push_back('}');
+            else
+                return std::nullopt;
+            i += 2;
+        }
+        return out;
+    }
+
+    // Redis glob patterns give '*', '?', '[', ']' and the backslash a meaning; a
+    // backslash before each makes it match itself.
+    static void append_glob_literal(std::string& out, std::string_view part)
+    {
+        for (const char c : part) {
+            if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
+                out.push_back('\\');
+            out.push_back(c);
+        }
+    }
 
     // The size of `part` once escaped: each escaped byte takes three.
     static std::size_t escaped_size(std::string_view part) noexcept

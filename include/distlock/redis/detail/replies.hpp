@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace distlock::redis::detail::replies {
@@ -183,6 +184,126 @@ inline result<std::optional<std::string>> value_read(const resp::value& v)
     if (!v.is_string())
         return errc::protocol_error;
     return std::optional<std::string>{v.text};
+}
+
+/// A reply as a line of text, for diagnostics: what the server sent when it made no
+/// sense. Bytes that are not printable are written \xNN; long replies are cut.
+inline std::string described(const resp::value& v)
+{
+    constexpr std::size_t longest = 200;
+    std::string out;
+    const auto text = [&](std::string_view s) {
+        static constexpr char hex[] = "0123456789abcdef";
+        out.push_back('"');
+        for (const char c : s) {
+            if (out.size() >= longest)
+                break;
+            const auto byte = static_cast<unsigned char>(c);
+            if (byte < 0x20 || byte >= 0x7f || c == '"' || c == '\\') {
+                out.append("\\x").push_back(hex[byte >> 4]);
+                out.push_back(hex[byte & 0xf]);
+            } else {
+                out.push_back(c);
+            }
+        }
+        out.push_back('"');
+    };
+    const auto one = [&](const auto& self, const resp::value& x, int depth) -> void {
+        if (out.size() >= longest)
+            return;
+        if (x.is_error()) {
+            out.append("error ");
+            text(x.text);
+        } else if (x.is_string() || x.type == resp::type::double_number || x.type == resp::type::big_number) {
+            text(x.text);
+        } else if (x.type == resp::type::integer || x.type == resp::type::boolean) {
+            out.append(std::to_string(x.integer));
+        } else if (x.is_null()) {
+            out.append("null");
+        } else if (depth >= 3) {
+            out.append("[...]");
+        } else {
+            out.push_back('[');
+            for (std::size_t i = 0; i < x.elements.size() && out.size() < longest; ++i) {
+                if (i > 0)
+                    out.append(", ");
+                self(self, x.elements[i], depth + 1);
+            }
+            out.push_back(']');
+        }
+    };
+    one(one, v, 0);
+    if (out.size() > longest) {
+        out.resize(longest);
+        out.append("...");
+    }
+    return out;
+}
+
+/// One page of SCAN: the cursor to go on from ("0": the iteration is over) and the
+/// keys it returned.
+struct scan_page {
+    std::string cursor;
+    std::vector<std::string> keys;
+};
+
+/// SCAN's reply: [cursor, [key, ...]], the cursor an unsigned number in decimal.
+inline result<scan_page> scanned(resp::value v)
+{
+    if (v.type != resp::type::array || v.elements.size() != 2 || !v.elements[0].is_string() ||
+        v.elements[1].type != resp::type::array)
+        return errc::protocol_error;
+    const auto& cursor = v.elements[0].text;
+    if (cursor.empty() || cursor.size() > 20 ||
+        !std::all_of(cursor.begin(), cursor.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return errc::protocol_error;
+    scan_page page;
+    page.cursor = std::move(v.elements[0].text);
+    page.keys.reserve(v.elements[1].elements.size());
+    for (auto& key : v.elements[1].elements) {
+        if (!key.is_string())
+            return errc::protocol_error;
+        page.keys.push_back(std::move(key.text));
+    }
+    return page;
+}
+
+/// The survey script over `resources`: for each, in order, null when its lock is gone
+/// (it is left out), else {owner, pttl, token, waiters}; waiters -1 is not known.
+inline result<std::vector<lock_listing>> surveyed(const resp::value& v, std::vector<std::string> resources)
+{
+    if (v.type != resp::type::array || v.elements.size() != resources.size())
+        return errc::protocol_error;
+    std::vector<lock_listing> out;
+    out.reserve(resources.size());
+    for (std::size_t i = 0; i < resources.size(); ++i) {
+        const auto& e = v.elements[i];
+        if (e.is_null())
+            continue;
+        if (e.type != resp::type::array || e.elements.size() != 4 || !e.elements[0].is_string() ||
+            !integer_at(e, 1) || !integer_at(e, 2) || e.elements[2].integer < 0 || !integer_at(e, 3) ||
+            e.elements[3].integer < -1)
+            return errc::protocol_error;
+        lock_listing listed;
+        listed.resource = std::move(resources[i]);
+        listed.lock.held = true;
+        listed.lock.owner = e.elements[0].text.substr(0, 8);
+        listed.lock.fence = static_cast<fence_token>(e.elements[2].integer);
+        if (e.elements[1].integer > 0)
+            listed.lock.remaining = std::chrono::milliseconds{e.elements[1].integer};
+        if (e.elements[3].integer >= 0)
+            listed.waiters = static_cast<std::size_t>(e.elements[3].integer);
+        out.push_back(std::move(listed));
+    }
+    return out;
+}
+
+/// The revoke script: 1 revoked, 0 not that grant; anything else makes no sense.
+inline result<void> revoked(const resp::value& v)
+{
+    if (v.type != resp::type::integer || (v.integer != 0 && v.integer != 1))
+        return errc::protocol_error;
+    return v.integer == 1 ? result<void>{success()} : result<void>{errc::not_owner};
 }
 
 /// WAIT's count of replicas that acknowledged.

@@ -119,6 +119,31 @@ public:
         return routed(this->shared_from_this(), slot, std::move(payload), diag, std::string{ahead});
     }
 
+    /// The servers that hold the store's keys now, each to be asked by itself (SCAN
+    /// has no key to route by): the one server, the primary the Sentinels name, or
+    /// every primary that serves a slot of the cluster, learned first when not known.
+    /// A cluster with a slot that no node serves is errc::store_unavailable: the keys
+    /// of that slot cannot be reached.
+    awaitable<result<std::vector<node_ptr>>> primaries(diagnostics* diag)
+    {
+        return find_primaries(this->shared_from_this(), diag);
+    }
+
+    /// Sends `payload` (one command) to node `n` (one of primaries()) itself,
+    /// following no redirect: a node that left the layout since fails its requests.
+    static awaitable<replies> exec_at(const node_ptr& n, std::string payload, diagnostics* diag)
+    {
+        return n->conn->exec(std::move(payload), 1, diag);
+    }
+
+    /// The next request learns the layout again (cluster, Sentinel): a node that
+    /// exec_at() could not reach may be gone from it.
+    void relearn() noexcept
+    {
+        if (mode_ != topology::single)
+            stale_ = true;
+    }
+
     /// The subscriber that hears releases published for `slot`.
     awaitable<result<std::shared_ptr<subscriber>>> subscriber_for(std::uint16_t slot)
     {
@@ -489,6 +514,58 @@ private:
             old->conn->close();
             old->sub->close();
         }
+    }
+
+    static awaitable<result<std::vector<node_ptr>>> find_primaries(std::shared_ptr<basic_router> self,
+                                                                   diagnostics* diag)
+    {
+        if (self->single_)
+            co_return std::vector<node_ptr>{self->single_};
+        if (auto ec = self->cfg_.validate())
+            co_return ec;
+        if (self->switched_ && self->switched_->try_take())
+            self->stale_ = true;
+        auto found = self->serving();
+        if (!found) {
+            if (auto ec = co_await self->learn(diag))
+                co_return ec;
+            found = self->serving();
+        }
+        if (!found) {
+            if (diag)
+                diag->set_client_message(self->mode_ == topology::cluster
+                                             ? "a slot of the cluster is served by no node"
+                                             : "the Sentinels named no primary");
+            co_return errc::store_unavailable;
+        }
+        co_return std::move(*found);
+    }
+
+    // The primaries of a layout known and not stale, each once; nullopt otherwise, or
+    // when a slot of the cluster has no primary.
+    std::optional<std::vector<node_ptr>> serving()
+    {
+        std::lock_guard lock{mutex_};
+        if (stale_)
+            return std::nullopt;
+        if (mode_ == topology::sentinel) {
+            if (!primary_)
+                return std::nullopt;
+            return std::vector<node_ptr>{node_at_locked(*primary_)};
+        }
+        if (!map_)
+            return std::nullopt;
+        std::vector<char> used(map_->primaries.size(), 0);
+        for (const auto o : map_->owner) {
+            if (o < 0)
+                return std::nullopt;
+            used[static_cast<std::size_t>(o)] = 1;
+        }
+        std::vector<node_ptr> out;
+        for (std::size_t i = 0; i < used.size(); ++i)
+            if (used[i])
+                out.push_back(node_at_locked(reachable(map_->primaries[i])));
+        return out;
     }
 
     static awaitable<result<std::shared_ptr<subscriber>>> find_subscriber(std::shared_ptr<basic_router> self,

@@ -110,6 +110,7 @@ struct standing {
     std::string_view predecessor;  ///< the name just before it, when not first
     std::int64_t predecessor_sequence = 0;
     std::string_view holder;       ///< the name with the lowest sequence, if any
+    std::size_t queued = 0;        ///< the waiters' nodes, the holder's included
 };
 
 /// Children come back unsorted: ordered by sequence number here, ignoring names the
@@ -127,6 +128,7 @@ inline standing stand(const std::vector<std::string>& children, std::string_view
     std::sort(waiters.begin(), waiters.end(),
               [](const waiter_name& a, const waiter_name& b) { return a.sequence < b.sequence; });
     standing s;
+    s.queued = waiters.size();
     if (!waiters.empty())
         s.holder = waiters.front().name;
     for (std::size_t i = 0; i < waiters.size(); ++i) {

@@ -26,6 +26,10 @@
 //    until its holder releases the lease (or drops it); a delete that could not be
 //    sent (disconnected) is sent again once the session answers, so a resumed session
 //    never keeps a node that nobody holds.
+//  - A lease is bound to its node by path. Its node deleted by anyone else (a lock
+//    revoked) is its loss too: the keeper watches every bound node (watches.hpp says
+//    how and why), and the deletion ends the lease (lost) and its binding. A release
+//    unbinds its lease before it sends its delete, so its own deletion tells nobody.
 //  - A waiter's exists-watch is registered here, before the request that sets it, so a
 //    notification that overtakes the reply is not missed; one notification wakes every
 //    local waiter of that path.
@@ -60,10 +64,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -152,12 +160,39 @@ public:
             co_return distlock::errc::protocol_error;
         std::int64_t zxid = 0;
         for (std::size_t i = 0; i < replies.size(); ++i) {
-            if (replies[i].xid != requests[i].xid)
+            if (replies[i].xid != requests[i].xid) {
+                if (diag)
+                    diag->set_server_message("a ZooKeeper reply with xid " + std::to_string(replies[i].xid) +
+                                             " to the request with xid " + std::to_string(requests[i].xid));
                 co_return distlock::errc::protocol_error;
+            }
             zxid = std::max(zxid, replies[i].zxid);
         }
         self->answered(sent, zxid);
         co_return std::move(replies);
+    }
+
+    /// call() for any number of requests: written `batch` at a time, each batch in one
+    /// write (its requests pipelined), so that one write and its replies stay bounded
+    /// however many there are. The replies of all of them, in order.
+    static awaitable<result<std::vector<proto::reply>>> call_batched(std::shared_ptr<basic_session> self,
+                                                                     std::vector<request> requests, diagnostics* diag,
+                                                                     std::size_t batch = 512)
+    {
+        std::vector<proto::reply> all;
+        all.reserve(requests.size());
+        batch = std::max<std::size_t>(batch, 1);
+        for (std::size_t from = 0; from < requests.size(); from += batch) {
+            const auto to = std::min(requests.size(), from + batch);
+            std::vector<request> part(std::make_move_iterator(requests.begin() + static_cast<std::ptrdiff_t>(from)),
+                                      std::make_move_iterator(requests.begin() + static_cast<std::ptrdiff_t>(to)));
+            auto got = co_await call(self, std::move(part), diag);
+            if (!got)
+                co_return got.error();
+            for (auto& r : got.value())
+                all.push_back(std::move(r));
+        }
+        co_return all;
     }
 
     /// The session id now (0: none).
@@ -261,30 +296,22 @@ public:
     void granted(std::int64_t czxid, std::int64_t session_id, std::string path)
     {
         std::lock_guard lock{mutex_};
-        if (session_id != id_)
+        if (session_id != id_ || id_ == 0)
             return;
-        granted_[czxid] = grant{session_id, std::move(path), {}};
-        while (granted_.size() > 65536)
-            granted_.erase(granted_.begin());
+        grants_.granted(std::move(path), czxid, session_id);
     }
 
-    /// Binds a lease whose node is `czxid`: its validity, or nullopt when the session
-    /// that keeps the node is gone or cannot be vouched for.
-    std::optional<time_point> bind(std::int64_t czxid, std::weak_ptr<session_listener> l)
+    /// Binds a lease to its node, `czxid` under `parent` (its resource's node): the
+    /// session's validity, or nullopt when the session that keeps the node is gone or
+    /// cannot be vouched for. The lease also hears of its node's deletion.
+    std::optional<time_point> bind(std::string_view parent, std::int64_t czxid, std::weak_ptr<session_listener> l)
     {
         std::lock_guard lock{mutex_};
-        const auto it = granted_.find(czxid);
-        if (it == granted_.end() || it->second.session != id_ || id_ == 0) {
-            if (it != granted_.end())
-                granted_.erase(it);
-            return std::nullopt;
-        }
         const auto valid = validity_locked();
-        if (!valid) {
-            granted_.erase(it);
+        if (id_ == 0 || !valid || !grants_.bind(parent, czxid, id_, std::move(l))) {
+            grants_.erase(czxid);
             return std::nullopt;
         }
-        it->second.listener = std::move(l);
         return valid;
     }
 
@@ -301,7 +328,21 @@ public:
     void unbind(std::int64_t czxid)
     {
         std::lock_guard lock{mutex_};
-        granted_.erase(czxid);
+        grants_.erase(czxid);
+    }
+
+    /// The same, by the node's path (a release that deletes it).
+    void unbind(const std::string& path)
+    {
+        std::lock_guard lock{mutex_};
+        grants_.erase(path);
+    }
+
+    /// Leases bound now (for tests and diagnostics).
+    std::size_t bound() const
+    {
+        std::lock_guard lock{mutex_};
+        return grants_.bound();
     }
 
     // -- Watches ------------------------------------------------------------------------
@@ -370,12 +411,6 @@ public:
     }
 
 private:
-    struct grant {
-        std::int64_t session = 0;
-        std::string path;
-        std::weak_ptr<session_listener> listener;
-    };
-
     bool stopped() const
     {
         std::lock_guard lock{mutex_};
@@ -485,6 +520,7 @@ private:
             negotiated_ = std::chrono::milliseconds{answer.timeout_ms};
             heard_ = sent;
             connected_ = true;
+            grants_.reconnected(); // the server keeps no watch of a closed connection
         }
         if (!resumed) {
             sessions_.fetch_add(1, std::memory_order_relaxed);
@@ -567,7 +603,27 @@ private:
                 end(session_state::lost);
             return;
         }
+        if (e->type == proto::event::deleted)
+            node_gone(e->path);
+        else if (e->type == proto::event::data_changed) {
+            std::lock_guard lock{mutex_};
+            grants_.spent(e->path);
+        }
         watches_.fire(e->path, e->type == proto::event::deleted, e->type == proto::event::data_changed);
+    }
+
+    // A bound node is gone, deleted by someone else than its lease's release (which
+    // unbinds first): the lock was taken back, so its lease is lost.
+    void node_gone(const std::string& path)
+    {
+        std::optional<std::weak_ptr<session_listener>> told;
+        {
+            std::lock_guard lock{mutex_};
+            told = grants_.gone(path);
+        }
+        if (told)
+            if (auto l = told->lock())
+                l->session_changed(session_state::lost, time_point{});
     }
 
     // On the strand: the engine's connection went away. The session may live on (a
@@ -589,10 +645,7 @@ private:
         std::vector<std::weak_ptr<session_listener>> told;
         {
             std::lock_guard lock{mutex_};
-            for (auto& [czxid, g] : granted_)
-                if (!g.listener.expired())
-                    told.push_back(g.listener);
-            granted_.clear();
+            told = grants_.clear();
             if (why == session_state::lost) {
                 id_ = 0;
                 password_.clear();
@@ -619,9 +672,7 @@ private:
             valid = validity_locked();
             if (!valid)
                 return;
-            for (const auto& [czxid, g] : granted_)
-                if (!g.listener.expired())
-                    told.push_back(g.listener);
+            told = grants_.listeners();
         }
         for (auto& w : told)
             if (auto l = w.lock())
@@ -629,7 +680,8 @@ private:
     }
 
     // The keeper, on the strand: pings, judges the session's health, sends the deletes
-    // that could not be sent before once the session answers.
+    // that could not be sent before once the session answers, and watches the nodes
+    // bound since its last ping.
     static awaitable<void> keep(std::shared_ptr<basic_session> self)
     {
         co_await asio::this_coro::throw_if_cancelled(false);
@@ -657,6 +709,7 @@ private:
                 failures = 0;
                 self->tell_held();
                 co_await self->delete_pending();
+                co_await self->watch_bound();
             } else {
                 ++failures;
                 switch (keeper::unanswered(self->keeper_view(), now, doubted)) {
@@ -725,6 +778,41 @@ private:
         }
     }
 
+    // Sets the watch of every bound node the server does not watch (bound since the
+    // last ping, or its watch spent), one exists each, pipelined. The exists is also
+    // the check: a node already gone ends its lease now (the server then keeps a watch
+    // for the path's creation, which never fires: a waiter's path is not made again).
+    awaitable<void> watch_bound()
+    {
+        std::vector<std::string> paths;
+        {
+            std::lock_guard lock{mutex_};
+            paths = grants_.due();
+        }
+        if (paths.empty())
+            co_return;
+        std::vector<request> checks;
+        checks.reserve(paths.size());
+        for (const auto& p : paths) {
+            const auto x = next_xid();
+            checks.push_back(request{x, proto::encode_exists(x, p, true)});
+        }
+        auto got = co_await call_batched(this->shared_from_this(), std::move(checks), nullptr);
+        std::vector<std::string> gone;
+        {
+            std::lock_guard lock{mutex_};
+            for (std::size_t i = 0; i < paths.size(); ++i) {
+                const int err = got ? got.value()[i].err : -1;
+                if (err == static_cast<int>(zookeeper::errc::no_node))
+                    gone.push_back(paths[i]);
+                else // set, or due again at the next ping
+                    grants_.watched(paths[i], err == 0);
+            }
+        }
+        for (const auto& p : gone)
+            node_gone(p);
+    }
+
     void move_on()
     {
         std::lock_guard lock{mutex_};
@@ -745,7 +833,7 @@ private:
     bool connected_ = false;
     bool stopped_ = false;
     std::size_t server_ = 0;
-    std::map<std::int64_t, grant> granted_;
+    grant_registry grants_; // of the current session
     std::map<std::string, made_node> made_;
     std::map<std::string, std::string> predecessors_;
     watch_registry watches_;

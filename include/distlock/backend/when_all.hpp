@@ -1,7 +1,8 @@
-// distlock/detail/when_all.hpp: run several coroutines at once and wait for all.
+// distlock/backend/when_all.hpp: run several coroutines at once and wait for all.
 //
-// Used to release the leases of a multi-lock together: over a pipelined connection
-// the releases share one round trip instead of taking one each. Waiting is not
+// Used to release the leases of a multi-lock together, and by stores to send several
+// requests at once: over a pipelined connection they share one round trip instead of
+// taking one each. Waiting is not
 // cancellable: the coroutines reference objects the caller owns, so the caller must
 // not move on before every one of them has finished.
 #pragma once
@@ -19,7 +20,7 @@
 #include <mutex>
 #include <vector>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 template <class T>
 awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> operations)
@@ -50,4 +51,4 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
     }
 }
 
-} // namespace distlock::detail
+} // namespace distlock::backend
