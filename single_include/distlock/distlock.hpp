@@ -869,6 +869,9 @@ using fence_token = std::uint64_t;
 /// NUL, spaces, newlines and braces, up to this length.
 inline constexpr std::size_t max_resource_size = 1024;
 
+/// The most permits a semaphore may have.
+inline constexpr std::uint32_t max_permits = 4096;
+
 /// Longest TTL accepted. Stores keep TTLs in milliseconds in 32 or 64 bits; one day
 /// is far beyond any sensible lease and far below every store's limit.
 inline constexpr duration max_ttl = std::chrono::hours{24};
@@ -1152,6 +1155,7 @@ private:
 #include <asio/awaitable.hpp>
 
 #include <concepts>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -1164,6 +1168,14 @@ class answer {
 public:
     /// The lock is held by this claim, with `fence`.
     static answer granted(fence_token fence) noexcept { return answer{true, fence, std::nullopt, std::nullopt, {}}; }
+    /// One of a resource's permits is held by this claim: the permit numbered `slot`
+    /// (from 0, below the semaphore's count), with `fence`.
+    static answer granted(fence_token fence, std::uint32_t slot) noexcept
+    {
+        answer a{true, fence, std::nullopt, std::nullopt, {}};
+        a.slot_ = slot;
+        return a;
+    }
     /// The lock was granted before this attempt, by another client's release that
     /// handed it to this claim's place in a store's queue (acquire::fair on Redis).
     /// It is held as owner `holder` (the claim's place, not the attempt), and its
@@ -1187,6 +1199,8 @@ public:
     std::optional<time_point> counted_from() const noexcept { return counted_from_; }
     /// A grant handed over before the attempt: the owner it is held as.
     const owner_token& holder() const noexcept { return holder_; }
+    /// A permit's number, for a grant of a semaphore's permit.
+    std::optional<std::uint32_t> slot() const noexcept { return slot_; }
 
 private:
     answer(bool g, fence_token f, std::optional<time_point> nb, std::optional<time_point> from,
@@ -1198,7 +1212,12 @@ private:
     std::optional<time_point> not_before_;
     std::optional<time_point> counted_from_;
     owner_token holder_;
+    std::optional<std::uint32_t> slot_;
 };
+
+/// How a grant is held: alone (a writer), or beside other shared holders (a reader of
+/// a shared mutex, a semaphore's permit).
+enum class lock_mode { exclusive, shared };
 
 /// How a session store reports the state of the session a lease is bound to.
 enum class session_state {
@@ -2215,6 +2234,42 @@ concept fair_queue_store =
         typename backend::awaited<decltype(s.watch(resource, waiter))>::type;
     };
 
+/// A TTL store that keeps, per resource, shared holders beside the exclusive one,
+/// each with its own owner and TTL, and one counter for the fences of both: what
+/// acquire::shared_setnx runs on (the shared mutex, the semaphore; docs/shared.md).
+///  - put_shared(resource, owner, ttl, permits): a shared grant. With `permits` 0 (a
+///    shared mutex's reader) granted unless the resource is held exclusively or a
+///    writer waits (its intent, below). With `permits` N > 0 (a semaphore of N)
+///    granted while fewer than N hold, as the lowest permit number (slot) no live
+///    holder has; the store keeps N with the resource while anyone holds it, and a
+///    put with another N is refused with errc::invalid_argument, so two clients that
+///    disagree on N get an error, never a mix.
+///  - put_exclusive(resource, waiter, owner, ttl): granted when nobody holds the
+///    resource and no other waiter's intent is live. Otherwise `waiter` (one per
+///    lock() call, kept across its tries) takes the resource's writer intent if none
+///    is live, or renews its own, for `ttl`: while it lasts new readers are refused,
+///    so readers cannot starve a writer.
+///  - Every grant, shared or exclusive, takes the next value of the resource's one
+///    counter as its fence: an exclusive grant's fence exceeds that of every grant
+///    completed before it was asked for.
+///  - extend_shared / release_shared(resource, owner): owner-checked, for a holder of
+///    either mode; a release wakes the resource's watchers (release_notifying_store).
+///  - withdraw(resource, waiter): gives up `waiter`'s intent (a lock() that ended).
+///  - downgrade(resource, owner): the exclusive holder `owner` holds on in shared mode,
+///    in the same step, so that no writer comes between.
+template <class S>
+concept shared_lease_store =
+    store<S> &&
+    requires(S& s, std::string_view resource, const owner_token& owner, const owner_token& waiter, duration ttl,
+             std::uint32_t permits) {
+        { s.put_shared(resource, owner, ttl, permits) } -> std::same_as<awaitable<result<answer>>>;
+        { s.put_exclusive(resource, waiter, owner, ttl) } -> std::same_as<awaitable<result<answer>>>;
+        { s.extend_shared(resource, owner, ttl) } -> std::same_as<awaitable<result<void>>>;
+        { s.release_shared(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+        { s.withdraw(resource, waiter) } -> std::same_as<awaitable<result<void>>>;
+        { s.downgrade(resource, owner) } -> std::same_as<awaitable<result<void>>>;
+    };
+
 /// What a store says about one resource's lock, read without taking it (for a
 /// status command, and for stores that may take over a lock only after seeing it
 /// unchanged for a full lease).
@@ -2230,6 +2285,35 @@ struct lock_info {
 template <class S>
 concept inspectable_store = store<S> && requires(S& s, std::string_view resource) {
     { s.read(resource) } -> std::same_as<awaitable<result<lock_info>>>;
+};
+
+/// One held lock, as a store's listing reports it.
+struct lock_listing {
+    std::string resource;               ///< The resource id, as lock() was given it.
+    lock_info lock;                     ///< The holder (owner shortened), its fence, time left or version.
+    std::optional<std::size_t> waiters; ///< Entries queued behind the holder, where the store keeps a queue.
+};
+
+/// A store that can enumerate the locks it holds: `list(prefix)` returns every lock
+/// held now whose resource id begins with `prefix` (every lock for an empty prefix),
+/// sorted by resource id. It only reads: nothing is taken, changed or waited for. A
+/// listing is a snapshot made of several reads on most stores: a lock taken or
+/// released while it is made may or may not be in it.
+template <class S>
+concept enumerable_store = store<S> && requires(S& s, std::string_view prefix) {
+    { s.list(prefix) } -> std::same_as<awaitable<result<std::vector<lock_listing>>>>;
+};
+
+/// A store on which an operator can take a lock back: `revoke(resource, fence)` frees
+/// the lock only if it is still the grant that carries `fence` (the check and the
+/// removal are one atomic step on the server), and answers errc::not_owner, the lock
+/// untouched, when it is free or another grant's. Waiters are woken as by a release.
+/// The holder hears of it at its next renewal (its lease is lost()); nothing stops a
+/// holder that does not renew from acting until its validity ends: fences protect
+/// the data.
+template <class S>
+concept revocable_store = store<S> && requires(S& s, std::string_view resource, fence_token fence) {
+    { s.revoke(resource, fence) } -> std::same_as<awaitable<result<void>>>;
 };
 
 /// Where an entry of a resource's queue stands (see session_queue_store).
@@ -2259,6 +2343,34 @@ concept session_queue_store =
         /// session is known alive (nullopt: it is gone). The listener hears of every
         /// change of the session's state.
         { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
+    };
+
+/// Where an entry of a resource's queue stands when entries take shared grants (see
+/// shared_queue_store).
+struct shared_place {
+    fence_token entry = 0;                 ///< The entry's creation sequence: its fencing token.
+    bool granted = false;                  ///< The entry holds, by the rules of its mode.
+    std::optional<std::uint32_t> slot;     ///< A granted permit's number.
+};
+
+/// A session store whose queue entries take shared grants too (etcd, ZooKeeper, the
+/// memory session store): what acquire::shared_queue runs on.
+///  - enqueue_shared(resource, owner, mode, permits): creates the owner's entry in
+///    `mode`, or finds it (a lost reply retried queues once), and says whether it
+///    holds: an exclusive entry when it is the oldest; a shared one (permits 0) when
+///    no exclusive entry is older, so a reader waits only for earlier writers and a
+///    writer for everyone earlier; a permit (permits N) when fewer than N entries are
+///    older, with the lowest number (slot) no other holder of the resource has. Every
+///    entry of a resource must agree on N: another N is refused with
+///    errc::invalid_argument.
+///  - wait_turn(resource, entry, until): true once an entry whose going may let
+///    `entry` hold is gone (for a permit, any older one), false at `until`.
+template <class S>
+concept shared_queue_store =
+    session_queue_store<S> && requires(S& s, std::string_view resource, const owner_token& owner, lock_mode mode,
+                                       std::uint32_t permits, fence_token entry, time_point until) {
+        { s.enqueue_shared(resource, owner, mode, permits) } -> std::same_as<awaitable<result<shared_place>>>;
+        { s.wait_turn(resource, entry, until) } -> std::same_as<awaitable<bool>>;
     };
 
 } // namespace distlock
@@ -2681,6 +2793,12 @@ public:
         if constexpr (requires(S& s) { policy_.ask_again_within(s); }) {
             if (const auto within = store_.with([&](S& s) { return policy_.ask_again_within(s); }))
                 until = std::min(until, clock::now() + *within);
+        } else if constexpr (requires(S& s) { policy_.ask_again_within(s, memo_); }) {
+            // Only while this call keeps something in the store that runs out (a
+            // writer's intent).
+            const auto within = store_.with([&](S& s) { return policy_.ask_again_within(s, memo_); });
+            if (within && *within)
+                until = std::min(until, clock::now() + **within);
         }
         if constexpr (release_notifying_store<S>) {
             if (watcher_)
@@ -3824,6 +3942,18 @@ public:
     const std::string& resource() const noexcept { return resource_; }
     const owner_token& owner() const noexcept { return owner_; }
     fence_token fence() const noexcept { return fence_; }
+    /// The permit's number, for a semaphore's permit.
+    std::optional<std::uint32_t> slot() const noexcept { return slot_; }
+    /// Held in shared mode (a reader of a shared mutex, a permit of a semaphore).
+    bool shared() const noexcept { return shared_.load(std::memory_order_acquire); }
+    /// Set before the lease is handed out (the slot only then).
+    void set_kind(bool shared, std::optional<std::uint32_t> slot) noexcept
+    {
+        shared_.store(shared, std::memory_order_release);
+        slot_ = slot;
+    }
+    /// A writer that downgraded holds on in shared mode.
+    void mark_shared() noexcept { shared_.store(true, std::memory_order_release); }
     asio::any_io_executor executor() const { return ex_; }
 
     time_point valid_until() const noexcept
@@ -3888,6 +4018,8 @@ protected:
     std::string resource_;
     owner_token owner_;
     fence_token fence_;
+    std::optional<std::uint32_t> slot_;
+    std::atomic<bool> shared_{false};
     time_point acquired_at_;
     keep_plan plan_;
     std::atomic<time_point::rep> valid_until_ns_;
@@ -4637,6 +4769,9 @@ namespace distlock {
 template <class Unused = void>
 class basic_multi_lease;
 
+template <store Backend, class... Policies>
+class basic_distributed_shared_mutex;
+
 /// Exclusive use of a resource until valid_until(), as far as the store can promise.
 ///
 /// A lease is not a guarantee: a holder that stalls (GC pause, swapped out, a slow
@@ -4676,6 +4811,15 @@ public:
 
     /// The fencing token: larger than that of every earlier lease on this resource.
     fence_token fence() const { return state_->fence(); }
+
+    /// A semaphore's permit: its number, from 0 to the count less one. Each number's
+    /// fences grow, so a data store that keeps the last fence per permit number
+    /// refuses a stalled holder whose permit was handed on (docs/shared.md).
+    std::optional<std::uint32_t> slot() const { return state_->slot(); }
+
+    /// Held in shared mode: a reader of a shared mutex (a downgraded writer included),
+    /// or a semaphore's permit.
+    bool shared() const { return state_->shared(); }
 
     /// Until when the lease is exclusive by this client's clock, computed from when the
     /// acquisition started, minus the safety margin for clock drift.
@@ -4725,6 +4869,10 @@ private:
     // A set taken in one step is released in one step, through the states' halves.
     template <class>
     friend class basic_multi_lease;
+    // A downgraded writer's lease is shared from then on.
+    template <store Backend, class... Policies>
+    friend class basic_distributed_shared_mutex;
+    void mark_shared() noexcept { state_->mark_shared(); }
 
     // A coroutine that owns what it uses (a capturing lambda coroutine would not).
     static awaitable<result<void>> unlock_state(std::shared_ptr<detail::lease_state> state)
@@ -5394,7 +5542,8 @@ private:
 
     // `ex`: the store's executor, taken while the store was known to be there.
     template <lease_hold Hold>
-    lease make_lease(Hold hold, fence_token fence, time_point started, asio::any_io_executor ex)
+    lease make_lease(Hold hold, fence_token fence, time_point started, asio::any_io_executor ex,
+                     std::optional<std::uint32_t> slot = std::nullopt)
     {
         using state_type = detail::lease_state_for<Hold, observer_type>;
         constexpr bool by_session = session_hold<Hold>;
@@ -5403,6 +5552,10 @@ private:
                                      renew_.max_hold_time(), by_session};
         auto state = std::make_shared<state_type>(std::move(hold), observer_, std::move(ex), resource_, fence,
                                                   started, plan);
+        // A policy that takes shared grants (a shared mutex's readers, a semaphore's
+        // permits) says so; the lease tells its holder.
+        if constexpr (requires { { acquire_.shared() } -> std::convertible_to<bool>; })
+            state->set_kind(acquire_.shared(), slot);
         if constexpr (by_session) {
             // The session keeps the lease: its validity, not the TTL's, and its loss.
             const auto valid = state->hold().bind(std::weak_ptr<session_listener>{state});
@@ -5549,7 +5702,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor());
+                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor(), a.value().slot());
                     break;
                 }
             } else {
@@ -5665,6 +5818,739 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
 
 } // namespace distlock
 // ---- end distlock/basic_distributed_mutex.hpp
+// ---- begin distlock/basic_distributed_semaphore.hpp
+// distlock/basic_distributed_semaphore.hpp: N permits on one resource of a store,
+// each a lease with a fence of its own.
+
+// ---- begin distlock/basic_distributed_shared_mutex.hpp
+// distlock/basic_distributed_shared_mutex.hpp: a read-write lock on one resource of a
+// store: readers share it, a writer holds it alone, and every grant is fenced.
+
+// ---- begin distlock/policy/shared.hpp
+// distlock/policy/shared.hpp: the acquisition of shared grants: a shared mutex's
+// readers and writers, a semaphore's permits.
+//
+// One policy type, two settings: `mode` (exclusive or shared) and `permits` (0 for a
+// shared mutex, N for a semaphore of N). A shared mutex holds two mutexes of the same
+// type, one per mode; a semaphore one, in shared mode with N permits. On a TTL store
+// (shared_lease_store) the claim is the TTL claim of every other TTL policy: the
+// waiting, retrying, lost replies, clean-up and renewal are the mutex's.
+
+// ---- begin distlock/policy/queue.hpp
+// distlock/policy/queue.hpp: the claim of a session store with a fair queue (etcd,
+// ZooKeeper, the memory session store).
+//
+// One entry per lock() call, created on the first attempt and kept across attempts
+// (a new entry per attempt would queue again at the back). The entry's creation
+// sequence is its place and its fencing token. The oldest entry holds the lock; a
+// waiter watches only its predecessor (no herd when the holder goes). The lease is
+// bound to the store session, which reports loss; releasing deletes the entry. A
+// lock() that gives up or is cancelled leaves the queue as background work owned by
+// the store.
+
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace distlock {
+namespace detail {
+
+/// Deletes `owner`'s entry of `resource` until it is gone. An entry left behind in a
+/// live session would stay in the queue for as long as the session lives: holding the
+/// lock, or waiting to, ahead of everyone behind it. A connection error is tried again
+/// at growing intervals (up to half a second) while the store is open, for as long as
+/// the session could live unheard from (the store's session_ttl(), a minute for a
+/// store that does not say): by then the deletion went through, or the session
+/// expired and took the entry. Closing the store ends the session, and the entry.
+template <class S>
+awaitable<void> dequeue_until_gone(store_ref<S> store, std::string resource, owner_token owner)
+{
+    using namespace std::chrono_literals;
+    duration outlives = 60s;
+    if constexpr (requires(const S& s) { { s.session_ttl() } -> std::convertible_to<duration>; })
+        outlives = store.with([](S& s) { return duration{s.session_ttl()}; }).value_or(outlives);
+    const auto give_up = saturating_add(clock::now(), outlives);
+    duration pause = 20ms;
+    for (;;) {
+        auto r = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (r || !backend::connection_error(r.error()) || !store.open() || clock::now() >= give_up)
+            co_return;
+        co_await backend::sleep_until(clock::now() + pause);
+        pause = std::min<duration>(pause * 2, 500ms);
+    }
+}
+
+/// A lease kept by the store session: its entry in the queue of its resource.
+template <class S>
+class session_entry_hold {
+public:
+    session_entry_hold(store_ref<S> store, std::string resource, owner_token owner, fence_token entry)
+        : store_{std::move(store)}, resource_{std::move(resource)}, owner_{owner}, entry_{entry}
+    {}
+
+    /// The session keeps the lease; there is nothing to extend per lease.
+    awaitable<result<void>> extend() { return kept(); }
+    awaitable<result<void>> release() { return release_entry(store_, resource_, owner_); }
+    const owner_token& owner() const noexcept { return owner_; }
+    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
+    bool listen(std::weak_ptr<backend::closing_listener> l) const { return store_.listen(std::move(l)); }
+
+    std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+    {
+        auto bound = store_.with([&](S& s) { return s.bind(resource_, entry_, l); });
+        return bound ? *bound : std::nullopt;
+    }
+
+private:
+    static awaitable<result<void>> kept() { co_return success(); }
+
+    // Deleting an entry is idempotent by owner: a connection error is tried once more,
+    // then (the release reports its failure) again in the background until the entry
+    // is gone.
+    static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (first || !backend::connection_error(first.error()))
+            co_return first;
+        auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
+        if (!second && second.error() == condition::not_owner)
+            co_return success();
+        if (!second && backend::connection_error(second.error()))
+            store.spawn(dequeue_until_gone(store, std::move(resource), owner));
+        co_return second;
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    owner_token owner_;
+    fence_token entry_;
+};
+
+/// One lock() call's place in a session store's queue.
+template <class S>
+class session_queue_claim {
+public:
+    /// The store serves waiters in creation order: no local line is needed.
+    static constexpr bool fair = true;
+
+    session_queue_claim(store_ref<S> store, claim_request r)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        // From the first try on, an entry may exist (a lost reply included): abandon()
+        // deletes it unless the lease takes it over.
+        queued_ = true;
+        place_ = {}; // a failed attempt leaves no predecessor to wait for
+        auto got = co_await store_.call(
+            [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
+        if (!got)
+            co_return got.error();
+        place_ = got.value();
+        if (place_.first)
+            co_return answer::granted(place_.entry);
+        co_return answer::held();
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    /// True when wait() watches the entry before this one: it returns as soon as this
+    /// call's turn may have come, so a longer wait costs nothing.
+    bool waits_for_turn() const noexcept { return place_.predecessor.has_value(); }
+
+    /// Watches the predecessor only.
+    awaitable<bool> wait(time_point until)
+    {
+        if (place_.predecessor) {
+            auto watch = store_.with([&](S& s) { return s.wait_gone(resource_, *place_.predecessor, until); });
+            if (watch)
+                co_return co_await std::move(*watch);
+        }
+        co_await backend::sleep_until(until);
+        co_return false;
+    }
+
+    bool unsettled() const noexcept { return queued_; }
+
+    awaitable<void> abandon() { return leave(store_, resource_, owner_); }
+
+    session_entry_hold<S> hold()
+    {
+        queued_ = false;
+        return {store_, resource_, owner_, place_.entry};
+    }
+
+private:
+    static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        return dequeue_until_gone(std::move(store), std::move(resource), owner);
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    diagnostics* diag_;
+    owner_token owner_;
+    queue_place place_{};
+    bool queued_ = false;
+};
+
+} // namespace detail
+
+namespace acquire {
+
+/// A place in a session store's fair queue; the lease is bound to the session. The
+/// default acquisition of session stores.
+struct session_queue {
+    using policy_kind = acquire_policy_tag;
+
+    template <class S>
+        requires session_queue_store<S>
+    detail::session_queue_claim<S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {s, std::move(r)};
+    }
+};
+
+} // namespace acquire
+} // namespace distlock
+// ---- end distlock/policy/queue.hpp
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace distlock {
+
+namespace acquire {
+
+/// Shared and exclusive grants on a store that keeps shared holders beside the
+/// exclusive one (shared_lease_store: the memory store, Redis, ...). A writer's
+/// lock() call leaves an intent in the store from its first refused try; while it
+/// lasts, new readers are refused, so a stream of readers cannot starve it. The
+/// intent is the call's: renewed by each of its tries (at least every third of the
+/// TTL), given up when the call ends without the lock, and gone by itself a TTL after
+/// its last try when the caller vanished.
+struct shared_setnx {
+    using policy_kind = acquire_policy_tag;
+
+    lock_mode mode = lock_mode::exclusive;
+    /// 0: a shared mutex (readers unbounded, writers exclusive); N: a semaphore of N
+    /// permits (shared grants only).
+    std::uint32_t permits = 0;
+
+    bool shared() const noexcept { return mode == lock_mode::shared; }
+
+    /// What a writer's lock() call keeps across its tries: its identity as a waiter.
+    struct claim_memo {
+        owner_token waiter{};
+        duration ttl{};
+        bool intent = false; ///< the call's intent may be in the store
+        void settle() noexcept { intent = false; } // a grant to the waiter ends its intent
+        bool unsettled() const noexcept { return intent; }
+    };
+
+    template <class S>
+        requires shared_lease_store<S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, backend::observer_ref, claim_memo& m) const
+    {
+        if (mode == lock_mode::shared)
+            return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_shared, r.resource, r.owner, r.ttl, permits);
+        if (m.waiter.is_nil())
+            m.waiter = owner_token::generate();
+        m.ttl = r.ttl;
+        m.intent = true;
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.put_exclusive, r.resource, m.waiter, r.owner, r.ttl);
+    }
+
+    template <class S>
+        requires shared_lease_store<S>
+    awaitable<result<void>> extend(S& s, const lock_request& r) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.extend_shared, r.resource, r.owner, r.ttl);
+    }
+
+    template <class S>
+        requires shared_lease_store<S>
+    awaitable<result<void>> release(S& s, const lock_request& r) const
+    {
+        return DISTLOCK_DETAIL_DIAGNOSED(r.diag, s.release_shared, r.resource, r.owner);
+    }
+
+    /// A waiting writer asks again before its intent runs out.
+    template <class S>
+        requires shared_lease_store<S>
+    std::optional<duration> ask_again_within(const S&, const claim_memo& m) const
+    {
+        if (!m.intent)
+            return std::nullopt;
+        return m.ttl / 3;
+    }
+
+    /// Gives up a writer's intent (idempotent; a connection error is tried once more).
+    template <class S>
+        requires shared_lease_store<S>
+    static awaitable<void> leave(const store_ref<S>& store, const std::string& resource, const claim_memo& m)
+    {
+        if (!m.intent)
+            co_return;
+        for (int tries = 0; tries < 2; ++tries) {
+            auto left = co_await store.call([&](S& s) { return s.withdraw(resource, m.waiter); });
+            if (left || !detail::connection_error(left.error()))
+                co_return;
+        }
+    }
+
+    template <class S>
+        requires shared_lease_store<S>
+    detail::ttl_claim<shared_setnx, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+};
+
+} // namespace acquire
+
+namespace detail {
+
+/// One lock() call's entry in a session store's queue, in its mode: the entry is kept
+/// across attempts, holds by the rules of shared_queue_store, and its lease is the
+/// session's (session_entry_hold, as a mutex's).
+template <class S>
+class shared_queue_claim {
+public:
+    /// The store orders the entries: no local line is needed.
+    static constexpr bool fair = true;
+
+    shared_queue_claim(store_ref<S> store, claim_request r, lock_mode mode, std::uint32_t permits)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()},
+          mode_{mode}, permits_{permits}
+    {}
+
+    awaitable<result<answer>> attempt()
+    {
+        queued_ = true; // from the first try on an entry may exist
+        waiting_ = false;
+        auto got = co_await store_.call([&](S& s) {
+            return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue_shared, resource_, owner_, mode_, permits_);
+        });
+        if (!got)
+            co_return got.error();
+        entry_ = got.value().entry;
+        if (!got.value().granted) {
+            waiting_ = true;
+            co_return answer::held();
+        }
+        if (const auto slot = got.value().slot)
+            co_return answer::granted(entry_, *slot);
+        co_return answer::granted(entry_);
+    }
+
+    awaitable<bool> listen() { co_return false; }
+
+    /// wait() returns as soon as this call's turn may have come.
+    bool waits_for_turn() const noexcept { return waiting_; }
+
+    awaitable<bool> wait(time_point until)
+    {
+        if (waiting_) {
+            auto watch = store_.with([&](S& s) { return s.wait_turn(resource_, entry_, until); });
+            if (watch)
+                co_return co_await std::move(*watch);
+        }
+        co_await backend::sleep_until(until);
+        co_return false;
+    }
+
+    bool unsettled() const noexcept { return queued_; }
+
+    awaitable<void> abandon() { return leave(store_, resource_, owner_); }
+
+    session_entry_hold<S> hold()
+    {
+        queued_ = false;
+        return {store_, resource_, owner_, entry_};
+    }
+
+private:
+    static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
+    {
+        return dequeue_until_gone(std::move(store), std::move(resource), owner);
+    }
+
+    store_ref<S> store_;
+    std::string resource_;
+    diagnostics* diag_;
+    owner_token owner_;
+    lock_mode mode_;
+    std::uint32_t permits_;
+    fence_token entry_ = 0;
+    bool queued_ = false;
+    bool waiting_ = false;
+};
+
+} // namespace detail
+
+namespace acquire {
+
+/// Shared and exclusive entries in a session store's fair queue (etcd, ZooKeeper, the
+/// memory session store): a reader waits only for earlier writers, a writer for
+/// everyone earlier, a permit for fewer than N earlier entries; waiters are served in
+/// the order they queued, so neither readers nor writers starve. Leases are the
+/// session's, as the mutex's on these stores.
+struct shared_queue {
+    using policy_kind = acquire_policy_tag;
+
+    lock_mode mode = lock_mode::exclusive;
+    std::uint32_t permits = 0;
+
+    bool shared() const noexcept { return mode == lock_mode::shared; }
+
+    template <class S>
+        requires shared_queue_store<S>
+    detail::shared_queue_claim<S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {s, std::move(r), mode, permits};
+    }
+};
+
+} // namespace acquire
+
+namespace detail {
+template <class B>
+struct default_shared_acquire {
+    using type = acquire::shared_setnx;
+};
+template <class B>
+    requires requires { typename B::default_shared_acquire_policy; }
+struct default_shared_acquire<B> {
+    using type = typename B::default_shared_acquire_policy;
+};
+} // namespace detail
+
+/// The acquisition a shared mutex or a semaphore uses when none is named: the
+/// backend's own (`Backend::default_shared_acquire_policy`, e.g. a session store's
+/// queue), else acquire::shared_setnx.
+template <class Backend>
+using default_shared_acquire_policy = typename detail::default_shared_acquire<Backend>::type;
+
+/// A backend on which a shared mutex and a semaphore work with their default
+/// acquisition (its store takes shared grants).
+template <class Backend>
+concept shared_backend = acquire_policy_for<default_shared_acquire_policy<Backend>, Backend>;
+
+} // namespace distlock
+// ---- end distlock/policy/shared.hpp
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace distlock {
+
+namespace detail {
+
+// The acquisition a user named among `P`, or A{} when none was.
+template <class A, class... P>
+A acquisition_among(const P&... policies)
+{
+    A a{};
+    (
+        [&](const auto& p) {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p)>, A>)
+                a = p;
+        }(policies),
+        ...);
+    return a;
+}
+
+// What a shared mutex or a semaphore on a quorum holds instead of mutexes: nothing
+// (their static assertion says why), so that the refusal is the only error.
+struct refused_on_quorum {
+    using acquire_policy = acquire::shared_setnx;
+    template <class... A>
+    explicit refused_on_quorum(A&&...)
+    {}
+};
+
+template <class Backend, class... Policies>
+struct mode_mutex {
+    using type = std::conditional_t<
+        (count_kind<acquire_policy_tag, Policies...> == 1), basic_distributed_mutex<Backend, Policies...>,
+        basic_distributed_mutex<Backend, default_shared_acquire_policy<Backend>, Policies...>>;
+};
+template <class S, class... Policies>
+struct mode_mutex<distlock::quorum<S>, Policies...> {
+    using type = refused_on_quorum;
+};
+
+// The mutex type that takes one mode's grants: the policies given, with the shared
+// acquisition added when none was named.
+template <class Backend, class... Policies>
+using mode_mutex_t = typename mode_mutex<Backend, Policies...>::type;
+
+
+} // namespace detail
+
+/// A lock on one resource that readers share and a writer holds alone, shaped by the
+/// mutex's policies (basic_distributed_mutex); its acquisition must take shared
+/// grants (acquire::shared_setnx, the default, or a store's own).
+///
+/// - `lock()` (exclusive) and `lock_shared()`, with the `_until`, `try_` and
+///   completion-token forms of the mutex, each returning a lease with its renewal,
+///   `lost()`, `lost_slot()` and `unlock()`.
+/// - **Writers are not starved**: a writer that waits keeps new readers out until it
+///   is granted or gives up (docs/shared.md says how each store orders writers).
+/// - **Fencing**: every grant, shared or exclusive, takes the next value of the
+///   resource's one counter, so a writer's fence exceeds that of every grant
+///   completed before it asked, and a reader's fence exceeds that of every writer
+///   before it. A data store refuses writes below the largest fence it accepted, and
+///   may refuse reads below the last writer's (docs/shared.md).
+/// - `downgrade(lease)`: the writer holds on as a reader, no writer between, where
+///   the store can do it in one step. There is no upgrade: two readers that both
+///   wanted to write would wait for each other forever; release and `lock()` instead.
+template <store Backend, class... Policies>
+class basic_distributed_shared_mutex {
+    static_assert(!detail::is_quorum<Backend>::value,
+                  "a shared mutex is not offered on a Redlock quorum (distlock::quorum<Store>): a reader counted by a "
+                  "majority and a writer by another could both hold; use one store (a Redis Cluster, etcd, "
+                  "ZooKeeper, PostgreSQL or DynamoDB replicate themselves)");
+    using mutex_type = detail::mode_mutex_t<Backend, Policies...>;
+
+public:
+    using backend_type = Backend;
+    using acquire_policy = typename mutex_type::acquire_policy;
+
+    static_assert(requires(acquire_policy a) {
+        a.mode = lock_mode::shared;
+        { a.shared() } -> std::convertible_to<bool>;
+    }, "a shared mutex needs an acquisition that takes shared grants (acquire::shared_setnx on a "
+       "shared_lease_store, or the store's own): this one has no mode");
+
+    template <class... P>
+    explicit basic_distributed_shared_mutex(Backend& backend, std::string resource, lock_options options = {},
+                                            P&&... policies)
+        : writer_{backend, resource, options, policies..., with_mode(lock_mode::exclusive, policies...)},
+          reader_{backend, std::move(resource), options, policies..., with_mode(lock_mode::shared, policies...)}
+    {}
+
+    Backend& backend() const noexcept { return writer_.backend(); }
+    const std::string& resource() const noexcept { return writer_.resource(); }
+    const lock_options& options() const noexcept { return writer_.options(); }
+
+    // -- Exclusive -------------------------------------------------------------------
+
+    awaitable<result<lease>> lock() { return writer_.lock(); }
+    awaitable<result<lease>> lock_until(time_point deadline) { return writer_.lock_until(deadline); }
+    awaitable<result<lease>> try_lock() { return writer_.try_lock(); }
+    awaitable<result<lease>> lock(diagnostics& diag) { return writer_.lock(diag); }
+    awaitable<result<lease>> lock_until(time_point deadline, diagnostics& diag)
+    {
+        return writer_.lock_until(deadline, diag);
+    }
+    awaitable<result<lease>> try_lock(diagnostics& diag) { return writer_.try_lock(diag); }
+    template <class CompletionToken>
+    auto async_lock(CompletionToken&& token)
+    {
+        return writer_.async_lock(std::forward<CompletionToken>(token));
+    }
+    template <class CompletionToken>
+    auto async_try_lock(CompletionToken&& token)
+    {
+        return writer_.async_try_lock(std::forward<CompletionToken>(token));
+    }
+
+    // -- Shared ----------------------------------------------------------------------
+
+    awaitable<result<lease>> lock_shared() { return reader_.lock(); }
+    awaitable<result<lease>> lock_shared_until(time_point deadline) { return reader_.lock_until(deadline); }
+    awaitable<result<lease>> try_lock_shared() { return reader_.try_lock(); }
+    awaitable<result<lease>> lock_shared(diagnostics& diag) { return reader_.lock(diag); }
+    awaitable<result<lease>> lock_shared_until(time_point deadline, diagnostics& diag)
+    {
+        return reader_.lock_until(deadline, diag);
+    }
+    awaitable<result<lease>> try_lock_shared(diagnostics& diag) { return reader_.try_lock(diag); }
+    template <class CompletionToken>
+    auto async_lock_shared(CompletionToken&& token)
+    {
+        return reader_.async_lock(std::forward<CompletionToken>(token));
+    }
+    template <class CompletionToken>
+    auto async_try_lock_shared(CompletionToken&& token)
+    {
+        return reader_.async_try_lock(std::forward<CompletionToken>(token));
+    }
+
+    /// The writer that holds `held` (a lease of this mutex's lock()) holds on in shared
+    /// mode, in one step on the store: no writer is granted in between. The lease keeps
+    /// its fence, renewal and loss signal, and is shared() from then on. Fails with
+    /// errc::invalid_argument for a lease of another resource or one already shared,
+    /// errc::not_owner when the store no longer has it (it was lost).
+    awaitable<result<void>> downgrade(lease& held)
+        requires requires(Backend& b, std::string_view r, const owner_token& o) {
+            { b.downgrade(r, o) } -> std::same_as<awaitable<result<void>>>;
+        }
+    {
+        return downgrade_held(writer_.backend(), resource(), held);
+    }
+
+    /// The mutex that takes the writers' grants, and the readers'.
+    const mutex_type& exclusive() const noexcept { return writer_; }
+    const mutex_type& shared() const noexcept { return reader_; }
+
+private:
+    template <class... P>
+    static acquire_policy with_mode(lock_mode mode, const P&... policies)
+    {
+        auto a = detail::acquisition_among<acquire_policy>(policies...);
+        a.mode = mode;
+        return a;
+    }
+
+    static awaitable<result<void>> downgrade_held(Backend& backend, std::string resource, lease& held)
+    {
+        if (!held || held.resource() != resource || held.shared())
+            co_return errc::invalid_argument;
+        if (!held.valid())
+            co_return errc::lease_lost;
+        const store_ref<Backend> store{backend};
+        const auto owner = held.owner();
+        auto done = co_await store.call([&](Backend& s) { return s.downgrade(resource, owner); });
+        if (done)
+            held.mark_shared();
+        co_return done;
+    }
+
+    mutex_type writer_;
+    mutex_type reader_;
+};
+
+} // namespace distlock
+// ---- end distlock/basic_distributed_shared_mutex.hpp
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace distlock {
+
+/// How many permits a semaphore has, and the settings of each permit's lease.
+struct semaphore_options {
+    std::uint32_t permits = 1;
+    lock_options lease{};
+};
+
+/// N permits on one resource, shaped by the mutex's policies (basic_distributed_mutex);
+/// its acquisition must take shared grants (acquire::shared_setnx, the default, or a
+/// store's own).
+///
+/// - `acquire()` takes one permit, with the `_until`, `try_` and completion-token
+///   forms of the mutex's lock(). A permit is a lease: renewed as the renewal policy
+///   says, `lost()` and `lost_slot()` when it goes, back to the store at `unlock()`, or
+///   after its TTL (or with its session) when its holder died.
+/// - A permit has a number, `slot()`, from 0 to N - 1: no two live permits share one,
+///   and each grant's fence exceeds every earlier grant's of the resource. A data store
+///   that keeps the largest fence it accepted per slot refuses a stalled holder whose
+///   permit was handed on (docs/shared.md).
+/// - The store keeps N with the resource while any permit is held: a client that asks
+///   with another N is refused (errc::invalid_argument, the store's N in the
+///   diagnostics), never given a permit of a mixed count.
+/// - One permit per call: taking k at once is not offered (k calls can deadlock two
+///   clients that each hold some; take them one by one with a deadline, or size N).
+template <store Backend, class... Policies>
+class basic_distributed_semaphore {
+    static_assert(!detail::is_quorum<Backend>::value,
+                  "a semaphore is not offered on a Redlock quorum (distlock::quorum<Store>): permits counted by "
+                  "different majorities could exceed N; use one store (a Redis Cluster, etcd, ZooKeeper, "
+                  "PostgreSQL or DynamoDB replicate themselves)");
+    using mutex_type = detail::mode_mutex_t<Backend, Policies...>;
+
+public:
+    using backend_type = Backend;
+    using acquire_policy = typename mutex_type::acquire_policy;
+
+    static_assert(requires(acquire_policy a) {
+        a.mode = lock_mode::shared;
+        a.permits = std::uint32_t{1};
+    }, "a semaphore needs an acquisition that takes shared grants with a count (acquire::shared_setnx on a "
+       "shared_lease_store, or the store's own)");
+
+    template <class... P>
+    explicit basic_distributed_semaphore(Backend& backend, std::string resource, semaphore_options options = {},
+                                         P&&... policies)
+        : permits_{options.permits},
+          mutex_{backend, std::move(resource), options.lease, policies..., with_permits(options.permits, policies...)}
+    {}
+
+    Backend& backend() const noexcept { return mutex_.backend(); }
+    const std::string& resource() const noexcept { return mutex_.resource(); }
+    std::uint32_t permits() const noexcept { return permits_; }
+
+    awaitable<result<lease>> acquire() { return checked(mutex_.lock()); }
+    awaitable<result<lease>> acquire_until(time_point deadline) { return checked(mutex_.lock_until(deadline)); }
+    awaitable<result<lease>> try_acquire() { return checked(mutex_.try_lock()); }
+    awaitable<result<lease>> acquire(diagnostics& diag) { return checked(mutex_.lock(diag), &diag); }
+    awaitable<result<lease>> acquire_until(time_point deadline, diagnostics& diag)
+    {
+        return checked(mutex_.lock_until(deadline, diag), &diag);
+    }
+    awaitable<result<lease>> try_acquire(diagnostics& diag) { return checked(mutex_.try_lock(diag), &diag); }
+
+    template <class CompletionToken>
+    auto async_acquire(CompletionToken&& token)
+    {
+        return detail::initiate<lease>(
+            backend().get_executor(), [this] { return acquire(); }, std::forward<CompletionToken>(token));
+    }
+    template <class CompletionToken>
+    auto async_try_acquire(CompletionToken&& token)
+    {
+        return detail::initiate<lease>(
+            backend().get_executor(), [this] { return try_acquire(); }, std::forward<CompletionToken>(token));
+    }
+
+    /// The mutex that takes the permits' grants.
+    const mutex_type& mutex() const noexcept { return mutex_; }
+
+private:
+    template <class... P>
+    static acquire_policy with_permits(std::uint32_t permits, const P&... policies)
+    {
+        auto a = detail::acquisition_among<acquire_policy>(policies...);
+        a.mode = lock_mode::shared;
+        a.permits = permits;
+        return a;
+    }
+
+    // A count out of range is refused before any I/O.
+    awaitable<result<lease>> checked(awaitable<result<lease>> op, diagnostics* diag = nullptr) const
+    {
+        return checked_impl(permits_, std::move(op), diag);
+    }
+    static awaitable<result<lease>> checked_impl(std::uint32_t permits, awaitable<result<lease>> op,
+                                                 diagnostics* diag)
+    {
+        if (permits == 0 || permits > max_permits) {
+            if (diag)
+                diag->set_client_message("a semaphore has 1 to " + std::to_string(max_permits) + " permits, not " +
+                                         std::to_string(permits));
+            co_return errc::invalid_argument;
+        }
+        co_return co_await std::move(op);
+    }
+
+    std::uint32_t permits_;
+    mutex_type mutex_;
+};
+
+} // namespace distlock
+// ---- end distlock/basic_distributed_semaphore.hpp
 // ---- begin distlock/blocking.hpp
 // distlock/blocking.hpp: distlock for code that is not coroutine-based.
 
@@ -5756,6 +6642,33 @@ public:
         return true;
     }
 
+    /// Shared mode, over a shared mutex (a SharedLockable: std::shared_lock): as
+    /// lock() and try_lock(), and unlock_shared() as unlock(). A thread holds one lease
+    /// at a time, shared or not.
+    void lock_shared()
+        requires requires(Mutex& m) { m.lock_shared(); }
+    {
+        auto& s = enter();
+        s.held = get(asio::co_spawn(thread_.get_executor(), mutex_.lock_shared(), asio::use_future).get());
+    }
+
+    bool try_lock_shared()
+        requires requires(Mutex& m) { m.try_lock_shared(); }
+    {
+        auto& s = enter();
+        auto r = asio::co_spawn(thread_.get_executor(), mutex_.try_lock_shared(), asio::use_future).get();
+        if (!r && r.error() == errc::contended)
+            return false;
+        s.held = get(std::move(r));
+        return true;
+    }
+
+    void unlock_shared() noexcept
+        requires requires(Mutex& m) { m.lock_shared(); }
+    {
+        unlock();
+    }
+
     /// Releases the calling thread's lease; never throws (it runs in destructors). The
     /// outcome is kept in last_unlock_error(): errc::lease_lost means the lease did not
     /// stay valid throughout the critical section.
@@ -5843,11 +6756,12 @@ private:
 // the other waits for. One deadline covers the whole set; if any lock fails, the ones
 // already taken are released before the failure is reported.
 
-// ---- begin distlock/detail/when_all.hpp
-// distlock/detail/when_all.hpp: run several coroutines at once and wait for all.
+// ---- begin distlock/backend/when_all.hpp
+// distlock/backend/when_all.hpp: run several coroutines at once and wait for all.
 //
-// Used to release the leases of a multi-lock together: over a pipelined connection
-// the releases share one round trip instead of taking one each. Waiting is not
+// Used to release the leases of a multi-lock together, and by stores to send several
+// requests at once: over a pipelined connection they share one round trip instead of
+// taking one each. Waiting is not
 // cancellable: the coroutines reference objects the caller owns, so the caller must
 // not move on before every one of them has finished.
 
@@ -5861,7 +6775,7 @@ private:
 #include <mutex>
 #include <vector>
 
-namespace distlock::detail {
+namespace distlock::backend {
 
 template <class T>
 awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> operations)
@@ -5892,8 +6806,8 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
     }
 }
 
-} // namespace distlock::detail
-// ---- end distlock/detail/when_all.hpp
+} // namespace distlock::backend
+// ---- end distlock/backend/when_all.hpp
 
 #include <asio/this_coro.hpp>
 
@@ -6019,7 +6933,7 @@ public:
         releases.reserve(leases_.size());
         for (auto& l : leases_)
             releases.push_back(l.unlock());
-        const auto outcomes = co_await detail::when_all(std::move(releases));
+        const auto outcomes = co_await backend::when_all(std::move(releases));
         leases_.clear();
         for (const auto& r : outcomes)
             if (!r)
@@ -6416,159 +7330,6 @@ private:
 
 } // namespace distlock
 // ---- end distlock/named_locks.hpp
-// ---- begin distlock/policy/queue.hpp
-// distlock/policy/queue.hpp: the claim of a session store with a fair queue (etcd,
-// ZooKeeper, the memory session store).
-//
-// One entry per lock() call, created on the first attempt and kept across attempts
-// (a new entry per attempt would queue again at the back). The entry's creation
-// sequence is its place and its fencing token. The oldest entry holds the lock; a
-// waiter watches only its predecessor (no herd when the holder goes). The lease is
-// bound to the store session, which reports loss; releasing deletes the entry. A
-// lock() that gives up or is cancelled leaves the queue as background work owned by
-// the store.
-
-
-#include <optional>
-#include <string>
-#include <utility>
-
-namespace distlock {
-namespace detail {
-
-/// A lease kept by the store session: its entry in the queue of its resource.
-template <class S>
-class session_entry_hold {
-public:
-    session_entry_hold(store_ref<S> store, std::string resource, owner_token owner, fence_token entry)
-        : store_{std::move(store)}, resource_{std::move(resource)}, owner_{owner}, entry_{entry}
-    {}
-
-    /// The session keeps the lease; there is nothing to extend per lease.
-    awaitable<result<void>> extend() { return kept(); }
-    awaitable<result<void>> release() { return release_entry(store_, resource_, owner_); }
-    const owner_token& owner() const noexcept { return owner_; }
-    void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
-    bool listen(std::weak_ptr<backend::closing_listener> l) const { return store_.listen(std::move(l)); }
-
-    std::optional<time_point> bind(std::weak_ptr<session_listener> l)
-    {
-        auto bound = store_.with([&](S& s) { return s.bind(resource_, entry_, l); });
-        return bound ? *bound : std::nullopt;
-    }
-
-private:
-    static awaitable<result<void>> kept() { co_return success(); }
-
-    // Deleting an entry is idempotent by owner: a connection error is tried once more.
-    static awaitable<result<void>> release_entry(store_ref<S> store, std::string resource, owner_token owner)
-    {
-        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (first || !backend::connection_error(first.error()))
-            co_return first;
-        auto second = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (!second && second.error() == condition::not_owner)
-            co_return success();
-        co_return second;
-    }
-
-    store_ref<S> store_;
-    std::string resource_;
-    owner_token owner_;
-    fence_token entry_;
-};
-
-/// One lock() call's place in a session store's queue.
-template <class S>
-class session_queue_claim {
-public:
-    /// The store serves waiters in creation order: no local line is needed.
-    static constexpr bool fair = true;
-
-    session_queue_claim(store_ref<S> store, claim_request r)
-        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
-    {}
-
-    awaitable<result<answer>> attempt()
-    {
-        // From the first try on, an entry may exist (a lost reply included): abandon()
-        // deletes it unless the lease takes it over.
-        queued_ = true;
-        place_ = {}; // a failed attempt leaves no predecessor to wait for
-        auto got = co_await store_.call(
-            [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
-        if (!got)
-            co_return got.error();
-        place_ = got.value();
-        if (place_.first)
-            co_return answer::granted(place_.entry);
-        co_return answer::held();
-    }
-
-    awaitable<bool> listen() { co_return false; }
-
-    /// True when wait() watches the entry before this one: it returns as soon as this
-    /// call's turn may have come, so a longer wait costs nothing.
-    bool waits_for_turn() const noexcept { return place_.predecessor.has_value(); }
-
-    /// Watches the predecessor only.
-    awaitable<bool> wait(time_point until)
-    {
-        if (place_.predecessor) {
-            auto watch = store_.with([&](S& s) { return s.wait_gone(resource_, *place_.predecessor, until); });
-            if (watch)
-                co_return co_await std::move(*watch);
-        }
-        co_await backend::sleep_until(until);
-        co_return false;
-    }
-
-    bool unsettled() const noexcept { return queued_; }
-
-    awaitable<void> abandon() { return leave(store_, resource_, owner_); }
-
-    session_entry_hold<S> hold()
-    {
-        queued_ = false;
-        return {store_, resource_, owner_, place_.entry};
-    }
-
-private:
-    static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
-    {
-        auto first = co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-        if (!first && backend::connection_error(first.error()))
-            (void)co_await store.call([&](S& s) { return s.dequeue(resource, owner); });
-    }
-
-    store_ref<S> store_;
-    std::string resource_;
-    diagnostics* diag_;
-    owner_token owner_;
-    queue_place place_{};
-    bool queued_ = false;
-};
-
-} // namespace detail
-
-namespace acquire {
-
-/// A place in a session store's fair queue; the lease is bound to the session. The
-/// default acquisition of session stores.
-struct session_queue {
-    using policy_kind = acquire_policy_tag;
-
-    template <class S>
-        requires session_queue_store<S>
-    detail::session_queue_claim<S> open(const store_ref<S>& s, claim_request r) const
-    {
-        return {s, std::move(r)};
-    }
-};
-
-} // namespace acquire
-} // namespace distlock
-// ---- end distlock/policy/queue.hpp
 
 // ---- begin distlock/detail/pop_warnings.hpp
 // distlock/detail/pop_warnings.hpp: closes what detail/push_warnings.hpp opened. No
@@ -7035,6 +7796,173 @@ public:
         });
     }
 
+    /// The locks held now whose resource id begins with `prefix`, sorted by id
+    /// (enumerable_store).
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix)
+    {
+        return perform<std::vector<lock_listing>>(
+            core_, [c = core_.get(), prefix]() -> result<std::vector<lock_listing>> {
+                std::vector<lock_listing> out;
+                for (const auto& [name, s] : c->slots) {
+                    if (!live(s) || !std::string_view{name}.starts_with(prefix))
+                        continue;
+                    lock_listing l{.resource = name, .lock = {}, .waiters = std::nullopt};
+                    l.lock.held = true;
+                    l.lock.owner = s.owner.to_hex().substr(0, 8);
+                    l.lock.fence = s.fence;
+                    l.lock.version = s.fence;
+                    l.lock.remaining = s.expires - clock::now();
+                    out.push_back(std::move(l));
+                }
+                std::sort(out.begin(), out.end(),
+                          [](const lock_listing& a, const lock_listing& b) { return a.resource < b.resource; });
+                return out;
+            });
+    }
+
+    /// Frees the lock on `resource` if it is still the grant with `fence`; else
+    /// errc::not_owner (revocable_store). Waiters are woken as by a release.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, fence]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->fence != fence)
+                return errc::not_owner;
+            s->held = false;
+            notify(*s);
+            return success();
+        });
+    }
+
+    // -- shared_lease_store: a shared mutex's readers and writers, a semaphore's permits --
+
+    /// A shared grant: a reader (`permits` 0) unless a writer holds or waits; a permit
+    /// of `permits` while fewer hold, as the lowest free number.
+    awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                         std::uint32_t permits)
+    {
+        return perform<answer>(core_, [c = core_.get(), resource, owner, ttl, permits]() -> result<answer> {
+            auto& s = c->slot_for(resource);
+            const bool shared = s.shared_now();
+            if (shared && s.permits != permits)
+                return errc::invalid_argument; // two clients disagree on the count
+            if (live(s))
+                return answer::held(s.expires);
+            if (permits == 0) {
+                if (s.writer_waits(owner_token{}))
+                    return answer::held();
+                s.sharers.push_back({owner, clock::now() + ttl, 0});
+                s.permits = 0;
+                return answer::granted(++s.fence);
+            }
+            if (s.sharers.size() >= permits) {
+                auto first_out = s.sharers.front().expires;
+                for (const auto& h : s.sharers)
+                    first_out = std::min(first_out, h.expires);
+                return answer::held(first_out);
+            }
+            std::uint32_t number = 0;
+            while (std::any_of(s.sharers.begin(), s.sharers.end(), [&](const sharer& h) { return h.number == number; }))
+                ++number;
+            s.sharers.push_back({owner, clock::now() + ttl, number});
+            s.permits = permits;
+            return answer::granted(++s.fence, number);
+        });
+    }
+
+    /// An exclusive grant when nobody holds and no other writer waits; else `waiter`
+    /// takes (or renews) the writer's intent that keeps new readers out.
+    awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
+                                            const owner_token& owner, duration ttl)
+    {
+        return perform<answer>(core_, [c = core_.get(), resource, waiter, owner, ttl]() -> result<answer> {
+            auto& s = c->slot_for(resource);
+            const bool shared = s.shared_now();
+            if (shared && s.permits != 0)
+                return errc::invalid_argument; // a semaphore has no writers
+            const bool other_waits = s.writer_waits(waiter);
+            if (!other_waits && !live(s) && !shared) {
+                if (s.intent == waiter)
+                    s.intent = owner_token{};
+                grant(s, owner, ttl);
+                return answer::granted(s.fence);
+            }
+            if (!other_waits) {
+                s.intent = waiter;
+                s.intent_expires = clock::now() + ttl;
+            }
+            return live(s) ? answer::held(s.expires) : answer::held();
+        });
+    }
+
+    awaitable<result<void>> extend_shared(std::string_view resource, const owner_token& owner, duration ttl)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner, ttl]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s)
+                return errc::not_owner;
+            if (live(*s) && s->owner == owner) {
+                s->expires = clock::now() + ttl;
+                return success();
+            }
+            s->shared_now();
+            for (auto& h : s->sharers)
+                if (h.owner == owner) {
+                    h.expires = clock::now() + ttl;
+                    return success();
+                }
+            return errc::not_owner;
+        });
+    }
+
+    awaitable<result<void>> release_shared(std::string_view resource, const owner_token& owner)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s)
+                return errc::not_owner;
+            if (live(*s) && s->owner == owner) {
+                s->held = false;
+                notify(*s);
+                return success();
+            }
+            s->shared_now();
+            const auto gone = std::erase_if(s->sharers, [&](const sharer& h) { return h.owner == owner; });
+            if (gone == 0)
+                return errc::not_owner;
+            notify(*s);
+            return success();
+        });
+    }
+
+    /// Gives up `waiter`'s intent: the readers it kept out may come in.
+    awaitable<result<void>> withdraw(std::string_view resource, const owner_token& waiter)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, waiter]() -> result<void> {
+            auto* s = c->find(resource);
+            if (s && s->intent == waiter) {
+                s->intent = owner_token{};
+                notify(*s);
+            }
+            return success();
+        });
+    }
+
+    /// The writer `owner` holds on as a reader, in the same step.
+    awaitable<result<void>> downgrade(std::string_view resource, const owner_token& owner)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->owner != owner)
+                return errc::not_owner;
+            s->held = false;
+            s->sharers.push_back({owner, s->expires, 0});
+            s->permits = 0;
+            notify(*s); // readers may come in beside it
+            return success();
+        });
+    }
+
     /// A registration for release notifications of one resource. It shares the
     /// store's state, so it may outlive the store (then it only times out).
     class watcher {
@@ -7100,8 +8028,9 @@ public:
     void expire(std::string_view resource)
     {
         std::lock_guard lock{core_->mutex};
-        if (auto* s = core_->find(resource); s && s->held) {
+        if (auto* s = core_->find(resource); s && (s->held || !s->sharers.empty())) {
             s->held = false;
+            s->sharers.clear();
             notify(*s);
         }
     }
@@ -7113,6 +8042,8 @@ public:
         for (auto& [name, s] : core_->slots) {
             s.held = false;
             s.fence = 0;
+            s.sharers.clear();
+            s.intent = owner_token{};
             notify(s);
         }
     }
@@ -7127,6 +8058,21 @@ public:
         if (it == core_->slots.end() || !live(it->second))
             return std::nullopt;
         return lock_state{it->second.owner, it->second.fence, it->second.expires - clock::now()};
+    }
+
+    /// The owners of the live shared grants on `resource` (readers, permits).
+    std::vector<owner_token> shared_holders(std::string_view resource) const
+    {
+        std::lock_guard lock{core_->mutex};
+        std::vector<owner_token> out;
+        const auto it = core_->slots.find(resource);
+        if (it == core_->slots.end())
+            return out;
+        const auto now = clock::now();
+        for (const auto& h : it->second.sharers)
+            if (now < h.expires)
+                out.push_back(h.owner);
+        return out;
     }
 
     /// The fencing counter of `resource` (0 if never locked).
@@ -7156,12 +8102,35 @@ public:
     }
 
 private:
+    // A shared holder: a reader of a shared mutex, or a semaphore's permit.
+    struct sharer {
+        owner_token owner;
+        time_point expires{};
+        std::uint32_t number = 0; // a permit's slot
+    };
+
     struct slot {
         owner_token owner;
         time_point expires{};
         fence_token fence = 0;  // survives release: tokens must keep growing
-        bool held = false;
+        bool held = false;      // held exclusively (a mutex, or a shared mutex's writer)
+        std::vector<sharer> sharers;
+        std::uint32_t permits = 0;  // a semaphore's count, kept while sharers hold
+        owner_token intent;         // a waiting writer's, until intent_expires
+        time_point intent_expires{};
         std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
+
+        // Drops the sharers whose TTL ran out; true when any holds.
+        bool shared_now()
+        {
+            const auto now = clock::now();
+            std::erase_if(sharers, [&](const sharer& h) { return now >= h.expires; });
+            return !sharers.empty();
+        }
+        bool writer_waits(const owner_token& except) const
+        {
+            return !intent.is_nil() && intent != except && clock::now() < intent_expires;
+        }
     };
 
     // Everything an operation touches, shared by the store, its operations in flight
@@ -7296,6 +8265,9 @@ static_assert(fencing_counter_store<store>);
 static_assert(release_notifying_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(answering_put_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(shared_lease_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::memory
 // ---- end distlock/memory/store.hpp
@@ -7327,6 +8299,9 @@ struct queue_entry {
     fence_token sequence = 0;
     owner_token owner;
     std::uint64_t session = 0;
+    lock_mode mode = lock_mode::exclusive;
+    std::uint32_t permits = 0;          ///< a semaphore's count (shared entries)
+    std::optional<std::uint32_t> slot;  ///< a permit's number, once it holds
 };
 
 /// What a session server keeps. Thread-safe. It must outlive its clients.
@@ -7463,6 +8438,84 @@ private:
         return place;
     }
 
+    /// enqueue() for shared grants (shared_queue_store): the entry holds by the rules
+    /// of its mode, a permit with the lowest number no other holder has.
+    result<shared_place> enqueue_shared(std::string_view resource, const owner_token& owner, std::uint64_t id,
+                                        lock_mode mode, std::uint32_t permits)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        if (!sessions_.count(id))
+            return errc::session_lost;
+        auto& q = queues_[std::string{resource}];
+        // Every shared entry of a resource agrees on the count (0: a shared mutex).
+        for (const auto& [seq, e] : q)
+            if (e.owner != owner && (e.mode == lock_mode::shared || e.permits > 0) &&
+                (mode == lock_mode::shared || permits > 0) && e.permits != permits)
+                return errc::invalid_argument;
+        auto mine = std::find_if(q.begin(), q.end(), [&](const auto& kv) { return kv.second.owner == owner; });
+        if (mine != q.end() && mine->second.session != id) {
+            // An earlier session's entry (see enqueue()): queue again, at the back.
+            const auto seq = mine->first;
+            q.erase(mine);
+            gone(std::string{resource}, seq);
+            mine = q.end();
+        }
+        if (mine == q.end()) {
+            const auto seq = ++revision_;
+            mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt}).first;
+        }
+        shared_place place{mine->first, holds(q, mine), std::nullopt};
+        if (place.granted && permits > 0) {
+            if (!mine->second.slot) {
+                std::uint32_t n = 0;
+                while (std::any_of(q.begin(), q.end(), [&](const auto& kv) { return kv.second.slot == n; }))
+                    ++n;
+                mine->second.slot = n;
+            }
+            place.slot = mine->second.slot;
+        }
+        return place;
+    }
+
+    /// Registers `w` to be woken when any entry of `resource` goes (a waiter of shared
+    /// grants may be let in by any of the entries before it); says when the first of
+    /// their sessions expires, so the waiter looks again by then.
+    void watch_resource(const std::string& resource, const std::shared_ptr<distlock::backend::wakeup>& w,
+                        time_point& expires)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        expires = time_point::max();
+        if (const auto it = queues_.find(resource); it != queues_.end())
+            for (const auto& [seq, e] : it->second)
+                expires = std::min(expires, sessions_.at(e.session).expires);
+        resource_watches_[resource].push_back(w);
+    }
+
+    void unwatch_resource(const std::string& resource, const std::shared_ptr<distlock::backend::wakeup>& w)
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = resource_watches_.find(resource);
+        if (it == resource_watches_.end())
+            return;
+        std::erase(it->second, w);
+        if (it->second.empty())
+            resource_watches_.erase(it);
+    }
+
+    /// Whether entry `seq` of `resource` holds now (false when it is gone).
+    bool entry_holds(const std::string& resource, fence_token seq)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end())
+            return false;
+        const auto e = it->second.find(seq);
+        return e != it->second.end() && holds(it->second, e);
+    }
+
     result<void> dequeue(std::string_view resource, const owner_token& owner)
     {
         std::lock_guard lock{mutex_};
@@ -7529,6 +8582,58 @@ private:
         return info;
     }
 
+    /// The locks held now under `prefix`, sorted by resource id: each queue's oldest
+    /// entry, and how many wait behind it.
+    std::vector<lock_listing> list(std::string_view prefix)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        std::vector<lock_listing> out;
+        for (auto it = queues_.lower_bound(std::string{prefix}); it != queues_.end(); ++it) {
+            if (!std::string_view{it->first}.starts_with(prefix))
+                break; // the map is sorted: past the prefix, nothing more starts with it
+            if (it->second.empty())
+                continue;
+            const auto& first = it->second.begin()->second;
+            lock_listing l{.resource = it->first, .lock = {}, .waiters = it->second.size() - 1};
+            l.lock.held = true;
+            l.lock.owner = first.owner.to_hex().substr(0, 8);
+            l.lock.fence = first.sequence;
+            l.lock.version = first.sequence;
+            l.lock.remaining = sessions_.at(first.session).expires - clock::now();
+            out.push_back(std::move(l));
+        }
+        return out;
+    }
+
+    /// Deletes the holder's entry if it is entry `seq`; a waiter's entry, or one gone,
+    /// is not a grant to revoke.
+    result<void> revoke(std::string_view resource, fence_token seq)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(std::string{resource});
+        if (it == queues_.end())
+            return errc::not_owner;
+        const auto e = it->second.find(seq);
+        if (e == it->second.end() || !holds(it->second, e))
+            return errc::not_owner;
+        it->second.erase(e);
+        gone(it->first, seq);
+        if (it->second.empty())
+            queues_.erase(it);
+        return success();
+    }
+
+    /// Whether entry `seq` of `resource` is still queued.
+    bool has_entry(const std::string& resource, fence_token seq)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        return it != queues_.end() && it->second.count(seq) > 0;
+    }
+
     bool session_alive(std::uint64_t id)
     {
         std::lock_guard lock{mutex_};
@@ -7566,8 +8671,25 @@ private:
         }
     }
 
+    // Whether entry `e` of queue `q` holds, by the rules of its mode.
+    static bool holds(const std::map<fence_token, queue_entry>& q, std::map<fence_token, queue_entry>::const_iterator e)
+    {
+        if (e->second.mode == lock_mode::exclusive)
+            return e == q.begin();
+        std::size_t older = 0;
+        for (auto it = q.begin(); it != e; ++it, ++older)
+            if (e->second.permits == 0 && it->second.mode == lock_mode::exclusive)
+                return false;
+        return e->second.permits == 0 || older < e->second.permits;
+    }
+
     void gone(const std::string& resource, fence_token seq)
     {
+        if (const auto all = resource_watches_.find(resource); all != resource_watches_.end()) {
+            for (auto& w : all->second)
+                w->signal();
+            resource_watches_.erase(all);
+        }
         const auto it = watches_.find({resource, seq});
         if (it == watches_.end())
             return;
@@ -7582,6 +8704,7 @@ private:
     std::unordered_map<std::uint64_t, session> sessions_;
     std::map<std::string, std::map<fence_token, queue_entry>> queues_;
     std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::backend::wakeup>>> watches_;
+    std::map<std::string, std::vector<std::shared_ptr<distlock::backend::wakeup>>> resource_watches_;
 };
 
 /// Settings of a session store client.
@@ -7640,6 +8763,7 @@ class basic_session_store : public backend::store_base<session_config> {
 
 public:
     using default_acquire_policy = acquire::session_queue;
+    using default_shared_acquire_policy = acquire::shared_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
     basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
@@ -7649,6 +8773,9 @@ public:
     /// No bound: the link's injected faults include requests never answered
     /// (blackholed), so every attempt keeps a timer of its own.
     duration operation_timeout() const noexcept { return duration::max(); }
+
+    /// How long the server keeps a session it hears nothing from.
+    duration session_ttl() const noexcept { return core_->cfg.session_ttl; }
 
     // -- session_queue_store ---------------------------------------------------------
 
@@ -7677,6 +8804,30 @@ public:
         return wait_entry(core_, std::string{resource}, entry, until);
     }
 
+    // -- shared_queue_store ----------------------------------------------------------
+
+    awaitable<result<shared_place>> enqueue_shared(std::string_view resource, const owner_token& owner,
+                                                   lock_mode mode, std::uint32_t permits)
+    {
+        return send<shared_place>(
+            core_, [c = core_.get(), r = std::string{resource}, owner, mode, permits]() -> result<shared_place> {
+                const auto id = c->session_id();
+                if (!id)
+                    return errc::store_unavailable;
+                auto place = c->server.enqueue_shared(r, owner, id, mode, permits);
+                if (!place && place.error() == errc::session_lost)
+                    c->session_ended(id, session_state::lost);
+                return place;
+            });
+    }
+
+    /// True once an entry of `resource` went (any may let `entry` hold), or when
+    /// `entry` holds; false at `until`.
+    awaitable<bool> wait_turn(std::string_view resource, fence_token entry, time_point until)
+    {
+        return wait_resource(core_, std::string{resource}, entry, until);
+    }
+
     /// Reads the lock on `resource` without taking it (inspectable_store): the oldest
     /// entry, and its session's time left.
     awaitable<result<lock_info>> read(std::string_view resource)
@@ -7686,9 +8837,28 @@ public:
         });
     }
 
-    std::optional<time_point> bind(std::string_view, fence_token, std::weak_ptr<session_listener> listener)
+    /// The locks held now under `prefix`, with their waiters (enumerable_store).
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix)
     {
-        return core_->bind(std::move(listener));
+        return send<std::vector<lock_listing>>(
+            core_, [c = core_.get(), p = std::string{prefix}]() -> result<std::vector<lock_listing>> {
+                return c->server.list(p);
+            });
+    }
+
+    /// Deletes the holder's entry if it is still entry `fence` (revocable_store). Its
+    /// lease hears of it at its session's next keepalive.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, fence]() -> result<void> {
+            return c->server.revoke(r, fence);
+        });
+    }
+
+    std::optional<time_point> bind(std::string_view resource, fence_token entry,
+                                   std::weak_ptr<session_listener> listener)
+    {
+        return core_->bind(std::string{resource}, entry, std::move(listener));
     }
 
     // -- Faults and inspection, for tests -------------------------------------------
@@ -7768,7 +8938,15 @@ private:
         duration reply_delay{};
         distlock::util::splitmix64 random{1};
         std::size_t keepalives = 0;
-        std::vector<std::weak_ptr<session_listener>> listeners;
+        // The leases bound to the session, by the entry each holds: a keepalive also
+        // finds the entries deleted behind their holders' backs (revoked).
+        struct binding {
+            std::string resource;
+            fence_token entry = 0;
+            std::weak_ptr<session_listener> listener;
+            bool expired() const noexcept { return listener.expired(); }
+        };
+        std::vector<binding> listeners;
         timer tick; // the keepalive loop sleeps on it (touched on the strand only)
 
         duration every() const
@@ -7796,13 +8974,13 @@ private:
             return id;
         }
 
-        std::optional<time_point> bind(std::weak_ptr<session_listener> l)
+        std::optional<time_point> bind(std::string resource, fence_token entry, std::weak_ptr<session_listener> l)
         {
             std::lock_guard lock{mutex};
             if (!session || clock::now() >= valid_until)
                 return std::nullopt;
-            std::erase_if(listeners, [](const auto& w) { return w.expired(); });
-            listeners.push_back(std::move(l));
+            std::erase_if(listeners, [](const auto& b) { return b.expired(); });
+            listeners.push_back({std::move(resource), entry, std::move(l)});
             return valid_until;
         }
 
@@ -7810,7 +8988,7 @@ private:
         // bound to it hears so; the next lock opens a new session.
         void session_ended(std::uint64_t id, session_state why)
         {
-            std::vector<std::weak_ptr<session_listener>> told;
+            std::vector<binding> told;
             {
                 std::lock_guard lock{mutex};
                 if (session != id)
@@ -7820,15 +8998,15 @@ private:
             }
             // In doubt, the old session may live on at the server until its TTL; its
             // entries go with it, or when their leases are released.
-            for (auto& w : told)
-                if (auto l = w.lock())
+            for (auto& b : told)
+                if (auto l = b.listener.lock())
                     l->session_changed(why, time_point{});
         }
 
         void stop(bool end_session)
         {
             std::uint64_t id = 0;
-            std::vector<std::weak_ptr<session_listener>> told;
+            std::vector<binding> told;
             {
                 std::lock_guard lock{mutex};
                 stopped = true;
@@ -7838,8 +9016,8 @@ private:
             if (end_session && id)
                 server.close_session(id);
             asio::post(ex, [self = this->shared_from_this()] { self->tick.cancel(); });
-            for (auto& w : told)
-                if (auto l = w.lock())
+            for (auto& b : told)
+                if (auto l = b.listener.lock())
                     l->session_changed(session_state::lost, time_point{});
         }
 
@@ -7943,19 +9121,40 @@ private:
             }
         }
 
+        // A keepalive was answered: the session lives until `valid`. The same exchange
+        // finds the bound entries that are gone although the session lives (revoked):
+        // their leases are lost, the others held.
         void announce(std::uint64_t id, time_point valid)
         {
-            std::vector<std::weak_ptr<session_listener>> told;
+            std::vector<binding> bound;
             {
                 std::lock_guard lock{mutex};
                 if (session != id)
                     return;
                 valid_until = valid;
-                std::erase_if(listeners, [](const auto& w) { return w.expired(); });
-                told = listeners;
+                std::erase_if(listeners, [](const auto& b) { return b.expired(); });
+                bound = listeners;
             }
-            for (auto& w : told)
-                if (auto l = w.lock())
+            std::vector<binding> gone;
+            std::erase_if(bound, [&](const binding& b) {
+                if (server.has_entry(b.resource, b.entry))
+                    return false;
+                gone.push_back(b);
+                return true;
+            });
+            if (!gone.empty()) {
+                std::lock_guard lock{mutex};
+                std::erase_if(listeners, [&](const binding& b) {
+                    return std::any_of(gone.begin(), gone.end(), [&](const binding& g) {
+                        return g.entry == b.entry && g.resource == b.resource;
+                    });
+                });
+            }
+            for (auto& b : gone)
+                if (auto l = b.listener.lock())
+                    l->session_changed(session_state::lost, time_point{});
+            for (auto& b : bound)
+                if (auto l = b.listener.lock())
                     l->session_changed(session_state::held, valid);
         }
     };
@@ -7998,6 +9197,24 @@ private:
         co_return apply();
     }
 
+    static awaitable<bool> wait_resource(std::shared_ptr<core> c, std::string resource, fence_token entry,
+                                         time_point until)
+    {
+        auto w = std::make_shared<distlock::backend::wakeup>(co_await asio::this_coro::executor);
+        time_point expires{};
+        c->server.watch_resource(resource, w, expires);
+        // Registered first, then looked: a change in between still wakes it.
+        if (c->server.entry_holds(resource, entry)) {
+            c->server.unwatch_resource(resource, w);
+            co_return true;
+        }
+        // A session before this entry may expire before anyone deletes its entry: look
+        // again by then.
+        const bool woken = co_await w->wait(std::min(until, expires));
+        c->server.unwatch_resource(resource, w);
+        co_return woken || c->server.entry_holds(resource, entry);
+    }
+
     static awaitable<bool> wait_entry(std::shared_ptr<core> c, std::string resource, fence_token entry,
                                       time_point until)
     {
@@ -8038,6 +9255,9 @@ private:
 using session_store = backend::store_shell<basic_session_store<>>;
 
 static_assert(session_queue_store<session_store>);
+static_assert(enumerable_store<session_store>);
+static_assert(revocable_store<session_store>);
+static_assert(shared_queue_store<session_store>);
 static_assert(inspectable_store<session_store>);
 
 } // namespace distlock::memory
