@@ -1,7 +1,8 @@
 // The DynamoDB store against dynalite (test/support/dynalite_server.hpp), beyond the
 // conformance suite: record-version takeover, heartbeats, clocks that disagree,
 // fenced writes, throttling and server errors, its error mapping, its URL, its
-// credentials, multi-locks, a grant answered too late.
+// credentials, multi-locks, a grant answered too late, listings read page by page,
+// revocation by fence, Scan answers the decoder refuses.
 #include "dynamodb/dynamodb_support.hpp"
 #include "fault/proxy.hpp"
 
@@ -10,6 +11,8 @@
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 #include <memory>
@@ -665,4 +668,258 @@ TEST_CASE("dynamodb: a grant answered after the validity ran out is not a lease,
     REQUIRE(item.value().contains("Item"));
     CHECK_FALSE(item.value()["Item"].contains("owner")); // granted, then released
     CHECK(item.value()["Item"]["fence"]["N"] == "1");
+}
+
+namespace {
+
+// The ids a listing names, in its order.
+std::vector<std::string> ids_of(const std::vector<dl::lock_listing>& listing)
+{
+    std::vector<std::string> out;
+    for (const auto& l : listing)
+        out.push_back(l.resource);
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("dynamodb: list() follows LastEvaluatedKey to the last page: 1 MB pages of large items, and one-item "
+          "pages the filter leaves empty",
+          "[dynamodb]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    asio::io_context io;
+    ddb::store store{io, server.config()};
+    auto one_item = server.config();
+    one_item.scan_limit = 1;
+    ddb::store small_pages{io, one_item};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        std::vector<dl::lease> held;
+        std::vector<std::string> under_prefix;
+        for (int i = 0; i < 16; ++i) {
+            // Beside the prefix: ids that share all of it but its last byte.
+            const auto id = std::string{i % 2 ? "ddb:page/" : "ddb:pagf/"} + std::to_string(100 - i);
+            dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{store, id, {.ttl = 60s}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            // 200 KB more per item: five of them fill a page (DynamoDB reads at most
+            // 1 MB of items for one, before its filter).
+            nlohmann::json pad = {{"TableName", "distlock_test"},
+                                  {"Key", key_of(id)},
+                                  {"UpdateExpression", "SET #p = :pad"},
+                                  {"ExpressionAttributeNames", {{"#p", "padding"}}},
+                                  {"ExpressionAttributeValues", {{":pad", {{"S", std::string(200 * 1024, 'x')}}}}}};
+            dl::diagnostics diag;
+            auto padded = co_await store.execute("UpdateItem", std::move(pad), &diag);
+            INFO(diag.to_string());
+            REQUIRE(padded);
+            if (i % 2)
+                under_prefix.push_back(id);
+            held.push_back(std::move(*l));
+        }
+        std::sort(under_prefix.begin(), under_prefix.end());
+        {
+            // Released: its item stays, without an owner, and is not listed.
+            dl::basic_distributed_mutex<ddb::store, dl::retry::none> m{store, "ddb:page/free", {.ttl = 60s}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        }
+        // The table does take more than one page.
+        nlohmann::json scan = {{"TableName", "distlock_test"}, {"ProjectionExpression", "fence"}};
+        auto first_page = co_await store.execute("Scan", std::move(scan));
+        REQUIRE(first_page);
+        CHECK(first_page->contains("LastEvaluatedKey"));
+
+        const std::array<ddb::store*, 2> stores{&store, &small_pages};
+        for (ddb::store* s : stores) {
+            INFO((s == &store ? "1 MB pages" : "one-item pages"));
+            dl::diagnostics diag;
+            auto listed = co_await s->list("ddb:page/", &diag);
+            INFO(diag.to_string());
+            REQUIRE(listed);
+            CHECK(ids_of(*listed) == under_prefix);
+            for (const auto& l : *listed) {
+                const auto lease = std::find_if(held.begin(), held.end(),
+                                                [&](const auto& h) { return h.resource() == l.resource; });
+                REQUIRE(lease != held.end());
+                CHECK(l.lock.held);
+                CHECK(l.lock.fence == lease->fence());
+                CHECK(l.lock.owner == lease->owner().to_hex().substr(0, 8));
+                CHECK(l.lock.version); // record_version mode: a version, no time left
+                CHECK_FALSE(l.lock.remaining);
+                CHECK_FALSE(l.waiters);
+            }
+            auto all = co_await s->list("");
+            REQUIRE(all);
+            CHECK(all->size() == 16);
+            CHECK(std::is_sorted(all->begin(), all->end(),
+                                 [](const auto& a, const auto& b) { return a.resource < b.resource; }));
+        }
+        for (auto& l : held) {
+            const auto ok_ = co_await l.unlock();
+            CHECK(ok_);
+        }
+        co_await store.close();
+        co_await small_pages.close();
+    });
+}
+
+TEST_CASE("dynamodb: in expiry_time mode list() and revoke() go by the expiry: an expired lock is neither listed "
+          "nor revoked",
+          "[dynamodb]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.mode = ddb::lease_mode::expiry_time;
+    ddb::store holder{io, cfg}, operator_store{io, cfg};
+    const auto item_of = [&](std::string_view id) {
+        auto got = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", key_of(id)}, {"ConsistentRead", true}});
+        REQUIRE(got);
+        return got.value().value("Item", nlohmann::json::object());
+    };
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<ddb::store, dl::retry::none> live_mutex{holder, "ddb:exp/live", {.ttl = 30s}};
+        dl::basic_distributed_mutex<ddb::store, dl::retry::none> old_mutex{holder, "ddb:exp/old", {.ttl = 30s}};
+        auto live = co_await live_mutex.lock();
+        auto old = co_await old_mutex.lock();
+        REQUIRE(live);
+        REQUIRE(old);
+        // Its holder stopped renewing long ago.
+        nlohmann::json expire = {{"TableName", "distlock_test"},
+                                 {"Key", key_of("ddb:exp/old")},
+                                 {"UpdateExpression", "SET expiresAt = :zero"},
+                                 {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}};
+        dl::diagnostics diag;
+        auto expired_by_hand = co_await holder.execute("UpdateItem", std::move(expire), &diag);
+        INFO(diag.to_string());
+        REQUIRE(expired_by_hand);
+
+        auto listed = co_await operator_store.list("ddb:exp/");
+        REQUIRE(listed);
+        REQUIRE(ids_of(*listed) == std::vector<std::string>{"ddb:exp/live"});
+        const auto& one = listed->front().lock;
+        CHECK(one.fence == live->fence());
+        REQUIRE(one.remaining);
+        CHECK(*one.remaining > dl::duration::zero());
+        CHECK(*one.remaining <= dl::duration{30s});
+        CHECK_FALSE(one.version);
+
+        auto expired = co_await operator_store.revoke("ddb:exp/old", old->fence());
+        REQUIRE_FALSE(expired);
+        CHECK(expired.error() == dl::condition::not_owner);
+        CHECK(item_of("ddb:exp/old").contains("owner")); // untouched
+        auto wrong = co_await operator_store.revoke("ddb:exp/live", live->fence() + 1);
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+        CHECK(item_of("ddb:exp/live").contains("owner"));
+
+        auto revoked = co_await operator_store.revoke("ddb:exp/live", live->fence());
+        REQUIRE(revoked);
+        const auto freed = item_of("ddb:exp/live");
+        CHECK_FALSE(freed.contains("owner"));
+        CHECK_FALSE(freed.contains("expiresAt"));
+        CHECK(ddb::detail::number(freed, "fence") == live->fence()); // kept: the next grant's is above it
+        auto extended = co_await holder.extend("ddb:exp/live", live->owner(), 30s);
+        REQUIRE_FALSE(extended);
+        CHECK(extended.error() == dl::condition::not_owner);
+        auto none = co_await operator_store.list("ddb:exp/");
+        REQUIRE(none);
+        CHECK(none->empty());
+        co_await holder.close();
+        co_await operator_store.close();
+    });
+}
+
+TEST_CASE("dynamodb: Scan answers of another shape are protocol errors naming the field, never exceptions",
+          "[dynamodb][input]")
+{
+    const auto good = ddb::detail::decode_scan_page(
+        nlohmann::json::parse(R"({"Items":[{"resource":{"B":"YQ=="},"owner":{"S":"abc"},"fence":{"N":"4"},)"
+                              R"("recordVersion":{"S":"0123456789abcdef0123"}}],"Count":1,"ScannedCount":3,)"
+                              R"("LastEvaluatedKey":{"resource":{"B":"AP8="}}})"),
+        nullptr);
+    REQUIRE(good);
+    REQUIRE(good->items.size() == 1);
+    CHECK(good->items[0].resource == "a");
+    CHECK(good->items[0].item.owner == "abc");
+    CHECK(good->items[0].item.fence == 4u);
+    REQUIRE(good->next_start);
+    CHECK((*good->next_start)["resource"]["B"] == "AP8=");
+    const auto last = ddb::detail::decode_scan_page(nlohmann::json::parse(R"({"Items":[]})"), nullptr);
+    REQUIRE(last);
+    CHECK(last->items.empty());
+    CHECK_FALSE(last->next_start);
+
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"([])", "expected an object"},
+        {R"({})", "Items"},
+        {R"({"Items":{}})", "Items"},
+        {R"({"Items":[5]})", "Items[0]"},
+        {R"({"Items":[null]})", "Items[0]"},
+        {R"({"Items":[{}]})", "Items[0].resource"},
+        {R"({"Items":[{"resource":{"S":"a"}}]})", "Items[0].resource.B"},
+        {R"({"Items":[{"resource":{"B":"not base64!"}}]})", "Items[0].resource.B"},
+        {R"({"Items":[{"resource":{"B":""}}]})", "Items[0].resource.B"},
+        {R"({"Items":[{"resource":{"B":"YQ=="},"owner":{"N":"1"}}]})", "Items[0].owner.S"},
+        {R"({"Items":[{"resource":{"B":"YQ=="},"fence":{"N":"-1"}}]})", "Items[0].fence.N"},
+        {R"({"Items":[{"resource":{"B":"YQ=="}},{"resource":5}]})", "Items[1].resource"},
+        {R"({"Items":[],"LastEvaluatedKey":"x"})", "LastEvaluatedKey"},
+        {R"({"Items":[],"LastEvaluatedKey":{"resource":{"N":"1"}}})", "LastEvaluatedKey.resource.B"}};
+    for (const auto& [text, where] : bad) {
+        INFO(text);
+        dl::diagnostics diag;
+        const auto page = ddb::detail::decode_scan_page(nlohmann::json::parse(text), &diag);
+        REQUIRE_FALSE(page);
+        CHECK(page.error() == dl::errc::protocol_error);
+        CHECK(diag.client_message().find("DynamoDB Scan answer") != std::string_view::npos);
+        CHECK(diag.client_message().find(where) != std::string_view::npos);
+    }
+
+    // Through the store, from an endpoint that answers so: the listing fails with the
+    // server's words; an endpoint that names the same page again and again does not
+    // make it loop.
+    struct case_ {
+        std::string body;
+        std::string words;
+        std::size_t requests;
+    };
+    const std::vector<case_> cases{
+        {R"({"Items":[{"resource":{"S":"ddb:x"}}],"Count":1})", "Items[0].resource.B", 1},
+        {R"({"Items":[],"Count":0,"LastEvaluatedKey":{"resource":{"B":"YQ=="}}})", "a page already read", 2}};
+    for (const auto& c : cases) {
+        INFO(c.body);
+        asio::io_context io;
+        scripted_endpoint endpoint{io, 200, c.body};
+        ddb::config cfg;
+        cfg.port = endpoint.port();
+        cfg.table = "locks";
+        cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
+        ddb::store store{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::diagnostics diag;
+            auto listed = co_await store.list("ddb:", &diag);
+            REQUIRE_FALSE(listed);
+            CHECK(listed.error() == dl::errc::protocol_error);
+            CHECK(diag.client_message().find(c.words) != std::string_view::npos);
+            CHECK_FALSE(diag.server_message().empty());
+            co_await store.close();
+            endpoint.stop();
+        });
+        REQUIRE(endpoint.requests().size() == c.requests);
+        const auto first = nlohmann::json::parse(endpoint.requests().front());
+        CHECK(first["TableName"] == "locks");
+        CHECK(first["ConsistentRead"] == true);
+        CHECK(first["FilterExpression"] == "attribute_exists(#o) AND begins_with(#r, :p)");
+        CHECK(first["ExpressionAttributeValues"][":p"]["B"] == dl::util::base64("ddb:"));
+        CHECK_FALSE(first.contains("Limit"));
+        CHECK_FALSE(first.contains("ExclusiveStartKey"));
+        if (c.requests > 1) {
+            const auto second = nlohmann::json::parse(endpoint.requests()[1]);
+            CHECK(second["ExclusiveStartKey"]["resource"]["B"] == "YQ==");
+        }
+    }
 }

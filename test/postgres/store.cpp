@@ -3,10 +3,13 @@
 // conformance suite: one-statement upserts raced, tables created at once, ids as
 // bytes, multi-locks in one statement, fenced SQL writes, pipelining, SQLSTATEs,
 // URLs, SCRAM and TLS through libpq, terminated backends, blackholed connections,
-// restarts.
+// restarts, listings by byte prefix, revocation by fence.
 #include "fault/proxy.hpp"
 #include "postgres/postgres_support.hpp"
 
+#include <algorithm>
+#include <charconv>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -673,4 +676,225 @@ TEST_CASE("postgres: TLS through libpq: the non-blocking connect runs the handsh
         co_await verified.close();
         co_await unknown_ca.close();
     });
+}
+
+namespace {
+
+// The ids a listing names, in its order.
+std::vector<std::string> ids_of(const std::vector<dl::lock_listing>& listing)
+{
+    std::vector<std::string> out;
+    for (const auto& l : listing)
+        out.push_back(l.resource);
+    return out;
+}
+
+// Rows of text cells (nullopt: NULL), standing in for libpq's result where a decoder
+// is given answers no server sends.
+struct text_rows {
+    std::vector<std::vector<std::optional<std::string>>> cells;
+
+    int count() const { return static_cast<int>(cells.size()); }
+    bool null(int row, int col) const
+    {
+        return row >= count() || col >= static_cast<int>(cells[row].size()) || !cells[row][col];
+    }
+    std::string_view text(int row, int col) const { return null(row, col) ? std::string_view{} : *cells[row][col]; }
+    std::optional<std::int64_t> integer(int row, int col) const
+    {
+        const auto t = text(row, col);
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (t.empty() || ec != std::errc{} || end != t.data() + t.size())
+            return std::nullopt;
+        return v;
+    }
+    std::uint64_t affected() const { return 0; }
+};
+static_assert(pg::detail::answers::table<text_rows>);
+
+} // namespace
+
+TEST_CASE("postgres: list() compares ids as bytes: % and _ match only themselves, NUL and 0xff sort by value, a "
+          "prefix of 0xff bytes runs to the end of the key space",
+          "[postgres][input]")
+{
+    CHECK(pg::detail::prefix_end("ab") == std::optional<std::string>{"ac"});
+    CHECK(pg::detail::prefix_end("a\xff\xff") == std::optional<std::string>{"b"});
+    CHECK(pg::detail::prefix_end(std::string{"a\0", 2}) == std::optional<std::string>{std::string{"a\x01", 2}});
+    CHECK_FALSE(pg::detail::prefix_end("\xff\xff"));
+    CHECK_FALSE(pg::detail::prefix_end(""));
+
+    const auto table = test::fresh_table();
+    probe look{table};
+    asio::io_context io;
+    pg::store store{io, test::shared_postgres().config(table)}, other{io, test::shared_postgres().config(table)};
+    const std::string ff{"\xff"}, nul{"\0", 1};
+    std::vector<std::string> ids{"p%", "p_x", "pa", "pb", "p" + ff, "p" + ff + nul, "p" + ff + ff, ff + ff, nul, "q"};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        std::vector<dl::lease> held;
+        for (const auto& id : ids) {
+            dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, id, {.ttl = 30s}};
+            auto l = co_await m.lock();
+            REQUIRE(l);
+            held.push_back(std::move(*l));
+        }
+        const auto expect = [](std::initializer_list<std::string> l) { return std::vector<std::string>{l}; };
+
+        auto percent = co_await other.list("p%");
+        REQUIRE(percent);
+        CHECK(ids_of(*percent) == expect({"p%"}));
+        auto underscore = co_await other.list("p_");
+        REQUIRE(underscore);
+        CHECK(ids_of(*underscore) == expect({"p_x"}));
+        auto high = co_await other.list("p" + ff);
+        REQUIRE(high);
+        CHECK(ids_of(*high) == expect({"p" + ff, "p" + ff + nul, "p" + ff + ff}));
+        auto top = co_await other.list(ff);
+        REQUIRE(top);
+        CHECK(ids_of(*top) == expect({ff + ff}));
+        auto bottom = co_await other.list(nul);
+        REQUIRE(bottom);
+        CHECK(ids_of(*bottom) == expect({nul}));
+
+        auto all = co_await other.list("");
+        REQUIRE(all);
+        auto sorted = ids;
+        std::sort(sorted.begin(), sorted.end());
+        CHECK(ids_of(*all) == sorted);
+        for (const auto& l : *all) {
+            INFO(pg::detail::hex(l.resource));
+            const auto lease = std::find_if(held.begin(), held.end(), [&](const auto& h) { return h.resource() == l.resource; });
+            REQUIRE(lease != held.end());
+            CHECK(l.lock.held);
+            CHECK(l.lock.owner == lease->owner().to_hex().substr(0, 8));
+            CHECK(l.lock.fence == lease->fence());
+            REQUIRE(l.lock.remaining);
+            CHECK(*l.lock.remaining > dl::duration::zero());
+            CHECK(*l.lock.remaining <= dl::duration{30s});
+            CHECK_FALSE(l.lock.version);
+            CHECK_FALSE(l.waiters);
+        }
+
+        // Released and expired leases keep their rows, and are not listed.
+        { const auto ok_ = co_await held[0].unlock(); CHECK(ok_); }
+        look.expire_lease("pa");
+        auto after = co_await other.list("p");
+        REQUIRE(after);
+        CHECK(ids_of(*after) == expect({"p_x", "pb", "p" + ff, "p" + ff + nul, "p" + ff + ff}));
+        CHECK(look.query("SELECT count(*) FROM " + look.table()).integer(0, 0) == static_cast<std::int64_t>(ids.size()));
+        for (auto& l : held)
+            (void)co_await l.unlock();
+        co_await store.close();
+        co_await other.close();
+    });
+}
+
+TEST_CASE("postgres: revoke() is checked on the fence and on the lease being live, keeps the fence, wakes waiters "
+          "by NOTIFY, and the holder's next extension fails",
+          "[postgres]")
+{
+    const auto table = test::fresh_table();
+    probe look{table};
+    asio::io_context io;
+    pg::store holder{io, test::shared_postgres().config(table)}, operator_store{io, test::shared_postgres().config(table)},
+        waiter{io, test::shared_postgres().config(table)};
+    const auto fence_row = [&] {
+        return look.query("SELECT fence FROM " + look.table() + " WHERE resource = $1", {pg::param::bytes("pg:revoke")})
+            .integer(0, 0);
+    };
+    const auto owned_rows = [&] {
+        return look
+            .query("SELECT count(*) FROM " + look.table() + " WHERE resource = $1 AND owner IS NOT NULL",
+                   {pg::param::bytes("pg:revoke")})
+            .integer(0, 0);
+    };
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> first{holder, "pg:revoke", {.ttl = 30s}};
+        auto expired = co_await first.lock();
+        REQUIRE(expired);
+        // An expired lease is free by the server's clock: nothing to revoke, the row untouched.
+        look.expire_lease("pg:revoke");
+        auto late = co_await operator_store.revoke("pg:revoke", expired->fence());
+        REQUIRE_FALSE(late);
+        CHECK(late.error() == dl::condition::not_owner);
+        CHECK(owned_rows() == 1);
+
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> second{holder, "pg:revoke", {.ttl = 30s}};
+        auto held = co_await second.lock();
+        REQUIRE(held);
+        REQUIRE(held->fence() == expired->fence() + 1);
+        // Fences no grant carries, and an id never locked, are refused alike.
+        const std::vector<dl::fence_token> wrong_fences{0, held->fence() - 1, held->fence() + 1,
+                                                        std::numeric_limits<dl::fence_token>::max()};
+        for (const auto wrong : wrong_fences) {
+            auto refused = co_await operator_store.revoke("pg:revoke", wrong);
+            REQUIRE_FALSE(refused);
+            CHECK(refused.error() == dl::condition::not_owner);
+        }
+        auto never = co_await operator_store.revoke("pg:revoke-never", 1);
+        REQUIRE_FALSE(never);
+        CHECK(never.error() == dl::condition::not_owner);
+        CHECK(owned_rows() == 1);
+
+        auto listening = co_await waiter.watch("pg:revoke");
+        auto revoked = co_await operator_store.revoke("pg:revoke", held->fence());
+        REQUIRE(revoked);
+        const auto woken = co_await listening.wait(dl::clock::now() + 10s);
+        CHECK(woken);
+        CHECK(owned_rows() == 0);
+        CHECK(fence_row() == static_cast<std::int64_t>(held->fence()));
+        auto extended = co_await holder.extend("pg:revoke", held->owner(), 30s);
+        REQUIRE_FALSE(extended);
+        CHECK(extended.error() == dl::condition::not_owner);
+
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> next{waiter, "pg:revoke", {.ttl = 30s}};
+        auto taken = co_await next.lock();
+        REQUIRE(taken);
+        CHECK(taken->fence() == held->fence() + 1);
+        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
+        co_await holder.close();
+        co_await operator_store.close();
+        co_await waiter.close();
+    });
+}
+
+TEST_CASE("postgres answers: list's rows decode in id order; any other shape is a protocol error", "[postgres][input]")
+{
+    namespace answers = pg::detail::answers;
+    const std::nullopt_t null_cell = std::nullopt;
+    const auto good = answers::listed(text_rows{{{"7061", "abcdef0123456789", "3", "1500"},
+                                                 {"70ff00", "0123", "9", "1"}}});
+    REQUIRE(good);
+    REQUIRE(good->size() == 2);
+    CHECK((*good)[0].resource == "pa");
+    CHECK((*good)[0].lock.owner == "abcdef01");
+    CHECK((*good)[0].lock.fence == 3);
+    CHECK((*good)[0].lock.remaining == dl::duration{1500ms});
+    CHECK((*good)[1].resource == std::string{"p\xff\0", 3});
+    CHECK((*good)[1].lock.owner == "0123");
+    CHECK(answers::listed(text_rows{})->empty());
+
+    const std::vector<std::vector<std::optional<std::string>>> bad_rows{
+        {"706", "ab", "1", "5"},        // odd hex
+        {"70FF", "ab", "1", "5"},       // not as encode() writes it
+        {"zz", "ab", "1", "5"},         // not hex
+        {null_cell, "ab", "1", "5"},    // no id
+        {"", "ab", "1", "5"},           // an empty id
+        {"70", null_cell, "1", "5"},    // no owner
+        {"70", "ab", "0", "5"},         // fence 0
+        {"70", "ab", null_cell, "5"},   // no fence
+        {"70", "ab", "1", "0"},         // no time left
+        {"70", "ab", "1", null_cell}};  // not live
+    const auto refused = [](const dl::result<std::vector<dl::lock_listing>>& r) {
+        return !r && r.error() == dl::errc::protocol_error;
+    };
+    for (const auto& row : bad_rows) {
+        INFO(row[0].value_or("NULL") << " " << row[1].value_or("NULL") << " " << row[2].value_or("NULL") << " "
+                                     << row[3].value_or("NULL"));
+        CHECK(refused(answers::listed(text_rows{{row}})));
+    }
+    // Out of order, and twice.
+    CHECK(refused(answers::listed(text_rows{{{"71", "ab", "1", "5"}, {"70", "ab", "1", "5"}}})));
+    CHECK(refused(answers::listed(text_rows{{{"70", "ab", "1", "5"}, {"70", "cd", "2", "5"}}})));
 }

@@ -93,6 +93,11 @@ struct config {
     duration clock_skew_margin = std::chrono::seconds{1};
     /// Every client of a table must use the same mode.
     lease_mode mode = lease_mode::record_version;
+    /// The Limit of each Scan request of list(): how many items DynamoDB reads for one
+    /// page, before its filter keeps the locks asked for. 0: DynamoDB's own bound (1 MB
+    /// of items a page). A smaller page spreads a listing's read capacity over more
+    /// requests.
+    std::uint32_t scan_limit = 0;
     /// The clock of day the store reads (expiry times in expiry_time mode, request
     /// signing dates). Empty: the system clock. Set in tests, to give clients clocks
     /// that disagree.

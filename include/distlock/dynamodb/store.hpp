@@ -21,10 +21,12 @@
 // reply was lost does not make the next one fail); in expiry_time mode also on an
 // expiry not yet passed, so that an expired lock is never revived. Releasing clears
 // the owner and the mode's attributes under `#o = :o` and never deletes the item
-// (after a delete the counter would start again at 1). `owner` is a reserved word:
-// names go through ExpressionAttributeNames. JSON is built with nlohmann::json, never
-// by concatenation, and replies are read by detail/replies.hpp, where whatever the
-// server sends is a value or an error code, never an exception.
+// (after a delete the counter would start again at 1); revoking is the same update
+// conditional on the fence instead of the owner. Listing is a consistent Scan
+// filtered on an owner and the prefix, read page after page. `owner` is a reserved
+// word: names go through ExpressionAttributeNames. JSON is built with nlohmann::json,
+// never by concatenation, and replies are read by detail/replies.hpp, where whatever
+// the server sends is a value or an error code, never an exception.
 //
 // Every request goes over the transport engine (HTTP/1.1, keep-alive, reconnect),
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
@@ -52,9 +54,13 @@
 #include <charconv>
 #include <chrono>
 #include <ctime>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace distlock::dynamodb {
 
@@ -100,8 +106,8 @@ inline std::int64_t epoch_ms(std::chrono::system_clock::time_point t)
 } // namespace detail
 
 /// A DynamoDB table used as a lock store. Models conditional_write_store,
-/// owner_checked_store and inspectable_store; its default acquisition policy is
-/// acquire::conditional_write.
+/// owner_checked_store, inspectable_store, enumerable_store and revocable_store; its
+/// default acquisition policy is acquire::conditional_write.
 ///
 /// \par Thread safety
 /// Safe to use from several threads: the connection's state lives on a strand.
@@ -248,6 +254,57 @@ public:
             return backend::failed<lock_info>(ec);
         nlohmann::json body = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
         return inspected(call("GetItem", std::move(body), diag), cfg_.mode, wall_now(), diag);
+    }
+
+    /// The locks held now whose resource id begins with `prefix`, sorted by id
+    /// (enumerable_store): a strongly consistent Scan of the table, filtered by the
+    /// server on an owner and the prefix, read page after page (LastEvaluatedKey) to
+    /// the end; each item is held or not as read() would say. A Scan reads the whole
+    /// table whatever the prefix: its cost grows with the table, not the listing.
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
+    {
+        if (auto ec = settings_valid())
+            return backend::failed<std::vector<lock_listing>>(ec);
+        nlohmann::json body = {
+            {"TableName", cfg_.table},
+            {"ConsistentRead", true},
+            {"ProjectionExpression", "#r, #o, fence, expiresAt, #v"},
+            {"ExpressionAttributeNames", {{"#r", "resource"}, {"#o", "owner"}, {"#v", "recordVersion"}}},
+            {"FilterExpression", "attribute_exists(#o)"},
+        };
+        // DynamoDB refuses an empty value, and every id starts with the empty prefix.
+        if (!prefix.empty()) {
+            body["FilterExpression"] = "attribute_exists(#o) AND begins_with(#r, :p)";
+            body["ExpressionAttributeValues"] = {{":p", {{"B", util::base64(prefix)}}}};
+        }
+        if (cfg_.scan_limit > 0)
+            body["Limit"] = cfg_.scan_limit;
+        return scanned(engine_, signer(), cfg_.wall_clock, std::move(body), std::string{prefix}, cfg_.mode, diag);
+    }
+
+    /// Frees the lock on `resource` if it is still the grant with `fence` and held as
+    /// read() says (in expiry_time mode: not expired), as a release does; else
+    /// errc::not_owner, the item untouched (revocable_store). One conditional
+    /// UpdateItem: the check and the write are one step on the server. The item keeps
+    /// its fence; the holder's next heartbeat, conditional on its owner, fails and its
+    /// lease is lost. Waiters poll, as after any release.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        nlohmann::json body = {
+            {"TableName", cfg_.table},
+            {"Key", key(resource)},
+            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l"},
+            {"ConditionExpression", "attribute_exists(#o) AND fence = :f"},
+            {"ExpressionAttributeNames", {{"#o", "owner"}, {"#v", "recordVersion"}, {"#l", "leaseDuration"}}},
+            {"ExpressionAttributeValues", {{":f", {{"N", std::to_string(fence)}}}}},
+        };
+        if (cfg_.mode == lease_mode::expiry_time) {
+            body["ConditionExpression"] = "attribute_exists(#o) AND fence = :f AND expiresAt >= :now";
+            body["ExpressionAttributeValues"][":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now()))}};
+        }
+        return owned(call("UpdateItem", std::move(body), diag));
     }
 
     /// Creates the table (on-demand capacity) if it does not exist, and waits until
@@ -608,13 +665,19 @@ private:
         auto got = co_await std::move(pending);
         if (!got)
             co_return got.error();
-        lock_info info;
         const auto found = detail::decode_lock_item(got.value(), diag);
         if (!found)
             co_return found.error();
         if (!found.value())
-            co_return info; // never locked
-        const auto& item = *found.value();
+            co_return lock_info{}; // never locked
+        co_return lock_of(*found.value(), mode, wall);
+    }
+
+    // What an item says of its lock, by the mode's rule, at `wall` (expiry_time).
+    static lock_info lock_of(const detail::lock_item& item, lease_mode mode,
+                             std::chrono::system_clock::time_point wall)
+    {
+        lock_info info;
         info.fence = item.fence.value_or(0);
         const auto& owner = item.owner;
         if (mode == lease_mode::record_version) {
@@ -630,16 +693,73 @@ private:
                         info.version = n;
                 }
             }
-            co_return info;
+            return info;
         }
         const auto& expires = item.expires_at;
         const auto now = detail::epoch_ms(wall);
-        if (owner && expires && static_cast<std::int64_t>(*expires) >= now) {
+        if (owner && expires && *expires <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) &&
+            static_cast<std::int64_t>(*expires) >= now) {
             info.held = true;
             info.owner = owner->substr(0, 8);
-            info.remaining = std::chrono::milliseconds{static_cast<std::int64_t>(*expires) - now};
+            info.remaining = std::chrono::milliseconds{
+                std::min<std::int64_t>(static_cast<std::int64_t>(*expires) - now, std::int64_t{1} << 40)};
         }
-        co_return info;
+        return info;
+    }
+
+    // list(): the Scan, page after page, each page's held locks kept; sorted at the
+    // end (a Scan's order is the table's hash order). A page key seen before would
+    // loop for ever: a protocol error. The operation owns its copies of the settings,
+    // and signs each page at its own time.
+    static awaitable<result<std::vector<lock_listing>>> scanned(
+        engine_ptr engine, signing s, std::function<std::chrono::system_clock::time_point()> wall_clock,
+        nlohmann::json body, std::string prefix, lease_mode mode, diagnostics* diag)
+    {
+        const auto wall = [&wall_clock] { return wall_clock ? wall_clock() : std::chrono::system_clock::now(); };
+        std::vector<lock_listing> out;
+        std::set<std::string> starts;
+        for (;;) {
+            s.date = wall();
+            auto got = co_await request(engine, s, std::string{"Scan"}, body.dump(), diag);
+            if (!got)
+                co_return got.error();
+            auto page = detail::decode_scan_page(got.value(), diag);
+            if (!page)
+                co_return page.error();
+            const auto now = wall();
+            for (auto& found : page.value().items) {
+                // The server's filter is a saving, not the rule: a server may compare
+                // binary ids less strictly than byte by byte.
+                if (!std::string_view{found.resource}.starts_with(prefix))
+                    continue;
+                auto info = lock_of(found.item, mode, now);
+                if (info.held)
+                    out.push_back({std::move(found.resource), std::move(info), std::nullopt});
+            }
+            if (!page.value().next_start)
+                break;
+            auto next = std::move(*page.value().next_start);
+            if (!starts.insert(next.dump()).second) {
+                if (diag) {
+                    diag->set_client_message("DynamoDB Scan answer: LastEvaluatedKey names a page already read");
+                    diag->set_server_message(next.dump());
+                }
+                co_return make_error_code(distlock::errc::protocol_error);
+            }
+            body["ExclusiveStartKey"] = std::move(next);
+        }
+        std::sort(out.begin(), out.end(),
+                  [](const lock_listing& a, const lock_listing& b) { return a.resource < b.resource; });
+        // One item per key: an id twice means pages that overlap.
+        const auto twice = std::adjacent_find(out.begin(), out.end(), [](const lock_listing& a, const lock_listing& b) {
+            return a.resource == b.resource;
+        });
+        if (twice != out.end()) {
+            if (diag)
+                diag->set_client_message("DynamoDB Scan answer: an item on two pages");
+            co_return make_error_code(distlock::errc::protocol_error);
+        }
+        co_return out;
     }
 
     std::string region_;
@@ -660,5 +780,11 @@ protected:
 
 /// The DynamoDB store. See basic_store for its documentation.
 using store = backend::store_shell<basic_store<>>;
+
+static_assert(conditional_write_store<store>);
+static_assert(owner_checked_store<store>);
+static_assert(inspectable_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::dynamodb

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace distlock::postgres {
 
@@ -200,7 +201,8 @@ struct advisory {
 
 /// The PostgreSQL store with advisory locks as its default acquisition: the same
 /// connections and settings, for mutexes that name no acquisition policy. It does not
-/// read locks (read() would see the lease table, not the advisory locks).
+/// read, list or revoke locks: those statements see the lease table, not the advisory
+/// locks.
 // Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
 class basic_advisory_store : public basic_store<> {
@@ -209,6 +211,14 @@ public:
     using basic_store<>::basic_store;
 
     awaitable<result<lock_info>> read(std::string_view, diagnostics* = nullptr) = delete;
+    // The server knows an advisory lock by its 64-bit key (pg_locks), a hash of the
+    // resource that cannot be turned back into its id.
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view, diagnostics* = nullptr) = delete;
+    // Only the session holding an advisory lock can unlock it. Ending that session from
+    // outside (pg_terminate_backend) is no conditional step: pg_locks is not read in
+    // the statement's snapshot, so the fence checked and the session ended could
+    // belong to different grants.
+    awaitable<result<void>> revoke(std::string_view, fence_token, diagnostics* = nullptr) = delete;
 
 protected:
     ~basic_advisory_store() = default;
@@ -217,5 +227,9 @@ protected:
 /// The PostgreSQL store with session-bound advisory locks. See basic_advisory_store
 /// for its documentation.
 using advisory_store = backend::store_shell<basic_advisory_store<>>;
+
+static_assert(!inspectable_store<advisory_store>);
+static_assert(!enumerable_store<advisory_store>);
+static_assert(!revocable_store<advisory_store>);
 
 } // namespace distlock::postgres

@@ -10,6 +10,8 @@
 // are owner-checked updates; releasing keeps the row and its fence (deleting it would
 // start the counter again) and sends a NOTIFY in the same transaction, on one channel
 // with the resource (hex) as payload. No transaction stays open while a lock is held.
+// Listing is one SELECT of a range of the primary key (ids are bytes: no LIKE);
+// revoking is release's statement checked on the fence instead of the owner.
 //
 // Connections: a small pool of pipelined connections for the lease-table statements
 // (each request on the least busy one), one that LISTENs for releases (opened by the
@@ -33,6 +35,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,9 +125,9 @@ struct session_pool {
 
 /// A PostgreSQL database used as a lock store. Models put_if_absent_store (answering),
 /// owner_checked_store, batch_put_if_absent_store, batch_release_store,
-/// release_notifying_store and
-/// inspectable_store (the lease table, the default policy acquire::setnx), and the
-/// advisory sessions of postgres::advisory (advisory.hpp).
+/// release_notifying_store, inspectable_store, enumerable_store and revocable_store
+/// (the lease table, the default policy acquire::setnx), and the advisory sessions of
+/// postgres::advisory (advisory.hpp).
 ///
 /// \par Thread safety
 /// Safe to use from several threads: each connection's state lives on its strand.
@@ -257,6 +260,35 @@ public:
             return backend::failed<lock_info>(ec);
         detail::statement s{"dl_read", sql_->read, {param::bytes(resource)}};
         return inspected(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// The live locks whose resource id begins with `prefix`, compared byte by byte,
+    /// in id order, with the time each has left: one statement, every row judged by one
+    /// reading of the server's clock (enumerable_store).
+    awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
+    {
+        const auto end = detail::prefix_end(prefix);
+        detail::statement s{"dl_list", sql_->list,
+                            params_of(param::bytes(prefix), end ? param::bytes(*end) : param::none())};
+        return enumerated(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// Frees the lock on `resource` if it is still the live grant with `fence`, and
+    /// announces it as a release (waiters are woken); else errc::not_owner, the row
+    /// untouched (revocable_store). One statement: the check and the update are one
+    /// step on the locked row. The row keeps its fence; the holder's next extension
+    /// finds no owner of its own and its lease is lost.
+    awaitable<result<void>> revoke(std::string_view resource, fence_token fence, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        // A fence is a bigint above 0: no grant carries any other.
+        if (fence == 0 || fence > static_cast<fence_token>(std::numeric_limits<std::int64_t>::max()))
+            return backend::failed<void>(distlock::errc::not_owner);
+        detail::statement s{"dl_revoke", sql_->revoke,
+                            params_of(param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
+                                      param::text(cfg_.channel))};
+        return owned(prepared(), ensure(), std::move(s), diag);
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -693,6 +725,20 @@ private:
         co_return detail::answers::inspected(got.value().front());
     }
 
+    static awaitable<result<std::vector<lock_listing>>> enumerated(std::shared_ptr<detail::connection> c,
+                                                                   std::shared_ptr<schema_state> schema,
+                                                                   detail::statement s, diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        auto listing = detail::answers::listed(got.value().front());
+        if (!listing && diag)
+            diag->set_client_message("PostgreSQL list answer: not one row of (hex id, owner, fence, time left) per "
+                                     "live lock in id order");
+        co_return listing;
+    }
+
     static awaitable<result<std::uint64_t>> fenced(std::shared_ptr<detail::connection> c,
                                                    std::shared_ptr<schema_state> schema, detail::statement s,
                                                    diagnostics* diag)
@@ -771,5 +817,7 @@ using store = backend::store_shell<basic_store<>>;
 static_assert(detail::answers::table<detail::rows>);
 static_assert(batch_put_if_absent_store<store>);
 static_assert(batch_release_store<store>);
+static_assert(enumerable_store<store>);
+static_assert(revocable_store<store>);
 
 } // namespace distlock::postgres

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace distlock::dynamodb::detail {
 
@@ -131,6 +132,18 @@ inline result<std::uint64_t> decode_granted_fence(const nlohmann::json& answer, 
     return fence;
 }
 
+/// The lock attributes of the item `item` (problems recorded in its reply).
+inline lock_item read_lock_item(const backend::json_reader& item)
+{
+    lock_item out;
+    out.owner = string_attribute(item, "owner");
+    out.record_version = string_attribute(item, "recordVersion");
+    out.fence = number_attribute(item, "fence");
+    out.expires_at = number_attribute(item, "expiresAt");
+    out.lease_duration = number_attribute(item, "leaseDuration");
+    return out;
+}
+
 /// The lock item of a GetItem answer; nullopt when the table has none (the resource
 /// was never locked).
 inline result<std::optional<lock_item>> decode_lock_item(const nlohmann::json& answer, diagnostics* diag)
@@ -140,18 +153,61 @@ inline result<std::optional<lock_item>> decode_lock_item(const nlohmann::json& a
     std::optional<lock_item> out;
     if (root.expect_object()) {
         const auto item = root.optional_object("Item");
-        if (item.present()) {
-            out.emplace();
-            out->owner = string_attribute(item, "owner");
-            out->record_version = string_attribute(item, "recordVersion");
-            out->fence = number_attribute(item, "fence");
-            out->expires_at = number_attribute(item, "expiresAt");
-            out->lease_duration = number_attribute(item, "leaseDuration");
-        }
+        if (item.present())
+            out = read_lock_item(item);
     }
     if (!reply.ok())
         return reply.fail(diag, "DynamoDB GetItem answer");
     return out;
+}
+
+/// One item of a Scan page: its resource id (the Binary key) and lock attributes.
+struct scanned_lock {
+    std::string resource;
+    lock_item item;
+};
+
+/// One page of a Scan answer: its items, and the key to send back as the next page's
+/// ExclusiveStartKey (its LastEvaluatedKey), absent on the last page.
+struct scan_page {
+    std::vector<scanned_lock> items;
+    std::optional<nlohmann::json> next_start;
+};
+
+/// A Scan answer of the lock table: `Items`, each keyed by a non-empty Binary
+/// `resource`, and an optional `LastEvaluatedKey` of the same key.
+inline result<scan_page> decode_scan_page(const nlohmann::json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    scan_page page;
+    const auto resource_of = [](const backend::json_reader& item) {
+        const auto key = item.object("resource");
+        auto id = key.base64("B");
+        if (item.ok() && id.empty())
+            key.report("B", "a non-empty id");
+        return id;
+    };
+    if (root.expect_object()) {
+        for (const auto entry : root.array("Items")) {
+            if (!entry.expect_object())
+                break;
+            auto id = resource_of(entry);
+            auto item = read_lock_item(entry);
+            if (!reply.ok())
+                break;
+            page.items.push_back({std::move(id), std::move(item)});
+        }
+        const auto next = root.optional_object("LastEvaluatedKey");
+        if (reply.ok() && next.present()) {
+            (void)resource_of(next);
+            if (reply.ok())
+                page.next_start = reply.take(next);
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB Scan answer");
+    return page;
 }
 
 /// The status of a DescribeTable answer ("CREATING", "ACTIVE", ...); empty when it

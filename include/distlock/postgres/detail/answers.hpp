@@ -125,6 +125,56 @@ result<lock_info> inspected(const R& r)
     return info;
 }
 
+/// The bytes of lower-case hex text, as encode(..., 'hex') writes them; nullopt for
+/// anything else.
+inline std::optional<std::string> from_hex(std::string_view text)
+{
+    if (text.size() % 2 != 0)
+        return std::nullopt;
+    const auto digit = [](char c) -> int {
+        if (c >= '0' && c <= '9')
+            return c - '0';
+        if (c >= 'a' && c <= 'f')
+            return c - 'a' + 10;
+        return -1;
+    };
+    std::string out;
+    out.reserve(text.size() / 2);
+    for (std::size_t i = 0; i < text.size(); i += 2) {
+        const int high = digit(text[i]), low = digit(text[i + 1]);
+        if (high < 0 || low < 0)
+            return std::nullopt;
+        out += static_cast<char>(high * 16 + low);
+    }
+    return out;
+}
+
+/// list: one (hex id, owner, fence, milliseconds left) row per live lock, ids in
+/// strictly increasing order; the statement passes only rows with an owner, a fence
+/// and time left.
+template <table R>
+result<std::vector<lock_listing>> listed(const R& r)
+{
+    std::vector<lock_listing> out;
+    out.reserve(static_cast<std::size_t>(std::max(r.count(), 0)));
+    for (int row = 0; row < r.count(); ++row) {
+        auto id = r.null(row, 0) ? std::nullopt : from_hex(r.text(row, 0));
+        const auto fence = r.integer(row, 2);
+        const auto left = r.integer(row, 3);
+        if (!id || id->empty() || r.null(row, 1) || !fence || *fence <= 0 || !left || *left <= 0)
+            return errc::protocol_error;
+        if (!out.empty() && !(out.back().resource < *id))
+            return errc::protocol_error;
+        lock_listing l{.resource = std::move(*id), .lock = {}, .waiters = std::nullopt};
+        l.lock.held = true;
+        l.lock.owner = std::string{r.text(row, 1).substr(0, 8)};
+        l.lock.fence = static_cast<fence_token>(*fence);
+        l.lock.remaining = std::chrono::milliseconds{std::min<std::int64_t>(*left, std::int64_t{1} << 40)};
+        out.push_back(std::move(l));
+    }
+    return out;
+}
+
 /// A fenced write: the rows it changed; none means the token was stale.
 template <table R>
 result<std::uint64_t> fenced(const R& r)

@@ -8,6 +8,7 @@
 // transaction, unlike now()).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,20 @@ inline std::string hex(std::string_view bytes)
         out += digits[b & 15];
     }
     return out;
+}
+
+/// The smallest id above every id that starts with `prefix` (in bytea's order, byte by
+/// byte), for a range scan of the primary key; nullopt when there is none (an empty
+/// prefix, or one of 0xff bytes only: every id after it starts with it).
+inline std::optional<std::string> prefix_end(std::string_view prefix)
+{
+    std::string end{prefix};
+    while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff)
+        end.pop_back();
+    if (end.empty())
+        return std::nullopt;
+    end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+    return end;
 }
 
 struct sql_texts {
@@ -87,6 +102,21 @@ struct sql_texts {
         read = "SELECT owner, fence, CASE WHEN owner IS NOT NULL THEN ceil(extract(epoch FROM expires_at - "
                "clock_timestamp()) * 1000)::bigint END FROM " +
                t + " WHERE resource = $1";
+        // A listing: the live rows of the id range [$1, $2) ($2 NULL: no upper end), in
+        // id order. A range of the primary key rather than LIKE, which would need % and _
+        // escaped and compares characters, not bytes. One clock reading for every row:
+        // a row passes only with time left, so its time left is at least 1 ms.
+        list = "SELECT encode(l.resource, 'hex'), l.owner, l.fence, ceil(extract(epoch FROM l.expires_at - "
+               "c.now) * 1000)::bigint FROM " +
+               t +
+               " l, (SELECT clock_timestamp() AS now) c WHERE l.resource >= $1 AND ($2::bytea IS NULL OR "
+               "l.resource < $2) AND l.owner IS NOT NULL AND l.expires_at > c.now ORDER BY l.resource";
+        // A release checked on the grant's fence instead of its owner, and on the lease
+        // being live (an expired one is free: nothing to revoke), announced as a release is.
+        revoke = "WITH freed AS (UPDATE " + t +
+                 " SET owner = NULL, expires_at = NULL WHERE resource = $1 AND fence = $2 AND owner IS NOT NULL "
+                 "AND expires_at > clock_timestamp() RETURNING resource) SELECT pg_notify($3, encode(resource, "
+                 "'hex')) FROM freed";
         // Advisory mode: the key is a hash of the resource (SHA-256's first 64 bits, or
         // 32 bits beside a namespace), computed by the server; the fence comes from
         // the same table, in the same statement, only when the lock was taken.
@@ -116,7 +146,7 @@ struct sql_texts {
     }
 
     std::string table, channel;
-    std::string create, acquire, acquire_all, extend, release, release_all, read;
+    std::string create, acquire, acquire_all, extend, release, release_all, read, list, revoke;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
 };
 
