@@ -87,6 +87,7 @@ void decode_document(const json& doc)
     run("dynamodb decode_granted_fence", [&](dl::diagnostics* d) { return dynamo_replies::decode_granted_fence(doc, d); });
     run("dynamodb decode_lock_item", [&](dl::diagnostics* d) { return dynamo_replies::decode_lock_item(doc, d); });
     run("dynamodb decode_table_status", [&](dl::diagnostics* d) { return dynamo_replies::decode_table_status(doc, d); });
+    run("dynamodb decode_scan_page", [&](dl::diagnostics* d) { return dynamo_replies::decode_scan_page(doc, d); });
     try {
         (void)etcd_replies::integer(doc, "TTL");
         (void)etcd_replies::read_range(doc);
