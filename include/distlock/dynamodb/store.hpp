@@ -314,6 +314,20 @@ public:
     {
         if (auto ec = settings_valid())
             co_return ec;
+        // Looked for first: a table that is there and ACTIVE costs one read, not a
+        // CreateTable (a control-plane call AWS rate-limits) refused as in use.
+        nlohmann::json describe;
+        describe["TableName"] = cfg_.table;
+        const auto describe_body = describe.dump();
+        {
+            diagnostics looked;
+            auto described = co_await request(engine_, signer(), std::string{"DescribeTable"}, describe_body, &looked);
+            if (described) {
+                const auto status = detail::decode_table_status(described.value(), &looked);
+                if (status && status.value() == "ACTIVE")
+                    co_return success();
+            }
+        }
         nlohmann::json create = {
             {"TableName", cfg_.table},
             {"AttributeDefinitions", {{{"AttributeName", "resource"}, {"AttributeType", "B"}}}},
@@ -329,10 +343,6 @@ public:
             co_return made.error();
         }
         const auto until = clock::now() + within;
-        // Built outside the co_await: g++ 12 cannot compile a braced list inside one.
-        nlohmann::json describe;
-        describe["TableName"] = cfg_.table;
-        const auto describe_body = describe.dump();
         for (;;) {
             auto described = co_await request(engine_, signer(), std::string{"DescribeTable"}, describe_body, diag);
             if (!described)
