@@ -874,7 +874,11 @@ void revoking()
     test::run(f.io, [&]() -> asio::awaitable<void> {
         const auto ex = co_await asio::this_coro::executor;
         auto& operator_client = f.client(1);
-        mutex_of<F> a{f.client(0), "conf:revoke", {.ttl = 3s}, dl::observe::callback{}};
+        // Renewed (every second): it learns of the revoke when an extension fails, well
+        // before its TTL would have run out (on a session store, with the session's
+        // next keepalive).
+        mutex_with<F, dl::observe::callback, dl::retry::fixed, dl::renew::watchdog> a{
+            f.client(0), "conf:revoke", {.ttl = 3s}, dl::observe::callback{}};
         auto held = co_await a.lock();
         REQUIRE(held);
         auto lost = test::start(ex, held->lost());
