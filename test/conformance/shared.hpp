@@ -9,6 +9,7 @@
 
 #include <distlock/basic_distributed_semaphore.hpp>
 #include <distlock/basic_distributed_shared_mutex.hpp>
+#include <distlock/multi_lock.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -272,6 +273,70 @@ void semaphore_permit_comes_back()
     });
 }
 
+/// A set with modes: one resource read, one written, in one sorted all-or-nothing call.
+/// Readers still come in beside the shared one; nobody else writes either; a set that
+/// cannot have one resource leaves the others untaken.
+template <class F>
+void shared_set_with_modes()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        using set_of = dl::basic_multi_shared_lock<typename F::backend, dl::observe::callback, dl::retry::fixed>;
+        set_of transfer{f.client(0),
+                        dl::resources(dl::shared("conf:acct:7"), dl::exclusive("conf:acct:42"),
+                                      dl::shared("conf:acct:42")), // named twice: taken once, exclusively
+                        {.ttl = 10s}, dl::observe::callback{}, quick()};
+        const auto order = transfer.ordered_resources();
+        REQUIRE(order.size() == 2);
+        CHECK(order[0].resource == "conf:acct:42");
+        CHECK(order[0].mode == dl::lock_mode::exclusive);
+        CHECK(order[1].mode == dl::lock_mode::shared);
+        auto both = co_await transfer.lock();
+        REQUIRE(both);
+        REQUIRE(both->leases().size() == 2);
+        CHECK(both->leases()[0].resource() == "conf:acct:42");
+        CHECK_FALSE(both->leases()[0].shared());
+        CHECK(both->leases()[1].shared());
+        const auto read_fence = both->leases()[1].fence();
+
+        shared_mutex_of<F> seven{f.client(1), "conf:acct:7", {.ttl = 10s}, dl::observe::callback{}, quick()};
+        shared_mutex_of<F> forty_two{f.client(1), "conf:acct:42", {.ttl = 10s}, dl::observe::callback{}, quick()};
+        auto reader = co_await seven.try_lock_shared();
+        REQUIRE(reader); // read beside the set's reader
+        CHECK(reader->fence() > read_fence);
+        { const auto ok_ = co_await reader->unlock(); CHECK(ok_); }
+        auto writer = co_await seven.try_lock();
+        REQUIRE_FALSE(writer);
+        CHECK(writer.error() == dl::condition::contended);
+        auto other_reader = co_await forty_two.try_lock_shared();
+        REQUIRE_FALSE(other_reader);
+        CHECK(other_reader.error() == dl::condition::contended);
+
+        // All or nothing: a second transfer reads "conf:acct:10" (first in order), then
+        // cannot write the account the first one writes; it leaves no reader behind.
+        set_of second{f.client(2), dl::resources(dl::shared("conf:acct:10"), dl::exclusive("conf:acct:42")),
+                      {.ttl = 10s}, dl::observe::callback{}, quick()};
+        auto refused = co_await second.try_lock();
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::contended);
+        shared_mutex_of<F> ten{f.client(1), "conf:acct:10", {.ttl = 10s}, dl::observe::callback{}, quick()};
+        auto alone = co_await ten.try_lock();
+        REQUIRE(alone); // no reader was left on it
+        { const auto ok_ = co_await alone->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await both->unlock(); CHECK(ok_); }
+        auto after = co_await seven.try_lock();
+        REQUIRE(after);
+        CHECK(after->fence() > read_fence);
+        { const auto ok_ = co_await after->unlock(); CHECK(ok_); }
+
+        // The free function, with a set of one.
+        auto one = co_await dl::lock_all(f.client(2), dl::resources(dl::shared("conf:acct:42")), {.ttl = 10s});
+        REQUIRE(one);
+        CHECK(one->leases().front().shared());
+        { const auto ok_ = co_await one->unlock(); CHECK(ok_); }
+    });
+}
+
 /// Registers the shared mutex's and the semaphore's behaviours on fixture F.
 template <class F>
 void register_shared_behaviours(const std::string& tags, void (*add)(const char*, void (*)(), const std::string&,
@@ -289,6 +354,8 @@ void register_shared_behaviours(const std::string& tags, void (*add)(const char*
                       })
             add("conformance: shared mutex: a downgraded writer holds on as a reader, no writer between",
                 &shared_downgrade<F>, tags, CATCH_INTERNAL_LINEINFO);
+        add("conformance: shared mutex: lock_all takes a set with modes, sorted, all or nothing",
+            &shared_set_with_modes<F>, tags, CATCH_INTERNAL_LINEINFO);
         add("conformance: semaphore: N permits with distinct slots; the next waits; another count is refused",
             &semaphore_permits<F>, tags, CATCH_INTERNAL_LINEINFO);
         add("conformance: semaphore: a vanished holder's permit comes back", &semaphore_permit_comes_back<F>, tags,
