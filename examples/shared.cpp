@@ -6,6 +6,7 @@
 #include <distlock/blocking.hpp>
 #include <distlock/distlock.hpp>
 #include <distlock/memory.hpp>
+#include <distlock/multi_lock.hpp>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -104,6 +105,22 @@ asio::awaitable<void> exports(dl::memory::store& store)
     (void)co_await next->unlock();
 }
 
+// -- A transfer: read one account, write another, in one call -----------------------
+
+asio::awaitable<void> transfer(dl::memory::store& store)
+{
+    auto both = co_await dl::lock_all(store, dl::resources(dl::shared("account:7"), dl::exclusive("account:42")),
+                                      {.ttl = 10s});
+    // Sorted by id, all or nothing: both->leases() are account:42 (written), then account:7 (read).
+    expect(both && !both->leases()[0].shared() && both->leases()[1].shared(),
+           "one call takes the written account alone and the read one shared");
+    catalog_lock seven{store, "account:7", {.ttl = 10s}};
+    auto audit = co_await seven.try_lock_shared();
+    expect(audit.has_value(), "another reader reads the account being read");
+    (void)co_await audit->unlock();
+    (void)co_await both->unlock();
+}
+
 // -- From threads: std::shared_lock and std::unique_lock -----------------------------
 
 void from_threads()
@@ -135,6 +152,8 @@ int main()
             co_await catalog(store);
             std::printf("exports (semaphore):\n");
             co_await exports(store);
+            std::printf("transfer (a set with modes):\n");
+            co_await transfer(store);
             co_await store.close();
         },
         asio::detached);

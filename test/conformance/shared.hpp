@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -337,6 +339,126 @@ void shared_set_with_modes()
     });
 }
 
+/// The fixture's holder processes take shared grants too (hold_until_lost's modes).
+template <class F>
+struct kills_shared_holders : std::bool_constant<requires(F& f) {
+    { f.holder_process(std::string{}, std::string{}) } -> std::same_as<std::unique_ptr<test::child>>;
+}> {};
+
+/// A holder process's grant, from its "locked FENCE [SLOT]" line.
+struct process_grant {
+    dl::fence_token fence = 0;
+    std::optional<std::uint32_t> slot;
+};
+
+inline process_grant started_holder(test::child& holder)
+{
+    const auto line = holder.read_line(std::chrono::seconds{20});
+    REQUIRE(line);
+    REQUIRE(line->starts_with("locked "));
+    std::istringstream words{line->substr(7)};
+    process_grant g;
+    words >> g.fence;
+    if (std::uint32_t slot = 0; words >> slot)
+        g.slot = slot;
+    return g;
+}
+
+/// A reader in another process is killed while a writer waits: the writer is granted
+/// once the reader's lease ends (its TTL or its session), with a larger fence.
+template <class F>
+void shared_killed_reader()
+{
+    F f;
+    auto reader = f.holder_process("conf:killed-reader", "shared");
+    const auto dead = started_holder(*reader);
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        waiting_shared_mutex_of<F> writer_m{f.client(0), "conf:killed-reader", {.ttl = 10s}, dl::observe::callback{},
+                                            dl::retry::exponential_backoff{.deadline = 40s}};
+        auto writer = test::start(ex, writer_m.lock());
+        co_await test::settle(300ms);
+        CHECK_FALSE(writer.ready()); // the reader holds
+        reader->kill(SIGKILL);
+        REQUIRE(reader->wait());
+        { const bool came_ = co_await writer.wait(std::chrono::seconds{45}); REQUIRE(came_); }
+        auto& got = writer.get();
+        REQUIRE(got);
+        CHECK(got->fence() > dead.fence);
+        { const auto ok_ = co_await got->unlock(); CHECK(ok_); }
+    });
+}
+
+/// A crashed process's permits come back: two processes hold both permits of a
+/// semaphore of 2 and are killed; both permits are granted again, numbers 0 and 1,
+/// with larger fences.
+template <class F>
+void semaphore_killed_holders()
+{
+    F f;
+    auto first = f.holder_process("conf:killed-permits", "permit:2");
+    const auto one = started_holder(*first);
+    auto second = f.holder_process("conf:killed-permits", "permit:2");
+    const auto two = started_holder(*second);
+    REQUIRE(one.slot);
+    REQUIRE(two.slot);
+    CHECK(*one.slot != *two.slot);
+    first->kill(SIGKILL);
+    second->kill(SIGKILL);
+    REQUIRE(first->wait());
+    REQUIRE(second->wait());
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        using patient_semaphore =
+            dl::basic_distributed_semaphore<typename F::backend, dl::observe::callback, dl::retry::exponential_backoff>;
+        const dl::semaphore_options two_permits{.permits = 2, .lease = {.ttl = 10s}};
+        patient_semaphore a{f.client(0), "conf:killed-permits", two_permits, dl::observe::callback{},
+                            dl::retry::exponential_backoff{.deadline = 40s}};
+        patient_semaphore b{f.client(1), "conf:killed-permits", two_permits, dl::observe::callback{},
+                            dl::retry::exponential_backoff{.deadline = 40s}};
+        auto p = co_await a.acquire();
+        auto q = co_await b.acquire();
+        REQUIRE(p);
+        REQUIRE(q);
+        CHECK(std::set<std::uint32_t>{*p->slot(), *q->slot()} == std::set<std::uint32_t>{0, 1});
+        CHECK(std::min(p->fence(), q->fence()) > std::max(one.fence, two.fence));
+        { const auto ok_ = co_await p->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await q->unlock(); CHECK(ok_); }
+    });
+}
+
+/// A waiting writer whose session is lost ends with an error and keeps no reader out:
+/// a reader refused while the writer waited comes in beside the reader that holds.
+template <class F>
+void shared_writer_session_lost()
+{
+    F f;
+    test::run(f.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        const std::string resource = "conf:lost-writer";
+        waiting_shared_mutex_of<F> a{f.client(0), resource, {.ttl = 10s}, dl::observe::callback{}, for_a_minute()};
+        waiting_shared_mutex_of<F> b{f.client(1), resource, {.ttl = 10s}, dl::observe::callback{}, for_a_minute()};
+        shared_mutex_of<F> c{f.client(2), resource, {.ttl = 10s}, dl::observe::callback{}, quick()};
+        auto reading = co_await a.lock_shared();
+        REQUIRE(reading);
+        auto writer = test::start(ex, b.lock_until(dl::clock::now() + F::session_end_within + 3s));
+        (void)co_await test::eventually("the writer waits", [&] { return f.waiters(resource) == 2; }, long_enough());
+        auto refused = co_await c.try_lock_shared();
+        REQUIRE_FALSE(refused); // a writer queued before it
+        CHECK(refused.error() == dl::condition::contended);
+
+        co_await f.end_session(1);
+        { const bool came_ = co_await writer.wait(std::chrono::seconds{30}); REQUIRE(came_); }
+        REQUIRE_FALSE(writer.get());
+        co_await background_done(f.client(1));
+        auto beside = co_await c.try_lock_shared();
+        REQUIRE(beside); // the lost writer left nothing that keeps readers out
+        CHECK(reading->valid());
+        CHECK(beside->fence() > reading->fence());
+        { const auto ok_ = co_await beside->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await reading->unlock(); CHECK(ok_); }
+    });
+}
+
 /// Registers the shared mutex's and the semaphore's behaviours on fixture F.
 template <class F>
 void register_shared_behaviours(const std::string& tags, void (*add)(const char*, void (*)(), const std::string&,
@@ -360,6 +482,17 @@ void register_shared_behaviours(const std::string& tags, void (*add)(const char*
             &semaphore_permits<F>, tags, CATCH_INTERNAL_LINEINFO);
         add("conformance: semaphore: a vanished holder's permit comes back", &semaphore_permit_comes_back<F>, tags,
             CATCH_INTERNAL_LINEINFO);
+        if constexpr (ends_sessions<F>::value)
+            add("conformance: shared mutex: a waiting writer whose session is lost ends with an error and keeps no "
+                "reader out",
+                &shared_writer_session_lost<F>, tags, CATCH_INTERNAL_LINEINFO);
+        if constexpr (kills_shared_holders<F>::value) {
+            add("conformance: shared mutex: a reader SIGKILLed while a writer waits: the writer is granted, with a "
+                "larger fence",
+                &shared_killed_reader<F>, tags, CATCH_INTERNAL_LINEINFO);
+            add("conformance: semaphore: a crashed process's permits come back, numbers and fences as promised",
+                &semaphore_killed_holders<F>, tags, CATCH_INTERNAL_LINEINFO);
+        }
     }
 }
 

@@ -41,10 +41,11 @@
 //   static constexpr dl::duration session_end_within;  how long that takes at most
 //   void stop_server(); void start_server();  the server goes down, and comes back with
 //                                             what it persists
-//   std::unique_ptr<test::child> holder_process(const std::string& resource);
-//                                             a process that takes the lock, prints
-//                                             "locked FENCE" and holds it until killed
-//                                             (hold_until_lost()), and optionally
+//   std::unique_ptr<test::child> holder_process(const std::string& resource,
+//                                               const std::string& mode = "exclusive");
+//                                             a process that takes the lock (in mode:
+//                                             see hold_until_lost()), prints "locked
+//                                             FENCE" and holds it until killed, and optionally
 //   static constexpr after_kill killed_holder_lock;  what becomes of its lock
 //   std::unique_ptr<test::child> counter_process(dir, rounds, processes);
 //   long counter_value(dir);                  processes counting under the lock with
@@ -65,6 +66,9 @@
 #include "pending.hpp"
 #include "process.hpp"
 #include "support.hpp"
+
+#include <distlock/basic_distributed_semaphore.hpp>
+#include <distlock/basic_distributed_shared_mutex.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/co_spawn.hpp>
@@ -1324,21 +1328,42 @@ void processes_count()
 
 // -- The bodies of the behaviours' worker processes ---------------------------------------
 
-/// The body of a holder process (killed_holder): takes the lock on `resource` through
-/// `store` (renewed by a watchdog where leases have a TTL), prints "locked FENCE", and
-/// holds it until the lease is lost (exit status 3) or the process is killed.
+/// The body of a holder process (killed_holder and the shared behaviours' holders):
+/// takes `resource` through `store` (renewed by a watchdog where leases have a TTL) in
+/// `mode`: "exclusive" (a mutex), "shared" (a shared mutex's reader) or "permit:N" (a
+/// permit of a semaphore of N); prints "locked FENCE" (a permit: "locked FENCE SLOT"),
+/// and holds it until the lease is lost (exit status 3) or the process is killed.
 template <class Store>
 int hold_until_lost(asio::io_context& io, Store& store, const std::string& resource,
-                    dl::duration ttl = std::chrono::seconds{10})
+                    dl::duration ttl = std::chrono::seconds{10}, const std::string& mode = "exclusive")
 {
     int status = 1;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<Store, dl::renew::watchdog, dl::retry::exponential_backoff> m{
-            store, resource, {.ttl = ttl}, dl::retry::exponential_backoff{.deadline = std::chrono::seconds{30}}};
-        auto l = co_await m.lock();
+        const dl::retry::exponential_backoff patient{.deadline = std::chrono::seconds{30}};
+        dl::result<dl::lease> l = dl::errc::invalid_argument;
+        if (mode == "exclusive") {
+            dl::basic_distributed_mutex<Store, dl::renew::watchdog, dl::retry::exponential_backoff> m{
+                store, resource, {.ttl = ttl}, patient};
+            l = co_await m.lock();
+        } else if constexpr (dl::shared_backend<Store>) {
+            if (mode == "shared") {
+                dl::basic_distributed_shared_mutex<Store, dl::renew::watchdog, dl::retry::exponential_backoff> m{
+                    store, resource, {.ttl = ttl}, patient};
+                l = co_await m.lock_shared();
+            } else if (mode.starts_with("permit:")) {
+                dl::basic_distributed_semaphore<Store, dl::renew::watchdog, dl::retry::exponential_backoff> s{
+                    store, resource,
+                    {.permits = static_cast<std::uint32_t>(std::stoul(mode.substr(7))), .lease = {.ttl = ttl}},
+                    patient};
+                l = co_await s.acquire();
+            }
+        }
         if (!l)
             co_return;
-        std::printf("locked %llu\n", static_cast<unsigned long long>(l->fence()));
+        if (const auto slot = l->slot())
+            std::printf("locked %llu %u\n", static_cast<unsigned long long>(l->fence()), static_cast<unsigned>(*slot));
+        else
+            std::printf("locked %llu\n", static_cast<unsigned long long>(l->fence()));
         std::fflush(stdout);
         co_await l->lost();
         status = 3;
