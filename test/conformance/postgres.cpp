@@ -42,14 +42,21 @@ struct postgres_clients {
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) { return advisory ? look.advisory_held(resource) : look.lease_held(resource); }
-    // As if the lease had run out: its expiry moves into the past, or (advisory) its
-    // server session ends.
+    // As if the lease had run out: its expiry moves into the past (a shared grant's in
+    // the holders table), or (advisory) the server session holding its lock (a
+    // permit's: its slot's) ends.
     void end_lock(const dl::lease& l)
     {
-        if constexpr (advisory)
-            look.terminate_advisory_holder(l.resource());
-        else
+        if constexpr (advisory) {
+            if (l.slot())
+                look.terminate_permit_holder(l.resource(), *l.slot());
+            else
+                look.terminate_advisory_holder(l.resource());
+        } else if (l.shared()) {
+            look.expire_holder(l.resource(), l.owner());
+        } else {
             look.expire_lease(l.resource());
+        }
     }
     // Only the client asking is doing I/O when a test loses a reply.
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
@@ -68,11 +75,11 @@ struct postgres_clients {
     void stop_server() { test::shared_postgres().stop(); }
     void start_server() { test::shared_postgres().start(); }
 
-    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& grant = "exclusive")
     {
         return std::make_unique<test::child>(std::vector<std::string>{
             test::self_path(), "--worker", "pg-hold", std::to_string(test::shared_postgres().port()), table, mode,
-            resource, "1500"});
+            resource, "1500", grant});
     }
 
     static constexpr int counter_processes = 6;
@@ -137,15 +144,17 @@ pg::config worker_config(const std::string& port, const std::string& table)
     return c;
 }
 
-// pg-hold PORT TABLE MODE RESOURCE TTL_MS: the suite's holder process (MODE "table": a
-// lease renewed at a third of the TTL; "advisory").
+// pg-hold PORT TABLE MODE RESOURCE TTL_MS GRANT: the suite's holder process (MODE
+// "table": a lease renewed at a third of the TTL; "advisory"; GRANT as
+// hold_until_lost's mode).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 5)
+    if (args.size() != 6)
         return 2;
     asio::io_context io;
     const auto hold = [&](auto& store) {
-        return test::conformance::hold_until_lost(io, store, args[3], std::chrono::milliseconds{std::stoi(args[4])});
+        return test::conformance::hold_until_lost(io, store, args[3], std::chrono::milliseconds{std::stoi(args[4])},
+                                                  args[5]);
     };
     if (args[2] == "advisory") {
         pg::advisory_store store{io, worker_config(args[0], args[1])};

@@ -67,6 +67,35 @@ public:
         REQUIRE(r.count() == 1);
     }
 
+    // The key of a semaphore's permit `slot` (detail/sql.hpp), without a namespace.
+    static std::string permit_key()
+    {
+        return "('x' || substr(encode(sha256($1::bytea || int4send($2::int)), 'hex'), 17, 16))::bit(64)::bigint";
+    }
+
+    // Ends the server session that holds permit `slot` of `resource`.
+    void terminate_permit_holder(std::string_view resource, std::uint32_t slot)
+    {
+        auto r = query("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                       "objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = " +
+                           permit_key(),
+                       {pg::param::bytes(resource), pg::param::number(slot)});
+        REQUIRE(r.count() == 1);
+    }
+
+    // The shared holders' table beside the lease table.
+    std::string holders() const { return pg::detail::quoted(pg::detail::holders_table(table_)); }
+
+    // As if a shared grant (a reader's, a permit's) had run out: its expiry moves
+    // into the past.
+    void expire_holder(std::string_view resource, const dl::owner_token& owner)
+    {
+        auto r = query("UPDATE " + holders() + " SET expires_at = clock_timestamp() - interval '1 second' "
+                                               "WHERE resource = $1 AND owner = $2 AND mode = 's'",
+                       {pg::param::bytes(resource), pg::param::text(owner.to_hex())});
+        REQUIRE(r.affected() == 1);
+    }
+
     void expire_lease(std::string_view resource)
     {
         auto r = query("UPDATE " + table() + " SET expires_at = clock_timestamp() - interval '1 second' "

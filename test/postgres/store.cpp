@@ -3,16 +3,22 @@
 // conformance suite: one-statement upserts raced, tables created at once, ids as
 // bytes, multi-locks in one statement, fenced SQL writes, pipelining, SQLSTATEs,
 // URLs, SCRAM and TLS through libpq, terminated backends, blackholed connections,
-// restarts, listings by byte prefix, revocation by fence.
+// restarts, listings by byte prefix, revocation by fence, shared grants (a lease
+// table made before them, permits raced, a writer waiting in the server).
 #include "fault/proxy.hpp"
 #include "postgres/postgres_support.hpp"
+
+#include <distlock/basic_distributed_semaphore.hpp>
+#include <distlock/basic_distributed_shared_mutex.hpp>
 
 #include <algorithm>
 #include <charconv>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -897,4 +903,234 @@ TEST_CASE("postgres answers: list's rows decode in id order; any other shape is 
     // Out of order, and twice.
     CHECK(refused(answers::listed(text_rows{{{"71", "ab", "1", "5"}, {"70", "ab", "1", "5"}}})));
     CHECK(refused(answers::listed(text_rows{{{"70", "ab", "1", "5"}, {"70", "cd", "2", "5"}}})));
+}
+
+TEST_CASE("postgres answers: shared grants' rows decode; any other shape is a protocol error", "[postgres][input]")
+{
+    namespace answers = pg::detail::answers;
+    const std::nullopt_t null_cell = std::nullopt;
+    const auto at = dl::clock::now();
+    const auto reader = answers::shared_acquired(text_rows{{{"7", null_cell, null_cell, null_cell}}}, at, 0);
+    REQUIRE(reader);
+    CHECK(reader->is_granted());
+    CHECK(reader->fence() == 7);
+    CHECK_FALSE(reader->slot());
+    const auto permit = answers::shared_acquired(text_rows{{{"8", "2", null_cell, null_cell}}}, at, 3);
+    REQUIRE(permit);
+    CHECK(permit->slot() == std::optional<std::uint32_t>{2});
+    const auto held = answers::shared_acquired(text_rows{{{null_cell, null_cell, "1500", null_cell}}}, at, 0);
+    REQUIRE(held);
+    CHECK_FALSE(held->is_granted());
+    CHECK(held->not_before() == std::optional<dl::time_point>{at + 1500ms});
+    const auto waits = answers::shared_acquired(text_rows{{{null_cell, null_cell, null_cell, null_cell}}}, at, 0);
+    REQUIRE(waits);
+    CHECK_FALSE(waits->not_before());
+    std::optional<std::int64_t> held_with;
+    const auto other = answers::shared_acquired(text_rows{{{null_cell, null_cell, null_cell, "3"}}}, at, 2, &held_with);
+    REQUIRE_FALSE(other);
+    CHECK(other.error() == dl::errc::invalid_argument);
+    CHECK(held_with == std::optional<std::int64_t>{3});
+    CHECK(answers::count_refusal(3, 2, false).find("semaphore of 3 permits, not as one of 2") != std::string::npos);
+
+    const std::vector<std::pair<std::vector<std::optional<std::string>>, std::uint32_t>> bad{
+        {{"0", null_cell, null_cell, null_cell}, 0},        // fence 0
+        {{"x", null_cell, null_cell, null_cell}, 0},        // not a number
+        {{"7", "0", null_cell, null_cell}, 0},              // a reader with a slot
+        {{"7", null_cell, null_cell, null_cell}, 3},        // a permit without one
+        {{"7", "3", null_cell, null_cell}, 3},              // a slot out of range
+        {{"7", "-1", null_cell, null_cell}, 3},             // a negative slot
+        {{null_cell, null_cell, "soon", null_cell}, 0},     // time left not a number
+        {{null_cell, null_cell, null_cell, "2"}, 2},        // refused for the count asked
+        {{null_cell, null_cell, null_cell, "-1"}, 2}};      // a negative count
+    for (const auto& [row, permits] : bad) {
+        const auto r = answers::shared_acquired(text_rows{{row}}, at, permits);
+        CHECK((!r && r.error() == dl::errc::protocol_error));
+    }
+    CHECK_FALSE(answers::shared_acquired(text_rows{}, at, 0));
+    CHECK_FALSE(answers::shared_acquired(text_rows{{{"1", null_cell, null_cell, null_cell}, {"2", null_cell, null_cell, null_cell}}}, at, 0));
+
+    // The holders table is named after the lease table, never cut back to its name.
+    CHECK(pg::detail::holders_table("locks") == "locks_holders");
+    CHECK(pg::detail::holders_table("app.locks") == "app.locks_holders");
+    const std::string long_a(63, 'a'), long_b = std::string(62, 'a') + "b";
+    const auto ha = pg::detail::holders_table(long_a), hb = pg::detail::holders_table(long_b);
+    CHECK(ha.size() == 63);
+    CHECK(ha != long_a);
+    CHECK(ha != hb);
+}
+
+TEST_CASE("postgres: a lease table made by an earlier version works unchanged; the holders table is made beside it",
+          "[postgres]")
+{
+    const auto table = test::fresh_table("old");
+    probe look{table};
+    // The lease table as the versions before shared grants made it, with a fence in use.
+    look.query("CREATE TABLE \"" + table + "\" (resource bytea PRIMARY KEY CHECK (octet_length(resource) BETWEEN 1 "
+               "AND 1024), owner text, expires_at timestamptz, fence bigint NOT NULL DEFAULT 0)");
+    look.query("INSERT INTO \"" + table + "\" (resource, fence) VALUES ('old:rw', 41)");
+    const auto columns = [&](const std::string& name) {
+        return std::string{look.query("SELECT string_agg(column_name::text, ',' ORDER BY ordinal_position) FROM "
+                                      "information_schema.columns WHERE table_name = $1",
+                                      {pg::param::text(name)})
+                               .text(0, 0)};
+    };
+    const auto before = columns(table);
+    asio::io_context io;
+    pg::store store{io, test::shared_postgres().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, "old:rw", {.ttl = 10s}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        CHECK(l->fence() == 42);
+        { const auto ok_ = co_await l->unlock(); REQUIRE(ok_); }
+        dl::basic_distributed_shared_mutex<pg::store, dl::retry::none> rw{store, "old:rw", {.ttl = 10s}};
+        auto r = co_await rw.lock_shared();
+        REQUIRE(r);
+        CHECK(r->fence() == 43);
+        auto w = co_await rw.try_lock();
+        REQUIRE_FALSE(w);
+        { const auto ok_ = co_await r->unlock(); REQUIRE(ok_); }
+        auto again = co_await m.lock();
+        REQUIRE(again);
+        CHECK(again->fence() > 43);
+        { const auto ok_ = co_await again->unlock(); REQUIRE(ok_); }
+        // Made twice (a store that starts again): nothing changes.
+        const auto made = co_await store.create_table();
+        REQUIRE(made);
+        co_await store.close();
+    });
+    CHECK(columns(table) == before);
+    CHECK(columns(pg::detail::holders_table(table)) == "resource,owner,mode,slot,permits,expires_at");
+}
+
+TEST_CASE("postgres: permits raced by many stores, in both modes: N holders with distinct slots, the rest refused",
+          "[postgres]")
+{
+    const auto table = test::fresh_table("sem");
+    asio::io_context io;
+    const auto race = [&]<class Store>(std::type_identity<Store>, const std::string& resource) {
+        std::vector<std::unique_ptr<Store>> stores;
+        for (int i = 0; i < 8; ++i)
+            stores.push_back(std::make_unique<Store>(io, test::shared_postgres().config(table)));
+        io.restart();
+        test::run(io, [&]() -> asio::awaitable<void> {
+            using semaphore = dl::basic_distributed_semaphore<Store, dl::retry::none>;
+            std::vector<std::unique_ptr<semaphore>> sems;
+            std::vector<test::pending<dl::result<dl::lease>>> racers;
+            for (auto& s : stores) {
+                sems.push_back(std::make_unique<semaphore>(*s, resource,
+                                                           dl::semaphore_options{.permits = 3, .lease = {.ttl = 10s}}));
+                racers.push_back(test::start(co_await asio::this_coro::executor, sems.back()->try_acquire()));
+            }
+            std::vector<dl::lease> held;
+            for (auto& r : racers) {
+                { const bool came_ = co_await r.wait(); REQUIRE(came_); }
+                auto& got = r.get();
+                if (got)
+                    held.push_back(std::move(*got));
+                else
+                    CHECK(got.error() == dl::condition::contended);
+            }
+            REQUIRE(held.size() == 3);
+            std::set<std::uint32_t> slots;
+            std::set<dl::fence_token> fences;
+            for (const auto& p : held) {
+                slots.insert(p.slot().value_or(99));
+                fences.insert(p.fence());
+            }
+            CHECK(slots == std::set<std::uint32_t>{0, 1, 2});
+            CHECK(fences.size() == 3);
+            for (auto& p : held) {
+                const auto ok_ = co_await p.unlock();
+                CHECK(ok_);
+            }
+            for (auto& s : stores)
+                co_await s->close();
+        });
+    };
+    race(std::type_identity<pg::store>{}, "sem:table");
+    race(std::type_identity<pg::advisory_store>{}, "sem:advisory");
+}
+
+TEST_CASE("postgres advisory: a writer waiting in the server keeps new readers out; a downgrade goes before it",
+          "[postgres]")
+{
+    const auto table = test::fresh_table("adv");
+    probe look{table};
+    asio::io_context io;
+    pg::advisory_store a{io, test::shared_postgres().config(table)}, b{io, test::shared_postgres().config(table)},
+        c{io, test::shared_postgres().config(table)};
+    const std::string resource = "adv:rw";
+    // Requests on the resource's key in the server's queue, granted or not, in one mode.
+    const auto queued = [&](const char* mode, bool granted) {
+        return look
+            .query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND mode = $2 AND "
+                   "granted = $3 AND ((classid::bigint << 32) | objid::bigint) = " +
+                       probe::advisory_key(),
+                   {pg::param::bytes(resource), pg::param::text(mode), pg::param::text(granted ? "t" : "f")})
+            .integer(0, 0)
+            .value_or(-1);
+    };
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        // Waits in the server that outlast the test: nothing leaves the queue and comes back.
+        const dl::retry::fixed patient{.delay = 30s, .deadline = 60s};
+        using once = dl::basic_distributed_shared_mutex<pg::advisory_store, dl::retry::none>;
+        using waiting = dl::basic_distributed_shared_mutex<pg::advisory_store, dl::retry::fixed>;
+        once ra{a, resource, {.ttl = 10s}}, rc{c, resource, {.ttl = 10s}};
+        waiting wb{b, resource, {.ttl = 10s}, patient}, wa{a, resource, {.ttl = 10s}, patient},
+            rcw{c, resource, {.ttl = 10s}, patient};
+
+        auto reader = co_await ra.lock_shared();
+        REQUIRE(reader);
+        auto writing = test::start(ex, wb.lock());
+        (void)co_await test::eventually("a writer waits in the server",
+                                        [&] { return queued("ExclusiveLock", false) == 1; });
+        // A reader's try is refused, though only a reader holds.
+        auto kept_out = co_await rc.try_lock_shared();
+        REQUIRE_FALSE(kept_out);
+        CHECK(kept_out.error() == dl::condition::contended);
+        // A reader that waits queues behind the writer.
+        auto reading = test::start(ex, rcw.lock_shared());
+        (void)co_await test::eventually("a reader waits behind it", [&] { return queued("ShareLock", false) == 1; });
+        CHECK(queued("ShareLock", true) == 1);
+        { const auto ok_ = co_await reader->unlock(); REQUIRE(ok_); }
+        { const bool came_ = co_await writing.wait(10000ms); REQUIRE(came_); }
+        auto& w = writing.get();
+        REQUIRE(w);
+        CHECK(w->fence() > reader->fence());
+        CHECK_FALSE(reading.ready());
+
+        // Another writer queues behind the reader; the holder downgrades at once, ahead
+        // of both (its own session holds the lock), and the queue is served in order:
+        // the reader that came first, then the writer.
+        auto second = test::start(ex, wa.lock());
+        (void)co_await test::eventually("a second writer waits", [&] { return queued("ExclusiveLock", false) == 1; });
+        const auto t0 = dl::clock::now();
+        auto down = co_await wb.downgrade(*w);
+        REQUIRE(down);
+        CHECK(dl::clock::now() - t0 < 1s);
+        CHECK(w->shared());
+        CHECK(w->valid());
+        { const bool came_ = co_await reading.wait(10000ms); REQUIRE(came_); }
+        auto& r = reading.get();
+        REQUIRE(r);
+        CHECK(r->fence() > w->fence());
+        CHECK(queued("ShareLock", true) == 2);
+        CHECK(queued("ExclusiveLock", true) == 0);
+        // The second writer still waits: new readers are still kept out.
+        auto late = co_await rc.try_lock_shared();
+        CHECK_FALSE(late);
+        CHECK_FALSE(second.ready());
+        { const auto ok_ = co_await w->unlock(); REQUIRE(ok_); }
+        { const auto ok_ = co_await r->unlock(); REQUIRE(ok_); }
+        { const bool came_ = co_await second.wait(10000ms); REQUIRE(came_); }
+        auto& s = second.get();
+        REQUIRE(s);
+        CHECK(s->fence() > r->fence());
+        { const auto ok_ = co_await s->unlock(); REQUIRE(ok_); }
+        co_await a.close();
+        co_await b.close();
+        co_await c.close();
+    });
 }

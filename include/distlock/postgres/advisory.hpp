@@ -10,15 +10,28 @@
 // from the server: its connection is closed instead, and the server ends the wait
 // within client_connection_check_interval, freeing anything it took. The lease is
 // bound to the session: no TTL, no renewal; it ends when the connection does.
+//
+// Shared grants (postgres::advisory with a mode and a count): a shared mutex's reader
+// takes the shared lock of the mutex's key (pg_try_advisory_lock_shared, waiting with
+// pg_advisory_lock_shared), its writer the exclusive one. The server's lock manager
+// grants a request only when it conflicts neither with a holder nor with an earlier
+// waiting request, so a writer waiting in the server keeps new readers out, and the
+// waiters are served in order. A wait in the server lasts at least turn_recheck
+// (waits_for_turn()): the grant comes the moment it is possible, and a writer that
+// left the server's queue between two waits would let readers in. A semaphore's
+// permit is the exclusive lock of one of N keys (detail/sql.hpp); it cannot be waited
+// for in the server (any of N), so its waits are the retry policy's.
 #pragma once
 
 #include <distlock/claim.hpp>
 #include <distlock/backend/lifetime.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/policy/acquire.hpp>
+#include <distlock/policy/shared.hpp>
 #include <distlock/postgres/detail/session.hpp>
 #include <distlock/postgres/store.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,7 +52,7 @@ public:
 
     /// Nothing to extend: the lock lasts as long as the session, which reports itself.
     awaitable<result<void>> extend() { return kept(session_); }
-    awaitable<result<void>> release() { return unlock(store_, session_, resource_); }
+    awaitable<result<void>> release() { return unlock(store_, session_); }
     const owner_token& owner() const noexcept { return owner_; }
     void spawn(awaitable<void> work) const { store_.spawn(std::move(work)); }
     bool listen(std::weak_ptr<distlock::backend::closing_listener> l) const { return store_.listen(std::move(l)); }
@@ -53,15 +66,15 @@ private:
         co_return success();
     }
 
-    // pg_advisory_unlock; a clean release returns the connection for reuse. When the
-    // answer is not a clean "unlocked", the connection is closed, which frees the
-    // lock in the server all the same.
-    static awaitable<result<void>> unlock(store_ref<S> store, std::shared_ptr<session> s, std::string resource)
+    // pg_advisory_unlock (of what the session holds, by its mode); a clean release
+    // returns the connection for reuse. When the answer is not a clean "unlocked",
+    // the connection is closed, which frees the lock in the server all the same.
+    static awaitable<result<void>> unlock(store_ref<S> store, std::shared_ptr<session> s)
     {
         s->unbind();
         if (s->ended())
             co_return make_error_code(errc::not_owner);
-        auto r = co_await s->unlock(std::move(resource));
+        auto r = co_await s->unlock();
         if (r && r.value()) {
             if (!store.with([&](S& st) {
                     st.recycle(s);
@@ -90,8 +103,10 @@ class advisory_claim {
 public:
     static constexpr bool fair = false;
 
-    advisory_claim(store_ref<S> store, claim_request r)
-        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
+    advisory_claim(store_ref<S> store, claim_request r, lock_mode mode = lock_mode::exclusive,
+                   std::uint32_t permits = 0)
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()},
+          mode_{mode}, permits_{permits}
     {}
 
     awaitable<result<answer>> attempt()
@@ -111,13 +126,19 @@ public:
         }
         if (granted_) // taken by the last wait
             co_return answer::granted(*granted_);
+        waits_in_server_ = false;
         may_hold_ = true;
-        auto got = co_await session_->try_lock(resource_, diag_);
+        if (permits_ > 0)
+            co_return co_await take_permit();
+        auto got = mode_ == lock_mode::exclusive ? co_await session_->try_lock(resource_, diag_)
+                                                 : co_await session_->try_lock_shared(resource_, diag_);
         if (!got)
             co_return got.error(); // may hold: abandon() closes the session
         may_hold_ = false;
-        if (!got.value())
+        if (!got.value()) {
+            waits_in_server_ = true;
             co_return answer::held();
+        }
         granted_ = *got.value();
         may_hold_ = true;
         co_return answer::granted(*granted_);
@@ -125,15 +146,20 @@ public:
 
     awaitable<bool> listen() { co_return false; }
 
-    /// Waits in the server (pg_advisory_lock with lock_timeout) until `until`.
+    /// The next wait is in the server's queue for the lock: it ends the moment the
+    /// lock can be granted, so it need not end sooner than turn_recheck.
+    bool waits_for_turn() const noexcept { return waits_in_server_ && session_ && !session_->ended(); }
+
+    /// Waits in the server (pg_advisory_lock or pg_advisory_lock_shared with
+    /// lock_timeout) until `until`; a permit waits for `until`.
     awaitable<bool> wait(time_point until)
     {
-        if (!session_ || session_->ended() || until <= clock::now()) {
+        if (permits_ > 0 || !session_ || session_->ended() || until <= clock::now()) {
             co_await backend::sleep_until(until);
             co_return false;
         }
         may_hold_ = true;
-        auto got = co_await session_->wait_lock(resource_, until, diag_);
+        auto got = co_await session_->wait_lock(resource_, until, diag_, mode_);
         auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() != asio::cancellation_type::none)
             co_return false; // cut off: may_hold_ stays, abandon() closes the session
@@ -156,12 +182,32 @@ public:
 
     advisory_hold<S> hold()
     {
+        session_->record({resource_, owner_, mode_, permits_, slot_});
         granted_.reset();
         may_hold_ = false;
         return {store_, std::move(session_), resource_, owner_};
     }
 
 private:
+    // The lowest free permit (session::try_permit). A refusal for another count took
+    // nothing.
+    awaitable<result<answer>> take_permit()
+    {
+        auto got = co_await session_->try_permit(resource_, permits_, diag_);
+        if (!got) {
+            if (got.error() == make_error_code(errc::invalid_argument))
+                may_hold_ = false;
+            co_return got.error(); // else it may hold: abandon() closes the session
+        }
+        if (!got.value().is_granted()) {
+            may_hold_ = false;
+            co_return got.value();
+        }
+        granted_ = got.value().fence();
+        slot_ = got.value().slot().value_or(0);
+        co_return got.value();
+    }
+
     static awaitable<void> give_back(store_ref<S> store, std::shared_ptr<session> s, bool may_hold)
     {
         if (!s)
@@ -177,9 +223,13 @@ private:
     std::string resource_;
     diagnostics* diag_;
     owner_token owner_;
+    lock_mode mode_;
+    std::uint32_t permits_;
     std::shared_ptr<session> session_;
     std::optional<fence_token> granted_;
+    std::uint32_t slot_ = 0;
     bool may_hold_ = false;
+    bool waits_in_server_ = false;
 };
 
 } // namespace detail
@@ -188,14 +238,24 @@ private:
 /// connection that took it (no TTL, no renewal), and its loss (terminated backend,
 /// restart, a connection that stopped answering) is reported at once. The fence
 /// comes from the lease table. See docs/postgres.md.
+///
+/// It takes shared grants too: `mode` shared is a shared mutex's reader (the shared
+/// advisory lock), `permits` N a semaphore's permit (one of N keys). A shared mutex
+/// and a semaphore on an advisory_store use it by default.
 struct advisory {
     using policy_kind = acquire_policy_tag;
+
+    lock_mode mode = lock_mode::exclusive;
+    /// 0: a mutex or a shared mutex; N: a semaphore of N permits (shared grants only).
+    std::uint32_t permits = 0;
+
+    bool shared() const noexcept { return mode == lock_mode::shared; }
 
     template <class S>
         requires requires(S& s) { s.open_session(); }
     detail::advisory_claim<S> open(const store_ref<S>& s, claim_request r) const
     {
-        return {s, std::move(r)};
+        return {s, std::move(r), mode, mode == lock_mode::shared ? permits : 0};
     }
 };
 
@@ -208,6 +268,7 @@ template <class Unused = void>
 class basic_advisory_store : public basic_store<> {
 public:
     using default_acquire_policy = advisory;
+    using default_shared_acquire_policy = advisory;
     using basic_store<>::basic_store;
 
     awaitable<result<lock_info>> read(std::string_view, diagnostics* = nullptr) = delete;
@@ -231,5 +292,6 @@ using advisory_store = backend::store_shell<basic_advisory_store<>>;
 static_assert(!inspectable_store<advisory_store>);
 static_assert(!enumerable_store<advisory_store>);
 static_assert(!revocable_store<advisory_store>);
+static_assert(shared_backend<advisory_store>);
 
 } // namespace distlock::postgres

@@ -49,9 +49,9 @@ struct config {
     std::string conninfo = "hostaddr=127.0.0.1 dbname=postgres";
     /// The lease table (created when missing, see docs/postgres.md for its schema).
     std::string table = "distlock_locks";
-    /// Creates the table (CREATE TABLE IF NOT EXISTS) before the store's first
-    /// statement. Off when the table is made by migrations and the store's role may
-    /// not create tables.
+    /// Creates the table and its shared holders' table, `table`_holders (CREATE TABLE
+    /// IF NOT EXISTS), before the store's first statement. Off when the tables are
+    /// made by migrations and the store's role may not create tables.
     bool create_table = true;
     /// The NOTIFY channel on which releases are announced (payload: the resource, hex).
     std::string channel = "distlock_release";

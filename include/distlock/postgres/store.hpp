@@ -13,6 +13,13 @@
 // Listing is one SELECT of a range of the primary key (ids are bytes: no LIKE);
 // revoking is release's statement checked on the fence instead of the owner.
 //
+// Shared grants (a shared mutex, a semaphore) keep their holders in a second table,
+// <table>_holders (detail/sql.hpp), one row per reader or permit (owner, slot, the
+// count it was taken with, expiry) and per waiting writer's intent; the lease row
+// keeps the exclusive holder and the one fence counter of every grant. Each operation
+// is one request: a statement that locks the lease row, then the statement that
+// decides, whose snapshot is taken under that lock (one transaction, one round trip).
+//
 // Connections: a small pool of pipelined connections for the lease-table statements
 // (each request on the least busy one), one that LISTENs for releases (opened by the
 // first waiter), and in advisory mode one per held lock. All of them are libpq's
@@ -125,8 +132,9 @@ struct session_pool {
 
 /// A PostgreSQL database used as a lock store. Models put_if_absent_store (answering),
 /// owner_checked_store, batch_put_if_absent_store, batch_release_store,
-/// release_notifying_store, inspectable_store, enumerable_store and revocable_store
-/// (the lease table, the default policy acquire::setnx), and the advisory sessions of
+/// release_notifying_store, inspectable_store, enumerable_store, revocable_store
+/// (the lease table, the default policy acquire::setnx) and shared_lease_store (its
+/// shared grants, acquire::shared_setnx), and the advisory sessions of
 /// postgres::advisory (advisory.hpp).
 ///
 /// \par Thread safety
@@ -152,7 +160,7 @@ public:
         sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel,
                                                          cfg_.advisory_namespace.has_value());
         peer_ = describe_peer(cfg_.conninfo);
-        schema_->sql = sql_->create;
+        schema_->sql = sql_->creates();
         schema_->create = cfg_.create_table;
         for (std::size_t i = 0; i < cfg_.pool_size; ++i)
             pool_.push_back(make_connection(setup(false)));
@@ -291,6 +299,90 @@ public:
         return owned(prepared(), ensure(), std::move(s), diag);
     }
 
+    // -- Shared grants (shared_lease_store) -------------------------------------------
+
+    /// A reader (`permits` 0), unless a writer holds the resource or waits for it; a
+    /// permit of a semaphore of `permits`, while fewer hold, as the lowest free slot.
+    /// Refused with errc::invalid_argument while live holders took another count.
+    awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                         std::uint32_t permits, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return backend::failed<answer>(ec);
+        if (permits > max_permits)
+            return backend::failed<answer>(distlock::errc::invalid_argument);
+        detail::statement decide{"dl_put_shared", sql_->put_shared,
+                                 params_of(param::bytes(resource), param::text(owner.to_hex()),
+                                           param::number(millis(ttl)), param::number(permits))};
+        return shared_granted(prepared(), ensure(), under_row("dl_take_row", sql_->take_row, resource, std::move(decide)), permits,
+                              false, diag);
+    }
+
+    /// A writer's grant when nobody holds the resource and no other waiter's intent is
+    /// live; else `waiter` takes the resource's writer intent (or renews its own) for
+    /// `ttl`, which keeps new readers out.
+    awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
+                                            const owner_token& owner, duration ttl, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return backend::failed<answer>(ec);
+        detail::statement decide{"dl_put_excl", sql_->put_exclusive,
+                                 params_of(param::bytes(resource), param::text(waiter.to_hex()),
+                                           param::text(owner.to_hex()), param::number(millis(ttl)))};
+        return shared_granted(prepared(), ensure(), under_row("dl_take_row", sql_->take_row, resource, std::move(decide)), 0, true,
+                              diag);
+    }
+
+    /// Extends a live grant of either mode held by `owner`.
+    awaitable<result<void>> extend_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                          diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return backend::failed<void>(ec);
+        return owned_last(prepared(), ensure(),
+                          under_row("dl_find_row", sql_->find_row, resource,
+                                    statement("dl_extend_sh", sql_->extend_shared, resource, owner, ttl)),
+                          diag);
+    }
+
+    /// Releases a live grant of either mode held by `owner`, and announces it.
+    awaitable<result<void>> release_shared(std::string_view resource, const owner_token& owner,
+                                           diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        detail::statement s{"dl_release_sh", sql_->release_shared,
+                            params_of(param::bytes(resource), param::text(owner.to_hex()), param::text(cfg_.channel))};
+        return owned(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// Gives up `waiter`'s intent, announced as a release: the readers it kept out may
+    /// come in. Done also when it had none.
+    awaitable<result<void>> withdraw(std::string_view resource, const owner_token& waiter, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        detail::statement s{"dl_withdraw", sql_->withdraw,
+                            params_of(param::bytes(resource), param::text(waiter.to_hex()), param::text(cfg_.channel))};
+        return done(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// The writer `owner` holds on as a reader, in one transaction under the lease
+    /// row's lock (no writer between), with the expiry it had; announced, so that
+    /// readers come in beside it. A writer's advisory lock is downgraded in the
+    /// session that holds it (basic_session::downgrade).
+    awaitable<result<void>> downgrade(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        if (auto s = detail::session::holding_grant(resource, owner, lock_mode::exclusive))
+            return s->downgrade(diag);
+        detail::statement decide{"dl_downgrade", sql_->downgrade,
+                                 params_of(param::bytes(resource), param::text(owner.to_hex()),
+                                           param::text(cfg_.channel))};
+        return owned_last(prepared(), ensure(), under_row("dl_find_row", sql_->find_row, resource, std::move(decide)), diag);
+    }
+
     /// Listens for releases of one resource, until destroyed.
     class watcher {
     public:
@@ -381,11 +473,11 @@ public:
         return executed(prepared(), detail::statement{"", std::move(sql), std::move(params)}, diag);
     }
 
-    /// Creates the lease table if it does not exist (the store does so before its
-    /// first statement unless config::create_table is false).
+    /// Creates the lease table and its holders table where they do not exist (the
+    /// store does so before its first statement unless config::create_table is false).
     awaitable<result<void>> create_table(diagnostics* diag = nullptr)
     {
-        return make_table(prepared(), schema_, sql_->create, diag);
+        return make_table(prepared(), schema_, sql_->creates(), diag);
     }
 
     // -- Advisory sessions (advisory.hpp) -----------------------------------------
@@ -438,6 +530,7 @@ public:
                 pids.push_back(s->conn()->backend_pid());
         return pids;
     }
+
 
 private:
     std::vector<detail::statement> setup(bool advisory) const
@@ -535,7 +628,7 @@ private:
     struct schema_state {
         std::atomic<bool> ready{false};
         bool create = true;
-        std::string sql;
+        std::vector<std::string> sql;
     };
     std::shared_ptr<schema_state> ensure() const { return schema_; }
 
@@ -549,17 +642,19 @@ private:
     }
 
     static awaitable<result<void>> make_table(std::shared_ptr<detail::connection> c,
-                                              std::shared_ptr<schema_state> schema, std::string sql,
+                                              std::shared_ptr<schema_state> schema, std::vector<std::string> sql,
                                               diagnostics* diag)
     {
         // Two stores creating the table at once: IF NOT EXISTS is checked before the
         // catalog rows are written, so the later one can fail on the other's relation
         // or row type (42P07, 42710, or 23505 on the catalog's index). Run again, the
         // check then sees the committed table (or creates it if the other rolled back).
+        // The tables are made in one request: one transaction.
         result<detail::replies> made = std::error_code{};
         for (int attempt = 0; attempt < 3; ++attempt) {
             std::vector<detail::statement> s;
-            s.push_back({"", sql, {}});
+            for (const auto& table : sql)
+                s.push_back({"", table, {}});
             made = co_await c->exec(std::move(s), diag);
             if (made || !lost_creation_race(made.error()))
                 break;
@@ -618,9 +713,30 @@ private:
     {
         std::vector<detail::statement> one;
         one.push_back(std::move(s));
+        return run(std::move(c), std::move(schema), std::move(one), diag);
+    }
+
+    // Several statements as one request: one transaction, one round trip.
+    static awaitable<result<detail::replies>> run(std::shared_ptr<detail::connection> c,
+                                                  std::shared_ptr<schema_state> schema,
+                                                  std::vector<detail::statement> statements, diagnostics* diag)
+    {
         if (schema->ready.load(std::memory_order_acquire) || !schema->create)
-            return c->exec(std::move(one), diag);
-        return ensure_then_run(std::move(c), std::move(schema), std::move(one), diag);
+            return c->exec(std::move(statements), diag);
+        return ensure_then_run(std::move(c), std::move(schema), std::move(statements), diag);
+    }
+
+    // A deciding statement after the one that locks the resource's lease row
+    // (take_row or find_row), so that it decides on what every earlier holder of the
+    // lock left.
+    static std::vector<detail::statement> under_row(const char* lock_name, const std::string& lock_sql,
+                                                    std::string_view resource, detail::statement decide)
+    {
+        std::vector<detail::statement> out;
+        out.reserve(2);
+        out.push_back({lock_name, lock_sql, params_of(param::bytes(resource))});
+        out.push_back(std::move(decide));
+        return out;
     }
 
     static awaitable<result<detail::replies>> ensure_then_run(std::shared_ptr<detail::connection> c,
@@ -659,6 +775,45 @@ private:
         if (!got)
             co_return got.error();
         co_return detail::answers::owned(got.value().front());
+    }
+
+    // An owner-checked request whose last statement's one row says the owner held it.
+    static awaitable<result<void>> owned_last(std::shared_ptr<detail::connection> c,
+                                              std::shared_ptr<schema_state> schema,
+                                              std::vector<detail::statement> s, diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        co_return detail::answers::owned(got.value().back());
+    }
+
+    // A statement whose answer is only that it ran.
+    static awaitable<result<void>> done(std::shared_ptr<detail::connection> c, std::shared_ptr<schema_state> schema,
+                                        detail::statement s, diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        co_return success();
+    }
+
+    // A shared grant's answer (detail::answers::shared_acquired), from the deciding
+    // statement, the request's last; a refusal for another count says which counts
+    // disagree.
+    static awaitable<result<answer>> shared_granted(std::shared_ptr<detail::connection> c,
+                                                    std::shared_ptr<schema_state> schema,
+                                                    std::vector<detail::statement> s, std::uint32_t permits,
+                                                    bool writer, diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        std::optional<std::int64_t> held_with;
+        auto out = detail::answers::shared_acquired(got.value().back(), clock::now(), permits, &held_with);
+        if (held_with && diag)
+            diag->set_client_message(detail::answers::count_refusal(*held_with, permits, writer));
+        co_return out;
     }
 
     // A set of resources as a bytea[] literal of hex escapes, and their hex keys (how
@@ -819,5 +974,6 @@ static_assert(batch_put_if_absent_store<store>);
 static_assert(batch_release_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
+static_assert(shared_lease_store<store>);
 
 } // namespace distlock::postgres

@@ -61,6 +61,62 @@ inline result<fence_token> granted_fence(const answer& a)
     return a.fence();
 }
 
+/// A shared grant's answer (put_shared, put_exclusive, an advisory permit): one row
+/// (fence, slot, milliseconds left, count), asked with `permits` (0 for a reader or a
+/// writer, N for a permit). Granted: a positive fence, with a slot below N for a
+/// permit and none otherwise. Refused because the holders took another count: that
+/// count (0 for readers, else a semaphore's N) into `held_with`, and
+/// errc::invalid_argument. Else held, counted from `at` when the time left is known.
+template <table R>
+result<answer> shared_acquired(const R& r, time_point at, std::uint32_t permits,
+                               std::optional<std::int64_t>* held_with = nullptr)
+{
+    if (r.count() != 1)
+        return errc::protocol_error;
+    if (!r.null(0, 0)) {
+        const auto fence = r.integer(0, 0);
+        if (!fence || *fence <= 0)
+            return errc::protocol_error;
+        if (permits == 0)
+            return r.null(0, 1) ? result<answer>{answer::granted(static_cast<fence_token>(*fence))}
+                                : result<answer>{errc::protocol_error};
+        const auto slot = r.integer(0, 1);
+        if (!slot || *slot < 0 || *slot >= std::int64_t{permits})
+            return errc::protocol_error;
+        return answer::granted(static_cast<fence_token>(*fence), static_cast<std::uint32_t>(*slot));
+    }
+    if (!r.null(0, 3)) {
+        const auto count = r.integer(0, 3);
+        if (!count || *count < 0 || *count == std::int64_t{permits})
+            return errc::protocol_error;
+        if (held_with)
+            *held_with = *count;
+        return errc::invalid_argument;
+    }
+    if (r.null(0, 2))
+        return answer::held();
+    const auto left = r.integer(0, 2);
+    if (!left)
+        return errc::protocol_error;
+    if (*left > 0)
+        return answer::held(at + std::chrono::milliseconds{std::min<std::int64_t>(*left, std::int64_t{1} << 40)});
+    return answer::held();
+}
+
+/// Why a shared grant was refused for its count, in words: the holders took `held_with`
+/// (0: readers, N: a semaphore's permits), the request was a writer's, a reader's or a
+/// permit of `permits`. A programming error on one of two clients, which the words
+/// name.
+inline std::string count_refusal(std::int64_t held_with, std::uint32_t permits, bool writer)
+{
+    std::string words = "refused: the resource is held ";
+    words += held_with == 0 ? "by a shared mutex's readers" : "as a semaphore of " + std::to_string(held_with) + " permits";
+    words += writer         ? ", which has no writers"
+             : permits == 0 ? ", not by readers"
+                            : ", not as one of " + std::to_string(permits);
+    return words;
+}
+
 /// An owner-checked statement: its one changed row says the owner held the lock.
 template <table R>
 result<void> owned(const R& r)

@@ -14,6 +14,13 @@
 //    have ended the session; TCP keepalive and tcp_user_timeout end the connection
 //    later) and drops the connection, so the server frees the lock once it notices.
 // The ping loop and the loss handler own the session (shared), and end with it.
+//
+// A session holds one grant, in its mode: a mutex's or a writer's exclusive lock, a
+// reader's shared lock of the same key, or a semaphore's permit (the exclusive lock
+// of its slot's key and the shared lock of its count's key, detail/sql.hpp). The
+// session keeps what it holds (`holding`), so that its release lets go of the right
+// locks; the sessions holding a grant are known process-wide (an owner token names one
+// grant), so that a writer's downgrade finds its session through any store object.
 #pragma once
 
 #include <distlock/claim.hpp>
@@ -27,11 +34,15 @@
 #include <asio/detached.hpp>
 #include <asio/post.hpp>
 
+#include <distlock/postgres/detail/answers.hpp>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace distlock::postgres::detail {
 
@@ -45,6 +56,16 @@ public:
         duration ping_interval;
         duration in_doubt_after;
         duration statement_timeout;
+    };
+
+    /// A grant the session holds: whose, on which resource, in which mode; for a
+    /// permit (`permits` N > 0), its slot.
+    struct holding {
+        std::string resource;
+        owner_token owner;
+        lock_mode mode = lock_mode::exclusive;
+        std::uint32_t permits = 0;
+        std::uint32_t slot = 0;
     };
 
     basic_session(std::shared_ptr<connection> c, settings s) : conn_{std::move(c)}, settings_{std::move(s)} {}
@@ -70,26 +91,125 @@ public:
         return fenced(conn_->exec(std::move(s), diag));
     }
 
-    /// pg_advisory_lock, waiting in the server until `until` (lock_timeout): the
-    /// fence once taken, nullopt when the wait timed out.
+    /// pg_try_advisory_lock_shared (a reader) and, when taken, the next fence: one
+    /// round trip. The fence, or nullopt when a writer holds the lock or waits for it.
+    awaitable<result<std::optional<fence_token>>> try_lock_shared(std::string resource, diagnostics* diag)
+    {
+        std::vector<statement> s;
+        s.push_back({"dl_adv_try_sh", settings_.sql->advisory_try_shared, key_params(resource)});
+        return fenced(conn_->exec(std::move(s), diag));
+    }
+
+    /// A permit of a semaphore of `permits`: the lowest free slot and the next fence,
+    /// under the lease row's lock, in one round trip (sql_texts::advisory_permit).
+    /// Held when every slot is taken; errc::invalid_argument (the words in `diag`)
+    /// while holders took another count.
+    awaitable<result<answer>> try_permit(std::string resource, std::uint32_t permits, diagnostics* diag)
+    {
+        std::vector<statement> s;
+        s.push_back({"dl_take_row", settings_.sql->take_row, {param::bytes(resource)}});
+        auto p = key_params(resource);
+        p.push_back(param::number(permits));
+        s.push_back({"dl_adv_permit", settings_.sql->advisory_permit, std::move(p)});
+        return permitted(conn_->exec(std::move(s), diag), permits, diag);
+    }
+
+    /// pg_advisory_lock (`mode` exclusive) or pg_advisory_lock_shared, waiting in the
+    /// server until `until` (lock_timeout): the fence once taken, nullopt when the wait
+    /// timed out.
     awaitable<result<std::optional<fence_token>>> wait_lock(std::string resource, time_point until,
-                                                             diagnostics* diag)
+                                                             diagnostics* diag, lock_mode mode = lock_mode::exclusive)
     {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now());
         const auto wait = std::max<std::int64_t>(left.count(), 1);
         std::vector<statement> s;
         s.push_back({"", settings_.sql->wait_limits,
                      {param::text(std::to_string(wait) + "ms"), param::text(std::to_string(wait + 2000) + "ms")}});
-        s.push_back({"dl_adv_wait", settings_.sql->advisory_wait, key_params(resource)});
+        if (mode == lock_mode::exclusive)
+            s.push_back({"dl_adv_wait", settings_.sql->advisory_wait, key_params(resource)});
+        else
+            s.push_back({"dl_adv_wait_sh", settings_.sql->advisory_wait_shared, key_params(resource)});
         return waited(conn_->exec(std::move(s), diag, std::chrono::milliseconds{wait} + settings_.statement_timeout));
     }
 
-    /// pg_advisory_unlock: true when this session held the lock.
-    awaitable<result<bool>> unlock(std::string resource)
+    /// What the session holds from now on (a lock() call's grant, as its lease).
+    void record(holding h)
     {
+        {
+            std::lock_guard lock{mutex_};
+            holding_ = std::move(h);
+        }
+        auto& r = holders();
+        std::lock_guard lock{r.mutex};
+        std::erase_if(r.sessions, [&](const std::weak_ptr<basic_session>& w) {
+            const auto s = w.lock();
+            return !s || s.get() == this;
+        });
+        r.sessions.push_back(this->weak_from_this());
+    }
+
+    /// The live session of this process that holds `owner`'s grant on `resource` in
+    /// `mode`, if any.
+    static std::shared_ptr<basic_session> holding_grant(std::string_view resource, const owner_token& owner,
+                                                        lock_mode mode)
+    {
+        auto& r = holders();
+        std::lock_guard lock{r.mutex};
+        for (const auto& w : r.sessions)
+            if (auto s = w.lock(); s && !s->ended() && s->holds(resource, owner, mode))
+                return s;
+        return nullptr;
+    }
+
+    /// True when the session holds `owner`'s grant on `resource` in `mode`.
+    bool holds(std::string_view resource, const owner_token& owner, lock_mode mode) const
+    {
+        std::lock_guard lock{mutex_};
+        return holding_ && holding_->resource == resource && holding_->owner == owner && holding_->mode == mode;
+    }
+
+    /// Lets go of what the session holds, by its mode: true when it held it all.
+    awaitable<result<bool>> unlock()
+    {
+        std::optional<holding> h;
+        {
+            std::lock_guard lock{mutex_};
+            h = std::exchange(holding_, std::nullopt);
+        }
+        forget();
+        if (!h)
+            return backend::failed<bool>(errc::not_owner);
         std::vector<statement> s;
-        s.push_back({"dl_adv_unlock", settings_.sql->advisory_unlock, key_params(resource)});
+        auto p = key_params(h->resource);
+        if (h->permits > 0) {
+            p.push_back(param::number(h->slot));
+            p.push_back(param::number(h->permits));
+            s.push_back({"dl_adv_unlk_pm", settings_.sql->advisory_unlock_permit, std::move(p)});
+        } else if (h->mode == lock_mode::shared) {
+            s.push_back({"dl_adv_unlk_sh", settings_.sql->advisory_unlock_shared, std::move(p)});
+        } else {
+            s.push_back({"dl_adv_unlock", settings_.sql->advisory_unlock, std::move(p)});
+        }
         return unlocked(conn_->exec(std::move(s)));
+    }
+
+    /// The exclusive holder holds on as a reader: the shared lock of the same key
+    /// taken, then the exclusive one let go, in one statement of this session (no
+    /// other session comes between, a writer waiting in the server included). The
+    /// fence stays. An answer that leaves what the session holds in doubt ends the
+    /// session (its lease is lost).
+    awaitable<result<void>> downgrade(diagnostics* diag)
+    {
+        std::string resource;
+        {
+            std::lock_guard lock{mutex_};
+            if (!holding_ || holding_->mode != lock_mode::exclusive || ended_)
+                return backend::failed<void>(errc::not_owner);
+            resource = holding_->resource;
+        }
+        std::vector<statement> s;
+        s.push_back({"dl_adv_down", settings_.sql->advisory_downgrade, key_params(resource)});
+        return downgraded(this->shared_from_this(), conn_->exec(std::move(s), diag));
     }
 
     /// Binds the lease: from now on it hears of the session's state. Nullopt when
@@ -122,6 +242,7 @@ public:
     void discard()
     {
         unbind();
+        forget();
         conn_->close();
     }
 
@@ -132,6 +253,27 @@ public:
     }
 
 private:
+    struct registry {
+        std::mutex mutex;
+        std::vector<std::weak_ptr<basic_session>> sessions;
+    };
+    static registry& holders()
+    {
+        static registry r;
+        return r;
+    }
+
+    // No longer among the sessions holding a grant.
+    void forget()
+    {
+        auto& r = holders();
+        std::lock_guard lock{r.mutex};
+        std::erase_if(r.sessions, [&](const std::weak_ptr<basic_session>& w) {
+            const auto s = w.lock();
+            return !s || s.get() == this;
+        });
+    }
+
     std::vector<param> key_params(const std::string& resource) const
     {
         std::vector<param> p{param::bytes(resource)};
@@ -167,6 +309,41 @@ private:
         if (r.count() != 1 || !f || *f <= 0)
             co_return make_error_code(errc::protocol_error);
         co_return std::optional<fence_token>{static_cast<fence_token>(*f)};
+    }
+
+    static awaitable<result<answer>> permitted(awaitable<result<replies>> pending, std::uint32_t permits,
+                                               diagnostics* diag)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        std::optional<std::int64_t> held_with;
+        auto out = answers::shared_acquired(got.value().back(), clock::now(), permits, &held_with);
+        if (held_with && diag)
+            diag->set_client_message(answers::count_refusal(*held_with, permits, false));
+        co_return out;
+    }
+
+    static awaitable<result<void>> downgraded(std::shared_ptr<basic_session> self, awaitable<result<replies>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got) {
+            // An error the server sent comes from the wait for the shared lock (a
+            // timeout, a deadlock), before it was taken: the exclusive lock is held as
+            // before. Without the server's answer no one can tell what is held.
+            if (got.error().category() != category())
+                self->conn_->close();
+            co_return got.error();
+        }
+        const auto v = got.value().front().integer(0, 0);
+        if (!v || *v != 1) {
+            self->conn_->close(); // it holds the shared lock, and not the exclusive one it was known to hold
+            co_return make_error_code(errc::protocol_error);
+        }
+        std::lock_guard lock{self->mutex_};
+        if (self->holding_)
+            self->holding_->mode = lock_mode::shared;
+        co_return success();
     }
 
     static awaitable<result<bool>> unlocked(awaitable<result<replies>> pending)
@@ -246,6 +423,7 @@ private:
     settings settings_;
     mutable std::mutex mutex_;
     std::weak_ptr<session_listener> listener_;
+    std::optional<holding> holding_;
     std::shared_ptr<timer> ping_timer_;
     std::optional<time_point> pinging_since_;
     time_point valid_until_{};

@@ -8,9 +8,11 @@
 // transaction, unlike now()).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace distlock::postgres::detail {
 
@@ -57,15 +59,49 @@ inline std::optional<std::string> prefix_end(std::string_view prefix)
     return end;
 }
 
+/// The table of a lease table's shared holders: its name with "_holders" added, and
+/// when that would pass PostgreSQL's 63 bytes (which would cut it back to the lease
+/// table's own name), a shortened name with a hash of the whole one, so that two long
+/// names still name two tables. Schema-qualified names keep their schema.
+inline std::string holders_table(std::string_view table)
+{
+    std::string schema;
+    if (const auto dot = table.find('.'); dot != std::string_view::npos) {
+        schema = std::string{table.substr(0, dot + 1)};
+        table = table.substr(dot + 1);
+    }
+    constexpr std::string_view suffix = "_holders";
+    if (table.size() + suffix.size() <= 63)
+        return schema + std::string{table} + std::string{suffix};
+    std::uint32_t h = 2166136261u; // FNV-1a
+    for (const unsigned char c : table)
+        h = (h ^ c) * 16777619u;
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string tag = "_";
+    for (int shift = 28; shift >= 0; shift -= 4)
+        tag += digits[(h >> shift) & 15];
+    return schema + std::string{table.substr(0, 63 - suffix.size() - tag.size())} + tag + std::string{suffix};
+}
+
 struct sql_texts {
     sql_texts(std::string_view table, std::string_view channel, bool namespaced)
-        : table{detail::quoted(table)}, channel{channel}
+        : table{detail::quoted(table)}, holders{detail::quoted(holders_table(table))}, channel{channel}
     {
         const auto& t = this->table;
+        const auto& h = this->holders;
         const std::string expiry = "clock_timestamp() + $3::bigint * interval '1 millisecond'";
         create = "CREATE TABLE IF NOT EXISTS " + t +
                  " (resource bytea PRIMARY KEY CHECK (octet_length(resource) BETWEEN 1 AND 1024),"
                  " owner text, expires_at timestamptz, fence bigint NOT NULL DEFAULT 0)";
+        // Shared holders, beside the lease table (whose row keeps the exclusive holder
+        // and the one fence counter): one row per reader or permit ('s', with its slot
+        // and the count it was taken with), per waiting writer's intent ('w'), and in
+        // advisory mode the count of a semaphore's permits ('n', owner ''). A table of
+        // its own, so that a lease table made by an earlier version is used unchanged.
+        create_holders = "CREATE TABLE IF NOT EXISTS " + h +
+                         " (resource bytea NOT NULL, owner text NOT NULL, mode \"char\" NOT NULL CHECK (mode IN "
+                         "('s', 'w', 'n')), slot integer NOT NULL DEFAULT 0, permits integer NOT NULL DEFAULT 0,"
+                         " expires_at timestamptz NOT NULL, PRIMARY KEY (resource, owner))";
         // Granted when the row is absent, released or expired; the fence is incremented
         // in the same statement. Refused: the holder's time left, by the server's clock.
         acquire = "WITH granted AS (INSERT INTO " + t + " AS l (resource, owner, expires_at, fence) VALUES ($1, $2, " +
@@ -117,6 +153,108 @@ struct sql_texts {
                  " SET owner = NULL, expires_at = NULL WHERE resource = $1 AND fence = $2 AND owner IS NOT NULL "
                  "AND expires_at > clock_timestamp() RETURNING resource) SELECT pg_notify($3, encode(resource, "
                  "'hex')) FROM freed";
+        // Shared grants. Every statement that decides on a resource's holders runs
+        // after one that locks its lease row, in the same transaction: the deciding
+        // statement's snapshot is taken once the lock is held, so it sees every change
+        // of the holders made under that lock before. take_row creates the row when it
+        // is missing (a grant needs its fence counter); find_row only locks it.
+        take_row = "INSERT INTO " + t + " AS l (resource) VALUES ($1) ON CONFLICT (resource) DO UPDATE SET fence = "
+                   "l.fence";
+        find_row = "SELECT 1 FROM " + t + " WHERE resource = $1 FOR UPDATE";
+        // The holders whose time has not run out, by one reading of the server's clock.
+        const std::string now_and_live =
+            "c AS MATERIALIZED (SELECT clock_timestamp() AS now), live AS MATERIALIZED (SELECT s.owner, s.mode, "
+            "s.slot, s.permits, s.expires_at FROM " + h + " s, c WHERE s.resource = $1 AND s.mode IN ('s', 'w') "
+            "AND s.expires_at > c.now)";
+        const std::string exclusive_until = "(SELECT l.expires_at FROM " + t +
+                                            " l, c WHERE l.resource = $1 AND l.owner IS NOT NULL AND l.expires_at > "
+                                            "c.now)";
+        // Expired holders and other waiters' expired intents go (never the row the
+        // statement writes: a row is changed once per statement).
+        const std::string expired_go = "gone AS (DELETE FROM " + h +
+                                       " s USING c WHERE s.resource = $1 AND s.mode IN ('s', 'w') AND s.expires_at "
+                                       "<= c.now AND s.owner <> $2::text)";
+        const auto shared_expiry = [](const char* ttl) {
+            return std::string{"c.now + "} + ttl + "::bigint * interval '1 millisecond'";
+        };
+        const std::string time_left = "ceil(extract(epoch FROM %s - c.now) * 1000)::bigint";
+        const auto left_of = [&](const std::string& at) {
+            auto out = time_left;
+            out.replace(out.find("%s"), 2, at);
+            return out;
+        };
+        // One row: (fence, slot, milliseconds left, count). Granted: the next fence and,
+        // for a permit, the lowest slot no live holder has. Refused for another count
+        // (a live holder took it with another N): that count. Else held: the time the
+        // exclusive holder has left, or for a full semaphore the first permit's.
+        put_shared = "WITH " + now_and_live +
+                     ", v AS MATERIALIZED (SELECT (SELECT min(permits) FROM live WHERE mode = 's' AND permits <> "
+                     "$4::int) AS other_count, " + exclusive_until +
+                     " AS held_until, EXISTS (SELECT 1 FROM live WHERE mode = 'w') AS writer_waits, (SELECT "
+                     "count(*) FROM live WHERE mode = 's') AS sharers, (SELECT min(expires_at) FROM live WHERE "
+                     "mode = 's') AS first_out, (SELECT min(n) FROM generate_series(0, $4::int - 1) n WHERE n NOT "
+                     "IN (SELECT slot FROM live WHERE mode = 's')) AS free_slot), ok AS MATERIALIZED (SELECT v.*, "
+                     "v.other_count IS NULL AND v.held_until IS NULL AND CASE WHEN $4::int = 0 THEN NOT "
+                     "v.writer_waits ELSE v.sharers < $4::int END AS granted FROM v), bump AS (UPDATE " + t +
+                     " l SET fence = l.fence + 1 FROM ok WHERE l.resource = $1 AND ok.granted RETURNING l.fence), " +
+                     expired_go + ", added AS (INSERT INTO " + h +
+                     " (resource, owner, mode, slot, permits, expires_at) SELECT $1::bytea, $2::text, 's', "
+                     "coalesce(ok.free_slot, 0), $4::int, " + shared_expiry("$3") +
+                     " FROM ok, c WHERE ok.granted) SELECT (SELECT fence FROM bump), CASE WHEN ok.granted AND "
+                     "$4::int > 0 THEN ok.free_slot END, CASE WHEN NOT ok.granted AND ok.other_count IS NULL THEN " +
+                     left_of("coalesce(ok.held_until, CASE WHEN $4::int > 0 THEN ok.first_out END)") +
+                     " END, ok.other_count FROM ok, c";
+        // Granted when nobody holds and no other waiter's intent is live; else the
+        // waiter ($2) takes the intent, or renews its own, unless another's is live. A
+        // grant ends the waiter's intent. The answer as put_shared's (no slot).
+        put_exclusive = "WITH " + now_and_live +
+                        ", v AS MATERIALIZED (SELECT (SELECT min(permits) FROM live WHERE mode = 's' AND permits <> "
+                        "0) AS other_count, " + exclusive_until +
+                        " AS held_until, EXISTS (SELECT 1 FROM live WHERE mode = 'w' AND owner <> $2::text) AS "
+                        "other_waits, EXISTS (SELECT 1 FROM live WHERE mode = 's') AS shared), ok AS MATERIALIZED "
+                        "(SELECT v.*, v.other_count IS NULL AND NOT v.other_waits AND NOT v.shared AND v.held_until "
+                        "IS NULL AS granted FROM v), took AS (UPDATE " + t + " l SET owner = $3::text, expires_at = " +
+                        shared_expiry("$4") +
+                        ", fence = l.fence + 1 FROM ok, c WHERE l.resource = $1 AND ok.granted RETURNING l.fence), " +
+                        expired_go + ", settled AS (DELETE FROM " + h +
+                        " s USING ok WHERE ok.granted AND s.resource = $1 AND s.owner = $2::text AND s.mode = 'w'), "
+                        "intent AS (INSERT INTO " + h +
+                        " (resource, owner, mode, slot, permits, expires_at) SELECT $1::bytea, $2::text, 'w', 0, 0, " +
+                        shared_expiry("$4") +
+                        " FROM ok, c WHERE NOT ok.granted AND ok.other_count IS NULL AND NOT ok.other_waits ON "
+                        "CONFLICT (resource, owner) DO UPDATE SET mode = 'w', expires_at = excluded.expires_at) "
+                        "SELECT (SELECT fence FROM took), NULL::integer, CASE WHEN NOT ok.granted AND "
+                        "ok.other_count IS NULL THEN " + left_of("ok.held_until") + " END, ok.other_count FROM ok, c";
+        // A live holder of either mode: one row when extended.
+        extend_shared = "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), mine AS (UPDATE " + t +
+                        " l SET expires_at = " + shared_expiry("$3") +
+                        " FROM c WHERE l.resource = $1 AND l.owner = $2 AND l.expires_at > c.now RETURNING 1), ours "
+                        "AS (UPDATE " + h + " s SET expires_at = " + shared_expiry("$3") +
+                        " FROM c WHERE s.resource = $1 AND s.owner = $2 AND s.mode = 's' AND s.expires_at > c.now "
+                        "RETURNING 1) SELECT 1 FROM mine UNION ALL SELECT 1 FROM ours";
+        // A live holder of either mode goes, announced as a release (one row). It
+        // only takes away, so it needs no lock of the row before it: a grant decided
+        // without seeing it happened before it.
+        release_shared = "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), mine AS (UPDATE " + t +
+                         " l SET owner = NULL, expires_at = NULL FROM c WHERE l.resource = $1 AND l.owner = $2 AND "
+                         "l.expires_at > c.now RETURNING l.resource), ours AS (DELETE FROM " + h +
+                         " s USING c WHERE s.resource = $1 AND s.owner = $2 AND s.mode = 's' AND s.expires_at > "
+                         "c.now RETURNING s.resource) SELECT pg_notify($3, encode(f.resource, 'hex')) FROM (SELECT "
+                         "resource FROM mine UNION ALL SELECT resource FROM ours) f";
+        withdraw = "WITH gone AS (DELETE FROM " + h +
+                   " s WHERE s.resource = $1 AND s.owner = $2 AND s.mode = 'w' RETURNING s.resource) SELECT "
+                   "pg_notify($3, encode(resource, 'hex')) FROM gone";
+        // The live exclusive holder becomes a reader with the expiry it had, in the
+        // same statement (after find_row): one row when done, announced so that
+        // readers come in beside it.
+        downgrade = "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), held AS MATERIALIZED (SELECT "
+                    "l.expires_at FROM " + t +
+                    " l, c WHERE l.resource = $1 AND l.owner = $2 AND l.expires_at > c.now), freed AS (UPDATE " + t +
+                    " l SET owner = NULL, expires_at = NULL FROM held WHERE l.resource = $1 RETURNING "
+                    "held.expires_at), kept AS (INSERT INTO " + h +
+                    " (resource, owner, mode, slot, permits, expires_at) SELECT $1::bytea, $2::text, 's', 0, 0, "
+                    "expires_at FROM freed RETURNING resource) SELECT pg_notify($3, encode(resource, 'hex')) FROM "
+                    "kept";
         // Advisory mode: the key is a hash of the resource (SHA-256's first 64 bits, or
         // 32 bits beside a namespace), computed by the server; the fence comes from
         // the same table, in the same statement, only when the lock was taken.
@@ -131,6 +269,59 @@ struct sql_texts {
                        "SET fence = f.fence + 1 RETURNING f.fence";
         advisory_wait = "WITH l AS MATERIALIZED (SELECT pg_advisory_lock(" + key + "))" + fence_of;
         advisory_unlock = "SELECT pg_advisory_unlock(" + key + ")";
+        // A shared mutex's readers: the shared lock of the same key, which the
+        // server's lock manager keeps from a reader while a writer holds the lock or
+        // waits for it in the server (a new request waits behind a conflicting waiting
+        // one, and a try is refused).
+        advisory_try_shared = "WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock_shared(" + key + ") AS got)" +
+                              " INSERT INTO " + t +
+                              " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO "
+                              "UPDATE SET fence = f.fence + 1 RETURNING f.fence";
+        advisory_wait_shared = "WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key + "))" + fence_of;
+        advisory_unlock_shared = "SELECT pg_advisory_unlock_shared(" + key + ")";
+        // The session that holds the lock exclusively takes it shared too, then lets
+        // the exclusive one go: a writer waiting in the server waits for the holder,
+        // so the holder's request is granted ahead of it, and no writer comes between.
+        advisory_downgrade = "WITH s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
+                             ")) SELECT pg_advisory_unlock(" + key + ") FROM s";
+        // A semaphore's permits: permit k of N is the exclusive lock of a key of its own
+        // (a hash of the resource and k, from other bits of SHA-256 than the mutex's
+        // key), and each holder holds the shared lock of the count's key (the resource
+        // and -N) beside it. The count the holders took is kept in the holders table
+        // ('n'). A permit is taken under the lease row's lock (take_row first), so takers
+        // are one at a time: one with another N than the kept one is refused while
+        // anyone holds the kept count's key (tried exclusively, let go at once), and
+        // otherwise keeps its own. Slots are tried in order, the first free one taken
+        // (a recursive query stops there); the fence is the row's next. One row:
+        // (fence, slot, null, the kept count when refused for it).
+        const std::string n = namespaced ? "$3::int" : "$2::int";
+        const auto sub_key = [&](const std::string& of) {
+            const std::string digest = "encode(sha256($1::bytea || int4send(" + of + ")), 'hex')";
+            return namespaced ? "$2::int, ('x' || substr(" + digest + ", 9, 8))::bit(32)::int"
+                              : "('x' || substr(" + digest + ", 17, 16))::bit(64)::bigint";
+        };
+        advisory_permit =
+            "WITH RECURSIVE kept AS MATERIALIZED (SELECT (SELECT permits FROM " + h +
+            " WHERE resource = $1 AND mode = 'n') AS count), agreed AS MATERIALIZED (SELECT kept.count, CASE WHEN "
+            "kept.count IS NULL OR kept.count = " + n + " THEN true WHEN pg_try_advisory_lock(" +
+            sub_key("-kept.count") + ") THEN pg_advisory_unlock(" + sub_key("-kept.count") +
+            ") ELSE false END AS ok FROM kept), tries(slot, got) AS (SELECT 0, pg_try_advisory_lock(" + sub_key("0") +
+            ") FROM agreed WHERE agreed.ok UNION ALL SELECT t.slot + 1, pg_try_advisory_lock(" + sub_key("t.slot + 1") +
+            ") FROM tries t WHERE NOT t.got AND t.slot + 1 < " + n +
+            "), won AS MATERIALIZED (SELECT slot, pg_advisory_lock_shared(" + sub_key("-" + n) +
+            ") FROM tries WHERE got), bump AS (UPDATE " + t +
+            " f SET fence = f.fence + 1 FROM won WHERE f.resource = $1 RETURNING f.fence), noted AS (INSERT INTO " + h +
+            " (resource, owner, mode, slot, permits, expires_at) SELECT $1::bytea, '', 'n', 0, " + n +
+            ", 'infinity' FROM won, agreed WHERE agreed.count IS DISTINCT FROM " + n +
+            " ON CONFLICT (resource, owner) DO UPDATE SET permits = excluded.permits) SELECT (SELECT fence FROM bump), "
+            "(SELECT slot FROM won), NULL::bigint, CASE WHEN NOT agreed.ok THEN agreed.count END FROM agreed";
+        // Both locks of a permit go ($k: its slot, $k+1: its count): true when both were held.
+        const std::string slot_param = namespaced ? "$3::int" : "$2::int";
+        const std::string count_param = namespaced ? "$4::int" : "$3::int";
+        advisory_unlock_permit = "WITH a AS MATERIALIZED (SELECT pg_advisory_unlock(" + sub_key(slot_param) +
+                                 ") AS slot_freed), b AS MATERIALIZED (SELECT pg_advisory_unlock_shared(" +
+                                 sub_key("-" + count_param) +
+                                 ") AS count_freed) SELECT a.slot_freed AND b.count_freed FROM a, b";
         wait_limits = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)";
     }
 
@@ -145,9 +336,15 @@ struct sql_texts {
                "::bigint FOR SHARE)";
     }
 
-    std::string table, channel;
-    std::string create, acquire, acquire_all, extend, release, release_all, read, list, revoke;
+    /// The tables, in the order they are created.
+    std::vector<std::string> creates() const { return {create, create_holders}; }
+
+    std::string table, holders, channel;
+    std::string create, create_holders, acquire, acquire_all, extend, release, release_all, read, list, revoke;
+    std::string take_row, find_row, put_shared, put_exclusive, extend_shared, release_shared, withdraw, downgrade;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
+    std::string advisory_try_shared, advisory_wait_shared, advisory_unlock_shared, advisory_downgrade;
+    std::string advisory_permit, advisory_unlock_permit;
 };
 
 } // namespace distlock::postgres::detail
