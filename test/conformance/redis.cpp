@@ -24,28 +24,36 @@ namespace {
 using namespace std::chrono_literals;
 namespace dl = distlock;
 
-// Whether `server` keeps a key of `resource` alone: its lock or a fair queue's keys
-// (its fence key is its hash slot's, shared by every resource of the slot).
+// Whether `server` keeps a key of `resource` alone: its lock, a fair queue's keys or
+// its shared holders and writer's intent (its fence key is its hash slot's, shared
+// by every resource of the slot).
 bool remembers(const test::redis_server& server, std::string_view resource)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
-    for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource)})
+    for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource),
+                            probe.sharers_key(resource), probe.intent_key(resource)})
         if (test::exists(io, server.config(), key))
             return true;
     return false;
 }
 
-// Deletes the lock key of `resource` on `server`, as if its TTL had run out.
-void drop(const test::redis_server& server, std::string_view resource)
+// Forgets `l` on the store of `probe` as if its TTL had run out: deletes its
+// resource's lock key, and its owner's entry among the shared holders (a reader's or
+// a permit's lease).
+asio::awaitable<void> forget(dl::redis::store& probe, const dl::lease& l)
+{
+    auto lock = co_await probe.execute("DEL", probe.lock_key(l.resource()));
+    REQUIRE(lock);
+    auto shared = co_await probe.execute("HDEL", probe.sharers_key(l.resource()), l.owner().to_hex());
+    REQUIRE(shared);
+}
+
+void drop(const test::redis_server& server, const dl::lease& l)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
-    test::run(io, [&]() -> asio::awaitable<void> {
-        auto command = dl::redis::resp::command({"DEL", probe.lock_key(resource)});
-        auto r = co_await probe.execute_command(std::move(command));
-        REQUIRE(r);
-    });
+    test::run(io, [&]() -> asio::awaitable<void> { co_await forget(probe, l); });
 }
 
 // How many wait in a resource's fair queue (acquire::fair), asked on a connection of
@@ -98,7 +106,7 @@ struct redis_one_server {
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) const { return test::holds(server, resource); }
     bool remembers(std::string_view resource) const { return ::remembers(server, resource); }
-    void end_lock(const dl::lease& l) { drop(server, l.resource()); }
+    void end_lock(const dl::lease& l) { drop(server, l); }
     // Only the client asking is doing I/O when a test loses a reply.
     void lose_next_reply(std::size_t) { ::lose_next_reply(net); }
     void hold_replies(bool on) { net.set(fault::direction::to_client, {.blackhole = on}); }
@@ -118,10 +126,10 @@ struct redis_single : redis_one_server {
 
     // A holder process's lease (renewed) outlives it by its TTL.
     static constexpr test::conformance::after_kill killed_holder_lock{.held_for = 300ms};
-    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& mode = "exclusive")
     {
         return std::make_unique<test::child>(std::vector<std::string>{
-            test::self_path(), "--worker", "redis-hold", std::to_string(server.port()), resource, "1500"});
+            test::self_path(), "--worker", "redis-hold", std::to_string(server.port()), resource, "1500", mode});
     }
 
     static constexpr int counter_rounds = 40;
@@ -242,7 +250,7 @@ struct redis_quorum {
     void end_lock(const dl::lease& l)
     {
         for (const auto& s : servers)
-            drop(s, l.resource());
+            drop(s, l);
     }
     // Every node's reply is lost: not one grant is known to the client.
     void lose_next_reply(std::size_t)
@@ -349,7 +357,8 @@ struct redis_cluster {
     {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
-        for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource)})
+        for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource),
+                                probe.sharers_key(resource), probe.intent_key(resource)})
             if (test::exists(probe_io, cluster.config(), key))
                 return true;
         return false;
@@ -358,10 +367,7 @@ struct redis_cluster {
     {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
-        test::run(probe_io, [&]() -> asio::awaitable<void> {
-            auto r = co_await probe.execute("DEL", probe.lock_key(l.resource()));
-            REQUIRE(r);
-        });
+        test::run(probe_io, [&]() -> asio::awaitable<void> { co_await forget(probe, l); });
     }
     // The reply lost is the one from the primary of the resource's slot.
     void lose_next_reply(std::size_t, std::string_view resource)
@@ -425,17 +431,19 @@ std::vector<test::conformance::bad_setting<redis_single::settings>> redis_single
     return bad;
 }
 
-// redis-hold PORT RESOURCE TTL_MS: takes the lock (renewed), prints "locked FENCE",
-// holds it until killed (the suite's killed_holder).
+// redis-hold PORT RESOURCE TTL_MS MODE: takes the lock in MODE (hold_until_lost's;
+// renewed), prints "locked FENCE", holds it until killed (the suite's killed_holder
+// and the shared behaviours' holders).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 3)
+    if (args.size() != 4)
         return 2;
     asio::io_context io;
     dl::redis::config cfg;
     cfg.port = static_cast<std::uint16_t>(std::stoi(args[0]));
     dl::redis::store store{io, cfg};
-    return test::conformance::hold_until_lost(io, store, args[1], std::chrono::milliseconds{std::stoi(args[2])});
+    return test::conformance::hold_until_lost(io, store, args[1], std::chrono::milliseconds{std::stoi(args[2])},
+                                              args[3]);
 }
 
 // The counter of the suite's counting processes: a fenced key.

@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Redis: one key per (prefix, resource, kind), whatever the bytes.
     using distlock::redis::detail::key_layout;
     const key_layout a{prefix_a, in.hash_tags}, b{prefix_b, in.hash_tags};
-    for (const std::string_view kind : {"lock", "queue", "offers", "released"})
+    for (const std::string_view kind : {"lock", "queue", "offers", "released", "sharers", "intent"})
         check(same == (a.key(resource_a, kind) == b.key(resource_b, kind)));
     check(a.key(resource_a, "lock") != b.key(resource_b, "queue"));
 

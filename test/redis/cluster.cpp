@@ -670,3 +670,89 @@ TEST_CASE("redis sentinel: list() and revoke() reach the primary the Sentinels n
         CHECK(left->front().resource == "sentinel:c");
     }, 90s);
 }
+
+TEST_CASE("redis sentinel: shared grants on the primary the Sentinels name; replicated, they outlive a failover",
+          "[redis][sentinel][failover][shared]")
+{
+    using shared_mutex = dl::basic_distributed_shared_mutex<dl::redis::store, dl::retry::none>;
+    using semaphore = dl::basic_distributed_semaphore<dl::redis::store, dl::retry::none>;
+    redis_sentinels set;
+    asio::io_context io;
+    // The holder's grants wait for the replica (WAIT), so that the failover keeps them;
+    // the other client asks for no WAIT: the new primary has no replica left.
+    auto cfg = set.config();
+    cfg.wait_replicas = 1;
+    cfg.wait_timeout = 500ms;
+    cfg.connect_timeout = 500ms;
+    auto other_cfg = set.config();
+    other_cfg.connect_timeout = 500ms;
+    dl::redis::store holder{io, cfg}, other{io, other_cfg};
+    std::optional<dl::lease> permit, reader;
+    run(io, [&]() -> asio::awaitable<void> {
+        semaphore s{holder, "sentinel:pool", {.permits = 1, .lease = {.ttl = 60s}}};
+        shared_mutex m{holder, "sentinel:doc", {.ttl = 60s}};
+        auto p = co_await s.acquire();
+        REQUIRE(p);
+        CHECK(p->slot() == 0u);
+        permit.emplace(std::move(*p));
+        auto r = co_await m.lock_shared();
+        REQUIRE(r);
+        reader.emplace(std::move(*r));
+        CHECK(holder.node_of("sentinel:doc") == dl::redis::node_address{"127.0.0.1", set.primary().port()});
+        semaphore s2{other, "sentinel:pool", {.permits = 1, .lease = {.ttl = 60s}}};
+        auto full = co_await s2.try_acquire();
+        REQUIRE_FALSE(full);
+        CHECK(full.error() == dl::errc::contended);
+    });
+    set.primary().kill();
+    run(io, [&]() -> asio::awaitable<void> {
+        (void)co_await eventually("the Sentinels to promote the replica",
+                                  [&] { return set.current_primary() == set.replica().port(); },
+                                  {.max = 1500, .each = 20ms});
+        // The first tries may still meet the old primary, gone: they fail, and the
+        // next one asks the Sentinels again. On the new primary the permit and the
+        // reader are still held.
+        semaphore s2{other, "sentinel:pool", {.permits = 1, .lease = {.ttl = 60s}}};
+        shared_mutex m2{other, "sentinel:doc", {.ttl = 60s}};
+        std::optional<dl::result<dl::lease>> full;
+        for (int i = 0; i < 300; ++i) {
+            full = co_await s2.try_acquire();
+            if (!*full && (*full).error() == dl::errc::contended)
+                break;
+            co_await settle(50ms);
+        }
+        REQUIRE_FALSE(*full);
+        CHECK((*full).error() == dl::errc::contended);
+        CHECK(other.node_of("sentinel:pool") == dl::redis::node_address{"127.0.0.1", set.replica().port()});
+        // A reader comes in beside the one held (before a writer asks: a refused
+        // writer's intent keeps readers out until its withdrawal, in the background).
+        auto beside = co_await m2.try_lock_shared();
+        REQUIRE(beside);
+        CHECK(beside->fence() > reader->fence());
+        { const auto ok_ = co_await beside->unlock(); CHECK(ok_); }
+        auto writer = co_await m2.try_lock();
+        REQUIRE_FALSE(writer);
+        CHECK(writer.error() == dl::errc::contended);
+        // The holder reaches the new primary too, and gives both back there.
+        dl::result<void> back = dl::errc::store_unavailable;
+        for (int i = 0; i < 300 && !back; ++i) {
+            back = co_await holder.release_shared("sentinel:pool", permit->owner());
+            if (!back)
+                co_await settle(50ms);
+        }
+        REQUIRE(back);
+        { const auto ok_ = co_await holder.release_shared("sentinel:doc", reader->owner()); REQUIRE(ok_); }
+        // The leases learn they are over (their owners' grants are gone): no release
+        // is left to run in the background.
+        (void)co_await permit->unlock();
+        (void)co_await reader->unlock();
+        auto next = co_await s2.try_acquire();
+        REQUIRE(next);
+        CHECK(next->fence() > permit->fence());
+        auto w = co_await m2.try_lock();
+        REQUIRE(w);
+        CHECK(w->fence() > reader->fence());
+        { const auto ok_ = co_await next->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await w->unlock(); CHECK(ok_); }
+    }, 90s);
+}

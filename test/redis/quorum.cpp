@@ -8,6 +8,13 @@ namespace {
 using namespace std::chrono_literals;
 namespace dl = distlock;
 
+// Each node takes shared grants, a quorum does not (refused at compile time): a
+// count of permits and a writer's intent need one store's view of the holders, which
+// a majority of nodes does not give.
+static_assert(dl::shared_lease_store<dl::redis::store>);
+static_assert(!dl::shared_lease_store<dl::quorum<dl::redis::store>>);
+static_assert(!dl::shared_backend<dl::quorum<dl::redis::store>>);
+
 } // namespace
 
 TEST_CASE("redis: a quorum made of one server twice is refused, whatever the database or key prefix",

@@ -1670,3 +1670,192 @@ TEST_CASE("redis: revoke() frees only the grant with that fence, publishes the r
         CHECK(left->empty());
     });
 }
+
+namespace {
+// A resource's shared holders as the store keeps them: field -> entry.
+asio::awaitable<std::map<std::string, std::string>> sharers_of(dl::redis::store& store, std::string_view resource)
+{
+    std::map<std::string, std::string> out;
+    auto all = co_await store.execute("HGETALL", store.sharers_key(resource));
+    REQUIRE(all);
+    REQUIRE(all.value().elements.size() % 2 == 0);
+    for (std::size_t i = 0; i + 1 < all.value().elements.size(); i += 2)
+        out[all.value().elements[i].text] = all.value().elements[i + 1].text;
+    co_return out;
+}
+
+asio::awaitable<bool> has_key(dl::redis::store& store, std::string key)
+{
+    auto r = co_await store.execute("EXISTS", key);
+    REQUIRE(r);
+    co_return r.value().integer == 1;
+}
+} // namespace
+
+TEST_CASE("redis: shared grants beside the lock: readers and permits in the sharers hash with their count, a "
+          "writer in the lock key, a waiting writer's intent",
+          "[redis][shared]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string r = "shared:doc";
+        const auto a = dl::owner_token::generate(), b = dl::owner_token::generate(), c = dl::owner_token::generate();
+        const auto waiter = dl::owner_token::generate(), writer = dl::owner_token::generate();
+
+        // A reader: its entry "<expiry ms>:<slot>:<token>" and the count 0, expiring
+        // with it; the lock key stays free, so read() says no lock is held.
+        auto first = co_await store.put_shared(r, a, 10s, 0);
+        REQUIRE(first);
+        REQUIRE(first->is_granted());
+        CHECK_FALSE(first->slot());
+        auto kept = co_await sharers_of(store, r);
+        CHECK(kept.size() == 2);
+        CHECK(kept["permits"] == "0");
+        CHECK(kept[a.to_hex()].ends_with(":0:" + std::to_string(first->fence())));
+        auto left = co_await store.execute("PTTL", store.sharers_key(r));
+        REQUIRE(left);
+        CHECK(left->integer > 9000);
+        CHECK(left->integer <= 10000);
+        auto info = co_await store.read(r);
+        REQUIRE(info);
+        CHECK_FALSE(info->held);
+        CHECK(info->fence == first->fence());
+
+        // A semaphore's count is refused while readers hold, with both counts named.
+        dl::diagnostics diag;
+        auto mixed = co_await store.put_shared(r, b, 10s, 2, &diag);
+        REQUIRE_FALSE(mixed);
+        CHECK(mixed.error() == dl::errc::invalid_argument);
+        CHECK(diag.client_message().find("readers") != std::string_view::npos);
+        CHECK(diag.client_message().find("one of 2") != std::string_view::npos);
+
+        // A writer is refused and leaves its intent, which keeps new readers out
+        // until it is withdrawn.
+        auto refused = co_await store.put_exclusive(r, waiter, writer, 10s);
+        REQUIRE(refused);
+        CHECK_FALSE(refused->is_granted());
+        auto intent = co_await store.execute("GET", store.intent_key(r));
+        REQUIRE(intent);
+        CHECK(intent->text == waiter.to_hex());
+        auto kept_out = co_await store.put_shared(r, b, 10s, 0);
+        REQUIRE(kept_out);
+        CHECK_FALSE(kept_out->is_granted());
+        { const auto ok_ = co_await store.withdraw(r, waiter); REQUIRE(ok_); }
+        CHECK_FALSE(co_await has_key(store, store.intent_key(r)));
+        auto beside = co_await store.put_shared(r, b, 10s, 0);
+        REQUIRE(beside);
+        REQUIRE(beside->is_granted());
+        CHECK(beside->fence() > first->fence());
+
+        // The last reader to go takes the count with it: a semaphore may follow.
+        { const auto ok_ = co_await store.release_shared(r, a); REQUIRE(ok_); }
+        auto twice = co_await store.release_shared(r, a);
+        REQUIRE_FALSE(twice);
+        CHECK(twice.error() == dl::errc::not_owner);
+        { const auto ok_ = co_await store.release_shared(r, b); REQUIRE(ok_); }
+        CHECK_FALSE(co_await has_key(store, store.sharers_key(r)));
+        auto permit = co_await store.put_shared(r, c, 10s, 2);
+        REQUIRE(permit);
+        CHECK(permit->slot() == 0u);
+        auto no_writer = co_await store.put_exclusive(r, waiter, writer, 10s, &diag);
+        REQUIRE_FALSE(no_writer);
+        CHECK(no_writer.error() == dl::errc::invalid_argument);
+        CHECK(diag.client_message().find("semaphore of 2") != std::string_view::npos);
+        { const auto ok_ = co_await store.release_shared(r, c); REQUIRE(ok_); }
+
+        // A writer holds the lock key as a mutex's holder does: read() and revoke()
+        // see it; its downgrade keeps its token and time left as a reader's.
+        auto w = co_await store.put_exclusive(r, waiter, writer, 10s);
+        REQUIRE(w);
+        REQUIRE(w->is_granted());
+        CHECK(w->fence() > permit->fence());
+        auto lock = co_await store.execute("GET", store.lock_key(r));
+        REQUIRE(lock);
+        CHECK(lock->text == lock_value(writer, w->fence()));
+        info = co_await store.read(r);
+        REQUIRE(info);
+        CHECK(info->held);
+        CHECK(info->fence == w->fence());
+        { const auto ok_ = co_await store.downgrade(r, writer); REQUIRE(ok_); }
+        CHECK_FALSE(co_await has_key(store, store.lock_key(r)));
+        kept = co_await sharers_of(store, r);
+        CHECK(kept[writer.to_hex()].ends_with(":0:" + std::to_string(w->fence())));
+        auto again = co_await store.downgrade(r, writer);
+        REQUIRE_FALSE(again);
+        CHECK(again.error() == dl::errc::not_owner);
+        { const auto ok_ = co_await store.extend_shared(r, writer, 20s); REQUIRE(ok_); }
+        left = co_await store.execute("PTTL", store.sharers_key(r));
+        REQUIRE(left);
+        CHECK(left->integer > 19000);
+        { const auto ok_ = co_await store.release_shared(r, writer); REQUIRE(ok_); }
+        auto taken = co_await store.put_exclusive(r, waiter, writer, 10s);
+        REQUIRE(taken);
+        REQUIRE(taken->is_granted());
+        { const auto ok_ = co_await store.revoke(r, taken->fence()); REQUIRE(ok_); }
+        auto gone = co_await store.release_shared(r, writer);
+        REQUIRE_FALSE(gone);
+        CHECK(gone.error() == dl::errc::not_owner);
+    });
+}
+
+TEST_CASE("redis: a permit whose TTL ran out is dropped by the next script, its number handed on; a held answer "
+          "says when the first permit runs out",
+          "[redis][shared]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string r = "shared:short";
+        const auto brief = dl::owner_token::generate(), next = dl::owner_token::generate();
+        auto first = co_await store.put_shared(r, brief, 300ms, 1);
+        REQUIRE(first);
+        REQUIRE(first->is_granted());
+        const auto asked = dl::clock::now();
+        auto full = co_await store.put_shared(r, next, 10s, 1);
+        REQUIRE(full);
+        REQUIRE_FALSE(full->is_granted());
+        REQUIRE(full->not_before());
+        CHECK(*full->not_before() <= asked + 300ms + 50ms);
+        co_await settle(400ms);
+        auto got = co_await store.put_shared(r, next, 10s, 1);
+        REQUIRE(got);
+        REQUIRE(got->is_granted());
+        CHECK(got->slot() == 0u);
+        CHECK(got->fence() > first->fence());
+        auto kept = co_await sharers_of(store, r);
+        CHECK(kept.size() == 2); // the count and the new holder
+        CHECK_FALSE(kept.contains(brief.to_hex()));
+        auto late = co_await store.extend_shared(r, brief, 10s);
+        REQUIRE_FALSE(late);
+        CHECK(late.error() == dl::errc::not_owner);
+    });
+}
+
+TEST_CASE("redis: a sharers key of another type fails the shared scripts with the server's words, nothing written",
+          "[redis][shared][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string r = "shared:broken";
+        { const auto ok_ = co_await store.execute("SET", store.sharers_key(r), "not a hash"); REQUIRE(ok_); }
+        const auto before = co_await store.read(r);
+        REQUIRE(before);
+        dl::diagnostics diag;
+        auto refused = co_await store.put_shared(r, dl::owner_token::generate(), 10s, 0, &diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::store_unavailable);
+        CHECK(diag.server_message().find("WRONGTYPE") != std::string_view::npos);
+        auto writer = co_await store.put_exclusive(r, dl::owner_token::generate(), dl::owner_token::generate(), 10s);
+        REQUIRE_FALSE(writer);
+        CHECK(writer.error() == dl::errc::store_unavailable);
+        const auto after = co_await store.read(r);
+        REQUIRE(after);
+        CHECK(after->fence == before->fence);
+        CHECK_FALSE(after->held);
+    });
+}

@@ -53,3 +53,29 @@ TEST_CASE("redis keys: a slot's fence key carries a tag of that slot", "[redis_k
         CHECK(distlock::redis::detail::hash_slot(k) == slot);
     }
 }
+
+TEST_CASE("redis keys: a resource's shared holders and writer's intent live beside its lock, in its slot",
+          "[redis_keys]")
+{
+    using distlock::redis::detail::hash_slot;
+    for (const bool tags : {false, true}) {
+        const key_layout keys{"app", tags};
+        for (const std::string id : {"wallet:1", "{user7}:cart", "a%{b}"}) {
+            const auto lock = keys.key(id, "lock");
+            const auto slot = hash_slot(lock);
+            for (const std::string_view kind : {"sharers", "intent"}) {
+                const auto k = keys.key(id, kind);
+                CHECK(hash_slot(k) == slot);
+                // Never the lock, queue or offers key of any id: a listing of locks
+                // skips it, and reads it back only as its own kind.
+                CHECK_FALSE(keys.resource_of(k, "lock"));
+                CHECK_FALSE(keys.resource_of(k, "queue"));
+                CHECK_FALSE(keys.resource_of(k, "offers"));
+                CHECK(keys.resource_of(k, kind) == id);
+            }
+            CHECK(hash_slot(keys.fence_key_of_slot(slot)) == slot);
+        }
+    }
+    CHECK(key_layout{"distlock", false}.key("job", "sharers") == "distlock:{#job}:sharers");
+    CHECK(key_layout{"distlock", false}.key("job", "intent") == "distlock:{#job}:intent");
+}

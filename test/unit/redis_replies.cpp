@@ -123,3 +123,41 @@ TEST_CASE("redis replies: sets, fenced writes, reads and WAIT", "[redis_replies]
     CHECK(replies::replicas(integer(2)).value() == 2);
     CHECK(replies::replicas(bulk("2")).error() == dl::errc::protocol_error);
 }
+
+TEST_CASE("redis replies: shared grants' {1, fence[, slot]}, {0, pttl} and {-1, count}", "[redis_replies]")
+{
+    const auto sent = dl::clock::now();
+    // A reader or a writer: {1, fence}; a permit of 3: {1, fence, slot below 3}.
+    const auto reader = replies::answered_shared(array({integer(1), integer(7)}), sent, 0).value();
+    CHECK(reader.is_granted());
+    CHECK(reader.fence() == 7);
+    CHECK_FALSE(reader.slot());
+    const auto permit = replies::answered_shared(array({integer(1), integer(8), integer(2)}), sent, 3).value();
+    CHECK(permit.fence() == 8);
+    CHECK(permit.slot() == 2u);
+    // Held: until when, measured from the request; without a time when none is told.
+    const auto held = replies::answered_shared(array({integer(0), integer(400)}), sent, 3).value();
+    CHECK_FALSE(held.is_granted());
+    CHECK(held.not_before() == sent + std::chrono::milliseconds{400});
+    CHECK_FALSE(replies::answered_shared(array({integer(0), integer(-2)}), sent, 0).value().not_before());
+    // Another count: invalid_argument, and the holders' count.
+    std::optional<std::int64_t> held_with;
+    CHECK(replies::answered_shared(array({integer(-1), integer(2)}), sent, 3, &held_with).error() ==
+          dl::errc::invalid_argument);
+    CHECK(held_with == 2);
+    held_with.reset();
+    CHECK(replies::answered_shared(array({integer(-1), integer(-1)}), sent, 0, &held_with).error() ==
+          dl::errc::invalid_argument);
+    CHECK(held_with == -1);
+    // Shapes no shared script answers: a reader's grant with a slot, a permit's
+    // without one or with one out of range, a fence below 1, other codes and types.
+    for (const auto& v : {array({integer(1), integer(7), integer(0)}), array({integer(1), integer(0)}),
+                          array({integer(1), bulk("7")}), array({integer(0)}), array({integer(0), bulk("1")}),
+                          array({integer(-1), integer(-2)}), array({integer(-1)}), array({integer(2), integer(7)}),
+                          array({bulk("1"), integer(7)}), array({}), integer(1), null(), bulk("OK")})
+        CHECK(replies::answered_shared(v, sent, 0).error() == dl::errc::protocol_error);
+    for (const auto& v : {array({integer(1), integer(7)}), array({integer(1), integer(7), integer(3)}),
+                          array({integer(1), integer(7), integer(-1)}), array({integer(1), integer(7), bulk("0")}),
+                          array({integer(1), integer(7), integer(0), integer(0)})})
+        CHECK(replies::answered_shared(v, sent, 3).error() == dl::errc::protocol_error);
+}

@@ -17,6 +17,14 @@
 //                          <server us>:<listener>": past the deadline (server ms) a
 //                          waiter that stopped asking loses its place; the rest is
 //                          what a release hands the lock to the head with
+//   E(P):{#E(R)}:sharers   shared grants only (a shared mutex's readers, a semaphore's
+//                          permits): a hash of owner -> "<expiry ms>:<slot>:<token>"
+//                          (the server's clock; the permit's number, 0 for a reader;
+//                          the grant's fencing token), and the field "permits": the
+//                          count N the holders share (0 for readers). It expires with
+//                          its last holder, so N is kept exactly while anyone holds
+//   E(P):{#E(R)}:intent    shared grants only: a waiting writer's id, with its TTL;
+//                          while it lasts new readers are refused
 //   E(P):{S}:fence         the last fencing token granted to a resource of the slot
 //                          whose tag is S (detail::slot_tags: '$' and up to three
 //                          letters or digits): an integer that only grows, without a
@@ -498,6 +506,233 @@ end
 return released
 )lua");
 
+// The shared grants' helpers (a shared mutex, a semaphore), over KEYS lock, fence,
+// sharers, intent, in that order. The exclusive holder is the lock key of the mutex,
+// so that read(), list() and revoke() see a writer as they see a mutex's holder; the
+// shared holders are the sharers hash beside it, each with its own expiry, since a
+// reader's or a permit's TTL is its own and Redis expires whole keys only.
+//
+// sharers_at(now_ms): the sharers read, nothing written: `live` (owner -> {expires,
+// slot, token}) and their `count`, the count N they hold with (`permits`: -1 when
+// the hash does not say), and the entries whose time ran out or that do not read as
+// one (`gone`). tidy(s) drops those, or the whole hash once no one is left in it,
+// N with it; the scripts call it after the fence key is read (fences_after fails on
+// a broken one before anything is written).
+//
+// keep_until(live): the hash expires with its last holder, so that the holders of a
+// resource left alone cost nothing after their TTL.
+inline constexpr char shared_lua[] = R"lua(
+local lock_key, fence_key, sharers, intent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local function clock_us()
+  local clock = redis.call('TIME')
+  return clock[1] * 1000000 + clock[2]
+end
+local function sharers_at(now_ms)
+  local all = redis.call('HGETALL', sharers)
+  local s = {live = {}, count = 0, permits = -1, gone = {}, fields = #all / 2}
+  for i = 1, #all, 2 do
+    local field, entry = all[i], all[i + 1]
+    if field == 'permits' then
+      s.permits = tonumber(string.match(entry, '^%d+$')) or -1
+    else
+      local expires, slot, token = string.match(entry, '^(%d+):(%d+):(%d+)$')
+      expires = tonumber(expires)
+      if expires and expires > now_ms then
+        s.live[field] = {expires = expires, slot = tonumber(slot), token = token}
+        s.count = s.count + 1
+      else
+        s.gone[#s.gone + 1] = field
+      end
+    end
+  end
+  return s
+end
+local function tidy(s)
+  if s.count == 0 then
+    if s.fields > 0 then
+      redis.call('DEL', sharers)
+    end
+    return
+  end
+  for i = 1, #s.gone, 1000 do
+    redis.call('HDEL', sharers, unpack(s.gone, i, math.min(i + 999, #s.gone)))
+  end
+end
+local function entry_of(h)
+  return string.format('%d:%d:', h.expires, h.slot) .. h.token
+end
+local function keep_until(live)
+  local latest
+  for _, h in pairs(live) do
+    latest = math.max(latest or h.expires, h.expires)
+  end
+  if latest then
+    redis.call('PEXPIREAT', sharers, string.format('%d', latest))
+  end
+end
+local function announce(channel, sharded)
+  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', channel, 'released')
+end
+)lua";
+
+// A count that differs from the holders' is refused first, as data ({-1, N}): two
+// clients that disagree on N get an error, never a mix. An owner that holds already
+// (a try whose reply was lost, asked again) keeps its permit's number. A reader is
+// refused while a writer's intent lives; a permit is not (a semaphore has no writers).
+inline constexpr auto put_shared = join(fence_lua, shared_lua, R"lua(
+local owner, ttl, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now_us = clock_us()
+local now_ms = math.floor(now_us / 1000)
+local s = sharers_at(now_ms)
+if s.count > 0 and s.permits ~= permits then
+  tidy(s)
+  return {-1, s.permits}
+end
+local pttl = redis.call('PTTL', lock_key)
+if pttl ~= -2 then
+  tidy(s)
+  return {0, pttl}
+end
+local slot = 0
+if permits == 0 then
+  if redis.call('EXISTS', intent) == 1 then
+    tidy(s)
+    return {0, -2}
+  end
+elseif s.live[owner] then
+  slot = s.live[owner].slot
+else
+  if s.count >= permits then
+    local first_out
+    for _, h in pairs(s.live) do
+      first_out = math.min(first_out or h.expires, h.expires)
+    end
+    tidy(s)
+    return {0, first_out - now_ms}
+  end
+  local taken = {}
+  for _, h in pairs(s.live) do
+    taken[h.slot] = true
+  end
+  while taken[slot] do
+    slot = slot + 1
+  end
+end
+local fence, text = fences_after({fence_key}, now_us)
+tidy(s)
+s.live[owner] = {expires = now_ms + ttl, slot = slot, token = text}
+redis.call('HSET', sharers, owner, entry_of(s.live[owner]), 'permits', ARGV[3])
+keep_until(s.live)
+store_fences({fence_key}, text)
+if permits == 0 then
+  return {1, fence}
+end
+return {1, fence, slot}
+)lua");
+
+// Granted when no one holds and no other waiter's intent lives (the waiter's own
+// goes with the grant); else the waiter takes the intent, or renews its own, for the
+// TTL. A semaphore's holders ({-1, N}) are refused: it has no writers.
+inline constexpr auto put_exclusive = join(fence_lua, shared_lua, R"lua(
+local waiter, owner, ttl = ARGV[1], ARGV[2], ARGV[3]
+local now_us = clock_us()
+local s = sharers_at(math.floor(now_us / 1000))
+if s.count > 0 and s.permits ~= 0 then
+  tidy(s)
+  return {-1, s.permits}
+end
+local waiting = redis.call('GET', intent)
+local other_waits = waiting and waiting ~= waiter
+local pttl = redis.call('PTTL', lock_key)
+if not other_waits and pttl == -2 and s.count == 0 then
+  local fence, text = fences_after({fence_key}, now_us)
+  tidy(s)
+  if waiting then
+    redis.call('DEL', intent)
+  end
+  redis.call('SET', lock_key, owner .. ':' .. text, 'PX', ttl)
+  store_fences({fence_key}, text)
+  return {1, fence}
+end
+tidy(s)
+if not other_waits then
+  redis.call('SET', intent, waiter, 'PX', ttl)
+end
+return {0, pttl}
+)lua");
+
+inline constexpr auto extend_shared = join(owns_lua, shared_lua, R"lua(
+local owner = ARGV[1]
+if owns(redis.call('GET', lock_key), owner) then
+  redis.call('PEXPIRE', lock_key, ARGV[2])
+  return 1
+end
+local now_ms = math.floor(clock_us() / 1000)
+local s = sharers_at(now_ms)
+tidy(s)
+local h = s.live[owner]
+if not h then
+  return 0
+end
+h.expires = now_ms + tonumber(ARGV[2])
+redis.call('HSET', sharers, owner, entry_of(h))
+keep_until(s.live)
+return 1
+)lua");
+
+// The last holder to go takes the count N with it (tidy).
+inline constexpr auto release_shared = join(owns_lua, shared_lua, R"lua(
+local owner = ARGV[1]
+if owns(redis.call('GET', lock_key), owner) then
+  redis.call('DEL', lock_key)
+  announce(ARGV[2], ARGV[3])
+  return 1
+end
+local s = sharers_at(math.floor(clock_us() / 1000))
+local h = s.live[owner]
+if h then
+  s.live[owner] = nil
+  s.count = s.count - 1
+  s.gone[#s.gone + 1] = owner
+end
+tidy(s)
+if not h then
+  return 0
+end
+keep_until(s.live)
+announce(ARGV[2], ARGV[3])
+return 1
+)lua");
+
+inline constexpr auto withdraw = join(shared_lua, R"lua(
+if redis.call('GET', intent) == ARGV[1] then
+  redis.call('DEL', intent)
+  announce(ARGV[2], ARGV[3])
+end
+return 1
+)lua");
+
+// The writer becomes a reader with its token and its time left, in one step: no
+// writer comes between, and readers waiting are woken to come in beside it.
+inline constexpr auto downgrade = join(fence_lua, owns_lua, holder_lua, shared_lua, R"lua(
+local owner = ARGV[1]
+local value = redis.call('GET', lock_key)
+if not owns(value, owner) then
+  return 0
+end
+local _, token = holder_of(value)
+local pttl = redis.call('PTTL', lock_key)
+local now_ms = math.floor(clock_us() / 1000)
+local s = sharers_at(now_ms)
+tidy(s)
+redis.call('DEL', lock_key)
+s.live[owner] = {expires = now_ms + math.max(pttl, 0), slot = 0, token = string.format('%d', token)}
+redis.call('HSET', sharers, owner, entry_of(s.live[owner]), 'permits', '0')
+keep_until(s.live)
+announce(ARGV[2], ARGV[3])
+return 1
+)lua");
+
 // A held lock's token is the one stored beside its owner (holder_of).
 inline constexpr auto inspect = join(fence_lua, holder_lua, R"lua(
 local value = redis.call('GET', KEYS[1])
@@ -620,6 +855,36 @@ inline constexpr std::string_view revoke = detail::revoke.view();
 /// {owner, pttl, token, waiters}: the holder as read() reads it, and how many wait in
 /// its queue with their place still kept (-1: the queue is not one).
 inline constexpr std::string_view survey = detail::survey.view();
+
+/// shared_lease_store. KEYS (every shared script): lock, fence, sharers, intent.
+/// ARGV: owner, ttl ms, permits (0: a shared mutex's reader; N: a semaphore of N).
+/// {1, fence} for a reader, {1, fence, slot} for a permit (the lowest number no live
+/// holder has); {0, pttl} held (pttl: the exclusive holder's, or the first permit's
+/// to run out; -2 when a writer's intent keeps a reader out); {-1, N} refused: the
+/// holders share another count N (-1 when the store does not say).
+inline constexpr std::string_view put_shared = detail::put_shared.view();
+
+/// ARGV: waiter id, owner, ttl ms. {1, fence} granted; {0, pttl} held (-2: by
+/// readers, or by another waiter's intent), the waiter's intent taken or renewed
+/// unless another's lives; {-1, N} refused: a semaphore's permits are held.
+inline constexpr std::string_view put_exclusive = detail::put_exclusive.view();
+
+/// ARGV: owner, ttl ms. 1 when the owner's grant, exclusive or shared, was extended;
+/// 0 when it holds none.
+inline constexpr std::string_view extend_shared = detail::extend_shared.view();
+
+/// ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0'. 1 when
+/// the owner's grant, exclusive or shared, was released (and published); 0 when it
+/// holds none.
+inline constexpr std::string_view release_shared = detail::release_shared.view();
+
+/// ARGV: waiter id, channel, sharded. Drops the waiter's intent when it is still
+/// there (and publishes, so readers kept out come in). Returns 1.
+inline constexpr std::string_view withdraw = detail::withdraw.view();
+
+/// ARGV: owner, channel, sharded. The exclusive holder becomes a reader with its
+/// token and time left (and it is published): 1; 0 when it does not hold.
+inline constexpr std::string_view downgrade = detail::downgrade.view();
 
 /// KEYS: data. ARGV: value, fence. Writes the hash {value, fence} unless a newer
 /// fence has written: {1, previous fence} when written, {0, newest fence} when rejected.

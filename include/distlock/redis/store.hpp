@@ -51,7 +51,9 @@ namespace distlock::redis {
 /// resource shares one hash slot, so each script stays atomic on one node.
 ///
 /// Models put_if_absent_store, owner_checked_store, fencing_counter_store,
-/// release_notifying_store, inspectable_store, enumerable_store and revocable_store.
+/// release_notifying_store, inspectable_store, enumerable_store, revocable_store and
+/// shared_lease_store (a shared mutex's readers and writers, a semaphore's permits,
+/// on one server, in a cluster and behind Sentinels alike).
 ///
 /// \par Thread safety
 /// Safe to use from several threads: all connection state lives on a strand.
@@ -115,6 +117,10 @@ public:
     /// most 16,384 per prefix, whatever the number of resources ever locked.
     std::string fence_key(std::string_view resource) const { return keys_.fence_key_of_slot(slot_of(resource)); }
     std::string channel(std::string_view resource) const { return keys_.key(resource, "released"); }
+    /// The shared holders of a resource (readers, permits) and a waiting writer's
+    /// intent (layout in redis/scripts.hpp): beside its lock key, in its slot.
+    std::string sharers_key(std::string_view resource) const { return keys_.key(resource, "sharers"); }
+    std::string intent_key(std::string_view resource) const { return keys_.key(resource, "intent"); }
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
 
@@ -421,6 +427,87 @@ public:
     std::string queue_key(std::string_view resource) const { return keys_.key(resource, "queue"); }
     std::string offers_key(std::string_view resource) const { return keys_.key(resource, "offers"); }
 
+    // -- Shared grants (shared_lease_store, acquire::shared_setnx) --------------------
+
+    // Each is one script over the resource's lock, fence, sharers and intent keys
+    // (scripts.hpp), so a decision and its writes are one step on the server; a
+    // writer holds the lock key as a mutex's holder does, so read(), list() and
+    // revoke() see it. Every grant takes its token from the resource's fence key, as
+    // a mutex's grant does.
+
+    /// A shared grant for `owner` for `ttl`: a reader (`permits` 0) unless a writer
+    /// holds or its intent lives; a permit of a semaphore of `permits` while fewer
+    /// hold, as the lowest number no live holder has. Held answers say until when the
+    /// writer's lock, or the first permit, runs out at the latest. Holders that
+    /// share another count refuse it: errc::invalid_argument, both counts in `diag`.
+    awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                         std::uint32_t permits, diagnostics* diag = nullptr)
+    {
+        return replicated(resource,
+                          explained(eval(script::put_shared, shared_keys(resource),
+                                         strings(owner.to_hex(), millis(ttl), std::to_string(permits)), diag),
+                                    [sent = clock::now(), permits, diag](const resp::value& v) {
+                                        return shared_answer(v, sent, permits, false, diag);
+                                    },
+                                    diag, "the put_shared script answers {1, fence[, slot]}, {0, pttl} or {-1, count}"),
+                          diag);
+    }
+
+    /// An exclusive grant for `owner` when no one holds and no other waiter's intent
+    /// lives; otherwise `waiter` takes the resource's writer intent, or renews its
+    /// own, for `ttl`: new readers are refused while it lives. A semaphore's holders
+    /// refuse it (errc::invalid_argument): it has no writers.
+    awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
+                                            const owner_token& owner, duration ttl, diagnostics* diag = nullptr)
+    {
+        return replicated(resource,
+                          explained(eval(script::put_exclusive, shared_keys(resource),
+                                         strings(waiter.to_hex(), owner.to_hex(), millis(ttl)), diag),
+                                    [sent = clock::now(), diag](const resp::value& v) {
+                                        return shared_answer(v, sent, 0, true, diag);
+                                    },
+                                    diag, "the put_exclusive script answers {1, fence}, {0, pttl} or {-1, count}"),
+                          diag);
+    }
+
+    /// Extends `owner`'s grant, exclusive or shared, to `ttl` from now.
+    awaitable<result<void>> extend_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                          diagnostics* diag = nullptr)
+    {
+        return explained(eval(script::extend_shared, shared_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
+                         &detail::replies::owned, diag, "the extend_shared script answers 1 or 0");
+    }
+
+    /// Releases `owner`'s grant, exclusive or shared, and wakes the resource's
+    /// watchers (watch(resource)).
+    awaitable<result<void>> release_shared(std::string_view resource, const owner_token& owner,
+                                           diagnostics* diag = nullptr)
+    {
+        return explained(eval(script::release_shared, shared_keys(resource),
+                              strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                         &detail::replies::owned, diag, "the release_shared script answers 1 or 0");
+    }
+
+    /// Gives up `waiter`'s intent, if it is still there, and wakes the readers it
+    /// kept out.
+    awaitable<result<void>> withdraw(std::string_view resource, const owner_token& waiter,
+                                     diagnostics* diag = nullptr)
+    {
+        return explained(eval(script::withdraw, shared_keys(resource),
+                              strings(waiter.to_hex(), channel(resource), sharded_flag()), diag),
+                         &detail::replies::done, diag, "the withdraw script answers 1");
+    }
+
+    /// The writer `owner` holds on as a reader, with its fencing token and its time
+    /// left, in one step: no writer comes between; readers waiting are woken.
+    awaitable<result<void>> downgrade(std::string_view resource, const owner_token& owner,
+                                      diagnostics* diag = nullptr)
+    {
+        return explained(eval(script::downgrade, shared_keys(resource),
+                              strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                         &detail::replies::owned, diag, "the downgrade script answers 1 or 0");
+    }
+
     // -- Beyond the store concepts -----------------------------------------------
 
     /// Put-if-absent on several resources in one round trip, all or nothing. Returns
@@ -551,7 +638,13 @@ private:
         release_all,
         release_raising,
         revoke,
-        survey
+        survey,
+        put_shared,
+        put_exclusive,
+        extend_shared,
+        release_shared,
+        withdraw,
+        downgrade
     };
 
     struct script_text {
@@ -561,7 +654,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 15> all{
+        static const std::array<script_text, 21> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -577,6 +670,12 @@ private:
             script_text{scripts::release_raising, detail::sha1_hex(scripts::release_raising)},
             script_text{scripts::revoke, detail::sha1_hex(scripts::revoke)},
             script_text{scripts::survey, detail::sha1_hex(scripts::survey)},
+            script_text{scripts::put_shared, detail::sha1_hex(scripts::put_shared)},
+            script_text{scripts::put_exclusive, detail::sha1_hex(scripts::put_exclusive)},
+            script_text{scripts::extend_shared, detail::sha1_hex(scripts::extend_shared)},
+            script_text{scripts::release_shared, detail::sha1_hex(scripts::release_shared)},
+            script_text{scripts::withdraw, detail::sha1_hex(scripts::withdraw)},
+            script_text{scripts::downgrade, detail::sha1_hex(scripts::downgrade)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -616,6 +715,38 @@ private:
         keys.push_back(queue_key(resource));
         keys.push_back(offers_key(resource));
         return keys;
+    }
+
+    // The keys of the shared scripts: a resource's lock and fence keys, then its
+    // sharers and its writer's intent.
+    std::vector<std::string> shared_keys(std::string_view resource) const
+    {
+        auto keys = lock_and_fence_keys(resource);
+        keys.push_back(sharers_key(resource));
+        keys.push_back(intent_key(resource));
+        return keys;
+    }
+
+    // A shared grant's answer (detail::replies::answered_shared). A refusal for
+    // another count says in `diag` which counts disagree: a programming error on one
+    // of two clients, which the words should name.
+    static result<answer> shared_answer(const resp::value& v, time_point sent, std::uint32_t permits, bool writer,
+                                        diagnostics* diag)
+    {
+        std::optional<std::int64_t> held_with;
+        auto out = detail::replies::answered_shared(v, sent, permits, &held_with);
+        if (held_with && diag) {
+            const auto n = *held_with;
+            std::string words = "refused: the resource is held ";
+            words += n == 0  ? "by a shared mutex's readers"
+                     : n < 0 ? "with a count of permits the store does not read"
+                             : "as a semaphore of " + std::to_string(n) + " permits";
+            words += writer        ? ", which has no writers"
+                     : permits == 0 ? ", not by readers"
+                                    : ", not as one of " + std::to_string(permits);
+            diag->set_client_message(std::move(words));
+        }
+        return out;
     }
 
     // '1' when releases publish on shard channels (a Redis Cluster).
@@ -964,5 +1095,6 @@ static_assert(batch_release_store<store>);
 static_assert(clock_fenced_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
+static_assert(shared_lease_store<store>);
 
 } // namespace distlock::redis

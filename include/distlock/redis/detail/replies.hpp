@@ -96,7 +96,40 @@ inline result<answer> answered_fair(const resp::value& v, time_point sent, const
     return answered(v, sent);
 }
 
-/// An owner-checked script (extend, release, release_fair): 1 done, 0 not the owner.
+/// put_shared's and put_exclusive's answer for a request sent at `sent`, asked with
+/// `permits` (0 for a reader or a writer, whose grant is {1, fence}; N for a permit,
+/// granted as {1, fence, slot} with a slot below N): held {0, pttl} as answered()
+/// reads it; {-1, count} is errc::invalid_argument, the holders' count (-1 when the
+/// store does not say) into `held_with`.
+inline result<answer> answered_shared(const resp::value& v, time_point sent, std::uint32_t permits,
+                                      std::optional<std::int64_t>* held_with = nullptr)
+{
+    if (v.type != resp::type::array || v.elements.empty() || !integer_at(v, 0))
+        return errc::protocol_error;
+    const auto code = v.elements[0].integer;
+    if (code == 1) {
+        if (v.elements.size() != (permits == 0 ? 2u : 3u) || !integer_at(v, 1) || v.elements[1].integer < 1)
+            return errc::protocol_error;
+        const auto fence = static_cast<fence_token>(v.elements[1].integer);
+        if (permits == 0)
+            return answer::granted(fence);
+        if (!integer_at(v, 2) || v.elements[2].integer < 0 || v.elements[2].integer >= std::int64_t{permits})
+            return errc::protocol_error;
+        return answer::granted(fence, static_cast<std::uint32_t>(v.elements[2].integer));
+    }
+    if (v.elements.size() != 2 || !integer_at(v, 1))
+        return errc::protocol_error;
+    if (code == 0)
+        return answered(v, sent);
+    if (code != -1 || v.elements[1].integer < -1)
+        return errc::protocol_error;
+    if (held_with)
+        *held_with = v.elements[1].integer;
+    return errc::invalid_argument;
+}
+
+/// An owner-checked script (extend, release, release_fair, and the shared grants'
+/// extend_shared, release_shared, downgrade): 1 done, 0 not the owner.
 inline result<void> owned(const resp::value& v)
 {
     if (v.type != resp::type::integer)
@@ -104,7 +137,7 @@ inline result<void> owned(const resp::value& v)
     return v.integer == 1 ? result<void>{success()} : result<void>{errc::not_owner};
 }
 
-/// A script that always answers 1 (leave_queue).
+/// A script that always answers 1 (leave_queue, withdraw).
 inline result<void> done(const resp::value& v)
 {
     if (v.type != resp::type::integer || v.integer != 1)
