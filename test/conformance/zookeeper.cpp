@@ -111,11 +111,11 @@ struct zookeeper_clients {
     void stop_server() { test::shared_zookeeper().stop(0); }
     void start_server() { test::shared_zookeeper().start(0); }
 
-    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& mode = "exclusive")
     {
         return std::make_unique<test::child>(std::vector<std::string>{
             test::self_path(), "--worker", "zookeeper-hold", std::to_string(test::shared_zookeeper().port()), prefix,
-            resource});
+            resource, mode});
     }
 
     std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
@@ -171,14 +171,15 @@ zk::config worker_config(const std::string& port, const std::string& prefix, dl:
     return cfg;
 }
 
-// zookeeper-hold PORT PREFIX RESOURCE: the suite's holder process.
+// zookeeper-hold PORT PREFIX RESOURCE MODE: the suite's holder process (MODE as
+// hold_until_lost's).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 3)
+    if (args.size() != 4)
         return 2;
     asio::io_context io;
     zk::store store{io, worker_config(args[0], args[1], 2s)};
-    return test::conformance::hold_until_lost(io, store, args[2]);
+    return test::conformance::hold_until_lost(io, store, args[2], std::chrono::seconds{10}, args[3]);
 }
 
 // The counter of the suite's counting processes: a file beside the suite's fencing

@@ -3,7 +3,8 @@
 // escaped into node names, waiter names, reply codes, the node layout, marks, a lost
 // create reply, sessions in doubt, resumed and expiring, digest auth, chroot,
 // waiters in separate processes served in order, listing and revoking (with the
-// watches that tell a holder its node went), and replies that make no sense.
+// watches that tell a holder its node went), a shared mutex's and a semaphore's
+// entries and their permits' record, and replies that make no sense.
 #include "fault/proxy.hpp"
 #include "workers.hpp"
 #include "zookeeper/zookeeper_support.hpp"
@@ -81,6 +82,141 @@ TEST_CASE("zookeeper: waiter names are read strictly and ordered by sequence, no
     CHECK_FALSE(zk::detail::parse_waiter(std::string(32, 'A') + "-0000000001")); // upper-case hex
     CHECK_FALSE(zk::detail::parse_waiter(a + "-"));
     CHECK_FALSE(zk::detail::parse_waiter(a + "-99999999999999999999"));
+}
+
+TEST_CASE("zookeeper: shared entries carry their mode in their name; the queue alone says who holds and what "
+          "a waiter waits for",
+          "[zookeeper][input][shared]")
+{
+    using dl::lock_mode;
+    using zk::detail::entry_prefix;
+    using zk::detail::parse_waiter;
+    using zk::detail::stand_shared;
+    const std::string a(32, 'a'), b(32, 'b'), c(32, 'c'), d(32, 'd'), e(32, 'e');
+    CHECK(entry_prefix(a, lock_mode::exclusive, 0) == a + "-__WRIT__");
+    CHECK(entry_prefix(a, lock_mode::shared, 0) == a + "-__READ__");
+    CHECK(entry_prefix(a, lock_mode::shared, 12) == a + "-__PERM_12__");
+    // The names parsed are views of these.
+    const std::string writer_name = a + "-__WRIT__0000000004", reader_name = a + "-__READ__0000000005",
+                      permit_name = a + "-__PERM_3__0000000006", plain_name = a + "-0000000007";
+    const auto writer = parse_waiter(writer_name);
+    REQUIRE(writer);
+    CHECK(writer->mode == lock_mode::exclusive);
+    CHECK(writer->sequence == 4);
+    CHECK(writer->owner == a);
+    const auto reader = parse_waiter(reader_name);
+    REQUIRE(reader);
+    CHECK(reader->mode == lock_mode::shared);
+    CHECK(reader->permits == 0);
+    const auto permit = parse_waiter(permit_name);
+    REQUIRE(permit);
+    CHECK(permit->mode == lock_mode::shared);
+    CHECK(permit->permits == 3);
+    CHECK(permit->sequence == 6);
+    const auto plain = parse_waiter(plain_name); // a mutex's: exclusive
+    REQUIRE(plain);
+    CHECK(plain->mode == lock_mode::exclusive);
+    // Named as entries, readable as none.
+    for (const auto& bad : {a + "-__PERM_0__0000000001", a + "-__PERM_3_0000000001", a + "-__PERM___0000000001",
+                            a + "-__PERM_99999999999__0000000001", a + "-__READ__", a + "-__READ__12x",
+                            a + "-__SOME__0000000001"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_waiter(bad));
+        CHECK(zk::detail::unreadable_entry(bad));
+    }
+    CHECK_FALSE(zk::detail::unreadable_entry("foreign"));
+    CHECK_FALSE(zk::detail::unreadable_entry(a + "-0000000001"));
+    CHECK_FALSE(zk::detail::unreadable_entry(a + "-x"));
+
+    // Unsorted, with a mutex's node and a foreign one: r1 w r2 m r3.
+    const std::vector<std::string> rw{a + "-__READ__0000000005", "foreign",      c + "-__READ__0000000009",
+                                      b + "-__WRIT__0000000003", e + "-0000000007", d + "-__READ__0000000001"};
+    const auto r1 = stand_shared(rw, d + "-__READ__0000000001");
+    CHECK(r1.found);
+    CHECK(r1.granted);
+    const auto w = stand_shared(rw, b + "-__WRIT__0000000003");
+    CHECK_FALSE(w.granted);
+    CHECK(w.waits_for == std::vector<std::string>{d + "-__READ__0000000001"});
+    const auto r2 = stand_shared(rw, a + "-__READ__0000000005");
+    CHECK_FALSE(r2.granted);
+    CHECK(r2.waits_for == std::vector<std::string>{b + "-__WRIT__0000000003"});
+    const auto m = stand_shared(rw, e + "-0000000007");
+    CHECK_FALSE(m.granted);
+    CHECK(m.waits_for == std::vector<std::string>{a + "-__READ__0000000005"});
+    const auto r3 = stand_shared(rw, c + "-__READ__0000000009"); // the newest older exclusive: the mutex's
+    CHECK_FALSE(r3.granted);
+    CHECK(r3.waits_for == std::vector<std::string>{e + "-0000000007"});
+    CHECK(r3.live == std::vector<std::int64_t>{1, 3, 5, 7, 9});
+    CHECK_FALSE(stand_shared(rw, a + "-__READ__0000000006").found);
+
+    // Three permits, five entries: the three oldest hold, the others wait for their
+    // three newest older entries.
+    const std::vector<std::string> sem{e + "-__PERM_3__0000000015", a + "-__PERM_3__0000000011",
+                                       b + "-__PERM_3__0000000012", d + "-__PERM_3__0000000014",
+                                       c + "-__PERM_3__0000000013"};
+    CHECK(stand_shared(sem, a + "-__PERM_3__0000000011").granted);
+    CHECK(stand_shared(sem, c + "-__PERM_3__0000000013").granted);
+    const auto fourth = stand_shared(sem, d + "-__PERM_3__0000000014");
+    CHECK_FALSE(fourth.granted);
+    CHECK(fourth.waits_for == std::vector<std::string>{a + "-__PERM_3__0000000011", b + "-__PERM_3__0000000012",
+                                                       c + "-__PERM_3__0000000013"});
+    const auto fifth = stand_shared(sem, e + "-__PERM_3__0000000015");
+    CHECK(fifth.waits_for == std::vector<std::string>{b + "-__PERM_3__0000000012", c + "-__PERM_3__0000000013",
+                                                      d + "-__PERM_3__0000000014"});
+
+    // Every shared entry agrees on the count; only an older one is held against it.
+    const std::vector<std::string> mixed{a + "-__PERM_3__0000000001", b + "-__PERM_2__0000000002",
+                                         c + "-__READ__0000000003", d + "-__WRIT__0000000004"};
+    CHECK(stand_shared(mixed, a + "-__PERM_3__0000000001").disagrees.empty());
+    const auto two = stand_shared(mixed, b + "-__PERM_2__0000000002");
+    CHECK(two.disagrees == a + "-__PERM_3__0000000001");
+    CHECK(two.disagreeing_permits == 3);
+    CHECK(stand_shared(mixed, c + "-__READ__0000000003").disagrees == a + "-__PERM_3__0000000001");
+    CHECK(stand_shared(mixed, d + "-__WRIT__0000000004").disagrees.empty());
+
+    // A child named as an entry that reads as none: the queue is not judged.
+    const auto unreadable = stand_shared({a + "-__READ__0000000001", b + "-__READ__x"}, a + "-__READ__0000000001");
+    CHECK(unreadable.unreadable == b + "-__READ__x");
+    CHECK_FALSE(unreadable.found);
+}
+
+TEST_CASE("zookeeper: the permits' record: read strictly; a slot is the holder's own or the lowest no live "
+          "holder has",
+          "[zookeeper][input][shared]")
+{
+    using zk::detail::claim_slot;
+    using zk::detail::parse_slots;
+    using zk::detail::slot_record;
+    REQUIRE(parse_slots(""));
+    CHECK(parse_slots("")->empty());
+    const auto read = parse_slots("0 5\n2 9\n");
+    REQUIRE(read);
+    CHECK(*read == std::vector<slot_record>{{0, 5}, {2, 9}});
+    for (const std::string bad : {"0 5", "1 5\n0 6\n", "0 5\n0 6\n", "0 5\n1 5\n", "x 1\n", "0  1\n", "-1 2\n",
+                                  "0 -2\n", "4294967296 1\n", "0 1\n\n", " 0 1\n", "held"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_slots(bad));
+    }
+    const std::vector<slot_record> recorded{{0, 5}, {1, 7}, {2, 9}};
+    // Entry 7 left: its slot is the lowest free, its line dropped.
+    const auto claimed = claim_slot(recorded, {5, 9, 11}, 11);
+    CHECK(claimed.slot == 1);
+    REQUIRE(claimed.record);
+    CHECK(*claimed.record == "0 5\n1 11\n2 9\n");
+    CHECK(parse_slots(*claimed.record));
+    // Its own line: nothing to write.
+    const auto own = claim_slot(recorded, {5, 7, 9}, 9);
+    CHECK(own.slot == 2);
+    CHECK_FALSE(own.record);
+    const auto after = claim_slot(recorded, {5, 7, 9, 12}, 12);
+    CHECK(after.slot == 3);
+    CHECK(*after.record == "0 5\n1 7\n2 9\n3 12\n");
+    const auto first = claim_slot({}, {4}, 4);
+    CHECK(first.slot == 0);
+    CHECK(*first.record == "0 4\n");
+    const auto none_left = claim_slot(recorded, {13}, 13);
+    CHECK(none_left.slot == 0);
+    CHECK(*none_left.record == "0 13\n");
 }
 
 TEST_CASE("zookeeper: bound nodes are watched once each, again once a watch is spent; a deletion tells its own "
@@ -242,6 +378,69 @@ TEST_CASE("zookeeper: the node layout: one ephemeral sequential node per waiter,
         // close() ended both sessions on the server: the held node went with a's.
         CHECK(queue_of(prefix, "seat/7").empty());
         CHECK(ids[0] != 0);
+    });
+}
+
+TEST_CASE("zookeeper: a shared mutex's and a semaphore's nodes carry their mode; a mutex and a writer on one "
+          "resource exclude each other and every reader",
+          "[zookeeper][shared]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("shared");
+    asio::io_context io;
+    zk::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        // lock() calls wait at most a few seconds (the first one connects and makes the
+        // resource's node); try_lock() calls try once.
+        const auto quick = dl::retry::fixed{.delay = 10ms, .deadline = 10s};
+        dl::basic_distributed_shared_mutex<zk::store, dl::retry::fixed> rw{a, "doc", {}, quick};
+        dl::basic_distributed_mutex<zk::store, dl::retry::fixed> mutex{b, "doc", {}, quick};
+        auto reader = co_await rw.lock_shared();
+        REQUIRE(reader);
+        auto nodes = queue_of(prefix, "doc");
+        REQUIRE(nodes.size() == 1);
+        CHECK(nodes[0].starts_with(reader->owner().to_hex() + "-__READ__"));
+        test::zk_client c{server.port()};
+        const auto s0 = c.stat(zk::detail::resource_node(prefix, "doc") + "/" + nodes[0]);
+        REQUIRE(s0);
+        CHECK(static_cast<dl::fence_token>(s0->czxid) == reader->fence());
+        auto kept_out = co_await mutex.try_lock();
+        REQUIRE_FALSE(kept_out);
+        CHECK(kept_out.error() == dl::condition::contended);
+        { const auto ok_ = co_await reader->unlock(); CHECK(ok_); }
+
+        auto held = co_await mutex.lock();
+        REQUIRE(held);
+        auto no_writer = co_await rw.try_lock();
+        REQUIRE_FALSE(no_writer);
+        CHECK(no_writer.error() == dl::condition::contended);
+        auto no_reader = co_await rw.try_lock_shared();
+        REQUIRE_FALSE(no_reader);
+        { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
+
+        auto writer = co_await rw.lock();
+        REQUIRE(writer);
+        nodes = queue_of(prefix, "doc");
+        REQUIRE(nodes.size() == 1);
+        CHECK(nodes[0].starts_with(writer->owner().to_hex() + "-__WRIT__"));
+        auto no_mutex = co_await mutex.try_lock();
+        REQUIRE_FALSE(no_mutex);
+        CHECK(no_mutex.error() == dl::condition::contended);
+        { const auto ok_ = co_await writer->unlock(); CHECK(ok_); }
+
+        dl::basic_distributed_semaphore<zk::store, dl::retry::fixed> sem{a, "pool", {.permits = 2}, quick};
+        auto permit = co_await sem.try_acquire();
+        REQUIRE(permit);
+        REQUIRE(permit->slot());
+        CHECK(*permit->slot() == 0);
+        nodes = queue_of(prefix, "pool");
+        REQUIRE(nodes.size() == 1);
+        CHECK(nodes[0].starts_with(permit->owner().to_hex() + "-__PERM_2__"));
+        { const auto ok_ = co_await permit->unlock(); CHECK(ok_); }
+        CHECK(queue_of(prefix, "doc").empty());
+        CHECK(queue_of(prefix, "pool").empty());
+        co_await a.close();
+        co_await b.close();
     });
 }
 
@@ -1062,6 +1261,53 @@ TEST_CASE("zookeeper: replies that make no sense are protocol errors with the se
                 REQUIRE_FALSE(read);
                 CHECK(read.error() == dl::errc::protocol_error);
             }
+            co_await s.close();
+            peer.stop();
+        });
+    }
+}
+
+TEST_CASE("zookeeper: a queue with a node named as an entry that reads as none, or a resource's data that is no "
+          "permits' record, is a protocol error with the server's words",
+          "[zookeeper][input][shared]")
+{
+    const std::string owner(32, 'b');
+    struct case_ {
+        const char* name;
+        std::string queue_extra; // another child of the resource's node
+        std::string record;      // the resource's node's data
+        const char* said;
+    };
+    const std::vector<case_> cases{
+        {"an unreadable entry", owner + "-__PERM_x__0000000001", "", "PERM"},
+        {"an unreadable record", owner + "-0000000000", "slots!", "slots"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.name);
+        asio::io_context io;
+        scripted_zookeeper peer{io, [&](std::int32_t op, const std::string& path) -> std::string {
+            zk::proto::writer w;
+            if (op == static_cast<std::int32_t>(zk::proto::op::create2)) // the call's node, sequence 2
+                return w.bytes(path + "0000000002").take() + stat_bytes(7);
+            if (op == static_cast<std::int32_t>(zk::proto::op::get_data))
+                return w.bytes(c.record).take() + stat_bytes(1);
+            if (op == static_cast<std::int32_t>(zk::proto::op::get_children2)) {
+                return children_bytes({c.queue_extra, std::string(32, 'a') + "-__PERM_3__0000000002"});
+            }
+            return stat_bytes(7);
+        }};
+        zk::config cfg;
+        cfg.servers = {{"127.0.0.1", peer.port()}};
+        cfg.prefix = "/locks";
+        cfg.session_timeout = 2s;
+        zk::store s{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::diagnostics diag;
+            auto got = co_await s.enqueue_shared("r", dl::owner_token::from_hex(std::string(32, 'a')),
+                                                 dl::lock_mode::shared, 3, &diag);
+            REQUIRE_FALSE(got);
+            CHECK(got.error() == dl::errc::protocol_error);
+            CHECK(diag.server_message().find(c.said) != std::string_view::npos);
             co_await s.close();
             peer.stop();
         });

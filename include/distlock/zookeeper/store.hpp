@@ -25,6 +25,12 @@
 //  - A lease is bound to the session (session.hpp): connected = held, disconnected =
 //    in doubt (the loss is pushed), expired = lost. It is bound to its node too: the
 //    node deleted by anyone but its release (a revoke) is its loss.
+//  - A shared mutex's readers and writers and a semaphore's permits queue the same
+//    way, one node per lock() call under the resource's node, the mode in the node's
+//    name (paths.hpp), so that every client judges the queue alike from its children
+//    (detail/shared.hpp): a reader waits only for older writers, and a mutex and a
+//    writer on one resource exclude each other. A permit's number is recorded in the
+//    resource's node's data, taken with a write conditional on its version.
 //  - Listing reads the prefix's children, then every matching resource's children in
 //    one pipelined batch, then every holder's node in another: three round trips
 //    however many locks. Revoking deletes the holder's node once its czxid is seen to
@@ -34,9 +40,11 @@
 
 #include <distlock/backend.hpp>
 #include <distlock/policy/queue.hpp>
+#include <distlock/policy/shared.hpp>
 #include <distlock/zookeeper/config.hpp>
 #include <distlock/zookeeper/detail/paths.hpp>
 #include <distlock/zookeeper/detail/session.hpp>
+#include <distlock/zookeeper/detail/shared.hpp>
 #include <distlock/zookeeper/error.hpp>
 #include <distlock/zookeeper/proto/messages.hpp>
 
@@ -52,10 +60,10 @@
 namespace distlock::zookeeper {
 
 /// A ZooKeeper ensemble used as a lock store. Models session_queue_store,
-/// inspectable_store, enumerable_store and revocable_store; its default acquisition
-/// is acquire::session_queue, so
-/// `basic_distributed_mutex<zookeeper::store>` queues fairly, needs no watchdog, and
-/// its leases end with the store's session.
+/// shared_queue_store, inspectable_store, enumerable_store and revocable_store; its
+/// default acquisitions are acquire::session_queue and acquire::shared_queue, so
+/// `basic_distributed_mutex<zookeeper::store>` (and its shared mutex and semaphore)
+/// queues fairly, needs no watchdog, and its leases end with the store's session.
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
@@ -73,6 +81,7 @@ class basic_store : public backend::store_base<config> {
 
 public:
     using default_acquire_policy = acquire::session_queue;
+    using default_shared_acquire_policy = acquire::shared_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
@@ -128,6 +137,41 @@ public:
             return std::nullopt;
         return session_->bind(detail::resource_node(settings().root(), resource), static_cast<std::int64_t>(entry),
                               std::move(listener));
+    }
+
+    // -- shared_queue_store ----------------------------------------------------------
+
+    /// enqueue() for shared grants: the call's node is named with its mode (paths.hpp),
+    /// made with the read of the queue in one write or found again by owner, and holds
+    /// by the rules of shared_queue_store (detail/shared.hpp); its fence is its czxid,
+    /// as a mutex's node's. A granted permit takes its slot in the permits' record with
+    /// a write conditional on the record's version. A node whose count of permits
+    /// differs from an older shared node's is deleted, and the call refused
+    /// (errc::invalid_argument). An exclusive entry takes no permits.
+    awaitable<result<shared_place>> enqueue_shared(std::string_view resource, const owner_token& owner,
+                                                   lock_mode mode, std::uint32_t permits,
+                                                   diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<shared_place>(ec);
+        if (mode == lock_mode::exclusive && permits != 0) {
+            if (diag)
+                diag->set_client_message("an exclusive entry takes no permits");
+            return backend::failed<shared_place>(distlock::errc::invalid_argument);
+        }
+        return enqueued_shared(session_, settings().root(), detail::resource_node(settings().root(), resource),
+                               owner.to_hex(), mode, permits, acl(), diag);
+    }
+
+    /// For this store, `entry` is the waiting node's czxid (the fence enqueue_shared()
+    /// reported): true once one of the nodes its last look at the queue found in its
+    /// way is gone, or at once when this client knows of no such node for it now.
+    awaitable<bool> wait_turn(std::string_view resource, fence_token entry, time_point until)
+    {
+        if (validate_resource(resource) || entry > static_cast<fence_token>(INT64_MAX))
+            return gone_at_once();
+        return turn_waited(session_, detail::resource_node(settings().root(), resource),
+                           static_cast<std::int64_t>(entry), until);
     }
 
     /// Reads the lock on `resource` without taking it: the lowest node (owner, fence).
@@ -214,6 +258,16 @@ private:
     {
         const auto x = s.next_xid();
         return {x, proto::encode_get_children2(x, parent, false)};
+    }
+    static request data_of(session& s, const std::string& path)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_get_data(x, path, false)};
+    }
+    static request write_record(session& s, const std::string& path, const std::string& data, std::int32_t version)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_set_data(x, path, data, version)};
     }
     static request remove(session& s, const std::string& path)
     {
@@ -512,6 +566,302 @@ private:
         co_return false;
     }
 
+    // -- Shared grants -----------------------------------------------------------------
+
+    // enqueued() for a shared mutex's or a semaphore's node. The node is remembered
+    // under the key a mutex's is (the owner's), so that dequeue() finds it alike; a
+    // permit's read of the queue also reads the permits' record, just before the
+    // children (detail/shared.hpp says why that order).
+    static awaitable<result<shared_place>> enqueued_shared(std::shared_ptr<session> s, std::string root,
+                                                           std::string parent, std::string owner_hex, lock_mode mode,
+                                                           std::uint32_t permits, proto::acl a, diagnostics* diag)
+    {
+        const auto key = detail::child_path(parent, owner_hex, "-");
+        const auto prefix_path = detail::child_path(parent, detail::entry_prefix(owner_hex, mode, permits));
+        const bool counted = permits > 0;
+        for (int round = 0; round < 4; ++round) {
+            const auto known = s->made(key);
+            const auto sid = s->id();
+            if (known && known->czxid != 0 && known->session == sid && sid != 0) {
+                // This call's node, made under this session: one read says where it stands.
+                auto got = co_await queue_read(s, parent, counted, diag);
+                if (!got)
+                    co_return got.error();
+                const auto& r = got.value().back();
+                if (r.err == 0) {
+                    auto place = co_await shared_placed(s, parent, key, std::move(got).value(), *known, mode,
+                                                        permits, diag);
+                    if (place || place.error() != condition::not_owner)
+                        co_return place;
+                } else if (r.err != static_cast<int>(errc::no_node)) {
+                    co_return refused(r, parent, diag);
+                }
+                s->forget(key); // gone with an earlier session: made again, at the back
+                continue;
+            }
+            if (known) {
+                // A create whose reply did not come, or a node of an earlier session:
+                // look for it before creating (never a second node of this call).
+                auto found = co_await recovered(s, parent, owner_hex, diag);
+                if (!found)
+                    co_return found.error();
+                if (found.value()) {
+                    s->remember(key, *found.value());
+                    continue;
+                }
+                s->forget(key);
+            }
+            // Marked as sent before it is sent: if its reply is lost, the next try looks
+            // before it creates.
+            s->remember(key, session::made_node{});
+            auto got = co_await created_with_queue(s, parent, prefix_path, a, counted, diag);
+            if (!got)
+                co_return got.error();
+            auto& replies = got.value();
+            const auto& created_reply = replies.front();
+            if (created_reply.err == static_cast<int>(errc::no_node)) {
+                s->forget(key);
+                if (auto ec = co_await made_parents(s, root, parent, a, diag))
+                    co_return ec;
+                continue;
+            }
+            if (created_reply.err != 0) {
+                s->forget(key);
+                co_return refused(created_reply, prefix_path, diag);
+            }
+            const auto created = proto::parse_create2(created_reply.body);
+            if (!created)
+                co_return malformed(created_reply, "create2", prefix_path, diag);
+            session::made_node mine{std::string{detail::base_name(created->path)}, created->stat.czxid,
+                                    created->stat.ephemeral_owner};
+            const auto name = detail::parse_waiter(mine.name);
+            if (mine.czxid <= 0 || !name || name->mode != mode || name->permits != permits)
+                co_return malformed(created_reply, "create2", prefix_path, diag);
+            s->remember(key, mine);
+            if (replies.back().err != 0)
+                continue; // the read failed after the create: read again
+            replies.erase(replies.begin());
+            auto place = co_await shared_placed(s, parent, key, std::move(replies), mine, mode, permits, diag);
+            if (place || place.error() != condition::not_owner)
+                co_return place;
+            s->forget(key);
+        }
+        co_return distlock::errc::session_lost;
+    }
+
+    // The read of a shared node's queue: the permits' record first for a permit, then
+    // the children.
+    static awaitable<result<std::vector<proto::reply>>> queue_read(std::shared_ptr<session> s,
+                                                                   const std::string& parent, bool counted,
+                                                                   diagnostics* diag)
+    {
+        if (counted)
+            return send(s, diag, data_of(*s, parent), children_of(*s, parent));
+        return send(s, diag, children_of(*s, parent));
+    }
+
+    // The create of a shared node, and the read of its queue in the same write.
+    static awaitable<result<std::vector<proto::reply>>> created_with_queue(std::shared_ptr<session> s,
+                                                                           const std::string& parent,
+                                                                           const std::string& prefix_path,
+                                                                           proto::acl a, bool counted,
+                                                                           diagnostics* diag)
+    {
+        if (counted)
+            return send(s, diag, create_waiter(*s, prefix_path, a), data_of(*s, parent), children_of(*s, parent));
+        return send(s, diag, create_waiter(*s, prefix_path, a), children_of(*s, parent));
+    }
+
+    // Where this call's node `mine` stands, from the read of the queue (`replies`: the
+    // permits' record first for a permit, then the children). errc::not_owner: the node
+    // is gone (the caller makes it again).
+    static awaitable<result<shared_place>> shared_placed(std::shared_ptr<session> s, std::string parent,
+                                                         std::string key, std::vector<proto::reply> replies,
+                                                         session::made_node mine, lock_mode mode,
+                                                         std::uint32_t permits, diagnostics* diag)
+    {
+        const auto& r = replies.back();
+        const auto children = proto::parse_get_children2(r.body);
+        if (!children)
+            co_return malformed(r, "getChildren2", parent, diag);
+        auto st = detail::stand_shared(children->names, mine.name);
+        if (!st.unreadable.empty()) {
+            if (diag)
+                diag->set_server_message("a node under " + parent + " is named as an entry and reads as none: " +
+                                         distlock::util::escape(st.unreadable));
+            co_return distlock::errc::protocol_error;
+        }
+        if (!st.found)
+            co_return distlock::errc::not_owner;
+        const auto path = detail::child_path(parent, mine.name);
+        if (st.mode != mode || st.permits != permits) {
+            if (diag)
+                diag->set_server_message("the node " + path + " of this lock() call is not of the mode it asked for");
+            co_return distlock::errc::protocol_error;
+        }
+        if (!st.disagrees.empty()) {
+            if (diag)
+                diag->set_client_message("the resource is queued for as " + counted_as(st.disagreeing_permits) +
+                                         " (node " + st.disagrees + "), not as " + counted_as(permits));
+            co_return co_await withdrawn(s, key, path, mine.session);
+        }
+        if (!st.granted) {
+            mine.waits_for = std::move(st.waits_for);
+            s->remember(key, mine);
+            co_return shared_place{static_cast<fence_token>(mine.czxid), false, std::nullopt};
+        }
+        std::optional<std::uint32_t> slot;
+        if (permits > 0) {
+            auto claimed = co_await slot_claimed(s, parent, mine.name, std::move(replies.front()), std::move(st), diag);
+            if (!claimed)
+                co_return claimed.error();
+            if (!claimed.value()) {
+                // Other holders wrote the record each time: not granted yet, and no node
+                // to wait for (it looks again at once).
+                mine.waits_for.clear();
+                s->remember(key, mine);
+                co_return shared_place{static_cast<fence_token>(mine.czxid), false, std::nullopt};
+            }
+            slot = claimed.value();
+        }
+        mine.waits_for.clear();
+        s->remember(key, mine);
+        s->granted(mine.czxid, mine.session, path);
+        co_return shared_place{static_cast<fence_token>(mine.czxid), true, slot};
+    }
+
+    static std::string counted_as(std::uint32_t permits)
+    {
+        return permits == 0 ? std::string{"a shared mutex"} : "a semaphore of " + std::to_string(permits) + " permits";
+    }
+
+    // The node just made for a count of permits the resource's queue does not agree
+    // with: deleted (later, when the connection failed), and the call refused.
+    static awaitable<result<shared_place>> withdrawn(std::shared_ptr<session> s, std::string key, std::string path,
+                                                     std::int64_t sid)
+    {
+        s->forget(key);
+        auto gone = co_await send(s, nullptr, remove(*s, path));
+        if (!gone && backend::connection_error(gone.error()))
+            s->delete_later(path, sid);
+        co_return distlock::errc::invalid_argument;
+    }
+
+    // The slot of the granted permit `st` (named `name`), from the permits' record read
+    // in `record`: its line's, or the lowest free one, written with the record's
+    // version. nullopt when another holder wrote the record first twice in a row (the
+    // caller looks again). errc::not_owner: the node or its resource's node is gone.
+    static awaitable<result<std::optional<std::uint32_t>>> slot_claimed(std::shared_ptr<session> s,
+                                                                        std::string parent, std::string name,
+                                                                        proto::reply record,
+                                                                        detail::shared_standing st, diagnostics* diag)
+    {
+        for (int round = 0;; ++round) {
+            if (record.err == static_cast<int>(errc::no_node))
+                co_return distlock::errc::not_owner;
+            if (record.err != 0)
+                co_return refused(record, parent, diag);
+            const auto node = proto::parse_get_data(record.body);
+            if (!node)
+                co_return malformed(record, "getData", parent, diag);
+            const auto recorded = detail::parse_slots(node->data);
+            if (!recorded) {
+                if (diag) {
+                    constexpr std::size_t shown = 64;
+                    const std::string_view data{node->data};
+                    diag->set_server_message("the data of " + parent + " is no permits' record (" +
+                                             std::to_string(data.size()) + " bytes: " +
+                                             distlock::util::escape(data.substr(0, shown)) +
+                                             (data.size() > shown ? "...)" : ")"));
+                }
+                co_return distlock::errc::protocol_error;
+            }
+            const auto claim = detail::claim_slot(*recorded, st.live, st.sequence);
+            if (!claim.record)
+                co_return std::optional<std::uint32_t>{claim.slot};
+            auto wrote = co_await send(s, diag, write_record(*s, parent, *claim.record, node->stat.version));
+            if (!wrote)
+                co_return wrote.error();
+            const auto& w = wrote.value().front();
+            if (w.err == 0)
+                co_return std::optional<std::uint32_t>{claim.slot};
+            if (w.err == static_cast<int>(errc::no_node))
+                co_return distlock::errc::not_owner;
+            if (w.err != static_cast<int>(errc::bad_version))
+                co_return refused(w, parent, diag);
+            if (round > 0)
+                co_return std::optional<std::uint32_t>{};
+            // Another holder wrote the record first: read it again, then the queue.
+            auto again = co_await send(s, diag, data_of(*s, parent), children_of(*s, parent));
+            if (!again)
+                co_return again.error();
+            const auto& c = again.value().back();
+            if (c.err == static_cast<int>(errc::no_node))
+                co_return distlock::errc::not_owner;
+            if (c.err != 0)
+                co_return refused(c, parent, diag);
+            const auto children = proto::parse_get_children2(c.body);
+            if (!children)
+                co_return malformed(c, "getChildren2", parent, diag);
+            auto now = detail::stand_shared(children->names, name);
+            if (!now.found)
+                co_return distlock::errc::not_owner;
+            st.live = std::move(now.live);
+            record = std::move(again.value().front());
+        }
+    }
+
+    // wait_gone() for a shared node: waits for the first of the nodes in its way to
+    // go, one watch on each (set in one write), woken by whichever fires first.
+    static awaitable<bool> turn_waited(std::shared_ptr<session> s, std::string parent, std::int64_t czxid,
+                                       time_point until)
+    {
+        const auto mine = s->made_entry(parent, czxid);
+        if (!mine || mine->waits_for.empty())
+            co_return true; // nothing known to wait for under this session: look again
+        std::vector<std::string> paths;
+        paths.reserve(mine->waits_for.size());
+        for (const auto& name : mine->waits_for)
+            paths.push_back(detail::child_path(parent, name));
+        const auto ex = co_await asio::this_coro::executor;
+        while (clock::now() < until && !co_await distlock::backend::cancelled()) {
+            // Registered before the requests that set the watches: a notification may
+            // come before their replies.
+            auto w = std::make_shared<detail::watch>(ex);
+            for (const auto& p : paths)
+                s->watches().add(p, w);
+            const auto unwatch = [&] {
+                for (const auto& p : paths)
+                    s->watches().remove(p, w);
+            };
+            std::vector<request> looks;
+            looks.reserve(paths.size());
+            for (const auto& p : paths)
+                looks.push_back(exists(*s, p, true));
+            auto got = co_await session::call(s, std::move(looks), nullptr);
+            if (got) {
+                const auto& replies = got.value();
+                const auto has = [&](int err) {
+                    return std::any_of(replies.begin(), replies.end(), [&](const proto::reply& r) { return r.err == err; });
+                };
+                if (has(static_cast<int>(errc::no_node))) {
+                    unwatch();
+                    co_return true;
+                }
+                if (std::all_of(replies.begin(), replies.end(), [](const proto::reply& r) { return r.err == 0; })) {
+                    const bool woke = co_await w->wake.wait(until);
+                    unwatch();
+                    if (w->changed && !w->deleted) // a holder's mark: its node is still there
+                        continue;
+                    co_return woke || w->fired;
+                }
+            }
+            unwatch();
+            co_await pause(until);
+        }
+        co_return false;
+    }
+
     static awaitable<void> pause(time_point until)
     {
         timer t{co_await asio::this_coro::executor, std::min(until, clock::now() + std::chrono::milliseconds{100})};
@@ -787,6 +1137,7 @@ protected:
 using store = backend::store_shell<basic_store<>>;
 
 static_assert(session_queue_store<store>);
+static_assert(shared_queue_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);

@@ -228,6 +228,9 @@ public:
         std::int64_t predecessor = 0;
         bool predecessor_held = false;
         bool promoted = false;
+        /// A shared mutex's or semaphore's entry that waits: the names of the nodes
+        /// whose going may let it hold (empty: look again at once).
+        std::vector<std::string> waits_for{};
     };
 
     void remember(const std::string& prefix_path, made_node n)
@@ -245,6 +248,18 @@ public:
             return std::nullopt;
         return it->second;
     }
+    /// The node this client made under `parent` with fence `czxid`, for the current
+    /// session.
+    std::optional<made_node> made_entry(const std::string& parent, std::int64_t czxid) const
+    {
+        std::lock_guard lock{mutex_};
+        const auto under = parent + "/";
+        for (auto it = made_.lower_bound(under); it != made_.end() && it->first.starts_with(under); ++it)
+            if (it->second.czxid == czxid && it->second.session == id_ && id_ != 0)
+                return it->second;
+        return std::nullopt;
+    }
+
     /// The node `seq` under `parent` is deleted: the waiter whose predecessor held the
     /// lock holds it now.
     void predecessor_deleted(const std::string& parent, std::int64_t seq)

@@ -58,6 +58,14 @@ public:
         return w;
     }
 
+    /// Adds `w` as a waiter on `path` too: one waiter woken by the first of several
+    /// paths' notifications.
+    void add(const std::string& path, const std::shared_ptr<watch>& w)
+    {
+        std::lock_guard lock{mutex_};
+        watches_[path].push_back(w);
+    }
+
     void remove(const std::string& path, const std::shared_ptr<watch>& w)
     {
         std::lock_guard lock{mutex_};

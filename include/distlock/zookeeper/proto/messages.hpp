@@ -23,6 +23,7 @@ enum class op : std::int32_t {
     create = 1,
     remove = 2, ///< "delete"
     exists = 3,
+    get_data = 4,
     set_data = 5,
     get_children = 8,
     ping = 11,
@@ -202,6 +203,13 @@ inline std::string encode_exists(std::int32_t x, std::string_view path, bool wat
     return w.take_frame();
 }
 
+inline std::string encode_get_data(std::int32_t x, std::string_view path, bool watch)
+{
+    auto w = header(x, op::get_data, 4 + path.size() + 1);
+    w.bytes(path).boolean(watch);
+    return w.take_frame();
+}
+
 inline std::string encode_get_children2(std::int32_t x, std::string_view path, bool watch)
 {
     auto w = header(x, op::get_children2, 4 + path.size() + 1);
@@ -276,6 +284,22 @@ inline std::optional<proto::stat> parse_stat(std::string_view body)
     if (!r.ok() || !r.at_end())
         return std::nullopt;
     return s;
+}
+
+struct node_data {
+    std::string data; ///< empty for a node without data (null on the wire)
+    proto::stat stat;
+};
+
+inline std::optional<node_data> parse_get_data(std::string_view body)
+{
+    reader r{body};
+    node_data d;
+    d.data = r.bytes().value_or(std::string{});
+    d.stat = read_stat(r);
+    if (!r.ok() || !r.at_end())
+        return std::nullopt;
+    return d;
 }
 
 struct children {
