@@ -61,15 +61,23 @@ struct dynamodb_clients {
     // As if the lease had run out: in expiry_time mode its expiry moves into the
     // past; in record_version mode its lease duration becomes zero, so a waiter that
     // sees its version may take it over at once (as one that watched it a whole
-    // lease duration would).
+    // lease duration would). A shared lease's are those of its entry in the item's
+    // sharers.
     void end_lock(const dl::lease& l)
     {
-        const char* update = Mode == ddb::lease_mode::expiry_time ? "SET expiresAt = :zero" : "SET leaseDuration = :zero";
-        auto r = direct(server, "UpdateItem",
-                        {{"TableName", "distlock_test"},
-                         {"Key", key_of(l.resource())},
-                         {"UpdateExpression", update},
-                         {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}});
+        const char* attribute = Mode == ddb::lease_mode::expiry_time ? "expiresAt" : "leaseDuration";
+        nlohmann::json request = {{"TableName", "distlock_test"},
+                                  {"Key", key_of(l.resource())},
+                                  {"UpdateExpression", "SET #a = :zero"},
+                                  {"ExpressionAttributeNames", {{"#a", attribute}}},
+                                  {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}};
+        if (l.shared()) {
+            request["UpdateExpression"] = "SET #s.#me.#a = :zero";
+            request["ConditionExpression"] = "attribute_exists(#s.#me)";
+            request["ExpressionAttributeNames"]["#s"] = "sharers";
+            request["ExpressionAttributeNames"]["#me"] = l.owner().to_hex();
+        }
+        auto r = direct(server, "UpdateItem", std::move(request));
         REQUIRE(r);
     }
 
@@ -88,11 +96,11 @@ struct dynamodb_clients {
     // once its expiry (1.5 s, renewed every 500 ms) has passed.
     static constexpr bool by_version = Mode == ddb::lease_mode::record_version;
     static constexpr test::conformance::after_kill killed_holder_lock{.held_for = 400ms};
-    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& mode = "exclusive")
     {
         return std::make_unique<test::child>(std::vector<std::string>{
             test::self_path(), "--worker", "ddb-hold", std::to_string(server.port()), by_version ? "version" : "expiry",
-            resource, by_version ? "800" : "1500"});
+            resource, by_version ? "800" : "1500", mode});
     }
 
     static constexpr int counter_processes = 6;
@@ -147,15 +155,16 @@ ddb::config worker_config(const std::string& port, const std::string& mode)
     return c;
 }
 
-// ddb-hold PORT MODE RESOURCE TTL_MS: the suite's holder process (heartbeats at a
-// third of the TTL).
+// ddb-hold PORT MODE RESOURCE TTL_MS GRANT: the suite's holder process (heartbeats at
+// a third of the TTL; GRANT as hold_until_lost's mode).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 4)
+    if (args.size() != 5)
         return 2;
     asio::io_context io;
     ddb::store store{io, worker_config(args[0], args[1])};
-    return test::conformance::hold_until_lost(io, store, args[2], std::chrono::milliseconds{std::stoi(args[3])});
+    return test::conformance::hold_until_lost(io, store, args[2], std::chrono::milliseconds{std::stoi(args[3])},
+                                              args[4]);
 }
 
 // The counter of the suite's counting processes: an item of the lock table, written

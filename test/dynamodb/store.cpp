@@ -2,10 +2,14 @@
 // conformance suite: record-version takeover, heartbeats, clocks that disagree,
 // fenced writes, throttling and server errors, its error mapping, its URL, its
 // credentials, multi-locks, a grant answered too late, listings read page by page,
-// revocation by fence, Scan answers the decoder refuses.
+// revocation by fence, Scan answers the decoder refuses, shared grants (their steps,
+// their decoder, record-version takeover of a dead reader, permits under contention).
 #include "dynamodb/dynamodb_support.hpp"
 #include "fault/proxy.hpp"
 
+#include <distlock/basic_distributed_semaphore.hpp>
+
+#include <asio/detached.hpp>
 #include <asio/read.hpp>
 #include <asio/read_until.hpp>
 #include <asio/steady_timer.hpp>
@@ -17,6 +21,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -921,5 +926,457 @@ TEST_CASE("dynamodb: Scan answers of another shape are protocol errors naming th
             const auto second = nlohmann::json::parse(endpoint.requests()[1]);
             CHECK(second["ExclusiveStartKey"]["resource"]["B"] == "YQ==");
         }
+    }
+}
+
+// -- Shared grants: a shared mutex's readers and writer, a semaphore's permits ------------
+
+namespace {
+
+namespace shared = distlock::dynamodb::detail;
+
+// A clock for the pure steps: the clock of day at `wall_ms`, the monotonic one at `now`.
+shared::step_clock step_clock_at(ddb::lease_mode mode, std::int64_t wall_ms, dl::time_point now,
+                                 std::int64_t margin_ms = 0)
+{
+    return {mode, wall_ms, margin_ms, now, 1s};
+}
+
+shared::lease_record expiring_at(std::uint64_t ms) { return {ms, std::nullopt, std::nullopt}; }
+shared::lease_record versioned(std::string v, std::uint64_t lease_ms) { return {std::nullopt, std::move(v), lease_ms}; }
+
+} // namespace
+
+TEST_CASE("dynamodb: shared steps: readers, a writer's intent and grant, permits and their slots, as the memory "
+          "store's",
+          "[dynamodb][shared]")
+{
+    const auto t0 = dl::time_point{} + 1h;
+    const auto c = step_clock_at(ddb::lease_mode::expiry_time, 1'000'000, t0);
+    const std::vector<ddb::sighting> none;
+
+    // A reader on a resource never locked: fence 1, its entry, the count 0.
+    auto read = shared::step_shared({}, "a", 0, 10'000, "", c, none);
+    REQUIRE(read.reply);
+    REQUIRE(read.reply.value().is_granted());
+    CHECK(read.reply.value().fence() == 1);
+    CHECK_FALSE(read.reply.value().slot());
+    REQUIRE(read.next);
+    REQUIRE(read.next->sharers.size() == 1);
+    CHECK(read.next->sharers[0].owner == "a");
+    CHECK(read.next->sharers[0].lease.expires_at == 1'010'000u);
+    CHECK(read.next->permits == 0u);
+    CHECK(read.next->revision == 1u);
+    const auto one_reader = *read.next;
+
+    // A writer waits: its intent is written; then new readers are refused, without a write.
+    auto wait = shared::step_exclusive(one_reader, "w", "x", 10'000, "", c, none);
+    REQUIRE(wait.reply);
+    CHECK_FALSE(wait.reply.value().is_granted());
+    CHECK(wait.reply.value().not_before() == t0 + 10'001ms); // the reader's expiry
+    REQUIRE(wait.next);
+    REQUIRE(wait.next->intent);
+    CHECK(wait.next->intent->waiter == "w");
+    CHECK(wait.next->revision == 2u);
+    CHECK(wait.next->lock.fence == 1u); // an intent takes no fence
+    const auto waited = *wait.next;
+    auto kept_out = shared::step_shared(waited, "b", 0, 10'000, "", c, none);
+    REQUIRE(kept_out.reply);
+    CHECK_FALSE(kept_out.reply.value().is_granted());
+    CHECK_FALSE(kept_out.next);
+    // Another writer leaves the intent as it is.
+    auto second = shared::step_exclusive(waited, "w2", "y", 10'000, "", c, none);
+    CHECK_FALSE(second.reply.value().is_granted());
+    CHECK_FALSE(second.next);
+
+    // Another count than the holders' is refused, and says so.
+    auto mixed = shared::step_shared(waited, "s", 3, 10'000, "", c, none);
+    REQUIRE_FALSE(mixed.reply);
+    CHECK(mixed.reply.error() == dl::errc::invalid_argument);
+    CHECK(mixed.refusal.find("a semaphore of 3 permits") != std::string::npos);
+
+    // Once the reader's expiry is past (less the margin), the waiter is granted: the
+    // reader's entry and the intent go, the fence is one more.
+    const auto later = step_clock_at(ddb::lease_mode::expiry_time, 1'010'001, t0 + 10'001ms);
+    auto granted = shared::step_exclusive(waited, "w", "x", 10'000, "", later, none);
+    REQUIRE(granted.reply.value().is_granted());
+    CHECK(granted.reply.value().fence() == 2);
+    REQUIRE(granted.next);
+    CHECK(granted.next->sharers.empty());
+    CHECK_FALSE(granted.next->permits);
+    CHECK_FALSE(granted.next->intent);
+    CHECK(granted.next->lock.owner == "x");
+    CHECK(granted.next->lock.expires_at == 1'020'001u);
+    // With a margin for clocks that disagree, not yet.
+    const auto skewed = step_clock_at(ddb::lease_mode::expiry_time, 1'010'001, t0, 500);
+    CHECK_FALSE(shared::step_exclusive(waited, "w", "x", 10'000, "", skewed, none).reply.value().is_granted());
+
+    // The writer holds: readers wait for its expiry; it downgrades to a reader with its
+    // fence and expiry; a downgrade by another owner, or once expired, is refused.
+    const auto writer = *granted.next;
+    auto behind = shared::step_shared(writer, "r", 0, 10'000, "", later, none);
+    CHECK(behind.reply.value().not_before() == t0 + 10'001ms + 10'001ms);
+    auto down = shared::step_downgrade(writer, "x", later);
+    REQUIRE(down.reply);
+    REQUIRE(down.next);
+    CHECK_FALSE(down.next->lock.owner);
+    CHECK(down.next->lock.fence == 2u);
+    REQUIRE(down.next->sharers.size() == 1);
+    CHECK(down.next->sharers[0].owner == "x");
+    CHECK(down.next->sharers[0].lease.expires_at == 1'020'001u);
+    CHECK(down.next->permits == 0u);
+    CHECK(shared::step_downgrade(writer, "y", later).reply.error() == dl::errc::not_owner);
+    const auto expired = step_clock_at(ddb::lease_mode::expiry_time, 1'020'002, t0);
+    CHECK(shared::step_downgrade(writer, "x", expired).reply.error() == dl::errc::not_owner);
+    // A reader comes in beside the downgraded writer, a writer does not.
+    CHECK(shared::step_shared(*down.next, "r", 0, 10'000, "", later, none).reply.value().fence() == 3);
+    CHECK_FALSE(shared::step_exclusive(*down.next, "w3", "z", 10'000, "", later, none).reply.value().is_granted());
+
+    // Permits: three, each the lowest free slot; the fourth waits for the first to run
+    // out; a freed slot is given again.
+    shared::shared_item sem;
+    for (const auto* owner : {"p0", "p1", "p2"}) {
+        auto p = shared::step_shared(sem, owner, 3, 10'000, "", c, none);
+        REQUIRE(p.reply.value().is_granted());
+        sem = *p.next;
+    }
+    CHECK(sem.sharers[2].slot == 2u);
+    sem.sharers[1].lease.expires_at = 1'000'500; // runs out first
+    auto full = shared::step_shared(sem, "p3", 3, 10'000, "", c, none);
+    CHECK_FALSE(full.reply.value().is_granted());
+    CHECK(full.reply.value().not_before() == t0 + 501ms);
+    CHECK(shared::step_exclusive(sem, "w", "x", 10'000, "", c, none).reply.error() == dl::errc::invalid_argument);
+    std::erase_if(sem.sharers, [](const shared::sharer_entry& s) { return s.owner == "p1"; });
+    auto again = shared::step_shared(sem, "p3", 3, 10'000, "", c, none);
+    REQUIRE(again.reply.value().is_granted());
+    CHECK(again.reply.value().slot() == 1u);
+    CHECK(again.reply.value().fence() == 4);
+}
+
+TEST_CASE("dynamodb: shared steps in record_version mode: a grant or an intent is dropped only once one version "
+          "was watched for its whole lease",
+          "[dynamodb][shared]")
+{
+    const auto t0 = dl::time_point{} + 1h;
+    shared::shared_item item;
+    item.sharers.push_back({"a", 0, versioned("v1", 1000)});
+    item.permits = 0;
+    item.revision = 1;
+    item.lock.fence = 1;
+    const auto at = [](dl::time_point now) { return step_clock_at(ddb::lease_mode::record_version, 0, now); };
+
+    std::vector<ddb::sighting> seen;
+    shared::watch(seen, item, t0, 1s);
+    REQUIRE(seen.size() == 1);
+    auto first = shared::step_exclusive(item, "w", "x", 800, "i1", at(t0), seen);
+    CHECK_FALSE(first.reply.value().is_granted());
+    CHECK(first.reply.value().not_before() == t0 + 1000ms);
+    REQUIRE(first.next); // the intent, with a version of its own
+    CHECK(first.next->intent->lease.record_version == "i1");
+    CHECK(first.next->intent->lease.lease_duration == 800u);
+
+    // The same version a moment short of its lease: still held.
+    shared::watch(seen, item, t0 + 999ms, 1s);
+    CHECK_FALSE(shared::step_exclusive(item, "w", "x", 800, "i2", at(t0 + 999ms), seen).reply.value().is_granted());
+    // A whole lease: dropped in the grant's write.
+    shared::watch(seen, item, t0 + 1000ms, 1s);
+    auto taken = shared::step_exclusive(item, "w", "x", 800, "x1", at(t0 + 1000ms), seen);
+    REQUIRE(taken.reply.value().is_granted());
+    CHECK(taken.reply.value().fence() == 2);
+    CHECK(taken.next->sharers.empty());
+    CHECK(taken.next->lock.record_version == "x1");
+    CHECK(taken.next->lock.lease_duration == 800u);
+
+    // A renewal (a new version) starts the watching again.
+    auto renewed = item;
+    renewed.sharers[0].lease.record_version = "v2";
+    shared::watch(seen, renewed, t0 + 1000ms, 1s);
+    CHECK_FALSE(shared::step_exclusive(renewed, "w", "x", 800, "", at(t0 + 1000ms), seen).reply.value().is_granted());
+    shared::watch(seen, renewed, t0 + 2000ms, 1s);
+    CHECK(shared::step_exclusive(renewed, "w", "x", 800, "", at(t0 + 2000ms), seen).reply.value().is_granted());
+
+    // A dead writer's intent keeps readers out until it too was watched for its lease.
+    shared::shared_item waited;
+    waited.intent = shared::writer_intent{"w", versioned("i1", 500)};
+    std::vector<ddb::sighting> reader;
+    shared::watch(reader, waited, t0, 1s);
+    CHECK_FALSE(shared::step_shared(waited, "r", 0, 800, "r1", at(t0), reader).reply.value().is_granted());
+    shared::watch(reader, waited, t0 + 500ms, 1s);
+    auto in = shared::step_shared(waited, "r", 0, 800, "r1", at(t0 + 500ms), reader);
+    REQUIRE(in.reply.value().is_granted());
+    CHECK_FALSE(in.next->intent);
+    CHECK(in.next->sharers[0].lease.record_version == "r1");
+}
+
+TEST_CASE("dynamodb: a shared step's write is conditional on the whole state it was computed from",
+          "[dynamodb][shared]")
+{
+    shared::shared_item read;
+    read.lock.owner = "x";
+    read.lock.fence = 4;
+    read.lock.record_version = "v";
+    read.lock.lease_duration = 800;
+    read.revision = 2;
+    auto next = read;
+    next.lock = {};
+    next.lock.fence = 4;
+    next.sharers.push_back({"x", 0, versioned("v", 800)});
+    next.permits = 0;
+    next.revision = 3;
+    const auto u = shared::shared_update(read, next);
+    CHECK(u["ConditionExpression"] == "#o = :was_o AND #f = :was_f AND attribute_not_exists(#e) AND #v = :was_v AND "
+                                      "#l = :was_l AND #n = :was_n");
+    CHECK(u["ExpressionAttributeValues"][":was_o"] == nlohmann::json{{"S", "x"}});
+    CHECK(u["ExpressionAttributeValues"][":was_n"] == nlohmann::json{{"N", "2"}});
+    CHECK(u["UpdateExpression"] == "SET #f = :f, #n = :n, #s = :s, #p = :p REMOVE #o, #e, #v, #l, #i");
+    CHECK(u["ExpressionAttributeValues"][":s"]["M"]["x"]["M"]["recordVersion"] == nlohmann::json{{"S", "v"}});
+    CHECK(u["ExpressionAttributeValues"][":s"]["M"]["x"]["M"]["slot"] == nlohmann::json{{"N", "0"}});
+
+    // From nothing: every attribute must still be absent.
+    const auto first = shared::shared_update({}, next);
+    CHECK(first["ConditionExpression"] ==
+          "attribute_not_exists(#o) AND attribute_not_exists(#f) AND attribute_not_exists(#e) AND "
+          "attribute_not_exists(#v) AND attribute_not_exists(#l) AND attribute_not_exists(#n)");
+}
+
+TEST_CASE("dynamodb: the item's shared attributes decode; of another shape they are protocol errors naming the "
+          "field",
+          "[dynamodb][shared][input]")
+{
+    const nlohmann::json good = {
+        {"Item",
+         {{"resource", {{"B", dl::util::base64("r")}}},
+          {"fence", {{"N", "9"}}},
+          {"revision", {{"N", "4"}}},
+          {"permits", {{"N", "3"}}},
+          {"sharers",
+           {{"M",
+             {{"aa", {{"M", {{"slot", {{"N", "2"}}}, {"expiresAt", {{"N", "1700"}}}}}}},
+              {"bb", {{"M", {{"slot", {{"N", "0"}}}, {"recordVersion", {{"S", "v"}}}, {"leaseDuration", {{"N", "800"}}}}}}}}}}},
+          {"intent", {{"M", {{"waiter", {{"S", "ww"}}}, {"expiresAt", {{"N", "1800"}}}}}}}}}};
+    const auto item = shared::decode_shared_item(good, nullptr);
+    REQUIRE(item);
+    CHECK(item->lock.fence == 9u);
+    CHECK(item->revision == 4u);
+    CHECK(item->permits == 3u);
+    REQUIRE(item->sharers.size() == 2);
+    CHECK(item->sharers[0].owner == "aa");
+    CHECK(item->sharers[0].slot == 2u);
+    CHECK(item->sharers[0].lease.expires_at == 1700u);
+    CHECK(item->sharers[1].lease.record_version == "v");
+    CHECK(item->sharers[1].lease.lease_duration == 800u);
+    REQUIRE(item->intent);
+    CHECK(item->intent->waiter == "ww");
+    CHECK(item->intent->lease.expires_at == 1800u);
+    const auto never = shared::decode_shared_item(nlohmann::json::object(), nullptr);
+    REQUIRE(never);
+    CHECK(never->sharers.empty());
+    CHECK_FALSE(never->revision);
+
+    struct bad {
+        const char* pointer;
+        nlohmann::json value; // null: removed
+        const char* words;
+    };
+    const std::vector<bad> cases{
+        {"/Item/sharers", {{"S", "x"}}, "Item.sharers.M"},
+        {"/Item/sharers/M/aa", {{"S", "x"}}, "Item.sharers.M.aa.M"},
+        {"/Item/sharers/M/aa/M/slot", nullptr, "Item.sharers.M.aa.M.slot"},
+        {"/Item/sharers/M/aa/M/slot", {{"N", "4294967296"}}, "below 2^32"},
+        {"/Item/sharers/M/aa/M/expiresAt", {{"N", "-1"}}, "Item.sharers.M.aa.M.expiresAt.N"},
+        {"/Item/permits", nullptr, "Item.permits"},
+        {"/Item/permits", {{"S", "3"}}, "Item.permits.N"},
+        {"/Item/intent/M/waiter", nullptr, "Item.intent.M.waiter"},
+        {"/Item/intent/M", nlohmann::json::array(), "Item.intent.M"},
+        {"/Item/revision", {{"N", "x"}}, "Item.revision.N"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.pointer);
+        auto doc = good;
+        const nlohmann::json::json_pointer at{c.pointer};
+        if (c.value.is_null())
+            doc[at.parent_pointer()].erase(at.back());
+        else
+            doc[at] = c.value;
+        dl::diagnostics diag;
+        const auto got = shared::decode_shared_item(doc, &diag);
+        REQUIRE_FALSE(got);
+        CHECK(got.error() == dl::errc::protocol_error);
+        CHECK(diag.client_message().find(c.words) != std::string_view::npos);
+        CHECK_FALSE(diag.server_message().empty()); // the reply's words
+    }
+}
+
+namespace {
+
+// A reader whose process dies while it holds `resource`: its store goes away without
+// releasing. Returns the dead reader's fence.
+dl::fence_token die_reading(const ddb::config& cfg, std::string_view resource, dl::duration ttl)
+{
+    asio::io_context io;
+    std::optional<dl::lease> kept;
+    {
+        ddb::store dying{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::basic_distributed_shared_mutex<ddb::store, dl::retry::none> m{dying, std::string{resource},
+                                                                              {.ttl = ttl}};
+            auto l = co_await m.lock_shared();
+            REQUIRE(l);
+            kept.emplace(std::move(*l));
+        });
+    }
+    const auto fence = kept->fence();
+    kept.reset();
+    io.run();
+    return fence;
+}
+
+} // namespace
+
+TEST_CASE("dynamodb: record versions: a dead reader keeps a writer out until its entry was watched for a whole lease",
+          "[dynamodb][shared]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    const auto cfg = server.config();
+    const auto dead = die_reading(cfg, "ddb:dead-reader", 800ms);
+
+    asio::io_context io;
+    ddb::store waiter{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_shared_mutex<ddb::store, dl::retry::fixed> m{
+            waiter, "ddb:dead-reader", {.ttl = 800ms}, dl::retry::fixed{.delay = 20ms}};
+        auto early = co_await m.lock_until(dl::clock::now() + 400ms);
+        REQUIRE_FALSE(early);
+        CHECK(early.error() == dl::errc::timeout);
+        // The put without a claim's sightings never drops it: it watches for one call only.
+        const auto other = dl::owner_token::generate();
+        auto unwatched = co_await waiter.put_exclusive("ddb:dead-reader", other, dl::owner_token::generate(), 800ms);
+        REQUIRE(unwatched);
+        CHECK_FALSE(unwatched->is_granted());
+        auto left = co_await waiter.withdraw("ddb:dead-reader", other); // its intent goes with it
+        REQUIRE(left);
+        auto later = co_await m.lock();
+        REQUIRE(later);
+        CHECK(later->fence() > dead);
+        { const auto ok_ = co_await later->unlock(); REQUIRE(ok_); }
+        co_await waiter.close();
+    });
+}
+
+TEST_CASE("dynamodb: permits asked for at once by many clients: never more holders than permits, each its own slot",
+          "[dynamodb][shared]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    for (const auto mode : {ddb::lease_mode::record_version, ddb::lease_mode::expiry_time}) {
+        INFO((mode == ddb::lease_mode::record_version ? "record_version" : "expiry_time"));
+        auto cfg = server.config();
+        cfg.mode = mode;
+        const std::string resource = mode == ddb::lease_mode::record_version ? "ddb:sem-v" : "ddb:sem-e";
+        asio::io_context io;
+        std::array<std::unique_ptr<ddb::store>, 3> stores;
+        for (auto& s : stores)
+            s = std::make_unique<ddb::store>(io, cfg);
+        std::set<std::uint32_t> holding;
+        std::size_t most = 0, done = 0, failed = 0;
+        bool clash = false;
+        const auto one = [&](ddb::store& s) -> asio::awaitable<void> {
+            dl::basic_distributed_semaphore<ddb::store, dl::retry::fixed> sem{
+                s, resource, {.permits = 2, .lease = {.ttl = 10s}}, dl::retry::fixed{.delay = 10ms, .deadline = 60s}};
+            for (int round = 0; round < 3; ++round) {
+                auto p = co_await sem.acquire();
+                if (!p || !p->slot()) { // checked outside: a detached coroutine cannot fail the test
+                    ++failed;
+                    co_return;
+                }
+                clash = clash || !holding.insert(*p->slot()).second;
+                most = std::max(most, holding.size());
+                co_await test::settle(20ms);
+                holding.erase(*p->slot());
+                { const auto ok_ = co_await p->unlock(); CHECK(ok_); }
+            }
+            ++done;
+        };
+        test::run(io, [&]() -> asio::awaitable<void> {
+            const auto ex = co_await asio::this_coro::executor;
+            for (int i = 0; i < 6; ++i)
+                asio::co_spawn(ex, one(*stores[static_cast<std::size_t>(i) % stores.size()]), asio::detached);
+            for (int i = 0; i < 6000 && done + failed < 6; ++i)
+                co_await test::settle(10ms);
+            for (auto& s : stores)
+                co_await s->close();
+        });
+        CHECK(failed == 0);
+        CHECK(done == 6);
+        CHECK_FALSE(clash);
+        CHECK(most <= 2);
+    }
+}
+
+TEST_CASE("dynamodb: shared state of another shape is a protocol error with the server's words, never a grant",
+          "[dynamodb][shared][input]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    auto wrote = direct(server, "PutItem",
+                        {{"TableName", "distlock_test"},
+                         {"Item", {{"resource", {{"B", ddb::detail::base64("ddb:bad-shared")}}},
+                                   {"sharers", {{"S", "not a map"}}}}}});
+    REQUIRE(wrote);
+    asio::io_context io;
+    ddb::store store{io, server.config()};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_shared_mutex<ddb::store, dl::retry::none> m{store, "ddb:bad-shared", {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto r = co_await m.try_lock_shared(diag);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::protocol_error);
+        CHECK(diag.client_message().find("Item.sharers") != std::string_view::npos);
+        CHECK(diag.server_message().find("not a map") != std::string_view::npos);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb: a writer's and a reader's leases are renewed past their TTL, in both modes", "[dynamodb][shared]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    for (const auto mode : {ddb::lease_mode::record_version, ddb::lease_mode::expiry_time}) {
+        INFO((mode == ddb::lease_mode::record_version ? "record_version" : "expiry_time"));
+        auto cfg = server.config();
+        cfg.mode = mode;
+        const std::string resource = mode == ddb::lease_mode::record_version ? "ddb:renew-v" : "ddb:renew-e";
+        asio::io_context io;
+        ddb::store store{io, cfg}, other{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            // Renewed every 100 ms (a third of the TTL), held for over three TTLs.
+            dl::basic_distributed_shared_mutex<ddb::store, dl::retry::none, dl::renew::watchdog> m{
+                store, resource, {.ttl = 300ms}};
+            dl::basic_distributed_shared_mutex<ddb::store, dl::retry::none> probe{other, resource, {.ttl = 300ms}};
+            auto w = co_await m.lock();
+            REQUIRE(w);
+            co_await test::settle(1000ms);
+            if (w->valid()) { // the holder kept up with its renewals (a stalled machine may not)
+                CHECK_FALSE(co_await probe.try_lock_shared());
+                { const auto ok_ = co_await w->unlock(); CHECK(ok_); }
+            }
+            auto r = co_await m.lock_shared();
+            REQUIRE(r);
+            co_await test::settle(1000ms);
+            if (r->valid()) {
+                CHECK_FALSE(co_await probe.try_lock());
+                { const auto ok_ = co_await r->unlock(); CHECK(ok_); }
+            }
+            // The refused try's intent is withdrawn in the background (or runs out).
+            dl::basic_distributed_shared_mutex<ddb::store, dl::retry::fixed> next{
+                other, resource, {.ttl = 300ms}, dl::retry::fixed{.delay = 20ms, .deadline = 5s}};
+            auto after = co_await next.lock();
+            REQUIRE(after);
+            CHECK(after->fence() > r->fence());
+            { const auto ok_ = co_await after->unlock(); CHECK(ok_); }
+            co_await store.close();
+            co_await other.close();
+        });
     }
 }

@@ -88,6 +88,7 @@ void decode_document(const json& doc)
     run("dynamodb decode_lock_item", [&](dl::diagnostics* d) { return dynamo_replies::decode_lock_item(doc, d); });
     run("dynamodb decode_table_status", [&](dl::diagnostics* d) { return dynamo_replies::decode_table_status(doc, d); });
     run("dynamodb decode_scan_page", [&](dl::diagnostics* d) { return dynamo_replies::decode_scan_page(doc, d); });
+    run("dynamodb decode_shared_item", [&](dl::diagnostics* d) { return dynamo_replies::decode_shared_item(doc, d); });
     try {
         (void)etcd_replies::integer(doc, "TTL");
         (void)etcd_replies::read_range(doc);
@@ -119,13 +120,14 @@ private:
 
 // The names the decoders read: added where they were not, they reach fields that the
 // seeds leave out.
-constexpr std::array<const char*, 36> field_names{
+constexpr std::array<const char*, 43> field_names{
     "result", "error",     "code",          "grpc_code",   "message",  "Message",       "header",
     "revision", "count",   "kvs",           "key",         "value",    "create_revision", "mod_revision",
     "lease",  "succeeded", "responses",     "response_range", "deleted", "TTL",        "token",
     "created", "canceled", "compact_revision", "events",   "type",     "kv",            "__type",
     "Attributes", "Item",  "fence",         "owner",       "recordVersion", "N",        "S",
-    "Table"};
+    "Table", "sharers",   "permits",       "intent",      "slot",     "waiter",        "revision",
+    "M"};
 
 // A value of some type, often one a decoder would accept somewhere (a decimal string,
 // base64, an attribute), so that the paths behind it are reached too.

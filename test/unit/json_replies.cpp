@@ -870,5 +870,6 @@ TEST_CASE("JSON replies: any document at all, to every decoder, is a value or an
         CHECK_NOTHROW((void)dynamo::detail::decode_lock_item(doc, &diag));
         CHECK_NOTHROW((void)dynamo::detail::decode_table_status(doc, &diag));
         CHECK_NOTHROW((void)dynamo::detail::decode_scan_page(doc, &diag));
+        CHECK_NOTHROW((void)dynamo::detail::decode_shared_item(doc, &diag));
     }
 }

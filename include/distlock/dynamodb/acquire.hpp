@@ -5,9 +5,11 @@
 #include <distlock/clock.hpp>
 #include <distlock/claims/ttl_claim.hpp>
 #include <distlock/policy/acquire.hpp>
+#include <distlock/policy/shared.hpp>
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace distlock::dynamodb {
 
@@ -37,6 +39,39 @@ struct acquire_item : acquire::owner_checked {
 
     template <class S>
     ttl_claim<acquire_item, S> open(const store_ref<S>& s, claim_request r) const
+    {
+        return {*this, s, std::move(r)};
+    }
+};
+
+/// The DynamoDB store's acquisition of shared grants (the default of a shared mutex
+/// and a semaphore on it): acquire::shared_setnx's intent, waiting and renewal, each
+/// attempt a read of the item and one conditional write (detail/shared.hpp). In
+/// record_version mode the claim keeps the versions it saw of the grants and the
+/// intent in its way, and when: one whose holder stopped renewing is dropped only
+/// once this lock() call has seen it unchanged for its lease duration, as the
+/// mutex's lock is taken over.
+struct acquire_shared_item : acquire::shared_setnx {
+    /// A writer's identity as a waiter, and what this call saw in the item.
+    struct claim_memo : acquire::shared_setnx::claim_memo {
+        std::vector<sighting> seen;
+    };
+
+    template <class S>
+    awaitable<result<answer>> try_acquire(S& s, const lock_request& r, distlock::backend::observer_ref,
+                                          claim_memo& m) const
+    {
+        if (shared())
+            return s.take_shared(r.resource, r.owner, r.ttl, permits, m.seen, r.diag);
+        if (m.waiter.is_nil())
+            m.waiter = owner_token::generate();
+        m.ttl = r.ttl;
+        m.intent = true;
+        return s.take_exclusive(r.resource, m.waiter, r.owner, r.ttl, m.seen, r.diag);
+    }
+
+    template <class S>
+    ttl_claim<acquire_shared_item, S> open(const store_ref<S>& s, claim_request r) const
     {
         return {*this, s, std::move(r)};
     }

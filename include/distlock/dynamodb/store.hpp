@@ -28,6 +28,12 @@
 // never by concatenation, and replies are read by detail/replies.hpp, where whatever
 // the server sends is a value or an error code, never an exception.
 //
+// Shared grants (a shared mutex's readers, a semaphore's permits) live in the same
+// item, beside the exclusive holder, which a shared mutex's writer is: a map of
+// sharers, the permit count, a waiting writer's intent and a revision. A grant or an
+// intent is a consistent GetItem and one UpdateItem conditional on the state read;
+// detail/shared.hpp computes the step and says how.
+//
 // Every request goes over the transport engine (HTTP/1.1, keep-alive, reconnect),
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
 #pragma once
@@ -39,6 +45,7 @@
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
 #include <distlock/dynamodb/detail/replies.hpp>
+#include <distlock/dynamodb/detail/shared.hpp>
 #include <distlock/dynamodb/error.hpp>
 #include <distlock/http/parser.hpp>
 #include <distlock/policy/acquire.hpp>
@@ -106,8 +113,9 @@ inline std::int64_t epoch_ms(std::chrono::system_clock::time_point t)
 } // namespace detail
 
 /// A DynamoDB table used as a lock store. Models conditional_write_store,
-/// owner_checked_store, inspectable_store, enumerable_store and revocable_store; its
-/// default acquisition policy is acquire::conditional_write.
+/// owner_checked_store, inspectable_store, enumerable_store, revocable_store and
+/// shared_lease_store; its default acquisition policy is acquire_item, and that of a
+/// shared mutex or a semaphore acquire_shared_item.
 ///
 /// \par Thread safety
 /// Safe to use from several threads: the connection's state lives on a strand.
@@ -125,6 +133,7 @@ class basic_store : public backend::store_base<config> {
 
 public:
     using default_acquire_policy = acquire_item;
+    using default_shared_acquire_policy = acquire_shared_item;
 
     /// Throws std::system_error (errc::invalid_argument) when the TLS settings cannot
     /// be loaded; connecting happens on first use.
@@ -305,6 +314,130 @@ public:
             body["ExpressionAttributeValues"][":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now()))}};
         }
         return owned(call("UpdateItem", std::move(body), diag));
+    }
+
+    // -- Shared grants (shared_lease_store): a shared mutex's readers and writer, a
+    //    semaphore's permits ---------------------------------------------------------
+
+    /// A shared grant (shared_lease_store): a reader (`permits` 0) unless a writer holds
+    /// or waits; a permit of `permits` while fewer hold, as the lowest free slot. A
+    /// consistent read and one write conditional on what it read. In record_version
+    /// mode a grant whose holder stopped renewing is not dropped here (nothing is
+    /// watched across calls): take_shared() does that.
+    awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                         std::uint32_t permits, diagnostics* diag = nullptr)
+    {
+        return shared_attempt(resource, ttl, nullptr, shared_step_of(owner, ttl, permits), diag);
+    }
+
+    /// An exclusive grant when nobody holds and no other waiter's intent is live; else
+    /// `waiter` takes or renews the intent that keeps new readers out (shared_lease_store).
+    /// In record_version mode, as put_shared(): take_exclusive() drops what is over.
+    awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
+                                            const owner_token& owner, duration ttl, diagnostics* diag = nullptr)
+    {
+        return shared_attempt(resource, ttl, nullptr, exclusive_step_of(waiter, owner, ttl), diag);
+    }
+
+    /// One attempt of acquire_shared_item in shared mode: put_shared(), with `seen` the
+    /// claim's memory of the versions in its way (record_version mode), updated here, so
+    /// that one unchanged for its lease duration is dropped. `seen` must outlive the
+    /// operation.
+    awaitable<result<answer>> take_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                          std::uint32_t permits, std::vector<sighting>& seen,
+                                          diagnostics* diag = nullptr)
+    {
+        return shared_attempt(resource, ttl, &seen, shared_step_of(owner, ttl, permits), diag);
+    }
+
+    /// One attempt of acquire_shared_item in exclusive mode: put_exclusive(), watching
+    /// as take_shared() does.
+    awaitable<result<answer>> take_exclusive(std::string_view resource, const owner_token& waiter,
+                                             const owner_token& owner, duration ttl, std::vector<sighting>& seen,
+                                             diagnostics* diag = nullptr)
+    {
+        return shared_attempt(resource, ttl, &seen, exclusive_step_of(waiter, owner, ttl), diag);
+    }
+
+    /// Renews a grant of either mode by owner: the sharer's entry (a new expiry, or a
+    /// new version, as extend() does for the holder), else the exclusive holder's lock
+    /// (extend()). Each is one conditional UpdateItem.
+    awaitable<result<void>> extend_shared(std::string_view resource, const owner_token& owner, duration ttl,
+                                          diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, ttl))
+            return backend::failed<void>(ec);
+        auto body = sharer_change(resource, owner);
+        auto& names = body["ExpressionAttributeNames"];
+        auto& values = body["ExpressionAttributeValues"];
+        if (cfg_.mode == lease_mode::expiry_time) {
+            // An expired entry is not revived: the permit may be another's by now.
+            const auto now = detail::epoch_ms(wall_now());
+            body["UpdateExpression"] = "SET #s.#me.#e = :e ADD #n :one";
+            body["ConditionExpression"] = "attribute_exists(#s.#me) AND #s.#me.#e >= :now";
+            names["#e"] = "expiresAt";
+            values[":e"] = {{"N", std::to_string(now + millis(ttl))}};
+            values[":now"] = {{"N", std::to_string(now)}};
+        } else {
+            // A new version: waiters watching the old one start watching again.
+            body["UpdateExpression"] = "SET #s.#me.#v = :v, #s.#me.#l = :l ADD #n :one";
+            body["ConditionExpression"] = "attribute_exists(#s.#me)";
+            names["#v"] = "recordVersion";
+            names["#l"] = "leaseDuration";
+            values[":v"] = {{"S", owner_token::generate().to_hex()}};
+            values[":l"] = {{"N", std::to_string(millis(ttl))}};
+        }
+        return sharer_or_holder(owned(call("UpdateItem", std::move(body), diag)), extend(resource, owner, ttl, diag),
+                                diag);
+    }
+
+    /// Releases a grant of either mode by owner: removes the sharer's entry, else clears
+    /// the exclusive holder (release()). Waiters poll, as after any release.
+    awaitable<result<void>> release_shared(std::string_view resource, const owner_token& owner,
+                                           diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        auto body = sharer_change(resource, owner);
+        body["UpdateExpression"] = "REMOVE #s.#me ADD #n :one";
+        body["ConditionExpression"] = "attribute_exists(#s.#me)";
+        return sharer_or_holder(owned(call("UpdateItem", std::move(body), diag)), release(resource, owner, diag),
+                                diag);
+    }
+
+    /// Gives up `waiter`'s intent, if it is still there (one conditional UpdateItem);
+    /// succeeds when it is not.
+    awaitable<result<void>> withdraw(std::string_view resource, const owner_token& waiter,
+                                     diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        nlohmann::json body = {
+            {"TableName", cfg_.table},
+            {"Key", key(resource)},
+            {"UpdateExpression", "REMOVE #i ADD #n :one"},
+            {"ConditionExpression", "#i.#w = :w"},
+            {"ExpressionAttributeNames", {{"#i", "intent"}, {"#w", "waiter"}, {"#n", "revision"}}},
+            {"ExpressionAttributeValues", {{":w", {{"S", waiter.to_hex()}}}, {":one", {{"N", "1"}}}}},
+        };
+        return withdrawn(call("UpdateItem", std::move(body), diag), diag);
+    }
+
+    /// The exclusive holder `owner` holds on as a reader, with its fence and lease, in
+    /// one conditional write: no writer comes between. errc::not_owner when it does
+    /// not hold (in expiry_time mode: its expiry passed).
+    awaitable<result<void>> downgrade(std::string_view resource, const owner_token& owner,
+                                      diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        shared_stepper step = [owner = owner.to_hex()](const detail::shared_item& item, const detail::step_clock& c,
+                                                       const std::vector<sighting>&, const std::string&) {
+            return detail::step_downgrade(item, owner, c);
+        };
+        // The lease stays as it is: no TTL of its own.
+        return downgraded(stepped(engine_, signer(), cfg_.wall_clock, cfg_.table, std::string{resource}, cfg_.mode,
+                                  cfg_.clock_skew_margin, duration::zero(), nullptr, std::move(step), diag));
     }
 
     /// Creates the table (on-demand capacity) if it does not exist, and waits until
@@ -506,6 +639,53 @@ private:
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
 
+    // One step of the shared grants: the next state of the item from the state read,
+    // the time, what this call watched, and a new random version.
+    using shared_stepper = std::function<detail::shared_step(const detail::shared_item&, const detail::step_clock&,
+                                                             const std::vector<sighting>&, const std::string&)>;
+
+    // How many times a step is computed again when the item changed between its read
+    // and its write, before the attempt counts as contended.
+    static constexpr int shared_write_tries = 8;
+
+    static shared_stepper shared_step_of(const owner_token& owner, duration ttl, std::uint32_t permits)
+    {
+        return [owner = owner.to_hex(), ttl_ms = millis(ttl), permits](
+                   const detail::shared_item& item, const detail::step_clock& c, const std::vector<sighting>& seen,
+                   const std::string& version) {
+            return detail::step_shared(item, owner, permits, ttl_ms, version, c, seen);
+        };
+    }
+
+    static shared_stepper exclusive_step_of(const owner_token& waiter, const owner_token& owner, duration ttl)
+    {
+        return [waiter = waiter.to_hex(), owner = owner.to_hex(), ttl_ms = millis(ttl)](
+                   const detail::shared_item& item, const detail::step_clock& c, const std::vector<sighting>& seen,
+                   const std::string& version) {
+            return detail::step_exclusive(item, waiter, owner, ttl_ms, version, c, seen);
+        };
+    }
+
+    awaitable<result<answer>> shared_attempt(std::string_view resource, duration ttl, std::vector<sighting>* seen,
+                                             shared_stepper step, diagnostics* diag)
+    {
+        if (auto ec = check(resource, ttl))
+            return backend::failed<answer>(ec);
+        return stepped(engine_, signer(), cfg_.wall_clock, cfg_.table, std::string{resource}, cfg_.mode,
+                       cfg_.clock_skew_margin, ttl, seen, std::move(step), diag);
+    }
+
+    // The UpdateItem of a change to `owner`'s sharer entry, without its expressions.
+    nlohmann::json sharer_change(std::string_view resource, const owner_token& owner) const
+    {
+        return {
+            {"TableName", cfg_.table},
+            {"Key", key(resource)},
+            {"ExpressionAttributeNames", {{"#s", "sharers"}, {"#me", owner.to_hex()}, {"#n", "revision"}}},
+            {"ExpressionAttributeValues", {{":one", {{"N", "1"}}}}},
+        };
+    }
+
     // Bad input is refused before any I/O. Credentials are checked once resolved
     // (the environment's are read by the constructor).
     std::error_code settings_valid() const
@@ -649,6 +829,90 @@ private:
         else
             seen->lease = lease;
         co_return answer::held(seen->seen_at + seen->lease);
+    }
+
+    // A shared step: the consistent read, the step computed from it, and its write
+    // conditional on the state read; a write refused because the item changed in
+    // between is computed again from a new read, up to shared_write_tries times, then
+    // the attempt is contended. `seen` is the claim's (nullptr: watched for this call
+    // only). The operation owns its copies of the store's settings, and signs each
+    // request at its own time.
+    static awaitable<result<answer>> stepped(engine_ptr engine, signing s,
+                                             std::function<std::chrono::system_clock::time_point()> wall_clock,
+                                             std::string table, std::string resource, lease_mode mode,
+                                             duration skew_margin, duration ttl, std::vector<sighting>* seen,
+                                             shared_stepper step, diagnostics* diag)
+    {
+        const auto wall = [&wall_clock] { return wall_clock ? wall_clock() : std::chrono::system_clock::now(); };
+        std::vector<sighting> this_call_only;
+        auto& watched = seen ? *seen : this_call_only;
+        const nlohmann::json look = {{"TableName", table}, {"Key", key(resource)}, {"ConsistentRead", true}};
+        for (int tries = 0; tries < shared_write_tries; ++tries) {
+            s.date = wall();
+            auto got = co_await request(engine, s, std::string{"GetItem"}, look.dump(), diag);
+            if (!got)
+                co_return got.error();
+            auto item = detail::decode_shared_item(got.value(), diag);
+            if (!item)
+                co_return item.error();
+            const detail::step_clock c{mode, detail::epoch_ms(wall()), millis(skew_margin), clock::now(), ttl};
+            if (mode == lease_mode::record_version)
+                detail::watch(watched, item.value(), c.now, ttl);
+            auto next = step(item.value(), c, watched, owner_token::generate().to_hex());
+            if (!next.reply && diag && !next.refusal.empty())
+                diag->set_client_message(next.refusal);
+            if (!next.next)
+                co_return next.reply;
+            auto write = detail::shared_update(item.value(), *next.next);
+            write["TableName"] = table;
+            write["Key"] = key(resource);
+            s.date = wall();
+            auto wrote = co_await request(engine, s, std::string{"UpdateItem"}, write.dump(), diag);
+            if (wrote)
+                co_return next.reply;
+            if (wrote.error() != distlock::errc::contended)
+                co_return wrote.error();
+            if (diag)
+                diag->clear(); // changed since the read: read again
+        }
+        if (diag)
+            diag->set_client_message("DynamoDB: the item changed between the read and the write of each of " +
+                                     std::to_string(shared_write_tries) + " tries");
+        co_return make_error_code(distlock::errc::contended);
+    }
+
+    // A grant of either mode, by owner: its sharer entry first, then the exclusive
+    // holder (owner tokens are unique: at most one of them is the owner's).
+    static awaitable<result<void>> sharer_or_holder(awaitable<result<void>> sharer, awaitable<result<void>> holder,
+                                                    diagnostics* diag)
+    {
+        auto got = co_await std::move(sharer);
+        if (got || got.error() != distlock::errc::not_owner)
+            co_return got;
+        if (diag)
+            diag->clear(); // not a sharer: the answer is the holder's
+        co_return co_await std::move(holder);
+    }
+
+    // A withdrawal whose intent is gone already has nothing left to do.
+    static awaitable<result<void>> withdrawn(awaitable<result<nlohmann::json>> pending, diagnostics* diag)
+    {
+        auto got = co_await std::move(pending);
+        if (!got && got.error() != distlock::errc::contended)
+            co_return got.error();
+        if (!got && diag)
+            diag->clear();
+        co_return success();
+    }
+
+    // A downgrade is its step's write; a contended one (the item kept changing) was not
+    // applied.
+    static awaitable<result<void>> downgraded(awaitable<result<answer>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error() == distlock::errc::contended ? make_error_code(errc::refused) : got.error();
+        co_return success();
     }
 
     static awaitable<result<void>> fenced(awaitable<result<nlohmann::json>> pending)
@@ -796,5 +1060,6 @@ static_assert(owner_checked_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
+static_assert(shared_lease_store<store>);
 
 } // namespace distlock::dynamodb

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -155,6 +156,124 @@ inline result<std::optional<lock_item>> decode_lock_item(const nlohmann::json& a
         const auto item = root.optional_object("Item");
         if (item.present())
             out = read_lock_item(item);
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB GetItem answer");
+    return out;
+}
+
+/// The lease of a shared grant or a writer's intent: the mode's attributes, as the
+/// exclusive holder's (store.hpp).
+struct lease_record {
+    std::optional<std::uint64_t> expires_at;     ///< expiry_time mode, ms since the Unix epoch
+    std::optional<std::string> record_version;   ///< record_version mode
+    std::optional<std::uint64_t> lease_duration; ///< record_version mode, ms
+};
+
+/// One shared holder of a resource (a reader of a shared mutex, a permit of a
+/// semaphore): an entry of the item's `sharers` map, keyed by its owner.
+struct sharer_entry {
+    std::string owner; ///< owner token, hex
+    std::uint32_t slot = 0;
+    lease_record lease;
+};
+
+/// A waiting writer's intent, which keeps new readers out while it lasts.
+struct writer_intent {
+    std::string waiter; ///< the waiting lock() call's token, hex
+    lease_record lease;
+};
+
+/// The whole of a resource's item as the shared grants read it (detail/shared.hpp
+/// says how the attributes are used): the exclusive holder and the fence, the sharers,
+/// the permit count they agree on, a writer's intent, and the revision every change of
+/// those three raises.
+struct shared_item {
+    lock_item lock;
+    std::vector<sharer_entry> sharers; ///< in the order the map lists them
+    std::optional<std::uint32_t> permits;
+    std::optional<writer_intent> intent;
+    std::optional<std::uint64_t> revision;
+};
+
+/// The map attribute `name` ({"M": {...}}) of `item`: a reader of its members; absent
+/// when the item has none.
+inline backend::json_reader map_attribute(const backend::json_reader& item, std::string_view name)
+{
+    const auto attribute = item.optional_object(name);
+    if (!attribute.present())
+        return attribute;
+    return attribute.object("M");
+}
+
+/// The lease attributes of the map `m` (problems recorded in its reply).
+inline lease_record read_lease_record(const backend::json_reader& m)
+{
+    lease_record out;
+    out.expires_at = number_attribute(m, "expiresAt");
+    out.record_version = string_attribute(m, "recordVersion");
+    out.lease_duration = number_attribute(m, "leaseDuration");
+    return out;
+}
+
+/// The number attribute `name` of `item` as a count or a slot (below 2^32); nullopt
+/// when absent.
+inline std::optional<std::uint32_t> count_attribute(const backend::json_reader& item, std::string_view name)
+{
+    const auto n = number_attribute(item, name);
+    if (!item.ok() || !n)
+        return std::nullopt;
+    if (*n > std::numeric_limits<std::uint32_t>::max()) {
+        item.report(name, "a number below 2^32");
+        return std::nullopt;
+    }
+    return static_cast<std::uint32_t>(*n);
+}
+
+/// The item of a GetItem answer with the shared grants' attributes: `sharers` (a map
+/// of owner -> map of slot and the mode's lease attributes), `permits` (required
+/// beside sharers), `intent` (a map of waiter and lease attributes) and `revision`.
+/// A resource never locked has the empty state.
+inline result<shared_item> decode_shared_item(const nlohmann::json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    shared_item out;
+    if (root.expect_object()) {
+        const auto item = root.optional_object("Item");
+        if (item.present()) {
+            out.lock = read_lock_item(item);
+            out.permits = count_attribute(item, "permits");
+            out.revision = number_attribute(item, "revision");
+            const auto sharers = map_attribute(item, "sharers");
+            // The reader has no walk over an object's members: its names are read from
+            // a copy, each member through the reader, so that problems name their path.
+            const auto names = reply.ok() && sharers.present() ? reply.take(sharers) : nlohmann::json::object();
+            for (auto it = names.begin(); reply.ok() && it != names.end(); ++it) {
+                const auto entry = sharers.object(it.key()).object("M");
+                sharer_entry sharer{it.key(), 0, read_lease_record(entry)};
+                const auto slot = count_attribute(entry, "slot");
+                if (reply.ok() && !slot)
+                    entry.report("slot", "a number attribute");
+                if (reply.ok() && it.key().empty())
+                    sharers.report("a map keyed by owner tokens");
+                if (!reply.ok())
+                    break;
+                sharer.slot = *slot;
+                out.sharers.push_back(std::move(sharer));
+            }
+            if (reply.ok() && !out.sharers.empty() && !out.permits)
+                item.report("permits", "a number attribute beside sharers");
+            const auto intent = map_attribute(item, "intent");
+            if (reply.ok() && intent.present()) {
+                auto waiter = string_attribute(intent, "waiter");
+                auto lease = read_lease_record(intent);
+                if (reply.ok() && (!waiter || waiter->empty()))
+                    intent.report("waiter", "a string attribute naming the waiter");
+                if (reply.ok())
+                    out.intent = writer_intent{std::move(*waiter), std::move(lease)};
+            }
+        }
     }
     if (!reply.ok())
         return reply.fail(diag, "DynamoDB GetItem answer");
