@@ -40,12 +40,13 @@ struct etcd_clients {
     std::size_t waiters(std::string_view resource) { return queue_of(test::shared_etcd(), prefix, resource).size(); }
     // Another client, with a session of its own, straight to the member.
     std::unique_ptr<backend> make_client() { return std::make_unique<backend>(io, test::shared_etcd().config(prefix)); }
-    // As if the holder's session had expired: its lease is revoked on the server.
+    // As if the store had dropped the lock behind the holder's back: its entry's key
+    // (whatever its mode: the owner names the key) is deleted on the server. The
+    // holder's session hears of it at its next keepalive.
     void end_lock(const dl::lease& l)
     {
-        for (const auto& k : queue_of(test::shared_etcd(), prefix, l.resource()))
-            if (k.value == l.owner().to_hex())
-                (void)test::shared_etcd().call("lease/revoke", {{"ID", std::to_string(k.lease)}});
+        const auto key = etcd::detail::queue_prefix(prefix, l.resource()) + l.owner().to_hex();
+        (void)test::shared_etcd().call("kv/deleterange", etcd::detail::range_request(key));
     }
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
     void hold_replies(bool on) { net.set(fault::direction::to_client, {.blackhole = on}); }
@@ -72,10 +73,11 @@ struct etcd_clients {
             throw std::runtime_error{"etcd took no write after its restart"};
     }
 
-    std::unique_ptr<test::child> holder_process(const std::string& resource)
+    std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& mode = "exclusive")
     {
         return std::make_unique<test::child>(std::vector<std::string>{
-            test::self_path(), "--worker", "etcd-hold", std::to_string(test::shared_etcd().port()), prefix, resource});
+            test::self_path(), "--worker", "etcd-hold", std::to_string(test::shared_etcd().port()), prefix, resource,
+            mode});
     }
 
     // A releaser that asks again queues behind the waiters: while others wait, the
@@ -139,14 +141,15 @@ etcd::config worker_config(const std::string& port, const std::string& prefix, d
     return cfg;
 }
 
-// etcd-hold PORT PREFIX RESOURCE: the suite's holder process.
+// etcd-hold PORT PREFIX RESOURCE MODE: the suite's holder process (MODE as
+// hold_until_lost's).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 3)
+    if (args.size() != 4)
         return 2;
     asio::io_context io;
     etcd::store store{io, worker_config(args[0], args[1], 3s)};
-    return test::conformance::hold_until_lost(io, store, args[2]);
+    return test::conformance::hold_until_lost(io, store, args[2], std::chrono::seconds{10}, args[3]);
 }
 
 // The counter of the suite's counting processes: a key under the prefix, written with

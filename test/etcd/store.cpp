@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -152,6 +153,144 @@ TEST_CASE("etcd: gRPC codes map to conditions", "[etcd][input]")
     CHECK(etcd::from_grpc(17) == dl::errc::protocol_error);
     CHECK(etcd::from_grpc(5).category().name() == std::string{"distlock.etcd"});
     CHECK_FALSE(etcd::from_grpc(14).message().empty());
+}
+
+TEST_CASE("etcd: queue entries state their mode in the value; a value of no known form is refused",
+          "[etcd][input]")
+{
+    using etcd::detail::entry_kind;
+    using etcd::detail::parse_entry_value;
+    const std::string owner = "0123456789abcdef0123456789abcdef";
+    CHECK(etcd::detail::entry_value(owner, dl::lock_mode::exclusive, 0) == owner); // the mutex's value
+    CHECK(etcd::detail::entry_value(owner, dl::lock_mode::shared, 0) == owner + "+read");
+    CHECK(etcd::detail::entry_value(owner, dl::lock_mode::shared, 3) == owner + "+permits=3");
+    CHECK(etcd::detail::permit_value(owner, 3, 2) == owner + "+permits=3+slot=2");
+    for (const auto& [value, kind, permits, slot] :
+         std::vector<std::tuple<std::string, entry_kind, std::uint32_t, std::optional<std::uint32_t>>>{
+             {owner, entry_kind::exclusive, 0, std::nullopt},
+             {owner + "+held", entry_kind::exclusive, 0, std::nullopt},
+             {owner + "+read", entry_kind::reader, 0, std::nullopt},
+             {owner + "+permits=3", entry_kind::permit, 3, std::nullopt},
+             {owner + "+permits=4294967295+slot=0", entry_kind::permit, 4294967295u, 0},
+             {owner + "+permits=10+slot=9", entry_kind::permit, 10, 9}}) {
+        INFO(value);
+        const auto m = parse_entry_value(value);
+        REQUIRE(m);
+        CHECK(m->kind == kind);
+        CHECK(m->permits == permits);
+        CHECK(m->slot == slot);
+    }
+    for (const auto& bad :
+         std::vector<std::string>{std::string{}, owner.substr(1), "0123456789ABCDEF0123456789ABCDEF", owner + "+",
+                                  owner + "+read+held", owner + "+held+read", owner + "+permits=",
+                                  owner + "+permits=0", owner + "+permits=03", owner + "+permits=-1",
+                                  owner + "+permits=4294967296", owner + "+permits=3+slot=",
+                                  owner + "+permits=3+slot=01", owner + "+permits=3+slot=1x",
+                                  owner + "+permits=3+held", owner + "+slot=1", owner + " ", "x" + owner}) {
+        INFO(bad);
+        CHECK_FALSE(parse_entry_value(bad));
+    }
+}
+
+namespace {
+
+etcd::detail::kv entry(const std::string& name, std::int64_t created, const std::string& suffix)
+{
+    const std::string owner = "0123456789abcdef0123456789abcdef";
+    return {"p/r/" + name, owner + suffix, created, created, 7};
+}
+
+} // namespace
+
+TEST_CASE("etcd: a shared entry holds by the rules of its mode; a permit takes the lowest slot no entry wrote",
+          "[etcd][input]")
+{
+    using etcd::detail::decide_shared;
+    std::vector<etcd::detail::kv> q;
+    // Any order in: decided oldest first.
+    q = {entry("r2", 12, "+read"), entry("w", 10, ""), entry("r1", 11, "+read")};
+    for (const auto* name : {"p/r/r1", "p/r/r2"}) {
+        const auto d = decide_shared(q, name, nullptr);
+        REQUIRE(d);
+        CHECK_FALSE(d->granted);
+        CHECK_FALSE(d->other_count);
+    }
+    q = {entry("r1", 11, "+read"), entry("r2", 12, "+read"), entry("w", 13, ""), entry("r3", 14, "+read")};
+    CHECK(decide_shared(q, "p/r/r1", nullptr)->granted);
+    CHECK(decide_shared(q, "p/r/r2", nullptr)->granted);
+    CHECK(decide_shared(q, "p/r/r2", nullptr)->entry == 12);
+    CHECK_FALSE(decide_shared(q, "p/r/w", nullptr)->granted);  // a writer waits for everyone before it
+    CHECK_FALSE(decide_shared(q, "p/r/r3", nullptr)->granted); // a reader for the writers before it
+    q = {entry("m", 9, "+held"), entry("w", 13, "")};
+    CHECK(decide_shared(q, "p/r/m", nullptr)->granted);
+    CHECK_FALSE(decide_shared(q, "p/r/w", nullptr)->granted);
+
+    // Permits of 3: the first three hold; slots 0 and 2 are written, 1 is free.
+    q = {entry("a", 10, "+permits=3+slot=0"), entry("b", 11, "+permits=3"), entry("c", 12, "+permits=3+slot=2"),
+         entry("d", 13, "+permits=3")};
+    const auto b = decide_shared(q, "p/r/b", nullptr);
+    REQUIRE(b);
+    CHECK(b->granted);
+    CHECK(b->slot == 1u);
+    CHECK(b->write_slot);
+    CHECK(b->mode.permits == 3);
+    const auto c = decide_shared(q, "p/r/c", nullptr);
+    CHECK(c->granted);
+    CHECK(c->slot == 2u);
+    CHECK_FALSE(c->write_slot);
+    CHECK_FALSE(decide_shared(q, "p/r/d", nullptr)->granted);
+    q = {entry("c", 12, "+permits=3+slot=2"), entry("d", 13, "+permits=3+slot=0"), entry("e", 14, "+permits=3")};
+    CHECK(decide_shared(q, "p/r/e", nullptr)->slot == 1u);
+
+    // Another count: the newer entry is refused, whichever it is.
+    q = {entry("a", 10, "+permits=3"), entry("b", 11, "+permits=2"), entry("r", 12, "+read")};
+    CHECK_FALSE(decide_shared(q, "p/r/a", nullptr)->other_count);
+    CHECK(decide_shared(q, "p/r/b", nullptr)->other_count);
+    CHECK(decide_shared(q, "p/r/r", nullptr)->other_count);
+    q = {entry("m", 10, ""), entry("a", 11, "+permits=1")}; // exclusive entries count no permits
+    const auto after_mutex = decide_shared(q, "p/r/a", nullptr);
+    CHECK_FALSE(after_mutex->other_count);
+    CHECK_FALSE(after_mutex->granted);
+
+    // Malformed: a protocol error naming the key; an entry missing from its own read too.
+    q = {entry("a", 10, "+permits=3"), entry("x", 11, "+what")};
+    dl::diagnostics diag;
+    CHECK(decide_shared(q, "p/r/a", &diag).error() == dl::errc::protocol_error);
+    CHECK(diag.client_message().find("p/r/x") != std::string_view::npos);
+    q = {entry("a", 0, "+read")};
+    CHECK(decide_shared(q, "p/r/a", nullptr).error() == dl::errc::protocol_error);
+    q = {entry("a", 10, "+read")};
+    CHECK(decide_shared(q, "p/r/b", nullptr).error() == dl::errc::protocol_error);
+}
+
+TEST_CASE("etcd: a waiting entry watches the keys whose going may let it hold", "[etcd][input]")
+{
+    using etcd::detail::turn_keys;
+    const auto names = [](const etcd::detail::turn_wait& t) {
+        std::vector<std::string> out;
+        for (const auto& k : t.keys)
+            out.push_back(k.key);
+        return out;
+    };
+    std::vector<etcd::detail::kv> q = {entry("w1", 10, ""), entry("r1", 11, "+read"), entry("w2", 12, "+held"),
+                                       entry("r2", 13, "+read"), entry("w3", 14, "")};
+    CHECK(names(*turn_keys(q, 13, nullptr)) == std::vector<std::string>{"p/r/w2"}); // the newest writer before
+    CHECK(names(*turn_keys(q, 14, nullptr)) == std::vector<std::string>{"p/r/r2"}); // the predecessor
+    CHECK(names(*turn_keys(q, 11, nullptr)) == std::vector<std::string>{"p/r/w1"});
+    CHECK(turn_keys(q, 10, nullptr)->keys.empty()); // holds
+    CHECK(turn_keys(q, 10, nullptr)->present);
+    CHECK_FALSE(turn_keys(q, 99, nullptr)->present);
+    const auto w2 = turn_keys(q, 14, nullptr)->keys.front();
+    CHECK(w2.entry == 13);
+
+    q = {entry("a", 10, "+permits=2+slot=0"), entry("b", 11, "+permits=2+slot=1"), entry("c", 12, "+permits=2"),
+         entry("d", 13, "+permits=2")};
+    // The holders: while both stay, two entries are older than c and d.
+    CHECK(names(*turn_keys(q, 13, nullptr)) == std::vector<std::string>{"p/r/a", "p/r/b"});
+    CHECK(names(*turn_keys(q, 12, nullptr)) == std::vector<std::string>{"p/r/a", "p/r/b"});
+    CHECK(turn_keys(q, 11, nullptr)->keys.empty());
+    q.push_back(entry("x", 14, "+bad"));
+    CHECK(turn_keys(q, 13, nullptr).error() == dl::errc::protocol_error);
 }
 
 // -- Against a real member -------------------------------------------------------------
@@ -769,4 +908,120 @@ TEST_CASE("etcd: a store closed or destroyed while its session checks the bound 
             store.reset();
         }
     }
+}
+
+TEST_CASE("etcd: shared grants are entries of the mutex's queue: a mutex and a shared mutex's writer exclude "
+          "each other, readers share, permits write their slots",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("shared");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store> mutex{a, "doc"};
+        dl::basic_distributed_shared_mutex<etcd::store> shared{b, "doc"};
+        auto m = co_await mutex.lock();
+        REQUIRE(m);
+        auto refused = co_await shared.try_lock();
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::contended);
+        auto not_read = co_await shared.try_lock_shared();
+        REQUIRE_FALSE(not_read);
+        CHECK(not_read.error() == dl::condition::contended);
+        // Refused tries leave nothing queued (their entries go in the background).
+        (void)co_await test::eventually("one key", [&] { return queue_of(server, prefix, "doc").size() == 1; },
+                                        test::long_enough());
+        { const auto ok_ = co_await m->unlock(); CHECK(ok_); }
+
+        auto w = co_await shared.lock();
+        REQUIRE(w);
+        CHECK(w->fence() > m->fence());
+        auto mutex_refused = co_await mutex.try_lock();
+        REQUIRE_FALSE(mutex_refused);
+        CHECK(mutex_refused.error() == dl::condition::contended);
+        { const auto ok_ = co_await w->unlock(); CHECK(ok_); }
+
+        auto r1 = co_await shared.lock_shared();
+        auto r2 = co_await shared.lock_shared();
+        REQUIRE(r1);
+        REQUIRE(r2);
+        auto keys = queue_of(server, prefix, "doc");
+        REQUIRE(keys.size() == 2);
+        CHECK(keys[0].key == prefix + "doc/" + r1->owner().to_hex());
+        CHECK(keys[0].value == r1->owner().to_hex() + "+read");
+        CHECK(keys[0].lease == b.session_lease());
+        CHECK(static_cast<dl::fence_token>(keys[1].create_revision) == r2->fence());
+        auto behind = co_await mutex.try_lock();
+        CHECK_FALSE(behind);
+        { const auto ok_ = co_await r1->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await r2->unlock(); CHECK(ok_); }
+
+        dl::basic_distributed_semaphore<etcd::store> pool{a, "pool", {.permits = 2}};
+        auto p0 = co_await pool.acquire();
+        auto p1 = co_await pool.acquire();
+        REQUIRE(p0);
+        REQUIRE(p1);
+        CHECK(p0->slot() == 0u);
+        CHECK(p1->slot() == 1u);
+        keys = queue_of(server, prefix, "pool");
+        REQUIRE(keys.size() == 2);
+        CHECK(keys[0].value == p0->owner().to_hex() + "+permits=2+slot=0");
+        CHECK(keys[1].value == p1->owner().to_hex() + "+permits=2+slot=1");
+        // Writing the slot keeps the create revision: the fence.
+        CHECK(static_cast<dl::fence_token>(keys[1].create_revision) == p1->fence());
+        { const auto ok_ = co_await p0->unlock(); CHECK(ok_); }
+        auto p2 = co_await pool.acquire();
+        REQUIRE(p2);
+        CHECK(p2->slot() == 0u);
+        { const auto ok_ = co_await p1->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await p2->unlock(); CHECK(ok_); }
+        CHECK(queue_of(server, prefix, "pool").empty());
+        co_await a.close();
+        co_await b.close();
+    });
+}
+
+TEST_CASE("etcd: permits waiting for a full semaphore are woken by any holder's release, each with a free slot",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("permits");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        const dl::semaphore_options three{.permits = 3, .lease = {}};
+        dl::basic_distributed_semaphore<etcd::store, dl::retry::fixed> holders{a, "pool", three, patient()};
+        dl::basic_distributed_semaphore<etcd::store, dl::retry::fixed> waiters{b, "pool", three, patient()};
+        std::vector<dl::lease> held;
+        for (int i = 0; i < 3; ++i) {
+            auto p = co_await holders.acquire();
+            REQUIRE(p);
+            held.push_back(std::move(p).value());
+        }
+        auto first = test::start(ex, waiters.acquire());
+        auto second = test::start(ex, waiters.acquire());
+        (void)co_await test::eventually("five entries", [&] { return queue_of(server, prefix, "pool").size() == 5; },
+                                        test::long_enough());
+        // Not the oldest holder: only a watch of every holder wakes a waiter in time
+        // (the retry delay is longer than the test).
+        const auto freed = *held[2].slot();
+        { const auto ok_ = co_await held[2].unlock(); CHECK(ok_); }
+        { const bool came_ = co_await first.wait(10000ms); REQUIRE(came_); }
+        REQUIRE(first.get());
+        CHECK(first.get()->slot() == freed);
+        CHECK_FALSE(second.ready());
+        const auto freed_too = *held[1].slot();
+        { const auto ok_ = co_await held[1].unlock(); CHECK(ok_); }
+        { const bool came_ = co_await second.wait(10000ms); REQUIRE(came_); }
+        REQUIRE(second.get());
+        CHECK(second.get()->slot() == freed_too);
+        CHECK(second.get()->fence() > first.get()->fence());
+        { const auto ok_ = co_await first.get()->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await second.get()->unlock(); CHECK(ok_); }
+        { const auto ok_ = co_await held[0].unlock(); CHECK(ok_); }
+        co_await a.close();
+        co_await b.close();
+    });
 }

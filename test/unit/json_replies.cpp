@@ -587,6 +587,7 @@ TEST_CASE("etcd replies: watch lines", "[json][etcd]")
     CHECK(etcd::detail::carries_mark(*events->events[0].put));
     CHECK(events->events[1].deleted);
     CHECK_FALSE(events->events[1].put);
+    CHECK(events->events[1].gone == "locks/a/0123"); // the deleted key, named
 
     const auto created = etcd::detail::decode_watch_line(
         R"({"result":{"header":{"cluster_id":"1","member_id":"2","revision":"4","raft_term":"2"},"created":true}})",

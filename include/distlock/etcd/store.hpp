@@ -21,6 +21,15 @@
 //    session's keepalives are answered, and its loss is pushed to it.
 //  - Releasing, leaving the queue and cleaning up after a lost reply delete the key
 //    by its name (which only this lock() call uses).
+//  - Shared grants (the shared mutex, the semaphore: shared_queue_store) are entries of
+//    the same queue, one per lock() call, with their mode in the value
+//    (entries.hpp): a mutex and a shared mutex's writer on one resource exclude each
+//    other. The creating txn reads the whole queue (values too); the entry holds by
+//    the rules of its mode. A permit that holds writes its slot into its value before
+//    it is granted, in a txn that applies only if the queue is unwritten since the
+//    read the slot was chosen from. A waiting entry watches the keys whose going may
+//    let it hold: a reader the newest writer before it, a writer its predecessor, a
+//    permit of N the queue's N oldest keys (one watch over the queue's range).
 //  - Listing is one range over the keys of the ids that begin with the prefix (keys
 //    only: the owner is in the key), grouped back by resource. Revoking reads the
 //    queue's oldest key, for its name, then deletes it in a txn that holds only while
@@ -31,12 +40,14 @@
 #include <distlock/backend.hpp>
 #include <distlock/etcd/config.hpp>
 #include <distlock/etcd/detail/client.hpp>
+#include <distlock/etcd/detail/entries.hpp>
 #include <distlock/etcd/detail/prefixes.hpp>
 #include <distlock/etcd/detail/keys.hpp>
 #include <distlock/etcd/detail/replies.hpp>
 #include <distlock/etcd/detail/session.hpp>
 #include <distlock/etcd/error.hpp>
 #include <distlock/policy/queue.hpp>
+#include <distlock/policy/shared.hpp>
 
 #include <asio/any_io_executor.hpp>
 
@@ -48,9 +59,10 @@
 namespace distlock::etcd {
 
 /// An etcd cluster used as a lock store. Models session_queue_store,
-/// inspectable_store, enumerable_store and revocable_store; its default acquisition
-/// is acquire::session_queue, so `basic_distributed_mutex<etcd::store>` queues fairly,
-/// needs no watchdog, and its leases end with the store's session.
+/// shared_queue_store, inspectable_store, enumerable_store and revocable_store; its
+/// default acquisition is acquire::session_queue, so `basic_distributed_mutex<etcd::store>`
+/// queues fairly, needs no watchdog, and its leases end with the store's session; a
+/// shared mutex's and a semaphore's is acquire::shared_queue, in the same queue.
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
@@ -68,6 +80,7 @@ class basic_store : public backend::store_base<config> {
 
 public:
     using default_acquire_policy = acquire::session_queue;
+    using default_shared_acquire_policy = acquire::shared_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings or TLS
     /// files that cannot be loaded; connecting happens on first use.
@@ -125,6 +138,30 @@ public:
         if (entry > static_cast<fence_token>(INT64_MAX))
             return std::nullopt;
         return session_->bind(static_cast<std::int64_t>(entry), std::move(listener));
+    }
+
+    // -- shared_queue_store ----------------------------------------------------------
+
+    /// Creates the owner's entry in `mode` (with `permits`), or finds it, and says
+    /// whether it holds (entries.hpp has the rules and the value layout).
+    /// errc::invalid_argument when an older shared entry counts permits otherwise; the
+    /// entry is deleted then.
+    awaitable<result<shared_place>> enqueue_shared(std::string_view resource, const owner_token& owner,
+                                                   lock_mode mode, std::uint32_t permits, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<shared_place>(ec);
+        auto queue = detail::queue_prefix(settings().prefix, resource);
+        auto key = queue + owner.to_hex();
+        return shared_enqueued(client_, session_, std::move(queue), std::move(key), owner.to_hex(), mode, permits,
+                               diag);
+    }
+
+    /// True once a key whose going may let the entry created at `entry` hold is gone,
+    /// or when it holds or is gone itself; false at `until`.
+    awaitable<bool> wait_turn(std::string_view resource, fence_token entry, time_point until)
+    {
+        return turned(client_, detail::queue_prefix(settings().prefix, resource), entry, until);
     }
 
     /// Reads the lock on `resource` without taking it: the queue's oldest key (owner,
@@ -359,6 +396,171 @@ private:
         (void)co_await detail::client::call(c, "kv/txn", txn.dump(), nullptr);
     }
 
+    static awaitable<result<shared_place>> shared_enqueued(std::shared_ptr<detail::client> c,
+                                                           std::shared_ptr<detail::session> s, std::string queue,
+                                                           std::string key, std::string owner, lock_mode mode,
+                                                           std::uint32_t permits, diagnostics* diag)
+    {
+        const auto value = detail::entry_value(owner, mode, permits);
+        const auto entries = detail::queue_entries_request(queue);
+        for (int round = 0; round < 2; ++round) {
+            auto lease = co_await detail::session::lease(s, diag);
+            if (!lease)
+                co_return lease.error();
+            const json txn = {
+                {"compare", json::array({detail::create_compare(key, 0)})},
+                {"success",
+                 json::array({json{{"request_put", put_request(key, value, lease.value())}},
+                              json{{"request_range", entries}}})},
+                {"failure",
+                 json::array({json{{"request_range", detail::range_request(key)}}, json{{"request_range", entries}}})}};
+            auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
+            if (!got) {
+                if (got.error() == errc::not_found) { // the lease expired: the session is over
+                    s->ended(lease.value(), session_state::lost);
+                    co_return distlock::errc::session_lost;
+                }
+                co_return got.error();
+            }
+            // Succeeded: the put, then the queue; failed: the key, then the queue.
+            const auto answer = detail::decode_txn(got.value(), diag, {1}, {0, 1});
+            if (!answer)
+                co_return answer.error();
+            const auto at = detail::decode_revision(got.value(), diag);
+            if (!at)
+                co_return at.error();
+            if (!answer->succeeded) {
+                const auto* mine = answer->range(0);
+                if (mine->kvs.size() != 1) { // the compare said it exists
+                    if (diag)
+                        diag->set_client_message("etcd txn read " + std::to_string(mine->kvs.size()) +
+                                                 " keys for the existing key \"" + key + "\"");
+                    co_return distlock::errc::protocol_error;
+                }
+                if (mine->kvs.front().lease != lease.value()) {
+                    // Left by an earlier session of this store: deleted (if still that
+                    // key) and made again, at the back.
+                    const json drop = {
+                        {"compare", json::array({detail::create_compare(key, mine->kvs.front().create_revision)})},
+                        {"success", json::array({json{{"request_delete_range", detail::range_request(key)}}})}};
+                    auto dropped = co_await detail::client::call(c, "kv/txn", drop.dump(), diag);
+                    if (!dropped)
+                        co_return dropped.error();
+                    continue;
+                }
+            }
+            co_return co_await shared_placed(c, s, queue, key, owner, lease.value(), *answer->range(1), at.value(),
+                                             diag);
+        }
+        co_return distlock::errc::session_lost;
+    }
+
+    // Where the entry `key` stands by `listing`, the whole queue read at `revision`; a
+    // permit that holds writes its slot first (entries.hpp).
+    static awaitable<result<shared_place>> shared_placed(std::shared_ptr<detail::client> c,
+                                                         std::shared_ptr<detail::session> s, std::string queue,
+                                                         std::string key, std::string owner, std::int64_t lease,
+                                                         detail::range_answer listing, std::int64_t revision,
+                                                         diagnostics* diag)
+    {
+        // Each write of a slot that does not apply was beaten by a write to the queue:
+        // the grant is retried from the read its txn returns, a bounded number of times,
+        // then left to the next attempt.
+        std::int64_t entry = 0;
+        for (int tries = 0; tries < 16; ++tries) {
+            if (listing.count != static_cast<std::int64_t>(listing.kvs.size())) { // the read asks for every key
+                if (diag)
+                    diag->set_client_message("etcd queue read of \"" + queue + "\": " +
+                                             std::to_string(listing.kvs.size()) + " keys of " +
+                                             std::to_string(listing.count));
+                co_return distlock::errc::protocol_error;
+            }
+            const auto d = detail::decide_shared(listing.kvs, key, diag);
+            if (!d)
+                co_return d.error();
+            entry = d->entry;
+            if (d->other_count) {
+                // Left at once: a lock() call that is refused leaves nothing queued.
+                const json drop = {
+                    {"compare", json::array({detail::create_compare(key, entry)})},
+                    {"success", json::array({json{{"request_delete_range", detail::range_request(key)}}})}};
+                (void)co_await detail::client::call(c, "kv/txn", drop.dump(), nullptr);
+                s->forget(key);
+                if (diag)
+                    diag->set_client_message("etcd: the queue of \"" + queue +
+                                             "\" holds entries of another permit count");
+                co_return distlock::errc::invalid_argument;
+            }
+            if (!d->granted)
+                co_return shared_place{static_cast<fence_token>(entry), false, std::nullopt};
+            if (!d->write_slot) {
+                s->granted(entry, lease, key);
+                co_return shared_place{static_cast<fence_token>(entry), true, d->slot};
+            }
+            const auto slotted = detail::permit_value(owner, d->mode.permits, *d->slot);
+            const json txn = {
+                {"compare", json::array({detail::create_compare(key, entry),
+                                         detail::unwritten_since_compare(queue, revision)})},
+                {"success", json::array({json{{"request_put", put_request(key, slotted, lease)}}})},
+                {"failure", json::array({json{{"request_range", detail::queue_entries_request(queue)}}})}};
+            auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
+            if (!got)
+                co_return got.error();
+            const auto answer = detail::decode_txn(got.value(), diag, {}, {0});
+            if (!answer)
+                co_return answer.error();
+            if (answer->succeeded) {
+                s->granted(entry, lease, key);
+                co_return shared_place{static_cast<fence_token>(entry), true, d->slot};
+            }
+            const auto at = detail::decode_revision(got.value(), diag);
+            if (!at)
+                co_return at.error();
+            listing = *answer->range(0);
+            revision = at.value();
+            if (std::none_of(listing.kvs.begin(), listing.kvs.end(), [&](const detail::kv& k) {
+                    return k.key == key && k.create_revision == entry;
+                }))
+                co_return shared_place{static_cast<fence_token>(entry), false, std::nullopt}; // gone: wait_turn says so
+        }
+        co_return shared_place{static_cast<fence_token>(entry), false, std::nullopt};
+    }
+
+    // Reads the queue, then watches the keys whose going may let the entry created at
+    // `entry` hold (entries.hpp: turn_keys) for the deletion of one.
+    static awaitable<bool> turned(std::shared_ptr<detail::client> c, std::string queue, fence_token entry,
+                                  time_point until)
+    {
+        if (entry == 0 || entry > static_cast<fence_token>(INT64_MAX))
+            co_return true;
+        const auto body = detail::queue_entries_request(queue).dump();
+        while (clock::now() < until && !co_await distlock::backend::cancelled()) {
+            auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
+            const auto r = got ? detail::decode_range(got.value(), nullptr) : result<detail::range_answer>{got.error()};
+            if (r) {
+                auto turn = detail::turn_keys(r->kvs, static_cast<std::int64_t>(entry), nullptr);
+                // Malformed: the next attempt reads the queue again, and says so.
+                if (!turn || !turn->present || turn->keys.empty())
+                    co_return true;
+                auto& keys = turn->keys;
+                if (keys.size() == 1) {
+                    auto& k = keys.front();
+                    const auto w = co_await detail::client::wait_deleted(c, std::move(k.key), k.entry, 0, until);
+                    co_return w.deleted;
+                }
+                auto end = detail::range_end(queue);
+                detail::client::watched_keys w{std::move(queue), std::move(end), std::move(keys)};
+                const auto any = co_await detail::client::wait_any_deleted(c, std::move(w), 0, until);
+                co_return any.deleted;
+            }
+            // Unreachable for now: look again shortly, within `until`.
+            timer pause{co_await asio::this_coro::executor,
+                        std::min(until, clock::now() + std::chrono::milliseconds{100})};
+            (void)co_await pause.async_wait(distlock::backend::as_tuple_awaitable<Unused>());
+        }
+        co_return false;
+    }
+
     // Finds the key created at `entry` in the queue, then watches it for its deletion.
     static awaitable<bool> waited(std::shared_ptr<detail::client> c, std::shared_ptr<detail::session> s,
                                   std::string queue, fence_token entry, time_point until)
@@ -528,6 +730,7 @@ protected:
 using store = backend::store_shell<basic_store<>>;
 
 static_assert(session_queue_store<store>);
+static_assert(shared_queue_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);

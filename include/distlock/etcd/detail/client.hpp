@@ -30,6 +30,7 @@
 
 #include <asio/strand.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -120,28 +121,47 @@ public:
     static awaitable<watched> wait_deleted(std::shared_ptr<basic_client> self, std::string key,
                                            std::int64_t created, std::int64_t revision, time_point until)
     {
+        auto from = key;
+        watched_keys w{std::move(from), {}, {bound_key{std::move(key), created}}};
+        return wait_any_deleted(std::move(self), std::move(w), revision, until);
+    }
+
+    /// Keys watched together: `keys`, all in the range [from, to), or the one key `from`
+    /// when `to` is empty.
+    struct watched_keys {
+        std::string from;
+        std::string to;
+        std::vector<bound_key> keys;
+    };
+
+    /// wait_deleted() for several keys of one range, on one stream: until one of them
+    /// (as created) is deleted, or `until`. A marked key is noted as there.
+    static awaitable<watched> wait_any_deleted(std::shared_ptr<basic_client> self, watched_keys w,
+                                               std::int64_t revision, time_point until)
+    {
         watched out;
         for (;;) {
             if (clock::now() >= until || co_await distlock::backend::cancelled())
                 co_return out;
-            auto opened = co_await self->watch_once(key, revision, revision == 0 ? created : 0, until);
+            auto opened = co_await self->watch_once(w, revision, revision == 0, until);
             out.marked = out.marked || opened.marked;
             if (opened.deleted) {
                 out.deleted = true;
                 co_return out;
             }
             if (opened.compacted) {
-                // The history is gone: whether the key still exists says it all.
-                auto look = co_await call(self, "kv/range", range_request(key).dump(), nullptr);
+                // The history is gone: whether the keys still exist says it all.
+                auto look = co_await call(self, "kv/range", range_request(w.from, w.to).dump(), nullptr);
                 if (look) {
                     const auto r = decode_range(look.value(), nullptr);
                     const auto at = decode_revision(look.value(), nullptr);
                     if (r && at) {
-                        if (r->kvs.empty() || r->kvs.front().create_revision != created) {
+                        const auto found = still_there(r.value(), w);
+                        out.marked = out.marked || found.marked;
+                        if (found.deleted) {
                             out.deleted = true;
                             co_return out;
                         }
-                        out.marked = out.marked || carries_mark(r->kvs.front());
                         revision = at.value() + 1;
                         continue;
                     }
@@ -266,6 +286,26 @@ private:
         co_return t;
     }
 
+    // What a read of the watched range says: deleted when a watched key is missing or
+    // was made again (another create revision); marked when one carries the mark.
+    static watched still_there(const range_answer& r, const watched_keys& w)
+    {
+        watched out;
+        for (const auto& k : w.keys) {
+            const auto it = std::find_if(r.kvs.begin(), r.kvs.end(), [&](const kv& x) { return x.key == k.key; });
+            if (it == r.kvs.end() || it->create_revision != k.entry)
+                out.deleted = true;
+            else
+                out.marked = out.marked || carries_mark(*it);
+        }
+        return out;
+    }
+
+    static bool watched_key(const watched_keys& w, std::string_view key)
+    {
+        return std::any_of(w.keys.begin(), w.keys.end(), [&](const bound_key& k) { return k.key == key; });
+    }
+
     struct watch_outcome {
         bool deleted = false;
         bool marked = false;
@@ -274,11 +314,10 @@ private:
         std::int64_t progress = 0; // the last revision the stream reported
     };
 
-    // One watch stream on a connection of its own, until a deletion, `until`, or the
-    // stream's end. With `confirm` (a create revision), the key is read once the watch
-    // is created: gone, or made again, counts as deleted.
-    awaitable<watch_outcome> watch_once(const std::string& key, std::int64_t revision, std::int64_t confirm,
-                                        time_point until)
+    // One watch stream on a connection of its own, until the deletion of a watched
+    // key, `until`, or the stream's end. With `confirm`, the keys are read once the
+    // watch is created: one gone, or made again, counts as deleted.
+    awaitable<watch_outcome> watch_once(const watched_keys& w, std::int64_t revision, bool confirm, time_point until)
     {
         struct inbox {
             explicit inbox(asio::any_io_executor ex) : wake{std::move(ex)} {}
@@ -313,11 +352,13 @@ private:
             watches_.push_back(stream);
         }
         // Puts are wanted too: the holder's mark is one.
-        json create = {{"key", distlock::util::base64(key)}};
+        json create = {{"key", distlock::util::base64(w.from)}};
+        if (!w.to.empty())
+            create["range_end"] = distlock::util::base64(w.to);
         if (revision != 0)
             create["start_revision"] = std::to_string(revision);
         json request = {{"create_request", std::move(create)}};
-        out.confirmed = confirm == 0;
+        out.confirmed = !confirm;
         auto head = co_await stream->exec(request_bytes(member, "watch", request.dump(), token), 1, nullptr);
         if (!head || head.value().front().head.status != 200 || head.value().front().last) {
             if (!head)
@@ -353,27 +394,29 @@ private:
                 if (r.created && !out.confirmed)
                     look = true;
                 for (const auto& e : r.events) {
-                    if (e.deleted)
+                    // A deletion that does not say of which key may be of a watched one.
+                    if (e.deleted && (e.gone.empty() || watched_key(w, e.gone)))
                         out.deleted = true;
-                    else if (e.put && carries_mark(*e.put))
+                    else if (e.put && carries_mark(*e.put) && watched_key(w, e.put->key))
                         out.marked = true;
                 }
                 if (out.deleted)
                     break;
             }
             if (look && !out.deleted && !ended) {
-                // The watch stands: whatever happens to the key from now on reaches it.
-                // One read says whether the key went before.
+                // The watch stands: whatever happens to the keys from now on reaches it.
+                // One read says whether one went before.
                 look = false;
-                auto got = co_await call(this->shared_from_this(), "kv/range", range_request(key).dump(), nullptr);
+                auto got = co_await call(this->shared_from_this(), "kv/range", range_request(w.from, w.to).dump(),
+                                         nullptr);
                 const auto r = got ? decode_range(got.value(), nullptr) : result<range_answer>{got.error()};
                 if (!r) {
                     ended = true; // opened again from now, and looked at again
-                } else if (r->kvs.empty() || r->kvs.front().create_revision != confirm) {
-                    out.deleted = true;
                 } else {
-                    out.confirmed = true;
-                    out.marked = out.marked || carries_mark(r->kvs.front());
+                    const auto found = still_there(r.value(), w);
+                    out.deleted = found.deleted;
+                    out.confirmed = !found.deleted;
+                    out.marked = out.marked || found.marked;
                 }
             }
             if (out.deleted || ended || clock::now() >= until || co_await distlock::backend::cancelled())

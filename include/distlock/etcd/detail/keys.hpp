@@ -122,6 +122,15 @@ inline json queue_request(const std::string& queue, const char* order, int limit
     return r;
 }
 
+/// Every key of a queue with its value (an entry's mode, entries.hpp), oldest first.
+inline json queue_entries_request(const std::string& queue)
+{
+    auto r = range_request(queue, range_end(queue));
+    r["sort_target"] = "CREATE";
+    r["sort_order"] = "ASCEND";
+    return r;
+}
+
 inline json create_compare(std::string_view key, std::int64_t revision)
 {
     return {{"target", "CREATE"},
@@ -140,6 +149,18 @@ inline json created_since_compare(const std::string& queue, std::int64_t revisio
             {"key", distlock::util::base64(queue)},
             {"range_end", distlock::util::base64(range_end(queue))},
             {"create_revision", std::to_string(revision - 1)}};
+}
+
+/// Holds when no key of the queue was written (created or changed) after `revision`:
+/// what a permit's slot is written under (entries.hpp). A key's going is not seen, and
+/// need not be: it frees a slot, and takes none.
+inline json unwritten_since_compare(const std::string& queue, std::int64_t revision)
+{
+    return {{"target", "MOD"},
+            {"result", "LESS"},
+            {"key", distlock::util::base64(queue)},
+            {"range_end", distlock::util::base64(range_end(queue))},
+            {"mod_revision", std::to_string(revision + 1)}};
 }
 
 /// Every waiter's key of the resources whose ids begin with `resource_prefix`, keys

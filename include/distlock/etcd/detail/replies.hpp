@@ -77,6 +77,7 @@ struct txn_answer {
 struct watch_event {
     bool deleted = false;  ///< a DELETE (else a PUT: the gateway leaves out the default type)
     std::optional<kv> put; ///< the key-value a PUT wrote, when the event carries it
+    std::string gone;      ///< the key a DELETE removed, when the event names it
 };
 
 /// One line of a watch stream: one watch response.
@@ -425,9 +426,13 @@ inline result<watch_response> decode_watch_line(std::string_view line, diagnosti
         watch_event e;
         e.deleted = event.optional_string("type").value_or("PUT") == "DELETE";
         // A PUT's key-value is read (it may carry the holder's mark); of a DELETE's,
-        // which nothing needs, only that it is an object.
-        if (const auto written = event.optional_object("kv"); !e.deleted && written.present())
-            e.put = read_kv_fields(written);
+        // the key, when there (a watch of several keys asks which one went).
+        if (const auto written = event.optional_object("kv"); written.present()) {
+            if (e.deleted)
+                e.gone = written.optional_base64("key").value_or(std::string{});
+            else
+                e.put = read_kv_fields(written);
+        }
         if (!reply.ok())
             break;
         out.events.push_back(std::move(e));
