@@ -7,7 +7,9 @@
 //  - contended hand-off across separate processes (copies of this binary started
 //    with --worker): every process takes the lock on one key in a loop; the time
 //    from one process's release to the next process's grant, on the machine's one
-//    monotonic clock, compared with one round trip of the floor client.
+//    monotonic clock, compared with one round trip of the floor client;
+//  - the shared workloads (bench/shared_workloads.hpp: eight readers beside a writer,
+//    a semaphore of 4 over 8 processes).
 // Every workload is bounded in count and time. Prints a table; appends JSON lines to
 // the file named by the first argument.
 #include <distlock/distlock.hpp>
@@ -16,6 +18,7 @@
 #include "etcd_server.hpp"
 #include "handoff.hpp"
 #include "report.hpp"
+#include "shared_workloads.hpp"
 
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
@@ -89,10 +92,25 @@ int worker(int argc, char** argv)
     return bench::handoff_worker(io, store, rounds);
 }
 
+// --shared-worker ROLE PORT PREFIX ROUNDS: a worker of the shared workloads.
+int shared_worker(int argc, char** argv)
+{
+    if (argc != 6)
+        return 2;
+    etcd::config cfg;
+    cfg.members = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[3]))}};
+    cfg.prefix = argv[4];
+    asio::io_context io;
+    etcd::store store{io, cfg};
+    return bench::shared_worker(io, store, argv[2], std::atoi(argv[5]));
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--shared-worker") == 0)
+        return shared_worker(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--worker") == 0)
         return worker(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
@@ -178,5 +196,14 @@ int main(int argc, char** argv)
     // Contended hand-off across processes.
     const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
                                           prefix + "contended/", "50"};
-    return bench::handoffs(worker, 4, rtt);
+    const int handed = bench::handoffs(worker, 4, rtt);
+    const auto ours = [&](const char* role, int rounds) {
+        return std::vector<std::string>{test::self_path(), "--shared-worker", role, std::to_string(server.port()),
+                                        prefix + "shared/", std::to_string(rounds)};
+    };
+    long bad = bench::readers_and_writer("distlock", ours("reader", 40), 8, ours("writer", 20), rtt);
+    bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt);
+    if (bad != 0)
+        std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);
+    return bad == 0 ? handed : 1;
 }

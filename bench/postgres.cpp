@@ -1,16 +1,21 @@
 // distlock on PostgreSQL, next to its floor in the same run: the same two prepared
 // statements (the acquiring upsert, the owner-checked release with its NOTIFY) sent
 // by a minimal blocking libpq client with no lock logic in between. Starts its own
-// private cluster on loopback. Every workload is bounded in count and time. Prints a
-// table; appends JSON lines to the file named by the first argument.
+// private cluster on loopback. The shared workloads (bench/shared_workloads.hpp: eight
+// readers beside a writer, a semaphore of 4 over 8 processes) run on advisory locks,
+// beside psycopg2 taking the same advisory locks (bench/peers/psycopg2) in the same
+// run. Every workload is bounded in count and time. Prints a table; appends JSON lines
+// to the file named by the first argument.
 #include <distlock/distlock.hpp>
 #include <distlock/postgres.hpp>
 
 #include "postgres_server.hpp" // test/support: a private cluster on a free loopback port
 #include "report.hpp"
+#include "shared_workloads.hpp"
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,10 +72,85 @@ private:
     bool ok_ = false;
 };
 
+// One `SELECT 1` on a blocking libpq connection: the round trip the shared workloads'
+// waits are counted in.
+result_row round_trips(const std::string& conninfo)
+{
+    result_row rtt{"floor: one SELECT 1 round trip (raw libpq)"};
+    PGconn* conn = PQconnectdb(conninfo.c_str());
+    const auto start = steady::now();
+    for (int i = 0; i < 600 && PQstatus(conn) == CONNECTION_OK; ++i) {
+        const auto t0 = steady::now();
+        PQclear(PQexec(conn, "SELECT 1"));
+        if (i >= 100)
+            rtt.us.push_back(micros(steady::now() - t0));
+    }
+    rtt.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    rtt.operations = rtt.us.size();
+    PQfinish(conn);
+    return rtt;
+}
+
+// --shared-worker ROLE PORT TABLE ROUNDS: a worker of the shared workloads on
+// advisory locks (bench/shared_workloads.hpp).
+int shared_worker(int argc, char** argv)
+{
+    if (argc != 6)
+        return 2;
+    pg::config cfg;
+    cfg.conninfo = std::string{"hostaddr=127.0.0.1 port="} + argv[3] + " user=postgres dbname=postgres sslmode=disable";
+    cfg.table = argv[4];
+    asio::io_context io;
+    pg::advisory_store store{io, cfg};
+    return bench::shared_worker(io, store, argv[2], std::atoi(argv[5]));
+}
+
+// psycopg2 (Debian's python3-psycopg2, run by Debian's python3) for the peer rows;
+// skipped when missing.
+bool have_psycopg2() { return std::system("/usr/bin/python3 -c 'import psycopg2' > /dev/null 2>&1") == 0; }
+
+// The shared workloads, distlock's rows then psycopg2's, with the floor's round trip.
+int shared_workloads(const test::postgres_server& cluster, const std::string& table)
+{
+    auto rtt = round_trips(cluster.conninfo());
+    bench::print(rtt);
+    const auto port = std::to_string(cluster.port());
+    const auto ours = [&](const char* role, int rounds) {
+        return std::vector<std::string>{test::self_path(), "--shared-worker", role, port, table,
+                                        std::to_string(rounds)};
+    };
+    const std::string peer = DISTLOCK_SOURCE_DIR "/bench/peers/psycopg2/shared.py";
+    // The peer's advisory key: any 64-bit number no other workload uses.
+    const auto theirs = [&](const char* role, int rounds) {
+        return std::vector<std::string>{"/usr/bin/python3", peer, role, port, "424242", std::to_string(rounds)};
+    };
+    // The reference client first: distlock's rows carry their ratio to its.
+    result_row reads, wait, handoff;
+    const bool peer_runs = have_psycopg2();
+    long bad = 0;
+    if (peer_runs)
+        bad += bench::peer_outcome("peer psycopg2", bench::readers_and_writer("peer psycopg2", theirs("reader", 40), 8,
+                                                                        theirs("writer", 20), rtt, nullptr, nullptr,
+                                                                        &reads, &wait));
+    else
+        std::printf("  (python3-psycopg2 missing: its rows are skipped)\n");
+    bad += bench::readers_and_writer("distlock", ours("reader", 40), 8, ours("writer", 20), rtt,
+                                     peer_runs ? &reads : nullptr, peer_runs ? &wait : nullptr);
+    if (peer_runs)
+        bad += bench::peer_outcome("peer psycopg2", bench::semaphore_handoffs("peer psycopg2", theirs("permit:4", 30), 8, 4,
+                                                                        rtt, nullptr, &handoff));
+    bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt, peer_runs ? &handoff : nullptr);
+    if (bad != 0)
+        std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);
+    return bad == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--shared-worker") == 0)
+        return shared_worker(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (PostgreSQL 15 on loopback)", "ops", "ops/s", "p50 us",
                 "p90 us", "p99 us", "max us");
@@ -196,5 +276,5 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "a request failed\n");
         return 1;
     }
-    return 0;
+    return shared_workloads(cluster, cfg.table);
 }

@@ -8,6 +8,7 @@
 #include "redis_cluster.hpp" // test/support: a Redis Cluster on loopback
 #include "redis_server.hpp" // test/support: redis-server on a free loopback port
 #include "report.hpp"
+#include "shared_workloads.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -1224,8 +1225,49 @@ int memory_main(char** argv)
     return 0;
 }
 
+// --shared-worker ROLE PORT ROUNDS: a worker of the shared workloads
+// (bench/shared_workloads.hpp).
+int shared_worker_main(char** argv)
+{
+    dl::redis::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::atoi(argv[1]));
+    asio::io_context io;
+    dl::redis::store store{io, cfg};
+    return bench::shared_worker(io, store, argv[0], std::atoi(argv[2]));
+}
+
+// The shared workloads against `port`, with hiredis PINGs as the round trip. No peer:
+// node-redlock has no read-write lock and no semaphore.
+long shared_workloads(std::uint16_t port)
+{
+    result_row rtt{"floor: one PING round trip (hiredis)"};
+    redisContext* c = redisConnect("127.0.0.1", port);
+    const auto start = steady::now();
+    for (int i = 0; i < 2000; ++i) {
+        const auto t0 = steady::now();
+        freeReplyObject(redisCommand(c, "PING"));
+        rtt.us.push_back(micros(steady::now() - t0));
+    }
+    redisFree(c);
+    rtt.seconds = std::chrono::duration<double>(steady::now() - start).count();
+    rtt.operations = rtt.us.size();
+    print(rtt);
+    const auto ours = [&](const char* role, int rounds) {
+        return std::vector<std::string>{test::self_path(), "--shared-worker", role, std::to_string(port),
+                                        std::to_string(rounds)};
+    };
+    std::printf("  (no peer rows: node-redlock has no read-write lock and no semaphore)\n");
+    long bad = bench::readers_and_writer("distlock", ours("reader", 40), 8, ours("writer", 20), rtt);
+    bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt);
+    if (bad != 0)
+        std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);
+    return bad;
+}
+
 int main(int argc, char** argv)
 {
+    if (argc == 5 && std::string{argv[1]} == "--shared-worker")
+        return shared_worker_main(argv + 2);
     if (argc == 4 && std::string{argv[1]} == "--memory")
         return memory_main(argv + 2);
     if (argc == 6 && std::string{argv[1]} == "--contender")
@@ -1441,6 +1483,9 @@ int main(int argc, char** argv)
 
     if (wanted("compile"))
         compile_cost();
+
+    if (wanted("shared") && shared_workloads(server.port()) != 0)
+        return 1;
 
     store.disconnect();
     for (auto& s : stores)

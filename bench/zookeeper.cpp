@@ -7,7 +7,10 @@
 //  - contended hand-off across separate processes (copies of this binary started
 //    with --worker): every process takes the lock on one resource in a loop; the time
 //    from one process's release to the next process's grant, on the machine's one
-//    monotonic clock, compared with one round trip of the floor client.
+//    monotonic clock, compared with one round trip of the floor client;
+//  - the shared workloads (bench/shared_workloads.hpp: eight readers beside a writer,
+//    a semaphore of 4 over 8 processes), beside kazoo's ReadLock, WriteLock and
+//    Semaphore recipes (bench/peers/kazoo, Debian's python3-kazoo) in the same run.
 // Every workload is bounded in count and time. Prints a table; appends JSON lines to
 // the file named by the first argument.
 #include <distlock/distlock.hpp>
@@ -15,6 +18,7 @@
 
 #include "handoff.hpp"
 #include "report.hpp"
+#include "shared_workloads.hpp"
 #include "zookeeper_server.hpp"
 
 #include <asio/ip/tcp.hpp>
@@ -110,10 +114,61 @@ int worker(int argc, char** argv)
     return bench::handoff_worker(io, store, rounds);
 }
 
+// --shared-worker ROLE PORT PREFIX ROUNDS: a worker of the shared workloads.
+int shared_worker(int argc, char** argv)
+{
+    if (argc != 6)
+        return 2;
+    zk::config cfg;
+    cfg.servers = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[3]))}};
+    cfg.prefix = argv[4];
+    asio::io_context io;
+    zk::store store{io, cfg};
+    return bench::shared_worker(io, store, argv[2], std::atoi(argv[5]));
+}
+
+// kazoo (Debian's python3-kazoo, run by Debian's python3) for the peer rows; skipped
+// when missing.
+bool have_kazoo() { return std::system("/usr/bin/python3 -c 'import kazoo' > /dev/null 2>&1") == 0; }
+
+// The shared workloads: kazoo's rows first, then distlock's with their ratio to them.
+long shared_workloads(std::uint16_t server_port, const std::string& prefix, result_row& rtt)
+{
+    const auto port = std::to_string(server_port);
+    const auto ours = [&](const char* role, int rounds) {
+        return std::vector<std::string>{test::self_path(), "--shared-worker", role, port, prefix + "/shared",
+                                        std::to_string(rounds)};
+    };
+    const std::string peer = DISTLOCK_SOURCE_DIR "/bench/peers/kazoo/shared.py";
+    const auto theirs = [&](const char* role, int rounds) {
+        return std::vector<std::string>{"/usr/bin/python3", peer, role, port, "/kazoo", std::to_string(rounds)};
+    };
+    result_row reads, wait, handoff;
+    const bool peer_runs = have_kazoo();
+    long bad = 0;
+    if (peer_runs)
+        bad += bench::peer_outcome("peer kazoo", bench::readers_and_writer("peer kazoo", theirs("reader", 40), 8,
+                                                                        theirs("writer", 20), rtt, nullptr, nullptr,
+                                                                        &reads, &wait));
+    else
+        std::printf("  (python3-kazoo missing: its rows are skipped)\n");
+    bad += bench::readers_and_writer("distlock", ours("reader", 40), 8, ours("writer", 20), rtt,
+                                     peer_runs ? &reads : nullptr, peer_runs ? &wait : nullptr);
+    if (peer_runs)
+        bad += bench::peer_outcome("peer kazoo", bench::semaphore_handoffs("peer kazoo", theirs("permit:4", 30), 8, 4,
+                                                                        rtt, nullptr, &handoff));
+    bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt, peer_runs ? &handoff : nullptr);
+    if (bad != 0)
+        std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);
+    return bad;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--shared-worker") == 0)
+        return shared_worker(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--worker") == 0)
         return worker(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
@@ -192,5 +247,6 @@ int main(int argc, char** argv)
     // Contended hand-off across processes.
     const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
                                           prefix + "/contended", "50"};
-    return bench::handoffs(worker, 4, rtt);
+    const int handed = bench::handoffs(worker, 4, rtt);
+    return shared_workloads(server.port(), prefix, rtt) == 0 ? handed : 1;
 }

@@ -6813,6 +6813,9 @@ awaitable<std::vector<result<T>>> when_all(std::vector<awaitable<result<T>>> ope
 #include <asio/this_coro.hpp>
 
 #include <algorithm>
+#include <concepts>
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -6988,6 +6991,64 @@ private:
 /// Leases on a set of resources: see basic_multi_lease.
 using multi_lease = basic_multi_lease<>;
 
+namespace detail {
+
+// One resource of a set, within the set's deadline. The set's time can run out
+// between resources; then this is a timeout, never invalid_argument. Checking the
+// clock here first is not enough: lock_until() reads the clock again and refuses a
+// deadline that has passed in between (as it must for a caller's deadline). So its
+// invalid_argument is mapped too: every setting was validated before the first
+// resource and none changes, so a refusal here can only be the deadline.
+template <class Mutex>
+awaitable<result<lease>> take_one(Mutex m, std::optional<time_point> deadline, bool single, diagnostics* diag)
+{
+    diagnostics unused;
+    diagnostics& words = diag ? *diag : unused;
+    if (single)
+        co_return co_await m.try_lock(words);
+    if (!deadline)
+        co_return co_await m.lock(words);
+    if (clock::now() >= *deadline)
+        co_return errc::timeout;
+    auto got = co_await m.lock_until(*deadline, words);
+    if (!got && got.error() == errc::invalid_argument && clock::now() >= *deadline)
+        co_return errc::timeout;
+    co_return std::move(got);
+}
+
+// Takes the mutexes one after another, in the given (locking) order, all or nothing.
+template <class Mutex>
+awaitable<result<basic_multi_lease<>>> take_in_order(std::vector<Mutex> mutexes, std::optional<time_point> deadline,
+                                                     bool single, diagnostics* diag)
+{
+    for (;;) {
+        std::vector<lease> held;
+        held.reserve(mutexes.size());
+        for (const auto& m : mutexes) {
+            auto got = co_await take_one(m, deadline, single, diag);
+            if (!got) {
+                basic_multi_lease<> partial{std::move(held)};
+                (void)co_await partial.unlock();
+                co_return got.error();
+            }
+            held.push_back(std::move(*got));
+        }
+        // A lease taken early can run out (or be lost) while a later resource is
+        // awaited; a set is handed over only if every lease in it is still valid.
+        // Otherwise start again, within the same deadline.
+        if (std::all_of(held.begin(), held.end(), [](const lease& l) { return l.valid(); }))
+            co_return basic_multi_lease<>{std::move(held)};
+        basic_multi_lease<> stale{std::move(held)};
+        (void)co_await stale.unlock();
+        if (single)
+            co_return errc::validity_exhausted;
+        if (deadline && clock::now() >= *deadline)
+            co_return errc::timeout;
+    }
+}
+
+} // namespace detail
+
 /// Locks on a set of resources of one backend, with the same policies as
 /// basic_distributed_mutex<Backend, Policies...>.
 template <store Backend, class... Policies>
@@ -7079,30 +7140,11 @@ private:
                     co_return batch;
             }
         }
-        for (;;) {
-            std::vector<lease> held;
-            held.reserve(ids.size());
-            for (const auto& id : ids) {
-                auto got = co_await take_one(with_resource(id), deadline, single, diag);
-                if (!got) {
-                    multi_lease partial{std::move(held)};
-                    (void)co_await partial.unlock();
-                    co_return got.error();
-                }
-                held.push_back(std::move(*got));
-            }
-            // A lease taken early can run out (or be lost) while a later resource is
-            // awaited; a set is handed over only if every lease in it is still valid.
-            // Otherwise start again, within the same deadline.
-            if (std::all_of(held.begin(), held.end(), [](const lease& l) { return l.valid(); }))
-                co_return multi_lease{std::move(held)};
-            multi_lease stale{std::move(held)};
-            (void)co_await stale.unlock();
-            if (single)
-                co_return errc::validity_exhausted;
-            if (deadline && clock::now() >= *deadline)
-                co_return errc::timeout;
-        }
+        std::vector<mutex_type> mutexes;
+        mutexes.reserve(ids.size());
+        for (const auto& id : ids)
+            mutexes.push_back(with_resource(id));
+        co_return co_await detail::take_in_order(std::move(mutexes), deadline, single, diag);
     }
 
     using acquire_policy = typename mutex_type::acquire_policy;
@@ -7170,33 +7212,119 @@ private:
         }
     }
 
-    // One resource of the set, within the set's deadline. The set's time can run out
-    // between resources; then this is a timeout, never invalid_argument. Checking the
-    // clock here first is not enough: lock_until() reads the clock again and refuses
-    // a deadline that has passed in between (as it must for a caller's deadline). So
-    // its invalid_argument is mapped too: every setting was validated before the
-    // first resource and none changes, so a refusal here can only be the deadline.
-    static awaitable<result<lease>> take_one(mutex_type m, std::optional<time_point> deadline, bool single,
-                                             diagnostics* diag)
-    {
-        diagnostics unused;
-        diagnostics& words = diag ? *diag : unused;
-        if (single)
-            co_return co_await m.try_lock(words);
-        if (!deadline)
-            co_return co_await m.lock(words);
-        if (clock::now() >= *deadline)
-            co_return errc::timeout;
-        auto got = co_await m.lock_until(*deadline, words);
-        if (!got && got.error() == errc::invalid_argument && clock::now() >= *deadline)
-            co_return errc::timeout;
-        co_return std::move(got);
-    }
-
     mutex_type with_resource(const std::string& id) const { return prototype_.with_resource(id); }
 
     mutex_type prototype_;
     std::vector<std::string> resources_;
+};
+
+/// One resource of a set taken with modes, and its mode: dl::shared("account:7"),
+/// dl::exclusive("account:42").
+struct resource_access {
+    std::string resource;
+    lock_mode mode = lock_mode::exclusive;
+};
+
+/// The resource, to be read: taken in shared mode.
+inline resource_access shared(std::string resource) { return {std::move(resource), lock_mode::shared}; }
+
+/// The resource, to be written: taken in exclusive mode.
+inline resource_access exclusive(std::string resource) { return {std::move(resource), lock_mode::exclusive}; }
+
+/// Locks on a set of resources of one backend, each in its mode (a transfer reads one
+/// account and writes another), with the same policies as
+/// basic_distributed_shared_mutex<Backend, Policies...>: sorted by the ordering
+/// policy, all or nothing, one deadline, as basic_multi_lock. A resource named twice
+/// is taken once, exclusively if either names it so. Each lease says whether it is
+/// shared() and carries its own fence.
+template <store Backend, class... Policies>
+class basic_multi_shared_lock {
+public:
+    using shared_mutex_type = basic_distributed_shared_mutex<Backend, Policies...>;
+
+    template <class... P>
+    basic_multi_shared_lock(Backend& backend, std::vector<resource_access> resources, lock_options options = {},
+                            P&&... policies)
+        : prototype_{backend, std::string{}, options, std::forward<P>(policies)...}, resources_{std::move(resources)}
+    {}
+
+    /// The resources in locking order, duplicates collapsed, each with its mode.
+    std::vector<resource_access> ordered_resources() const
+    {
+        std::map<std::string, lock_mode, std::less<>> strongest;
+        std::vector<std::string> ids;
+        ids.reserve(resources_.size());
+        for (const auto& r : resources_) {
+            auto [at, fresh] = strongest.try_emplace(r.resource, r.mode);
+            if (!fresh && r.mode == lock_mode::exclusive)
+                at->second = lock_mode::exclusive;
+            ids.push_back(r.resource);
+        }
+        prototype_.exclusive().order().arrange(ids);
+        std::vector<resource_access> out;
+        out.reserve(ids.size());
+        for (auto& id : ids) {
+            const auto mode = strongest.find(id)->second;
+            out.push_back({std::move(id), mode});
+        }
+        return out;
+    }
+
+    /// Locks every resource in its mode, in order, within one deadline (the retry
+    /// policy's). errc::invalid_argument for an empty set or any invalid id, before
+    /// any I/O. Cancellation as basic_multi_lock::lock().
+    awaitable<result<multi_lease>> lock() { return run(false, nullptr); }
+
+    /// One attempt per resource, no waiting.
+    awaitable<result<multi_lease>> try_lock() { return run(true, nullptr); }
+
+    /// lock() and try_lock() that also say why they failed, as basic_multi_lock's.
+    awaitable<result<multi_lease>> lock(diagnostics& diag) { return run(false, &diag); }
+    awaitable<result<multi_lease>> try_lock(diagnostics& diag) { return run(true, &diag); }
+
+    /// lock() with any completion token; signature void(std::error_code, multi_lease).
+    template <class CompletionToken>
+    auto async_lock(CompletionToken&& token)
+    {
+        return detail::initiate<multi_lease>(
+            prototype_.backend().get_executor(), [this] { return lock(); }, std::forward<CompletionToken>(token));
+    }
+
+private:
+    awaitable<result<multi_lease>> run(bool single, diagnostics* diag)
+    {
+        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
+        co_await asio::this_coro::throw_if_cancelled(false);
+        if (diag)
+            diag->clear();
+        auto r = co_await take_all(single, diag);
+        co_await asio::this_coro::throw_if_cancelled(caller_throws);
+        co_return r;
+    }
+
+    awaitable<result<multi_lease>> take_all(bool single, diagnostics* diag)
+    {
+        const auto accesses = ordered_resources();
+        if (accesses.empty())
+            co_return errc::invalid_argument;
+        std::vector<mode_mutex> mutexes;
+        mutexes.reserve(accesses.size());
+        for (const auto& a : accesses) {
+            const auto& of_mode = a.mode == lock_mode::shared ? prototype_.shared() : prototype_.exclusive();
+            mutexes.push_back(of_mode.with_resource(a.resource));
+            if (auto ec = mutexes.back().validate())
+                co_return ec;
+        }
+        std::optional<time_point> deadline;
+        if constexpr (requires { prototype_.exclusive().retry().deadline; })
+            deadline = clock::now() + prototype_.exclusive().retry().deadline;
+        co_return co_await detail::take_in_order(std::move(mutexes), deadline, single, diag);
+    }
+
+    using mode_mutex = std::remove_cvref_t<decltype(std::declval<const shared_mutex_type&>().exclusive())>;
+
+    shared_mutex_type prototype_;
+    std::vector<resource_access> resources_;
 };
 
 /// A set of resource ids from string-like arguments: lock_all(store, resources("a", "b")).
@@ -7211,6 +7339,17 @@ std::vector<std::string> resources(Ids&&... ids)
     return out;
 }
 
+/// A set of resources with modes: lock_all(store, resources(dl::shared("a"), dl::exclusive("b"))).
+template <class... Accesses>
+    requires(std::same_as<std::remove_cvref_t<Accesses>, resource_access> && ...)
+std::vector<resource_access> resources(Accesses&&... accesses)
+{
+    std::vector<resource_access> out;
+    out.reserve(sizeof...(accesses));
+    (out.push_back(std::forward<Accesses>(accesses)), ...);
+    return out;
+}
+
 /// Locks every resource in `resources` (in the ordering policy's order) and returns
 /// them as one multi_lease; see basic_multi_lock.
 template <class... Policies, store Backend>
@@ -7218,6 +7357,27 @@ awaitable<result<multi_lease>> lock_all(Backend& backend, std::vector<std::strin
                                         lock_options options = {}, Policies... policies)
 {
     basic_multi_lock<Backend, Policies...> set{backend, std::move(resources), options, std::move(policies)...};
+    co_return co_await set.lock();
+}
+
+/// Locks every resource of `resources` in its mode (in the ordering policy's order)
+/// and returns them as one multi_lease; see basic_multi_shared_lock.
+template <class... Policies, store Backend, class Accesses>
+    requires std::same_as<Accesses, std::vector<resource_access>>
+awaitable<result<multi_lease>> lock_all(Backend& backend, Accesses resources, lock_options options = {},
+                                        Policies... policies)
+{
+    basic_multi_shared_lock<Backend, Policies...> set{backend, std::move(resources), options, std::move(policies)...};
+    co_return co_await set.lock();
+}
+
+/// lock_all() for a braced list: lock_all(store, {dl::shared("a"), dl::exclusive("b")}).
+template <class... Policies, store Backend>
+awaitable<result<multi_lease>> lock_all(Backend& backend, std::initializer_list<resource_access> resources,
+                                        lock_options options = {}, Policies... policies)
+{
+    basic_multi_shared_lock<Backend, Policies...> set{backend, std::vector<resource_access>(resources), options,
+                                                      std::move(policies)...};
     co_return co_await set.lock();
 }
 
