@@ -343,9 +343,13 @@ check "run --shared runs the command as a reader, with its fence" test "$out" = 
 out=$(dl run --store memory --permits 3 exports -- sh -c 'echo "$DISTLOCK_SLOT $DISTLOCK_FENCE"')
 check "run --permits 3 hands the command its permit's number" test "$out" = "0 1"
 check "try --permits takes and gives back a permit" dl try --store memory --permits 1 exports
-err=$(dl run --store "$store" --shared catalog -- true 2>&1)
-check "--shared on a store without shared locks is a usage error (exit 2)" test $? -eq 2
-check "... saying so" matches "$err" "does not take shared locks"
+out=$(dl run --store "$store" --shared catalog -- sh -c 'echo "$DISTLOCK_FENCE"')
+check "run --shared on Redis runs the command as a reader, with its fence" test "$out" -ge 1
+out=$(dl run --store "$store" --permits 2 exports -- sh -c 'echo "$DISTLOCK_SLOT"')
+check "run --permits 2 on Redis hands the command permit 0" test "$out" = "0"
+err=$(dl run --store "$store" --store "$q1" --store "$q2" --shared catalog -- true 2>&1)
+check "--shared on a Redlock quorum is a usage error (exit 2)" test $? -eq 2
+check "... saying why" matches "$err" "not on a Redlock quorum"
 dl run --shared --permits 2 x -- true 2>/dev/null
 check "--shared with --permits is a usage error (exit 2)" test $? -eq 2
 

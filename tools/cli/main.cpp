@@ -715,8 +715,9 @@ int perform(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, c
     };
     if constexpr (!dl::shared_backend<Backend>) {
         if (o.shared || o.permits) {
-            std::fprintf(stderr, "distlock: --shared and --permits: this store does not take shared locks yet "
-                                 "(docs/shared.md lists the stores that do)\n");
+            std::fprintf(stderr, "distlock: --shared and --permits: not on a Redlock quorum (a reader counted by one "
+                                 "majority and a writer by another could both hold); use one store "
+                                 "(docs/shared.md)\n");
             return cli::exit_code::usage;
         }
     }

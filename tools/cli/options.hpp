@@ -292,7 +292,7 @@ then SIGKILL after --grace, and distlock exits with 5.
 --shared takes RESOURCE as one of its readers (a shared mutex: readers share it, a
 writer, without --shared, holds it alone and waiting writers keep new readers out);
 --permits N as one of N permits (a semaphore), with DISTLOCK_SLOT, the permit's
-number, in the command's environment. Both: the in-process store for now.
+number, in the command's environment. Both on every store but a Redlock quorum.
 
 list shows the locks held now (every one, or those whose id starts with PREFIX):
 resource, fence, owner (8 hex digits), time left, waiters where the store queues.
