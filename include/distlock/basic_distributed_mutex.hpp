@@ -424,7 +424,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     // a request the server applies, and the grant would stay held until its TTL.
     // Waiting between attempts is not counted: close() does not wait for waiters (it
     // is bounded by the store's operation timeout, not by a retry policy's delays).
-    std::optional<backend::lifetime::work> in_flight;
+    std::optional<decltype(store.track())> in_flight;
 
     // Every way out of the attempts sets r and breaks, so that the clean-up below
     // runs (a loop in this frame rather than a coroutine of its own: a frame less

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <distlock/util/config.hpp>
+#include <distlock/backend/lifetime.hpp>
+#include <distlock/backend/store_ref.hpp>
 #include <distlock/store.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -47,6 +49,28 @@ public:
     std::size_t size() const noexcept { return nodes_.size(); }
     std::size_t majority() const noexcept { return nodes_.size() / 2 + 1; }
     Store& node(std::size_t i) const noexcept { return *nodes_[i]; }
+
+    /// Counts a lock() call's attempt on every node until the guards are dropped: a
+    /// node whose store closes meanwhile waits for it, as one store's close() does,
+    /// so that a grant the attempt brings back is given back on every node first.
+    std::vector<backend::lifetime::work> track() const
+    {
+        std::vector<backend::lifetime::work> works;
+        works.reserve(nodes_.size());
+        for (auto* n : nodes_)
+            works.push_back(store_ref<Store>{*n}.track());
+        return works;
+    }
+
+    /// Every node's store open, none closing: a lease taken now can be kept and
+    /// released on each.
+    bool open() const
+    {
+        for (auto* n : nodes_)
+            if (!store_ref<Store>{*n}.open())
+                return false;
+        return true;
+    }
 
     /// The first node's executor; each node's own operations run on its own executor.
     /// An empty quorum has no executor; locking on it fails with invalid_argument.

@@ -2394,6 +2394,14 @@ concept shared_queue_store =
 namespace distlock::backend {
 
 /// How the core reaches a store: see the design note above.
+/// A backend made of stores (a quorum): it counts a caller's work on every one of them
+/// (track(): close() of any waits for it) and is open while all of them are.
+template <class S>
+concept composite_store = requires(const S& s) {
+    s.track();
+    { s.open() } -> std::convertible_to<bool>;
+};
+
 template <class S>
 class store_ref {
 public:
@@ -2447,13 +2455,16 @@ public:
     }
 
     /// Counts the caller's own background work on the store until the guard is
-    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
-    lifetime::work track() const
+    /// dropped (close() waits for it); on each of a composite store's stores; an empty
+    /// guard for stores without a lifetime.
+    auto track() const
     {
         if constexpr (managed_store<S>)
             return life_->track();
+        else if constexpr (composite_store<S>)
+            return store_->track();
         else
-            return {};
+            return lifetime::work{};
     }
 
     /// Registers a listener for the store's closing (no-op for stores without one).
@@ -2478,6 +2489,8 @@ public:
     {
         if constexpr (managed_store<S>)
             return life_->open() && !life_->closing();
+        else if constexpr (composite_store<S>)
+            return store_->open();
         else
             return true;
     }
@@ -3107,6 +3120,28 @@ public:
     std::size_t size() const noexcept { return nodes_.size(); }
     std::size_t majority() const noexcept { return nodes_.size() / 2 + 1; }
     Store& node(std::size_t i) const noexcept { return *nodes_[i]; }
+
+    /// Counts a lock() call's attempt on every node until the guards are dropped: a
+    /// node whose store closes meanwhile waits for it, as one store's close() does,
+    /// so that a grant the attempt brings back is given back on every node first.
+    std::vector<backend::lifetime::work> track() const
+    {
+        std::vector<backend::lifetime::work> works;
+        works.reserve(nodes_.size());
+        for (auto* n : nodes_)
+            works.push_back(store_ref<Store>{*n}.track());
+        return works;
+    }
+
+    /// Every node's store open, none closing: a lease taken now can be kept and
+    /// released on each.
+    bool open() const
+    {
+        for (auto* n : nodes_)
+            if (!store_ref<Store>{*n}.open())
+                return false;
+        return true;
+    }
 
     /// The first node's executor; each node's own operations run on its own executor.
     /// An empty quorum has no executor; locking on it fails with invalid_argument.
@@ -5641,7 +5676,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     // a request the server applies, and the grant would stay held until its TTL.
     // Waiting between attempts is not counted: close() does not wait for waiters (it
     // is bounded by the store's operation timeout, not by a retry policy's delays).
-    std::optional<backend::lifetime::work> in_flight;
+    std::optional<decltype(store.track())> in_flight;
 
     // Every way out of the attempts sets r and breaks, so that the clean-up below
     // runs (a loop in this frame rather than a coroutine of its own: a frame less

@@ -658,3 +658,103 @@ TEST_CASE("faults: sorted multi-locks under contention, with a resource held too
         probe(h, server.config(), r);
     judge(h, 2);
 }
+
+namespace {
+
+/// A shared grant's acquire, recorded with its mode for the checker's rules.
+void record_grant(std::vector<op>& h, int process, const std::string& resource, nanos invoke,
+                  const dl::result<dl::lease>& got, std::uint32_t permits)
+{
+    op o{.process = process, .kind = kind::acquire, .resource = resource, .invoke = invoke, .complete = now_ns()};
+    if (got) {
+        o.fence = got->fence();
+        o.valid_until = got->valid_until().time_since_epoch().count();
+        o.shared = got->shared();
+        o.permits = permits;
+        o.slot = got->slot().value_or(0);
+    } else {
+        o.result = outcome::fail;
+        o.detail = got.error().message();
+    }
+    h.push_back(o);
+}
+
+} // namespace
+
+TEST_CASE("faults: readers, a writer and permits whose replies are lost: no overlap, no extra permit, nothing left",
+          "[fault][proxy][shared]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    fault::proxy net{server.port()};
+    asio::io_context io;
+    // Each client on a connection of its own through the proxy; replies that take
+    // longer than the request timeout are lost to the client (the server applied them).
+    std::vector<std::unique_ptr<dl::redis::store>> clients;
+    for (int i = 0; i < 8; ++i)
+        clients.push_back(std::make_unique<dl::redis::store>(io, via(net.port(), 300ms)));
+    dl::redis::store direct{io, server.config()};
+    using rw_lock = dl::basic_distributed_shared_mutex<dl::redis::store, backoff>;
+    using permits = dl::basic_distributed_semaphore<dl::redis::store, backoff>;
+    const backoff patient{.initial = 5ms, .max = 50ms, .deadline = 30s};
+    std::vector<op> h;
+    std::size_t faults = 0, grants = 0;
+    int running = 0;
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        const auto section = [&](int process, bool writer, bool permit) -> asio::awaitable<void> {
+            auto& store = *clients[static_cast<std::size_t>(process - 1)];
+            rw_lock rw{store, "rw", {.ttl = 2s}, patient};
+            permits pool{store, "pool", {.permits = 2, .lease = {.ttl = 2s}}, patient};
+            for (int round = 0; round < 12; ++round) {
+                const auto t = now_ns();
+                dl::result<dl::lease> got = dl::errc::invalid_argument;
+                if (permit)
+                    got = co_await pool.acquire();
+                else if (writer)
+                    got = co_await rw.lock();
+                else
+                    got = co_await rw.lock_shared();
+                record_grant(h, process, permit ? "pool" : "rw", t, got, permit ? 2 : 0);
+                if (!got)
+                    continue;
+                ++grants;
+                co_await sleep_for(5ms);
+                co_await unlocked(*got, process, h);
+            }
+            --running;
+        };
+        for (int p = 1; p <= 8; ++p) {
+            ++running;
+            // Processes 1-3 read, 4 writes, 5-8 take permits of 2.
+            asio::co_spawn(ex, section(p, p == 4, p >= 5), asio::detached);
+        }
+        // Every 40 ms a reply to the clients is held past their timeout, for 1.5 s.
+        for (int i = 0; i < 35 && running > 0; ++i) {
+            co_await sleep_for(30ms);
+            net.set(fault::direction::to_client, {.latency = 400ms});
+            co_await sleep_for(10ms);
+            net.heal();
+            ++faults;
+        }
+        while (running > 0)
+            co_await sleep_for(20ms);
+        CHECK(grants > 0);
+        // Nothing left behind: a writer and both permits are granted at once, or within
+        // a TTL where a grant whose reply was lost is given up by its owner's clean-up.
+        rw_lock writer{direct, "rw", {.ttl = 2s}, backoff{.initial = 5ms, .max = 50ms, .deadline = 3s}};
+        permits pool{direct, "pool", {.permits = 2, .lease = {.ttl = 2s}},
+                     backoff{.initial = 5ms, .max = 50ms, .deadline = 3s}};
+        auto w = co_await writer.lock();
+        REQUIRE(w);
+        auto a = co_await pool.acquire();
+        auto b = co_await pool.acquire();
+        REQUIRE(a);
+        REQUIRE(b);
+        for (auto* l : {&*w, &*a, &*b})
+            (void)co_await l->unlock();
+        for (auto& c : clients)
+            co_await c->close();
+    });
+    judge(h, faults);
+}

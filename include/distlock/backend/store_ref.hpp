@@ -20,6 +20,14 @@
 namespace distlock::backend {
 
 /// How the core reaches a store: see the design note above.
+/// A backend made of stores (a quorum): it counts a caller's work on every one of them
+/// (track(): close() of any waits for it) and is open while all of them are.
+template <class S>
+concept composite_store = requires(const S& s) {
+    s.track();
+    { s.open() } -> std::convertible_to<bool>;
+};
+
 template <class S>
 class store_ref {
 public:
@@ -73,13 +81,16 @@ public:
     }
 
     /// Counts the caller's own background work on the store until the guard is
-    /// dropped (close() waits for it); an empty guard for stores without a lifetime.
-    lifetime::work track() const
+    /// dropped (close() waits for it); on each of a composite store's stores; an empty
+    /// guard for stores without a lifetime.
+    auto track() const
     {
         if constexpr (managed_store<S>)
             return life_->track();
+        else if constexpr (composite_store<S>)
+            return store_->track();
         else
-            return {};
+            return lifetime::work{};
     }
 
     /// Registers a listener for the store's closing (no-op for stores without one).
@@ -104,6 +115,8 @@ public:
     {
         if constexpr (managed_store<S>)
             return life_->open() && !life_->closing();
+        else if constexpr (composite_store<S>)
+            return store_->open();
         else
             return true;
     }
