@@ -942,7 +942,6 @@ shared::step_clock step_clock_at(ddb::lease_mode mode, std::int64_t wall_ms, dl:
     return {mode, wall_ms, margin_ms, now, 1s};
 }
 
-shared::lease_record expiring_at(std::uint64_t ms) { return {ms, std::nullopt, std::nullopt}; }
 shared::lease_record versioned(std::string v, std::uint64_t lease_ms) { return {std::nullopt, std::move(v), lease_ms}; }
 
 } // namespace
