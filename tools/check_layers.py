@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "include" / "distlock"
 STORES = ["memory", "redis", "etcd", "zookeeper", "postgres", "dynamodb"]
 VOCABULARY = {
     "clock.hpp", "error.hpp", "result.hpp", "options.hpp", "owner_token.hpp", "diagnostics.hpp",
-    "claim.hpp", "handover.hpp", "observe.hpp",
+    "claim.hpp", "handover.hpp", "observe.hpp", "lock_mode.hpp",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*<distlock/([^>]+)>', re.M)
 

@@ -31,6 +31,7 @@
 
 #include <distlock/util/config.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/lock_mode.hpp>
 #include <distlock/options.hpp>
 #include <distlock/owner_token.hpp>
 #include <distlock/result.hpp>
@@ -97,10 +98,6 @@ private:
     owner_token holder_;
     std::optional<std::uint32_t> slot_;
 };
-
-/// How a grant is held: alone (a writer), or beside other shared holders (a reader of
-/// a shared mutex, a semaphore's permit).
-enum class lock_mode { exclusive, shared };
 
 /// How a session store reports the state of the session a lease is bound to.
 enum class session_state {

@@ -849,6 +849,18 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 // so with an optional `waits_for_turn()`: while it returns true, the mutex waits up to
 // turn_recheck even when the retry policy's step is shorter.
 
+// ---- begin distlock/lock_mode.hpp
+// distlock/lock_mode.hpp: how a grant is held, in a header of its own so that the
+// codecs and key layouts that name it compile without coroutines (the fuzzers).
+
+namespace distlock {
+
+/// How a grant is held: alone (a writer), or beside other shared holders (a reader of
+/// a shared mutex, a semaphore's permit).
+enum class lock_mode { exclusive, shared };
+
+} // namespace distlock
+// ---- end distlock/lock_mode.hpp
 // ---- begin distlock/options.hpp
 // distlock/options.hpp: what a lock asks of the store, and the limits checked
 // before any I/O.
@@ -1215,10 +1227,6 @@ private:
     owner_token holder_;
     std::optional<std::uint32_t> slot_;
 };
-
-/// How a grant is held: alone (a writer), or beside other shared holders (a reader of
-/// a shared mutex, a semaphore's permit).
-enum class lock_mode { exclusive, shared };
 
 /// How a session store reports the state of the session a lease is bound to.
 enum class session_state {

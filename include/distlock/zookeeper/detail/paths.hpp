@@ -21,7 +21,7 @@
 // ZooKeeper forbids ("." and "..") have their dots escaped too.
 #pragma once
 
-#include <distlock/claim.hpp>
+#include <distlock/lock_mode.hpp>
 #include <distlock/util/escape.hpp>
 #include <distlock/owner_token.hpp>
 
