@@ -1,6 +1,7 @@
-// The store conformance suite on DynamoDB (dynalite), in both lease modes: three
-// clients of one table, reaching the server through a fault proxy that loses replies
-// on demand. The store's own tests are in test/dynamodb/.
+// The store conformance suite on DynamoDB (dynalite), in both lease modes and under
+// dialect::aws (AWS's lock client's table and rules): three clients of one table,
+// reaching the server through a fault proxy that loses replies on demand. The store's
+// own tests are in test/dynamodb/.
 #include "conformance/suite.hpp"
 #include "dynamodb/dynamodb_support.hpp"
 #include "fault/proxy.hpp"
@@ -17,11 +18,28 @@ namespace {
 using namespace test::dynamodb_tests;
 
 // The item the counting processes count in, in the lock table.
-nlohmann::json counter_key() { return key_of("data:counter"); }
+nlohmann::json counter_key(bool aws) { return aws ? nlohmann::json{{"key", {{"S", "data:counter"}}}} : key_of("data:counter"); }
 
-// Three clients of one table in `Mode`, behind a fault proxy.
-template <ddb::lease_mode Mode>
+// The lock item of `resource` in a table of the dialect.
+nlohmann::json lock_key(bool aws, std::string_view resource)
+{
+    return aws ? nlohmann::json{{"key", {{"S", ddb::detail::aws::lock_name(resource)}}}} : key_of(resource);
+}
+
+// The settings of the dialect: the AWS client's table keys its items by "key".
+ddb::config with_dialect(ddb::config c, bool aws)
+{
+    if (aws) {
+        c.dialect = ddb::dialect::aws;
+        c.key_attribute = "key";
+    }
+    return c;
+}
+
+// Three clients of one table in `Mode` (and `Dialect`), behind a fault proxy.
+template <ddb::lease_mode Mode, ddb::dialect Dialect = ddb::dialect::distlock>
 struct dynamodb_clients {
+    static constexpr bool aws = Dialect == ddb::dialect::aws;
     using backend = ddb::store;
     static constexpr bool notifies = false;
     static constexpr bool quorum = false;
@@ -32,8 +50,18 @@ struct dynamodb_clients {
 
     dynamodb_clients()
     {
-        create_table(server);
-        auto cfg = server.config();
+        if constexpr (aws) {
+            asio::io_context made;
+            ddb::store s{made, with_dialect(server.config(), true)};
+            test::run(made, [&]() -> asio::awaitable<void> {
+                auto ok = co_await s.create_table(30s);
+                REQUIRE(ok);
+                co_await s.close();
+            });
+        } else {
+            create_table(server);
+        }
+        auto cfg = with_dialect(server.config(), aws);
         cfg.port = net.port();
         cfg.mode = Mode;
         for (auto& c : clients)
@@ -52,9 +80,11 @@ struct dynamodb_clients {
     bool held(std::string_view resource) const
     {
         auto item = direct(server, "GetItem",
-                           {{"TableName", "distlock_test"}, {"Key", key_of(resource)}, {"ConsistentRead", true}});
+                           {{"TableName", "distlock_test"}, {"Key", lock_key(aws, resource)}, {"ConsistentRead", true}});
         REQUIRE(item);
         const auto found = item.value().find("Item");
+        if constexpr (aws)
+            return found != item.value().end() && found->contains("ownerName") && !found->contains("isReleased");
         return found != item.value().end() && found->contains("owner");
     }
 
@@ -62,15 +92,15 @@ struct dynamodb_clients {
     // past; in record_version mode its lease duration becomes zero, so a waiter that
     // sees its version may take it over at once (as one that watched it a whole
     // lease duration would). A shared lease's are those of its entry in the item's
-    // sharers.
+    // sharers. Under dialect::aws the lease duration is a string.
     void end_lock(const dl::lease& l)
     {
         const char* attribute = Mode == ddb::lease_mode::expiry_time ? "expiresAt" : "leaseDuration";
         nlohmann::json request = {{"TableName", "distlock_test"},
-                                  {"Key", key_of(l.resource())},
+                                  {"Key", lock_key(aws, l.resource())},
                                   {"UpdateExpression", "SET #a = :zero"},
                                   {"ExpressionAttributeNames", {{"#a", attribute}}},
-                                  {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}};
+                                  {"ExpressionAttributeValues", {{":zero", {{aws ? "S" : "N", "0"}}}}}};
         if (l.shared()) {
             request["UpdateExpression"] = "SET #s.#me.#a = :zero";
             request["ConditionExpression"] = "attribute_exists(#s.#me)";
@@ -87,9 +117,12 @@ struct dynamodb_clients {
     asio::awaitable<void> close(std::size_t i) { return clients[i]->close(); }
     static dl::duration longest_validity(const dl::lock_options& o) { return o.ttl - o.drift(); }
 
-    // The fence lives in the resource's item: one more per grant, kept by a release.
+    // The fence lives in the resource's item (under dialect::aws in its fence item):
+    // one more per grant, kept by a release.
     static constexpr bool counts_fences = true;
     static constexpr bool keeps_fence = true;
+    // The AWS lock client has no shared grants: the aws dialect refuses them.
+    static constexpr bool shares = !aws;
 
     // A killed holder's lock outlives it: in record_version mode a waiter takes it over
     // only after watching one version for a whole lease (800 ms); in expiry_time mode
@@ -99,7 +132,7 @@ struct dynamodb_clients {
     std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& mode = "exclusive")
     {
         return std::make_unique<test::child>(std::vector<std::string>{
-            test::self_path(), "--worker", "ddb-hold", std::to_string(server.port()), by_version ? "version" : "expiry",
+            test::self_path(), "--worker", "ddb-hold", std::to_string(server.port()), worker_mode(),
             resource, by_version ? "800" : "1500", mode});
     }
 
@@ -108,14 +141,16 @@ struct dynamodb_clients {
     std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
     {
         std::vector<std::string> argv{test::self_path(), "--worker", "ddb-count", std::to_string(server.port()),
-                                      by_version ? "version" : "expiry"};
+                                      worker_mode()};
         const auto more = test::conformance::counting{dir, rounds, processes}.args();
         argv.insert(argv.end(), more.begin(), more.end());
         return std::make_unique<test::child>(std::move(argv));
     }
+    static std::string worker_mode() { return aws ? "aws" : by_version ? "version" : "expiry"; }
     long counter_value(const std::filesystem::path&) const
     {
-        auto item = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", counter_key()}, {"ConsistentRead", true}});
+        auto item = direct(server, "GetItem",
+                           {{"TableName", "distlock_test"}, {"Key", counter_key(aws)}, {"ConsistentRead", true}});
         REQUIRE(item);
         return std::stol(item.value()["Item"]["n"]["N"].get<std::string>());
     }
@@ -126,12 +161,18 @@ struct dynamodb_clients {
         settings c;
         c.port = port;
         c.credentials = {"AKIDEXAMPLE", "secret", ""};
-        return c;
+        return with_dialect(c, aws);
     }
     static std::vector<test::conformance::bad_setting<settings>> bad_settings()
     {
-        return {{"request_timeout 0", [](settings& c) { c.request_timeout = dl::duration::zero(); }},
-                {"clock_skew_margin < 0", [](settings& c) { c.clock_skew_margin = -1s; }}};
+        std::vector<test::conformance::bad_setting<settings>> out{
+            {"request_timeout 0", [](settings& c) { c.request_timeout = dl::duration::zero(); }},
+            {"clock_skew_margin < 0", [](settings& c) { c.clock_skew_margin = -1s; }}};
+        if constexpr (aws) {
+            out.push_back({"dialect aws in expiry_time mode", [](settings& c) { c.mode = ddb::lease_mode::expiry_time; }});
+            out.push_back({"key_attribute ownerName", [](settings& c) { c.key_attribute = "ownerName"; }});
+        }
+        return out;
     }
     static constexpr bool settings_refused_at_construction = false; // its requests are
 };
@@ -142,8 +183,12 @@ struct dynamodb_version : dynamodb_clients<ddb::lease_mode::record_version> {
 struct dynamodb_expiry : dynamodb_clients<ddb::lease_mode::expiry_time> {
     static constexpr const char* name = "dynamodb_expiry";
 };
+struct dynamodb_aws : dynamodb_clients<ddb::lease_mode::record_version, ddb::dialect::aws> {
+    static constexpr const char* name = "dynamodb_aws";
+};
 
-// The workers' settings: dynalite at PORT, the lock table, MODE "version" or "expiry".
+// The workers' settings: dynalite at PORT, the lock table, MODE "version", "expiry"
+// or "aws" (record_version mode on the AWS lock client's table).
 ddb::config worker_config(const std::string& port, const std::string& mode)
 {
     ddb::config c;
@@ -152,7 +197,7 @@ ddb::config worker_config(const std::string& port, const std::string& mode)
     c.region = "us-east-1";
     c.credentials = {"AKIDEXAMPLE", "secret", ""};
     c.mode = mode == "expiry" ? ddb::lease_mode::expiry_time : ddb::lease_mode::record_version;
-    return c;
+    return with_dialect(c, mode == "aws");
 }
 
 // ddb-hold PORT MODE RESOURCE TTL_MS GRANT: the suite's holder process (heartbeats at
@@ -171,10 +216,11 @@ int hold_worker(const std::vector<std::string>& args)
 // with fenced_update.
 struct counter_item {
     ddb::store& store;
+    bool aws;
 
     asio::awaitable<dl::result<long>> read()
     {
-        nlohmann::json get = {{"TableName", "distlock_test"}, {"Key", counter_key()}, {"ConsistentRead", true}};
+        nlohmann::json get = {{"TableName", "distlock_test"}, {"Key", counter_key(aws)}, {"ConsistentRead", true}};
         auto item = co_await store.execute("GetItem", std::move(get));
         if (!item)
             co_return item.error();
@@ -184,7 +230,7 @@ struct counter_item {
     asio::awaitable<dl::result<void>> write(const dl::lease& l, long n)
     {
         nlohmann::json values = {{":n", {{"N", std::to_string(n)}}}};
-        return store.fenced_update("distlock_test", counter_key(), l.fence(), std::string{"n = :n"},
+        return store.fenced_update("distlock_test", counter_key(aws), l.fence(), std::string{"n = :n"},
                                    nlohmann::json::object(), std::move(values));
     }
 };
@@ -197,7 +243,7 @@ int count_worker(const std::vector<std::string>& args)
         return 2;
     asio::io_context io;
     ddb::store store{io, worker_config(args[0], args[1])};
-    counter_item counter{store};
+    counter_item counter{store, args[1] == "aws"};
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
 
@@ -205,6 +251,6 @@ int count_worker(const std::vector<std::string>& args)
     test::register_worker("ddb-hold", hold_worker) && test::register_worker("ddb-count", count_worker);
 
 [[maybe_unused]] const bool registered =
-    test::conformance::register_suite<dynamodb_version, dynamodb_expiry>("[dynamodb]");
+    test::conformance::register_suite<dynamodb_version, dynamodb_expiry, dynamodb_aws>("[dynamodb]");
 
 } // namespace

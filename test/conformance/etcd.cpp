@@ -1,6 +1,7 @@
 // The store conformance suite on etcd: three clients (three sessions) of one member
 // the tests start (test/support/etcd_server.hpp), reaching it through a fault proxy
-// that loses replies on demand. The store's own tests are in test/etcd/.
+// that loses replies on demand; once under each key dialect. The store's own tests
+// are in test/etcd/, the concurrency.Mutex beside it in test/interop/etcd.cpp.
 #include "conformance/suite.hpp"
 #include "etcd/etcd_support.hpp"
 #include "fault/proxy.hpp"
@@ -17,9 +18,29 @@ namespace {
 using namespace std::chrono_literals;
 using namespace test::etcd_tests;
 
+const char* dialect_name(etcd::key_dialect d)
+{
+    return d == etcd::key_dialect::concurrency ? "concurrency" : "distlock";
+}
+
+// The store without list(), for the concurrency dialect: the listing behaviour locks
+// ids holding a '/', which that dialect refuses (test/etcd/store.cpp lists there).
+class unlisted_store_base : public etcd::basic_store<> {
+public:
+    using etcd::basic_store<>::basic_store;
+    template <class... Args>
+    void list(Args&&...) = delete;
+
+protected:
+    ~unlisted_store_base() = default;
+};
+using unlisted_store = dl::backend::store_shell<unlisted_store_base>;
+
+template <etcd::key_dialect Dialect>
 struct etcd_clients {
-    static constexpr const char* name = "etcd";
-    using backend = etcd::store;
+    static constexpr const char* name =
+        Dialect == etcd::key_dialect::concurrency ? "etcd, concurrency dialect" : "etcd";
+    using backend = std::conditional_t<Dialect == etcd::key_dialect::concurrency, unlisted_store, etcd::store>;
     static constexpr bool notifies = true; // each waiter watches its predecessor
     static constexpr bool quorum = false;
     std::string prefix = test::fresh_prefix("conf");
@@ -27,25 +48,38 @@ struct etcd_clients {
     asio::io_context io;
     std::array<std::unique_ptr<backend>, 3> clients;
 
+    static etcd::config in_dialect(etcd::config c)
+    {
+        c.dialect = Dialect;
+        return c;
+    }
+
     etcd_clients()
     {
         for (auto& c : clients)
-            c = std::make_unique<backend>(io, test::shared_etcd().config_through(net.port(), prefix));
+            c = std::make_unique<backend>(io, in_dialect(test::shared_etcd().config_through(net.port(), prefix)));
         test::conformance::warm_up(io, clients);
     }
     ~etcd_clients() { test::conformance::close_all(io, clients); }
 
     backend& client(std::size_t i) { return *clients[i]; }
-    bool held(std::string_view resource) { return !queue_of(test::shared_etcd(), prefix, resource).empty(); }
-    std::size_t waiters(std::string_view resource) { return queue_of(test::shared_etcd(), prefix, resource).size(); }
+    std::vector<etcd::detail::kv> queue(std::string_view resource)
+    {
+        return queue_of(test::shared_etcd(), prefix, resource, 0, Dialect);
+    }
+    bool held(std::string_view resource) { return !queue(resource).empty(); }
+    std::size_t waiters(std::string_view resource) { return queue(resource).size(); }
     // Another client, with a session of its own, straight to the member.
-    std::unique_ptr<backend> make_client() { return std::make_unique<backend>(io, test::shared_etcd().config(prefix)); }
+    std::unique_ptr<backend> make_client()
+    {
+        return std::make_unique<backend>(io, in_dialect(test::shared_etcd().config(prefix)));
+    }
     // As if the store had dropped the lock behind the holder's back: its entry's key
     // (whatever its mode: the owner names the key) is deleted on the server. The
     // holder's session hears of it at its next keepalive.
     void end_lock(const dl::lease& l)
     {
-        const auto key = etcd::detail::queue_prefix(prefix, l.resource()) + l.owner().to_hex();
+        const auto key = etcd::detail::queue_prefix(prefix, l.resource(), Dialect) + l.owner().to_hex();
         (void)test::shared_etcd().call("kv/deleterange", etcd::detail::range_request(key));
     }
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
@@ -77,7 +111,7 @@ struct etcd_clients {
     {
         return std::make_unique<test::child>(std::vector<std::string>{
             test::self_path(), "--worker", "etcd-hold", std::to_string(test::shared_etcd().port()), prefix, resource,
-            mode});
+            mode, dialect_name(Dialect)});
     }
 
     // A releaser that asks again queues behind the waiters: while others wait, the
@@ -87,7 +121,7 @@ struct etcd_clients {
     std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
     {
         std::vector<std::string> argv{test::self_path(), "--worker", "etcd-count",
-                                      std::to_string(test::shared_etcd().port()), prefix};
+                                      std::to_string(test::shared_etcd().port()), prefix, dialect_name(Dialect)};
         const auto more = test::conformance::counting{dir, rounds, processes}.args();
         argv.insert(argv.end(), more.begin(), more.end());
         return std::make_unique<test::child>(std::move(argv));
@@ -106,6 +140,7 @@ struct etcd_clients {
     {
         settings c;
         c.members = {{"127.0.0.1", port}};
+        c.dialect = Dialect;
         return c;
     }
     static std::vector<test::conformance::bad_setting<settings>> bad_settings()
@@ -123,6 +158,7 @@ struct etcd_clients {
                 {"connect_timeout max", [](settings& c) { c.connect_timeout = dl::duration::max(); }},
                 {"prefix with NUL", [](settings& c) { c.prefix = std::string{"a\0b", 3}; }},
                 {"password without user", [](settings& c) { c.password = "p"; }},
+                {"dialect out of range", [](settings& c) { c.dialect = static_cast<etcd::key_dialect>(7); }},
                 {"password with newline", [](settings& c) {
                      c.username = "u";
                      c.password = "p\n";
@@ -131,24 +167,27 @@ struct etcd_clients {
     static constexpr bool settings_refused_at_construction = true;
 };
 
-// The settings of the workers below: the member at PORT, keys under PREFIX.
-etcd::config worker_config(const std::string& port, const std::string& prefix, dl::duration session_ttl)
+// The settings of the workers below: the member at PORT, keys under PREFIX, in the
+// dialect named DIALECT.
+etcd::config worker_config(const std::string& port, const std::string& prefix, const std::string& dialect,
+                           dl::duration session_ttl)
 {
     etcd::config cfg;
     cfg.members = {{"127.0.0.1", static_cast<std::uint16_t>(std::stoi(port))}};
     cfg.prefix = prefix;
+    cfg.dialect = etcd::dialect_named(dialect).value_or(etcd::key_dialect::distlock);
     cfg.session_ttl = session_ttl;
     return cfg;
 }
 
-// etcd-hold PORT PREFIX RESOURCE MODE: the suite's holder process (MODE as
+// etcd-hold PORT PREFIX RESOURCE MODE DIALECT: the suite's holder process (MODE as
 // hold_until_lost's).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 4)
+    if (args.size() != 5)
         return 2;
     asio::io_context io;
-    etcd::store store{io, worker_config(args[0], args[1], 3s)};
+    etcd::store store{io, worker_config(args[0], args[1], args[4], 3s)};
     return test::conformance::hold_until_lost(io, store, args[2], std::chrono::seconds{10}, args[3]);
 }
 
@@ -182,14 +221,14 @@ struct fenced_key {
     }
 };
 
-// etcd-count PORT PREFIX DIR ROUNDS PROCESSES: the suite's counting process.
+// etcd-count PORT PREFIX DIALECT DIR ROUNDS PROCESSES: the suite's counting process.
 int count_worker(const std::vector<std::string>& args)
 {
-    const auto how = test::conformance::counting::from(args, 2);
-    if (!how)
+    const auto how = test::conformance::counting::from(args, 3);
+    if (!how || args.size() < 3)
         return 2;
     asio::io_context io;
-    etcd::store store{io, worker_config(args[0], args[1], 5s)};
+    etcd::store store{io, worker_config(args[0], args[1], args[2], 5s)};
     fenced_key counter{store, args[1]};
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
@@ -197,6 +236,7 @@ int count_worker(const std::vector<std::string>& args)
 [[maybe_unused]] const bool workers_registered =
     test::register_worker("etcd-hold", hold_worker) && test::register_worker("etcd-count", count_worker);
 
-[[maybe_unused]] const bool registered = test::conformance::register_suite<etcd_clients>("[etcd]");
+[[maybe_unused]] const bool registered = test::conformance::register_suite<etcd_clients<etcd::key_dialect::distlock>,
+                                      etcd_clients<etcd::key_dialect::concurrency>>("[etcd]");
 
 } // namespace

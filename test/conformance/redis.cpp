@@ -1,9 +1,10 @@
 // The store conformance suite on Redis: one server with three clients (plain, with a
-// pool of connections per client, and fair), a Redlock quorum of three servers with
-// three clients each made of one store per server, and a Redis Cluster of three
-// primaries (one per test run). The clients reach each server through a fault proxy,
-// which loses replies on demand. The holder and counting processes of the suite run
-// against the plain one-server fixture.
+// pool of connections per client, fair, and under dialect::plain: the Redlock
+// recipe's keys), a Redlock quorum of three servers with three clients each made of
+// one store per server, and a Redis Cluster of three primaries (one per test run).
+// The clients reach each server through a fault proxy, which loses replies on
+// demand. The holder and counting processes of the suite run against the plain
+// one-server fixture and the dialect::plain one.
 #include "conformance/suite.hpp"
 #include "fault/proxy.hpp"
 #include "redis/redis_support.hpp"
@@ -140,7 +141,8 @@ struct redis_single : redis_one_server {
         argv.insert(argv.end(), more.begin(), more.end());
         return std::make_unique<test::child>(std::move(argv));
     }
-    long counter_value(const std::filesystem::path&) const
+    long counter_value(const std::filesystem::path& dir) const { return counter_value_on(server, dir); }
+    static long counter_value_on(const test::redis_server& server, const std::filesystem::path&)
     {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, server.config()};
@@ -192,6 +194,80 @@ struct redis_pooled : redis_one_server {
                 }
         });
     }
+};
+
+// One server under dialect::plain: the Redlock recipe's lock key (the id itself,
+// holding the owner alone), distlock's holder key and fence beside it. Exclusive
+// locks only: the layout refuses shared grants and fair queues (`shares` below
+// leaves the shared mutex's and the semaphore's behaviours out).
+dl::redis::config plain(dl::redis::config c)
+{
+    c.dialect = dl::redis::dialect::plain;
+    return c;
+}
+
+struct redis_plain : redis_one_server {
+    static constexpr const char* name = "redis_plain";
+    static constexpr bool shares = false;
+    redis_plain()
+    {
+        for (auto& c : clients) {
+            c->disconnect();
+            c = std::make_unique<dl::redis::store>(io, plain(via(server, net)));
+        }
+        test::conformance::warm_up(io, clients);
+    }
+    bool held(std::string_view resource) const
+    {
+        asio::io_context io;
+        return test::peek(io, server.config(), std::string{resource}).has_value();
+    }
+    // Its lock (the id's own key) or distlock's holder key beside it; the fence key
+    // is its slot's.
+    bool remembers(std::string_view resource) const
+    {
+        asio::io_context io;
+        dl::redis::store probe{io, plain(server.config())};
+        return test::exists(io, server.config(), std::string{resource}) ||
+               test::exists(io, server.config(), probe.holder_key(resource));
+    }
+    void end_lock(const dl::lease& l)
+    {
+        asio::io_context io;
+        dl::redis::store probe{io, plain(server.config())};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            auto gone = co_await probe.execute("DEL", l.resource(), probe.holder_key(l.resource()));
+            REQUIRE(gone);
+        });
+    }
+    static constexpr test::conformance::after_kill killed_holder_lock{.held_for = 300ms};
+    std::unique_ptr<test::child> holder_process(const std::string& resource, const std::string& mode = "exclusive")
+    {
+        return std::make_unique<test::child>(std::vector<std::string>{
+            test::self_path(), "--worker", "redis-plain-hold", std::to_string(server.port()), resource, "1500", mode});
+    }
+    static constexpr int counter_rounds = 40;
+    std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
+    {
+        std::vector<std::string> argv{test::self_path(), "--worker", "redis-plain-count", std::to_string(server.port())};
+        const auto more = test::conformance::counting{dir, rounds, processes}.args();
+        argv.insert(argv.end(), more.begin(), more.end());
+        return std::make_unique<test::child>(std::move(argv));
+    }
+    long counter_value(const std::filesystem::path& dir) const
+    {
+        return redis_single::counter_value_on(server, dir);
+    }
+    using settings = dl::redis::config;
+    static settings settings_at(std::uint16_t port) { return plain(redis_single::settings_at(port)); }
+    // The one-server fixture's, and a layout that is neither of the two.
+    static std::vector<test::conformance::bad_setting<settings>> bad_settings()
+    {
+        auto bad = redis_single::bad_settings();
+        bad.push_back({"layout", [](settings& c) { c.dialect = static_cast<dl::redis::dialect>(2); }});
+        return bad;
+    }
+    static constexpr bool settings_refused_at_construction = false;
 };
 
 // One server, every mutex through acquire::fair: the store's scripts keep the queue.
@@ -434,12 +510,13 @@ std::vector<test::conformance::bad_setting<redis_single::settings>> redis_single
 // redis-hold PORT RESOURCE TTL_MS MODE: takes the lock in MODE (hold_until_lost's;
 // renewed), prints "locked FENCE", holds it until killed (the suite's killed_holder
 // and the shared behaviours' holders).
-int hold_worker(const std::vector<std::string>& args)
+int hold_worker_in(const std::vector<std::string>& args, dl::redis::dialect layout)
 {
     if (args.size() != 4)
         return 2;
     asio::io_context io;
     dl::redis::config cfg;
+    cfg.dialect = layout;
     cfg.port = static_cast<std::uint16_t>(std::stoi(args[0]));
     dl::redis::store store{io, cfg};
     return test::conformance::hold_until_lost(io, store, args[1], std::chrono::milliseconds{std::stoi(args[2])},
@@ -463,25 +540,37 @@ struct fenced_key {
 };
 
 // redis-count PORT DIR ROUNDS PROCESSES: the suite's counting process.
-int count_worker(const std::vector<std::string>& args)
+int count_worker_in(const std::vector<std::string>& args, dl::redis::dialect layout)
 {
     const auto how = test::conformance::counting::from(args, 1);
     if (!how)
         return 2;
     asio::io_context io;
     dl::redis::config cfg;
+    cfg.dialect = layout;
     cfg.port = static_cast<std::uint16_t>(std::stoi(args[0]));
     dl::redis::store store{io, cfg};
     fenced_key counter{store};
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
 
+// redis-plain-hold and redis-plain-count: the same under dialect::plain.
+int hold_worker(const std::vector<std::string>& args) { return hold_worker_in(args, dl::redis::dialect::distlock); }
+int count_worker(const std::vector<std::string>& args) { return count_worker_in(args, dl::redis::dialect::distlock); }
+int plain_hold_worker(const std::vector<std::string>& args) { return hold_worker_in(args, dl::redis::dialect::plain); }
+int plain_count_worker(const std::vector<std::string>& args)
+{
+    return count_worker_in(args, dl::redis::dialect::plain);
+}
+
 [[maybe_unused]] const bool workers_registered =
-    test::register_worker("redis-hold", hold_worker) && test::register_worker("redis-count", count_worker);
+    test::register_worker("redis-hold", hold_worker) && test::register_worker("redis-count", count_worker) &&
+    test::register_worker("redis-plain-hold", plain_hold_worker) &&
+    test::register_worker("redis-plain-count", plain_count_worker);
 
 [[maybe_unused]] const bool registered =
-    test::conformance::register_suite<redis_single, redis_pooled, redis_fair, redis_quorum, redis_cluster,
-                                      redis_cluster_fair>("[redis]");
+    test::conformance::register_suite<redis_single, redis_pooled, redis_fair, redis_plain, redis_quorum,
+                                      redis_cluster, redis_cluster_fair>("[redis]");
 
 } // namespace
 

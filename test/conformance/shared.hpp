@@ -22,11 +22,13 @@
 namespace test::conformance {
 
 /// The fixture's store takes shared grants: a shared mutex and a semaphore work on it.
+/// A fixture whose store refuses them by a setting (a dialect whose reference client has
+/// no shared grants) says so with `static constexpr bool shares = false;`.
 template <class F>
 struct shares : std::bool_constant<requires(typename dl::default_shared_acquire_policy<typename F::backend> a) {
     a.mode = dl::lock_mode::shared;
     requires dl::acquire_policy_for<decltype(a), typename F::backend>;
-}> {};
+} && !requires { requires !F::shares; }> {};
 
 template <class F>
 using shared_mutex_of = dl::basic_distributed_shared_mutex<typename F::backend, dl::observe::callback, dl::retry::fixed>;

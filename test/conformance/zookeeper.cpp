@@ -1,7 +1,10 @@
 // The store conformance suite on ZooKeeper: three clients (three sessions) of one
 // server the tests start (test/support/zookeeper_server.hpp), each reaching it
-// through a fault proxy of its own that loses replies, or all traffic, on demand. The
-// store's own tests are in test/zookeeper/.
+// through a fault proxy of its own that loses replies, or all traffic, on demand; once
+// with the default dialect (Curator's node names) and once with kazoo's. The third
+// dialect (distlock's names before dialects) differs from these only in the names it
+// writes, which the store tests and the interop tests cover. The store's own tests are
+// in test/zookeeper/.
 #include "conformance/suite.hpp"
 #include "fault/proxy.hpp"
 #include "workers.hpp"
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,8 +25,17 @@ namespace {
 using namespace std::chrono_literals;
 using namespace test::zookeeper_tests;
 
+// The settings of every client of a fixture in dialect D.
+template <zk::dialect D>
+zk::config in_dialect(zk::config c)
+{
+    c.dialect = D;
+    return c;
+}
+
+template <zk::dialect D>
 struct zookeeper_clients {
-    static constexpr const char* name = "zookeeper";
+    static constexpr const char* name = D == zk::dialect::curator ? "zookeeper" : "zookeeper (kazoo names)";
     using backend = zk::store;
     static constexpr bool notifies = true; // each waiter watches its predecessor
     static constexpr bool quorum = false;
@@ -35,7 +48,8 @@ struct zookeeper_clients {
     {
         for (std::size_t i = 0; i < clients.size(); ++i) {
             nets[i] = std::make_unique<fault::proxy>(test::shared_zookeeper().port());
-            clients[i] = std::make_unique<backend>(io, test::shared_zookeeper().config_through(nets[i]->port(), prefix));
+            clients[i] = std::make_unique<backend>(
+                io, in_dialect<D>(test::shared_zookeeper().config_through(nets[i]->port(), prefix)));
         }
         test::conformance::warm_up(io, clients);
     }
@@ -60,7 +74,7 @@ struct zookeeper_clients {
     // Another client, with a session of its own, straight to the server.
     std::unique_ptr<backend> make_client()
     {
-        return std::make_unique<backend>(io, test::shared_zookeeper().config(prefix));
+        return std::make_unique<backend>(io, in_dialect<D>(test::shared_zookeeper().config(prefix)));
     }
     // As if the store had dropped the lock behind the holder's back: its node is deleted.
     void end_lock(const dl::lease& l)
@@ -68,7 +82,7 @@ struct zookeeper_clients {
         test::zk_client c{test::shared_zookeeper().port()};
         const auto parent = zk::detail::resource_node(prefix, l.resource());
         for (const auto& name : queue_of(prefix, l.resource()))
-            if (name.starts_with(l.owner().to_hex()))
+            if (zk::detail::parse_waiter(name)->owner == l.owner().to_hex())
                 (void)c.remove(parent + "/" + name);
     }
     void lose_next_reply(std::size_t i) { nets[i]->set(fault::direction::to_client, {.close_after = 0}); }
@@ -115,13 +129,14 @@ struct zookeeper_clients {
     {
         return std::make_unique<test::child>(std::vector<std::string>{
             test::self_path(), "--worker", "zookeeper-hold", std::to_string(test::shared_zookeeper().port()), prefix,
-            resource, mode});
+            resource, mode, std::string{zk::name_of(D)}});
     }
 
     std::unique_ptr<test::child> counter_process(const std::filesystem::path& dir, int rounds, int processes)
     {
         std::vector<std::string> argv{test::self_path(), "--worker", "zookeeper-count",
-                                      std::to_string(test::shared_zookeeper().port()), prefix};
+                                      std::to_string(test::shared_zookeeper().port()), prefix,
+                                      std::string{zk::name_of(D)}};
         const auto more = test::conformance::counting{dir, rounds, processes}.args();
         argv.insert(argv.end(), more.begin(), more.end());
         return std::make_unique<test::child>(std::move(argv));
@@ -161,24 +176,27 @@ struct zookeeper_clients {
     static constexpr bool settings_refused_at_construction = true;
 };
 
-// The settings of the workers below: the server at PORT, nodes under PREFIX.
-zk::config worker_config(const std::string& port, const std::string& prefix, dl::duration session_timeout)
+// The settings of the workers below: the server at PORT, nodes under PREFIX, named in
+// DIALECT (as the URL key reads it).
+zk::config worker_config(const std::string& port, const std::string& prefix, const std::string& dialect,
+                         dl::duration session_timeout)
 {
-    zk::config cfg;
-    cfg.servers = {{"127.0.0.1", static_cast<std::uint16_t>(std::stoi(port))}};
-    cfg.prefix = prefix;
-    cfg.session_timeout = session_timeout;
-    return cfg;
+    auto cfg = zk::config::from_url("zk://127.0.0.1:" + port + "?dialect=" + dialect);
+    if (!cfg)
+        throw std::invalid_argument{"a worker's dialect: " + dialect};
+    cfg->prefix = prefix;
+    cfg->session_timeout = session_timeout;
+    return *cfg;
 }
 
-// zookeeper-hold PORT PREFIX RESOURCE MODE: the suite's holder process (MODE as
-// hold_until_lost's).
+// zookeeper-hold PORT PREFIX RESOURCE MODE DIALECT: the suite's holder process (MODE
+// as hold_until_lost's).
 int hold_worker(const std::vector<std::string>& args)
 {
-    if (args.size() != 4)
+    if (args.size() != 5)
         return 2;
     asio::io_context io;
-    zk::store store{io, worker_config(args[0], args[1], 2s)};
+    zk::store store{io, worker_config(args[0], args[1], args[4], 2s)};
     return test::conformance::hold_until_lost(io, store, args[2], std::chrono::seconds{10}, args[3]);
 }
 
@@ -207,15 +225,15 @@ struct counter_file {
     }
 };
 
-// zookeeper-count PORT PREFIX DIR ROUNDS PROCESSES: the suite's counting process.
+// zookeeper-count PORT PREFIX DIALECT DIR ROUNDS PROCESSES: the suite's counting process.
 int count_worker(const std::vector<std::string>& args)
 {
-    const auto how = test::conformance::counting::from(args, 2);
+    const auto how = test::conformance::counting::from(args, 3);
     if (!how)
         return 2;
     const auto port = static_cast<std::uint16_t>(std::stoi(args[0]));
     asio::io_context io;
-    zk::store store{io, worker_config(args[0], args[1], 4s)};
+    zk::store store{io, worker_config(args[0], args[1], args[2], 4s)};
     counter_file counter{how->dir / "counter", test::zk_client{port}, zk::detail::resource_node(args[1], "conf:counter")};
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
@@ -223,6 +241,8 @@ int count_worker(const std::vector<std::string>& args)
 [[maybe_unused]] const bool workers_registered =
     test::register_worker("zookeeper-hold", hold_worker) && test::register_worker("zookeeper-count", count_worker);
 
-[[maybe_unused]] const bool registered = test::conformance::register_suite<zookeeper_clients>("[zookeeper]");
+[[maybe_unused]] const bool registered =
+    test::conformance::register_suite<zookeeper_clients<zk::dialect::curator>, zookeeper_clients<zk::dialect::kazoo>>(
+        "[zookeeper]");
 
 } // namespace

@@ -1379,3 +1379,260 @@ TEST_CASE("dynamodb: a writer's and a reader's leases are renewed past their TTL
         });
     }
 }
+
+// -- dialect::aws: AWS's lock client's table -------------------------------------------
+
+namespace {
+
+namespace aws = ddb::detail::aws;
+
+// A store of the aws dialect on `server`'s table `table` (made the AWS client's way:
+// a String hash key "key").
+ddb::config aws_config(const test::dynalite_server& server, const std::string& table = "aws_store")
+{
+    auto c = server.config(table);
+    c.dialect = ddb::dialect::aws;
+    c.key_attribute = "key";
+    return c;
+}
+
+void create_aws_table(const test::dynalite_server& server)
+{
+    auto made = direct(server, "CreateTable",
+                       {{"TableName", "aws_store"},
+                        {"KeySchema", {{{"AttributeName", "key"}, {"KeyType", "HASH"}}}},
+                        {"AttributeDefinitions", {{{"AttributeName", "key"}, {"AttributeType", "S"}}}},
+                        {"ProvisionedThroughput", {{"ReadCapacityUnits", 5}, {"WriteCapacityUnits", 5}}}});
+    REQUIRE(made);
+}
+
+nlohmann::json aws_item(const test::dynalite_server& server, const std::string& name)
+{
+    auto got = direct(server, "GetItem",
+                      {{"TableName", "aws_store"}, {"Key", {{"key", {{"S", name}}}}}, {"ConsistentRead", true}});
+    REQUIRE(got);
+    return got.value().value("Item", nlohmann::json{});
+}
+
+void put_aws_item(const test::dynalite_server& server, nlohmann::json item)
+{
+    auto put = direct(server, "PutItem", {{"TableName", "aws_store"}, {"Item", std::move(item)}});
+    REQUIRE(put);
+}
+
+} // namespace
+
+TEST_CASE("dynamodb aws dialect: URL keys and settings are checked before any I/O", "[dynamodb][input][aws]")
+{
+    std::string why;
+    auto c = ddb::config::from_url("dynamodb://127.0.0.1:8000?table=locks&dialect=aws&key_attribute=LockName", &why);
+    REQUIRE(c);
+    CHECK(c->dialect == ddb::dialect::aws);
+    CHECK(c->key_attribute == "LockName");
+    auto plain = ddb::config::from_url("dynamodb://127.0.0.1:8000?dialect=distlock");
+    REQUIRE(plain);
+    CHECK(plain->dialect == ddb::dialect::distlock);
+    CHECK(ddb::config{}.dialect == ddb::dialect::distlock); // the default stays
+    const std::pair<const char*, const char*> refused[] = {
+        {"dynamodb://h?dialect=curator", "dialect=curator"},
+        {"dynamodb://h?key_attribute=LockName", "key_attribute is a setting of dialect=aws"},
+        {"dynamodb://h?dialect=aws&mode=expiry_time", "mode=record_version"},
+        {"dynamodb://h?dialect=aws&key_attribute=ownerName", "not one of the lock's own attributes"},
+        {"dynamodb://h?dialect=aws&key_attribute=", "key_attribute"},
+    };
+    for (const auto& [url, said] : refused) {
+        INFO(url);
+        why.clear();
+        auto r = ddb::config::from_url(url, &why);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::condition::invalid_argument);
+        CHECK(why.find(said) != std::string::npos);
+    }
+    ddb::config bad;
+    bad.dialect = ddb::dialect::aws;
+    bad.mode = ddb::lease_mode::expiry_time;
+    CHECK(bad.validate() == dl::condition::invalid_argument);
+    bad.mode = ddb::lease_mode::record_version;
+    bad.key_attribute = "fence";
+    CHECK(bad.validate() == dl::condition::invalid_argument);
+}
+
+TEST_CASE("dynamodb aws dialect: lock names, fence item names, record versions", "[dynamodb][aws]")
+{
+    CHECK(aws::lock_name("orders/42") == "orders/42");
+    CHECK(aws::lock_name("caf\xc3\xa9") == "caf\xc3\xa9");
+    // Not UTF-8, or in the reserved space: encoded, so every id has its own name.
+    CHECK(aws::lock_name("a\xff") == "distlock#b64#" + ddb::detail::base64("a\xff"));
+    CHECK(aws::lock_name("distlock#fence#x") == "distlock#b64#" + ddb::detail::base64("distlock#fence#x"));
+    CHECK(aws::fence_name("orders/42") == "distlock#fence#orders/42");
+    CHECK(aws::fence_name("distlock#fence#x") != aws::fence_name("x"));
+    for (const std::string& id : std::vector<std::string>{"orders/42", "a\xff", "distlock#fence#x", std::string{"\0b", 2}})
+        CHECK(aws::resource_of(aws::lock_name(id)) == id);
+    CHECK_FALSE(aws::resource_of(aws::fence_name("x")));
+    CHECK_FALSE(aws::resource_of("distlock#other"));
+    for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "\x80"})
+        CHECK_FALSE(aws::valid_utf8(bad));
+    CHECK(aws::valid_utf8("\xf0\x9f\x94\x92 \xe2\x82\xac"));
+    const auto v = aws::uuid_from_hex(dl::owner_token::generate().to_hex());
+    REQUIRE(v.size() == 36);
+    CHECK(v[8] == '-');
+    CHECK(v[14] == '4');
+    CHECK(std::string_view{"89ab"}.find(v[19]) != std::string_view::npos);
+    CHECK(aws::version_number("0123abcd-0000-4000-8000-000000000000") == 0x0123abcd00004000ULL);
+    CHECK_FALSE(aws::version_number("short"));
+}
+
+TEST_CASE("dynamodb aws dialect: foreign records are read leniently; answers of another shape are protocol errors",
+          "[dynamodb][aws]")
+{
+    // Attributes of other types or values: absent, never an error.
+    const auto odd = nlohmann::json::parse(R"({"Item": {"key": {"S": "x"}, "ownerName": {"N": "5"},
+        "leaseDuration": {"S": "soon"}, "isReleased": {"BOOL": true}, "fence": {"S": "-1"}}})");
+    dl::diagnostics diag;
+    auto r = aws::decode_lock_record(odd, &diag);
+    REQUIRE(r);
+    REQUIRE(r.value());
+    CHECK_FALSE(r.value()->owner);
+    CHECK_FALSE(r.value()->version);
+    CHECK_FALSE(r.value()->lease_ms);
+    CHECK(r.value()->released);
+    CHECK_FALSE(r.value()->released_as_written);
+    CHECK_FALSE(r.value()->holder_fence());
+    CHECK(r.value()->watched_version().starts_with("item "));
+    // A stamp that is not the holder's own is no fence of the holder's.
+    const auto stale = nlohmann::json::parse(R"({"Item": {"ownerName": {"S": "aws"}, "recordVersionNumber": {"S": "v"},
+        "leaseDuration": {"S": "20000"}, "fence": {"N": "7"}, "fenceOwner": {"S": "abc"}}})");
+    auto s = aws::decode_lock_record(stale, nullptr);
+    REQUIRE(s);
+    CHECK(s.value()->lease_ms == 20000u);
+    CHECK_FALSE(s.value()->holder_fence());
+    CHECK(aws::decode_lock_record(nlohmann::json::object(), nullptr).value() == std::nullopt);
+    for (const char* text : {R"({"Item": "x"})", R"({"Item": {"ownerName": "bare"}})", R"([])"}) {
+        INFO(text);
+        dl::diagnostics d;
+        auto bad = aws::decode_lock_record(nlohmann::json::parse(text), &d);
+        REQUIRE_FALSE(bad);
+        CHECK(bad.error() == dl::errc::protocol_error);
+        CHECK_FALSE(d.to_string().empty());
+    }
+    CHECK(aws::decode_fence_draw(nlohmann::json::parse(R"({"Attributes": {"fence": {"N": "3"}}})"), nullptr).value() ==
+          3u);
+    CHECK_FALSE(aws::decode_fence_draw(nlohmann::json::parse(R"({"Attributes": {"fence": {"N": "0"}}})"), nullptr));
+    CHECK_FALSE(aws::decode_fence_draw(nlohmann::json::parse(R"({"Attributes": {}})"), nullptr));
+}
+
+TEST_CASE("dynamodb aws dialect: shared grants and takeover by fence are refused before any I/O, saying why",
+          "[dynamodb][input][aws]")
+{
+    asio::io_context io;
+    ddb::config c;
+    c.port = 1; // nothing listens: an attempt to connect would fail otherwise
+    c.dialect = ddb::dialect::aws;
+    c.credentials = {"AKIDEXAMPLE", "secret", ""};
+    ddb::store store{io, c};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        auto shared = co_await store.put_shared("r", dl::owner_token::generate(), 10s, 0, &diag);
+        REQUIRE_FALSE(shared);
+        CHECK(shared.error() == dl::condition::invalid_argument);
+        CHECK(diag.to_string().find("no shared grants") != std::string::npos);
+        dl::basic_distributed_semaphore<ddb::store> sem{store, "sem", {.permits = 3, .lease = {.ttl = 10s}}};
+        auto permit = co_await sem.try_acquire();
+        REQUIRE_FALSE(permit);
+        CHECK(permit.error() == dl::condition::invalid_argument);
+        dl::diagnostics why;
+        auto by_fence = co_await store.conditional_write("r", dl::owner_token::generate(), 10s, 3, &why);
+        REQUIRE_FALSE(by_fence);
+        CHECK(by_fence.error() == dl::condition::invalid_argument);
+        CHECK(why.to_string().find("record version") != std::string::npos);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb aws dialect: the items written, and hostile foreign records held safely", "[dynamodb][aws]")
+{
+    test::dynalite_server server;
+    create_aws_table(server);
+    asio::io_context io;
+    ddb::store store{io, aws_config(server)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        using fixed_mutex = dl::basic_distributed_mutex<ddb::store, dl::retry::fixed>;
+        fixed_mutex m{store, "aws/layout", {.ttl = 1500ms}, dl::retry::fixed{.delay = 50ms}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        const auto item = aws_item(server, "aws/layout");
+        CHECK(item["ownerName"] == nlohmann::json{{"S", l->owner().to_hex()}});
+        CHECK(item["leaseDuration"] == nlohmann::json{{"S", "1500"}});
+        CHECK(item["recordVersionNumber"]["S"].get<std::string>().size() == 36);
+        CHECK(item["fence"] == nlohmann::json{{"N", std::to_string(l->fence())}});
+        CHECK(item["fenceOwner"] == item["ownerName"]);
+        CHECK_FALSE(item.contains("isReleased"));
+        // The fence item reads as a released AWS lock, so the AWS client's scans parse it.
+        const auto counter = aws_item(server, "distlock#fence#aws/layout");
+        CHECK(counter["fence"] == nlohmann::json{{"N", std::to_string(l->fence())}});
+        CHECK(counter["isReleased"] == nlohmann::json{{"S", "1"}});
+        CHECK(counter.contains("ownerName"));
+        CHECK(counter.contains("recordVersionNumber"));
+        CHECK(counter["leaseDuration"] == nlohmann::json{{"S", "0"}});
+        auto listed = co_await store.list("aws/");
+        REQUIRE(listed);
+        REQUIRE(listed->size() == 1);
+        CHECK(listed->front().resource == "aws/layout");
+        CHECK(listed->front().lock.fence == l->fence());
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        CHECK(aws_item(server, "aws/layout").is_null());
+        auto info = co_await store.read("aws/layout");
+        REQUIRE(info);
+        CHECK_FALSE(info->held);
+        CHECK(info->fence == l->fence());
+
+        // A foreign item without a record version: held (it can never be seen expire).
+        put_aws_item(server, {{"key", {{"S", "aws/no-version"}}}, {"ownerName", {{"N", "1"}}}});
+        fixed_mutex nv{store, "aws/no-version", {.ttl = 300ms}, dl::retry::fixed{.delay = 50ms}};
+        auto refused = co_await nv.lock_until(dl::clock::now() + 900ms);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::timeout);
+        auto seen = co_await store.read("aws/no-version");
+        REQUIRE(seen);
+        CHECK(seen->held);
+
+        // A lease that is no number: this client's own TTL is watched instead.
+        put_aws_item(server, {{"key", {{"S", "aws/odd-lease"}}},
+                              {"ownerName", {{"S", "someone"}}},
+                              {"recordVersionNumber", {{"S", "fixed"}}},
+                              {"leaseDuration", {{"S", "a while"}}}});
+        fixed_mutex odd{store, "aws/odd-lease", {.ttl = 400ms}, dl::retry::fixed{.delay = 50ms, .deadline = 5s}};
+        auto taken = co_await odd.lock();
+        REQUIRE(taken);
+        { const auto ok_ = co_await taken->unlock(); CHECK(ok_); }
+
+        // Released the AWS client's way (isReleased "1"): taken at once.
+        put_aws_item(server, {{"key", {{"S", "aws/released"}}},
+                              {"ownerName", {{"S", "someone"}}},
+                              {"recordVersionNumber", {{"S", "r1"}}},
+                              {"leaseDuration", {{"S", "60000"}}},
+                              {"isReleased", {{"S", "1"}}}});
+        fixed_mutex rel{store, "aws/released", {.ttl = 10s}, dl::retry::fixed{.delay = 50ms}};
+        auto free_now = co_await rel.try_lock();
+        REQUIRE(free_now);
+        CHECK_FALSE(aws_item(server, "aws/released").contains("isReleased"));
+        { const auto ok_ = co_await free_now->unlock(); CHECK(ok_); }
+
+        // A foreign holder that stamped nothing of ours: read() says held, with the
+        // last distlock fence, and revoke() by that fence does not touch it.
+        put_aws_item(server, {{"key", {{"S", "aws/layout"}}},
+                              {"ownerName", {{"S", "aws-host-9"}}},
+                              {"recordVersionNumber", {{"S", "r2"}}},
+                              {"leaseDuration", {{"S", "60000"}}},
+                              {"fence", {{"N", std::to_string(l->fence())}}},
+                              {"fenceOwner", {{"S", l->owner().to_hex()}}}});
+        auto foreign = co_await store.read("aws/layout");
+        REQUIRE(foreign);
+        CHECK(foreign->held);
+        CHECK(foreign->owner == "aws-host");
+        auto revoked = co_await store.revoke("aws/layout", l->fence());
+        REQUIRE_FALSE(revoked);
+        CHECK(revoked.error() == dl::condition::not_owner);
+        co_await store.close();
+    });
+}

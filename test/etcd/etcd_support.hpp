@@ -33,9 +33,10 @@ inline std::string b64(std::string_view s) { return dl::util::base64(s); }
 
 /// The keys of a resource's queue, oldest first, as the harness's own client sees them.
 inline std::vector<etcd::detail::kv> queue_of(const etcd_cluster& c, const std::string& prefix,
-                                              std::string_view resource, std::size_t member = 0)
+                                              std::string_view resource, std::size_t member = 0,
+                                              etcd::key_dialect dialect = etcd::key_dialect::distlock)
 {
-    const auto q = etcd::detail::queue_prefix(prefix, resource);
+    const auto q = etcd::detail::queue_prefix(prefix, resource, dialect);
     auto r = etcd::detail::range_request(q, etcd::detail::range_end(q));
     r["sort_target"] = "CREATE";
     r["sort_order"] = "ASCEND";

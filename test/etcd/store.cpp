@@ -9,6 +9,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -86,6 +87,50 @@ TEST_CASE("etcd: a listing's range holds the keys of exactly the ids that begin 
                                           "q/a/" + owner,   "p/a/b/" + owner};
     for (const auto& other : others)
         CHECK_FALSE(etcd::detail::parse_queue_key("p/", other));
+
+    // A concurrency.Mutex's key: its owner is its lease ID in hex (1 to 16 digits, no
+    // leading zero).
+    for (const auto& [key, owner_part] : std::vector<std::pair<std::string, std::string>>{
+             {"p/a/1", "1"}, {"p/a/694d8d6d1e2f3a4b", "694d8d6d1e2f3a4b"}, {"p/a/abc", "abc"}}) {
+        const auto parsed = etcd::detail::parse_queue_key("p/", key);
+        REQUIRE(parsed);
+        CHECK(parsed->resource == "a");
+        CHECK(parsed->owner == owner_part);
+    }
+    for (const auto* other : {"p/a/0", "p/a/0abc", "p/a/694d8d6d1e2f3a4b5", "p/a/ABC"})
+        CHECK_FALSE(etcd::detail::parse_queue_key("p/", other));
+}
+
+TEST_CASE("etcd: the concurrency dialect writes ids verbatim; an id holding a '/' has no queue there",
+          "[etcd][input]")
+{
+    using etcd::key_dialect;
+    const std::string owner = "0123456789abcdef0123456789abcdef";
+    for (const auto& id : {std::string{"job@42"}, std::string{"a b%c"}, std::string{"seat:12"},
+                           std::string{"\0\xff", 2}}) {
+        INFO(id);
+        CHECK(etcd::detail::id_fits_dialect(id, key_dialect::concurrency));
+        const auto q = etcd::detail::queue_prefix("locks/", id, key_dialect::concurrency);
+        CHECK(q == "locks/" + id + "/"); // the range concurrency.NewMutex(s, "locks/" + id) locks
+        const auto parsed = etcd::detail::parse_queue_key("locks/", q + owner, key_dialect::concurrency);
+        REQUIRE(parsed);
+        CHECK(parsed->resource == id);
+        const auto go = etcd::detail::parse_queue_key("locks/", q + "694d8d6d1e2f3a4b", key_dialect::concurrency);
+        REQUIRE(go);
+        CHECK(go->resource == id);
+    }
+    for (const auto* id : {"a/b", "/", "a/", "/a"}) {
+        CHECK_FALSE(etcd::detail::id_fits_dialect(id, key_dialect::concurrency));
+        CHECK(etcd::detail::id_fits_dialect(id, key_dialect::distlock));
+    }
+    CHECK(etcd::detail::queue_prefix("locks/", "job@42") == "locks/job%4042/"); // the default
+    const auto request = etcd::detail::listing_request("p/", "job@", key_dialect::concurrency);
+    CHECK(request["key"] == b64("p/job@"));
+    CHECK(request["range_end"] == b64("p/jobA"));
+    CHECK(etcd::dialect_named("distlock") == key_dialect::distlock);
+    CHECK(etcd::dialect_named("concurrency") == key_dialect::concurrency);
+    CHECK_FALSE(etcd::dialect_named("Concurrency"));
+    CHECK_FALSE(etcd::dialect_named(""));
 }
 
 TEST_CASE("etcd: URLs are checked before any I/O", "[etcd][input]")
@@ -107,12 +152,26 @@ TEST_CASE("etcd: URLs are checked before any I/O", "[etcd][input]")
     REQUIRE(tls);
     CHECK(tls->tls);
     CHECK(tls->tls_ca_file == "/etc/ca.pem");
+    CHECK(url->dialect == etcd::key_dialect::distlock);
+    auto go = etcd::config::from_url("etcd://h?prefix=locks/&dialect=concurrency");
+    REQUIRE(go);
+    CHECK(go->dialect == etcd::key_dialect::concurrency);
+    CHECK(etcd::config::from_url("etcd://h?dialect=distlock")->dialect == etcd::key_dialect::distlock);
     for (const char* bad : {"", "http://h:1", "etcd://", "etcd://h:0", "etcd://h:65536", "etcd://h:x", "etcd://[::1",
                             "etcd://h:1?ttl=1", "etcd://h:1?ttl=0", "etcd://h:1?ttl=-3", "etcd://h:1?prefix=",
-                            "etcd://h:1?what=1", "etcd://h:1?ca=x", "etcd://,h:1", "etcd://:pw@h:1"}) {
+                            "etcd://h:1?what=1", "etcd://h:1?ca=x", "etcd://,h:1", "etcd://:pw@h:1",
+                            "etcd://h:1?dialect=", "etcd://h:1?dialect=go",
+                            "etcd://h:1?dialect=distlock&dialect=concurrency"}) {
         INFO(bad);
         CHECK(etcd::config::from_url(bad).error() == dl::errc::invalid_argument);
     }
+    std::string why;
+    CHECK_FALSE(etcd::config::from_url("etcd://h:1?dialect=curator", &why));
+    CHECK(why.find("dialect=curator") != std::string::npos);
+    CHECK(why.find("'distlock' or 'concurrency'") != std::string::npos);
+    etcd::config out_of_range;
+    out_of_range.dialect = static_cast<etcd::key_dialect>(2);
+    CHECK(out_of_range.validate() == dl::errc::invalid_argument);
 }
 
 TEST_CASE("etcd: gateway answers are read strictly: int64 strings, base64, missing fields", "[etcd][input]")
@@ -155,7 +214,7 @@ TEST_CASE("etcd: gRPC codes map to conditions", "[etcd][input]")
     CHECK_FALSE(etcd::from_grpc(14).message().empty());
 }
 
-TEST_CASE("etcd: queue entries state their mode in the value; a value of no known form is refused",
+TEST_CASE("etcd: queue entries state their mode in the value; a value of no known form is a foreign exclusive entry",
           "[etcd][input]")
 {
     using etcd::detail::entry_kind;
@@ -189,7 +248,14 @@ TEST_CASE("etcd: queue entries state their mode in the value; a value of no know
                                   owner + "+permits=3+held", owner + "+slot=1", owner + " ", "x" + owner}) {
         INFO(bad);
         CHECK_FALSE(parse_entry_value(bad));
+        const auto foreign = etcd::detail::entry_mode_of(bad);
+        CHECK(foreign.foreign);
+        CHECK(foreign.kind == entry_kind::exclusive);
     }
+    CHECK_FALSE(etcd::detail::entry_mode_of(owner + "+read").foreign);
+    // A concurrency.Mutex's key is never marked.
+    CHECK(etcd::detail::carries_mark(etcd::detail::kv{"k", owner + "+held", 1, 1, 1}));
+    CHECK_FALSE(etcd::detail::carries_mark(etcd::detail::kv{"k", "", 1, 1, 1}));
 }
 
 namespace {
@@ -252,8 +318,25 @@ TEST_CASE("etcd: a shared entry holds by the rules of its mode; a permit takes t
     CHECK_FALSE(after_mutex->other_count);
     CHECK_FALSE(after_mutex->granted);
 
+    // Foreign entries (a concurrency.Mutex's "", any value of no known form) are
+    // exclusive: a reader or a permit behind one waits; one behind a permit waits.
+    const etcd::detail::kv go_key{"p/r/694d8d6d1e2f3a4b", "", 10, 10, 8};
+    q = {go_key, entry("r", 11, "+read"), entry("x", 12, "+what")};
+    CHECK(decide_shared(q, "p/r/694d8d6d1e2f3a4b", nullptr)->granted); // the oldest: it holds
+    CHECK_FALSE(decide_shared(q, "p/r/r", nullptr)->granted);
+    CHECK_FALSE(decide_shared(q, "p/r/x", nullptr)->granted);
+    CHECK(decide_shared(q, "p/r/x", nullptr)->mode.foreign);
+    q = {go_key, entry("a", 11, "+permits=3")};
+    CHECK_FALSE(decide_shared(q, "p/r/a", nullptr)->granted);
+    CHECK_FALSE(decide_shared(q, "p/r/a", nullptr)->other_count);
+    q = {entry("a", 11, "+permits=3"), entry("x", 12, "+what")};
+    CHECK(decide_shared(q, "p/r/a", nullptr)->granted);
+    q = {entry("r", 11, "+read"), entry("x", 13, "+what"), entry("r2", 14, "+read")};
+    CHECK(decide_shared(q, "p/r/r", nullptr)->granted);
+    CHECK_FALSE(decide_shared(q, "p/r/r2", nullptr)->granted); // a reader never passes a foreign waiter
+
     // Malformed: a protocol error naming the key; an entry missing from its own read too.
-    q = {entry("a", 10, "+permits=3"), entry("x", 11, "+what")};
+    q = {entry("a", 10, "+permits=3"), entry("x", 0, "+read")};
     dl::diagnostics diag;
     CHECK(decide_shared(q, "p/r/a", &diag).error() == dl::errc::protocol_error);
     CHECK(diag.client_message().find("p/r/x") != std::string_view::npos);
@@ -289,7 +372,16 @@ TEST_CASE("etcd: a waiting entry watches the keys whose going may let it hold", 
     CHECK(names(*turn_keys(q, 13, nullptr)) == std::vector<std::string>{"p/r/a", "p/r/b"});
     CHECK(names(*turn_keys(q, 12, nullptr)) == std::vector<std::string>{"p/r/a", "p/r/b"});
     CHECK(turn_keys(q, 11, nullptr)->keys.empty());
-    q.push_back(entry("x", 14, "+bad"));
+    // A foreign entry: newer ones change nothing before it; a permit or a reader
+    // behind it watches it.
+    q.push_back(etcd::detail::kv{"p/r/1f", "", 14, 14, 8});
+    CHECK(names(*turn_keys(q, 13, nullptr)) == std::vector<std::string>{"p/r/a", "p/r/b"});
+    q.push_back(entry("e", 15, "+permits=2"));
+    q.push_back(entry("r", 16, "+read"));
+    CHECK(names(*turn_keys(q, 15, nullptr)) == std::vector<std::string>{"p/r/1f"});
+    CHECK(names(*turn_keys(q, 16, nullptr)) == std::vector<std::string>{"p/r/1f"});
+    CHECK(names(*turn_keys(q, 14, nullptr)) == std::vector<std::string>{"p/r/d"});
+    q.push_back(entry("x", 0, "+read"));
     CHECK(turn_keys(q, 13, nullptr).error() == dl::errc::protocol_error);
 }
 
@@ -1023,5 +1115,93 @@ TEST_CASE("etcd: permits waiting for a full semaphore are woken by any holder's 
         { const auto ok_ = co_await held[0].unlock(); CHECK(ok_); }
         co_await a.close();
         co_await b.close();
+    });
+}
+
+TEST_CASE("etcd: the concurrency dialect: the id verbatim in the key, ids holding '/' refused before any request, "
+          "a concurrency.Mutex's key listed, read and waited for as a holder",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("dialect");
+    asio::io_context io;
+    auto cfg = server.config(prefix);
+    cfg.dialect = etcd::key_dialect::concurrency;
+    auto nowhere = cfg;
+    nowhere.prefix = test::fresh_prefix("nowhere");
+    nowhere.members = {{"127.0.0.1", 1}}; // nothing listens: any request would fail otherwise
+    etcd::store a{io, cfg}, b{io, cfg}, unreachable{io, nowhere};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        {
+            dl::basic_distributed_mutex<etcd::store> slash{unreachable, "orders/42"};
+            dl::diagnostics diag;
+            auto refused = co_await slash.lock(diag);
+            REQUIRE_FALSE(refused);
+            CHECK(refused.error() == dl::errc::invalid_argument);
+            CHECK(diag.to_string().find("holds a '/'") != std::string::npos);
+            auto not_read = co_await unreachable.read("orders/42");
+            CHECK(not_read.error() == dl::errc::invalid_argument);
+            auto listed = co_await unreachable.list("orders/");
+            REQUIRE(listed);
+            CHECK(listed->empty()); // no id holds a '/'
+        }
+
+        const std::string id = "job@42";
+        dl::basic_distributed_mutex<etcd::store> ma{a, id};
+        auto mine = co_await ma.lock();
+        REQUIRE(mine);
+        auto keys = queue_of(server, prefix, id, 0, etcd::key_dialect::concurrency);
+        REQUIRE(keys.size() == 1);
+        CHECK(keys[0].key == prefix + "job@42/" + mine->owner().to_hex());
+        CHECK(keys[0].value == mine->owner().to_hex());
+        { const auto ok_ = co_await mine->unlock(); CHECK(ok_); }
+
+        // A concurrency.Mutex's key as Go writes it: <name>/<lease in hex>, valued "",
+        // with its session's lease, created only if absent.
+        const auto granted = server.call("lease/grant", {{"TTL", "30"}});
+        const auto lease = std::stoll(granted["ID"].get<std::string>());
+        std::ostringstream hex;
+        hex << std::hex << lease;
+        const auto go_key = prefix + id + "/" + hex.str();
+        (void)server.call("kv/put", {{"key", b64(go_key)}, {"value", ""}, {"lease", std::to_string(lease)}});
+        const auto go_keys = queue_of(server, prefix, id, 0, etcd::key_dialect::concurrency);
+        REQUIRE(go_keys.size() == 1);
+        const auto go_fence = static_cast<dl::fence_token>(go_keys[0].create_revision);
+
+        auto info = co_await a.read(id);
+        REQUIRE(info);
+        CHECK(info->held);
+        CHECK(info->fence == go_fence);
+        CHECK(info->owner == hex.str().substr(0, 8));
+        auto listing = co_await a.list("job");
+        REQUIRE(listing);
+        REQUIRE(listing->size() == 1);
+        CHECK(listing->front().resource == id);
+        CHECK(listing->front().lock.fence == go_fence);
+
+        dl::basic_distributed_shared_mutex<etcd::store> reader{a, id};
+        auto refused = co_await reader.try_lock_shared();
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::contended);
+        dl::basic_distributed_semaphore<etcd::store> permits{a, id, {.permits = 3}};
+        auto no_permit = co_await permits.try_acquire();
+        REQUIRE_FALSE(no_permit);
+        CHECK(no_permit.error() == dl::condition::contended);
+
+        patient_mutex mb{b, id, {}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto waiting = test::start(co_await asio::this_coro::executor, mb.lock());
+        (void)co_await test::eventually(
+            "two keys",
+            [&] { return queue_of(server, prefix, id, 0, etcd::key_dialect::concurrency).size() == 2; },
+            test::long_enough());
+        CHECK_FALSE(waiting.ready());
+        (void)server.call("lease/revoke", {{"ID", std::to_string(lease)}}); // the Go session ends
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        REQUIRE(waiting.get());
+        CHECK(waiting.get()->fence() > go_fence);
+        { const auto ok_ = co_await waiting.get()->unlock(); CHECK(ok_); }
+        co_await a.close();
+        co_await b.close();
+        co_await unreachable.close();
     });
 }

@@ -2,7 +2,8 @@
 // (prefix, resource) pairs never share a Redis key; two different resources never
 // share an etcd queue prefix, nor is one's queue prefix a prefix of another's (etcd
 // reads a queue as a key range); two different resources never share a ZooKeeper
-// node, and a node's name gives its resource back.
+// node, and a node's name gives its resource back; any child name reads safely as a
+// ZooKeeper waiter or as none, and the names every dialect writes read back.
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude test/fuzz/key_layouts.cpp
 #include <distlock/etcd/detail/keys.hpp>
 #include <distlock/redis/detail/keys.hpp>
@@ -74,6 +75,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!resource_a.empty()) { // ids are never empty (refused before any I/O)
         const auto back = distlock::zookeeper::detail::resource_of(distlock::zookeeper::detail::base_name(na));
         check(back && *back == resource_a);
+    }
+
+    // ZooKeeper: a child of any name (another client's) is a waiter or not, never a
+    // crash; a waiter's owner is 32 hex digits or none, its sequence a server's number.
+    namespace zkd = distlock::zookeeper::detail;
+    if (const auto w = zkd::parse_waiter(resource_b)) {
+        check(w->owner.empty() || w->owner.size() == 32);
+        check(w->sequence >= INT32_MIN && w->sequence <= INT32_MAX);
+        check(!w->unreadable || w->mode == distlock::lock_mode::exclusive);
+    }
+    // Every dialect's name, with the input's digits as the sequence, reads back.
+    if (resource_a.size() == 10 && resource_a.find_first_not_of("0123456789") == std::string::npos) {
+        const std::string owner = "0123456789abcdef0123456789abcdef";
+        for (const auto d : {distlock::zookeeper::dialect::curator, distlock::zookeeper::dialect::kazoo,
+                             distlock::zookeeper::dialect::distlock}) {
+            const auto name = zkd::entry_prefix(d, owner, distlock::lock_mode::shared, 0).append(resource_a);
+            const auto w = zkd::parse_waiter(name);
+            check(!w || (w->owner == owner && w->mode == distlock::lock_mode::shared));
+        }
     }
     return 0;
 }

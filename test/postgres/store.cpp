@@ -1134,3 +1134,214 @@ TEST_CASE("postgres advisory: a writer waiting in the server keeps new readers o
         co_await c.close();
     });
 }
+
+TEST_CASE("postgres advisory keys: advisory_key in settings and URLs; a bad value or a namespace beside a foreign key "
+          "function is refused, named",
+          "[postgres][input]")
+{
+    CHECK(pg::config{}.advisory_key == pg::advisory_key_function::sha256);
+    for (const auto f : {pg::advisory_key_function::sha256, pg::advisory_key_function::hashtext,
+                         pg::advisory_key_function::bigint, pg::advisory_key_function::int4pair}) {
+        const auto url = "postgres://127.0.0.1/app?advisory_key=" + std::string{pg::advisory_key_name(f)};
+        INFO(url);
+        auto c = pg::config::from_url(url);
+        REQUIRE(c);
+        CHECK(c->advisory_key == f);
+        CHECK(c->conninfo == "postgres://127.0.0.1/app");
+    }
+    std::string why;
+    auto bad = pg::config::from_url("postgres://127.0.0.1/app?advisory_key=md5", &why);
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error() == dl::errc::invalid_argument);
+    CHECK(why.find("advisory_key 'md5'") != std::string::npos);
+    CHECK(why.find("sha256, hashtext, bigint or int4pair") != std::string::npos);
+    why.clear();
+    auto both = pg::config::from_url("postgres://127.0.0.1/app?advisory_key=bigint&advisory_namespace=3", &why);
+    REQUIRE_FALSE(both);
+    CHECK(why.find("advisory_namespace goes with advisory_key=sha256 only") != std::string::npos);
+    CHECK(pg::config::from_url("postgres://127.0.0.1/app?advisory_key=sha256&advisory_namespace=3"));
+    pg::config c;
+    c.advisory_key = pg::advisory_key_function::hashtext;
+    CHECK_FALSE(c.validate());
+    c.advisory_namespace = 1;
+    CHECK(c.validate() == dl::errc::invalid_argument);
+    CHECK(c.problem().find("advisory_namespace") != std::string::npos);
+}
+
+TEST_CASE("postgres advisory keys: which ids name a key under each function, written one way only", "[postgres][input]")
+{
+    using pg::advisory_key_function;
+    using pg::detail::advisory_key_numbers;
+    using numbers = std::vector<std::int64_t>;
+    // bigint: canonical decimal signed 64-bit integers only.
+    CHECK(advisory_key_numbers(advisory_key_function::bigint, "42") == numbers{42});
+    CHECK(advisory_key_numbers(advisory_key_function::bigint, "0") == numbers{0});
+    CHECK(advisory_key_numbers(advisory_key_function::bigint, "-9223372036854775808") ==
+          numbers{std::numeric_limits<std::int64_t>::min()});
+    CHECK(advisory_key_numbers(advisory_key_function::bigint, "9223372036854775807") ==
+          numbers{std::numeric_limits<std::int64_t>::max()});
+    for (const char* bad : {"", "-", "+1", "01", "-0", "-01", " 1", "1 ", "1.0", "1e3", "0x10", "9223372036854775808",
+                            "-9223372036854775809", "99999999999999999999", "1,2", "abc"}) {
+        INFO(bad);
+        CHECK_FALSE(advisory_key_numbers(advisory_key_function::bigint, bad));
+    }
+    // int4pair: two canonical decimal signed 32-bit integers and one comma.
+    CHECK(advisory_key_numbers(advisory_key_function::int4pair, "12,34") == numbers{12, 34});
+    CHECK(advisory_key_numbers(advisory_key_function::int4pair, "-2147483648,2147483647") ==
+          numbers{-2147483648LL, 2147483647LL});
+    for (const char* bad : {"", ",", "1,", ",1", "1, 2", "1,2,3", "2147483648,0", "0,-2147483649", "01,2", "1,+2",
+                            "12"}) {
+        INFO(bad);
+        CHECK_FALSE(advisory_key_numbers(advisory_key_function::int4pair, bad));
+    }
+    // hashtext: UTF-8 text without NUL; the server computes the key.
+    CHECK(advisory_key_numbers(advisory_key_function::hashtext, "orders:42") == numbers{});
+    CHECK(advisory_key_numbers(advisory_key_function::hashtext, "caf\xc3\xa9 \xf0\x9f\x94\x92") == numbers{});
+    for (const std::string& bad : {std::string{"a\0b", 3}, std::string{"\xff"}, std::string{"\xc0\xaf"},
+                                  std::string{"\xed\xa0\x80"}, std::string{"\xf4\x90\x80\x80"}, std::string{"\xe2\x82"}}) {
+        INFO(pg::detail::hex(bad));
+        CHECK_FALSE(advisory_key_numbers(advisory_key_function::hashtext, bad));
+    }
+    // sha256: any id.
+    CHECK(advisory_key_numbers(advisory_key_function::sha256, std::string{"\0\xff", 2}) == numbers{});
+
+    // The words of a refusal say what an id must be; a semaphore is refused under
+    // every foreign key function, whatever the id.
+    using pg::detail::advisory_key_problem;
+    CHECK(advisory_key_problem(advisory_key_function::bigint, "42", 0).empty());
+    CHECK(advisory_key_problem(advisory_key_function::bigint, "+42", 0).find("decimal signed 64-bit integer") !=
+          std::string::npos);
+    CHECK(advisory_key_problem(advisory_key_function::int4pair, "1;2", 0).find("two decimal signed 32-bit") !=
+          std::string::npos);
+    CHECK(advisory_key_problem(advisory_key_function::hashtext, "\xff", 0).find("UTF-8") != std::string::npos);
+    for (const auto f : {advisory_key_function::hashtext, advisory_key_function::bigint,
+                         advisory_key_function::int4pair})
+        CHECK(advisory_key_problem(f, f == advisory_key_function::int4pair ? "1,2" : "42", 3).find(
+                  "semaphores are not supported") != std::string::npos);
+    CHECK(advisory_key_problem(advisory_key_function::sha256, "anything", 3).empty());
+}
+
+TEST_CASE("postgres advisory keys: the statements lock the key a foreign client locks", "[postgres][input]")
+{
+    using pg::advisory_key_function;
+    const pg::detail::sql_texts hashed{"t", "c", false, advisory_key_function::hashtext};
+    CHECK(hashed.advisory_try.find("pg_try_advisory_lock(hashtext(convert_from($1, 'UTF8'))::bigint)") !=
+          std::string::npos);
+    CHECK(hashed.advisory_wait_shared.find("pg_advisory_lock_shared(hashtext(convert_from($1, 'UTF8'))::bigint)") !=
+          std::string::npos);
+    CHECK(hashed.advisory_unlock == "SELECT pg_advisory_unlock(hashtext(convert_from($1, 'UTF8'))::bigint)");
+    const pg::detail::sql_texts big{"t", "c", false, advisory_key_function::bigint};
+    CHECK(big.advisory_wait.find("pg_advisory_lock($2::bigint)") != std::string::npos);
+    CHECK(big.advisory_unlock == "SELECT pg_advisory_unlock($2::bigint) WHERE $1::bytea IS NOT NULL");
+    const pg::detail::sql_texts pair{"t", "c", false, advisory_key_function::int4pair};
+    CHECK(pair.advisory_try_shared.find("pg_try_advisory_lock_shared($2::int, $3::int)") != std::string::npos);
+    CHECK(pair.advisory_unlock_shared == "SELECT pg_advisory_unlock_shared($2::int, $3::int) WHERE $1::bytea IS NOT "
+                                         "NULL");
+    CHECK(pair.advisory_downgrade.find("pg_advisory_lock_shared($2::int, $3::int)") != std::string::npos);
+    // The fence is the id's row of the lease table, in every function.
+    for (const auto* s : {&hashed, &big, &pair}) {
+        CHECK(s->advisory_try.find("INSERT INTO \"t\" AS f (resource, fence) SELECT $1, 1") != std::string::npos);
+        // No permits: a semaphore is refused before any statement.
+        CHECK(s->advisory_permit.empty());
+        CHECK(s->advisory_unlock_permit.empty());
+    }
+    const pg::detail::sql_texts own{"t", "c", false};
+    CHECK(own.advisory_try.find("sha256($1)") != std::string::npos);
+    CHECK_FALSE(own.advisory_permit.empty());
+}
+
+TEST_CASE("postgres advisory keys: an id that names no key, or a semaphore, is refused before any I/O, with why",
+          "[postgres][input]")
+{
+    asio::io_context io;
+    // Nothing listens there: any I/O would be store_unavailable.
+    const auto nowhere = [](pg::advisory_key_function f) {
+        pg::config c;
+        c.conninfo = "hostaddr=127.0.0.1 port=" + std::to_string(test::free_port()) + " dbname=postgres";
+        c.advisory_key = f;
+        return c;
+    };
+    pg::advisory_store big{io, nowhere(pg::advisory_key_function::bigint)},
+        pair{io, nowhere(pg::advisory_key_function::int4pair)}, hashed{io, nowhere(pg::advisory_key_function::hashtext)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto refused = [&](auto& primitive, auto op, const char* words) -> asio::awaitable<void> {
+            dl::diagnostics diag;
+            const auto t0 = dl::clock::now();
+            auto r = co_await op(primitive, diag);
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+            CHECK(dl::clock::now() - t0 < 500ms);
+            INFO(diag.to_string());
+            CHECK(diag.client_message().find(words) != std::string_view::npos);
+        };
+        const auto lock = [](auto& m, dl::diagnostics& d) { return m.lock(d); };
+        dl::basic_distributed_mutex<pg::advisory_store> m1{big, "0042", {.ttl = 10s}};
+        co_await refused(m1, lock, "decimal signed 64-bit integer");
+        dl::basic_distributed_mutex<pg::advisory_store> m2{pair, "1;2", {.ttl = 10s}};
+        co_await refused(m2, lock, "two decimal signed 32-bit integers");
+        dl::basic_distributed_mutex<pg::advisory_store> m3{hashed, std::string{"a\0b", 3}, {.ttl = 10s}};
+        co_await refused(m3, lock, "UTF-8 text without NUL");
+        dl::basic_distributed_shared_mutex<pg::advisory_store> r1{big, "-0", {.ttl = 10s}};
+        co_await refused(r1, [](auto& m, dl::diagnostics& d) { return m.lock_shared(d); }, "64-bit");
+        const auto acquire = [](auto& s, dl::diagnostics& d) { return s.acquire(d); };
+        for (auto* store : {&big, &pair, &hashed}) {
+            dl::basic_distributed_semaphore<pg::advisory_store> sem{
+                *store, store == &pair ? "1,2" : "42", dl::semaphore_options{.permits = 3, .lease = {.ttl = 10s}}};
+            co_await refused(sem, acquire, "semaphores are not supported");
+        }
+        co_await big.close();
+        co_await pair.close();
+        co_await hashed.close();
+    });
+}
+
+TEST_CASE("postgres advisory keys: a fence row a foreign service left unusable is an error with the server's words, "
+          "and the key taken in that statement is freed",
+          "[postgres][input]")
+{
+    const auto table = test::fresh_table("adv");
+    probe look{table};
+    asio::io_context io;
+    auto cfg = test::shared_postgres().config(table);
+    cfg.advisory_key = pg::advisory_key_function::hashtext;
+    pg::advisory_store store{io, cfg};
+    const std::string id = "hostile:" + test::unique_suffix();
+    const auto key_held = [&] {
+        return look
+                   .query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND "
+                          "((classid::bigint << 32) | objid::bigint) = hashtext($1::text)::bigint",
+                          {pg::param::text(id)})
+                   .integer(0, 0)
+                   .value_or(-1) > 0;
+    };
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> m{store, id, {.ttl = 10s}};
+        auto first = co_await m.lock();
+        REQUIRE(first);
+        { const auto ok_ = co_await first->unlock(); REQUIRE(ok_); }
+        // A fence that cannot go up: the increment fails the statement after the lock
+        // was taken (a session-level advisory lock outlives the failed statement).
+        look.query("UPDATE " + look.table() + " SET fence = 9223372036854775807 WHERE resource = $1",
+                   {pg::param::bytes(id)});
+        dl::diagnostics diag;
+        auto full = co_await m.lock(diag);
+        REQUIRE_FALSE(full);
+        INFO(diag.to_string());
+        CHECK(diag.to_string().find("bigint out of range") != std::string::npos);
+        (void)co_await test::eventually("the session that took the key is closed", [&] { return !key_held(); },
+                                        test::long_enough());
+        // A fence that is not a fence (not positive).
+        look.query("UPDATE " + look.table() + " SET fence = -5 WHERE resource = $1", {pg::param::bytes(id)});
+        auto negative = co_await m.lock();
+        REQUIRE_FALSE(negative);
+        CHECK(negative.error() == dl::errc::protocol_error);
+        (void)co_await test::eventually("and again", [&] { return !key_held(); }, test::long_enough());
+        // Repaired, it works again, above the repaired value.
+        look.query("UPDATE " + look.table() + " SET fence = 100 WHERE resource = $1", {pg::param::bytes(id)});
+        auto again = co_await m.lock();
+        REQUIRE(again);
+        CHECK(again->fence() == 101);
+        { const auto ok_ = co_await again->unlock(); REQUIRE(ok_); }
+        co_await store.close();
+    });
+}

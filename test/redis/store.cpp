@@ -1859,3 +1859,337 @@ TEST_CASE("redis: a sharers key of another type fails the shared scripts with th
         CHECK_FALSE(after->held);
     });
 }
+
+// -- dialect::plain: the Redlock recipe's keys, shared with other Redis lock clients --
+
+namespace {
+
+dl::redis::config plain_layout(dl::redis::config c)
+{
+    c.dialect = dl::redis::dialect::plain;
+    return c;
+}
+
+// The reply of one command (its name, then its arguments), asked outside any lock.
+template <class... Args>
+asio::awaitable<dl::redis::resp::value> ask(dl::redis::store& s, const Args&... command)
+{
+    auto r = co_await s.execute(std::string_view{command}...);
+    REQUIRE(r);
+    co_return r.value();
+}
+
+} // namespace
+
+TEST_CASE("redis: ?dialect=plain in every URL form; another value refused with why", "[redis][input][plain]")
+{
+    using dl::redis::dialect;
+    for (const char* url : {"redis://h?dialect=plain", "rediss://u:p@h:7000/2?dialect=plain",
+                            "redis+cluster://a:1,b:2?dialect=plain", "redis+sentinel://a:1/primary/3?dialect=plain",
+                            "unix:///run/redis.sock?db=2&dialect=plain"}) {
+        INFO(url);
+        auto c = dl::redis::config::from_url(url);
+        REQUIRE(c);
+        CHECK(c->dialect == dialect::plain);
+    }
+    CHECK(dl::redis::config::from_url("redis://h")->dialect == dialect::distlock);
+    CHECK(dl::redis::config::from_url("redis://h?dialect=distlock")->dialect == dialect::distlock);
+    // A password may still hold a '?': the query begins after the user information.
+    auto secret = dl::redis::config::from_url("redis://u:pa?ss@h/1?dialect=plain");
+    REQUIRE(secret);
+    CHECK(secret->password == "pa?ss");
+    CHECK(secret->database == 1);
+    CHECK(secret->dialect == dialect::plain);
+    for (const char* url : {"redis://h?dialect=Plain", "redis://h?dialect=", "unix:///s.sock?dialect=redlock",
+                            "redis+cluster://a:1?dialect=x"}) {
+        INFO(url);
+        std::string why;
+        auto c = dl::redis::config::from_url(url, &why);
+        REQUIRE_FALSE(c);
+        CHECK(c.error() == dl::errc::invalid_argument);
+        CHECK(why.find("expected plain or distlock") != std::string::npos);
+    }
+    std::string why;
+    CHECK_FALSE(dl::redis::config::from_url("redis://h?layout=plain", &why));
+    CHECK(why == "unknown query key 'layout' (redis:// URLs take dialect)");
+    auto bad = dl::redis::config{};
+    bad.dialect = static_cast<dialect>(7);
+    CHECK(bad.validate() == dl::errc::invalid_argument);
+}
+
+TEST_CASE("redis plain: the lock key is the id itself, and every key beside it lies in its hash slot",
+          "[redis][input][plain]")
+{
+    asio::io_context io;
+    dl::redis::config cfg = plain_layout({});
+    cfg.key_prefix = "app";
+    dl::redis::store store{io, cfg};
+    std::vector<std::string> ids{"order:7", "{order:7}:payment", "x{}y", "{", "}{a}", "a{b", "{a}{b}", "%7B{}", "app",
+                                 std::string{"bin\0ary\xff", 8}};
+    std::mt19937 random{7};
+    for (int i = 0; i < 2000; ++i) {
+        std::string id(1 + random() % 24, ' ');
+        for (auto& c : id)
+            c = "ab{}%:*\\x"[random() % 9];
+        ids.push_back(std::move(id));
+    }
+    for (const auto& id : ids) {
+        INFO(id);
+        const auto lock = store.lock_key(id);
+        CHECK(lock == id);
+        const auto slot = dl::redis::detail::hash_slot(lock);
+        CHECK(dl::redis::detail::hash_slot(store.fence_key(id)) == slot);
+        CHECK(dl::redis::detail::hash_slot(store.holder_key(id)) == slot);
+        CHECK(dl::redis::detail::hash_slot(store.channel(id)) == slot);
+        // The holder key names its resource, and no other.
+        const dl::redis::detail::key_layout layout{"app", false, true};
+        CHECK(layout.resource_beside(store.holder_key(id), "holder") == id);
+        CHECK_FALSE(layout.resource_beside(store.channel(id), "holder"));
+        CHECK(store.holder_key(id) != store.channel(id));
+    }
+    CHECK(store.holder_key("order:7") == "app:{" + std::string{dl::redis::detail::slot_tags::table()[
+                                                       dl::redis::detail::hash_slot("order:7")]} +
+                                             "}:holder:order:7");
+    CHECK(store.holder_key("a{b}%") == store.fence_key("a{b}%").substr(0, store.fence_key("a{b}%").size() - 5) +
+                                           "holder:a%7Bb%7D%25");
+    // distlock's own keys are no id's: such ids are refused (below), others kept.
+    const dl::redis::detail::key_layout layout{"app", false, true};
+    CHECK(layout.reserved("app:{$a}:fence"));
+    CHECK(layout.reserved("app:{"));
+    CHECK_FALSE(layout.reserved("app:x{"));
+    CHECK_FALSE(layout.reserved("apps:{x}"));
+    CHECK_FALSE(dl::redis::detail::key_layout("app", false, false).reserved("app:{x}"));
+    const dl::redis::detail::key_layout bare{"", false, true};
+    CHECK(bare.reserved(":{x}"));
+    CHECK_FALSE(bare.reserved("x:{y}"));
+}
+
+TEST_CASE("redis plain: what a grant writes: the id's key with the owner alone, distlock's holder key and fence "
+          "beside it",
+          "[redis][plain]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, plain_layout(server.config())};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto fence = co_await store.put_if_absent("job:7", owner, 10s);
+        REQUIRE(fence);
+        { const auto said_ = co_await ask(store, "GET", "job:7"); CHECK(said_.text == owner.to_hex()); }
+        { const auto said_ = co_await ask(store, "GET", store.holder_key("job:7")); CHECK(said_.text == lock_value(owner, fence.value())); }
+        { const auto said_ = co_await ask(store, "GET", store.fence_key("job:7")); CHECK(said_.text == std::to_string(fence.value())); }
+        for (const auto& key : {std::string{"job:7"}, store.holder_key("job:7")}) {
+            const auto pttl = (co_await ask(store, "PTTL", key)).integer;
+            CHECK(pttl > 9000);
+            CHECK(pttl <= 10000);
+        }
+        // Nothing else: no channel key, no queue.
+        { const auto said_ = co_await ask(store, "DBSIZE"); CHECK(said_.integer == 3); }
+        // Held: refused.
+        auto again = co_await store.put_if_absent("job:7", dl::owner_token::generate(), 10s);
+        REQUIRE_FALSE(again);
+        CHECK(again.error() == dl::errc::contended);
+        // Extended: both keys; another owner's extend and release change nothing.
+        { const auto ok_ = co_await store.extend("job:7", owner, 30s); CHECK(ok_); }
+        { const auto said_ = co_await ask(store, "PTTL", "job:7"); CHECK(said_.integer > 20000); }
+        { const auto said_ = co_await ask(store, "PTTL", store.holder_key("job:7")); CHECK(said_.integer > 20000); }
+        const auto other = dl::owner_token::generate();
+        auto extended = co_await store.extend("job:7", other, 30s);
+        CHECK(extended.error() == dl::errc::not_owner);
+        auto released = co_await store.release("job:7", other);
+        CHECK(released.error() == dl::errc::not_owner);
+        // The release is published on the channel beside the lock, and takes both keys.
+        auto w = co_await store.watch("job:7");
+        { const auto ok_ = co_await store.release("job:7", owner); CHECK(ok_); }
+        const bool woke = co_await w.wait(dl::clock::now() + 5s);
+        CHECK(woke);
+        { const auto said_ = co_await ask(store, "EXISTS", "job:7", store.holder_key("job:7")); CHECK(said_.integer == 0); }
+        // The next grant's token is larger; the fence key stays, without a TTL.
+        auto next = co_await store.put_if_absent("job:7", owner, 10s);
+        REQUIRE(next);
+        CHECK(next.value() > fence.value());
+        { const auto said_ = co_await ask(store, "PTTL", store.fence_key("job:7")); CHECK(said_.integer == -1); }
+        { const auto ok_ = co_await store.release("job:7", owner); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("redis plain: read(), list() and revoke(): distlock's grants with their token; a foreign holder read "
+          "without one, not listed, never revoked",
+          "[redis][plain][list]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, plain_layout(server.config())};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto mine = co_await store.put_if_absent("p:mine", owner, 10s);
+        REQUIRE(mine);
+        // What node-redlock writes: its random value, with a TTL.
+        (void)co_await ask(store, "SET", "p:theirs", "0123456789abcdef0123456789abcdef", "PX", "10000");
+
+        auto read_mine = co_await store.read("p:mine");
+        REQUIRE(read_mine);
+        CHECK(read_mine->held);
+        CHECK(read_mine->fence == mine.value());
+        CHECK(read_mine->owner == owner.to_hex().substr(0, 8));
+        auto read_theirs = co_await store.read("p:theirs");
+        REQUIRE(read_theirs);
+        CHECK(read_theirs->held);
+        CHECK(read_theirs->fence == 0); // no token: not distlock's grant
+        CHECK(read_theirs->owner == "01234567");
+        CHECK(read_theirs->remaining);
+        auto read_free = co_await store.read("p:free");
+        REQUIRE(read_free);
+        CHECK_FALSE(read_free->held);
+        CHECK(read_free->fence == 0); // no grant in its slot yet
+
+        auto listed = co_await store.list("p:");
+        REQUIRE(listed);
+        REQUIRE(listed->size() == 1);
+        CHECK(listed->front().resource == "p:mine");
+        CHECK(listed->front().lock.fence == mine.value());
+        CHECK(listed->front().lock.owner == owner.to_hex().substr(0, 8));
+        auto none = co_await store.list("q:");
+        REQUIRE(none);
+        CHECK(none->empty());
+
+        // A foreign holder has no token to name: left as it is.
+        for (const dl::fence_token f : {dl::fence_token{0}, dl::fence_token{1}, mine.value()}) {
+            auto revoked = co_await store.revoke("p:theirs", f);
+            REQUIRE_FALSE(revoked);
+            CHECK(revoked.error() == dl::errc::not_owner);
+        }
+        { const auto said_ = co_await ask(store, "EXISTS", "p:theirs"); CHECK(said_.integer == 1); }
+        auto wrong = co_await store.revoke("p:mine", mine.value() + 1);
+        CHECK(wrong.error() == dl::errc::not_owner);
+        auto w = co_await store.watch("p:mine");
+        { const auto ok_ = co_await store.revoke("p:mine", mine.value()); CHECK(ok_); }
+        const bool woke = co_await w.wait(dl::clock::now() + 5s);
+        CHECK(woke);
+        { const auto said_ = co_await ask(store, "EXISTS", "p:mine", store.holder_key("p:mine")); CHECK(said_.integer == 0); }
+        auto extended = co_await store.extend("p:mine", owner, 10s);
+        CHECK(extended.error() == dl::errc::not_owner);
+        // Free now: its slot's last token, which the next grant exceeds.
+        auto read_after = co_await store.read("p:mine");
+        REQUIRE(read_after);
+        CHECK_FALSE(read_after->held);
+        CHECK(read_after->fence == mine.value());
+    });
+}
+
+TEST_CASE("redis plain: a foreign record distlock cannot read is held by someone else, never an error",
+          "[redis][plain][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, plain_layout(server.config())};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        (void)co_await ask(store, "HSET", "odd:hash", "f", "v");
+        (void)co_await ask(store, "SET", "odd:forever", "no TTL");
+        (void)co_await ask(store, "SET", "odd:colon", owner.to_hex() + ":123", "PX", "10000");
+        // A forged holder key beside a foreign lock: its owner is not the lock's.
+        (void)co_await ask(store, "SET", "odd:forged", "theirs", "PX", "10000");
+        (void)co_await ask(store, "SET", store.holder_key("odd:forged"), "mine:77", "PX", "10000");
+        for (const auto* id : {"odd:hash", "odd:forever", "odd:colon", "odd:forged"}) {
+            INFO(id);
+            auto taken = co_await store.put_if_absent(id, owner, 10s);
+            REQUIRE_FALSE(taken);
+            CHECK(taken.error() == dl::errc::contended);
+            auto info = co_await store.read(id);
+            REQUIRE(info);
+            CHECK(info->held);
+            CHECK(info->fence == 0);
+            auto extended = co_await store.extend(id, owner, 10s);
+            CHECK(extended.error() == dl::errc::not_owner);
+            auto released = co_await store.release(id, owner);
+            CHECK(released.error() == dl::errc::not_owner);
+            auto revoked = co_await store.revoke(id, 77);
+            CHECK(revoked.error() == dl::errc::not_owner);
+            { const auto said_ = co_await ask(store, "EXISTS", id); CHECK(said_.integer == 1); }
+        }
+        // A key without a TTL: held, with no time it ends at.
+        auto answer = co_await store.put_if_absent_answer("odd:forever", owner, 10s);
+        REQUIRE(answer);
+        CHECK_FALSE(answer->is_granted());
+        auto info = co_await store.read("odd:hash");
+        REQUIRE(info);
+        CHECK(info->owner.empty());
+        auto listed = co_await store.list("odd:");
+        REQUIRE(listed);
+        CHECK(listed->empty()); // none of them is distlock's grant
+    });
+}
+
+TEST_CASE("redis plain: fair queues, shared grants, sets in one step and ids in distlock's own keys are refused "
+          "before any I/O, saying why",
+          "[redis][plain][input]")
+{
+    asio::io_context io;
+    auto nowhere = plain_layout({});
+    nowhere.port = 1; // I/O would be store_unavailable
+    dl::redis::store store{io, nowhere};
+    const auto owner = dl::owner_token::generate();
+    const auto said = [](const dl::diagnostics& d, std::string_view words) {
+        return std::string{d.client_message()}.find(words) != std::string::npos;
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto code = [](const auto& r) { return r ? std::error_code{} : r.error(); };
+        const auto refused = [&](std::string_view what, std::error_code ec, const dl::diagnostics& d) {
+            INFO(what);
+            CHECK(ec == dl::errc::invalid_argument);
+            CHECK(said(d, "dialect plain: "));
+        };
+        dl::diagnostics d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11;
+        auto r1 = co_await store.put_shared("r", owner, 10s, 0, &d1);
+        refused("put_shared", code(r1), d1);
+        auto r2 = co_await store.put_exclusive("r", owner, owner, 10s, &d2);
+        refused("put_exclusive", code(r2), d2);
+        auto r3 = co_await store.extend_shared("r", owner, 10s, &d3);
+        refused("extend_shared", code(r3), d3);
+        auto r4 = co_await store.release_shared("r", owner, &d4);
+        refused("release_shared", code(r4), d4);
+        auto r5 = co_await store.withdraw("r", owner, &d5);
+        refused("withdraw", code(r5), d5);
+        auto r6 = co_await store.downgrade("r", owner, &d6);
+        refused("downgrade", code(r6), d6);
+        auto r7 = co_await store.put_if_first("r", owner, owner, 10s, 1, true, &d7);
+        refused("put_if_first", code(r7), d7);
+        auto r8 = co_await store.release_to_head("r", owner, &d8);
+        refused("release_to_head", code(r8), d8);
+        auto r9 = co_await store.leave_queue("r", owner, &d9);
+        refused("leave_queue", code(r9), d9);
+        const std::vector<std::string> set{"a", "b"};
+        auto r10 = co_await store.put_if_absent_all(set, owner, 10s, &d10);
+        refused("put_if_absent_all", code(r10), d10);
+        auto r11 = co_await store.release_all(set, owner, &d11);
+        refused("release_all", code(r11), d11);
+        CHECK(said(d1, "Redlock recipe"));
+        CHECK_FALSE(store.batchable(set));
+        for (const auto* id : {"distlock:{$abc}:fence", "distlock:{"}) {
+            INFO(id);
+            dl::diagnostics d;
+            auto taken = co_await store.put_if_absent(id, owner, 10s, &d);
+            CHECK(taken.error() == dl::errc::invalid_argument);
+            CHECK(said(d, "begins as distlock's own keys do"));
+            auto answered = co_await store.put_if_absent_answer(id, owner, 10s);
+            CHECK(answered.error() == dl::errc::invalid_argument);
+            auto info = co_await store.read(id);
+            CHECK(info.error() == dl::errc::invalid_argument);
+            auto revoked = co_await store.revoke(id, 1);
+            CHECK(revoked.error() == dl::errc::invalid_argument);
+        }
+        // Ids that only look alike go to the server (here: none to reach).
+        auto elsewhere = co_await store.put_if_absent("distlock:x{", owner, 10s);
+        CHECK(elsewhere.error() == dl::errc::store_unavailable);
+        // A fair mutex ends at once with the refusal, not at its deadline.
+        dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::fixed> fair{
+            store, "r", {.ttl = 10s}, dl::acquire::fair{}, dl::retry::fixed{.delay = 10ms, .deadline = 30s}};
+        const auto start = std::chrono::steady_clock::now();
+        dl::diagnostics why;
+        auto l = co_await fair.lock(why);
+        REQUIRE_FALSE(l);
+        CHECK(l.error() == dl::errc::invalid_argument);
+        CHECK(std::chrono::steady_clock::now() - start < 5s);
+    });
+}

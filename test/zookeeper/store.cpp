@@ -23,7 +23,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -56,15 +58,19 @@ TEST_CASE("zookeeper: resource ids are escaped into one node name injectively, n
     CHECK_FALSE(resource_of("%2f"));
 }
 
-TEST_CASE("zookeeper: waiter names are read strictly and ordered by sequence, not by name", "[zookeeper][input]")
+TEST_CASE("zookeeper: every child with a sequence number is a waiter, whoever made it, ordered by sequence, "
+          "not by name",
+          "[zookeeper][input]")
 {
     const std::string a(32, 'a'), b(32, 'b'), c(32, 'c');
-    // Unsorted, as the server returns them, with names the store did not make.
+    // Unsorted, as the server returns them, with names of other clients and children
+    // without a sequence number.
     const std::vector<std::string> children{b + "-0000000010", "foreign", a + "-0000000012", c + "-0000000002",
-                                            a.substr(1) + "-0000000001", c + "-00000000x1"};
+                                            "lease_holder", c + "-00000000x1", a + "-99999999999999999999"};
     const auto holder = zk::detail::stand(children, c);
     CHECK(holder.found);
     CHECK(holder.first);
+    CHECK(holder.queued == 3);
     CHECK(holder.holder == c + "-0000000002");
     const auto second = zk::detail::stand(children, b);
     CHECK(second.found);
@@ -79,9 +85,104 @@ TEST_CASE("zookeeper: waiter names are read strictly and ordered by sequence, no
     const std::vector<std::string> twice{a + "-0000000003", b + "-0000000004", a + "-0000000007"};
     CHECK(zk::detail::stand(twice, a, a + "-0000000007").predecessor == b + "-0000000004");
     CHECK(zk::detail::stand(twice, a).first);
-    CHECK_FALSE(zk::detail::parse_waiter(std::string(32, 'A') + "-0000000001")); // upper-case hex
-    CHECK_FALSE(zk::detail::parse_waiter(a + "-"));
-    CHECK_FALSE(zk::detail::parse_waiter(a + "-99999999999999999999"));
+    // Curator's, kazoo's and this store's names in one queue: ordered by the number alone.
+    const std::string curator_a = "_c_" + zk::detail::owner_uuid(a) + "-lock-0000000005";
+    const std::vector<std::string> mixed{curator_a, b + "__lock__0000000003", c + "-0000000004",
+                                         "_c_2b5f0b3e-8a53-4d8e-9d57-3f1b0a6c9e11-lock-0000000001"};
+    const auto st = zk::detail::stand(mixed, a);
+    CHECK(st.found);
+    CHECK(st.mine == curator_a);
+    CHECK(st.predecessor == c + "-0000000004");
+    CHECK(st.holder == "_c_2b5f0b3e-8a53-4d8e-9d57-3f1b0a6c9e11-lock-0000000001");
+    CHECK(st.queued == 4);
+    // Owners are read from every dialect's names; a name without one is still a waiter.
+    CHECK(zk::detail::parse_waiter(curator_a)->owner == a);
+    CHECK(zk::detail::parse_waiter(b + "__lock__0000000003")->owner == b);
+    CHECK(zk::detail::parse_waiter(b + "__rlock__0000000003")->owner == b);
+    CHECK(zk::detail::parse_waiter(c + "-0000000004")->owner == c);
+    CHECK(zk::detail::parse_waiter("_c_2b5f0b3e-8a53-4d8e-9d57-3f1b0a6c9e11-lock-0000000001")->owner ==
+          "2b5f0b3e8a534d8e9d573f1b0a6c9e11");
+    for (const auto& ownerless : std::vector<std::string>{std::string(32, 'A') + "-0000000001",
+                                                           "_c_2b5f0b3e8a534d8e-lock-0000000001",
+                                                           a.substr(1) + "-0000000001", a + "x0000000001",
+                                                           "0000000001"}) {
+        INFO(ownerless);
+        const auto w = zk::detail::parse_waiter(ownerless);
+        REQUIRE(w);
+        CHECK(w->owner.empty());
+        CHECK(w->mode == dl::lock_mode::exclusive);
+        CHECK(w->sequence == 1);
+    }
+    // No sequence number: no waiter (kazoo skips such children too).
+    for (const auto& none : std::vector<std::string>{a + "-", a + "-__READ__", a + "-__READ__12x", "lock-", ""})
+        CHECK_FALSE(zk::detail::parse_waiter(none));
+    // Past 2^31 the server writes a negative number.
+    CHECK(zk::detail::parse_waiter(a + "--000000005")->sequence == -5);
+}
+
+TEST_CASE("zookeeper: the dialects' names: Curator's protected names, kazoo's, and this store's before dialects",
+          "[zookeeper][input][dialect]")
+{
+    using dl::lock_mode;
+    using zk::dialect;
+    using zk::detail::entry_prefix;
+    const std::string hex = "0123456789abcdef0123456789abcdef";
+    const std::string uuid = "_c_01234567-89ab-cdef-0123-456789abcdef-";
+    CHECK(zk::detail::owner_uuid(hex) == "01234567-89ab-cdef-0123-456789abcdef");
+    CHECK(zk::detail::waiter_prefix(dl::owner_token::from_hex(hex), dialect::curator) == uuid + "lock-");
+    CHECK(entry_prefix(dialect::curator, hex, lock_mode::exclusive, 0) == uuid + "__WRIT__");
+    CHECK(entry_prefix(dialect::curator, hex, lock_mode::shared, 0) == uuid + "__READ__");
+    CHECK(entry_prefix(dialect::curator, hex, lock_mode::shared, 4) == uuid + "__PERM_4__");
+    CHECK(zk::detail::waiter_prefix(dl::owner_token::from_hex(hex), dialect::kazoo) == hex + "__lock__");
+    CHECK(entry_prefix(dialect::kazoo, hex, lock_mode::exclusive, 0) == hex + "__lock__");
+    CHECK(entry_prefix(dialect::kazoo, hex, lock_mode::shared, 0) == hex + "__rlock__");
+    CHECK(entry_prefix(dialect::kazoo, hex, lock_mode::shared, 4) == hex + "__PERM_4__");
+    CHECK(zk::detail::waiter_prefix(dl::owner_token::from_hex(hex), dialect::distlock) == hex + "-");
+    CHECK(entry_prefix(dialect::distlock, hex, lock_mode::exclusive, 0) == hex + "-__WRIT__");
+    CHECK(entry_prefix(dialect::distlock, hex, lock_mode::shared, 0) == hex + "-__READ__");
+    CHECK(entry_prefix(dialect::distlock, hex, lock_mode::shared, 4) == hex + "-__PERM_4__");
+    // Every name written reads back as its owner's, mode and count.
+    for (const auto d : {dialect::curator, dialect::kazoo, dialect::distlock})
+        for (const auto& [mode, permits, mutex] : {std::tuple{lock_mode::exclusive, 0u, true},
+                                                   std::tuple{lock_mode::exclusive, 0u, false},
+                                                   std::tuple{lock_mode::shared, 0u, false},
+                                                   std::tuple{lock_mode::shared, 7u, false}}) {
+            const auto name = entry_prefix(d, hex, mode, permits, mutex) + "0000000042";
+            INFO(name);
+            const auto w = zk::detail::parse_waiter(name);
+            REQUIRE(w);
+            CHECK(w->owner == hex);
+            CHECK(w->mode == mode);
+            CHECK(w->permits == permits);
+            CHECK(w->sequence == 42);
+            CHECK_FALSE(w->unreadable);
+        }
+}
+
+TEST_CASE("zookeeper: the dialect in the URL and the settings", "[zookeeper][input][dialect]")
+{
+    CHECK(zk::config{}.dialect == zk::dialect::curator);
+    for (const auto d : {zk::dialect::curator, zk::dialect::kazoo, zk::dialect::distlock}) {
+        const auto c = zk::config::from_url("zk://127.0.0.1/app?dialect=" + std::string{zk::name_of(d)});
+        REQUIRE(c);
+        CHECK(c->dialect == d);
+    }
+    CHECK(zk::config::from_url("zk://127.0.0.1")->dialect == zk::dialect::curator);
+    for (const std::string bad : {"Curator", "", "zookeeper", "curator,kazoo"}) {
+        std::string why;
+        const auto c = zk::config::from_url("zk://127.0.0.1?dialect=" + bad, &why);
+        INFO(bad);
+        REQUIRE_FALSE(c);
+        CHECK(c.error() == dl::errc::invalid_argument);
+        CHECK(why.find("dialect") != std::string::npos);
+    }
+    std::string why;
+    REQUIRE_FALSE(zk::config::from_url("zk://127.0.0.1?dialect=kazoo&dialect=kazoo", &why));
+    zk::config c;
+    c.dialect = static_cast<zk::dialect>(7);
+    CHECK(c.validate() == dl::errc::invalid_argument);
+    asio::io_context io;
+    CHECK_THROWS_AS((zk::store{io, c}), std::system_error);
 }
 
 TEST_CASE("zookeeper: shared entries carry their mode in their name; the queue alone says who holds and what "
@@ -93,9 +194,6 @@ TEST_CASE("zookeeper: shared entries carry their mode in their name; the queue a
     using zk::detail::parse_waiter;
     using zk::detail::stand_shared;
     const std::string a(32, 'a'), b(32, 'b'), c(32, 'c'), d(32, 'd'), e(32, 'e');
-    CHECK(entry_prefix(a, lock_mode::exclusive, 0) == a + "-__WRIT__");
-    CHECK(entry_prefix(a, lock_mode::shared, 0) == a + "-__READ__");
-    CHECK(entry_prefix(a, lock_mode::shared, 12) == a + "-__PERM_12__");
     // The names parsed are views of these.
     const std::string writer_name = a + "-__WRIT__0000000004", reader_name = a + "-__READ__0000000005",
                       permit_name = a + "-__PERM_3__0000000006", plain_name = a + "-0000000007";
@@ -116,19 +214,28 @@ TEST_CASE("zookeeper: shared entries carry their mode in their name; the queue a
     const auto plain = parse_waiter(plain_name); // a mutex's: exclusive
     REQUIRE(plain);
     CHECK(plain->mode == lock_mode::exclusive);
-    // Named as entries, readable as none.
+    // Named as permits whose count does not read: waiters, exclusive, unreadable.
     for (const auto& bad : {a + "-__PERM_0__0000000001", a + "-__PERM_3_0000000001", a + "-__PERM___0000000001",
-                            a + "-__PERM_99999999999__0000000001", a + "-__READ__", a + "-__READ__12x",
-                            a + "-__SOME__0000000001"}) {
+                            a + "-__PERM_99999999999__0000000001", a + "__PERM_x__0000000001"}) {
         INFO(bad);
-        CHECK_FALSE(parse_waiter(bad));
+        const auto w = parse_waiter(bad);
+        REQUIRE(w);
+        CHECK(w->mode == lock_mode::exclusive);
         CHECK(zk::detail::unreadable_entry(bad));
     }
+    // Marks this store does not know: exclusive waiters.
+    CHECK(parse_waiter(a + "-__SOME__0000000001")->mode == lock_mode::exclusive);
+    CHECK_FALSE(zk::detail::unreadable_entry(a + "-__SOME__0000000001"));
     CHECK_FALSE(zk::detail::unreadable_entry("foreign"));
     CHECK_FALSE(zk::detail::unreadable_entry(a + "-0000000001"));
     CHECK_FALSE(zk::detail::unreadable_entry(a + "-x"));
+    // Other clients' readers are readers, their writers and mutexes exclusive.
+    CHECK(parse_waiter(b + "__rlock__0000000001")->mode == lock_mode::shared);
+    CHECK(parse_waiter("_c_" + zk::detail::owner_uuid(b) + "-__READ__0000000001")->mode == lock_mode::shared);
+    CHECK(parse_waiter(b + "__lock__0000000001")->mode == lock_mode::exclusive);
+    CHECK(parse_waiter("_c_" + zk::detail::owner_uuid(b) + "-__WRIT__0000000001")->mode == lock_mode::exclusive);
 
-    // Unsorted, with a mutex's node and a foreign one: r1 w r2 m r3.
+    // Unsorted, with a mutex's node and a child without a sequence: r1 w r2 m r3.
     const std::vector<std::string> rw{a + "-__READ__0000000005", "foreign",      c + "-__READ__0000000009",
                                       b + "-__WRIT__0000000003", e + "-0000000007", d + "-__READ__0000000001"};
     const auto r1 = stand_shared(rw, d + "-__READ__0000000001");
@@ -174,10 +281,19 @@ TEST_CASE("zookeeper: shared entries carry their mode in their name; the queue a
     CHECK(stand_shared(mixed, c + "-__READ__0000000003").disagrees == a + "-__PERM_3__0000000001");
     CHECK(stand_shared(mixed, d + "-__WRIT__0000000004").disagrees.empty());
 
-    // A child named as an entry that reads as none: the queue is not judged.
-    const auto unreadable = stand_shared({a + "-__READ__0000000001", b + "-__READ__x"}, a + "-__READ__0000000001");
-    CHECK(unreadable.unreadable == b + "-__READ__x");
+    // A child named as a permit whose count does not read: the queue is not judged.
+    const auto unreadable =
+        stand_shared({a + "-__READ__0000000001", b + "-__PERM_x__0000000002"}, a + "-__READ__0000000001");
+    CHECK(unreadable.unreadable == b + "-__PERM_x__0000000002");
     CHECK_FALSE(unreadable.found);
+    // A foreign reader shares with this store's readers; a foreign writer excludes them.
+    const std::vector<std::string> foreign{b + "__rlock__0000000001", "_c_" + zk::detail::owner_uuid(c) +
+                                           "-__READ__0000000002", a + "-__READ__0000000003",
+                                           d + "__lock__0000000004", e + "-__READ__0000000005"};
+    CHECK(stand_shared(foreign, a + "-__READ__0000000003").granted);
+    const auto behind = stand_shared(foreign, e + "-__READ__0000000005");
+    CHECK_FALSE(behind.granted);
+    CHECK(behind.waits_for == std::vector<std::string>{d + "__lock__0000000004"});
 }
 
 TEST_CASE("zookeeper: the permits' record: read strictly; a slot is the holder's own or the lowest no live "
@@ -343,7 +459,8 @@ TEST_CASE("zookeeper: the node layout: one ephemeral sequential node per waiter,
                                         test::long_enough());
         const auto nodes = queue_of(prefix, "seat/7");
         REQUIRE(nodes.size() == 2);
-        CHECK(nodes[0].starts_with(first->owner().to_hex() + "-"));
+        // The default dialect's: Curator's protected mutex node.
+        CHECK(nodes[0].starts_with("_c_" + zk::detail::owner_uuid(first->owner().to_hex()) + "-lock-"));
         test::zk_client c{server.port()};
         const auto parent = prefix + "/seat%2F7";
         const auto s0 = c.stat(parent + "/" + nodes[0]);
@@ -381,6 +498,50 @@ TEST_CASE("zookeeper: the node layout: one ephemeral sequential node per waiter,
     });
 }
 
+TEST_CASE("zookeeper: a resource's children of any name: a sequential one is a waiter whoever made it, one "
+          "without a sequence number is ignored, a permit whose count does not read is refused with its name",
+          "[zookeeper][dialect]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("hostile");
+    const auto parent = zk::detail::resource_node(prefix, "r");
+    test::zk_client c{server.port()};
+    REQUIRE(c.create(prefix) == 0);
+    REQUIRE(c.create(parent) == 0);
+    REQUIRE(c.create(parent + "/lease_holder") == 0); // no sequence number: nobody's waiter
+    asio::io_context io;
+    zk::store s{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto quick = dl::retry::fixed{.delay = 10ms, .deadline = 10s};
+        dl::basic_distributed_mutex<zk::store, dl::retry::fixed> m{s, "r", {}, quick};
+        auto free = co_await m.try_lock();
+        REQUIRE(free);
+        { const auto ok_ = co_await free->unlock(); CHECK(ok_); }
+        // A stranger's sequential node, and one named as a permit of no readable count:
+        // held by someone else until they go.
+        REQUIRE(c.create(parent + "/stranger-", zk::proto::create_flags::sequential) == 0);
+        REQUIRE(c.create(parent + "/" + std::string(32, 'c') + "__PERM_x__", zk::proto::create_flags::sequential) == 0);
+        auto kept_out = co_await m.try_lock();
+        REQUIRE_FALSE(kept_out);
+        CHECK(kept_out.error() == dl::condition::contended);
+        const auto owner = dl::owner_token::generate();
+        dl::diagnostics diag;
+        auto permit = co_await s.enqueue_shared("r", owner, dl::lock_mode::shared, 2, &diag);
+        REQUIRE_FALSE(permit);
+        CHECK(permit.error() == dl::errc::protocol_error);
+        CHECK(diag.server_message().find("__PERM_x__") != std::string_view::npos);
+        { const auto left_ = co_await s.dequeue("r", owner); CHECK(left_); }
+        for (const auto& name : c.children(parent).value_or(std::vector<std::string>{}))
+            if (name != "lease_holder")
+                CHECK(c.remove(parent + "/" + name) == 0);
+        auto again = co_await m.try_lock();
+        REQUIRE(again);
+        { const auto ok_ = co_await again->unlock(); CHECK(ok_); }
+        co_await s.close();
+    });
+    CHECK(c.remove(parent + "/lease_holder") == 0);
+}
+
 TEST_CASE("zookeeper: a shared mutex's and a semaphore's nodes carry their mode; a mutex and a writer on one "
           "resource exclude each other and every reader",
           "[zookeeper][shared]")
@@ -399,7 +560,7 @@ TEST_CASE("zookeeper: a shared mutex's and a semaphore's nodes carry their mode;
         REQUIRE(reader);
         auto nodes = queue_of(prefix, "doc");
         REQUIRE(nodes.size() == 1);
-        CHECK(nodes[0].starts_with(reader->owner().to_hex() + "-__READ__"));
+        CHECK(nodes[0].starts_with("_c_" + zk::detail::owner_uuid(reader->owner().to_hex()) + "-__READ__"));
         test::zk_client c{server.port()};
         const auto s0 = c.stat(zk::detail::resource_node(prefix, "doc") + "/" + nodes[0]);
         REQUIRE(s0);
@@ -422,7 +583,7 @@ TEST_CASE("zookeeper: a shared mutex's and a semaphore's nodes carry their mode;
         REQUIRE(writer);
         nodes = queue_of(prefix, "doc");
         REQUIRE(nodes.size() == 1);
-        CHECK(nodes[0].starts_with(writer->owner().to_hex() + "-__WRIT__"));
+        CHECK(nodes[0].starts_with("_c_" + zk::detail::owner_uuid(writer->owner().to_hex()) + "-__WRIT__"));
         auto no_mutex = co_await mutex.try_lock();
         REQUIRE_FALSE(no_mutex);
         CHECK(no_mutex.error() == dl::condition::contended);
@@ -435,7 +596,7 @@ TEST_CASE("zookeeper: a shared mutex's and a semaphore's nodes carry their mode;
         CHECK(*permit->slot() == 0);
         nodes = queue_of(prefix, "pool");
         REQUIRE(nodes.size() == 1);
-        CHECK(nodes[0].starts_with(permit->owner().to_hex() + "-__PERM_2__"));
+        CHECK(nodes[0].starts_with("_c_" + zk::detail::owner_uuid(permit->owner().to_hex()) + "-__PERM_2__"));
         { const auto ok_ = co_await permit->unlock(); CHECK(ok_); }
         CHECK(queue_of(prefix, "doc").empty());
         CHECK(queue_of(prefix, "pool").empty());
@@ -1292,7 +1453,8 @@ TEST_CASE("zookeeper: a queue with a node named as an entry that reads as none, 
             if (op == static_cast<std::int32_t>(zk::proto::op::get_data))
                 return w.bytes(c.record).take() + stat_bytes(1);
             if (op == static_cast<std::int32_t>(zk::proto::op::get_children2)) {
-                return children_bytes({c.queue_extra, std::string(32, 'a') + "-__PERM_3__0000000002"});
+                return children_bytes(
+                    {c.queue_extra, "_c_" + zk::detail::owner_uuid(std::string(32, 'a')) + "-__PERM_3__0000000002"});
             }
             return stat_bytes(7);
         }};

@@ -27,12 +27,14 @@ inline dl::retry::fixed patient()
     return {.delay = std::chrono::seconds{20}, .deadline = std::chrono::seconds{60}};
 }
 
-/// A resource's waiter nodes on the shared server, lowest sequence first, as the
-/// harness's own client sees them.
+/// A resource's waiter nodes on the shared server (its children with a sequence
+/// number, whoever made them), lowest sequence first, as the harness's own client
+/// sees them.
 inline std::vector<std::string> queue_of(const std::string& prefix, std::string_view resource)
 {
     zk_client c{shared_zookeeper().port()};
     auto names = c.children(zk::detail::resource_node(prefix, resource)).value_or(std::vector<std::string>{});
+    std::erase_if(names, [](const std::string& n) { return !zk::detail::parse_waiter(n); });
     std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
         return zk::detail::parse_waiter(a)->sequence < zk::detail::parse_waiter(b)->sequence;
     });

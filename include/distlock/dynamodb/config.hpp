@@ -72,6 +72,20 @@ enum class lease_mode {
     expiry_time,
 };
 
+/// Which clients' items the table holds (docs/dynamodb.md).
+enum class dialect {
+    /// distlock's own layout: a Binary `resource` key, the fence in the lock's item,
+    /// shared grants beside the holder.
+    distlock,
+    /// The layout and rules of AWS's Java lock client (amazon-dynamodb-lock-client):
+    /// a String key attribute (`key_attribute`), ownerName, recordVersionNumber (a
+    /// UUID), leaseDuration (a string of milliseconds), isReleased, taken over only
+    /// after a whole lease seen unchanged. distlock and that client exclude each
+    /// other on one table. The fence counter is an item of its own (the lock's name
+    /// under the reserved prefix `distlock#fence#`). Exclusive locks only.
+    aws,
+};
+
 struct config {
     std::string host = "127.0.0.1";
     std::uint16_t port = 8000;
@@ -93,6 +107,13 @@ struct config {
     duration clock_skew_margin = std::chrono::seconds{1};
     /// Every client of a table must use the same mode.
     lease_mode mode = lease_mode::record_version;
+    /// The table's layout. Every client of a table must use the same one; aws needs
+    /// lease_mode::record_version (the AWS client's rule).
+    dynamodb::dialect dialect = dialect::distlock;
+    /// dialect::aws: the table's partition key attribute (String), as the AWS
+    /// client's partitionKeyName ("key" by default). Tables with a sort key are not
+    /// supported.
+    std::string key_attribute = "key";
     /// The Limit of each Scan request of list(): how many items DynamoDB reads for one
     /// page, before its filter keeps the locks asked for. 0: DynamoDB's own bound (1 MB
     /// of items a page). A smaller page spreads a listing's read capacity over more
@@ -115,6 +136,10 @@ struct config {
         if (host.empty() || port == 0)
             return errc::invalid_argument;
         if (mode != lease_mode::record_version && mode != lease_mode::expiry_time)
+            return errc::invalid_argument;
+        if (dialect != dialect::distlock && dialect != dialect::aws)
+            return errc::invalid_argument;
+        if (dialect == dialect::aws && (mode != lease_mode::record_version || !valid_key_attribute(key_attribute)))
             return errc::invalid_argument;
         return {};
     }
@@ -144,8 +169,9 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// Parses `dynamodb://host[:port][?table=NAME&region=REGION&mode=record_version|expiry_time]`
-    /// (port 8000 by default, DynamoDB Local's), or `dynamodbs://` for HTTPS (port 443).
+    /// Parses `dynamodb://host[:port][?table=NAME&region=REGION&mode=record_version|expiry_time
+    /// &dialect=distlock|aws&key_attribute=NAME]` (port 8000 by default, DynamoDB Local's), or
+    /// `dynamodbs://` for HTTPS (port 443). key_attribute needs dialect=aws.
     /// The grammar is in distlock/backend/url.hpp: an IPv6 host in brackets, nothing
     /// percent-decoded, no user information (credentials come from `credentials` or the
     /// environment). A URL that is malformed or whose settings fail validate() is
@@ -156,11 +182,12 @@ struct config {
         backend::url_rules rules;
         rules.schemes = {"dynamodb", "dynamodbs"};
         rules.default_port = https ? 443 : 8000;
-        rules.query_keys = {"table", "region", "mode"};
+        rules.query_keys = {"table", "region", "mode", "dialect", "key_attribute"};
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
         config c;
+        bool key_attribute_given = false;
         c.tls = https;
         c.host = parsed->hosts[0].host;
         c.port = parsed->hosts[0].port;
@@ -181,6 +208,19 @@ struct config {
                                                      ": expected an AWS region name (lower-case letters, digits "
                                                      "and '-', as in eu-west-1)");
                 c.region = pair.value;
+            } else if (pair.key == "dialect") {
+                const auto chosen = backend::query_choice(pair, {"distlock", "aws"}, why);
+                if (!chosen)
+                    return chosen.error();
+                c.dialect = *chosen == 0 ? dialect::distlock : dialect::aws;
+            } else if (pair.key == "key_attribute") {
+                if (!valid_key_attribute(pair.value))
+                    return backend::refused(why, "key_attribute " + backend::quoted(pair.value) +
+                                                     ": a key attribute name is 1 to 255 bytes and not one of the "
+                                                     "lock's own attributes (ownerName, recordVersionNumber, "
+                                                     "leaseDuration, isReleased, data, fence, fenceOwner)");
+                c.key_attribute = pair.value;
+                key_attribute_given = true;
             } else {
                 const auto mode = backend::query_choice(pair, {"record_version", "expiry_time"}, why);
                 if (!mode)
@@ -188,9 +228,28 @@ struct config {
                 c.mode = *mode == 0 ? lease_mode::record_version : lease_mode::expiry_time;
             }
         }
+        if (key_attribute_given && c.dialect != dialect::aws)
+            return backend::refused(why, "key_attribute is a setting of dialect=aws (the distlock dialect's key is "
+                                         "the Binary attribute resource)");
+        if (c.dialect == dialect::aws && c.mode != lease_mode::record_version)
+            return backend::refused(why, "dialect=aws takes locks over by the AWS lock client's rule "
+                                         "(mode=record_version), not by expiry times");
         if (c.validate())
             return backend::refused(why, "the settings fail config::validate()");
         return c;
+    }
+
+    /// A partition key attribute name for dialect::aws: 1 to 255 bytes, none of the
+    /// names the lock item's other attributes use.
+    static bool valid_key_attribute(std::string_view name) noexcept
+    {
+        if (name.empty() || name.size() > 255)
+            return false;
+        for (const std::string_view taken :
+             {"ownerName", "recordVersionNumber", "leaseDuration", "isReleased", "data", "fence", "fenceOwner"})
+            if (name == taken)
+                return false;
+        return true;
     }
 
     /// A name DynamoDB accepts for a table: 3 to 255 letters, digits, '_', '-' and '.'.

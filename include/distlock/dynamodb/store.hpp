@@ -34,6 +34,28 @@
 // intent is a consistent GetItem and one UpdateItem conditional on the state read;
 // detail/shared.hpp computes the step and says how.
 //
+// dialect::aws (detail/aws.hpp names the items): the table is AWS's Java lock
+// client's, and distlock follows that client's rules on it, so that both exclude each
+// other. Acquiring: one PutItem of the whole item (ownerName = the owner token,
+// recordVersionNumber = a new UUID, leaseDuration = the TTL in ms, as a string) under
+// `attribute_not_exists(#pk) OR #ir = :ir`, or, once this lock() call has seen one
+// record version for a whole leaseDuration on its own monotonic clock, `OR #rvn =
+// :seen` (the AWS client's three cases, one condition); a refused attempt reads the
+// item and keeps the sighting, as record_version mode does. Then the fence: (1) the
+// PutItem takes the item; (2) an UpdateItem ADDs 1 to the resource's fence item,
+// ReturnValues UPDATED_NEW, giving f; (3) an UpdateItem stamps f (and fenceOwner) into
+// the lock item under `#on = :o AND #rvn = :v`, the owner and version written in (1).
+// The grant is returned only when (3) succeeds. Fences stay monotonic among distlock
+// grants: a grant that ended before this one began drew its fence before its end,
+// which came before our PutItem, which came before our draw; a grant that began after
+// our PutItem replaced our item (with its owner and version), so our (3) fails and the
+// attempt counts as refused. Heartbeats (extend) write a new UUID and the lease under
+// `attribute_exists(#pk) AND #on = :o`; releasing is a DeleteItem under the same
+// condition (the AWS client's default release; owner tokens are unique per grant, so
+// the owner alone names the grant, and a heartbeat whose reply was lost does not make
+// the release fail); revoking is a DeleteItem conditional on the stamped fence and
+// fenceOwner = ownerName. Shared grants are refused (the AWS client has none).
+//
 // Every request goes over the transport engine (HTTP/1.1, keep-alive, reconnect),
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
 #pragma once
@@ -44,6 +66,7 @@
 #include <distlock/backend/strand.hpp>
 #include <distlock/dynamodb/acquire.hpp>
 #include <distlock/dynamodb/config.hpp>
+#include <distlock/dynamodb/detail/aws.hpp>
 #include <distlock/dynamodb/detail/replies.hpp>
 #include <distlock/dynamodb/detail/shared.hpp>
 #include <distlock/dynamodb/error.hpp>
@@ -172,6 +195,16 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return backend::failed<fence_token>(ec);
+        if (cfg_.dialect == dialect::aws) {
+            // A takeover by fence would bypass the AWS client's rule (a whole lease of
+            // watching): not offered.
+            if (expected_version)
+                return backend::failed<fence_token>(refused_by_dialect(
+                    "dialect=aws takes a held lock over only after watching its record version for a whole "
+                    "lease (the AWS lock client's rule), never by its fence",
+                    diag));
+            return aws_acquired(aws_take(resource, owner, ttl, nullptr, diag));
+        }
         auto body = grant(resource, owner, ttl);
         auto& values = body["ExpressionAttributeValues"];
         if (expected_version) {
@@ -195,6 +228,8 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return backend::failed<answer>(ec);
+        if (cfg_.dialect == dialect::aws)
+            return aws_take(resource, owner, ttl, &seen, diag);
         if (cfg_.mode == lease_mode::expiry_time)
             return as_answer(conditional_write(resource, owner, ttl, std::nullopt, diag));
         auto body = grant(resource, owner, ttl);
@@ -213,6 +248,16 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws) {
+            // The AWS client's heartbeat (sendHeartbeat): a new version and the lease.
+            auto body = aws_by_owner(resource, owner);
+            body["UpdateExpression"] = "SET #ld = :ld, #rvn = :newRvn";
+            body["ExpressionAttributeNames"]["#ld"] = detail::aws::lease_duration;
+            body["ExpressionAttributeNames"]["#rvn"] = detail::aws::record_version_number;
+            body["ExpressionAttributeValues"][":ld"] = {{"S", std::to_string(millis(ttl))}};
+            body["ExpressionAttributeValues"][":newRvn"] = {{"S", new_record_version()}};
+            return owned(call("UpdateItem", std::move(body), diag));
+        }
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
@@ -245,6 +290,8 @@ public:
     {
         if (auto ec = check(resource))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws) // the AWS client's default release: the item goes
+            return owned(call("DeleteItem", aws_by_owner(resource, owner), diag));
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
@@ -261,6 +308,9 @@ public:
     {
         if (auto ec = check(resource))
             return backend::failed<lock_info>(ec);
+        if (cfg_.dialect == dialect::aws)
+            return aws_inspected(engine_, signer(), cfg_.table, aws_key(detail::aws::lock_name(resource)),
+                                 aws_key(detail::aws::fence_name(resource)), diag);
         nlohmann::json body = {{"TableName", cfg_.table}, {"Key", key(resource)}, {"ConsistentRead", true}};
         return inspected(call("GetItem", std::move(body), diag), cfg_.mode, wall_now(), diag);
     }
@@ -274,6 +324,27 @@ public:
     {
         if (auto ec = settings_valid())
             return backend::failed<std::vector<lock_listing>>(ec);
+        if (cfg_.dialect == dialect::aws) {
+            // Held: an owner and no isReleased. Names are decoded here (an encoded id
+            // has no prefix the server could match), so the prefix is filtered here.
+            nlohmann::json body = {
+                {"TableName", cfg_.table},
+                {"ConsistentRead", true},
+                {"ProjectionExpression", "#pk, #on, #rvn, #f, #fo"},
+                {"ExpressionAttributeNames",
+                 {{"#pk", cfg_.key_attribute},
+                  {"#on", detail::aws::owner_name},
+                  {"#rvn", detail::aws::record_version_number},
+                  {"#f", detail::aws::fence},
+                  {"#fo", detail::aws::fence_owner},
+                  {"#ir", detail::aws::is_released}}},
+                {"FilterExpression", "attribute_exists(#on) AND attribute_not_exists(#ir)"},
+            };
+            if (cfg_.scan_limit > 0)
+                body["Limit"] = cfg_.scan_limit;
+            return aws_scanned(engine_, signer(), cfg_.wall_clock, std::move(body), cfg_.key_attribute,
+                               std::string{prefix}, diag);
+        }
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"ConsistentRead", true},
@@ -301,6 +372,24 @@ public:
     {
         if (auto ec = check(resource))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws) {
+            // The grant's fence, stamped by the holder that holds it now; released
+            // items and foreign holders have none.
+            nlohmann::json body = {
+                {"TableName", cfg_.table},
+                {"Key", aws_key(detail::aws::lock_name(resource))},
+                {"ConditionExpression",
+                 "attribute_exists(#pk) AND attribute_not_exists(#ir) AND #f = :f AND #fo = #on"},
+                {"ExpressionAttributeNames",
+                 {{"#pk", cfg_.key_attribute},
+                  {"#ir", detail::aws::is_released},
+                  {"#f", detail::aws::fence},
+                  {"#fo", detail::aws::fence_owner},
+                  {"#on", detail::aws::owner_name}}},
+                {"ExpressionAttributeValues", {{":f", {{"N", std::to_string(fence)}}}}},
+            };
+            return owned(call("DeleteItem", std::move(body), diag));
+        }
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
@@ -327,6 +416,8 @@ public:
     awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
                                          std::uint32_t permits, diagnostics* diag = nullptr)
     {
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<answer>(no_shared_grants(diag));
         return shared_attempt(resource, ttl, nullptr, shared_step_of(owner, ttl, permits), diag);
     }
 
@@ -336,6 +427,8 @@ public:
     awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
                                             const owner_token& owner, duration ttl, diagnostics* diag = nullptr)
     {
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<answer>(no_shared_grants(diag));
         return shared_attempt(resource, ttl, nullptr, exclusive_step_of(waiter, owner, ttl), diag);
     }
 
@@ -347,6 +440,8 @@ public:
                                           std::uint32_t permits, std::vector<sighting>& seen,
                                           diagnostics* diag = nullptr)
     {
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<answer>(no_shared_grants(diag));
         return shared_attempt(resource, ttl, &seen, shared_step_of(owner, ttl, permits), diag);
     }
 
@@ -356,6 +451,8 @@ public:
                                              const owner_token& owner, duration ttl, std::vector<sighting>& seen,
                                              diagnostics* diag = nullptr)
     {
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<answer>(no_shared_grants(diag));
         return shared_attempt(resource, ttl, &seen, exclusive_step_of(waiter, owner, ttl), diag);
     }
 
@@ -367,6 +464,8 @@ public:
     {
         if (auto ec = check(resource, ttl))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<void>(no_shared_grants(diag));
         auto body = sharer_change(resource, owner);
         auto& names = body["ExpressionAttributeNames"];
         auto& values = body["ExpressionAttributeValues"];
@@ -398,6 +497,8 @@ public:
     {
         if (auto ec = check(resource))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<void>(no_shared_grants(diag));
         auto body = sharer_change(resource, owner);
         body["UpdateExpression"] = "REMOVE #s.#me ADD #n :one";
         body["ConditionExpression"] = "attribute_exists(#s.#me)";
@@ -412,6 +513,8 @@ public:
     {
         if (auto ec = check(resource))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<void>(no_shared_grants(diag));
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
@@ -431,6 +534,8 @@ public:
     {
         if (auto ec = check(resource))
             return backend::failed<void>(ec);
+        if (cfg_.dialect == dialect::aws)
+            return backend::failed<void>(no_shared_grants(diag));
         shared_stepper step = [owner = owner.to_hex()](const detail::shared_item& item, const detail::step_clock& c,
                                                        const std::vector<sighting>&, const std::string&) {
             return detail::step_downgrade(item, owner, c);
@@ -461,10 +566,14 @@ public:
                     co_return success();
             }
         }
+        // dialect::aws: the table of the AWS client's createLockTableInDynamoDB (a String
+        // hash key, no sort key), billed on demand.
+        const bool aws = cfg_.dialect == dialect::aws;
+        const std::string key_name = aws ? cfg_.key_attribute : std::string{"resource"};
         nlohmann::json create = {
             {"TableName", cfg_.table},
-            {"AttributeDefinitions", {{{"AttributeName", "resource"}, {"AttributeType", "B"}}}},
-            {"KeySchema", {{{"AttributeName", "resource"}, {"KeyType", "HASH"}}}},
+            {"AttributeDefinitions", {{{"AttributeName", key_name}, {"AttributeType", aws ? "S" : "B"}}}},
+            {"KeySchema", {{{"AttributeName", key_name}, {"KeyType", "HASH"}}}},
             {"BillingMode", "PAY_PER_REQUEST"},
         };
         diagnostics words;
@@ -565,13 +674,22 @@ public:
             update["ExpressionAttributeNames"] = std::move(names);
         if (!values.empty())
             update["ExpressionAttributeValues"] = std::move(values);
-        const nlohmann::json lock_check = {
+        nlohmann::json lock_check = {
             {"TableName", cfg_.table},
             {"Key", basic_store::key(resource)},
             {"ConditionExpression", "attribute_exists(#o) AND fence = :t"},
             {"ExpressionAttributeNames", {{"#o", "owner"}}},
             {"ExpressionAttributeValues", {{":t", {{"N", std::to_string(token)}}}}},
         };
+        if (cfg_.dialect == dialect::aws) {
+            lock_check["Key"] = aws_key(detail::aws::lock_name(resource));
+            lock_check["ConditionExpression"] = "attribute_exists(#on) AND attribute_not_exists(#ir) AND #f = :t AND "
+                                                "#fo = #on";
+            lock_check["ExpressionAttributeNames"] = {{"#on", detail::aws::owner_name},
+                                                      {"#ir", detail::aws::is_released},
+                                                      {"#f", detail::aws::fence},
+                                                      {"#fo", detail::aws::fence_owner}};
+        }
         nlohmann::json body = {
             {"TransactItems", nlohmann::json::array({{{"ConditionCheck", lock_check}}, {{"Update", std::move(update)}}})}};
         return fenced(call("TransactWriteItems", std::move(body), diag));
@@ -638,6 +756,291 @@ private:
     }
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
+
+    // -- dialect::aws -------------------------------------------------------------------
+
+    nlohmann::json aws_key(std::string name) const { return {{cfg_.key_attribute, {{"S", std::move(name)}}}}; }
+
+    // A write to `resource`'s lock item conditional on its holder being `owner` (the
+    // body of a release; a heartbeat adds its update).
+    nlohmann::json aws_by_owner(std::string_view resource, const owner_token& owner) const
+    {
+        return {
+            {"TableName", cfg_.table},
+            {"Key", aws_key(detail::aws::lock_name(resource))},
+            {"ConditionExpression", "attribute_exists(#pk) AND #on = :on"},
+            {"ExpressionAttributeNames", {{"#pk", cfg_.key_attribute}, {"#on", detail::aws::owner_name}}},
+            {"ExpressionAttributeValues", {{":on", {{"S", owner.to_hex()}}}}},
+        };
+    }
+
+    static std::string new_record_version() { return detail::aws::uuid_from_hex(owner_token::generate().to_hex()); }
+
+    static std::error_code refused_by_dialect(std::string why, diagnostics* diag)
+    {
+        if (diag)
+            diag->set_client_message(std::move(why));
+        return distlock::errc::invalid_argument;
+    }
+
+    static std::error_code no_shared_grants(diagnostics* diag)
+    {
+        return refused_by_dialect("dialect=aws: AWS's lock client has no shared grants (a shared mutex's readers, "
+                                  "a semaphore's permits), so none is offered on its table: it would not exclude "
+                                  "that client",
+                                  diag);
+    }
+
+    // What one acquisition of dialect::aws writes, owned by its coroutine.
+    struct aws_grant {
+        std::string table;
+        std::string key_attribute;
+        nlohmann::json lock_key;
+        nlohmann::json fence_key;
+        std::string owner;   ///< ownerName: the owner token, hex
+        std::string version; ///< the recordVersionNumber the PutItem writes
+        duration own_ttl{};
+    };
+
+    // One attempt: the PutItem (the whole item, as the AWS client's acquireLock writes
+    // it), then the fence. With `seen` (acquire_item's memory), a refusal reads the
+    // item and watches its version; without, it is answered as held.
+    awaitable<result<answer>> aws_take(std::string_view resource, const owner_token& owner, duration ttl,
+                                       std::optional<sighting>* seen, diagnostics* diag) const
+    {
+        aws_grant g{cfg_.table,
+                    cfg_.key_attribute,
+                    aws_key(detail::aws::lock_name(resource)),
+                    aws_key(detail::aws::fence_name(resource)),
+                    owner.to_hex(),
+                    new_record_version(),
+                    ttl};
+        nlohmann::json item = g.lock_key;
+        item[detail::aws::owner_name] = {{"S", g.owner}};
+        item[detail::aws::lease_duration] = {{"S", std::to_string(millis(ttl))}};
+        item[detail::aws::record_version_number] = {{"S", g.version}};
+        nlohmann::json put = {
+            {"TableName", cfg_.table},
+            {"Item", std::move(item)},
+            {"ExpressionAttributeNames", {{"#pk", cfg_.key_attribute}, {"#ir", detail::aws::is_released}}},
+            {"ExpressionAttributeValues", {{":ir", {{"S", detail::aws::released_value}}}}},
+        };
+        // The AWS client's three cases in one condition: no item; a released one; one
+        // whose version this call has seen unchanged for its whole lease.
+        std::string condition = "attribute_not_exists(#pk) OR #ir = :ir";
+        if (seen && *seen && clock::now() - (*seen)->seen_at >= (*seen)->lease) {
+            condition += " OR #rvn = :seen";
+            put["ExpressionAttributeNames"]["#rvn"] = detail::aws::record_version_number;
+            put["ExpressionAttributeValues"][":seen"] = {{"S", (*seen)->version}};
+        }
+        put["ConditionExpression"] = std::move(condition);
+        return aws_acquire(engine_, signer(), std::move(g), put.dump(), seen, diag);
+    }
+
+    static awaitable<result<answer>> aws_acquire(engine_ptr engine, signing s, aws_grant g, std::string put,
+                                                 std::optional<sighting>* seen, diagnostics* diag)
+    {
+        namespace aws = detail::aws;
+        // (1) The lock item.
+        auto wrote = co_await request(engine, s, std::string{"PutItem"}, std::move(put), diag);
+        if (!wrote) {
+            if (wrote.error() != distlock::errc::contended)
+                co_return wrote.error();
+            if (diag)
+                diag->clear(); // the refusal is the answer, not a failure
+            if (!seen)
+                co_return answer::held();
+            co_return co_await aws_watch(std::move(engine), std::move(s), std::move(g), *seen, diag);
+        }
+        if (seen)
+            seen->reset();
+        // It is ours from here: a failure leaves the caller to give it back by owner.
+        const auto ours = [diag](std::error_code ec) -> std::error_code {
+            if (ec == condition::maybe_applied)
+                return ec;
+            if (diag)
+                diag->set_client_message("dialect=aws: the lock item was written, its fence not: " + ec.message());
+            return distlock::errc::outcome_unknown;
+        };
+        // (2) The fence draw. The fence item is shaped as a released AWS lock, so that
+        // the AWS client's scans of the table can read it.
+        nlohmann::json draw = {
+            {"TableName", g.table},
+            {"Key", g.fence_key},
+            {"UpdateExpression", "SET #on = :fon, #ld = :fld, #rvn = :frvn, #ir = :ir ADD #f :one"},
+            {"ExpressionAttributeNames",
+             {{"#on", aws::owner_name},
+              {"#ld", aws::lease_duration},
+              {"#rvn", aws::record_version_number},
+              {"#ir", aws::is_released},
+              {"#f", aws::fence}}},
+            {"ExpressionAttributeValues",
+             {{":fon", {{"S", "distlock fence counter"}}},
+              {":fld", {{"S", "0"}}},
+              {":frvn", {{"S", "00000000-0000-4000-8000-000000000000"}}},
+              {":ir", {{"S", aws::released_value}}},
+              {":one", {{"N", "1"}}}}},
+            {"ReturnValues", "UPDATED_NEW"},
+        };
+        auto drawn = co_await request(engine, s, std::string{"UpdateItem"}, draw.dump(), diag);
+        if (!drawn)
+            co_return ours(drawn.error());
+        const auto fence = aws::decode_fence_draw(drawn.value(), diag);
+        if (!fence)
+            co_return ours(fence.error());
+        // (3) The stamp, only on the item (1) wrote.
+        nlohmann::json stamp = {
+            {"TableName", g.table},
+            {"Key", g.lock_key},
+            {"UpdateExpression", "SET #f = :f, #fo = :on"},
+            {"ConditionExpression", "#on = :on AND #rvn = :rvn"},
+            {"ExpressionAttributeNames",
+             {{"#f", aws::fence},
+              {"#fo", aws::fence_owner},
+              {"#on", aws::owner_name},
+              {"#rvn", aws::record_version_number}}},
+            {"ExpressionAttributeValues",
+             {{":f", {{"N", std::to_string(fence.value())}}}, {":on", {{"S", g.owner}}}, {":rvn", {{"S", g.version}}}}},
+        };
+        auto stamped = co_await request(engine, s, std::string{"UpdateItem"}, stamp.dump(), diag);
+        if (!stamped) {
+            if (stamped.error() != distlock::errc::contended)
+                co_return ours(stamped.error());
+            if (diag)
+                diag->clear(); // taken over since (1): not granted
+            co_return answer::held();
+        }
+        co_return answer::granted(fence.value());
+    }
+
+    // A refused PutItem: the consistent read that says whose version is there,
+    // remembered in `seen` (first sighting, or the same version still).
+    static awaitable<result<answer>> aws_watch(engine_ptr engine, signing s, aws_grant g,
+                                               std::optional<sighting>& seen, diagnostics* diag)
+    {
+        nlohmann::json look = {{"TableName", g.table}, {"Key", g.lock_key}, {"ConsistentRead", true}};
+        auto got = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, look.dump(), diag);
+        if (!got) // the write was refused for certain; the next attempt reads again
+            co_return answer::held();
+        const auto found = detail::aws::decode_lock_record(got.value(), diag);
+        if (!found)
+            co_return found.error();
+        const auto& record = found.value();
+        if (!record || (record->released && record->released_as_written)) {
+            seen.reset(); // free since the write was refused: try again at once
+            co_return answer::held(clock::now());
+        }
+        auto version = record->watched_version();
+        const auto lease = record->lease_ms ? std::min<duration>(std::chrono::milliseconds{static_cast<std::int64_t>(
+                                                                     std::min<std::uint64_t>(*record->lease_ms,
+                                                                                             1ULL << 40))},
+                                                                 max_wait)
+                                            : g.own_ttl;
+        if (!seen || seen->version != version)
+            seen = sighting{std::move(version), clock::now(), lease};
+        else
+            seen->lease = lease;
+        co_return answer::held(seen->seen_at + seen->lease);
+    }
+
+    static awaitable<result<fence_token>> aws_acquired(awaitable<result<answer>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        if (!got.value().is_granted())
+            co_return make_error_code(distlock::errc::contended);
+        co_return got.value().fence();
+    }
+
+    // read(): the lock item, and the fence item when no distlock grant is stamped in it.
+    static awaitable<result<lock_info>> aws_inspected(engine_ptr engine, signing s, std::string table,
+                                                      nlohmann::json lock_key, nlohmann::json fence_key,
+                                                      diagnostics* diag)
+    {
+        nlohmann::json look = {{"TableName", table}, {"Key", std::move(lock_key)}, {"ConsistentRead", true}};
+        auto got = co_await request(engine, s, std::string{"GetItem"}, look.dump(), diag);
+        if (!got)
+            co_return got.error();
+        const auto found = detail::aws::decode_lock_record(got.value(), diag);
+        if (!found)
+            co_return found.error();
+        lock_info info;
+        const auto& record = found.value();
+        if (record && !record->released) {
+            info.held = true;
+            info.owner = record->owner.value_or(std::string{}).substr(0, 8);
+            if (record->version)
+                info.version = detail::aws::version_number(*record->version);
+            if (const auto stamped = record->holder_fence()) {
+                info.fence = *stamped;
+                co_return info;
+            }
+        }
+        look["Key"] = std::move(fence_key);
+        auto counter = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, look.dump(), diag);
+        if (!counter)
+            co_return counter.error();
+        const auto last = detail::aws::decode_fence_item(counter.value(), diag);
+        if (!last)
+            co_return last.error();
+        info.fence = last.value();
+        co_return info;
+    }
+
+    // list() on an AWS-layout table: the Scan page after page; names decoded (fence
+    // items and reserved names skipped), the prefix kept, sorted at the end.
+    static awaitable<result<std::vector<lock_listing>>> aws_scanned(
+        engine_ptr engine, signing s, std::function<std::chrono::system_clock::time_point()> wall_clock,
+        nlohmann::json body, std::string key_attribute, std::string prefix, diagnostics* diag)
+    {
+        const auto wall = [&wall_clock] { return wall_clock ? wall_clock() : std::chrono::system_clock::now(); };
+        std::vector<lock_listing> out;
+        std::set<std::string> starts;
+        for (;;) {
+            s.date = wall();
+            auto got = co_await request(engine, s, std::string{"Scan"}, body.dump(), diag);
+            if (!got)
+                co_return got.error();
+            auto page = detail::aws::decode_scan_page(got.value(), key_attribute, diag);
+            if (!page)
+                co_return page.error();
+            for (auto& found : page.value().items) {
+                auto resource = detail::aws::resource_of(found.name);
+                if (!resource || !resource->starts_with(prefix) || found.record.released)
+                    continue;
+                lock_info info;
+                info.held = true;
+                info.owner = found.record.owner.value_or(std::string{}).substr(0, 8);
+                info.fence = found.record.holder_fence().value_or(0);
+                if (found.record.version)
+                    info.version = detail::aws::version_number(*found.record.version);
+                out.push_back({std::move(*resource), std::move(info), std::nullopt});
+            }
+            if (!page.value().next_start)
+                break;
+            auto next = std::move(*page.value().next_start);
+            if (!starts.insert(next.dump()).second) {
+                if (diag) {
+                    diag->set_client_message("DynamoDB Scan answer: LastEvaluatedKey names a page already read");
+                    diag->set_server_message(next.dump());
+                }
+                co_return make_error_code(distlock::errc::protocol_error);
+            }
+            body["ExclusiveStartKey"] = std::move(next);
+        }
+        std::sort(out.begin(), out.end(),
+                  [](const lock_listing& a, const lock_listing& b) { return a.resource < b.resource; });
+        const auto twice = std::adjacent_find(out.begin(), out.end(), [](const lock_listing& a, const lock_listing& b) {
+            return a.resource == b.resource;
+        });
+        if (twice != out.end()) {
+            if (diag)
+                diag->set_client_message("DynamoDB Scan answer: an item on two pages");
+            co_return make_error_code(distlock::errc::protocol_error);
+        }
+        co_return out;
+    }
 
     // One step of the shared grants: the next state of the item from the state read,
     // the time, what this call watched, and a new random version.

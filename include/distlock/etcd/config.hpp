@@ -4,6 +4,7 @@
 
 #include <distlock/backend/url.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/etcd/dialect.hpp>
 #include <distlock/error.hpp>
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
@@ -27,6 +28,9 @@ struct config {
     /// Every key the store writes starts with this (docs/etcd.md: the key layout). It
     /// must not be empty, so that a user limited to this prefix can run it.
     std::string prefix = "distlock/";
+    /// How a resource id becomes its queue's key prefix (dialect.hpp): escaped (the
+    /// default), or verbatim for etcd's concurrency.Mutex on `prefix + id`.
+    key_dialect dialect = key_dialect::distlock;
     /// The session's lease TTL: whole seconds, at least 2 (etcd's floor; a shorter
     /// grant comes back as 2 s, and the store uses the TTL the server granted). A
     /// crashed holder's lock is freed within this time.
@@ -58,10 +62,11 @@ struct config {
 
     /// errc::invalid_argument for settings that cannot work: no member, a member
     /// without host or port, an empty prefix or one with a NUL byte, a TTL that is not
-    /// whole seconds in [2 s, 1 day], a keepalive not within (0, TTL), a drift not within
-    /// [0, TTL), timeouts outside (0, max_wait], a password without a user, a user name
-    /// or password with control characters (they travel in JSON, but a NUL would cut
-    /// them short in etcd's own tools).
+    /// whole seconds in [2 s, 1 day], a dialect that is none of key_dialect's, a
+    /// keepalive not within (0, TTL), a drift not within [0, TTL), timeouts outside
+    /// (0, max_wait], a password without a user, a user name or password with control
+    /// characters (they travel in JSON, but a NUL would cut them short in etcd's own
+    /// tools).
     std::error_code validate() const noexcept
     {
         const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
@@ -71,6 +76,8 @@ struct config {
             if (m.host.empty() || m.port == 0)
                 return errc::invalid_argument;
         if (prefix.empty() || prefix.size() > 512 || prefix.find('\0') != std::string::npos)
+            return errc::invalid_argument;
+        if (dialect != key_dialect::distlock && dialect != key_dialect::concurrency)
             return errc::invalid_argument;
         if (session_ttl < std::chrono::seconds{2} || session_ttl > std::chrono::hours{24} ||
             session_ttl % std::chrono::seconds{1} != duration::zero())
@@ -104,9 +111,10 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// Parses `etcd://[user[:password]@]host[:port][,host[:port]...][?prefix=P&ttl=SECONDS]`
-    /// (port 2379 by default), or `etcds://` for HTTPS, which also takes `ca=PATH` (the
-    /// trusted CAs). The grammar is in distlock/backend/url.hpp: IPv6 hosts in
+    /// Parses
+    /// `etcd://[user[:password]@]host[:port][,host[:port]...][?prefix=P&ttl=SECONDS&dialect=D]`
+    /// (port 2379 by default; D is `distlock` or `concurrency`, dialect.hpp), or
+    /// `etcds://` for HTTPS, which also takes `ca=PATH` (the trusted CAs). The grammar is in distlock/backend/url.hpp: IPv6 hosts in
     /// brackets, nothing percent-decoded. A URL that is malformed or whose settings fail
     /// validate() is errc::invalid_argument, with `*why` (when not null) saying what is
     /// wrong and where.
@@ -117,7 +125,7 @@ struct config {
         rules.default_port = 2379;
         rules.several_hosts = true;
         rules.userinfo = true;
-        rules.query_keys = {"prefix", "ttl", "ca"};
+        rules.query_keys = {"prefix", "ttl", "dialect", "ca"};
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
@@ -143,6 +151,12 @@ struct config {
                 if (!ttl)
                     return ttl.error();
                 c.session_ttl = *ttl;
+            } else if (pair.key == "dialect") {
+                const auto d = dialect_named(pair.value);
+                if (!d)
+                    return backend::refused(why, backend::quoted("dialect=" + pair.value) +
+                                                     ": the dialect is 'distlock' or 'concurrency'");
+                c.dialect = *d;
             } else if (!c.tls) {
                 return backend::refused(why, "'ca=' is for etcds:// URLs (HTTPS)");
             } else {

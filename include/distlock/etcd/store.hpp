@@ -35,6 +35,13 @@
 //    queue's oldest key, for its name, then deletes it in a txn that holds only while
 //    it is still the key created at the fence and no key of the queue is older; the
 //    session tells the holder at its next keepalive (session.hpp).
+//  - The queue is the one etcd's concurrency.Mutex keeps (Go's clientv3/concurrency,
+//    `etcdctl lock`): its keys are <queue prefix><lease ID in hex>, valued "", and it
+//    holds when its key is the oldest. Such a key, or any value distlock does not
+//    write, is a foreign exclusive entry (entries.hpp): it holds the lock when it is
+//    the oldest, a reader waits for it, and the key behind it watches it. config's
+//    dialect says which queue prefix a resource id gets (dialect.hpp): the escaped
+//    id by default, the id verbatim under key_dialect::concurrency.
 #pragma once
 
 #include <distlock/backend.hpp>
@@ -112,23 +119,23 @@ public:
     awaitable<result<queue_place>> enqueue(std::string_view resource, const owner_token& owner,
                                            diagnostics* diag = nullptr)
     {
-        if (auto ec = validate_resource(resource))
+        if (auto ec = checked_resource(resource, diag))
             return backend::failed<queue_place>(ec);
-        auto queue = detail::queue_prefix(settings().prefix, resource);
+        auto queue = queue_of(resource);
         auto key = queue + owner.to_hex();
         return enqueued(client_, session_, life_, std::move(queue), std::move(key), owner.to_hex(), diag);
     }
 
     awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
     {
-        return waited(client_, session_, detail::queue_prefix(settings().prefix, resource), entry, until);
+        return waited(client_, session_, queue_of(resource), entry, until);
     }
 
     awaitable<result<void>> dequeue(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
-        if (auto ec = validate_resource(resource))
+        if (auto ec = checked_resource(resource, diag))
             return backend::failed<void>(ec);
-        auto key = detail::queue_prefix(settings().prefix, resource) + owner.to_hex();
+        auto key = queue_of(resource) + owner.to_hex();
         session_->forget(key);
         return deleted(client_, std::move(key), diag);
     }
@@ -145,13 +152,14 @@ public:
     /// Creates the owner's entry in `mode` (with `permits`), or finds it, and says
     /// whether it holds (entries.hpp has the rules and the value layout).
     /// errc::invalid_argument when an older shared entry counts permits otherwise; the
-    /// entry is deleted then.
+    /// entry is deleted then. A concurrency.Mutex's key is an exclusive entry to
+    /// readers and permits alike (entries.hpp); the Mutex waits for every older key.
     awaitable<result<shared_place>> enqueue_shared(std::string_view resource, const owner_token& owner,
                                                    lock_mode mode, std::uint32_t permits, diagnostics* diag = nullptr)
     {
-        if (auto ec = validate_resource(resource))
+        if (auto ec = checked_resource(resource, diag))
             return backend::failed<shared_place>(ec);
-        auto queue = detail::queue_prefix(settings().prefix, resource);
+        auto queue = queue_of(resource);
         auto key = queue + owner.to_hex();
         return shared_enqueued(client_, session_, std::move(queue), std::move(key), owner.to_hex(), mode, permits,
                                diag);
@@ -161,7 +169,7 @@ public:
     /// or when it holds or is gone itself; false at `until`.
     awaitable<bool> wait_turn(std::string_view resource, fence_token entry, time_point until)
     {
-        return turned(client_, detail::queue_prefix(settings().prefix, resource), entry, until);
+        return turned(client_, queue_of(resource), entry, until);
     }
 
     /// Reads the lock on `resource` without taking it: the queue's oldest key (owner,
@@ -169,9 +177,9 @@ public:
     /// (the next holder's is larger).
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
-        if (auto ec = validate_resource(resource))
+        if (auto ec = checked_resource(resource, diag))
             return backend::failed<lock_info>(ec);
-        return inspected(client_, detail::queue_prefix(settings().prefix, resource), diag);
+        return inspected(client_, queue_of(resource), diag);
     }
 
     /// The locks held now whose resource ids begin with `prefix` (every lock for an
@@ -180,7 +188,7 @@ public:
     /// request per lock). One range request, so one revision's snapshot.
     awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
     {
-        return listed(client_, settings().prefix, std::string{prefix}, diag);
+        return listed(client_, settings().prefix, std::string{prefix}, settings().dialect, diag);
     }
 
     /// Frees the lock on `resource` if it is still the grant that carries `fence`
@@ -190,12 +198,11 @@ public:
     /// is lost at its session's next keepalive.
     awaitable<result<void>> revoke(std::string_view resource, fence_token fence, diagnostics* diag = nullptr)
     {
-        if (auto ec = validate_resource(resource))
+        if (auto ec = checked_resource(resource, diag))
             return backend::failed<void>(ec);
         if (fence == 0 || fence > static_cast<fence_token>(INT64_MAX)) // no key was created there
             return backend::failed<void>(distlock::errc::not_owner);
-        return revoked(client_, detail::queue_prefix(settings().prefix, resource), static_cast<std::int64_t>(fence),
-                       diag);
+        return revoked(client_, queue_of(resource), static_cast<std::int64_t>(fence), diag);
     }
 
     // -- Beyond the concepts ----------------------------------------------------------
@@ -211,9 +218,9 @@ public:
                                        diagnostics* diag = nullptr)
     {
         if (key.empty() || key.size() > 1024 * 1024 || value.size() > 1024 * 1024 || holder.fence() == 0 ||
-            holder.fence() > static_cast<fence_token>(INT64_MAX) || validate_resource(holder.resource()))
+            holder.fence() > static_cast<fence_token>(INT64_MAX) || checked_resource(holder.resource(), nullptr))
             return backend::failed<void>(distlock::errc::invalid_argument);
-        const auto lock_key = detail::queue_prefix(settings().prefix, holder.resource()) + holder.owner().to_hex();
+        const auto lock_key = queue_of(holder.resource()) + holder.owner().to_hex();
         detail::json put = {{"key", distlock::util::base64(key)}, {"value", distlock::util::base64(value)}};
         detail::json txn = {
             {"compare", detail::json::array({detail::create_compare(lock_key, static_cast<std::int64_t>(holder.fence()))})},
@@ -243,6 +250,27 @@ public:
 
 private:
     using json = detail::json;
+
+    // The id's length as every store checks it; under the concurrency dialect, no '/'
+    // (dialect.hpp): refused before any request, saying why.
+    std::error_code checked_resource(std::string_view resource, diagnostics* diag) const
+    {
+        if (auto ec = validate_resource(resource))
+            return ec;
+        if (!detail::id_fits_dialect(resource, settings().dialect)) {
+            if (diag)
+                diag->set_client_message("etcd: the resource id \"" + std::string{resource} +
+                                         "\" holds a '/': under the concurrency dialect its queue would lie inside "
+                                         "another id's");
+            return distlock::errc::invalid_argument;
+        }
+        return {};
+    }
+
+    std::string queue_of(std::string_view resource) const
+    {
+        return detail::queue_prefix(settings().prefix, resource, settings().dialect);
+    }
 
     static json put_request(const std::string& key, const std::string& value, std::int64_t lease)
     {
@@ -644,7 +672,8 @@ private:
         }
         const auto& holder = r->kvs.front();
         info.held = true;
-        info.owner = holder.value.substr(0, 8);
+        // The key's last part: a distlock owner token, or a concurrency.Mutex's lease ID.
+        info.owner = holder.key.substr(holder.key.rfind('/') + 1, 8);
         info.fence = static_cast<fence_token>(holder.create_revision);
         info.version = info.fence;
         const json ask = {{"ID", std::to_string(holder.lease)}};
@@ -658,15 +687,15 @@ private:
 
     static awaitable<result<std::vector<lock_listing>>> listed(std::shared_ptr<detail::client> c,
                                                                std::string store_prefix, std::string prefix,
-                                                               diagnostics* diag)
+                                                               key_dialect dialect, diagnostics* diag)
     {
-        if (prefix.size() > max_resource_size) // no id begins with it
+        if (prefix.size() > max_resource_size || !detail::id_fits_dialect(prefix, dialect)) // no id begins with it
             co_return std::vector<lock_listing>{};
         auto got = co_await detail::client::call(c, "kv/range",
-                                                 detail::listing_request(store_prefix, prefix).dump(), diag);
+                                                 detail::listing_request(store_prefix, prefix, dialect).dump(), diag);
         if (!got)
             co_return got.error();
-        auto queues = detail::decode_listing(got.value(), store_prefix, prefix, diag);
+        auto queues = detail::decode_listing(got.value(), store_prefix, prefix, diag, dialect);
         if (!queues)
             co_return queues.error();
         std::vector<lock_listing> out;

@@ -21,6 +21,11 @@
 // left the server's queue between two waits would let readers in. A semaphore's
 // permit is the exclusive lock of one of N keys (detail/sql.hpp); it cannot be waited
 // for in the server (any of N), so its waits are the retry policy's.
+//
+// The key is the store's advisory_key function of the resource id (config.hpp): its
+// own hash by default, or the key a foreign client of the same database takes, so
+// that the two exclude each other. An id that names no key there, or a semaphore's
+// permit under a foreign key function, is refused before any I/O.
 #pragma once
 
 #include <distlock/claim.hpp>
@@ -28,6 +33,7 @@
 #include <distlock/diagnostics.hpp>
 #include <distlock/policy/acquire.hpp>
 #include <distlock/policy/shared.hpp>
+#include <distlock/postgres/detail/keys.hpp>
 #include <distlock/postgres/detail/session.hpp>
 #include <distlock/postgres/store.hpp>
 
@@ -111,6 +117,18 @@ public:
 
     awaitable<result<answer>> attempt()
     {
+        if (!session_) {
+            // An id that names no key under the store's advisory_key, or a permit
+            // there, is refused before any I/O (detail/keys.hpp).
+            const auto problem = store_.with([&](S& s) {
+                return detail::advisory_key_problem(s.settings().advisory_key, resource_, permits_);
+            });
+            if (problem && !problem->empty()) {
+                if (diag_)
+                    diag_->set_client_message(*problem);
+                co_return make_error_code(errc::invalid_argument);
+            }
+        }
         if (session_ && session_->ended()) {
             // Its connection went (and with it whatever it held, a grant of the last
             // wait included): the next try is on a new one.

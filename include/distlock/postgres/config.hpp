@@ -39,6 +39,39 @@ inline bool valid_identifier(std::string_view name, bool qualified) noexcept
     return part(name);
 }
 
+/// How an advisory lock's key is made from the resource id (docs/postgres.md,
+/// "Advisory keys"): distlock's own hash, or the key another client of the same
+/// database takes for the same resource.
+enum class advisory_key_function {
+    /// The first 64 bits of the id's SHA-256 (with advisory_namespace: the namespace
+    /// and 32 of them). Any id.
+    sha256,
+    /// hashtext(id), PostgreSQL's 32-bit text hash, sign-extended to the 64-bit key
+    /// (pg_advisory_lock(hashtext('name'))). The id is UTF-8 text without NUL.
+    hashtext,
+    /// The id is the key: a decimal signed 64-bit integer ("-42", pg_advisory_lock(-42)).
+    bigint,
+    /// The id is the two-int32 key: two decimal signed 32-bit integers with a comma
+    /// between ("12,34", pg_advisory_lock(12, 34)).
+    int4pair,
+};
+
+/// The name of `f` in URLs (`?advisory_key=`).
+constexpr std::string_view advisory_key_name(advisory_key_function f) noexcept
+{
+    switch (f) {
+    case advisory_key_function::sha256:
+        return "sha256";
+    case advisory_key_function::hashtext:
+        return "hashtext";
+    case advisory_key_function::bigint:
+        return "bigint";
+    case advisory_key_function::int4pair:
+        return "int4pair";
+    }
+    return "?";
+}
+
 /// The store's settings. The connection itself is libpq's: `conninfo` is a libpq
 /// connection string ("hostaddr=127.0.0.1 port=5432 dbname=app user=locker") or URI
 /// ("postgres://locker@127.0.0.1:5432/app?sslmode=verify-full"), with libpq's TLS,
@@ -83,6 +116,12 @@ struct config {
     /// without, to the 64-bit key space (a 64-bit hash). See docs/postgres.md on
     /// collisions.
     std::optional<std::int32_t> advisory_namespace;
+    /// Advisory mode: how a resource id becomes its lock's key. Other than sha256, the
+    /// key is the one a foreign client of the same database locks for that id, and
+    /// ids that do not name a key are refused (errc::invalid_argument) before any I/O,
+    /// as are semaphores (their permits would need keys of their own in the foreign
+    /// clients' key space). Not with advisory_namespace.
+    advisory_key_function advisory_key = advisory_key_function::sha256;
 
     std::error_code validate() const
     {
@@ -96,6 +135,8 @@ struct config {
                 return errc::invalid_argument;
         if (ping_interval >= in_doubt_after)
             return errc::invalid_argument;
+        if (!advisory_key_problem().empty())
+            return errc::invalid_argument;
         if (!conninfo_problem().empty())
             return errc::invalid_argument;
         return {};
@@ -103,7 +144,29 @@ struct config {
 
     /// What is wrong with settings that validate() refuses, in words (libpq's about
     /// the conninfo; empty when there is nothing more to say than the error code).
-    std::string problem() const { return conninfo_problem(); }
+    std::string problem() const
+    {
+        if (auto words = advisory_key_problem(); !words.empty())
+            return words;
+        return conninfo_problem();
+    }
+
+    /// What is wrong with the advisory key settings (empty when nothing is).
+    std::string advisory_key_problem() const
+    {
+        switch (advisory_key) {
+        case advisory_key_function::sha256:
+            return {};
+        case advisory_key_function::hashtext:
+        case advisory_key_function::bigint:
+        case advisory_key_function::int4pair:
+            if (advisory_namespace)
+                return "advisory_namespace goes with advisory_key=sha256 only: advisory_key=" +
+                       std::string{advisory_key_name(advisory_key)} + " takes the key a foreign client takes";
+            return {};
+        }
+        return "advisory_key is none of sha256, hashtext, bigint, int4pair";
+    }
 
     /// What is wrong with `conninfo` (empty when nothing is): longer than 8192 bytes, a
     /// NUL byte, what libpq says when it cannot parse it, or a port that is not a
@@ -156,14 +219,15 @@ struct config {
         rules.host_optional = true; // postgres:///db: libpq's local socket
         rules.userinfo = true;
         rules.path = true; // the database
-        rules.query_keys = {"table", "channel", "pool", "advisory_namespace"};
+        rules.query_keys = {"table", "channel", "pool", "advisory_namespace", "advisory_key"};
         rules.other_query_keys = true; // libpq's
         return rules;
     }
 
     /// A `postgres://` or `postgresql://` URI as libpq reads it, plus distlock's own
     /// query parameters, taken out before libpq sees the rest: `table`, `channel`,
-    /// `pool` (1-64), `advisory_namespace` (an int32). distlock reads the URL by the
+    /// `pool` (1-64), `advisory_namespace` (an int32), `advisory_key` (sha256, hashtext,
+    /// bigint or int4pair). distlock reads the URL by the
     /// grammar of distlock/backend/url.hpp (hosts, ports from 1 to 65535, each key once)
     /// and decodes nothing; libpq then decodes percent escapes in what it reads. A URL
     /// that either refuses, or whose settings fail validate(), is errc::invalid_argument,
@@ -208,6 +272,20 @@ struct config {
                 return n.error();
             c.advisory_namespace = *n;
         }
+        if (const auto key = backend::take_query(url, "advisory_key")) {
+            bool known = false;
+            for (const auto f : {advisory_key_function::sha256, advisory_key_function::hashtext,
+                                 advisory_key_function::bigint, advisory_key_function::int4pair})
+                if (key->value == advisory_key_name(f)) {
+                    c.advisory_key = f;
+                    known = true;
+                }
+            if (!known)
+                return backend::refused(why, "advisory_key " + backend::quoted(key->value) +
+                                                 ": expected sha256, hashtext, bigint or int4pair");
+        }
+        if (const auto problem = c.advisory_key_problem(); !problem.empty())
+            return backend::refused(why, problem);
         c.conninfo = url.text();
         if (const auto problem = c.conninfo_problem(); !problem.empty())
             return backend::refused(why, "libpq: " + problem);

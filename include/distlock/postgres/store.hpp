@@ -157,8 +157,8 @@ public:
     /// connecting happens on first use.
     basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::postgres::store"}
     {
-        sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel,
-                                                         cfg_.advisory_namespace.has_value());
+        sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel, cfg_.advisory_namespace.has_value(),
+                                                         cfg_.advisory_key);
         peer_ = describe_peer(cfg_.conninfo);
         schema_->sql = sql_->creates();
         schema_->create = cfg_.create_table;
@@ -496,8 +496,8 @@ public:
         }
         auto conn = make_connection(setup(true));
         auto s = std::make_shared<detail::session>(
-            conn, detail::session::settings{sql_, cfg_.advisory_namespace, cfg_.ping_interval, cfg_.in_doubt_after,
-                                            cfg_.statement_timeout});
+            conn, detail::session::settings{sql_, cfg_.advisory_namespace, cfg_.advisory_key, cfg_.ping_interval,
+                                            cfg_.in_doubt_after, cfg_.statement_timeout});
         s->start();
         {
             std::lock_guard lock{sessions_->mutex};

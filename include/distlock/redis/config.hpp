@@ -27,6 +27,21 @@ enum class topology {
     sentinel, ///< A primary with replicas, found through config::sentinels.
 };
 
+/// Which keys and values a lock is made of (docs/redis.md, "Layouts").
+enum class dialect {
+    /// distlock's own: the lock key `<prefix>:{#<resource>}:lock` holds
+    /// "<owner>:<fencing token>", beside a fair queue and shared holders of its own.
+    distlock,
+    /// The Redlock recipe of node-redlock, go-redsync, redis-py's Lock and the
+    /// Redis documentation: the lock key is the resource id itself, its value the
+    /// owner token (32 hex characters), taken with SET NX PX and given back by
+    /// compare-and-delete, so that distlock and those clients exclude each other on
+    /// one resource. distlock keeps its fencing token in a key of its own in the lock
+    /// key's hash slot. Exclusive locks only: fair queues and shared grants are
+    /// refused (errc::invalid_argument), as the recipe has neither.
+    plain,
+};
+
 /// Connection settings of one Redis server, a Redis Cluster or a primary watched by
 /// Sentinels. Everything but the addresses applies to every server reached.
 struct config {
@@ -62,6 +77,14 @@ struct config {
     /// default; switching changes every tagged resource's keys, so all clients of a
     /// resource must agree). Layout in redis/scripts.hpp.
     bool hash_tags = false;
+
+    /// The keys and values of a lock: distlock's own (the default), or the plain
+    /// Redlock recipe's, shared with other Redis lock clients (redis::dialect::plain:
+    /// the lock key is the resource id verbatim, and key_prefix names only distlock's
+    /// fence, holder and channel keys beside it; hash_tags has no effect, a key's own
+    /// hash tag picks its slot as Redis reads it). All distlock clients of a resource
+    /// must use one dialect. URL: `?dialect=plain` or `?dialect=distlock`.
+    redis::dialect dialect = redis::dialect::distlock;
 
     /// Command connections to one server (a single server only). Requests take them
     /// in turn, and each has a strand of its own, so an io_context run on several
@@ -173,6 +196,8 @@ struct config {
             return errc::invalid_argument;
         if (listen_linger < duration::zero() || listen_linger > max_wait)
             return errc::invalid_argument;
+        if (dialect != redis::dialect::distlock && dialect != redis::dialect::plain)
+            return errc::invalid_argument;
         if (connections < 1 || connections > 64 ||
             (connections > 1 && (!cluster_nodes.empty() || !sentinels.empty() || wait_replicas > 0)))
             return errc::invalid_argument;
@@ -205,7 +230,8 @@ struct config {
     ///   the Sentinels, and the name of the primary they watch (the credentials are the
     ///   data nodes').
     ///
-    /// The cluster and Sentinel forms take `rediss+` for TLS. A URL that is malformed
+    /// The cluster and Sentinel forms take `rediss+` for TLS. Every form takes
+    /// `?dialect=plain` or `?dialect=distlock` (config::dialect). A URL that is malformed
     /// (or names a database outside 0 to 2147483647) is errc::invalid_argument, with
     /// `*why` (when not null) saying what is wrong and where.
     static result<config> from_url(std::string_view url, std::string* why = nullptr)
@@ -226,10 +252,16 @@ struct config {
         rules.default_port = 6379;
         rules.userinfo = true;
         rules.path = true; // the database
+        std::optional<backend::parsed_url> query;
+        if (auto ec = split_query(url, query, why))
+            return ec;
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
         config c;
+        if (query)
+            if (auto ec = c.take_dialect(*query, why))
+                return ec;
         c.tls = parsed->scheme == "rediss";
         c.take_credentials(*parsed);
         c.host = parsed->hosts[0].host;
@@ -249,6 +281,49 @@ private:
         } else {
             password = url.user;
         }
+    }
+
+    // The query of a redis://, rediss://, cluster or Sentinel URL begins at the first
+    // '?' after the user information: a password may hold a '?' (it always could),
+    // and the user information ends at the last '@'. The query is parsed on its own
+    // by the URL grammar's rules (known keys only, each once) into `query`, and `url`
+    // keeps what comes before it.
+    static std::error_code split_query(std::string_view& url, std::optional<backend::parsed_url>& query,
+                                       std::string* why)
+    {
+        const auto scheme = backend::url_scheme(url);
+        auto from = scheme.size() + 3; // "<scheme>://"
+        if (const auto at = url.rfind('@'); at != std::string_view::npos && at >= from)
+            from = at + 1;
+        const auto mark = url.find('?', from);
+        if (mark == std::string_view::npos)
+            return {};
+        backend::url_rules rules;
+        rules.schemes = {scheme};
+        rules.default_port = 1;
+        rules.query_keys = {"dialect"};
+        const auto alone = std::string{scheme} + "://query" + std::string{url.substr(mark)};
+        auto parsed = backend::parse_url(alone, rules, why);
+        if (!parsed)
+            return parsed.error();
+        query = std::move(parsed).value();
+        url = url.substr(0, mark);
+        return {};
+    }
+
+    // "?dialect=plain" or "?dialect=distlock"; nothing keeps the default.
+    std::error_code take_dialect(backend::parsed_url& url, std::string* why)
+    {
+        const auto pair = backend::take_query(url, "dialect");
+        if (!pair)
+            return {};
+        if (pair->value == "plain")
+            dialect = redis::dialect::plain;
+        else if (pair->value == "distlock")
+            dialect = redis::dialect::distlock;
+        else
+            return backend::refused(why, "dialect " + backend::quoted(pair->value) + ": expected plain or distlock");
+        return {};
     }
 
     // "/db", "/" or nothing (database 0).
@@ -271,11 +346,13 @@ private:
         backend::url_rules rules;
         rules.schemes = {"unix"};
         rules.socket_path = true;
-        rules.query_keys = {"db"};
+        rules.query_keys = {"db", "dialect"};
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
         config c;
+        if (auto ec = c.take_dialect(*parsed, why))
+            return ec;
         c.unix_socket = parsed->path;
         if (const auto db = backend::take_query(*parsed, "db")) {
             const auto n = backend::query_number(*db, 0, std::numeric_limits<int>::max(), why);
@@ -295,10 +372,16 @@ private:
         rules.several_hosts = true;
         rules.userinfo = true;
         rules.path = sentinel; // the primary's name, and the database
+        std::optional<backend::parsed_url> query;
+        if (auto ec = split_query(url, query, why))
+            return ec;
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
         config c;
+        if (query)
+            if (auto ec = c.take_dialect(*query, why))
+                return ec;
         c.tls = parsed->scheme.starts_with("rediss");
         c.take_credentials(*parsed);
         auto& list = sentinel ? c.sentinels : c.cluster_nodes;

@@ -37,6 +37,25 @@
 // included, live in one Redis Cluster slot; the '#' keeps it from ever being empty. With config::hash_tags, an id
 // R with a tag of its own T (between its first '{' and the next '}', not empty) uses
 // E(P):{@E(T)}E(R):<kind>: resources sharing T share a slot.
+//
+// Under redis::dialect::plain (config::dialect), the layout of the Redlock recipe that
+// other Redis lock clients (node-redlock, go-redsync, redis-py's Lock) share, with
+// S the tag detail::slot_tags gives the hash slot of R as Redis hashes it:
+//   R                          the lock, with a TTL: the owner's 32 hex chars alone,
+//                              as those clients write their own random value. Taken
+//                              only when absent (as SET NX PX), extended and deleted
+//                              only by a script that finds that value there
+//   E(P):{S}:holder:E(R)       distlock's grants only: "<owner>:<fencing token>",
+//                              written, extended and deleted with the lock, so that
+//                              read(), list() and revoke() know a distlock holder's
+//                              token; a lock with none is a foreign holder's
+//   E(P):{S}:released:E(R)     the channel a distlock release publishes on; other
+//                              clients publish nothing, so waiters also poll
+//   E(P):{S}:fence             as above: the slot's last fencing token, shared with
+//                              the default layout's grants of the same prefix
+// Every one of these keys lies in R's slot, whether or not R has a hash tag of its
+// own, and none of them can be an id's lock key: ids that begin with "E(P):{" are
+// refused under this layout.
 #pragma once
 
 #include <algorithm>
@@ -787,6 +806,120 @@ end
 return out
 )lua");
 
+
+// The plain layout's scripts (redis::dialect::plain), over KEYS lock, fence, holder
+// (or lock, holder where no token is made). The lock's value is its owner alone,
+// so a foreign client's compare-and-delete works on it as on its own; a lock key
+// of another type than string, or a value that is no distlock owner, is someone
+// else's lock and is left as it is (GET runs through pcall: a key of another type
+// reads as held by another, owner unknown (''), never as an error).
+inline constexpr char plain_lua[] = R"lua(
+local function lock_value(key)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' then
+    return ''
+  end
+  return value
+end
+local function holder_token(holder_key, value)
+  local entry = redis.pcall('GET', holder_key)
+  if type(entry) ~= 'string' or string.sub(entry, 1, #value + 1) ~= value .. ':' then
+    return 0
+  end
+  local _, token = holder_of(entry)
+  return token
+end
+)lua";
+
+inline constexpr auto acquire_plain = join(fence_lua, R"lua(
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local fence, text = fences_after({KEYS[2]})
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[3], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+store_fences({KEYS[2]}, text)
+return {1, fence}
+)lua");
+
+inline constexpr auto extend_plain = R"lua(
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+)lua";
+
+// The holder key goes with the lock: while the lock is the owner's, no other grant
+// of distlock can have written it.
+inline constexpr auto release_plain = R"lua(
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+  return 1
+end
+return 0
+)lua";
+
+inline constexpr auto release_raising_plain = join(fence_lua, raise_fence_lua, R"lua(
+local _, higher = raised(KEYS[2], ARGV[3])
+local released = 0
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+  released = 1
+end
+if higher then
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+return released
+)lua");
+
+// A foreign holder has no token: 0 (unknown), as a lock with none reads in the
+// default layout.
+inline constexpr auto inspect_plain = join(fence_lua, holder_lua, plain_lua, R"lua(
+local value = lock_value(KEYS[1])
+if not value then
+  return {0, '', -2, as_token(redis.call('GET', KEYS[2]) or nil, KEYS[2])}
+end
+return {1, value, redis.call('PTTL', KEYS[1]), holder_token(KEYS[3], value)}
+)lua");
+
+// Only a distlock grant has a token to name, so a foreign holder is never revoked.
+inline constexpr auto revoke_plain = join(fence_lua, holder_lua, plain_lua, R"lua(
+local value = lock_value(KEYS[1])
+if not value then
+  return 0
+end
+local token = holder_token(KEYS[3], value)
+if token == 0 or string.format('%d', token) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+return 1
+)lua");
+
+// One page of a listing: KEYS lock, holder of each resource; the answer as survey's
+// (no fair queue under this layout: waiters 0). Only distlock's grants are listed:
+// a lock whose holder key does not name its owner (a foreign lock taken after
+// distlock's grant ended, a holder key someone else wrote) is left out, as a lock
+// gone is.
+inline constexpr auto survey_plain = join(fence_lua, holder_lua, plain_lua, R"lua(
+local out = {}
+for i = 1, #KEYS, 2 do
+  local value = lock_value(KEYS[i])
+  local token = value and holder_token(KEYS[i + 1], value) or 0
+  if token == 0 then
+    out[#out + 1] = false
+  else
+    out[#out + 1] = {value, redis.call('PTTL', KEYS[i]), token, 0}
+  end
+end
+return out
+)lua");
+
 } // namespace detail
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms. {1, fence} when acquired; {0, pttl} when
@@ -901,5 +1034,36 @@ return {1, last}
 /// lock; the token is the holder's when held (0 when the lock does not say), else the
 /// last token stored under the fence key.
 inline constexpr std::string_view inspect = detail::inspect.view();
+
+/// redis::dialect::plain. KEYS: lock (the resource id), fence, holder. ARGV: owner,
+/// ttl ms. As acquire: {1, fence} when acquired (the lock holds the owner alone);
+/// {0, pttl} when held, by distlock or another Redlock client.
+inline constexpr std::string_view acquire_plain = detail::acquire_plain.view();
+
+/// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, ttl ms. 1 when extended
+/// (compare-and-pexpire), 0 when not the owner.
+inline constexpr std::string_view extend_plain = detail::extend_plain;
+
+/// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, channel, '1' for a shard
+/// channel (a Redis Cluster) else '0'. Compare-and-delete: 1 when released (and
+/// published), 0 when not the owner.
+inline constexpr std::string_view release_plain = detail::release_plain;
+
+/// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: owner, channel, floor,
+/// sharded. release_raising under this layout.
+inline constexpr std::string_view release_raising_plain = detail::release_raising_plain.view();
+
+/// redis::dialect::plain. KEYS: lock, fence, holder. As inspect: {held, owner, pttl,
+/// token}; the owner is the lock's value (a foreign client's own value; empty for a
+/// key that is not a string), the token 0 for a holder that is not distlock's.
+inline constexpr std::string_view inspect_plain = detail::inspect_plain.view();
+
+/// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: fence, channel, sharded. As
+/// revoke, for distlock's grants only: 1 when revoked, else 0.
+inline constexpr std::string_view revoke_plain = detail::revoke_plain.view();
+
+/// redis::dialect::plain. KEYS: lock, holder of each resource. As survey (waiters 0),
+/// distlock's grants only: null for a lock its holder key does not name.
+inline constexpr std::string_view survey_plain = detail::survey_plain.view();
 
 } // namespace distlock::redis::scripts

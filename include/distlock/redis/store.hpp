@@ -50,6 +50,13 @@ namespace distlock::redis {
 /// it talks to the primary they name and asks again after a failover. Every key of a
 /// resource shares one hash slot, so each script stays atomic on one node.
 ///
+/// Under config::dialect = redis::dialect::plain a lock is the Redlock recipe's that
+/// node-redlock, go-redsync and redis-py's Lock follow (the id as the key, the owner
+/// as its value), so that distlock and those clients exclude each other; distlock's
+/// token lives beside it (scripts.hpp, docs/redis.md). That layout takes exclusive
+/// locks only: fair queues, shared grants and sets in one step are refused,
+/// errc::invalid_argument before any I/O.
+///
 /// Models put_if_absent_store, owner_checked_store, fencing_counter_store,
 /// release_notifying_store, inspectable_store, enumerable_store, revocable_store and
 /// shared_lease_store (a shared mutex's readers and writers, a semaphore's permits,
@@ -111,12 +118,19 @@ public:
 
     // -- Key layout (see scripts.hpp) ---------------------------------------------
 
-    std::string lock_key(std::string_view resource) const { return keys_.key(resource, "lock"); }
+    /// The key of a resource's lock: under redis::dialect::plain the resource id itself.
+    std::string lock_key(std::string_view resource) const { return keys_.lock_key(resource); }
     /// The key holding the last fencing token granted to a resource of `resource`'s
     /// hash slot: shared by every resource of the slot, in the slot (scripts.hpp). At
     /// most 16,384 per prefix, whatever the number of resources ever locked.
     std::string fence_key(std::string_view resource) const { return keys_.fence_key_of_slot(slot_of(resource)); }
-    std::string channel(std::string_view resource) const { return keys_.key(resource, "released"); }
+    std::string channel(std::string_view resource) const
+    {
+        return keys_.plain() ? keys_.beside(resource, "released") : keys_.key(resource, "released");
+    }
+    /// redis::dialect::plain: the key that says a lock is distlock's grant, and its
+    /// fencing token ("<owner>:<token>"), beside the lock in its slot (scripts.hpp).
+    std::string holder_key(std::string_view resource) const { return keys_.beside(resource, "holder"); }
     /// The shared holders of a resource (readers, permits) and a waiting writer's
     /// intent (layout in redis/scripts.hpp): beside its lock key, in its slot.
     std::string sharers_key(std::string_view resource) const { return keys_.key(resource, "sharers"); }
@@ -133,6 +147,15 @@ public:
     awaitable<result<fence_token>> put_if_absent(std::string_view resource, const owner_token& owner, duration ttl,
                                                  diagnostics* diag = nullptr)
     {
+        if (keys_.plain()) {
+            if (const auto ec = refused_id(resource, diag))
+                return backend::failed<fence_token>(ec);
+            return replicated(resource,
+                              decoded(eval(script::acquire_plain, plain_keys(resource),
+                                           strings(owner.to_hex(), millis(ttl)), diag),
+                                      [](const resp::value& v) { return detail::replies::acquired(v); }),
+                              diag);
+        }
         return replicated(resource,
                           decoded(eval(script::acquire, lock_and_fence_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
                                   [](const resp::value& v) { return detail::replies::acquired(v); }),
@@ -144,8 +167,12 @@ public:
     awaitable<result<answer>> put_if_absent_answer(std::string_view resource, const owner_token& owner, duration ttl,
                                                    diagnostics* diag = nullptr)
     {
+        if (keys_.plain() && refused_id(resource, diag))
+            return backend::failed<answer>(errc::invalid_argument);
         return replicated(resource,
-                          decoded(eval(script::acquire, lock_and_fence_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
+                          decoded(eval(keys_.plain() ? script::acquire_plain : script::acquire,
+                                       keys_.plain() ? plain_keys(resource) : lock_and_fence_keys(resource),
+                                       strings(owner.to_hex(), millis(ttl)), diag),
                                   [sent = clock::now()](const resp::value& v) { return detail::replies::answered(v, sent); }),
                           diag);
     }
@@ -153,12 +180,20 @@ public:
     awaitable<result<void>> extend(std::string_view resource, const owner_token& owner, duration ttl,
                                    diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return decoded(eval(script::extend_plain, strings(lock_key(resource), holder_key(resource)),
+                                strings(owner.to_hex(), millis(ttl)), diag),
+                           &detail::replies::owned);
         return decoded(eval(script::extend, strings(lock_key(resource)), strings(owner.to_hex(), millis(ttl)), diag), &detail::replies::owned);
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
     {
         // A cluster publishes on the slot's shard (SPUBLISH), heard by SSUBSCRIBE.
+        if (keys_.plain())
+            return decoded(eval(script::release_plain, strings(lock_key(resource), holder_key(resource)),
+                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                           &detail::replies::owned);
         return decoded(eval(script::release, strings(lock_key(resource)),
                                 strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
                        &detail::replies::owned);
@@ -176,6 +211,11 @@ public:
     {
         if (floor >= token_limit)
             return backend::failed<void>(errc::invalid_argument);
+        if (keys_.plain())
+            return decoded(eval(script::release_raising_plain, plain_keys(resource),
+                                strings(owner.to_hex(), channel(resource), std::to_string(floor), sharded_flag()),
+                                diag),
+                           &detail::replies::owned);
         return decoded(eval(script::release_raising, lock_and_fence_keys(resource),
                                 strings(owner.to_hex(), channel(resource), std::to_string(floor), sharded_flag()),
                                 diag),
@@ -204,8 +244,15 @@ public:
     /// (shortened), the time left and the holder's fencing token; when free, the last
     /// token granted to a resource of its slot (fence_key()), which the next grant
     /// exceeds. One script.
+    /// Under redis::dialect::plain a lock another Redlock client holds reads as held, its
+    /// owner the start of that client's value, its token 0 (it has none).
     awaitable<result<lock_info>> read(std::string_view resource, diagnostics* diag = nullptr)
     {
+        if (keys_.plain()) {
+            if (const auto ec = refused_id(resource, diag))
+                return backend::failed<lock_info>(ec);
+            return decoded(eval(script::inspect_plain, plain_keys(resource), {}, diag), &detail::replies::inspected);
+        }
         return decoded(eval(script::inspect, lock_and_fence_keys(resource), {}, diag), &detail::replies::inspected);
     }
 
@@ -225,6 +272,9 @@ public:
     /// never listed. A prefix longer than max_resource_size is errc::invalid_argument,
     /// before any I/O; a reply that makes no sense is errc::protocol_error, described
     /// in `diag`.
+    /// Under redis::dialect::plain the listing finds distlock's grants by their holder
+    /// keys: a lock other Redlock clients hold is a key like any other of the
+    /// database, and is not listed.
     awaitable<result<std::vector<lock_listing>>> list(std::string_view prefix, diagnostics* diag = nullptr)
     {
         if (prefix.size() > max_resource_size)
@@ -250,6 +300,14 @@ public:
     {
         if (validate_resource(resource))
             return backend::failed<void>(errc::invalid_argument);
+        if (keys_.plain()) {
+            // A foreign holder has no token, so only distlock's grants can be named.
+            if (const auto ec = refused_id(resource, diag))
+                return backend::failed<void>(ec);
+            return explained(eval(script::revoke_plain, plain_keys(resource),
+                                  strings(std::to_string(fence), channel(resource), sharded_flag()), diag, true),
+                             &detail::replies::revoked, diag, "the revoke script answers 1 or 0");
+        }
         return explained(eval(script::revoke, fair_queue_keys(resource),
                               strings(std::to_string(fence), channel(resource), sharded_flag()), diag, true),
                          &detail::replies::revoked, diag, "the revoke script answers 1 or 0");
@@ -364,6 +422,8 @@ public:
                                            const owner_token& owner, duration ttl, std::uint64_t try_number,
                                            bool join, diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<answer>(plain_refusal("a fair queue (acquire::fair)", diag));
         return replicated(resource,
                           decoded(eval(script::acquire_fair, fair_queue_keys(resource),
                                        strings(owner.to_hex(), millis(ttl), waiter.to_hex(), millis(cfg_.queue_ttl),
@@ -382,6 +442,8 @@ public:
     awaitable<result<void>> release_to_head(std::string_view resource, const owner_token& owner,
                                             diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<void>(plain_refusal("a fair queue (acquire::fair)", diag));
         return decoded(eval(script::release_fair, fair_queue_keys(resource),
                                 strings(owner.to_hex(), channel(resource), sharded_flag()), diag, true),
                        &detail::replies::owned);
@@ -392,6 +454,8 @@ public:
     awaitable<result<void>> leave_queue(std::string_view resource, const owner_token& waiter,
                                         diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<void>(plain_refusal("a fair queue (acquire::fair)", diag));
         return decoded(eval(script::leave_queue, fair_queue_keys(resource),
                                strings(waiter.to_hex(), channel(resource), sharded_flag()), diag),
                        &detail::replies::done);
@@ -443,6 +507,8 @@ public:
     awaitable<result<answer>> put_shared(std::string_view resource, const owner_token& owner, duration ttl,
                                          std::uint32_t permits, diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<answer>(plain_refusal("a shared grant (a reader, a permit)", diag));
         return replicated(resource,
                           explained(eval(script::put_shared, shared_keys(resource),
                                          strings(owner.to_hex(), millis(ttl), std::to_string(permits)), diag),
@@ -460,6 +526,8 @@ public:
     awaitable<result<answer>> put_exclusive(std::string_view resource, const owner_token& waiter,
                                             const owner_token& owner, duration ttl, diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<answer>(plain_refusal("a shared mutex's writer", diag));
         return replicated(resource,
                           explained(eval(script::put_exclusive, shared_keys(resource),
                                          strings(waiter.to_hex(), owner.to_hex(), millis(ttl)), diag),
@@ -474,6 +542,8 @@ public:
     awaitable<result<void>> extend_shared(std::string_view resource, const owner_token& owner, duration ttl,
                                           diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<void>(plain_refusal("a shared grant", diag));
         return explained(eval(script::extend_shared, shared_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
                          &detail::replies::owned, diag, "the extend_shared script answers 1 or 0");
     }
@@ -483,6 +553,8 @@ public:
     awaitable<result<void>> release_shared(std::string_view resource, const owner_token& owner,
                                            diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<void>(plain_refusal("a shared grant", diag));
         return explained(eval(script::release_shared, shared_keys(resource),
                               strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
                          &detail::replies::owned, diag, "the release_shared script answers 1 or 0");
@@ -493,6 +565,8 @@ public:
     awaitable<result<void>> withdraw(std::string_view resource, const owner_token& waiter,
                                      diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<void>(plain_refusal("a shared mutex's writer", diag));
         return explained(eval(script::withdraw, shared_keys(resource),
                               strings(waiter.to_hex(), channel(resource), sharded_flag()), diag),
                          &detail::replies::done, diag, "the withdraw script answers 1");
@@ -503,6 +577,8 @@ public:
     awaitable<result<void>> downgrade(std::string_view resource, const owner_token& owner,
                                       diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<void>(plain_refusal("a shared mutex's downgrade", diag));
         return explained(eval(script::downgrade, shared_keys(resource),
                               strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
                          &detail::replies::owned, diag, "the downgrade script answers 1 or 0");
@@ -519,6 +595,8 @@ public:
                                                                   const owner_token& owner, duration ttl,
                                                                   diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<std::vector<fence_token>>(plain_refusal("a set in one step", diag));
         if (resources.empty() || !distinct(resources) || !batchable(resources))
             return backend::failed<std::vector<fence_token>>(errc::invalid_argument);
         // The locks, then the fence key of each slot they hash to, once.
@@ -551,6 +629,8 @@ public:
     awaitable<result<std::vector<bool>>> release_all(const std::vector<std::string>& resources,
                                                      const owner_token& owner, diagnostics* diag = nullptr)
     {
+        if (keys_.plain())
+            return backend::failed<std::vector<bool>>(plain_refusal("a set in one step", diag));
         if (resources.empty() || !distinct(resources) || !batchable(resources))
             return backend::failed<std::vector<bool>>(errc::invalid_argument);
         std::vector<std::string> keys;
@@ -612,9 +692,12 @@ public:
 
     /// Whether put_if_absent_all() can take these resources in one script: always on
     /// one server; in a cluster, when they share a hash slot (a common hash tag).
-    /// Multi-locks take other sets one resource at a time.
+    /// Multi-locks take other sets one resource at a time, as they do every set
+    /// under redis::dialect::plain (other Redlock clients lock one key at a time).
     bool batchable(const std::vector<std::string>& resources) const
     {
+        if (keys_.plain())
+            return false;
         if (router_->mode() != topology::cluster || resources.empty())
             return true;
         const auto first = slot_of(resources.front());
@@ -644,7 +727,14 @@ private:
         extend_shared,
         release_shared,
         withdraw,
-        downgrade
+        downgrade,
+        acquire_plain,
+        extend_plain,
+        release_plain,
+        release_raising_plain,
+        inspect_plain,
+        revoke_plain,
+        survey_plain
     };
 
     struct script_text {
@@ -654,7 +744,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 21> all{
+        static const std::array<script_text, 28> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -676,6 +766,13 @@ private:
             script_text{scripts::release_shared, detail::sha1_hex(scripts::release_shared)},
             script_text{scripts::withdraw, detail::sha1_hex(scripts::withdraw)},
             script_text{scripts::downgrade, detail::sha1_hex(scripts::downgrade)},
+            script_text{scripts::acquire_plain, detail::sha1_hex(scripts::acquire_plain)},
+            script_text{scripts::extend_plain, detail::sha1_hex(scripts::extend_plain)},
+            script_text{scripts::release_plain, detail::sha1_hex(scripts::release_plain)},
+            script_text{scripts::release_raising_plain, detail::sha1_hex(scripts::release_raising_plain)},
+            script_text{scripts::inspect_plain, detail::sha1_hex(scripts::inspect_plain)},
+            script_text{scripts::revoke_plain, detail::sha1_hex(scripts::revoke_plain)},
+            script_text{scripts::survey_plain, detail::sha1_hex(scripts::survey_plain)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -706,6 +803,40 @@ private:
         auto lock = lock_key(resource);
         auto fence = keys_.fence_key_of_slot(detail::hash_slot(lock));
         return strings(std::move(lock), std::move(fence));
+    }
+
+    // redis::dialect::plain: a resource's lock, its slot's fence key, its holder key (all
+    // in the lock key's slot: scripts.hpp).
+    std::vector<std::string> plain_keys(std::string_view resource) const
+    {
+        auto keys = lock_and_fence_keys(resource);
+        keys.push_back(holder_key(resource));
+        return keys;
+    }
+
+    // redis::dialect::plain: an id that would be a key of distlock's own is refused
+    // before any I/O (key_layout::reserved), with why in `diag`.
+    std::error_code refused_id(std::string_view resource, diagnostics* diag) const
+    {
+        if (!keys_.reserved(resource))
+            return {};
+        if (diag)
+            diag->set_client_message("dialect plain: resource id " + backend::quoted(resource) +
+                                     " begins as distlock's own keys do (key prefix, then \":{\"); choose another "
+                                     "id or key_prefix");
+        return errc::invalid_argument;
+    }
+
+    // redis::dialect::plain: what the Redlock recipe has no form for is refused before
+    // any I/O, with why in `diag`: a client of the recipe would neither see nor
+    // respect it.
+    static std::error_code plain_refusal(const char* what, diagnostics* diag)
+    {
+        if (diag)
+            diag->set_client_message(std::string{"dialect plain: "} + what +
+                                     " is not supported: the Redlock recipe other clients follow has exclusive "
+                                     "locks only, one key at a time");
+        return errc::invalid_argument;
     }
 
     // The keys of the fair scripts: a resource's lock and fence keys, then its queue's.
@@ -893,7 +1024,7 @@ private:
         auto nodes = co_await r->primaries(diag);
         if (!nodes)
             co_return nodes.error();
-        const auto pattern = layout.pattern(prefix, "lock");
+        const auto pattern = layout.plain() ? layout.pattern_beside(prefix, "holder") : layout.pattern(prefix, "lock");
         const auto count = std::to_string(scan_count);
         std::vector<lock_listing> out;
         for (const auto& node : nodes.value()) {
@@ -927,7 +1058,7 @@ private:
                 cursor = std::move(page.value().cursor);
                 std::vector<std::string> ids;
                 for (const auto& key : page.value().keys) {
-                    auto id = layout.resource_of(key, "lock");
+                    auto id = layout.plain() ? layout.resource_beside(key, "holder") : layout.resource_of(key, "lock");
                     // lock() takes no other ids: a key outside them is not a lock of the library.
                     if (id && id->starts_with(prefix) && !validate_resource(*id))
                         ids.push_back(std::move(*id));
@@ -963,7 +1094,7 @@ private:
             std::vector<std::pair<std::uint16_t, std::string>> by_slot;
             by_slot.reserve(ids.size());
             for (auto& id : ids) {
-                const auto slot = detail::hash_slot(layout.key(id, "lock"));
+                const auto slot = detail::hash_slot(layout.lock_key(id));
                 by_slot.emplace_back(slot, std::move(id));
             }
             std::sort(by_slot.begin(), by_slot.end());
@@ -980,11 +1111,16 @@ private:
             std::vector<std::string> keys;
             keys.reserve(3 * groups[g].size());
             for (const auto& id : groups[g]) {
-                keys.push_back(layout.key(id, "lock"));
+                keys.push_back(layout.lock_key(id));
+                if (layout.plain()) {
+                    keys.push_back(layout.beside(id, "holder"));
+                    continue;
+                }
                 keys.push_back(layout.key(id, "queue"));
                 keys.push_back(layout.key(id, "offers"));
             }
-            reads.push_back(explained(eval_on(r, script::survey, std::move(keys), {}, &words[g]),
+            reads.push_back(explained(eval_on(r, layout.plain() ? script::survey_plain : script::survey, std::move(keys), {},
+                                              &words[g]),
                                       [ids = std::move(groups[g])](const resp::value& v) mutable {
                                           return detail::replies::surveyed(v, std::move(ids));
                                       },
@@ -1066,7 +1202,8 @@ private:
     }
 
     const owner_token listener_ = owner_token::generate(); // names this store's fair waiter channels
-    detail::key_layout keys_{cfg_.key_prefix, cfg_.hash_tags}; // after cfg_ (a base): built from the settings
+    detail::key_layout keys_{cfg_.key_prefix, cfg_.hash_tags,
+                             cfg_.dialect == redis::dialect::plain}; // after cfg_ (a base): built from the settings
     router_ptr router_;
 
 protected:

@@ -8,6 +8,7 @@
 #include <distlock/options.hpp>
 #include <distlock/result.hpp>
 #include <distlock/transport/stream.hpp>
+#include <distlock/zookeeper/dialect.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,10 @@ struct config {
     /// The node under the chroot that holds one child per resource (docs/zookeeper.md:
     /// the node layout).
     std::string prefix = "/distlock";
+    /// The names this store gives its nodes. Every dialect reads the others' nodes, so
+    /// a fleet may mix them; a semaphore's permits are named the same way in each
+    /// (`__PERM_<N>__` before the sequence number), a layout only distlock speaks.
+    zookeeper::dialect dialect = default_dialect;
     /// The session timeout asked for. The server clamps it into its own range (2 to 20
     /// ticks by default) and the store uses the timeout the server granted: a crashed
     /// holder's lock is freed within it, and a holder cut off from the ensemble is told
@@ -54,9 +59,13 @@ struct config {
     /// '/'; the chroot may be empty), a prefix at or under /zookeeper, a session
     /// timeout outside [100 ms, 1 h] or not whole milliseconds, a drift not within
     /// [0, timeout), timeouts outside (0, max_wait], a password without a user, a user
-    /// name with ':' or either with control characters.
+    /// name with ':' or either with control characters, a dialect that is none of the
+    /// enum's.
     std::error_code validate() const noexcept
     {
+        if (dialect != zookeeper::dialect::curator && dialect != zookeeper::dialect::kazoo &&
+            dialect != zookeeper::dialect::distlock)
+            return errc::invalid_argument;
         const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
         if (servers.empty())
             return errc::invalid_argument;
@@ -102,8 +111,8 @@ struct config {
                 .connect_timeout = connect_timeout};
     }
 
-    /// Parses `zk://[user[:password]@]host[:port][,host[:port]...][/chroot][?prefix=/P&timeout=MS]`
-    /// (port 2181 by default; a lone '/' is no chroot). The grammar is in
+    /// Parses `zk://[user[:password]@]host[:port][,host[:port]...][/chroot][?prefix=/P&timeout=MS&dialect=D]`
+    /// (port 2181 by default; a lone '/' is no chroot; D one of curator, kazoo, distlock). The grammar is in
     /// distlock/backend/url.hpp: IPv6 hosts in brackets, nothing percent-decoded. A URL
     /// that is malformed or whose settings fail validate() is errc::invalid_argument,
     /// with `*why` (when not null) saying what is wrong and where.
@@ -115,7 +124,7 @@ struct config {
         rules.several_hosts = true;
         rules.userinfo = true;
         rules.path = true; // the chroot
-        rules.query_keys = {"prefix", "timeout"};
+        rules.query_keys = {"prefix", "timeout", "dialect"};
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
@@ -139,6 +148,16 @@ struct config {
                 if (!valid_path(pair.value))
                     return backend::refused(why, "prefix " + backend::quoted(pair.value) + path_rule);
                 c.prefix = pair.value;
+            } else if (pair.key == "dialect") {
+                constexpr zookeeper::dialect dialects[] = {zookeeper::dialect::curator, zookeeper::dialect::kazoo,
+                                                           zookeeper::dialect::distlock};
+                const auto chosen = backend::query_choice(pair,
+                                                          {name_of(dialects[0]), name_of(dialects[1]),
+                                                           name_of(dialects[2])},
+                                                          why);
+                if (!chosen)
+                    return chosen.error();
+                c.dialect = dialects[*chosen];
             } else {
                 // The server clamps the timeout into its own range; an hour bounds it here.
                 auto timeout = backend::query_duration(pair, std::chrono::milliseconds{100},

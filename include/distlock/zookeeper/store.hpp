@@ -4,15 +4,18 @@
 //
 // Design note: the lock recipe ZooKeeper documents and Apache Curator's
 // InterProcessMutex made standard, with fencing and the cases its users hit.
-//  - Each lock() call creates its own node <root>/<escaped id>/<owner token>-<seq>,
-//    ephemeral (it goes with the session) and sequential (the server appends the
-//    next number), and reads the resource's children in the same write: the server
-//    answers a session's requests in order, so the read sees the new node and says
-//    at once whether it is the lowest (the holder: one round trip). The resource's
-//    node is a container the server deletes once emptied; a create that finds it
-//    gone makes it again.
-//  - Children come back unsorted: the queue is ordered by sequence number. A waiter
-//    watches only the node just before its own (exists + watch): one release wakes
+//  - Each lock() call creates its own node <root>/<escaped id>/<name><seq>, its name
+//    the owner token as the dialect writes it (Curator's, kazoo's or this store's
+//    earlier names: paths.hpp), ephemeral (it goes with the session) and sequential
+//    (the server appends the next number), and reads the resource's children in the
+//    same write: the server answers a session's requests in order, so the read sees
+//    the new node and says at once whether it is the lowest (the holder: one round
+//    trip). The resource's node is a container the server deletes once emptied; a
+//    create that finds it gone makes it again.
+//  - Children come back unsorted: the queue is ordered by sequence number, every
+//    sequential child a waiter whoever made it, so that Curator's and kazoo's
+//    clients and every dialect's queue together and exclude each other. A waiter
+//    watches only the node just before its own (getData + watch): one release wakes
 //    one waiter, which then reads the children again (its predecessor may have been a
 //    waiter that gave up rather than the holder).
 //  - The fence is the holder node's czxid, the zxid of its create: zxids are
@@ -107,7 +110,7 @@ public:
         if (auto ec = validate_resource(resource))
             return backend::failed<queue_place>(ec);
         return enqueued(session_, life_, settings().root(), detail::resource_node(settings().root(), resource),
-                        owner.to_hex(), acl(), diag);
+                        owner.to_hex(), settings().dialect, acl(), diag);
     }
 
     /// For this store, `entry` is the sequence number of the node to wait for (the
@@ -160,7 +163,7 @@ public:
             return backend::failed<shared_place>(distlock::errc::invalid_argument);
         }
         return enqueued_shared(session_, settings().root(), detail::resource_node(settings().root(), resource),
-                               owner.to_hex(), mode, permits, acl(), diag);
+                               owner.to_hex(), settings().dialect, mode, permits, acl(), diag);
     }
 
     /// For this store, `entry` is the waiting node's czxid (the fence enqueue_shared()
@@ -279,6 +282,11 @@ private:
         const auto x = s.next_xid();
         return {x, proto::encode_set_data(x, path, holder_mark)};
     }
+    static request watched_data(session& s, const std::string& path)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_get_data(x, path, true)};
+    }
     static request exists(session& s, const std::string& path, bool watch)
     {
         const auto x = s.next_xid();
@@ -337,10 +345,13 @@ private:
 
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s,
                                                    std::shared_ptr<distlock::backend::lifetime> life, std::string root,
-                                                   std::string parent, std::string owner_hex, proto::acl a,
-                                                   diagnostics* diag)
+                                                   std::string parent, std::string owner_hex, zookeeper::dialect d,
+                                                   proto::acl a, diagnostics* diag)
     {
+        // This call's node is remembered under its owner, whatever the dialect names it.
         const auto prefix_path = detail::child_path(parent, owner_hex, "-");
+        const auto create_path =
+            detail::child_path(parent, detail::entry_prefix(d, owner_hex, lock_mode::exclusive, 0, true));
         for (int round = 0; round < 4; ++round) {
             const auto known = s->made(prefix_path);
             const auto sid = s->id();
@@ -386,7 +397,7 @@ private:
             // Mark the create as sent before sending it: if its reply is lost, the next
             // try looks before it creates.
             s->remember(prefix_path, session::made_node{});
-            auto got = co_await send(s, diag, create_waiter(*s, prefix_path, a), children_of(*s, parent));
+            auto got = co_await send(s, diag, create_waiter(*s, create_path, a), children_of(*s, parent));
             if (!got)
                 co_return got.error();
             const auto& created_reply = got.value()[0];
@@ -399,15 +410,16 @@ private:
             }
             if (created_reply.err != 0) {
                 s->forget(prefix_path);
-                co_return refused(created_reply, prefix_path, diag);
+                co_return refused(created_reply, create_path, diag);
             }
             const auto created = proto::parse_create2(created_reply.body);
             if (!created)
-                co_return malformed(created_reply, "create2", prefix_path, diag);
+                co_return malformed(created_reply, "create2", create_path, diag);
             session::made_node mine{std::string{detail::base_name(created->path)}, created->stat.czxid,
                                     created->stat.ephemeral_owner};
-            if (mine.czxid <= 0 || !detail::parse_waiter(mine.name))
-                co_return malformed(created_reply, "create2", prefix_path, diag);
+            const auto name = detail::parse_waiter(mine.name);
+            if (mine.czxid <= 0 || !name || name->owner != owner_hex || name->mode != lock_mode::exclusive)
+                co_return malformed(created_reply, "create2", create_path, diag);
             s->remember(prefix_path, mine);
             if (children_reply.err != 0)
                 continue; // the read failed after the create: read again
@@ -538,7 +550,8 @@ private:
             // Registered before the request that sets the watch: its notification may
             // come before the reply.
             auto w = s->watches().add(path, ex);
-            auto got = co_await send(s, nullptr, exists(*s, path, true));
+            // Its data, not only its stat: whether it carries the holder's mark.
+            auto got = co_await send(s, nullptr, watched_data(*s, path));
             if (got) {
                 const auto& r = got.value().front();
                 if (r.err == static_cast<int>(errc::no_node)) {
@@ -547,14 +560,12 @@ private:
                     co_return true;
                 }
                 if (r.err == 0) {
-                    if (const auto st = proto::parse_stat(r.body); st && st->data_length > 0)
+                    if (const auto d = proto::parse_get_data(r.body); d && marks_holder(*d))
                         s->predecessor_marked(parent, seq);
                     const bool woke = co_await w->wake.wait(until);
                     s->watches().remove(path, w);
-                    if (w->changed) { // the predecessor's mark: watch on for its deletion
-                        s->predecessor_marked(parent, seq);
+                    if (w->changed) // its data changed (the holder's mark?): read it, watch on
                         continue;
-                    }
                     if (w->deleted)
                         s->predecessor_deleted(parent, seq);
                     co_return woke || w->fired;
@@ -573,11 +584,12 @@ private:
     // permit's read of the queue also reads the permits' record, just before the
     // children (detail/shared.hpp says why that order).
     static awaitable<result<shared_place>> enqueued_shared(std::shared_ptr<session> s, std::string root,
-                                                           std::string parent, std::string owner_hex, lock_mode mode,
-                                                           std::uint32_t permits, proto::acl a, diagnostics* diag)
+                                                           std::string parent, std::string owner_hex,
+                                                           zookeeper::dialect d, lock_mode mode, std::uint32_t permits,
+                                                           proto::acl a, diagnostics* diag)
     {
         const auto key = detail::child_path(parent, owner_hex, "-");
-        const auto prefix_path = detail::child_path(parent, detail::entry_prefix(owner_hex, mode, permits));
+        const auto prefix_path = detail::child_path(parent, detail::entry_prefix(d, owner_hex, mode, permits));
         const bool counted = permits > 0;
         for (int round = 0; round < 4; ++round) {
             const auto known = s->made(key);
@@ -635,7 +647,8 @@ private:
             session::made_node mine{std::string{detail::base_name(created->path)}, created->stat.czxid,
                                     created->stat.ephemeral_owner};
             const auto name = detail::parse_waiter(mine.name);
-            if (mine.czxid <= 0 || !name || name->mode != mode || name->permits != permits)
+            if (mine.czxid <= 0 || !name || name->owner != owner_hex || name->mode != mode ||
+                name->permits != permits)
                 co_return malformed(created_reply, "create2", prefix_path, diag);
             s->remember(key, mine);
             if (replies.back().err != 0)
@@ -966,7 +979,7 @@ private:
         if (!stat || stat->czxid <= 0)
             co_return malformed(e, "exists", path, diag);
         info.held = true;
-        info.owner = st.holder.substr(0, 8);
+        info.owner = owner_shown(st.holder);
         info.fence = static_cast<fence_token>(stat->czxid);
         info.version = info.fence;
         co_return info;
@@ -1046,7 +1059,7 @@ private:
                 co_return malformed(e, "exists", path, diag);
             lock_listing l{.resource = c.resource, .lock = {}, .waiters = c.waiters};
             l.lock.held = true;
-            l.lock.owner = c.holder.substr(0, 8);
+            l.lock.owner = owner_shown(c.holder);
             l.lock.fence = static_cast<fence_token>(stat->czxid);
             l.lock.version = l.lock.fence;
             out.push_back(std::move(l));
@@ -1116,6 +1129,22 @@ private:
 
     /// The data a holder's mark sets on its node.
     static constexpr std::string_view holder_mark = "held";
+
+    // A node's data is its holder's mark only when set after its create (version 1 or
+    // more) to exactly the mark: other clients write data when they create their nodes
+    // (Curator its host's address, kazoo an identifier) and may set some later
+    // (Curator's revocation request), none of which says the node holds the lock.
+    static bool marks_holder(const proto::node_data& d) { return d.stat.version > 0 && d.data == holder_mark; }
+
+    // The holder's owner as read() and list() report it: the first 8 hex digits of the
+    // owner its name carries, else the name's first 8 characters.
+    static std::string owner_shown(std::string_view holder)
+    {
+        const auto w = detail::parse_waiter(holder);
+        if (w && !w->owner.empty())
+            return w->owner.substr(0, 8);
+        return std::string{holder.substr(0, 8)};
+    }
 
     std::shared_ptr<session> session_;
 

@@ -17,6 +17,16 @@
 // tells the waiter behind a key that the key was the oldest, which a reader holding
 // beside older readers is not.
 //
+// Any other value is a foreign entry: etcd's own concurrency.Mutex writes its keys
+// valued "" (Go's clientv3/concurrency, `etcdctl lock`), and a value no distlock
+// writes is read the same way. A foreign entry is exclusive, the strongest claim: it
+// holds when it is the oldest, and a reader behind it waits for it; the Mutex behind
+// any entry waits for every older key. It is never a protocol error: an entry is the
+// lock's only by its key and create revision, which etcd gives, not by its value. A
+// permit waits for every older foreign entry too (a distlock mutex's entry it only
+// counts: one primitive per resource, docs/shared.md), so that a semaphore's holders
+// and a Mutex's holder never overlap, whichever queued first.
+//
 // Grants only ever come, never go, while an entry lives: entries queue at the back
 // (create revisions only grow), so an entry's older entries only leave. A permit's
 // slot must stay its own while it holds and differ from every other holder's, and
@@ -59,6 +69,7 @@ struct entry_mode {
     entry_kind kind = entry_kind::exclusive;
     std::uint32_t permits = 0;         ///< a permit's count (0 for the other kinds)
     std::optional<std::uint32_t> slot; ///< a permit's slot, once written
+    bool foreign = false;              ///< a value of no form above: exclusive (see the note)
 };
 
 inline constexpr std::string_view reader_mark = "+read";
@@ -148,25 +159,32 @@ struct queue_entry {
     entry_mode mode;
 };
 
+/// What the entry valued `value` is: its mode, or a foreign exclusive entry for a
+/// value of no form above (a concurrency.Mutex's "", anything else).
+inline entry_mode entry_mode_of(std::string_view value)
+{
+    if (auto mode = parse_entry_value(value))
+        return *mode;
+    entry_mode foreign;
+    foreign.foreign = true;
+    return foreign;
+}
+
 /// The entries of a queue read (every key of the queue, in any order), oldest first;
-/// errc::protocol_error naming the key when one has no positive create revision or a
-/// value of no form above.
+/// errc::protocol_error naming the key when one has no positive create revision.
 inline result<std::vector<queue_entry>> read_queue(std::span<const kv> keys, diagnostics* diag)
 {
     std::vector<queue_entry> out;
     out.reserve(keys.size());
     for (const auto& k : keys) {
-        const auto mode = parse_entry_value(k.value);
-        if (k.create_revision <= 0 || !mode) {
+        if (k.create_revision <= 0) {
             if (diag) {
                 diag->set_server_message(k.value);
-                diag->set_client_message("etcd queue entry \"" + k.key + "\": " +
-                                         (k.create_revision <= 0 ? std::string{"no positive create revision"}
-                                                                 : "a value of no known form (\"" + k.value + "\")"));
+                diag->set_client_message("etcd queue entry \"" + k.key + "\": no positive create revision");
             }
             return distlock::errc::protocol_error;
         }
-        out.push_back(queue_entry{&k, *mode});
+        out.push_back(queue_entry{&k, entry_mode_of(k.value)});
     }
     std::stable_sort(out.begin(), out.end(),
                      [](const queue_entry& a, const queue_entry& b) {
@@ -222,7 +240,10 @@ inline result<shared_decision> decide_shared(std::span<const kv> keys, std::stri
         out.granted =
             std::none_of(older, mine, [](const queue_entry& e) { return e.mode.kind == entry_kind::exclusive; });
         break;
-    case entry_kind::permit: out.granted = older_count < m.permits; break;
+    case entry_kind::permit:
+        out.granted = older_count < m.permits &&
+                      std::none_of(older, mine, [](const queue_entry& e) { return e.mode.foreign; });
+        break;
     }
     if (!out.granted || m.kind != entry_kind::permit)
         return out;
@@ -255,8 +276,9 @@ struct turn_wait {
 
 /// The keys whose going may let the entry created at `entry` hold, from a read of its
 /// whole queue: for an exclusive entry, the one just before it; for a reader, the
-/// newest older exclusive one; for a permit of N not holding, the N oldest (the
-/// holders: while they stay, N entries are older than it, whichever others leave).
+/// newest older exclusive one; for a permit behind a foreign entry, the newest older
+/// foreign one; for another permit of N not holding, the N oldest (the holders: while
+/// they stay, N entries are older than it, whichever others leave).
 /// errc::protocol_error as read_queue().
 inline result<turn_wait> turn_keys(std::span<const kv> keys, std::int64_t entry, diagnostics* diag)
 {
@@ -285,6 +307,11 @@ inline result<turn_wait> turn_keys(std::span<const kv> keys, std::int64_t entry,
             }
         break;
     case entry_kind::permit:
+        for (auto it = mine; it != q.begin();)
+            if ((--it)->mode.foreign) {
+                watch(*it);
+                return out;
+            }
         if (older_count >= mine->mode.permits)
             for (auto it = q.begin(); it != q.begin() + mine->mode.permits; ++it)
                 watch(*it);

@@ -14,8 +14,16 @@
 // with P's: the keys of every id beginning with P are the keys beginning with
 // <prefix><escaped P>. It does not keep the order of ids ('%' sorts below the kept
 // bytes, whatever byte it spells): a listing sorts the ids once decoded.
+//
+// Under key_dialect::concurrency (dialect.hpp) the id is written verbatim, so that the
+// queue is the one etcd's concurrency.Mutex keeps on <prefix><id>: its keys are
+// <prefix><id>/<lease ID in hex>, valued "". An id holding a '/' is refused there: its
+// queue would lie inside the queue of the id before that '/', and a holder's mark, a
+// permit's count and a listing all read a queue as one resource's. Without '/', the
+// same facts as above hold (the identity writes each byte on its own).
 #pragma once
 
+#include <distlock/etcd/dialect.hpp>
 #include <distlock/util/base64.hpp>
 #include <distlock/util/escape.hpp>
 
@@ -37,11 +45,27 @@ using json = nlohmann::json;
 using distlock::util::escape;
 using distlock::util::unescape;
 
-/// Where a resource's waiters queue: <prefix><escaped>/
-inline std::string queue_prefix(std::string_view prefix, std::string_view resource)
+/// How `resource` is written in its keys under `dialect`.
+inline std::string id_in_key(std::string_view resource, key_dialect dialect)
+{
+    return dialect == key_dialect::concurrency ? std::string{resource} : escape(resource);
+}
+
+/// Whether `resource` has a queue of its own under `dialect` (the length is checked
+/// apart, by validate_resource): under the concurrency dialect an id holding a '/'
+/// has none (see the note at the top).
+inline bool id_fits_dialect(std::string_view resource, key_dialect dialect) noexcept
+{
+    return dialect != key_dialect::concurrency || resource.find('/') == std::string_view::npos;
+}
+
+/// Where a resource's waiters queue: <prefix><escaped>/, or <prefix><id>/ under the
+/// concurrency dialect (the prefix a concurrency.Mutex on <prefix><id> ranges over).
+inline std::string queue_prefix(std::string_view prefix, std::string_view resource,
+                                key_dialect dialect = key_dialect::distlock)
 {
     std::string out{prefix};
-    out += escape(resource);
+    out += id_in_key(resource, dialect);
     out += '/';
     return out;
 }
@@ -69,6 +93,19 @@ inline std::string prefix_end(std::string p)
 
 /// The hex digits of an owner token, the last part of a waiter's key.
 inline constexpr std::size_t owner_hex_digits = 32;
+/// The most hex digits of a concurrency.Mutex's key's last part: its session's lease
+/// ID (a positive int64, written %x: lower case, no leading zero).
+inline constexpr std::size_t lease_hex_digits = 16;
+
+/// Whether `s` is the last part of a key a lock writes: a distlock owner token (32
+/// lower-case hex digits) or a concurrency.Mutex's lease ID.
+inline bool is_owner_part(std::string_view s) noexcept
+{
+    const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+    if (s.empty() || !std::all_of(s.begin(), s.end(), hex))
+        return false;
+    return s.size() == owner_hex_digits || (s.size() <= lease_hex_digits && s.front() != '0');
+}
 
 /// What a waiter's key names.
 struct queue_key {
@@ -76,21 +113,24 @@ struct queue_key {
     std::string_view owner; ///< the owner token's hex digits (a view into the key)
 };
 
-/// The resource and owner of the waiter's key `key` under the store prefix `prefix`;
-/// nullopt for a key this layout does not write (a fenced write's data, another
-/// program's keys), which is then no lock.
-inline std::optional<queue_key> parse_queue_key(std::string_view prefix, std::string_view key)
+/// The resource and owner of the waiter's key `key` under the store prefix `prefix`
+/// (a distlock waiter's, or a concurrency.Mutex's: its owner is then its lease ID in
+/// hex); nullopt for a key no lock writes (a fenced write's data, another program's
+/// keys), which is then no lock.
+inline std::optional<queue_key> parse_queue_key(std::string_view prefix, std::string_view key,
+                                                key_dialect dialect = key_dialect::distlock)
 {
     if (!key.starts_with(prefix))
         return std::nullopt;
     key.remove_prefix(prefix.size());
-    const auto slash = key.find('/'); // an escaped id never holds one
+    const auto slash = key.find('/'); // an id in a key never holds one
     if (slash == 0 || slash == std::string_view::npos)
         return std::nullopt;
     const auto owner = key.substr(slash + 1);
-    if (owner.size() != owner_hex_digits ||
-        !std::all_of(owner.begin(), owner.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    if (!is_owner_part(owner))
         return std::nullopt;
+    if (dialect == key_dialect::concurrency)
+        return queue_key{std::string{key.substr(0, slash)}, owner};
     auto resource = unescape(key.substr(0, slash));
     if (!resource)
         return std::nullopt;
@@ -164,12 +204,13 @@ inline json unwritten_since_compare(const std::string& queue, std::int64_t revis
 }
 
 /// Every waiter's key of the resources whose ids begin with `resource_prefix`, keys
-/// only (the owner is in the key): the range of the keys beginning with the escaped
-/// prefix (see the note at the top).
-inline json listing_request(std::string_view prefix, std::string_view resource_prefix)
+/// only (the owner is in the key): the range of the keys beginning with the prefix as
+/// the dialect writes it (see the note at the top).
+inline json listing_request(std::string_view prefix, std::string_view resource_prefix,
+                            key_dialect dialect = key_dialect::distlock)
 {
     std::string from{prefix};
-    from += escape(resource_prefix);
+    from += id_in_key(resource_prefix, dialect);
     auto r = range_request(from, prefix_end(from));
     r["keys_only"] = true;
     return r;

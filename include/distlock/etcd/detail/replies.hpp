@@ -47,7 +47,8 @@ struct kv {
     std::int64_t lease = 0;
 };
 
-/// Whether the key's value carries its holder's mark (keys.hpp).
+/// Whether the key's value carries its holder's mark (keys.hpp). A concurrency.Mutex's
+/// key (valued "") never does: the waiter behind it looks at its place again when it goes.
 inline bool carries_mark(const kv& k) noexcept
 {
     return k.value.ends_with(holder_mark);
@@ -251,11 +252,13 @@ inline result<txn_answer> decode_txn(const json& answer, diagnostics* diag,
 /// The queues of a listing's range answer (listing_request in keys.hpp): the keys
 /// under the store prefix `prefix` decoded back to resource ids and owners, grouped by
 /// resource, those whose ids do not begin with `resource_prefix` left out, sorted by
-/// id. The holder of each is its oldest key. Keys of another layout under the prefix
-/// are no locks and are skipped; a key without a positive create revision, or fewer
+/// id. The holder of each is its oldest key. A concurrency.Mutex's key is a lock's
+/// too (its owner: the lease ID in hex); keys of another layout under the prefix are
+/// no locks and are skipped; a key without a positive create revision, or fewer
 /// keys than the answer counts (a listing asks for all of them), is a malformed answer.
 inline result<std::vector<queue_listing>> decode_listing(const json& answer, std::string_view prefix,
-                                                         std::string_view resource_prefix, diagnostics* diag)
+                                                         std::string_view resource_prefix, diagnostics* diag,
+                                                         key_dialect dialect = key_dialect::distlock)
 {
     auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
     auto root = reply.root();
@@ -271,7 +274,7 @@ inline result<std::vector<queue_listing>> decode_listing(const json& answer, std
                 element.report("create_revision", "a positive revision");
                 break;
             }
-            auto parsed = parse_queue_key(prefix, k.key);
+            auto parsed = parse_queue_key(prefix, k.key, dialect);
             if (!parsed || !parsed->resource.starts_with(resource_prefix))
                 continue;
             auto [it, first] = queues.try_emplace(parsed->resource);

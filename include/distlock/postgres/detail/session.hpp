@@ -28,6 +28,7 @@
 #include <distlock/backend/deferred.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/postgres/detail/connection.hpp>
+#include <distlock/postgres/detail/keys.hpp>
 #include <distlock/postgres/detail/sql.hpp>
 
 #include <asio/co_spawn.hpp>
@@ -53,6 +54,7 @@ public:
     struct settings {
         std::shared_ptr<const sql_texts> sql;
         std::optional<std::int32_t> advisory_namespace;
+        advisory_key_function key_function = advisory_key_function::sha256;
         duration ping_interval;
         duration in_doubt_after;
         duration statement_timeout;
@@ -106,6 +108,8 @@ public:
     /// while holders took another count.
     awaitable<result<answer>> try_permit(std::string resource, std::uint32_t permits, diagnostics* diag)
     {
+        if (settings_.sql->advisory_permit.empty()) // refused before I/O by the claim (detail/keys.hpp)
+            return backend::failed<answer>(errc::invalid_argument);
         std::vector<statement> s;
         s.push_back({"dl_take_row", settings_.sql->take_row, {param::bytes(resource)}});
         auto p = key_params(resource);
@@ -279,6 +283,11 @@ private:
         std::vector<param> p{param::bytes(resource)};
         if (settings_.advisory_namespace)
             p.push_back(param::number(*settings_.advisory_namespace));
+        // The key's integers (bigint, int4pair), for an id the claim checked before
+        // any I/O (an id that names none has none: its statement fails in the server).
+        if (const auto numbers = advisory_key_numbers(settings_.key_function, resource))
+            for (const auto n : *numbers)
+                p.push_back(param::number(n));
         return p;
     }
 

@@ -8,6 +8,8 @@
 // transaction, unlike now()).
 #pragma once
 
+#include <distlock/postgres/config.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,7 +86,8 @@ inline std::string holders_table(std::string_view table)
 }
 
 struct sql_texts {
-    sql_texts(std::string_view table, std::string_view channel, bool namespaced)
+    sql_texts(std::string_view table, std::string_view channel, bool namespaced,
+              advisory_key_function key_function = advisory_key_function::sha256)
         : table{detail::quoted(table)}, holders{detail::quoted(holders_table(table))}, channel{channel}
     {
         const auto& t = this->table;
@@ -256,10 +259,35 @@ struct sql_texts {
                     "expires_at FROM freed RETURNING resource) SELECT pg_notify($3, encode(resource, 'hex')) FROM "
                     "kept";
         // Advisory mode: the key is a hash of the resource (SHA-256's first 64 bits, or
-        // 32 bits beside a namespace), computed by the server; the fence comes from
-        // the same table, in the same statement, only when the lock was taken.
-        const std::string key = namespaced ? "$2::int, ('x' || substr(encode(sha256($1), 'hex'), 1, 8))::bit(32)::int"
-                                           : "('x' || substr(encode(sha256($1), 'hex'), 1, 16))::bit(64)::bigint";
+        // 32 bits beside a namespace), computed by the server, or the key a foreign
+        // client takes for it (advisory_key_function): hashtext of the id as text
+        // (convert_from turns the id's UTF-8 into the database's encoding, as the
+        // server does with a client's text), or the integers the id is, as parameters
+        // after the resource (detail/keys.hpp). The fence comes from the same table, in
+        // the same statement, only when the lock was taken; its row is the id's, so
+        // foreign holders, who do not write it, leave it as it was.
+        std::string key;
+        switch (key_function) {
+        case advisory_key_function::sha256:
+            key = namespaced ? "$2::int, ('x' || substr(encode(sha256($1), 'hex'), 1, 8))::bit(32)::int"
+                             : "('x' || substr(encode(sha256($1), 'hex'), 1, 16))::bit(64)::bigint";
+            break;
+        case advisory_key_function::hashtext:
+            key = "hashtext(convert_from($1, 'UTF8'))::bigint";
+            break;
+        case advisory_key_function::bigint:
+            key = "$2::bigint";
+            break;
+        case advisory_key_function::int4pair:
+            key = "$2::int, $3::int";
+            break;
+        }
+        // Every statement names the resource ($1), whose type the server must know even
+        // where the key is made without it.
+        const std::string id_named = key_function == advisory_key_function::bigint ||
+                                             key_function == advisory_key_function::int4pair
+                                         ? " WHERE $1::bytea IS NOT NULL"
+                                         : "";
         const std::string fence_of = " INSERT INTO " + t +
                                      " AS f (resource, fence) SELECT $1, 1 FROM l ON CONFLICT (resource) DO UPDATE "
                                      "SET fence = f.fence + 1 RETURNING f.fence";
@@ -268,7 +296,7 @@ struct sql_texts {
                        " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO UPDATE "
                        "SET fence = f.fence + 1 RETURNING f.fence";
         advisory_wait = "WITH l AS MATERIALIZED (SELECT pg_advisory_lock(" + key + "))" + fence_of;
-        advisory_unlock = "SELECT pg_advisory_unlock(" + key + ")";
+        advisory_unlock = "SELECT pg_advisory_unlock(" + key + ")" + id_named;
         // A shared mutex's readers: the shared lock of the same key, which the
         // server's lock manager keeps from a reader while a writer holds the lock or
         // waits for it in the server (a new request waits behind a conflicting waiting
@@ -278,12 +306,13 @@ struct sql_texts {
                               " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO "
                               "UPDATE SET fence = f.fence + 1 RETURNING f.fence";
         advisory_wait_shared = "WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key + "))" + fence_of;
-        advisory_unlock_shared = "SELECT pg_advisory_unlock_shared(" + key + ")";
+        wait_limits = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)";
+        advisory_unlock_shared = "SELECT pg_advisory_unlock_shared(" + key + ")" + id_named;
         // The session that holds the lock exclusively takes it shared too, then lets
         // the exclusive one go: a writer waiting in the server waits for the holder,
         // so the holder's request is granted ahead of it, and no writer comes between.
         advisory_downgrade = "WITH s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
-                             ")) SELECT pg_advisory_unlock(" + key + ") FROM s";
+                             ")) SELECT pg_advisory_unlock(" + key + ") FROM s" + id_named;
         // A semaphore's permits: permit k of N is the exclusive lock of a key of its own
         // (a hash of the resource and k, from other bits of SHA-256 than the mutex's
         // key), and each holder holds the shared lock of the count's key (the resource
@@ -294,6 +323,10 @@ struct sql_texts {
         // otherwise keeps its own. Slots are tried in order, the first free one taken
         // (a recursive query stops there); the fence is the row's next. One row:
         // (fence, slot, null, the kept count when refused for it).
+        // Only under sha256: a permit under the other key functions is refused before
+        // any statement (detail/keys.hpp says why), and these stay empty.
+        if (key_function != advisory_key_function::sha256)
+            return;
         const std::string n = namespaced ? "$3::int" : "$2::int";
         const auto sub_key = [&](const std::string& of) {
             const std::string digest = "encode(sha256($1::bytea || int4send(" + of + ")), 'hex')";
@@ -322,7 +355,6 @@ struct sql_texts {
                                  ") AS slot_freed), b AS MATERIALIZED (SELECT pg_advisory_unlock_shared(" +
                                  sub_key("-" + count_param) +
                                  ") AS count_freed) SELECT a.slot_freed AND b.count_freed FROM a, b";
-        wait_limits = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)";
     }
 
     /// A condition for the WHERE clause of the user's own statement: true only while

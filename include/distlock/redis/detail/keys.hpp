@@ -14,11 +14,89 @@
 
 namespace distlock::redis::detail {
 
-/// The keys of one store: built from its key prefix and whether ids may carry a hash
-/// tag of their own (config::key_prefix, config::hash_tags).
+/// The keys of one store: built from its key prefix, whether ids may carry a hash
+/// tag of their own, and whether locks follow the plain Redlock recipe
+/// (config::key_prefix, config::hash_tags, config::dialect).
 class key_layout {
 public:
-    key_layout(std::string_view prefix, bool hash_tags) : hash_tags_{hash_tags} { append_escaped(escaped_prefix_, prefix); }
+    key_layout(std::string_view prefix, bool hash_tags, bool plain = false) : hash_tags_{hash_tags}, plain_{plain}
+    {
+        append_escaped(escaped_prefix_, prefix);
+    }
+
+    /// Whether locks follow the plain Redlock recipe (redis::dialect::plain).
+    bool plain() const noexcept { return plain_; }
+
+    /// A resource's lock key: key(resource, "lock"), or under the plain layout the id
+    /// itself, which is what other Redlock clients are given as the resource.
+    std::string lock_key(std::string_view resource) const
+    {
+        return plain_ ? std::string{resource} : key(resource, "lock");
+    }
+
+    // The plain layout's keys and channels of distlock's own beside a lock key
+    // (its holder, its release channel): <prefix>:{S}:<kind>:<resource>, prefix and
+    // resource escaped as in key(), S the tag detail::slot_tags gives the lock key's
+    // hash slot. Why S and not the id's own hash tag: an id may have none, or one
+    // that is not valid, and Redis then hashes the whole id; the slot's tag puts
+    // these keys in the lock key's slot whatever the id (a script's keys must share
+    // one slot in a Redis Cluster), and the escaped id after it keeps one key per
+    // (prefix, resource): the only '{' of the key is the tag's, and the kind ends at
+    // the next ':' (kinds have none).
+    std::string beside(std::string_view resource, std::string_view kind) const
+    {
+        const auto tag = detail::slot_tags::table()[hash_slot(resource)];
+        std::string k;
+        k.reserve(escaped_prefix_.size() + tag.size() + kind.size() + escaped_size(resource) + 6);
+        k.append(escaped_prefix_).append(":{").append(tag).append("}:").append(kind).push_back(':');
+        append_escaped(k, resource);
+        return k;
+    }
+
+    /// The resource whose `kind` key beside() built as `key`; nullopt for any other key.
+    std::optional<std::string> resource_beside(std::string_view key, std::string_view kind) const
+    {
+        if (!key.starts_with(escaped_prefix_))
+            return std::nullopt;
+        auto rest = key.substr(escaped_prefix_.size());
+        if (!rest.starts_with(":{"))
+            return std::nullopt;
+        const auto close = rest.find('}');
+        if (close == std::string_view::npos)
+            return std::nullopt;
+        rest.remove_prefix(close + 1);
+        if (!rest.starts_with(':') || rest.substr(1, kind.size()) != kind || rest.substr(1 + kind.size(), 1) != ":")
+            return std::nullopt;
+        auto resource = unescaped(rest.substr(kind.size() + 2));
+        if (!resource || beside(*resource, kind) != key)
+            return std::nullopt;
+        return resource;
+    }
+
+    /// A SCAN MATCH pattern that every `kind` key beside() builds for an id beginning
+    /// with `resource_prefix` matches (resource_beside() has the last word).
+    std::string pattern_beside(std::string_view resource_prefix, std::string_view kind) const
+    {
+        std::string p;
+        append_glob_literal(p, escaped_prefix_);
+        p.append(":{*}:");
+        append_glob_literal(p, kind);
+        p.push_back(':');
+        std::string escaped;
+        append_escaped(escaped, resource_prefix);
+        append_glob_literal(p, escaped);
+        p.push_back('*');
+        return p;
+    }
+
+    /// Under the plain layout, whether an id would be a key of distlock's own (it
+    /// begins as every key of the prefix does: "<prefix>:{"): such an id is refused,
+    /// or its lock could overwrite a fencing token or another lock's holder.
+    bool reserved(std::string_view resource) const
+    {
+        return plain_ && resource.starts_with(escaped_prefix_) &&
+               resource.substr(escaped_prefix_.size()).starts_with(":{");
+    }
 
     // <prefix>:{#<resource>}:<kind>, with '%', '{' and '}' percent-encoded in both the
     // prefix and the resource. Why: the layout must be injective over (prefix,
@@ -204,6 +282,7 @@ public:
 private:
     std::string escaped_prefix_; // the key prefix as keys hold it
     bool hash_tags_ = false;
+    bool plain_ = false;
 };
 
 } // namespace distlock::redis::detail

@@ -1,19 +1,33 @@
 // distlock/zookeeper/detail/paths.hpp: the node layout, as pure functions (no I/O),
 // unit-tested on their own.
 //
-// Layout: a waiter's node is  <chroot><prefix>/<escaped resource>/<owner token>-<mark><seq>
-// where <owner token> is the lock() call's 32 hex digits, <seq> the sequence number
-// the server appends (ten digits) and <mark> says what the entry asks for:
-//  - nothing: a mutex's lock (exclusive);
-//  - "__WRIT__": a shared mutex's writer (exclusive);
-//  - "__READ__": a shared mutex's reader (shared);
-//  - "__PERM_<N>__": a permit of a semaphore of N (N from 1, in decimal).
-// The marks are Apache Curator's read-write lock markers, just before the sequence
-// number as there, so that a client of either can tell readers from writers. A
-// mutex's node and a writer's are both exclusive: on one resource they exclude each
-// other and every shared entry. A permit's count is in its name, not its data, because
-// a node's data is its holder's mark (store.hpp), and so that any reader of the queue
-// sees which count every entry agreed to.
+// Layout: a waiter's node is  <chroot><prefix>/<escaped resource>/<name><seq>
+// where <seq> is the sequence number the server appends (ten digits) and <name> is
+// written in the store's dialect (config.hpp), from the lock() call's owner token
+// (32 hex digits) and what the entry asks for:
+//
+//   entry              curator                      kazoo             distlock
+//   mutex              _c_<uuid>-lock-              <hex>__lock__     <hex>-
+//   shared writer      _c_<uuid>-__WRIT__           <hex>__lock__     <hex>-__WRIT__
+//   shared reader      _c_<uuid>-__READ__           <hex>__rlock__    <hex>-__READ__
+//   permit of N        _c_<uuid>-__PERM_<N>__       <hex>__PERM_<N>__ <hex>-__PERM_<N>__
+//
+// (<uuid> is the owner token written as a UUID, 8-4-4-4-12 hex digits). Curator's
+// InterProcessMutex names its nodes `_c_<uuid>-lock-<seq>` in protected mode and
+// InterProcessReadWriteLock `_c_<uuid>-__WRIT__<seq>` / `_c_<uuid>-__READ__<seq>`;
+// kazoo's Lock `<uuid hex>__lock__<seq>` and ReadLock `<uuid hex>__rlock__<seq>`.
+//
+// Reading is the same in every dialect, so that clients of all of them (and Curator's
+// and kazoo's) queue together: every child whose name ends in a sequence number is a
+// waiter, ordered by that number, whoever made it; one whose name ends in `__READ__`
+// or `__rlock__` before its number is a reader, one ending in `__PERM_<N>__` a permit
+// of N, every other one exclusive. A child without a sequence number was not made by
+// a sequential create, so no lock recipe's waiter: it is not read as one. The owner of
+// a node is read from the start of its name (`_c_<uuid>-` or 32 hex digits then `-` or
+// `__`): this client finds its own nodes by it after a lost reply.
+// A permit's count is in its name, not its data, because a node's data is its holder's
+// mark (store.hpp), and so that any reader of the queue sees which count every entry
+// agreed to.
 // The resource's node is a container (deleted by the server once its last child is
 // gone); the prefix's node is persistent. Escaping
 // (distlock/util/escape.hpp) keeps [A-Za-z0-9._:-] and writes every other byte as
@@ -22,8 +36,9 @@
 #pragma once
 
 #include <distlock/lock_mode.hpp>
-#include <distlock/util/escape.hpp>
 #include <distlock/owner_token.hpp>
+#include <distlock/util/escape.hpp>
+#include <distlock/zookeeper/dialect.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -73,43 +88,86 @@ inline std::string resource_node(std::string_view root, std::string_view resourc
     return child_path(root, component(resource));
 }
 
-/// The name a waiter asks for (the server appends the sequence number).
-inline std::string waiter_prefix(const owner_token& owner) { return owner.to_hex() + "-"; }
-
-/// The marks of the entries of a shared mutex and a semaphore (see the layout above).
+/// The marks of the entries (see the layout above).
 inline constexpr std::string_view reader_mark = "__READ__";
 inline constexpr std::string_view writer_mark = "__WRIT__";
+inline constexpr std::string_view curator_mutex_mark = "lock-";
+inline constexpr std::string_view kazoo_lock_mark = "__lock__";
+inline constexpr std::string_view kazoo_reader_mark = "__rlock__";
 inline constexpr std::string_view permit_mark = "__PERM_";
 inline constexpr std::string_view mark_end = "__";
+inline constexpr std::string_view curator_protection = "_c_";
 
-/// The name an entry of `mode` (with `permits` for a semaphore's permit, else 0) asks
-/// for, the sequence number to be appended.
-inline std::string entry_prefix(std::string_view owner_hex, lock_mode mode, std::uint32_t permits)
+/// The digits the server appends to a sequential node's name (%010d).
+inline constexpr std::size_t sequence_digits = 10;
+
+/// `owner_hex` (32 hex digits) as a UUID: 8-4-4-4-12.
+inline std::string owner_uuid(std::string_view owner_hex)
 {
-    std::string out{owner_hex};
-    out += '-';
-    if (mode == lock_mode::exclusive)
-        out += writer_mark;
-    else if (permits == 0)
-        out += reader_mark;
-    else
-        out.append(permit_mark).append(std::to_string(permits)).append(mark_end);
+    std::string out;
+    out.reserve(owner_hex.size() + 4);
+    for (std::size_t i = 0; i < owner_hex.size(); ++i) {
+        if (i == 8 || i == 12 || i == 16 || i == 20)
+            out += '-';
+        out += owner_hex[i];
+    }
     return out;
+}
+
+/// The name an entry of `mode` (with `permits` for a semaphore's permit, else 0; a
+/// mutex's entry when `mutex`) asks for in dialect `d`, the sequence number to be
+/// appended.
+inline std::string entry_prefix(dialect d, std::string_view owner_hex, lock_mode mode, std::uint32_t permits,
+                                bool mutex = false)
+{
+    std::string out;
+    if (d == dialect::curator)
+        out.append(curator_protection).append(owner_uuid(owner_hex)).append(1, '-');
+    else
+        out.append(owner_hex);
+    if (d == dialect::distlock)
+        out += '-';
+    if (mode == lock_mode::shared && permits > 0)
+        return out.append(permit_mark).append(std::to_string(permits)).append(mark_end);
+    switch (d) {
+    case dialect::curator:
+        return out.append(mode == lock_mode::shared ? reader_mark : mutex ? curator_mutex_mark : writer_mark);
+    case dialect::kazoo:
+        return out.append(mode == lock_mode::shared ? kazoo_reader_mark : kazoo_lock_mark);
+    case dialect::distlock:
+        break;
+    }
+    return mutex ? out : out.append(mode == lock_mode::shared ? reader_mark : writer_mark);
+}
+
+/// The name a mutex's waiter asks for in dialect `d` (the server appends the sequence
+/// number).
+inline std::string waiter_prefix(const owner_token& owner, dialect d = default_dialect)
+{
+    return entry_prefix(d, owner.to_hex(), lock_mode::exclusive, 0, true);
 }
 
 /// A waiter's node name, taken apart.
 struct waiter_name {
-    std::string_view owner; ///< 32 hex digits
+    std::string owner;      ///< 32 hex digits; empty when the name carries none this store reads
     std::int64_t sequence = 0;
     std::string_view name;  ///< the whole name
     lock_mode mode = lock_mode::exclusive;
     std::uint32_t permits = 0; ///< a permit's count (shared); 0 otherwise
+    /// Named as a permit whose count does not read: a waiter (exclusive, for whoever
+    /// queues behind it), but no count can be agreed with it.
+    bool unreadable = false;
 };
 
 namespace name_parts {
 inline bool digits_only(std::string_view s)
 {
     return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+inline bool lower_hex(std::string_view s)
+{
+    return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 template <class Int>
@@ -123,59 +181,93 @@ std::optional<Int> number(std::string_view digits)
         return std::nullopt;
     return n;
 }
-} // namespace name_parts
 
-/// Whether `name` starts as an entry of this store does: 32 lower-case hex digits
-/// and a dash.
-inline bool owned_name(std::string_view name)
+/// The sequence number that ends `name`: ten digits, or a '-' and nine (the server's
+/// %010d of a counter that went past 2^31; the queue's order is then undefined, as
+/// for ZooKeeper's own recipes).
+inline std::optional<std::int32_t> sequence(std::string_view name)
 {
-    constexpr std::size_t hex = 2 * owner_token::size;
-    if (name.size() < hex + 1 || name[hex] != '-')
-        return false;
-    return std::all_of(name.begin(), name.begin() + hex,
-                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    if (name.size() < sequence_digits)
+        return std::nullopt;
+    auto tail = name.substr(name.size() - sequence_digits);
+    bool negative = false;
+    if (tail.front() == '-') {
+        negative = true;
+        tail.remove_prefix(1);
+    }
+    const auto n = number<std::int64_t>(tail);
+    if (!n)
+        return std::nullopt;
+    const auto value = negative ? -*n : *n;
+    if (value > INT32_MAX || value < INT32_MIN)
+        return std::nullopt;
+    return static_cast<std::int32_t>(value);
 }
 
-/// `name` as a waiter's node; nullopt for a child the store did not make.
-inline std::optional<waiter_name> parse_waiter(std::string_view name)
+/// The owner token a name starts with, as 32 hex digits: `_c_<uuid>-` (Curator's
+/// protected names), or 32 hex digits followed by `-` or `__`; empty for none.
+inline std::string owner(std::string_view stem)
 {
     constexpr std::size_t hex = 2 * owner_token::size;
-    if (!owned_name(name))
-        return std::nullopt;
-    waiter_name w{name.substr(0, hex), 0, name, lock_mode::exclusive, 0};
-    auto rest = name.substr(hex + 1);
-    if (rest.starts_with(writer_mark)) {
-        rest.remove_prefix(writer_mark.size());
-    } else if (rest.starts_with(reader_mark)) {
-        rest.remove_prefix(reader_mark.size());
-        w.mode = lock_mode::shared;
-    } else if (rest.starts_with(permit_mark)) {
-        rest.remove_prefix(permit_mark.size());
-        const auto end = rest.find(mark_end);
-        if (end == std::string_view::npos)
-            return std::nullopt;
-        const auto n = name_parts::number<std::uint32_t>(rest.substr(0, end));
-        if (!n || *n == 0)
-            return std::nullopt;
-        rest.remove_prefix(end + mark_end.size());
-        w.mode = lock_mode::shared;
-        w.permits = *n;
+    if (stem.starts_with(curator_protection)) {
+        const auto uuid = stem.substr(curator_protection.size());
+        if (uuid.size() < hex + 5 || uuid[hex + 4] != '-')
+            return {};
+        std::string out;
+        out.reserve(hex);
+        for (std::size_t i = 0; i < hex + 4; ++i) {
+            const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+            if (dash != (uuid[i] == '-'))
+                return {};
+            if (!dash)
+                out += uuid[i];
+        }
+        return lower_hex(out) ? out : std::string{};
     }
-    // The server writes %010d: ten digits (a negative number after 2^31 creates under
-    // one node; the queue order is then undefined, as for ZooKeeper's own recipes).
-    const auto seq = name_parts::number<std::int64_t>(rest);
+    if (stem.size() < hex + 1 || !lower_hex(stem.substr(0, hex)))
+        return {};
+    const auto rest = stem.substr(hex);
+    if (rest.front() == '-' || rest.starts_with(mark_end))
+        return std::string{stem.substr(0, hex)};
+    return {};
+}
+} // namespace name_parts
+
+/// `name` as a waiter's node (whoever made it); nullopt for a child without a
+/// sequence number.
+inline std::optional<waiter_name> parse_waiter(std::string_view name)
+{
+    const auto seq = name_parts::sequence(name);
     if (!seq)
         return std::nullopt;
-    w.sequence = *seq;
+    const auto stem = name.substr(0, name.size() - sequence_digits);
+    waiter_name w{name_parts::owner(stem), *seq, name, lock_mode::exclusive, 0, false};
+    if (stem.ends_with(reader_mark) || stem.ends_with(kazoo_reader_mark)) {
+        w.mode = lock_mode::shared;
+        return w;
+    }
+    const auto permit = stem.rfind(permit_mark);
+    if (permit == std::string_view::npos)
+        return w;
+    auto count = stem.substr(permit + permit_mark.size());
+    const auto n = count.ends_with(mark_end)
+                       ? name_parts::number<std::uint32_t>(count.substr(0, count.size() - mark_end.size()))
+                       : std::nullopt;
+    if (!n || *n == 0) {
+        w.unreadable = true;
+        return w;
+    }
+    w.mode = lock_mode::shared;
+    w.permits = *n;
     return w;
 }
 
-/// A child that claims to be a shared mutex's or a semaphore's entry (an owner token,
-/// a dash and a mark) and does not read as one: the queue cannot be judged with it.
+/// A child named as a permit whose count does not read: the queue's shared entries
+/// cannot be judged with it.
 inline bool unreadable_entry(std::string_view name)
 {
-    constexpr std::size_t hex = 2 * owner_token::size;
-    return owned_name(name) && name.substr(hex + 1).starts_with(mark_end) && !parse_waiter(name);
+    const auto w = parse_waiter(name);
+    return w && w->unreadable;
 }
 
 /// The last component of a path.
@@ -198,8 +290,8 @@ struct standing {
     std::size_t queued = 0;        ///< the waiters' nodes, the holder's included
 };
 
-/// Children come back unsorted: ordered by sequence number here, ignoring names the
-/// store did not make. The waiter is the child named `exact` when given (a node of an
+/// Children come back unsorted: ordered by sequence number here, ignoring children
+/// without one. The waiter is the child named `exact` when given (a node of an
 /// earlier session with the same owner may linger until the server expires it), else
 /// the first child of `owner_hex`.
 inline standing stand(const std::vector<std::string>& children, std::string_view owner_hex,

@@ -2,8 +2,9 @@
 // shared mutex's readers and writers, a semaphore's permits), as pure functions (no
 // I/O), unit-tested on their own.
 //
-// Every entry is a child of the resource's node (paths.hpp names them), and the queue
-// is ordered by sequence number, as the mutex's. Whether an entry holds follows from
+// Every entry is a child of the resource's node (paths.hpp names them; a node of any
+// other client is an entry too), and the queue is ordered by sequence number, as the
+// mutex's. Whether an entry holds follows from
 // the children alone: an exclusive one when it is the oldest, a reader when no
 // exclusive entry is older, a permit of N when fewer than N entries are older.
 //
@@ -47,27 +48,29 @@ struct shared_standing {
     /// and its count: every shared entry of a resource must agree.
     std::string disagrees;
     std::uint32_t disagreeing_permits = 0;
-    /// A child that claims to be an entry (an owner token and a mark) and does not read
-    /// as one: the queue cannot be judged with it.
+    /// A child named as a permit whose count does not read: the queue cannot be judged
+    /// with it.
     std::string unreadable;
     /// The sequence numbers of every entry, ordered.
     std::vector<std::int64_t> live;
 };
 
 /// Where the entry named `mine` stands among `children` (unsorted, as the server
-/// returns them; names the store did not make are ignored).
+/// returns them; children without a sequence number are ignored, and every other one
+/// is an entry, whoever made it: paths.hpp).
 inline shared_standing stand_shared(const std::vector<std::string>& children, std::string_view mine)
 {
     shared_standing s;
     std::vector<waiter_name> entries;
     entries.reserve(children.size());
     for (const auto& c : children) {
-        if (auto w = parse_waiter(c))
-            entries.push_back(*w);
-        else if (unreadable_entry(c)) {
+        auto w = parse_waiter(c);
+        if (w && w->unreadable) {
             s.unreadable = c;
             return s;
         }
+        if (w)
+            entries.push_back(std::move(*w));
     }
     std::sort(entries.begin(), entries.end(),
               [](const waiter_name& a, const waiter_name& b) { return a.sequence < b.sequence; });
