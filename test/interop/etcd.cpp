@@ -111,7 +111,7 @@ std::vector<etcd::detail::kv> queued_keys(const std::string& prefix)
 
 } // namespace
 
-TEST_CASE("interop: etcd: the Mutex holds: try_lock is refused, lock() gets it at its release", "[interop][etcd]")
+TEST_CASE("etcd interop: the Mutex holds: try_lock is refused, lock() gets it at its release", "[interop][etcd]")
 {
     const auto prefix = test::fresh_prefix("interop");
     asio::io_context io;
@@ -142,7 +142,7 @@ TEST_CASE("interop: etcd: the Mutex holds: try_lock is refused, lock() gets it a
     });
 }
 
-TEST_CASE("interop: etcd: distlock holds: the Mutex waits, and holds after unlock()", "[interop][etcd]")
+TEST_CASE("etcd interop: distlock holds: the Mutex waits, and holds after unlock()", "[interop][etcd]")
 {
     const auto prefix = test::fresh_prefix("interop");
     asio::io_context io;
@@ -169,7 +169,7 @@ TEST_CASE("interop: etcd: distlock holds: the Mutex waits, and holds after unloc
     });
 }
 
-TEST_CASE("interop: etcd: a Mutex holder SIGKILLed: distlock gets the lock when its session's lease expires",
+TEST_CASE("etcd interop: a Mutex holder SIGKILLed: distlock gets the lock when its session's lease expires",
           "[interop][etcd]")
 {
     const auto prefix = test::fresh_prefix("interop");
@@ -197,7 +197,7 @@ TEST_CASE("interop: etcd: a Mutex holder SIGKILLed: distlock gets the lock when 
     });
 }
 
-TEST_CASE("interop: etcd: fences grow across distlock grants with a Mutex holder between; the Mutex's fence is its "
+TEST_CASE("etcd interop: fences grow across distlock grants with a Mutex holder between; the Mutex's fence is its "
           "key's create revision",
           "[interop][etcd]")
 {
@@ -223,7 +223,7 @@ TEST_CASE("interop: etcd: fences grow across distlock grants with a Mutex holder
     });
 }
 
-TEST_CASE("interop: etcd: a queue of distlock and Mutex waiters is served in create-revision order",
+TEST_CASE("etcd interop: a queue of distlock and Mutex waiters is served in create-revision order",
           "[interop][etcd]")
 {
     const auto prefix = test::fresh_prefix("interop");
@@ -256,7 +256,7 @@ TEST_CASE("interop: etcd: a queue of distlock and Mutex waiters is served in cre
     });
 }
 
-TEST_CASE("interop: etcd: a distlock reader behind a waiting Mutex waits for it; the Mutex waits for the readers "
+TEST_CASE("etcd interop: a distlock reader behind a waiting Mutex waits for it; the Mutex waits for the readers "
           "before it",
           "[interop][etcd]")
 {
@@ -294,7 +294,7 @@ TEST_CASE("interop: etcd: a distlock reader behind a waiting Mutex waits for it;
     });
 }
 
-TEST_CASE("interop: etcd: under the default dialect the Mutex on <prefix><escaped id> is the same lock",
+TEST_CASE("etcd interop: under the default dialect the Mutex on <prefix><escaped id> is the same lock",
           "[interop][etcd]")
 {
     const auto prefix = test::fresh_prefix("interop");

@@ -214,33 +214,33 @@ void survives_a_killed_holder(foreign::kind k)
 
 } // namespace
 
-TEST_CASE("interop zookeeper: Curator's InterProcessMutex and distlock exclude each other, fences grow across it",
+TEST_CASE("zookeeper interop: Curator's InterProcessMutex and distlock exclude each other, fences grow across it",
           "[interop][zookeeper]")
 {
     if (have_curator())
         excludes_both_ways(foreign::kind::curator);
 }
 
-TEST_CASE("interop zookeeper: a killed Curator holder's lock goes with its session", "[interop][zookeeper]")
+TEST_CASE("zookeeper interop: a killed Curator holder's lock goes with its session", "[interop][zookeeper]")
 {
     if (have_curator())
         survives_a_killed_holder(foreign::kind::curator);
 }
 
-TEST_CASE("interop zookeeper: kazoo's Lock and distlock (kazoo dialect) exclude each other, fences grow across it",
+TEST_CASE("zookeeper interop: kazoo's Lock and distlock (kazoo dialect) exclude each other, fences grow across it",
           "[interop][zookeeper]")
 {
     excludes_both_ways(foreign::kind::kazoo);
 }
 
-TEST_CASE("interop zookeeper: a killed kazoo holder's lock goes with its session; the default dialect waits for "
+TEST_CASE("zookeeper interop: a killed kazoo holder's lock goes with its session; the default dialect waits for "
           "kazoo's node too",
           "[interop][zookeeper]")
 {
     survives_a_killed_holder(foreign::kind::kazoo);
 }
 
-TEST_CASE("interop zookeeper: one fair queue of Curator and distlock waiters is served in order",
+TEST_CASE("zookeeper interop: one fair queue of Curator and distlock waiters is served in order",
           "[interop][zookeeper]")
 {
     if (!have_curator())
@@ -275,7 +275,7 @@ TEST_CASE("interop zookeeper: one fair queue of Curator and distlock waiters is 
     }, 60s);
 }
 
-TEST_CASE("interop zookeeper: Curator's read-write lock: readers share with distlock's readers, writers exclude "
+TEST_CASE("zookeeper interop: Curator's read-write lock: readers share with distlock's readers, writers exclude "
           "them both ways",
           "[interop][zookeeper]")
 {
@@ -331,7 +331,7 @@ TEST_CASE("interop zookeeper: Curator's read-write lock: readers share with dist
     }, 60s);
 }
 
-TEST_CASE("interop zookeeper: a node named as before dialects (<hex>-<seq>) is honoured by the default dialect, "
+TEST_CASE("zookeeper interop: a node named as before dialects (<hex>-<seq>) is honoured by the default dialect, "
           "and a client in the distlock dialect writes such names",
           "[interop][zookeeper]")
 {
