@@ -8,6 +8,7 @@
 #include <distlock/basic_distributed_mutex.hpp>
 #include <distlock/basic_distributed_semaphore.hpp>
 #include <distlock/basic_distributed_shared_mutex.hpp>
+#include <distlock/basic_leader_election.hpp>
 #include <distlock/claim.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/blocking.hpp>

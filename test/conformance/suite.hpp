@@ -1494,6 +1494,8 @@ int count_under_lock(asio::io_context& io, Store& store, Counter& counter, const
 
 // The shared mutex's and the semaphore's behaviours, on the helpers above.
 #include "shared.hpp"
+// The election's behaviours.
+#include "election.hpp"
 
 namespace test::conformance {
 
@@ -1581,6 +1583,7 @@ void register_behaviours(const std::string& tags)
                                  "fences grow",
                                  processes_count);
     register_shared_behaviours<F>(tags, &add<F>);
+    register_election_behaviours<F>(tags, &add<F>);
 }
 
 #undef DISTLOCK_CONFORMANCE_ADD

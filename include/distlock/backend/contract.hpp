@@ -310,6 +310,33 @@ concept revocable_store = store<S> && requires(S& s, std::string_view resource, 
     { s.revoke(resource, fence) } -> std::same_as<awaitable<result<void>>>;
 };
 
+/// Longest value a leader may proclaim, in bytes (any bytes, NUL included).
+inline constexpr std::size_t max_leader_value_size = 64 * 1024;
+
+/// Who leads an election now, as a store reads it (electing_store::leader()).
+struct leader_info {
+    fence_token epoch = 0;             ///< The leader's grant's fence; 0 when nobody holds the lock.
+    std::string owner;                 ///< The leader's owner token, shortened (8 hex digits).
+    std::optional<std::string> value;  ///< What the leader proclaimed for this grant; nullopt until it has.
+    std::optional<duration> remaining; ///< Time left of the grant, where the store keeps a TTL.
+};
+
+/// A store that keeps a value with a grant: what an election's terms stand on
+/// (basic_leader_election).
+///  - proclaim(resource, owner, epoch, value): stores `value` with the grant `owner`
+///    holds on `resource`, whose fence is `epoch`; the check that the grant is still
+///    held and the write are one atomic step on the server, so that a leader that lost
+///    its term never overwrites its successor's value: errc::not_owner then.
+///  - leader(resource): the holder of the lock on `resource` now, with the value
+///    proclaimed for that very grant (a value left from an earlier grant is never
+///    reported as the current leader's).
+template <class S>
+concept electing_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                              fence_token epoch, std::string_view value) {
+    { s.proclaim(resource, owner, epoch, value) } -> std::same_as<awaitable<result<void>>>;
+    { s.leader(resource) } -> std::same_as<awaitable<result<leader_info>>>;
+};
+
 /// Where an entry of a resource's queue stands (see session_queue_store).
 struct queue_place {
     fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.

@@ -50,6 +50,7 @@ struct queue_entry {
     lock_mode mode = lock_mode::exclusive;
     std::uint32_t permits = 0;          ///< a semaphore's count (shared entries)
     std::optional<std::uint32_t> slot;  ///< a permit's number, once it holds
+    std::optional<std::string> value;   ///< what an election's leader proclaimed with this entry
 };
 
 /// What a session server keeps. Thread-safe. It must outlive its clients.
@@ -330,6 +331,40 @@ private:
         return info;
     }
 
+    /// Stores an election's value with `owner`'s entry `epoch` while it holds (the
+    /// queue's oldest); else errc::not_owner.
+    result<void> proclaim(const std::string& resource, const owner_token& owner, fence_token epoch,
+                          std::string value)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return errc::not_owner;
+        auto& first = it->second.begin()->second;
+        if (first.owner != owner || first.sequence != epoch)
+            return errc::not_owner;
+        first.value = std::move(value);
+        return success();
+    }
+
+    /// The queue's oldest entry and the value it proclaimed.
+    leader_info leader(const std::string& resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        leader_info info;
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return info;
+        const auto& first = it->second.begin()->second;
+        info.epoch = first.sequence;
+        info.owner = first.owner.to_hex().substr(0, 8);
+        info.value = first.value;
+        info.remaining = sessions_.at(first.session).expires - clock::now();
+        return info;
+    }
+
     /// The locks held now under `prefix`, sorted by resource id: each queue's oldest
     /// entry, and how many wait behind it.
     std::vector<lock_listing> list(std::string_view prefix)
@@ -592,6 +627,24 @@ public:
             core_, [c = core_.get(), p = std::string{prefix}]() -> result<std::vector<lock_listing>> {
                 return c->server.list(p);
             });
+    }
+
+    /// Stores `value` with `owner`'s entry `epoch` while it holds (electing_store).
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, owner, epoch,
+                                  v = std::string{value}]() mutable -> result<void> {
+            return c->server.proclaim(r, owner, epoch, std::move(v));
+        });
+    }
+
+    /// The holder of `resource` and the value it proclaimed (electing_store).
+    awaitable<result<leader_info>> leader(std::string_view resource)
+    {
+        return send<leader_info>(core_, [c = core_.get(), r = std::string{resource}]() -> result<leader_info> {
+            return c->server.leader(r);
+        });
     }
 
     /// Deletes the holder's entry if it is still entry `fence` (revocable_store). Its

@@ -220,6 +220,40 @@ public:
         });
     }
 
+    // -- electing_store: an election's value beside its lock ------------------------
+
+    /// Stores `value` with `owner`'s grant of fence `epoch` on `resource`, if it still
+    /// holds it; else errc::not_owner.
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner, epoch, value]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->owner != owner || s->fence != epoch)
+                return errc::not_owner;
+            s->value.assign(value);
+            s->value_epoch = epoch;
+            return success();
+        });
+    }
+
+    /// The holder of `resource` and the value proclaimed for its grant.
+    awaitable<result<leader_info>> leader(std::string_view resource)
+    {
+        return perform<leader_info>(core_, [c = core_.get(), resource]() -> result<leader_info> {
+            leader_info info;
+            auto* s = c->find(resource);
+            if (!s || !live(*s))
+                return info;
+            info.epoch = s->fence;
+            info.owner = s->owner.to_hex().substr(0, 8);
+            info.remaining = s->expires - clock::now();
+            if (s->value_epoch == s->fence)
+                info.value = s->value;
+            return info;
+        });
+    }
+
     // -- shared_lease_store: a shared mutex's readers and writers, a semaphore's permits --
 
     /// A shared grant: a reader (`permits` 0) unless a writer holds or waits; a permit
@@ -430,6 +464,7 @@ public:
             s.fence = 0;
             s.sharers.clear();
             s.intent = owner_token{};
+            s.value_epoch = 0;
             notify(s);
         }
     }
@@ -504,6 +539,8 @@ private:
         std::uint32_t permits = 0;  // a semaphore's count, kept while sharers hold
         owner_token intent;         // a waiting writer's, until intent_expires
         time_point intent_expires{};
+        std::string value;          // an election's value, proclaimed by the grant of fence value_epoch
+        fence_token value_epoch = 0;
         std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
 
         // Drops the sharers whose TTL ran out; true when any holds.
