@@ -21,6 +21,9 @@ using fence_token = std::uint64_t;
 /// NUL, spaces, newlines and braces, up to this length.
 inline constexpr std::size_t max_resource_size = 1024;
 
+/// Longest value an election's leader may proclaim, in bytes (any bytes, NUL included).
+inline constexpr std::size_t max_leader_value_size = 64 * 1024;
+
 /// The most permits a semaphore may have.
 inline constexpr std::uint32_t max_permits = 4096;
 

@@ -111,6 +111,8 @@ pid_t spawn(const cli::options& o, const dl::multi_lease& held)
     ::setenv("DISTLOCK_RESOURCE", resources[0].c_str(), 1);
     ::setenv("DISTLOCK_FENCE", std::to_string(fences[0]).c_str(), 1);
     ::setenv("DISTLOCK_COUNT", std::to_string(resources.size()).c_str(), 1);
+    if (o.what == cli::verb::elect)
+        ::setenv("DISTLOCK_EPOCH", std::to_string(fences[0]).c_str(), 1);
     if (const auto slot = held.leases()[0].slot())
         ::setenv("DISTLOCK_SLOT", std::to_string(*slot).c_str(), 1);
     for (std::size_t i = 0; i < resources.size(); ++i) {
@@ -155,7 +157,8 @@ public:
     dl::awaitable<void> run()
     {
         switch (o_.what) {
-        case cli::verb::run: co_await run_command(); break;
+        case cli::verb::run:
+        case cli::verb::elect: co_await run_command(); break;
         case cli::verb::try_lock: co_await try_once(); break;
         default: break;
         }
@@ -199,12 +202,26 @@ private:
         dl::basic_distributed_shared_mutex<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
     using semaphore =
         dl::basic_distributed_semaphore<Backend, dl::renew::watchdog, dl::retry::exponential_backoff, dl::observe::callback>;
+    static constexpr bool is_quorum = dl::detail::is_quorum<Backend>::value;
+    template <class B>
+    struct election_for {
+        using type = void;
+    };
+    template <class B>
+        requires(dl::electing_store<B> && !dl::detail::is_quorum<B>::value)
+    struct election_for<B> {
+        using type = dl::basic_leader_election<B, dl::renew::watchdog, dl::retry::exponential_backoff,
+                                               dl::observe::callback>;
+    };
+    using election = typename election_for<Backend>::type;
 
     // The lock the command runs under: every resource exclusively (sorted, all or
     // nothing), or with --shared one resource as a reader, or with --permits N one
     // permit of N. Waits as --wait says, or (`wait` false) tries once.
     dl::awaitable<dl::result<dl::multi_lease>> take(bool wait, dl::diagnostics& diag)
     {
+        if (o_.what == cli::verb::elect)
+            co_return co_await campaign(diag);
         if constexpr (dl::shared_backend<Backend>) {
             if (o_.shared || o_.permits) {
                 dl::result<dl::lease> got{make_error_code(dl::errc::cancelled)};
@@ -235,6 +252,34 @@ private:
         if (wait)
             co_return co_await set.lock(diag);
         co_return co_await set.try_lock(diag);
+    }
+
+    // elect: waits until this process leads NAME and has proclaimed its value; the
+    // term's lease is what the command runs under (its fence is the epoch).
+    dl::awaitable<dl::result<dl::multi_lease>> campaign(dl::diagnostics& diag)
+    {
+        if constexpr (dl::electing_store<Backend> && !is_quorum) {
+            election e{backend_, o_.resources[0], {.term = lock_options()}, dl::renew::watchdog{}, retry(),
+                       watch_store()};
+            std::string value = o_.value ? *o_.value : default_value();
+            auto t = co_await e.campaign(std::move(value));
+            if (!t)
+                co_return t.error();
+            std::vector<dl::lease> one;
+            one.push_back(std::move(t->held()));
+            co_return dl::multi_lease{std::move(one)};
+        } else {
+            diag.set_client_message("elections need one store that keeps a value with a grant, not a Redlock quorum");
+            co_return dl::errc::invalid_argument;
+        }
+    }
+
+    static std::string default_value()
+    {
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) != 0)
+            host[0] = '\0';
+        return std::string{host} + ":" + std::to_string(::getpid());
     }
 
     // Ends when the store has not answered for --store-timeout and its last attempt
@@ -351,7 +396,10 @@ private:
             co_return;
         }
         auto held = std::move(got.value());
-        if (o_.verbose)
+        if (o_.verbose && o_.what == cli::verb::elect)
+            std::fprintf(stderr, "distlock: leading %s, epoch %llu\n", o_.resources[0].c_str(),
+                         static_cast<unsigned long long>(held.leases()[0].fence()));
+        else if (o_.verbose)
             for (const auto& l : held.leases())
                 std::fprintf(stderr, "distlock: holding %s, fence %llu, owner %s\n", l.resource().c_str(),
                              static_cast<unsigned long long>(l.fence()), l.owner().to_hex().c_str());

@@ -17,7 +17,7 @@
 
 namespace distlock::cli {
 
-enum class verb { run, try_lock, status, release, list, revoke, help };
+enum class verb { run, elect, try_lock, status, release, list, revoke, help };
 
 /// Exit codes. The child's own code is passed through by `run` when nothing else
 /// happened.
@@ -49,6 +49,7 @@ struct options {
     std::optional<fence_token> fence;     ///< revoke --fence N
     bool shared = false;                  ///< run/try --shared: a reader of a shared mutex
     std::optional<std::uint32_t> permits; ///< run/try --permits N: a permit of a semaphore of N
+    std::optional<std::string> value;     ///< elect --value V: what the leader proclaims
     std::vector<std::string> resources;
     std::vector<std::string> command;     ///< after "--"
 };
@@ -126,7 +127,7 @@ inline parsed parse(const std::vector<std::string>& args)
 {
     options o;
     if (args.empty())
-        return std::string{"no command given (run, try, status, list, release, revoke)"};
+        return std::string{"no command given (run, elect, try, status, list, release, revoke)"};
     const auto& first = args[0];
     if (first == "--help" || first == "-h" || first == "help") {
         o.what = verb::help;
@@ -134,6 +135,8 @@ inline parsed parse(const std::vector<std::string>& args)
     }
     if (first == "run")
         o.what = verb::run;
+    else if (first == "elect")
+        o.what = verb::elect;
     else if (first == "try")
         o.what = verb::try_lock;
     else if (first == "status")
@@ -145,7 +148,7 @@ inline parsed parse(const std::vector<std::string>& args)
     else if (first == "revoke")
         o.what = verb::revoke;
     else
-        return "unknown command '" + first + "' (run, try, status, list, release, revoke)";
+        return "unknown command '" + first + "' (run, elect, try, status, list, release, revoke)";
 
     std::size_t i = 1;
     const auto value = [&](std::string_view flag) -> std::optional<std::string> {
@@ -216,6 +219,13 @@ inline parsed parse(const std::vector<std::string>& args)
             if (!v || v->empty() || std::from_chars(v->data(), end, n).ptr != end || n == 0 || n > max_permits)
                 return "--permits needs a count from 1 to " + std::to_string(max_permits);
             o.permits = n;
+        } else if (a == "--value") {
+            auto v = value(a);
+            if (!v)
+                return std::string{"--value needs the value the leader proclaims"};
+            if (v->size() > max_leader_value_size)
+                return "--value is at most " + std::to_string(max_leader_value_size) + " bytes";
+            o.value = *v;
         } else if (a == "--json") {
             o.json = true;
         } else if (a == "--verbose" || a == "-v") {
@@ -249,10 +259,16 @@ inline parsed parse(const std::vector<std::string>& args)
             if (store_kind_of(s) != store_kind::redis)
                 return std::string{"several --store make a Redlock quorum of single Redis servers (redis://, "
                                    "rediss://, unix://); every other store stands alone"};
-    if (o.what == verb::run && o.command.empty())
-        return std::string{"run needs a command after '--'"};
-    if (o.what != verb::run && !o.command.empty())
-        return std::string{"only run takes a command"};
+    if ((o.what == verb::run || o.what == verb::elect) && o.command.empty())
+        return std::string{"run and elect need a command after '--'"};
+    if (o.what != verb::run && o.what != verb::elect && !o.command.empty())
+        return std::string{"only run and elect take a command"};
+    if (o.what == verb::elect && o.resources.size() != 1)
+        return std::string{"elect takes one election name"};
+    if (o.what == verb::elect && o.stores.size() > 1)
+        return std::string{"elect needs one store: an election's value is kept by no majority of a quorum"};
+    if (o.what != verb::elect && o.value)
+        return std::string{"only elect takes --value"};
     if ((o.what == verb::status || o.what == verb::release || o.what == verb::revoke) && o.resources.size() != 1)
         return std::string{"status, release and revoke take one resource"};
     if (o.what == verb::release && o.owner.empty())
@@ -277,6 +293,7 @@ inline parsed parse(const std::vector<std::string>& args)
 inline constexpr const char* usage_text =
     R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--store-timeout D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
        distlock run|try ... (--shared | --permits N) RESOURCE ...
+       distlock elect [--store URL] [--ttl D] [--value V] [--grace D] [-v] NAME -- COMMAND [ARGS...]
        distlock try [--store URL]... [--ttl D] [--store-timeout D] [--json] RESOURCE...
        distlock status [--store URL]... [--json] RESOURCE
        distlock list [--store URL]... [--json] [PREFIX]
@@ -293,6 +310,14 @@ then SIGKILL after --grace, and distlock exits with 5.
 writer, without --shared, holds it alone and waiting writers keep new readers out);
 --permits N as one of N permits (a semaphore), with DISTLOCK_SLOT, the permit's
 number, in the command's environment. Both on every store but a Redlock quorum.
+
+elect campaigns in the election NAME and runs COMMAND while it leads, with
+DISTLOCK_EPOCH (the term's epoch: a fencing token larger than every earlier
+leader's; pass it with every write), DISTLOCK_RESOURCE (NAME) and DISTLOCK_FENCE
+(the epoch) in its environment; --value (default host:pid) is what observers are
+told. The term is renewed while the command runs and given up when it exits; if the
+term is lost, the command is stopped as run stops it, and distlock exits with 5.
+Every store but a Redlock quorum.
 
 list shows the locks held now (every one, or those whose id starts with PREFIX):
 resource, fence, owner (8 hex digits), time left, waiters where the store queues.

@@ -310,9 +310,6 @@ concept revocable_store = store<S> && requires(S& s, std::string_view resource, 
     { s.revoke(resource, fence) } -> std::same_as<awaitable<result<void>>>;
 };
 
-/// Longest value a leader may proclaim, in bytes (any bytes, NUL included).
-inline constexpr std::size_t max_leader_value_size = 64 * 1024;
-
 /// Who leads an election now, as a store reads it (electing_store::leader()).
 struct leader_info {
     fence_token epoch = 0;             ///< The leader's grant's fence; 0 when nobody holds the lock.

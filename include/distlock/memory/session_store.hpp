@@ -179,7 +179,7 @@ private:
         }
         if (mine == q.end()) {
             const auto seq = ++revision_;
-            mine = q.emplace(seq, queue_entry{seq, owner, id}).first;
+            mine = q.emplace(seq, queue_entry{seq, owner, id, lock_mode::exclusive, 0, std::nullopt, std::nullopt}).first;
         }
         queue_place place{mine->first, mine == q.begin(), std::nullopt};
         if (!place.first)
@@ -212,7 +212,7 @@ private:
         }
         if (mine == q.end()) {
             const auto seq = ++revision_;
-            mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt}).first;
+            mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt, std::nullopt}).first;
         }
         shared_place place{mine->first, holds(q, mine), std::nullopt};
         if (place.granted && permits > 0) {
