@@ -230,6 +230,9 @@ public:
         }
         if (!backend_.get_executor())
             return errc::invalid_argument;
+        // A lock-delay is kept by the store: one that keeps none cannot honour it.
+        if (options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
+            return errc::invalid_argument;
         return {};
     }
 
@@ -251,6 +254,16 @@ private:
         else
             static_assert(sizeof(T) == 0, "this argument is none of the mutex's policy types: add its type to "
                                           "the mutex's policy list, basic_distributed_mutex<Store, ..., ThatPolicy>");
+    }
+
+    // The mutex takes shared grants (a shared mutex's reader, a semaphore's permit):
+    // those are never marked for a lock-delay (docs/lock_delay.md).
+    bool shared_grants() const noexcept
+    {
+        if constexpr (requires { acquire_.mode; })
+            return acquire_.mode == lock_mode::shared;
+        else
+            return false;
     }
 
     static bool is_cancelled(const asio::cancellation_state& cs)
@@ -486,13 +499,39 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor(), a.value().slot());
-                    break;
+                    auto hold = claim.hold();
+                    // With a lock-delay, the grant is marked in the store before it is
+                    // handed out: a holder lost from then on leaves a tombstone.
+                    std::error_code unarmed;
+                    if constexpr (lock_delay_store<Backend>) {
+                        if (options_.lock_delay > duration::zero() && !shared_grants()) {
+                            auto armed = co_await DISTLOCK_DETAIL_DIAGNOSED(diag, backend_.arm_delay, resource_,
+                                                                            hold.owner(), fence, options_.lock_delay);
+                            if (!armed)
+                                unarmed = armed.error();
+                        }
+                    }
+                    if (!unarmed) {
+                        r = make_lease(std::move(hold), fence, counted_from, store.get_executor(), a.value().slot());
+                        break;
+                    }
+                    co_await give_back(std::move(hold));
+                    failure = unarmed;
                 }
             } else {
-                failure = a ? make_error_code(errc::contended) : a.error();
+                const bool delayed = a && a.value().is_delayed();
+                failure = a ? make_error_code(delayed ? errc::lock_delayed : errc::contended) : a.error();
                 observe(attempt_event{resource_, sent, t1 - t0, failure, 0});
                 history.held_until = a ? a.value().not_before() : std::nullopt;
+                if (delayed && diag && history.held_until) {
+                    diag->set_lock_delay_until(*history.held_until);
+                    diag->set_client_message(
+                        "lock-delay until " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*history.held_until -
+                                                                                               clock::now())
+                                           .count()) +
+                        " ms from now: the last holder was lost without releasing");
+                }
                 if (is_cancelled(cs)) {
                     r = errc::cancelled;
                     break;
@@ -568,6 +607,16 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             // or a record version that must stay unchanged that long): no later.
             if (history.held_until && *history.held_until > clock::now())
                 until = std::min(until, *history.held_until);
+            // A lock-delay: every try before its end is refused, and the grant can be
+            // made at its end: wait exactly that long, or not at all when it ends
+            // after the deadline.
+            if (failure == errc::lock_delayed && history.held_until) {
+                until = std::max(*history.held_until, clock::now());
+                if (deadline && until > *deadline) {
+                    r = failure;
+                    break;
+                }
+            }
             if (deadline) {
                 if (clock::now() >= *deadline) {
                     r = give_up(failure, cs);

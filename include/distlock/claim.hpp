@@ -75,6 +75,14 @@ public:
     {
         return answer{false, 0, not_before, std::nullopt, {}};
     }
+    /// Nobody holds the lock, but the resource is in its lock-delay: its last holder
+    /// was lost without releasing it, and no grant is made before `until`.
+    static answer delayed(time_point until) noexcept
+    {
+        answer a{false, 0, until, std::nullopt, {}};
+        a.delayed_ = true;
+        return a;
+    }
 
     bool is_granted() const noexcept { return granted_; }
     fence_token fence() const noexcept { return fence_; }
@@ -85,6 +93,8 @@ public:
     const owner_token& holder() const noexcept { return holder_; }
     /// A permit's number, for a grant of a semaphore's permit.
     std::optional<std::uint32_t> slot() const noexcept { return slot_; }
+    /// Refused for the resource's lock-delay, until not_before().
+    bool is_delayed() const noexcept { return delayed_; }
 
 private:
     answer(bool g, fence_token f, std::optional<time_point> nb, std::optional<time_point> from,
@@ -97,6 +107,7 @@ private:
     std::optional<time_point> counted_from_;
     owner_token holder_;
     std::optional<std::uint32_t> slot_;
+    bool delayed_ = false;
 };
 
 /// How a session store reports the state of the session a lease is bound to.

@@ -1,6 +1,9 @@
 // distlock/diagnostics.hpp: the words beside an error code.
 #pragma once
 
+#include <distlock/clock.hpp>
+
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,21 +37,28 @@ public:
     }
     bool empty() const noexcept { return server_.empty() && client_.empty(); }
 
+    /// For errc::lock_delayed: when the resource's lock-delay ends, by this process's
+    /// clock (distlock::clock), as the store said.
+    std::optional<time_point> lock_delay_until() const noexcept { return delay_until_; }
+
     void clear() noexcept
     {
         server_.clear();
         client_.clear();
+        delay_until_.reset();
     }
 
     // Set by stores.
     void set_server_message(std::string words) { server_ = std::move(words); }
     void set_client_message(std::string words) { client_ = std::move(words); }
+    void set_lock_delay_until(time_point until) noexcept { delay_until_ = until; }
 
     friend bool operator==(const diagnostics&, const diagnostics&) = default;
 
 private:
     std::string server_;
     std::string client_;
+    std::optional<time_point> delay_until_;
 };
 
 namespace detail {

@@ -25,6 +25,7 @@ enum class errc {
     auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
     session_lost,        ///< The store session that kept the lock ended (expired, closed, or in doubt).
     not_replicated,      ///< Granted by the primary, but fewer replicas than asked acknowledged it in time: given back.
+    lock_delayed,        ///< The resource is in its lock-delay after an unplanned loss: no grant before the time diagnostics::lock_delay_until() says.
 };
 
 /// What the core decides by. Every store's own error codes (distlock's errc, or a
@@ -102,6 +103,7 @@ public:
     {
         switch (static_cast<errc>(value)) {
         case errc::contended:
+        case errc::lock_delayed: // held back for a while: try again then
             return make_error_condition(condition::contended);
         case errc::store_unavailable:
         case errc::quorum_not_reached:
@@ -168,6 +170,9 @@ public:
         case errc::not_replicated:
             return "granted by the primary, but fewer replicas than asked acknowledged it in time: "
                    "a failover could lose it, so it was given back";
+        case errc::lock_delayed:
+            return "the resource is in its lock-delay: its last holder was lost without releasing it, and no "
+                   "grant is made before the delay has passed (the diagnostics say until when)";
         }
         return "unknown distlock error";
     }

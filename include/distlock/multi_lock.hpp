@@ -334,9 +334,10 @@ private:
             // One round trip for the whole set when nothing is held; under contention,
             // the per-resource path below waits in order.
             // A store may take only some sets in one step (a cluster: one hash slot).
-            bool batchable = true;
+            // A lock-delay marks each grant as the one-resource path takes it.
+            bool batchable = prototype_.options().lock_delay == duration::zero();
             if constexpr (requires(const Backend& b) { { b.batchable(ids) } -> std::convertible_to<bool>; })
-                batchable = prototype_.backend().batchable(ids);
+                batchable = batchable && prototype_.backend().batchable(ids);
             if (ids.size() > 1 && batchable) {
                 auto batch = co_await take_batch(ids);
                 if (batch || batch.error() != condition::contended)

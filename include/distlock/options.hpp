@@ -57,6 +57,14 @@ struct lock_options {
     /// Fixed part of the safety margin (timer and scheduling slack).
     duration drift_floor = std::chrono::milliseconds{2};
 
+    /// Lock-delay: after a grant ends without a release (its TTL ran out, its session
+    /// expired, its holder was killed), the resource refuses new grants for this long,
+    /// so that what the lost holder still had in flight drains first. Kept in the
+    /// store, so every client honours it; unlock() skips it. Zero: none. At most the
+    /// TTL. Needs a store that keeps lock-delays (lock_delay_store); exclusive grants
+    /// only (docs/lock_delay.md).
+    duration lock_delay{};
+
     /// The safety margin subtracted from every validity: ttl * drift_factor + drift_floor.
     /// Saturates to duration's range, so that even settings that validate_options()
     /// rejects (a NaN or huge factor, a drift_floor near duration::max()) give some
@@ -92,7 +100,8 @@ inline std::error_code validate_resource(std::string_view resource) noexcept
 }
 
 /// Checks lock options: a TTL within [min_ttl, max_ttl], a finite drift_factor in
-/// [0, 1), a drift_floor in [0, ttl), and a margin that leaves some validity.
+/// [0, 1), a drift_floor in [0, ttl), a margin that leaves some validity, and a
+/// lock_delay in [0, ttl].
 /// Every bound is compared before anything is computed from it: a drift_floor near
 /// duration::max() must not overflow into a small margin that passes.
 inline std::error_code validate_options(const lock_options& o) noexcept
@@ -106,6 +115,8 @@ inline std::error_code validate_options(const lock_options& o) noexcept
         return errc::invalid_argument;
     // Both parts are now below ttl <= max_ttl (about 2^46 ns): the sum cannot overflow.
     if (o.drift() >= o.ttl)
+        return errc::invalid_argument;
+    if (o.lock_delay < duration::zero() || o.lock_delay > o.ttl)
         return errc::invalid_argument;
     return {};
 }

@@ -1494,8 +1494,9 @@ int count_under_lock(asio::io_context& io, Store& store, Counter& counter, const
 
 // The shared mutex's and the semaphore's behaviours, on the helpers above.
 #include "shared.hpp"
-// The election's behaviours.
+// The election's and the lock-delay's behaviours.
 #include "election.hpp"
+#include "lock_delay.hpp"
 
 namespace test::conformance {
 
@@ -1584,6 +1585,7 @@ void register_behaviours(const std::string& tags)
                                  processes_count);
     register_shared_behaviours<F>(tags, &add<F>);
     register_election_behaviours<F>(tags, &add<F>);
+    register_lock_delay_behaviours<F>(tags, &add<F>);
 }
 
 #undef DISTLOCK_CONFORMANCE_ADD

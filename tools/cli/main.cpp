@@ -165,7 +165,7 @@ public:
     }
 
 private:
-    dl::lock_options lock_options() const { return {.ttl = o_.ttl}; }
+    dl::lock_options lock_options() const { return {.ttl = o_.ttl, .lock_delay = o_.lock_delay.value_or(dl::duration{})}; }
 
     dl::retry::exponential_backoff retry() const
     {

@@ -37,6 +37,7 @@ struct options {
     duration ttl = std::chrono::seconds{30};
     std::optional<duration> wait;         ///< --wait; none: as long as max_wait allows
     std::optional<duration> max_hold;
+    std::optional<duration> lock_delay;   ///< run/elect --lock-delay D: no grant for D after an unplanned loss
     /// --store-timeout: how long the store may go without answering (unreachable,
     /// refusing) before run or try gives up with exit 4; apart from --wait, which is
     /// how long to wait for the lock while the store answers that it is held.
@@ -185,6 +186,9 @@ inline parsed parse(const std::vector<std::string>& args)
         } else if (a == "--wait") {
             if (auto e = duration_of(a, o.wait))
                 return *e;
+        } else if (a == "--lock-delay") {
+            if (auto e = duration_of(a, o.lock_delay))
+                return *e;
         } else if (a == "--max-hold") {
             if (auto e = duration_of(a, o.max_hold))
                 return *e;
@@ -269,6 +273,10 @@ inline parsed parse(const std::vector<std::string>& args)
         return std::string{"elect needs one store: an election's value is kept by no majority of a quorum"};
     if (o.what != verb::elect && o.value)
         return std::string{"only elect takes --value"};
+    if (o.lock_delay && o.what != verb::run && o.what != verb::elect)
+        return std::string{"only run and elect take --lock-delay"};
+    if (o.lock_delay && *o.lock_delay > o.ttl)
+        return std::string{"--lock-delay is at most the --ttl"};
     if ((o.what == verb::status || o.what == verb::release || o.what == verb::revoke) && o.resources.size() != 1)
         return std::string{"status, release and revoke take one resource"};
     if (o.what == verb::release && o.owner.empty())
@@ -291,9 +299,9 @@ inline parsed parse(const std::vector<std::string>& args)
 }
 
 inline constexpr const char* usage_text =
-    R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--store-timeout D] [--max-hold D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
+    R"(usage: distlock run [--store URL]... [--create-table] [--ttl D] [--wait D] [--store-timeout D] [--max-hold D] [--lock-delay D] [--grace D] [-v] RESOURCE... -- COMMAND [ARGS...]
        distlock run|try ... (--shared | --permits N) RESOURCE ...
-       distlock elect [--store URL] [--ttl D] [--value V] [--grace D] [-v] NAME -- COMMAND [ARGS...]
+       distlock elect [--store URL] [--ttl D] [--value V] [--lock-delay D] [--grace D] [-v] NAME -- COMMAND [ARGS...]
        distlock try [--store URL]... [--ttl D] [--store-timeout D] [--json] RESOURCE...
        distlock status [--store URL]... [--json] RESOURCE
        distlock list [--store URL]... [--json] [PREFIX]
@@ -318,6 +326,10 @@ leader's; pass it with every write), DISTLOCK_RESOURCE (NAME) and DISTLOCK_FENCE
 told. The term is renewed while the command runs and given up when it exits; if the
 term is lost, the command is stopped as run stops it, and distlock exits with 5.
 Every store but a Redlock quorum.
+
+--lock-delay D (run, elect): when this holder is lost without releasing (killed,
+its lease run out), the store grants the lock to nobody for D after that, so that
+its writes in flight land first; a normal exit releases at once (docs/lock_delay.md).
 
 list shows the locks held now (every one, or those whose id starts with PREFIX):
 resource, fence, owner (8 hex digits), time left, waiters where the store queues.

@@ -310,6 +310,26 @@ concept revocable_store = store<S> && requires(S& s, std::string_view resource, 
     { s.revoke(resource, fence) } -> std::same_as<awaitable<result<void>>>;
 };
 
+/// A store that keeps lock-delays (lock_options::lock_delay, docs/lock_delay.md): after
+/// an exclusive grant ends without a release, the resource refuses new grants for the
+/// delay, whoever asks.
+///  - arm_delay(resource, owner, fence, delay): marks the exclusive grant `owner` holds
+///    on `resource` (its fence) so that, if it ends without a release (its TTL runs
+///    out, its session ends), no grant of the resource is made until `delay` after that
+///    end. Owner-checked in one step on the server: errc::not_owner when the grant is
+///    gone. The mark lasts as long as the grant (extensions keep it); a release of the
+///    grant removes it in the same step; a revoke ends the grant as an expiry does
+///    (its holder may still have writes in flight), so the tombstone follows. The
+///    tombstone expires by itself.
+///  - While a tombstone lasts, every acquisition of the resource (exclusive or shared)
+///    answers answer::delayed(until), or errc::lock_delayed from primitives that
+///    answer with a fence only; `until` by this process's clock.
+template <class S>
+concept lock_delay_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                                fence_token fence, duration delay) {
+    { s.arm_delay(resource, owner, fence, delay) } -> std::same_as<awaitable<result<void>>>;
+};
+
 /// Who leads an election now, as a store reads it (electing_store::leader()).
 struct leader_info {
     fence_token epoch = 0;             ///< The leader's grant's fence; 0 when nobody holds the lock.
@@ -339,6 +359,10 @@ struct queue_place {
     fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.
     bool first = false;                     ///< The oldest entry: its owner holds the lock.
     std::optional<fence_token> predecessor; ///< The entry just before it, when not first.
+    /// The oldest entry, which does not hold yet: the resource is in its lock-delay
+    /// (lock_delay_store) until then, by this process's clock. The entry keeps its
+    /// place; asked again at that time, it holds.
+    std::optional<time_point> delayed_until = std::nullopt;
 };
 
 /// A store with client sessions and a fair queue per resource (etcd leases and
@@ -369,6 +393,9 @@ struct shared_place {
     fence_token entry = 0;                 ///< The entry's creation sequence: its fencing token.
     bool granted = false;                  ///< The entry holds, by the rules of its mode.
     std::optional<std::uint32_t> slot;     ///< A granted permit's number.
+    /// The entry would hold, but the resource is in its lock-delay until then (see
+    /// queue_place); granted is false meanwhile.
+    std::optional<time_point> delayed_until = std::nullopt;
 };
 
 /// A session store whose queue entries take shared grants too (etcd, ZooKeeper, the

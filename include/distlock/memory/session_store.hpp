@@ -184,6 +184,10 @@ private:
         queue_place place{mine->first, mine == q.begin(), std::nullopt};
         if (!place.first)
             place.predecessor = std::prev(mine)->first;
+        else if (const auto until = tombstone(std::string{resource})) {
+            place.first = false; // it holds once the delay has passed
+            place.delayed_until = until;
+        }
         return place;
     }
 
@@ -215,6 +219,12 @@ private:
             mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt, std::nullopt}).first;
         }
         shared_place place{mine->first, holds(q, mine), std::nullopt};
+        if (place.granted)
+            if (const auto until = tombstone(std::string{resource})) {
+                place.granted = false;
+                place.delayed_until = until;
+                return place;
+            }
         if (place.granted && permits > 0) {
             if (!mine->second.slot) {
                 std::uint32_t n = 0;
@@ -279,6 +289,8 @@ private:
         const auto seq = mine->first;
         q.erase(mine);
         gone(std::string{resource}, seq);
+        if (const auto mark = delay_marks_.find(it->first); mark != delay_marks_.end() && mark->second.entry == seq)
+            delay_marks_.erase(mark); // released: no lock-delay
         if (q.empty())
             queues_.erase(it);
         return success();
@@ -329,6 +341,21 @@ private:
         info.version = first.sequence;
         info.remaining = sessions_.at(first.session).expires - clock::now();
         return info;
+    }
+
+    /// Marks `owner`'s holding entry `seq` for a lock-delay of `delay`.
+    result<void> arm_delay(const std::string& resource, const owner_token& owner, fence_token seq, duration delay)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return errc::not_owner;
+        const auto& first = it->second.begin()->second;
+        if (first.owner != owner || first.sequence != seq || first.mode != lock_mode::exclusive)
+            return errc::not_owner;
+        delay_marks_[resource] = delay_mark{seq, delay};
+        return success();
     }
 
     /// Stores an election's value with `owner`'s entry `epoch` while it holds (the
@@ -403,6 +430,7 @@ private:
             return errc::not_owner;
         it->second.erase(e);
         gone(it->first, seq);
+        ended_unreleased(it->first, seq, clock::now());
         if (it->second.empty())
             queues_.erase(it);
         return success();
@@ -439,12 +467,16 @@ private:
 
     void drop_session(std::uint64_t id)
     {
+        // When the session ended: its expiry, or now when it is ended early.
+        const auto found = sessions_.find(id);
+        const auto ended = found == sessions_.end() ? clock::now() : std::min(found->second.expires, clock::now());
         sessions_.erase(id);
         for (auto it = queues_.begin(); it != queues_.end();) {
             auto& q = it->second;
             for (auto e = q.begin(); e != q.end();) {
                 if (e->second.session == id) {
                     gone(it->first, e->first);
+                    ended_unreleased(it->first, e->first, ended);
                     e = q.erase(e);
                 } else {
                     ++e;
@@ -452,6 +484,30 @@ private:
             }
             it = q.empty() ? queues_.erase(it) : std::next(it);
         }
+    }
+
+    // A marked holder's entry went without a release (its session ended, it was
+    // revoked): the resource refuses grants until `ended` plus the delay.
+    void ended_unreleased(const std::string& resource, fence_token seq, time_point ended)
+    {
+        const auto mark = delay_marks_.find(resource);
+        if (mark == delay_marks_.end() || mark->second.entry != seq)
+            return;
+        tombstones_[resource] = ended + mark->second.delay;
+        delay_marks_.erase(mark);
+    }
+
+    // Until when `resource` is in its lock-delay, if it is; a passed one goes.
+    std::optional<time_point> tombstone(const std::string& resource)
+    {
+        const auto it = tombstones_.find(resource);
+        if (it == tombstones_.end())
+            return std::nullopt;
+        if (clock::now() >= it->second) {
+            tombstones_.erase(it);
+            return std::nullopt;
+        }
+        return it->second;
     }
 
     // Whether entry `e` of queue `q` holds, by the rules of its mode.
@@ -486,6 +542,14 @@ private:
     fence_token revision_ = 0;
     std::unordered_map<std::uint64_t, session> sessions_;
     std::map<std::string, std::map<fence_token, queue_entry>> queues_;
+    // Lock-delays: the holder entry marked per resource, and the tombstones its
+    // unreleased end left (until when the resource refuses grants).
+    struct delay_mark {
+        fence_token entry = 0;
+        duration delay{};
+    };
+    std::map<std::string, delay_mark> delay_marks_;
+    std::map<std::string, time_point> tombstones_;
     std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::backend::wakeup>>> watches_;
     std::map<std::string, std::vector<std::shared_ptr<distlock::backend::wakeup>>> resource_watches_;
 };
@@ -627,6 +691,17 @@ public:
             core_, [c = core_.get(), p = std::string{prefix}]() -> result<std::vector<lock_listing>> {
                 return c->server.list(p);
             });
+    }
+
+    /// Marks `owner`'s holding entry `fence` on `resource` for a lock-delay of `delay`
+    /// (lock_delay_store): if its session ends or it is revoked, the resource refuses
+    /// grants until that end plus `delay`.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, owner, fence, delay]() -> result<void> {
+            return c->server.arm_delay(r, owner, fence, delay);
+        });
     }
 
     /// Stores `value` with `owner`'s entry `epoch` while it holds (electing_store).

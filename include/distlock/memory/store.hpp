@@ -92,6 +92,8 @@ public:
             auto& s = c->slot_for(resource);
             if (live(s))
                 return errc::contended;
+            if (tombstone(s))
+                return errc::lock_delayed;
             grant(s, owner, ttl);
             return s.fence;
         });
@@ -105,6 +107,8 @@ public:
             auto& s = c->slot_for(resource);
             if (live(s))
                 return answer::held(s.expires);
+            if (const auto until = tombstone(s))
+                return answer::delayed(*until);
             grant(s, owner, ttl);
             return answer::granted(s.fence);
         });
@@ -120,6 +124,8 @@ public:
                 const bool ok = expected_version ? s.fence == *expected_version : !live(s);
                 if (!ok)
                     return errc::contended;
+                if (tombstone(s))
+                    return errc::lock_delayed;
                 grant(s, owner, ttl);
                 return s.fence;
             });
@@ -214,8 +220,25 @@ public:
             auto* s = c->find(resource);
             if (!s || !live(*s) || s->fence != fence)
                 return errc::not_owner;
-            s->held = false;
+            // Ended as by an expiry: a holder that does not know yet may still have
+            // writes in flight, which a lock-delay it was marked for lets drain.
+            s->expires = clock::now();
             notify(*s);
+            return success();
+        });
+    }
+
+    // -- lock_delay_store: a tombstone after an unplanned loss ----------------------
+
+    /// Marks `owner`'s grant of fence `fence` on `resource` for a lock-delay of `delay`.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner, fence, delay]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->owner != owner || s->fence != fence)
+                return errc::not_owner;
+            s->delay = delay;
             return success();
         });
     }
@@ -268,6 +291,8 @@ public:
                 return errc::invalid_argument; // two clients disagree on the count
             if (live(s))
                 return answer::held(s.expires);
+            if (const auto until = tombstone(s))
+                return answer::delayed(*until);
             if (permits == 0) {
                 if (s.writer_waits(owner_token{}))
                     return answer::held();
@@ -301,6 +326,9 @@ public:
             if (shared && s.permits != 0)
                 return errc::invalid_argument; // a semaphore has no writers
             const bool other_waits = s.writer_waits(waiter);
+            if (!live(s) && !shared)
+                if (const auto until = tombstone(s))
+                    return answer::delayed(*until);
             if (!other_waits && !live(s) && !shared) {
                 if (s.intent == waiter)
                     s.intent = owner_token{};
@@ -449,7 +477,10 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         if (auto* s = core_->find(resource); s && (s->held || !s->sharers.empty())) {
-            s->held = false;
+            // An exclusive grant runs out in place, so that a lock-delay it was marked
+            // for begins now, as after a real expiry.
+            if (s->held && clock::now() < s->expires)
+                s->expires = clock::now();
             s->sharers.clear();
             notify(*s);
         }
@@ -465,6 +496,7 @@ public:
             s.sharers.clear();
             s.intent = owner_token{};
             s.value_epoch = 0;
+            s.delay = duration::zero();
             notify(s);
         }
     }
@@ -539,6 +571,7 @@ private:
         std::uint32_t permits = 0;  // a semaphore's count, kept while sharers hold
         owner_token intent;         // a waiting writer's, until intent_expires
         time_point intent_expires{};
+        duration delay{};           // the grant's lock-delay, once armed (a tombstone after an expiry)
         std::string value;          // an election's value, proclaimed by the grant of fence value_epoch
         fence_token value_epoch = 0;
         std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
@@ -604,11 +637,23 @@ private:
 
     static bool live(const slot& s) noexcept { return s.held && clock::now() < s.expires; }
 
+    // A marked grant that ran out without a release leaves the resource refusing
+    // grants until its expiry plus the delay: the tombstone is the expired grant
+    // itself, so it lies exactly a delay after the expiry and goes by itself.
+    static std::optional<time_point> tombstone(const slot& s) noexcept
+    {
+        if (!s.held || s.delay <= duration::zero())
+            return std::nullopt;
+        const auto until = s.expires + s.delay;
+        return clock::now() < until ? std::optional{until} : std::nullopt;
+    }
+
     static void grant(slot& s, const owner_token& owner, duration ttl)
     {
         s.owner = owner;
         s.expires = clock::now() + ttl;
         s.held = true;
+        s.delay = duration::zero();
         ++s.fence;
     }
 

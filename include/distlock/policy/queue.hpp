@@ -118,6 +118,8 @@ public:
         if (!got)
             co_return got.error();
         place_ = got.value();
+        if (place_.delayed_until)
+            co_return answer::delayed(*place_.delayed_until);
         if (place_.first)
             co_return answer::granted(place_.entry);
         co_return answer::held();

@@ -135,6 +135,8 @@ public:
         if (!got)
             co_return got.error();
         entry_ = got.value().entry;
+        if (const auto until = got.value().delayed_until)
+            co_return answer::delayed(*until);
         if (!got.value().granted) {
             waiting_ = true;
             co_return answer::held();
