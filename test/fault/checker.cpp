@@ -251,3 +251,30 @@ TEST_CASE("checker: readers extend beside each other; a writer's grant ends a re
     CHECK(mentions(check({shared_grant(1, 1, 10 * ms, 30 * ms), grant(2, 2, 40 * ms, 100 * ms), extended}),
                    "owner safety"));
 }
+
+TEST_CASE("checker: a term is given up only after its work returned, which takes its writes with it", "[checker]")
+{
+    // Term 1 of process 1: work writes, returns, then the term is given up; term 2
+    // follows with a larger epoch.
+    const std::vector<op> kept{
+        grant(1, 1, 10 * ms, 100 * ms),
+        of(1, kind::write, 1, 20 * ms, 21 * ms),
+        of(1, kind::work_end, 1, 25 * ms, 25 * ms),
+        of(1, kind::release, 1, 26 * ms, 27 * ms),
+        grant(2, 2, 30 * ms, 130 * ms),
+        of(2, kind::work_end, 2, 40 * ms, 40 * ms),
+        of(2, kind::release, 2, 41 * ms, 42 * ms),
+    };
+    CHECK(check(kept).clean());
+    // The term given up while its work still ran.
+    auto early = kept;
+    early[3].invoke = 22 * ms;
+    CHECK(mentions(check(early), "terms"));
+    // A write of the work that completed after the work had returned.
+    auto late = kept;
+    late[1].complete = 26 * ms;
+    CHECK(mentions(check(late), "terms"));
+    // Terms overlapping, and epochs going back, are what the exclusion and fencing
+    // rules find for any grant.
+    CHECK(mentions(check({grant(1, 2, 10 * ms, 100 * ms), grant(2, 1, 200 * ms, 300 * ms)}), "fencing"));
+}

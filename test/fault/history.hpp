@@ -31,6 +31,7 @@ enum class kind {
     write,     ///< a fenced write with `fence` to the store that owns the data
     crash,     ///< the process was killed or paused for good at `invoke`
     probe,     ///< the harness looked for lock state left behind: ok means none
+    work_end,  ///< a leader's work under its term (the lease with `fence`) returned (at `complete`)
 };
 
 enum class outcome { ok, fail, unknown };
@@ -64,6 +65,7 @@ inline const char* name(kind k)
     case kind::write: return "write";
     case kind::crash: return "crash";
     case kind::probe: return "probe";
+    case kind::work_end: return "work_end";
     }
     return "?";
 }
@@ -97,7 +99,7 @@ inline std::optional<op> from_line(const std::string& line)
         return std::nullopt;
     bool known = false;
     for (auto candidate : {kind::acquire, kind::release, kind::extend, kind::removed, kind::lost, kind::write, kind::crash,
-                           kind::probe})
+                           kind::probe, kind::work_end})
         if (k == name(candidate)) {
             o.kind = candidate;
             known = true;
@@ -188,7 +190,11 @@ inline std::string who(const op& o)
 ///    and an extension never succeeds once a newer grant of the resource completed;
 ///  - no leaks: every probe found nothing left behind;
 ///  - liveness: after a crash, a waiting process acquires within the bound;
-///  - loss reports: a lease neither released nor outlived is reported lost in time.
+///  - loss reports: a lease neither released nor outlived is reported lost in time;
+///  - terms: a leader's term (a grant whose work is recorded, work_end) is released
+///    only after its work returned, and no write of the term's work completes after
+///    the work returned (with the exclusion and fencing rules above: no two terms'
+///    windows overlap, and epochs grow).
 inline report check(const std::vector<op>& history, const check_options& options = {})
 {
     report out;
@@ -348,6 +354,27 @@ inline report check(const std::vector<op>& history, const check_options& options
             if (before > 0 && w->fence < newest[before - 1])
                 out.violations.push_back("fenced write: " + resource + ": write by " + detail::who(*w) +
                                          " accepted after one with fence " + std::to_string(newest[before - 1]));
+        }
+    }
+
+    // Terms: the work under a term ends before the term is given up, and takes its
+    // writes with it.
+    for (const auto& end : history) {
+        if (end.kind != kind::work_end)
+            continue;
+        for (const auto& o : history) {
+            if (o.process != end.process || o.resource != end.resource || o.fence != end.fence)
+                continue;
+            // Its own release, as the holder recorded it or as the store saw it.
+            const bool given_up = o.kind == kind::release || (o.kind == kind::removed && !o.foreign);
+            if (given_up && o.invoke < end.complete)
+                out.violations.push_back("terms: " + end.resource + ": " + detail::who(end) +
+                                         " gave its term up at " + std::to_string(o.invoke) +
+                                         " before its work returned at " + std::to_string(end.complete));
+            if (o.kind == kind::write && o.complete > end.complete)
+                out.violations.push_back("terms: " + end.resource + ": a write of " + detail::who(end) +
+                                         " completed at " + std::to_string(o.complete) +
+                                         " after its work returned at " + std::to_string(end.complete));
         }
     }
 

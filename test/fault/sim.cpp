@@ -71,7 +71,7 @@ auto multi_lock_like(const dl::basic_distributed_mutex<Backend, Policies...>& m,
 
 /// Work under `leases`: usually short, sometimes a stall past the TTL, then a fenced
 /// write to each resource. False when the process crashed in it instead.
-dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vector<dl::lease>& leases,
+dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vector<const dl::lease*>& held,
                                      std::map<std::string, dl::memory::fenced_register<int>>& data)
 {
     const auto& cfg = w.cfg;
@@ -87,9 +87,9 @@ dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vec
             l->cut();
         if (me.session)
             me.session->set_reachable(false); // its session expires at the server
-        for (const auto& l : leases)
-            w.record(op{.process = me.id, .kind = kind::crash, .resource = l.resource(), .invoke = now_ns(),
-                        .complete = now_ns(), .fence = l.fence()});
+        for (const auto* l : held)
+            w.record(op{.process = me.id, .kind = kind::crash, .resource = l->resource(), .invoke = now_ns(),
+                        .complete = now_ns(), .fence = l->fence()});
         me.leases.clear();
         me.crashed = true;
         co_return false;
@@ -100,7 +100,8 @@ dl::awaitable<bool> critical_section(world& w, process_state& me, const std::vec
     co_await sleep_for(hold);
     if (stall && me.session)
         me.session->set_reachable(true);
-    for (const auto& l : leases) {
+    for (const auto* lp : held) {
+        const auto& l = *lp;
         // A reader writes nothing; a permit writes to the register of its number, whose
         // fences grow as that number is handed on.
         if (l.shared() && !l.slot())
@@ -172,7 +173,10 @@ dl::awaitable<void> client(world& w, process_state& me, Mutex prototype,
             owners.push_back(l.owner());
             me.leases.push_back(&l);
         }
-        const bool alive = co_await critical_section(w, me, leases, data);
+        std::vector<const dl::lease*> held;
+        for (const auto& l : leases)
+            held.push_back(&l);
+        const bool alive = co_await critical_section(w, me, held, data);
         if (!alive)
             break;
 
@@ -234,7 +238,8 @@ dl::awaitable<void> shared_client(world& w, process_state& me, take_fn take,
         const auto owner = l.owner();
         const auto fence = l.fence();
         me.leases = {&l};
-        if (!co_await critical_section(w, me, one, data))
+        const std::vector<const dl::lease*> held{&one.front()}; // (no braced list inside co_await: g++ 12)
+        if (!co_await critical_section(w, me, held, data))
             break;
         me.unlocking = true;
         const auto release_at = now_ns();
@@ -246,6 +251,56 @@ dl::awaitable<void> shared_client(world& w, process_state& me, take_fn take,
         w.record(op{.process = me.id, .kind = kind::release, .resource = resource, .invoke = release_at,
                     .complete = now_ns(), .result = released ? outcome::ok : outcome::fail, .fence = fence,
                     .detail = released ? "" : released.error().message()});
+        co_await sleep_for(w.uniform(10ms));
+    }
+    me.done = true;
+}
+
+/// Rounds of an election's terms through lead(): the critical section is the leader's
+/// work (a stall past the TTL cancels it when the watchdog reports the loss; a crash
+/// leaves the term to its TTL). The term's release is recorded as starting when the
+/// work returned: lead() gives the term up only then, which the removal the store
+/// records (its own time) shows.
+template <class Election>
+dl::awaitable<void> election_client(world& w, process_state& me, Election election,
+                                    std::map<std::string, dl::memory::fenced_register<int>>& data)
+{
+    const auto& cfg = w.cfg;
+    for (int round = 0; round < cfg.rounds; ++round) {
+        const auto invoke = now_ns();
+        dl::fence_token epoch = 0;
+        bool alive = true;
+        std::optional<nanos> work_ended;
+        auto led = co_await election.lead(std::to_string(me.id), [&](dl::term& t) -> dl::awaitable<void> {
+            epoch = t.epoch();
+            const auto& l = t.held();
+            w.holders[l.owner()] = {me.id, epoch};
+            w.record(op{.process = me.id, .kind = kind::acquire, .resource = l.resource(), .invoke = invoke,
+                        .complete = now_ns(), .result = outcome::ok, .fence = epoch,
+                        .valid_until = l.valid_until().time_since_epoch().count()});
+            me.leases = {&l};
+            const std::vector<const dl::lease*> held{&l}; // (no braced list inside co_await: g++ 12)
+            alive = co_await critical_section(w, me, held, data);
+            me.leases.clear();
+            if (!alive)
+                co_return;
+            const auto t1 = now_ns();
+            work_ended = t1;
+            w.record(op{.process = me.id, .kind = kind::work_end, .resource = l.resource(), .invoke = t1,
+                        .complete = t1, .result = outcome::ok, .fence = epoch});
+        });
+        if (!alive)
+            break;
+        if (epoch == 0) {
+            w.record(op{.process = me.id, .kind = kind::acquire, .resource = election.name(), .invoke = invoke,
+                        .complete = now_ns(), .result = outcome::fail, .detail = led.error().message()});
+            co_await sleep_for(w.uniform(20ms));
+            continue;
+        }
+        if (work_ended)
+            w.record(op{.process = me.id, .kind = kind::release, .resource = election.name(), .invoke = *work_ended,
+                        .complete = now_ns(), .result = led ? outcome::ok : outcome::fail, .fence = epoch,
+                        .detail = led ? "" : led.error().message()});
         co_await sleep_for(w.uniform(10ms));
     }
     me.done = true;
@@ -312,6 +367,19 @@ void spawn_clients(world& w, std::vector<std::unique_ptr<process_state>>& proces
     const dl::lock_options options{.ttl = cfg.ttl};
     for (auto& p : processes) {
         seeded_backoff retry{.w = &w};
+        if (cfg.primitive == primitive::election) {
+            // Each process campaigns in the election "r0" (one resource).
+            if (cfg.how == acquisition::session) {
+                dl::basic_leader_election<dl::memory::session_store, seeded_backoff, Renew, dl::observe::callback> e{
+                    *p->session, "r0", {.term = options}, retry, observer_for(w, *p)};
+                asio::co_spawn(w.io, election_client(w, *p, std::move(e), data), asio::detached);
+            } else {
+                dl::basic_leader_election<link, seeded_backoff, Renew, dl::observe::callback> e{
+                    *p->links[0], "r0", {.term = options}, retry, observer_for(w, *p)};
+                asio::co_spawn(w.io, election_client(w, *p, std::move(e), data), asio::detached);
+            }
+            continue;
+        }
         if (cfg.primitive != primitive::mutex) {
             auto take = cfg.how == acquisition::session ? taking<dl::memory::session_store, Renew>(w, *p, *p->session)
                                                         : taking<link, Renew>(w, *p, *p->links[0]);

@@ -63,9 +63,10 @@ struct defects {
 /// queued by creation, their leases bound to their sessions; the session TTL is `ttl`.
 enum class acquisition { setnx, conditional_write, quorum, session };
 
-/// What the clients take: a mutex, a shared mutex (readers and writers), or a
-/// semaphore's permits.
-enum class primitive { mutex, shared_mutex, semaphore };
+/// What the clients take: a mutex, a shared mutex (readers and writers), a
+/// semaphore's permits, or an election's terms (through lead(), the critical section
+/// as the leader's work).
+enum class primitive { mutex, shared_mutex, semaphore, election };
 
 struct config {
     std::uint64_t seed = 1;
@@ -247,6 +248,23 @@ public:
     {
         auto& node = *w_.nodes[node_];
         return exchange<void>([&node, r = std::string{resource}, owner] { return node.downgrade(r, owner); });
+    }
+
+    // -- electing_store, as the node has it -------------------------------------------
+
+    dl::awaitable<dl::result<void>> proclaim(std::string_view resource, const dl::owner_token& owner,
+                                             dl::fence_token epoch, std::string_view value)
+    {
+        auto& node = *w_.nodes[node_];
+        return exchange<void>([&node, r = std::string{resource}, owner, epoch, v = std::string{value}] {
+            return node.proclaim(r, owner, epoch, v);
+        });
+    }
+
+    dl::awaitable<dl::result<dl::leader_info>> leader(std::string_view resource)
+    {
+        auto& node = *w_.nodes[node_];
+        return exchange<dl::leader_info>([&node, r = std::string{resource}] { return node.leader(r); });
     }
 
     dl::awaitable<dl::result<dl::fence_token>> next_fence(std::string_view resource)

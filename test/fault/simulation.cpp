@@ -328,3 +328,25 @@ TEST_CASE("simulation: semaphores hold at most N permits, one per number, and th
     c.how = sim::acquisition::session;
     must_hold(c, 5400);
 }
+
+TEST_CASE("simulation: election terms keep their promises (one leader at a time, epochs grow, the work ends before "
+          "its term is given up) under delays, drops, stalls and crashes",
+          "[sim][election]")
+{
+    sim::config c;
+    c.how = sim::acquisition::setnx;
+    c.primitive = sim::primitive::election;
+    c.watchdog = true;
+    c.faults = network();
+    must_hold(c, 11000);
+}
+
+TEST_CASE("simulation: election terms on a session store keep the same promises, stalls cutting keepalives",
+          "[sim][election][session]")
+{
+    sim::config c;
+    c.how = sim::acquisition::session;
+    c.primitive = sim::primitive::election;
+    c.faults = network();
+    must_hold(c, 12000);
+}
