@@ -118,7 +118,8 @@ struct election_mutex {
 /// An election on one resource of a store, shaped by the mutex's policies
 /// (basic_distributed_mutex): a leader holds the election's lock; its leadership is a
 /// term, whose epoch is the lock's fence. Needs a store that keeps a value with a
-/// grant (electing_store: every store of the library, not a Redlock quorum).
+/// grant (electing_store: every store of the library, not a Redlock quorum, nor
+/// PostgreSQL's advisory locks: postgres::advisory_store).
 ///
 /// - `campaign(value)` waits until this participant leads, then proclaims `value`
 ///   with the term, and returns the term (`campaign_until(deadline)` gives up at the
@@ -189,9 +190,10 @@ public:
     /// its awaits fail with operation_aborted) when the term is lost, or when lead()
     /// itself is cancelled; the term is given up after the work has returned, however
     /// it returned. Completes with success when the work returned and the term held to
-    /// its end, errc::lease_lost when the term was lost (the work cancelled), or the
-    /// campaign's error; an exception thrown by the work is rethrown after the term
-    /// is given up.
+    /// its end, errc::lease_lost when the term was lost (the work cancelled),
+    /// errc::cancelled when lead() was cancelled (the work cancelled, the term given
+    /// up), or the campaign's error; an exception thrown by the work is rethrown after
+    /// the term is given up.
     template <class Work>
         requires std::invocable<Work&, term&> &&
                  std::same_as<std::invoke_result_t<Work&, term&>, awaitable<void>>
@@ -264,6 +266,10 @@ private:
         if (!elected)
             co_return elected.error();
         term t = std::move(*elected);
+        // The term must be given up however the work ends, a cancelled lead() included:
+        // turn off Asio's throw-on-cancelled until then, and restore the caller's.
+        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
+        co_await asio::this_coro::throw_if_cancelled(false);
         using namespace asio::experimental::awaitable_operators;
         std::exception_ptr thrown;
         bool lost = false;
@@ -276,10 +282,14 @@ private:
             thrown = std::current_exception();
         }
         auto given_up = co_await t.resign();
+        const auto cs = co_await asio::this_coro::cancellation_state;
+        co_await asio::this_coro::throw_if_cancelled(caller_throws);
         if (thrown)
             std::rethrow_exception(thrown);
         if (lost)
             co_return errc::lease_lost;
+        if (cs.cancelled() != asio::cancellation_type::none)
+            co_return errc::cancelled;
         co_return given_up;
     }
 

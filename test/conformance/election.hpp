@@ -201,6 +201,8 @@ void election_lead_bounds_work()
         stop.emit(asio::cancellation_type::terminal);
         (void)co_await test::eventually("b's lead() returned", [&] { return ended.has_value(); }, long_enough());
         CHECK(stopped);
+        REQUIRE_FALSE(*ended);
+        CHECK(ended->error() == dl::condition::cancelled);
         (void)co_await test::eventually("b gave the term up", [&] { return !f.held(name); }, long_enough());
 
         // Values beyond the limit are refused before any I/O.

@@ -993,13 +993,18 @@ TEST_CASE("postgres: a lease table made by an earlier version works unchanged; t
         auto again = co_await m.lock();
         REQUIRE(again);
         CHECK(again->fence() > 43);
+        // The election's columns were added to it: its holder proclaims.
+        { const auto ok_ = co_await store.proclaim("old:rw", again->owner(), again->fence(), "v"); CHECK(ok_); }
+        auto led = co_await store.leader("old:rw");
+        REQUIRE(led);
+        CHECK(led->value == std::optional<std::string>{"v"});
         { const auto ok_ = co_await again->unlock(); REQUIRE(ok_); }
         // Made twice (a store that starts again): nothing changes.
         const auto made = co_await store.create_table();
         REQUIRE(made);
         co_await store.close();
     });
-    CHECK(columns(table) == before);
+    CHECK(columns(table) == before + ",value,value_fence");
     CHECK(columns(pg::detail::holders_table(table)) == "resource,owner,mode,slot,permits,expires_at");
 }
 
@@ -1344,4 +1349,213 @@ TEST_CASE("postgres advisory keys: a fence row a foreign service left unusable i
         { const auto ok_ = co_await again->unlock(); REQUIRE(ok_); }
         co_await store.close();
     });
+}
+
+TEST_CASE("postgres answers: leader's row decodes; an earlier grant's value is not the holder's; any other shape is a "
+          "protocol error",
+          "[postgres][input]")
+{
+    namespace answers = pg::detail::answers;
+    const std::nullopt_t null_cell = std::nullopt;
+    const auto free = answers::leader_read(text_rows{});
+    REQUIRE(free);
+    CHECK(free->epoch == 0);
+    CHECK_FALSE(free->value);
+
+    const auto with_value = answers::leader_read(text_rows{{{"abcdef0123456789", "7", "1500", "7", "610062"}}});
+    REQUIRE(with_value);
+    CHECK(with_value->epoch == 7);
+    CHECK(with_value->owner == "abcdef01");
+    CHECK(with_value->remaining == std::optional<dl::duration>{1500ms});
+    CHECK(with_value->value == std::optional<std::string>{std::string{"a\0b", 3}});
+    const auto empty_value = answers::leader_read(text_rows{{{"ab", "7", "5", "7", ""}}});
+    REQUIRE(empty_value);
+    CHECK(empty_value->value == std::optional<std::string>{""});
+    // Never proclaimed, or proclaimed by an earlier grant (whose value the statement
+    // leaves out; a reply that sends it anyway is not believed).
+    for (const auto& row : std::vector<std::vector<std::optional<std::string>>>{
+             {"ab", "7", "5", null_cell, null_cell}, {"ab", "7", "5", "6", null_cell}, {"ab", "7", "5", "6", "6f6c64"}}) {
+        const auto pending = answers::leader_read(text_rows{{row}});
+        REQUIRE(pending);
+        CHECK(pending->epoch == 7);
+        CHECK_FALSE(pending->value);
+    }
+
+    const std::vector<std::vector<std::optional<std::string>>> bad_rows{
+        {null_cell, "7", "5", null_cell, null_cell}, // no owner
+        {"", "7", "5", null_cell, null_cell},        // an empty owner
+        {"ab", "0", "5", null_cell, null_cell},      // fence 0
+        {"ab", "x", "5", null_cell, null_cell},      // a fence that is no number
+        {"ab", "7", "0", null_cell, null_cell},      // no time left
+        {"ab", "7", null_cell, null_cell, null_cell}, // not live
+        {"ab", "7", "5", "8", "61"},                 // a value of a later grant
+        {"ab", "7", "5", "0", null_cell},            // a value's fence 0
+        {"ab", "7", "5", "seven", "61"},             // a value's fence that is no number
+        {"ab", "7", "5", "7", null_cell},            // the grant's fence without a value
+        {"ab", "7", "5", "7", "6"},                  // odd hex
+        {"ab", "7", "5", "7", "6G"},                 // not hex
+        {"ab", "7", "5", "7", std::string(2 * dl::max_leader_value_size + 2, 'a')}}; // too long
+    for (const auto& row : bad_rows) {
+        INFO(row[0].value_or("NULL") << " " << row[1].value_or("NULL") << " " << row[2].value_or("NULL") << " "
+                                     << row[3].value_or("NULL") << " " << row[4].value_or("NULL").substr(0, 16));
+        std::string problem;
+        const auto r = answers::leader_read(text_rows{{row}}, &problem);
+        CHECK((!r && r.error() == dl::errc::protocol_error));
+        CHECK(problem.starts_with("PostgreSQL leader answer: "));
+    }
+    // Two rows for one resource.
+    const auto twice = answers::leader_read(text_rows{{{"ab", "7", "5", null_cell, null_cell},
+                                                       {"cd", "8", "5", null_cell, null_cell}}});
+    CHECK((!twice && twice.error() == dl::errc::protocol_error));
+}
+
+TEST_CASE("postgres elections: the value and its grant's fence in the lease row, checked on owner, fence and expiry; "
+          "an earlier grant's value is not the next holder's",
+          "[postgres]")
+{
+    const auto table = test::fresh_table("elect");
+    probe look{table};
+    asio::io_context io;
+    pg::store a{io, test::shared_postgres().config(table)};
+    pg::store b{io, test::shared_postgres().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const std::string name{"pg:elect\0x", 10};
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> ma{a, name, {.ttl = 10s}};
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> mb{b, name, {.ttl = 10s}};
+        auto none = co_await b.leader(name);
+        REQUIRE(none);
+        CHECK(none->epoch == 0);
+
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        auto pending = co_await b.leader(name);
+        REQUIRE(pending);
+        CHECK(pending->epoch == first->fence());
+        CHECK(pending->owner == first->owner().to_hex().substr(0, 8));
+        CHECK_FALSE(pending->value);
+
+        // Any bytes, NUL included, and the largest value.
+        const std::string with_nul{"addr\0:1\xff", 8};
+        { const auto ok_ = co_await a.proclaim(name, first->owner(), first->fence(), with_nul); REQUIRE(ok_); }
+        auto led = co_await b.leader(name);
+        REQUIRE(led);
+        CHECK(led->value == std::optional<std::string>{with_nul});
+        REQUIRE(led->remaining);
+        CHECK(*led->remaining > 5s);
+        // What the row holds: the value's bytes and the fence of the grant that wrote it.
+        auto row = look.query("SELECT encode(value, 'hex'), value_fence FROM " + look.table() + " WHERE resource = $1",
+                              {pg::param::bytes(name)});
+        CHECK(row.text(0, 0) == pg::detail::hex(with_nul));
+        CHECK(row.integer(0, 1) == std::optional<std::int64_t>{static_cast<std::int64_t>(first->fence())});
+        std::string largest(dl::max_leader_value_size, '\0');
+        for (std::size_t i = 0; i < largest.size(); ++i)
+            largest[i] = static_cast<char>(i * 7);
+        { const auto ok_ = co_await a.proclaim(name, first->owner(), first->fence(), largest); REQUIRE(ok_); }
+        led = co_await b.leader(name);
+        REQUIRE(led);
+        CHECK(led->value == std::optional<std::string>{largest});
+
+        // Another owner, another fence: refused, the value untouched.
+        const auto stranger = dl::owner_token::generate();
+        auto refused = co_await b.proclaim(name, stranger, first->fence(), "x");
+        CHECK((!refused && refused.error() == dl::errc::not_owner));
+        refused = co_await a.proclaim(name, first->owner(), first->fence() + 1, "x");
+        CHECK((!refused && refused.error() == dl::errc::not_owner));
+        refused = co_await a.proclaim(name, first->owner(), 0, "x");
+        CHECK((!refused && refused.error() == dl::errc::not_owner));
+
+        // The lease runs out by the server's clock: its proclaim is refused, nobody leads.
+        look.expire_lease(name);
+        refused = co_await a.proclaim(name, first->owner(), first->fence(), "late");
+        CHECK((!refused && refused.error() == dl::errc::not_owner));
+        auto after = co_await b.leader(name);
+        REQUIRE(after);
+        CHECK(after->epoch == 0);
+
+        // The next grant is reported without the earlier grant's value (still in the row).
+        auto second = co_await mb.lock();
+        REQUIRE(second);
+        CHECK(second->fence() > first->fence());
+        auto next = co_await a.leader(name);
+        REQUIRE(next);
+        CHECK(next->epoch == second->fence());
+        CHECK_FALSE(next->value);
+        { const auto ok_ = co_await b.proclaim(name, second->owner(), second->fence(), ""); REQUIRE(ok_); }
+        next = co_await a.leader(name);
+        REQUIRE(next);
+        CHECK(next->value == std::optional<std::string>{""});
+        { const auto ok_ = co_await second->unlock(); REQUIRE(ok_); }
+        refused = co_await b.proclaim(name, second->owner(), second->fence(), "after");
+        CHECK((!refused && refused.error() == dl::errc::not_owner));
+        next = co_await a.leader(name);
+        REQUIRE(next);
+        CHECK(next->epoch == 0);
+        co_await a.close();
+        co_await b.close();
+    });
+}
+
+TEST_CASE("postgres elections: a lease table without the election's columns (create_table off) keeps its locks; "
+          "proclaim and leader name the missing column",
+          "[postgres]")
+{
+    const auto table = test::fresh_table("old");
+    probe look{table};
+    look.query("CREATE TABLE \"" + table + "\" (resource bytea PRIMARY KEY CHECK (octet_length(resource) BETWEEN 1 "
+               "AND 1024), owner text, expires_at timestamptz, fence bigint NOT NULL DEFAULT 0)");
+    auto cfg = test::shared_postgres().config(table);
+    cfg.create_table = false;
+    asio::io_context io;
+    pg::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::store, dl::retry::none> m{store, "old:e", {.ttl = 10s}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        dl::diagnostics diag;
+        auto said = co_await store.proclaim("old:e", l->owner(), l->fence(), "v", &diag);
+        REQUIRE_FALSE(said);
+        CHECK(said.error() == dl::condition::invalid_argument);
+        CHECK(diag.to_string().find("value") != std::string::npos);
+        auto led = co_await store.leader("old:e");
+        CHECK((!led && led.error() == dl::condition::invalid_argument));
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        co_await store.close();
+    });
+}
+
+TEST_CASE("postgres elections: a value too large, a bad id, or an advisory grant is refused before any I/O",
+          "[postgres][input]")
+{
+    const auto table = test::fresh_table("elect");
+    asio::io_context io;
+    // Nothing listens on the port: any I/O would be store_unavailable.
+    auto nowhere = test::shared_postgres().config(table);
+    nowhere.conninfo = "hostaddr=127.0.0.1 port=1 user=postgres dbname=postgres sslmode=disable connect_timeout=1";
+    pg::store offline{io, nowhere};
+    pg::store store{io, test::shared_postgres().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto huge = co_await offline.proclaim("pg:e", owner, 1, std::string(dl::max_leader_value_size + 1, 'x'));
+        CHECK((!huge && huge.error() == dl::errc::invalid_argument));
+        auto no_id = co_await offline.proclaim("", owner, 1, "x");
+        CHECK((!no_id && no_id.error() == dl::errc::invalid_argument));
+        auto no_id_read = co_await offline.leader("");
+        CHECK((!no_id_read && no_id_read.error() == dl::errc::invalid_argument));
+        auto unreachable = co_await offline.leader("pg:e");
+        CHECK((!unreachable && unreachable.error() != dl::condition::invalid_argument));
+
+        // An advisory grant taken through pg::store: its session is the lock, the row
+        // has no owner; proclaim says so before any statement.
+        dl::basic_distributed_mutex<pg::store, pg::advisory, dl::retry::none> m{store, "pg:e-adv", {.ttl = 10s}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        dl::diagnostics diag;
+        auto adv = co_await store.proclaim("pg:e-adv", l->owner(), l->fence(), "x", &diag);
+        CHECK((!adv && adv.error() == dl::errc::invalid_argument));
+        CHECK(diag.to_string().find("advisory") != std::string::npos);
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        co_await offline.close();
+        co_await store.close();
+    });
+    static_assert(!dl::electing_store<pg::advisory_store>);
 }

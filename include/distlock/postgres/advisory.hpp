@@ -279,8 +279,8 @@ struct advisory {
 
 /// The PostgreSQL store with advisory locks as its default acquisition: the same
 /// connections and settings, for mutexes that name no acquisition policy. It does not
-/// read, list or revoke locks: those statements see the lease table, not the advisory
-/// locks.
+/// read, list or revoke locks, nor hold elections: those statements see the lease
+/// table, not the advisory locks.
 // Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
 class basic_advisory_store : public basic_store<> {
@@ -298,6 +298,13 @@ public:
     // the statement's snapshot, so the fence checked and the session ended could
     // belong to different grants.
     awaitable<result<void>> revoke(std::string_view, fence_token, diagnostics* = nullptr) = delete;
+    // No election: leader() would name the holder from pg_locks, read outside the
+    // statement's snapshot, and its fence from the row, bumped in a later step of the
+    // statement that took the lock; a reply could pair one grant's holder with the
+    // previous grant's fence and value. Elect on the lease table (pg::store).
+    awaitable<result<void>> proclaim(std::string_view, const owner_token&, fence_token, std::string_view,
+                                     diagnostics* = nullptr) = delete;
+    awaitable<result<leader_info>> leader(std::string_view, diagnostics* = nullptr) = delete;
 
 protected:
     ~basic_advisory_store() = default;
@@ -310,6 +317,7 @@ using advisory_store = backend::store_shell<basic_advisory_store<>>;
 static_assert(!inspectable_store<advisory_store>);
 static_assert(!enumerable_store<advisory_store>);
 static_assert(!revocable_store<advisory_store>);
+static_assert(!electing_store<advisory_store>);
 static_assert(shared_backend<advisory_store>);
 
 } // namespace distlock::postgres

@@ -132,8 +132,8 @@ struct session_pool {
 
 /// A PostgreSQL database used as a lock store. Models put_if_absent_store (answering),
 /// owner_checked_store, batch_put_if_absent_store, batch_release_store,
-/// release_notifying_store, inspectable_store, enumerable_store, revocable_store
-/// (the lease table, the default policy acquire::setnx) and shared_lease_store (its
+/// release_notifying_store, inspectable_store, enumerable_store, revocable_store,
+/// electing_store (the lease table, the default policy acquire::setnx) and shared_lease_store (its
 /// shared grants, acquire::shared_setnx), and the advisory sessions of
 /// postgres::advisory (advisory.hpp).
 ///
@@ -297,6 +297,47 @@ public:
                             params_of(param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
                                       param::text(cfg_.channel))};
         return owned(prepared(), ensure(), std::move(s), diag);
+    }
+
+    // -- Elections (electing_store) ----------------------------------------------------
+
+    /// Keeps `value` (any bytes, at most max_leader_value_size) in the resource's row
+    /// with the fence `epoch` of `owner`'s grant, if that grant is still the live one:
+    /// one update, checked on the owner, the fence and the expiry by the server's
+    /// clock; else errc::not_owner. An advisory grant is refused with
+    /// errc::invalid_argument before any I/O (docs/postgres.md, Elections).
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        if (value.size() > max_leader_value_size)
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        if (detail::session::holding_grant(resource, owner, lock_mode::exclusive) ||
+            detail::session::holding_grant(resource, owner, lock_mode::shared)) {
+            if (diag)
+                diag->set_client_message("an advisory lock keeps no election value: its holder is known to the "
+                                         "server only by its session, which no statement can pair with a fence");
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
+        // A fence is a bigint above 0: no grant carries any other.
+        if (epoch == 0 || epoch > static_cast<fence_token>(std::numeric_limits<std::int64_t>::max()))
+            return backend::failed<void>(distlock::errc::not_owner);
+        detail::statement s{"dl_proclaim", sql_->proclaim,
+                            params_of(param::bytes(resource), param::text(owner.to_hex()),
+                                      param::number(static_cast<std::int64_t>(epoch)), param::bytes(value))};
+        return owned(prepared(), ensure(), std::move(s), diag);
+    }
+
+    /// The live holder of `resource`'s lock (fence, owner's first 8 hex digits, time
+    /// left) and the value its grant proclaimed (nullopt until it has); a default
+    /// leader_info when the lock is free. One SELECT of the row.
+    awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<leader_info>(ec);
+        detail::statement s{"dl_leader", sql_->leader, {param::bytes(resource)}};
+        return led(prepared(), ensure(), std::move(s), diag);
     }
 
     // -- Shared grants (shared_lease_store) -------------------------------------------
@@ -880,6 +921,20 @@ private:
         co_return detail::answers::inspected(got.value().front());
     }
 
+    static awaitable<result<leader_info>> led(std::shared_ptr<detail::connection> c,
+                                              std::shared_ptr<schema_state> schema, detail::statement s,
+                                              diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        std::string problem;
+        auto info = detail::answers::leader_read(got.value().front(), &problem);
+        if (!info && diag)
+            diag->set_client_message(problem);
+        co_return info;
+    }
+
     static awaitable<result<std::vector<lock_listing>>> enumerated(std::shared_ptr<detail::connection> c,
                                                                    std::shared_ptr<schema_state> schema,
                                                                    detail::statement s, diagnostics* diag)
@@ -975,5 +1030,6 @@ static_assert(batch_release_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(shared_lease_store<store>);
+static_assert(electing_store<store>);
 
 } // namespace distlock::postgres

@@ -231,6 +231,57 @@ result<std::vector<lock_listing>> listed(const R& r)
     return out;
 }
 
+/// leader: no row when nobody holds the lock, else one (owner, fence, milliseconds
+/// left, the value's fence, the value in hex or null). The value is this grant's only
+/// when its fence is the grant's: a value an earlier grant left is not reported
+/// (nullopt: not proclaimed yet), and one tagged with a later fence than the holder's,
+/// a grant's fence without its value, or more than max_leader_value_size bytes are
+/// replies no statement of the store makes. `problem` says what was wrong.
+template <table R>
+result<leader_info> leader_read(const R& r, std::string* problem = nullptr)
+{
+    const auto refuse = [&](const char* why) -> result<leader_info> {
+        if (problem)
+            *problem = std::string{"PostgreSQL leader answer: "} + why;
+        return errc::protocol_error;
+    };
+    leader_info info;
+    if (r.count() == 0)
+        return info;
+    if (r.count() != 1)
+        return refuse("more than one row for one resource");
+    const auto fence = r.integer(0, 1);
+    const auto left = r.integer(0, 2);
+    if (r.null(0, 0) || r.text(0, 0).empty())
+        return refuse("a live grant without an owner");
+    if (!fence || *fence <= 0)
+        return refuse("a live grant without a positive fence");
+    if (!left || *left <= 0)
+        return refuse("a live grant without time left");
+    info.epoch = static_cast<fence_token>(*fence);
+    info.owner = std::string{r.text(0, 0).substr(0, 8)};
+    info.remaining = std::chrono::milliseconds{std::min<std::int64_t>(*left, std::int64_t{1} << 40)};
+    if (r.null(0, 3))
+        return info; // never proclaimed on this resource
+    const auto value_fence = r.integer(0, 3);
+    if (!value_fence || *value_fence <= 0)
+        return refuse("a value's fence that is not a positive number");
+    if (*value_fence > *fence)
+        return refuse("a value proclaimed for a later grant than the holder's");
+    if (*value_fence < *fence)
+        return info; // an earlier grant's value: this grant has not proclaimed yet
+    if (r.null(0, 4))
+        return refuse("the holder's grant proclaimed without a value");
+    const auto hex = r.text(0, 4);
+    if (hex.size() > 2 * max_leader_value_size)
+        return refuse("a value longer than an election's values may be");
+    auto value = from_hex(hex);
+    if (!value)
+        return refuse("a value that is not hex as encode() writes it");
+    info.value = std::move(*value);
+    return info;
+}
+
 /// A fenced write: the rows it changed; none means the token was stale.
 template <table R>
 result<std::uint64_t> fenced(const R& r)

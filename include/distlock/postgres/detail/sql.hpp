@@ -95,7 +95,18 @@ struct sql_texts {
         const std::string expiry = "clock_timestamp() + $3::bigint * interval '1 millisecond'";
         create = "CREATE TABLE IF NOT EXISTS " + t +
                  " (resource bytea PRIMARY KEY CHECK (octet_length(resource) BETWEEN 1 AND 1024),"
-                 " owner text, expires_at timestamptz, fence bigint NOT NULL DEFAULT 0)";
+                 " owner text, expires_at timestamptz, fence bigint NOT NULL DEFAULT 0, value bytea, value_fence "
+                 "bigint)";
+        // An election's value (value) and the fence of the grant that proclaimed it
+        // (value_fence), added to a lease table made by an earlier version. Looked up
+        // in the catalog first, so that a table that has them is not locked by an
+        // ALTER at every start; a role that may not alter the table (not its owner)
+        // keeps its locks working, and only proclaim() and leader() fail, naming the
+        // missing column. The locks' own statements never read these columns.
+        upgrade = "DO $distlock$ BEGIN IF (SELECT count(*) FROM pg_attribute WHERE attrelid = '" + t +
+                  "'::regclass AND attname IN ('value', 'value_fence') AND NOT attisdropped) < 2 THEN ALTER TABLE " +
+                  t + " ADD COLUMN IF NOT EXISTS value bytea, ADD COLUMN IF NOT EXISTS value_fence bigint; END IF; "
+                  "EXCEPTION WHEN insufficient_privilege THEN NULL; END $distlock$";
         // Shared holders, beside the lease table (whose row keeps the exclusive holder
         // and the one fence counter): one row per reader or permit ('s', with its slot
         // and the count it was taken with), per waiting writer's intent ('w'), and in
@@ -156,6 +167,17 @@ struct sql_texts {
                  " SET owner = NULL, expires_at = NULL WHERE resource = $1 AND fence = $2 AND owner IS NOT NULL "
                  "AND expires_at > clock_timestamp() RETURNING resource) SELECT pg_notify($3, encode(resource, "
                  "'hex')) FROM freed";
+        // An election's value, kept with the live grant of owner $2 and fence $3: the
+        // check and the write are one update of the locked row. The row keeps one
+        // value per resource, tagged with the fence of the grant that wrote it.
+        proclaim = "UPDATE " + t + " SET value = $4, value_fence = $3 WHERE resource = $1 AND owner = $2 AND fence = $3 "
+                   "AND expires_at > clock_timestamp()";
+        // The live holder (owner, fence, milliseconds left) and the value's fence,
+        // with the value (hex) only when it is this grant's: no row when free.
+        leader = "SELECT l.owner, l.fence, ceil(extract(epoch FROM l.expires_at - c.now) * 1000)::bigint, "
+                 "l.value_fence, CASE WHEN l.value_fence = l.fence THEN encode(l.value, 'hex') END FROM " + t +
+                 " l, (SELECT clock_timestamp() AS now) c WHERE l.resource = $1 AND l.owner IS NOT NULL AND "
+                 "l.expires_at > c.now";
         // Shared grants. Every statement that decides on a resource's holders runs
         // after one that locks its lease row, in the same transaction: the deciding
         // statement's snapshot is taken once the lock is held, so it sees every change
@@ -369,10 +391,11 @@ struct sql_texts {
     }
 
     /// The tables, in the order they are created.
-    std::vector<std::string> creates() const { return {create, create_holders}; }
+    std::vector<std::string> creates() const { return {create, upgrade, create_holders}; }
 
     std::string table, holders, channel;
-    std::string create, create_holders, acquire, acquire_all, extend, release, release_all, read, list, revoke;
+    std::string create, upgrade, create_holders, acquire, acquire_all, extend, release, release_all, read, list, revoke;
+    std::string proclaim, leader;
     std::string take_row, find_row, put_shared, put_exclusive, extend_shared, release_shared, withdraw, downgrade;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
     std::string advisory_try_shared, advisory_wait_shared, advisory_unlock_shared, advisory_downgrade;
