@@ -6,7 +6,10 @@
 #include <distlock/distlock.hpp>
 #include <distlock/dynamodb.hpp>
 
+#include <cstring>
+
 #include "dynalite_server.hpp" // test/support: dynalite on a free loopback port
+#include "failover.hpp"
 #include "report.hpp"
 
 #include <asio/connect.hpp>
@@ -107,8 +110,27 @@ std::string release_body(const std::string& resource, const dl::owner_token& own
 
 } // namespace
 
+// --elect ROLE PORT NAME: a participant of the fail-over rounds (record versions: a
+// waiter takes over after a whole lease of an unchanged version).
+constexpr auto failover_ttl = std::chrono::seconds{2};
+int elect(int argc, char** argv)
+{
+    if (argc != 5)
+        return 2;
+    ddb::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::atoi(argv[3]));
+    cfg.table = "distlock_test";
+    cfg.region = "us-east-1";
+    cfg.credentials = {"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""};
+    asio::io_context io;
+    ddb::store store{io, cfg};
+    return bench::election_worker(io, store, argv[2], argv[4], failover_ttl);
+}
+
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--elect") == 0)
+        return elect(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (DynamoDB API: dynalite on loopback)", "ops", "ops/s",
                 "p50 us", "p90 us", "p99 us", "max us");
@@ -173,5 +195,17 @@ int main(int argc, char** argv)
     lock.operations = lock.us.size();
     bench::print(floor);
     bench::print(lock, &floor);
-    return 0;
+
+    // Leader fail-over: a whole lease of an unchanged record version is what a waiter
+    // waits out.
+    result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
+    const auto port = std::to_string(cfg.port);
+    const int missed = bench::failovers(
+        failover,
+        [&](const std::string& role, const std::string& name) {
+            return std::vector<std::string>{test::self_path(), "--elect", role, port, name};
+        },
+        6, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    return missed == 0 ? 0 : 1;
 }

@@ -16,6 +16,7 @@
 #include <distlock/etcd.hpp>
 
 #include "etcd_server.hpp"
+#include "failover.hpp"
 #include "handoff.hpp"
 #include "report.hpp"
 #include "shared_workloads.hpp"
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -92,6 +94,22 @@ int worker(int argc, char** argv)
     return bench::handoff_worker(io, store, rounds);
 }
 
+// --elect ROLE PORT PREFIX NAME: a participant of the fail-over rounds, its session
+// TTL that of the Go peer.
+constexpr int election_ttl_seconds = 2;
+int elect(int argc, char** argv)
+{
+    if (argc != 6)
+        return 2;
+    etcd::config cfg;
+    cfg.members = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[3]))}};
+    cfg.prefix = argv[4];
+    cfg.session_ttl = std::chrono::seconds{election_ttl_seconds};
+    asio::io_context io;
+    etcd::store store{io, cfg};
+    return bench::election_worker(io, store, argv[2], argv[5], cfg.session_ttl);
+}
+
 // --shared-worker ROLE PORT PREFIX ROUNDS: a worker of the shared workloads.
 int shared_worker(int argc, char** argv)
 {
@@ -113,6 +131,8 @@ int main(int argc, char** argv)
         return shared_worker(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--worker") == 0)
         return worker(argc, argv);
+    if (argc > 1 && std::strcmp(argv[1], "--elect") == 0)
+        return elect(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (etcd: one member on loopback, tmpfs)", "ops", "ops/s",
                 "p50 us", "p90 us", "p99 us", "max us");
@@ -202,6 +222,41 @@ int main(int argc, char** argv)
                                         prefix + "shared/", std::to_string(rounds)};
     };
     long bad = bench::readers_and_writer("distlock", ours("reader", 40), 8, ours("writer", 20), rtt);
+
+    // Leader fail-over, next to etcd's Go election (bench/peers/etcd-election, built by
+    // ./dev bench) with the same session TTL, rounds alternating between the two.
+    {
+        const auto port = std::to_string(server.port());
+        const char* go_peer = std::getenv("DISTLOCK_ETCD_ELECTION");
+        result_row ours_row{"distlock: election fail-over, leader SIGKILLed (us)"};
+        result_row go_row{"etcd Go concurrency.Election: fail-over (us)"};
+        const auto wait_out = std::chrono::milliseconds{election_ttl_seconds * 1000};
+        for (int round = 0; round < 3; ++round) {
+            bad += bench::failovers(
+                ours_row,
+                [&](const std::string& role, const std::string& name) {
+                    return std::vector<std::string>{test::self_path(), "--elect", role, port, prefix + "elections/",
+                                                    name + "-" + std::to_string(round)};
+                },
+                2, wait_out);
+            if (go_peer && *go_peer)
+                bad += bench::failovers(
+                    go_row,
+                    [&](const std::string& role, const std::string& name) {
+                        return std::vector<std::string>{go_peer, "127.0.0.1:" + port,
+                                                        name + "-" + std::to_string(round), role,
+                                                        std::to_string(election_ttl_seconds)};
+                    },
+                    2, wait_out);
+        }
+        if (go_peer && *go_peer) {
+            bench::print_failover(go_row, wait_out);
+            bench::print_failover(ours_row, wait_out, &go_row);
+        } else {
+            bench::print_failover(ours_row, wait_out);
+            std::printf("(etcd's Go election not measured: DISTLOCK_ETCD_ELECTION names no program)\n");
+        }
+    }
     bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt);
     if (bad != 0)
         std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);

@@ -10,6 +10,7 @@
 #include <distlock/postgres.hpp>
 
 #include "postgres_server.hpp" // test/support: a private cluster on a free loopback port
+#include "failover.hpp"
 #include "report.hpp"
 #include "shared_workloads.hpp"
 
@@ -147,8 +148,25 @@ int shared_workloads(const test::postgres_server& cluster, const std::string& ta
 
 } // namespace
 
+// --elect ROLE PORT TABLE NAME: a participant of the fail-over rounds, on the lease
+// table, with a term's TTL of failover_ttl.
+constexpr auto failover_ttl = std::chrono::seconds{2};
+int elect(int argc, char** argv)
+{
+    if (argc != 6)
+        return 2;
+    pg::config cfg;
+    cfg.conninfo = std::string{"hostaddr=127.0.0.1 port="} + argv[3] + " user=postgres dbname=postgres sslmode=disable";
+    cfg.table = argv[4];
+    asio::io_context io;
+    pg::store store{io, cfg};
+    return bench::election_worker(io, store, argv[2], argv[5], failover_ttl);
+}
+
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--elect") == 0)
+        return elect(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--shared-worker") == 0)
         return shared_worker(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
@@ -276,5 +294,17 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "a request failed\n");
         return 1;
     }
-    return shared_workloads(cluster, cfg.table);
+    const int shared = shared_workloads(cluster, cfg.table);
+
+    // Leader fail-over on the lease table: the term's TTL is what the server waits out.
+    result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
+    const auto port = std::to_string(cluster.port());
+    const int missed = bench::failovers(
+        failover,
+        [&](const std::string& role, const std::string& name) {
+            return std::vector<std::string>{test::self_path(), "--elect", role, port, cfg.table, name};
+        },
+        6, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    return shared != 0 || missed != 0 ? 1 : 0;
 }

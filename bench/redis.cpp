@@ -8,6 +8,7 @@
 #include "redis_cluster.hpp" // test/support: a Redis Cluster on loopback
 #include "redis_server.hpp" // test/support: redis-server on a free loopback port
 #include "report.hpp"
+#include "failover.hpp"
 #include "shared_workloads.hpp"
 
 #include <hiredis/hiredis.h>
@@ -1264,8 +1265,37 @@ long shared_workloads(std::uint16_t port)
     return bad;
 }
 
+// --elect ROLE PORT NAME: a participant of the fail-over rounds, with a term's TTL
+// of failover_ttl.
+constexpr auto failover_ttl = std::chrono::seconds{2};
+int elect_main(char** argv)
+{
+    dl::redis::config cfg;
+    cfg.port = static_cast<std::uint16_t>(std::atoi(argv[1]));
+    asio::io_context io;
+    dl::redis::store store{io, cfg};
+    return bench::election_worker(io, store, argv[0], argv[2], failover_ttl);
+}
+
+// Leader fail-over: the term's TTL is what the server waits out (no peer: node-redlock
+// has no election).
+int failovers(std::uint16_t port)
+{
+    result_row row{"distlock: election fail-over, leader SIGKILLed (us)"};
+    const int missed = bench::failovers(
+        row,
+        [&](const std::string& role, const std::string& name) {
+            return std::vector<std::string>{test::self_path(), "--elect", role, std::to_string(port), name};
+        },
+        6, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    bench::print_failover(row, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    return missed;
+}
+
 int main(int argc, char** argv)
 {
+    if (argc == 5 && std::string{argv[1]} == "--elect")
+        return elect_main(argv + 2);
     if (argc == 5 && std::string{argv[1]} == "--shared-worker")
         return shared_worker_main(argv + 2);
     if (argc == 4 && std::string{argv[1]} == "--memory")
@@ -1485,6 +1515,9 @@ int main(int argc, char** argv)
         compile_cost();
 
     if (wanted("shared") && shared_workloads(server.port()) != 0)
+        return 1;
+
+    if (wanted("failover") && failovers(server.port()) != 0)
         return 1;
 
     store.disconnect();

@@ -16,6 +16,7 @@
 #include <distlock/distlock.hpp>
 #include <distlock/zookeeper.hpp>
 
+#include "failover.hpp"
 #include "handoff.hpp"
 #include "report.hpp"
 #include "shared_workloads.hpp"
@@ -165,8 +166,25 @@ long shared_workloads(std::uint16_t server_port, const std::string& prefix, resu
 
 } // namespace
 
+// --elect ROLE PORT PREFIX NAME: a participant of the fail-over rounds.
+constexpr auto election_timeout = std::chrono::seconds{2};
+int elect(int argc, char** argv)
+{
+    if (argc != 6)
+        return 2;
+    zk::config cfg;
+    cfg.servers = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[3]))}};
+    cfg.prefix = argv[4];
+    cfg.session_timeout = election_timeout;
+    asio::io_context io;
+    zk::store store{io, cfg};
+    return bench::election_worker(io, store, argv[2], argv[5], cfg.session_timeout);
+}
+
 int main(int argc, char** argv)
 {
+    if (argc > 1 && std::strcmp(argv[1], "--elect") == 0)
+        return elect(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--shared-worker") == 0)
         return shared_worker(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--worker") == 0)
@@ -248,5 +266,17 @@ int main(int argc, char** argv)
     const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
                                           prefix + "/contended", "50"};
     const int handed = bench::handoffs(worker, 4, rtt);
-    return shared_workloads(server.port(), prefix, rtt) == 0 ? handed : 1;
+    const int shared = shared_workloads(server.port(), prefix, rtt);
+
+    // Leader fail-over: the session timeout is what the ensemble waits out.
+    result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
+    const auto port = std::to_string(server.port());
+    const int missed = bench::failovers(
+        failover,
+        [&](const std::string& role, const std::string& name) {
+            return std::vector<std::string>{test::self_path(), "--elect", role, port, prefix + "/elections", name};
+        },
+        6, std::chrono::duration_cast<std::chrono::milliseconds>(election_timeout));
+    bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(election_timeout));
+    return shared == 0 && missed == 0 ? handed : 1;
 }

@@ -11,7 +11,8 @@ import pathlib
 import re
 import sys
 
-DOCS = ["README.md", "docs/policies.md", "docs/testing.md", "docs/fencing.md", "docs/metrics.md", "docs/shared.md"]
+DOCS = ["README.md", "docs/policies.md", "docs/testing.md", "docs/fencing.md", "docs/metrics.md", "docs/shared.md",
+        "docs/election.md", "docs/lock_delay.md"]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 

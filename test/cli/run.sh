@@ -148,6 +148,49 @@ rc=$?
 kill -CONT "$redis_pid"
 check "a lost lease stops the child and exits 5" test $rc -eq 5
 
+# --- elect: one leader at a time, the epoch in the command's environment.
+check "elect takes one name" usage_is_2 elect --store "$store" a b -- true
+check "elect needs a command" usage_is_2 elect --store "$store" leader
+check "only elect takes --value" usage_is_2 run --store "$store" --value x job -- true
+check "elect on a Redlock quorum is a usage error" usage_is_2 elect --store "$store" --store "$store" leader -- true
+check "--lock-delay beyond --ttl is a usage error" usage_is_2 run --store "$store" --ttl 1s --lock-delay 2s job -- true
+out=$(dl elect --store "$store" --value first leader -- sh -c 'echo "$DISTLOCK_EPOCH $DISTLOCK_RESOURCE"')
+check "the leader's command sees its epoch and the election's name" test "${out##* }" = leader -a "${out%% *}" -ge 1
+first_epoch=${out%% *}
+"$distlock" elect --store "$store" --value one leader -- sh -c 'echo "$DISTLOCK_EPOCH" > "$0/one"; sleep 30' "$work" &
+one=$!
+pids+=("$one")
+eventually test -s "$work/one"
+"$distlock" elect --store "$store" --value two leader -- sh -c 'echo "$DISTLOCK_EPOCH" > "$0/two"' "$work" &
+two=$!
+pids+=("$two")
+sleep 0.5
+check "a second participant does not lead while the first does" test ! -e "$work/two"
+check "the first term's epoch is larger than the last one's" test "$(cat "$work/one")" -gt "$first_epoch"
+kill -TERM "$one"
+wait "$one"
+wait "$two"
+check "the second leads once the first exits, with a larger epoch" test "$(cat "$work/two")" -gt "$(cat "$work/one")"
+
+# --- --lock-delay: a holder killed without releasing keeps the lock from everyone for
+# the delay after its TTL ran out; a normal exit does not.
+dl run --store "$store" --ttl 1s --lock-delay 1s calm -- true
+check "a released lock-delayed lock is free at once" dl try --store "$store" calm
+"$distlock" run --store "$store" --ttl 1s --lock-delay 1s delayed -- sh -c 'echo go > "$0/delayed"; sleep 31.5' "$work" &
+victim=$!
+pids+=("$victim")
+eventually test -s "$work/delayed"
+kill -KILL "$victim" # distlock dies without releasing; its TTL runs out in a second
+wait "$victim" 2>/dev/null
+pkill -KILL -f "sleep 31.5" 2>/dev/null
+sleep 1.2
+err=$(dl try --store "$store" delayed 2>&1)
+rc=$?
+check "during the lock-delay, try exits 3" test $rc -eq 3
+check "... and says it is the lock-delay" matches "$err" "lock-delay"
+eventually dl try --store "$store" delayed
+check "after the lock-delay the lock is free" dl try --store "$store" delayed
+
 # --- release --owner: an operator clears the lock of a holder that vanished.
 "$distlock" run --store "$store" -v --ttl 60s orphan -- sleep 61.25 2>"$work/orphan.err" &
 orphan=$!

@@ -346,15 +346,25 @@ private:
         } else {
             exit_ = acquisition_exit(got.error());
         }
+        const auto delay_left = [&]() -> std::optional<long long> {
+            if (acquired || got.error() != dl::errc::lock_delayed || !diag.lock_delay_until())
+                return std::nullopt;
+            return std::max<long long>(0, millis(*diag.lock_delay_until() - dl::clock::now()));
+        }();
         if (o_.json) {
             std::printf("{\"acquired\":%s,\"held\":%s", acquired ? "true" : "false",
                         exit_ == cli::exit_code::not_acquired ? "true" : "false");
+            if (delay_left)
+                std::printf(",\"lock_delay_ms\":%lld", *delay_left);
             if (!acquired && exit_ != cli::exit_code::not_acquired) {
                 std::printf(",\"error\":\"%s\"", json_escape(got.error().message()).c_str());
                 if (!diag.empty())
                     std::printf(",\"diagnostics\":\"%s\"", json_escape(diag.to_string()).c_str());
             }
             std::printf("}\n");
+        } else if (delay_left) {
+            std::fprintf(stderr, "distlock: in its lock-delay for %lld ms more (its last holder was lost without "
+                                 "releasing it)\n", *delay_left);
         } else if (!acquired) {
             std::fprintf(stderr, "distlock: %s\n",
                          exit_ == cli::exit_code::not_acquired ? "held by another owner" : said(got.error(), diag).c_str());
