@@ -133,7 +133,9 @@ struct election_mutex {
 /// - `observe()` tells any participant, leader or not, who leads now: it returns when
 ///   the leader (epoch and value) differs from what this object last reported, in
 ///   epoch order (a report never goes back to an older epoch); `current()` reads it
-///   once. Reports come from reads of the store, made when a release notification
+///   once. A leader that has not proclaimed within `poll` (the holder of a plain
+///   mutex on the same resource, a foreign client) is reported with an empty value.
+///   Reports come from reads of the store, made when a release notification
 ///   wakes the observer (stores that send them) and every `poll` otherwise, so a
 ///   leadership shorter than that may go unreported; every reported epoch is larger
 ///   than the one before.
@@ -325,7 +327,18 @@ private:
                 co_return seen.error();
             // A new leader is reported with its value: until it has proclaimed (one
             // round trip after its grant) it is not reported, and the wait is short.
-            const bool pending = seen->epoch != 0 && !seen->value;
+            // One that has not proclaimed after a whole poll interval (a holder that
+            // is no participant: a plain mutex, a foreign client) is reported as it
+            // is, with an empty value.
+            bool pending = seen->epoch != 0 && !seen->value;
+            if (pending) {
+                if (pending_epoch_ != seen->epoch) {
+                    pending_epoch_ = seen->epoch;
+                    pending_since_ = clock::now();
+                } else if (clock::now() - pending_since_ >= poll_) {
+                    pending = false;
+                }
+            }
             if (!pending) {
                 leader now{.epoch = seen->epoch, .value = seen->value.value_or(std::string{}),
                            .owner = std::move(seen->owner)};
@@ -368,6 +381,8 @@ private:
     duration poll_;
     leader reported_{};
     bool first_reported_ = false;
+    fence_token pending_epoch_ = 0; // a leader seen without its value, since pending_since_
+    time_point pending_since_{};
 };
 
 } // namespace distlock

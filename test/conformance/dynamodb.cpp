@@ -92,7 +92,11 @@ struct dynamodb_clients {
     // past; in record_version mode its lease duration becomes zero, so a waiter that
     // sees its version may take it over at once (as one that watched it a whole
     // lease duration would). A shared lease's are those of its entry in the item's
-    // sharers. Under dialect::aws the lease duration is a string.
+    // sharers. Under dialect::aws the lease duration is a string. In record_version
+    // mode a lock whose lease ran out is lost to its holder only when a waiter takes
+    // it over, so an exclusive lock also passes to an owner that never renews: the
+    // holder's next heartbeat is refused, as after a takeover, and waiters take it
+    // over at once.
     void end_lock(const dl::lease& l)
     {
         const char* attribute = Mode == ddb::lease_mode::expiry_time ? "expiresAt" : "leaseDuration";
@@ -101,6 +105,11 @@ struct dynamodb_clients {
                                   {"UpdateExpression", "SET #a = :zero"},
                                   {"ExpressionAttributeNames", {{"#a", attribute}}},
                                   {"ExpressionAttributeValues", {{":zero", {{aws ? "S" : "N", "0"}}}}}};
+        if (by_version && !l.shared()) {
+            request["UpdateExpression"] = "SET #a = :zero, #o = :gone";
+            request["ExpressionAttributeNames"]["#o"] = aws ? "ownerName" : "owner";
+            request["ExpressionAttributeValues"][":gone"] = {{"S", dl::owner_token::generate().to_hex()}};
+        }
         if (l.shared()) {
             request["UpdateExpression"] = "SET #s.#me.#a = :zero";
             request["ConditionExpression"] = "attribute_exists(#s.#me)";

@@ -1636,3 +1636,324 @@ TEST_CASE("dynamodb aws dialect: the items written, and hostile foreign records 
         co_await store.close();
     });
 }
+
+// -- Elections: the value kept with a grant ------------------------------------------
+
+namespace {
+
+nlohmann::json lock_item_of(const test::dynalite_server& server, std::string_view resource)
+{
+    auto got = direct(server, "GetItem", {{"TableName", "distlock_test"}, {"Key", key_of(resource)}, {"ConsistentRead", true}});
+    REQUIRE(got);
+    return got.value().value("Item", nlohmann::json{});
+}
+
+} // namespace
+
+TEST_CASE("dynamodb: proclaim keeps the value in the lock item with its grant's fence; leader() reports it only "
+          "for that grant",
+          "[dynamodb][election]")
+{
+    const auto mode = GENERATE(ddb::lease_mode::record_version, ddb::lease_mode::expiry_time);
+    INFO((mode == ddb::lease_mode::expiry_time ? "expiry_time" : "record_version"));
+    test::dynalite_server server;
+    create_table(server);
+    auto cfg = server.config();
+    cfg.mode = mode;
+    asio::io_context io;
+    ddb::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        using mutex = dl::basic_distributed_mutex<ddb::store, dl::retry::none>;
+        const std::string name = "ddb:elected";
+        mutex m{store, name, {.ttl = 10s}};
+        auto first = co_await m.try_lock();
+        REQUIRE(first);
+        // Granted, not proclaimed yet: the leader without a value.
+        auto led = co_await store.leader(name);
+        REQUIRE(led);
+        CHECK(led->epoch == first->fence());
+        CHECK(led->owner == first->owner().to_hex().substr(0, 8));
+        CHECK_FALSE(led->value);
+        CHECK(led->remaining.has_value() == (mode == ddb::lease_mode::expiry_time));
+
+        // Any bytes, NUL included, up to the limit; a Binary attribute tagged with the fence.
+        std::string value(dl::max_leader_value_size, 'v');
+        value[0] = '\0';
+        value[7] = '\xff';
+        { const auto ok_ = co_await store.proclaim(name, first->owner(), first->fence(), value); CHECK(ok_); }
+        auto item = lock_item_of(server, name);
+        CHECK(item["leaderValue"] == nlohmann::json{{"B", ddb::detail::base64(value)}});
+        CHECK(item["leaderEpoch"] == nlohmann::json{{"N", std::to_string(first->fence())}});
+        led = co_await store.leader(name);
+        REQUIRE(led);
+        REQUIRE(led->value);
+        CHECK(*led->value == value);
+
+        // An empty value is the attribute's absence beside its epoch.
+        { const auto ok_ = co_await store.proclaim(name, first->owner(), first->fence(), ""); CHECK(ok_); }
+        item = lock_item_of(server, name);
+        CHECK_FALSE(item.contains("leaderValue"));
+        CHECK(item["leaderEpoch"] == nlohmann::json{{"N", std::to_string(first->fence())}});
+        led = co_await store.leader(name);
+        REQUIRE(led);
+        CHECK(led->value == std::string{});
+
+        // The wrong fence or owner is refused on the server, the item untouched.
+        auto wrong = co_await store.proclaim(name, first->owner(), first->fence() + 1, "x");
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+        wrong = co_await store.proclaim(name, dl::owner_token::generate(), first->fence(), "x");
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+        CHECK_FALSE(lock_item_of(server, name).contains("leaderValue"));
+
+        // Too large: refused before any I/O.
+        dl::diagnostics diag;
+        auto huge = co_await store.proclaim(name, first->owner(), first->fence(),
+                                            std::string(dl::max_leader_value_size + 1, 'x'), &diag);
+        REQUIRE_FALSE(huge);
+        CHECK(huge.error() == dl::condition::invalid_argument);
+
+        // Released: the value goes with the grant; nobody leads.
+        { const auto ok_ = co_await store.proclaim(name, first->owner(), first->fence(), "first"); CHECK(ok_); }
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        item = lock_item_of(server, name);
+        CHECK_FALSE(item.contains("leaderValue"));
+        CHECK_FALSE(item.contains("leaderEpoch"));
+        led = co_await store.leader(name);
+        REQUIRE(led);
+        CHECK(led->epoch == 0);
+        CHECK_FALSE(led->value);
+        auto late = co_await store.proclaim(name, first->owner(), first->fence(), "late");
+        REQUIRE_FALSE(late);
+        CHECK(late.error() == dl::condition::not_owner);
+
+        // A value left by an earlier grant (written behind the store's back, as an
+        // expired grant would leave it) is never the new leader's.
+        auto second = co_await m.try_lock();
+        REQUIRE(second);
+        CHECK(second->fence() > first->fence());
+        auto stale = direct(server, "UpdateItem",
+                            {{"TableName", "distlock_test"},
+                             {"Key", key_of(name)},
+                             {"UpdateExpression", "SET leaderValue = :v, leaderEpoch = :e"},
+                             {"ExpressionAttributeValues",
+                              {{":v", {{"B", ddb::detail::base64("stale")}}},
+                               {":e", {{"N", std::to_string(first->fence())}}}}}});
+        REQUIRE(stale);
+        led = co_await store.leader(name);
+        REQUIRE(led);
+        CHECK(led->epoch == second->fence());
+        CHECK_FALSE(led->value);
+        // A new grant drops what an earlier one left.
+        { const auto ok_ = co_await second->unlock(); CHECK(ok_); }
+        (void)direct(server, "UpdateItem",
+                     {{"TableName", "distlock_test"},
+                      {"Key", key_of(name)},
+                      {"UpdateExpression", "SET leaderValue = :v, leaderEpoch = :e"},
+                      {"ExpressionAttributeValues",
+                       {{":v", {{"B", ddb::detail::base64("stale")}}}, {":e", {{"N", "999"}}}}}});
+        auto third = co_await m.try_lock();
+        REQUIRE(third);
+        item = lock_item_of(server, name);
+        CHECK_FALSE(item.contains("leaderValue"));
+        CHECK_FALSE(item.contains("leaderEpoch"));
+        { const auto ok_ = co_await third->unlock(); CHECK(ok_); }
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb: proclaim in expiry_time mode is refused once the grant's expiry has passed",
+          "[dynamodb][election]")
+{
+    test::dynalite_server server;
+    create_table(server);
+    auto cfg = server.config();
+    cfg.mode = ddb::lease_mode::expiry_time;
+    asio::io_context io;
+    ddb::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto fence = co_await store.conditional_write("ddb:expired-leader", owner, 10s, std::nullopt);
+        REQUIRE(fence);
+        auto past = direct(server, "UpdateItem",
+                           {{"TableName", "distlock_test"},
+                            {"Key", key_of("ddb:expired-leader")},
+                            {"UpdateExpression", "SET expiresAt = :zero"},
+                            {"ExpressionAttributeValues", {{":zero", {{"N", "0"}}}}}});
+        REQUIRE(past);
+        auto late = co_await store.proclaim("ddb:expired-leader", owner, fence.value(), "late");
+        REQUIRE_FALSE(late);
+        CHECK(late.error() == dl::condition::not_owner);
+        auto led = co_await store.leader("ddb:expired-leader");
+        REQUIRE(led);
+        CHECK(led->epoch == 0);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb: lock items leader() cannot tell the grant of are protocol errors naming the field",
+          "[dynamodb][election][input]")
+{
+    constexpr auto limit = dl::max_leader_value_size;
+    const auto ok = ddb::detail::decode_leader_item(
+        nlohmann::json::parse(R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "4"}, "leaderEpoch": {"N": "4"},
+            "leaderValue": {"B": "AGE="}}})"),
+        limit, nullptr);
+    REQUIRE(ok);
+    CHECK(ok->value == std::string{"\0a", 2});
+    CHECK(ok->value_epoch == 4u);
+    CHECK(ddb::detail::decode_leader_item(nlohmann::json::object(), limit, nullptr));
+    const std::string too_long = ddb::detail::base64(std::string(limit + 1, 'x'));
+    const std::vector<std::pair<std::string, std::string>> hostile{
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "4"}, "leaderValue": {"S": "text"}, "leaderEpoch": {"N": "4"}}})",
+         "leaderValue"},
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "4"}, "leaderValue": {"B": "***"}, "leaderEpoch": {"N": "4"}}})",
+         "leaderValue"},
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "4"}, "leaderValue": {"B": "eA=="}}})", "leaderEpoch"},
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "4"}, "leaderEpoch": {"S": "4"}}})", "leaderEpoch"},
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "-4"}}})", "fence"},
+        {R"({"Item": {"owner": {"S": "ab"}}})", "fence"},
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "0"}}})", "fence"},
+        {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "4"}, "leaderEpoch": {"N": "4"}, "leaderValue": {"B": ")" +
+             too_long + R"("}}})",
+         "leaderValue"},
+        {R"({"Item": []})", "Item"},
+        {R"([])", ""},
+    };
+    for (const auto& [text, field] : hostile) {
+        INFO(text.substr(0, 200));
+        dl::diagnostics diag;
+        auto bad = ddb::detail::decode_leader_item(nlohmann::json::parse(text), limit, &diag);
+        REQUIRE_FALSE(bad);
+        CHECK(bad.error() == dl::errc::protocol_error);
+        CHECK(diag.client_message().find(field) != std::string_view::npos);
+    }
+
+    // Through the store: the server's item is the error's words, nothing is reported.
+    test::dynalite_server server;
+    create_table(server);
+    auto wrote = direct(server, "PutItem",
+                        {{"TableName", "distlock_test"},
+                         {"Item", {{"resource", {{"B", ddb::detail::base64("ddb:bad-leader")}}},
+                                   {"owner", {{"S", "0123456789abcdef"}}},
+                                   {"fence", {{"N", "3"}}},
+                                   {"leaderEpoch", {{"N", "3"}}},
+                                   {"leaderValue", {{"S", "not binary"}}}}}});
+    REQUIRE(wrote);
+    asio::io_context io;
+    ddb::store store{io, server.config()};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        auto r = co_await store.leader("ddb:bad-leader", &diag);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::protocol_error);
+        CHECK(diag.client_message().find("leaderValue") != std::string_view::npos);
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb: proclaim refuses bad input before any I/O", "[dynamodb][election][input]")
+{
+    for (const auto dialect : {ddb::dialect::distlock, ddb::dialect::aws}) {
+        asio::io_context io;
+        ddb::config c;
+        c.port = 1; // nothing listens: an attempt to connect would fail otherwise
+        c.dialect = dialect;
+        c.credentials = {"AKIDEXAMPLE", "secret", ""};
+        ddb::store store{io, c};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            const auto owner = dl::owner_token::generate();
+            auto huge = co_await store.proclaim("r", owner, 3, std::string(dl::max_leader_value_size + 1, 'x'));
+            REQUIRE_FALSE(huge);
+            CHECK(huge.error() == dl::condition::invalid_argument);
+            auto no_epoch = co_await store.proclaim("r", owner, 0, "v");
+            REQUIRE_FALSE(no_epoch);
+            CHECK(no_epoch.error() == dl::condition::invalid_argument);
+            auto no_name = co_await store.leader("");
+            REQUIRE_FALSE(no_name);
+            CHECK(no_name.error() == dl::condition::invalid_argument);
+            co_await store.close();
+        });
+    }
+}
+
+TEST_CASE("dynamodb aws dialect: the leader's value is the AWS client's data; a foreign holder's data is its value",
+          "[dynamodb][election][aws]")
+{
+    test::dynalite_server server;
+    create_aws_table(server);
+    asio::io_context io;
+    ddb::store store{io, aws_config(server)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        using mutex = dl::basic_distributed_mutex<ddb::store, dl::retry::none>;
+        mutex m{store, "aws/elected", {.ttl = 10s}};
+        auto l = co_await m.try_lock();
+        REQUIRE(l);
+        auto led = co_await store.leader("aws/elected");
+        REQUIRE(led);
+        CHECK(led->epoch == l->fence());
+        CHECK_FALSE(led->value);
+        const std::string value{"lead\0er", 7};
+        { const auto ok_ = co_await store.proclaim("aws/elected", l->owner(), l->fence(), value); CHECK(ok_); }
+        // What the AWS client's getLock reads as the lock's data.
+        auto item = aws_item(server, "aws/elected");
+        CHECK(item["data"] == nlohmann::json{{"B", ddb::detail::base64(value)}});
+        CHECK(item["leaderEpoch"] == nlohmann::json{{"N", std::to_string(l->fence())}});
+        led = co_await store.leader("aws/elected");
+        REQUIRE(led);
+        CHECK(led->value == value);
+        auto wrong = co_await store.proclaim("aws/elected", l->owner(), l->fence() + 1, "x");
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        led = co_await store.leader("aws/elected");
+        REQUIRE(led);
+        CHECK(led->epoch == 0);
+        auto late = co_await store.proclaim("aws/elected", l->owner(), l->fence(), "late");
+        REQUIRE_FALSE(late);
+        CHECK(late.error() == dl::condition::not_owner);
+
+        // An AWS client holding with data (acquireLock withData): it leads with that
+        // value, under the last fence drawn; distlock cannot proclaim over it.
+        put_aws_item(server, {{"key", {{"S", "aws/elected"}}},
+                              {"ownerName", {{"S", "aws-host-1"}}},
+                              {"recordVersionNumber", {{"S", "r1"}}},
+                              {"leaseDuration", {{"S", "60000"}}},
+                              {"data", {{"B", ddb::detail::base64("from aws")}}}});
+        led = co_await store.leader("aws/elected");
+        REQUIRE(led);
+        CHECK(led->epoch == l->fence());
+        CHECK(led->owner == "aws-host");
+        CHECK(led->value == "from aws");
+        late = co_await store.proclaim("aws/elected", l->owner(), l->fence(), "late");
+        REQUIRE_FALSE(late);
+        // A stamp and a value left by an earlier distlock holder are not the AWS holder's.
+        put_aws_item(server, {{"key", {{"S", "aws/elected"}}},
+                              {"ownerName", {{"S", "aws-host-2"}}},
+                              {"recordVersionNumber", {{"S", "r2"}}},
+                              {"leaseDuration", {{"S", "60000"}}},
+                              {"fence", {{"N", std::to_string(l->fence())}}},
+                              {"fenceOwner", {{"S", l->owner().to_hex()}}},
+                              {"leaderEpoch", {{"N", std::to_string(l->fence())}}}});
+        led = co_await store.leader("aws/elected");
+        REQUIRE(led);
+        CHECK(led->owner == "aws-host");
+        CHECK_FALSE(led->value);
+        // A distlock grant's value of another type is a protocol error.
+        put_aws_item(server, {{"key", {{"S", "aws/elected"}}},
+                              {"ownerName", {{"S", "abc"}}},
+                              {"recordVersionNumber", {{"S", "r3"}}},
+                              {"leaseDuration", {{"S", "60000"}}},
+                              {"fence", {{"N", "9"}}},
+                              {"fenceOwner", {{"S", "abc"}}},
+                              {"leaderEpoch", {{"N", "9"}}},
+                              {"data", {{"S", "text"}}}});
+        dl::diagnostics diag;
+        auto bad = co_await store.leader("aws/elected", &diag);
+        REQUIRE_FALSE(bad);
+        CHECK(bad.error() == dl::errc::protocol_error);
+        CHECK(diag.client_message().find("data") != std::string_view::npos);
+        co_await store.close();
+    });
+}

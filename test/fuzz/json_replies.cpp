@@ -5,8 +5,10 @@
 // than its bound. The mutations are drawn from the input's bytes, so the fuzzer steers
 // them as it steers the text.
 #include <distlock/backend/json.hpp>
+#include <distlock/dynamodb/detail/aws.hpp>
 #include <distlock/dynamodb/detail/replies.hpp>
 #include <distlock/etcd/detail/replies.hpp>
+#include <distlock/options.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +91,11 @@ void decode_document(const json& doc)
     run("dynamodb decode_table_status", [&](dl::diagnostics* d) { return dynamo_replies::decode_table_status(doc, d); });
     run("dynamodb decode_scan_page", [&](dl::diagnostics* d) { return dynamo_replies::decode_scan_page(doc, d); });
     run("dynamodb decode_shared_item", [&](dl::diagnostics* d) { return dynamo_replies::decode_shared_item(doc, d); });
+    run("dynamodb decode_leader_item",
+        [&](dl::diagnostics* d) { return dynamo_replies::decode_leader_item(doc, dl::max_leader_value_size, d); });
+    run("dynamodb aws decode_leader_record", [&](dl::diagnostics* d) {
+        return dynamo_replies::aws::decode_leader_record(doc, dl::max_leader_value_size, d);
+    });
     try {
         (void)etcd_replies::integer(doc, "TTL");
         (void)etcd_replies::read_range(doc);
@@ -120,14 +127,14 @@ private:
 
 // The names the decoders read: added where they were not, they reach fields that the
 // seeds leave out.
-constexpr std::array<const char*, 43> field_names{
+constexpr std::array<const char*, 50> field_names{
     "result", "error",     "code",          "grpc_code",   "message",  "Message",       "header",
     "revision", "count",   "kvs",           "key",         "value",    "create_revision", "mod_revision",
     "lease",  "succeeded", "responses",     "response_range", "deleted", "TTL",        "token",
     "created", "canceled", "compact_revision", "events",   "type",     "kv",            "__type",
     "Attributes", "Item",  "fence",         "owner",       "recordVersion", "N",        "S",
     "Table", "sharers",   "permits",       "intent",      "slot",     "waiter",        "revision",
-    "M"};
+    "M",      "leaderValue", "leaderEpoch", "B",          "data",     "ownerName",     "fenceOwner"};
 
 // A value of some type, often one a decoder would accept somewhere (a decimal string,
 // base64, an attribute), so that the paths behind it are reached too.

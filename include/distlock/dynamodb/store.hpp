@@ -56,6 +56,13 @@
 // the release fail); revoking is a DeleteItem conditional on the stamped fence and
 // fenceOwner = ownerName. Shared grants are refused (the AWS client has none).
 //
+// Elections: the leader's value lives in the lock item, a Binary (any bytes) beside the
+// fence it was proclaimed with (leaderValue, leaderEpoch; under dialect::aws the AWS
+// client's `data`, so that its getLock returns it). Proclaiming is one UpdateItem
+// conditional on the owner, the fence and a live lease; leader() is a consistent
+// GetItem that reports the value only when its epoch is the holder's fence. An
+// acquisition, a release and a revocation remove the value: it goes with its grant.
+//
 // Every request goes over the transport engine (HTTP/1.1, keep-alive, reconnect),
 // signed with SigV4; a response's x-amz-crc32, when present, is checked.
 #pragma once
@@ -136,8 +143,8 @@ inline std::int64_t epoch_ms(std::chrono::system_clock::time_point t)
 } // namespace detail
 
 /// A DynamoDB table used as a lock store. Models conditional_write_store,
-/// owner_checked_store, inspectable_store, enumerable_store, revocable_store and
-/// shared_lease_store; its default acquisition policy is acquire_item, and that of a
+/// owner_checked_store, inspectable_store, enumerable_store, revocable_store,
+/// shared_lease_store and electing_store; its default acquisition policy is acquire_item, and that of a
 /// shared mutex or a semaphore acquire_shared_item.
 ///
 /// \par Thread safety
@@ -295,7 +302,7 @@ public:
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
-            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l"},
+            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l, leaderValue, leaderEpoch"},
             {"ConditionExpression", "#o = :o"},
             {"ExpressionAttributeNames", {{"#o", "owner"}, {"#v", "recordVersion"}, {"#l", "leaseDuration"}}},
             {"ExpressionAttributeValues", {{":o", {{"S", owner.to_hex()}}}}},
@@ -393,7 +400,7 @@ public:
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
-            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l"},
+            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l, leaderValue, leaderEpoch"},
             {"ConditionExpression", "attribute_exists(#o) AND fence = :f"},
             {"ExpressionAttributeNames", {{"#o", "owner"}, {"#v", "recordVersion"}, {"#l", "leaseDuration"}}},
             {"ExpressionAttributeValues", {{":f", {{"N", std::to_string(fence)}}}}},
@@ -403,6 +410,75 @@ public:
             body["ExpressionAttributeValues"][":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now()))}};
         }
         return owned(call("UpdateItem", std::move(body), diag));
+    }
+
+    // -- Elections (electing_store) -------------------------------------------------------
+
+    /// Keeps `value` with the grant `owner` holds on `resource` whose fence is `epoch`
+    /// (electing_store): one UpdateItem of the lock item that sets leaderValue (B) and
+    /// leaderEpoch = epoch under the owner, the fence and, in expiry_time mode, an
+    /// expiry not yet passed, as extend() checks; an empty value is leaderValue
+    /// removed. Under dialect::aws the value is the AWS client's `data`, under the
+    /// owner, the stamped fence and no isReleased. errc::not_owner when the grant is
+    /// gone; a value longer than max_leader_value_size is refused before any I/O.
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        if (epoch == 0 || value.size() > max_leader_value_size)
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        const bool aws = cfg_.dialect == dialect::aws;
+        nlohmann::json body = {
+            {"TableName", cfg_.table},
+            {"Key", aws ? aws_key(detail::aws::lock_name(resource)) : key(resource)},
+            {"ExpressionAttributeNames", {{"#val", aws ? detail::aws::data : "leaderValue"}, {"#ve", "leaderEpoch"}}},
+            {"ExpressionAttributeValues", {{":o", {{"S", owner.to_hex()}}}, {":e", {{"N", std::to_string(epoch)}}}}},
+        };
+        auto& names = body["ExpressionAttributeNames"];
+        auto& values = body["ExpressionAttributeValues"];
+        // DynamoDB's Binary carries any bytes (its JSON is base64); an empty value is
+        // the attribute's absence, which servers that refuse empty Binaries accept.
+        if (value.empty()) {
+            body["UpdateExpression"] = "SET #ve = :e REMOVE #val";
+        } else {
+            body["UpdateExpression"] = "SET #val = :v, #ve = :e";
+            values[":v"] = {{"B", util::base64(value)}};
+        }
+        if (aws) {
+            body["ConditionExpression"] = "#on = :o AND #fo = :o AND #f = :e AND attribute_not_exists(#ir)";
+            names["#on"] = detail::aws::owner_name;
+            names["#fo"] = detail::aws::fence_owner;
+            names["#f"] = detail::aws::fence;
+            names["#ir"] = detail::aws::is_released;
+        } else if (cfg_.mode == lease_mode::expiry_time) {
+            body["ConditionExpression"] = "#o = :o AND fence = :e AND expiresAt >= :now";
+            names["#o"] = "owner";
+            values[":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now()))}};
+        } else {
+            body["ConditionExpression"] = "#o = :o AND fence = :e";
+            names["#o"] = "owner";
+        }
+        return owned(call("UpdateItem", std::move(body), diag));
+    }
+
+    /// Who leads the election on `resource` (electing_store): one consistent GetItem of
+    /// the lock item. The holder as read() says, its fence the epoch, and the value
+    /// proclaimed with that fence (leaderEpoch); a value of an earlier grant is not
+    /// reported. Under dialect::aws a holder that stamped no fence of its own (an AWS
+    /// client, or a distlock grant between its PutItem and its stamp) is read with
+    /// the fence item's counter as read() does, and its `data` as the value.
+    awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<leader_info>(ec);
+        nlohmann::json body = {{"TableName", cfg_.table}, {"ConsistentRead", true}};
+        if (cfg_.dialect == dialect::aws) {
+            body["Key"] = aws_key(detail::aws::lock_name(resource));
+            return aws_led(engine_, signer(), std::move(body), aws_key(detail::aws::fence_name(resource)), diag);
+        }
+        body["Key"] = key(resource);
+        return led(call("GetItem", std::move(body), diag), cfg_.mode, wall_now(), diag);
     }
 
     // -- Shared grants (shared_lease_store): a shared mutex's readers and writer, a
@@ -743,10 +819,11 @@ private:
         auto& names = body["ExpressionAttributeNames"];
         auto& values = body["ExpressionAttributeValues"];
         if (cfg_.mode == lease_mode::expiry_time) {
-            body["UpdateExpression"] = "SET #o = :o, expiresAt = :e ADD fence :one";
+            body["UpdateExpression"] = "SET #o = :o, expiresAt = :e REMOVE leaderValue, leaderEpoch ADD fence :one";
             values[":e"] = {{"N", std::to_string(detail::epoch_ms(wall_now()) + millis(ttl))}};
         } else {
-            body["UpdateExpression"] = "SET #o = :o, #v = :v, #l = :l REMOVE expiresAt ADD fence :one";
+            body["UpdateExpression"] =
+                "SET #o = :o, #v = :v, #l = :l REMOVE expiresAt, leaderValue, leaderEpoch ADD fence :one";
             names["#v"] = "recordVersion";
             names["#l"] = "leaseDuration";
             values[":v"] = {{"S", owner_token::generate().to_hex()}};
@@ -985,6 +1062,41 @@ private:
         if (!last)
             co_return last.error();
         info.fence = last.value();
+        co_return info;
+    }
+
+    // leader() on an AWS-layout table: the lock item, and the fence item when the holder
+    // stamped no fence of its own.
+    static awaitable<result<leader_info>> aws_led(engine_ptr engine, signing s, nlohmann::json look,
+                                                  nlohmann::json fence_key, diagnostics* diag)
+    {
+        auto got = co_await request(engine, s, std::string{"GetItem"}, look.dump(), diag);
+        if (!got)
+            co_return got.error();
+        const auto found = detail::aws::decode_leader_record(got.value(), max_leader_value_size, diag);
+        if (!found)
+            co_return found.error();
+        const auto& record = found.value();
+        leader_info info;
+        if (!record.lock || record.lock->released)
+            co_return info;
+        info.owner = record.lock->owner.value_or(std::string{}).substr(0, 8);
+        if (const auto stamped = record.lock->holder_fence()) {
+            info.epoch = *stamped;
+            if (record.proclaimed())
+                info.value = record.data.value_or(std::string{});
+            co_return info;
+        }
+        // Not distlock's grant (yet): whatever an AWS client keeps in `data` is its value.
+        info.value = record.data;
+        look["Key"] = std::move(fence_key);
+        auto counter = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, look.dump(), diag);
+        if (!counter)
+            co_return counter.error();
+        const auto last = detail::aws::decode_fence_item(counter.value(), diag);
+        if (!last)
+            co_return last.error();
+        info.epoch = last.value();
         co_return info;
     }
 
@@ -1350,6 +1462,28 @@ private:
         co_return lock_of(*found.value(), mode, wall);
     }
 
+    static awaitable<result<leader_info>> led(awaitable<result<nlohmann::json>> pending, lease_mode mode,
+                                              std::chrono::system_clock::time_point wall, diagnostics* diag)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        const auto found = detail::decode_leader_item(got.value(), max_leader_value_size, diag);
+        if (!found)
+            co_return found.error();
+        const auto& item = found.value();
+        const auto lock = lock_of(item.lock, mode, wall);
+        leader_info info;
+        if (!lock.held)
+            co_return info;
+        info.epoch = lock.fence;
+        info.owner = lock.owner;
+        info.remaining = lock.remaining;
+        if (item.value_epoch == lock.fence)
+            info.value = item.value.value_or(std::string{});
+        co_return info;
+    }
+
     // What an item says of its lock, by the mode's rule, at `wall` (expiry_time).
     static lock_info lock_of(const detail::lock_item& item, lease_mode mode,
                              std::chrono::system_clock::time_point wall)
@@ -1464,5 +1598,6 @@ static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(shared_lease_store<store>);
+static_assert(electing_store<store>);
 
 } // namespace distlock::dynamodb

@@ -51,6 +51,10 @@ inline constexpr const char* is_released = "isReleased";
 inline constexpr const char* released_value = "1";
 inline constexpr const char* fence = "fence";
 inline constexpr const char* fence_owner = "fenceOwner";
+/// The AWS client's payload (B), which its getLock returns: an election's value.
+inline constexpr const char* data = "data";
+/// The fence of the grant that proclaimed `data` (N), written by distlock beside it.
+inline constexpr const char* leader_epoch = "leaderEpoch";
 
 /// Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates, nothing
 /// above U+10FFFF): what DynamoDB accepts in a String.
@@ -232,6 +236,55 @@ inline result<std::optional<lock_record>> decode_lock_record(const nlohmann::jso
         if (item.present()) {
             const auto whole = answer.find("Item");
             out = read_lock_record(item, *whole);
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB GetItem answer");
+    return out;
+}
+
+/// A lock item as leader() reads it: the record, its `data`, and the fence of the grant
+/// that proclaimed it.
+struct leader_record {
+    std::optional<lock_record> lock;          ///< nullopt: no such item
+    std::optional<std::string> data;          ///< the value's bytes (absent: an empty value, or none)
+    std::optional<std::uint64_t> leader_epoch; ///< leaderEpoch, when it is a decimal number
+
+    /// The value proclaimed for the grant that holds now (its stamped fence), if any.
+    bool proclaimed() const
+    {
+        const auto holder = lock ? lock->holder_fence() : std::nullopt;
+        return holder && leader_epoch == holder;
+    }
+};
+
+/// The lock record of a GetItem answer with the election's attributes. The value of a
+/// distlock grant (leaderEpoch = its stamped fence) must be a Binary of at most
+/// `max_value` bytes, else errc::protocol_error; a foreign holder's `data` is read as
+/// leniently as the rest of its record (another type, or longer: none).
+inline result<leader_record> decode_leader_record(const nlohmann::json& answer, std::size_t max_value,
+                                                  diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    leader_record out;
+    if (root.expect_object()) {
+        const auto item = root.optional_object("Item");
+        if (item.present()) {
+            out.lock = read_lock_record(item, *answer.find("Item"));
+            out.leader_epoch = decimal_attribute(item, leader_epoch);
+            const auto value = item.optional_object(data);
+            if (reply.ok() && value.present()) {
+                if (out.proclaimed()) {
+                    out.data = value.base64("B");
+                    if (reply.ok() && out.data->size() > max_value)
+                        item.report(data, "at most " + std::to_string(max_value) + " bytes");
+                } else if (const auto bytes = value.field("B"); bytes.is_string()) {
+                    out.data = util::from_base64(bytes.as_string());
+                    if (out.data && out.data->size() > max_value)
+                        out.data.reset();
+                }
+            }
         }
     }
     if (!reply.ok())

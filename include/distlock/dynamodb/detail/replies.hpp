@@ -162,6 +162,45 @@ inline result<std::optional<lock_item>> decode_lock_item(const nlohmann::json& a
     return out;
 }
 
+/// A lock item as leader() reads it: the lock, and the value an election's leader
+/// proclaimed with the fence of the grant it was proclaimed for (store.hpp, Elections).
+struct leader_item {
+    lock_item lock;
+    std::optional<std::string> value;        ///< leaderValue (B); absent for an empty value
+    std::optional<std::uint64_t> value_epoch; ///< leaderEpoch (N): the fence it was proclaimed with
+};
+
+/// The lock item of a GetItem answer with its election attributes; the empty item when
+/// the table has none. An owner without a fence above 0, a value without its epoch, a
+/// value longer than `max_value` bytes, or an attribute of another type is
+/// errc::protocol_error: leader() reports nothing it cannot tell the grant of.
+inline result<leader_item> decode_leader_item(const nlohmann::json& answer, std::size_t max_value,
+                                              diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::is_malformed);
+    auto root = reply.root();
+    leader_item out;
+    if (root.expect_object()) {
+        const auto item = root.optional_object("Item");
+        if (item.present()) {
+            out.lock = read_lock_item(item);
+            out.value_epoch = number_attribute(item, "leaderEpoch");
+            const auto value = item.optional_object("leaderValue");
+            if (reply.ok() && value.present())
+                out.value = value.base64("B");
+            if (reply.ok() && out.lock.owner && out.lock.fence.value_or(0) == 0)
+                item.report("fence", "a fence above 0 beside an owner");
+            else if (reply.ok() && out.value && !out.value_epoch)
+                item.report("leaderEpoch", "a number attribute beside leaderValue");
+            else if (reply.ok() && out.value && out.value->size() > max_value)
+                item.report("leaderValue", "at most " + std::to_string(max_value) + " bytes");
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "DynamoDB GetItem answer");
+    return out;
+}
+
 /// The lease of a shared grant or a writer's intent: the mode's attributes, as the
 /// exclusive holder's (store.hpp).
 struct lease_record {
