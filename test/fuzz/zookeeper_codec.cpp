@@ -1,7 +1,10 @@
 // libFuzzer target: ZooKeeper's frames and answers (jute) on arbitrary bytes must
 // never crash, read out of bounds, claim more bytes than they were given, or
-// allocate more than the input could hold.
+// allocate more than the input could hold. A holder's node's data of any bytes reads
+// as a mark, a value or neither, never a crash, and a value read is one a proclaim writes.
+#include <distlock/zookeeper/detail/election.hpp>
 #include <distlock/zookeeper/proto/codec.hpp>
+#include <distlock/zookeeper/proto/messages.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)zk::parse_stat(d.message.body);
         (void)zk::parse_get_children2(d.message.body);
         (void)zk::parse_event(d.message.body);
+        if (const auto node = zk::parse_get_data(d.message.body)) {
+            namespace zkd = distlock::zookeeper::detail;
+            const auto v = zkd::value_of(node->data, node->stat.version);
+            if (v.value && (v.unreadable || v.value->size() > distlock::max_leader_value_size ||
+                            zkd::proclaimed_data(*v.value) != node->data))
+                std::abort();
+        }
     }
     const zk::connect_codec connect{.max_frame = 1 << 16};
     const auto c = connect.decode(in);

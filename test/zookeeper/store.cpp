@@ -4,7 +4,8 @@
 // create reply, sessions in doubt, resumed and expiring, digest auth, chroot,
 // waiters in separate processes served in order, listing and revoking (with the
 // watches that tell a holder its node went), a shared mutex's and a semaphore's
-// entries and their permits' record, and replies that make no sense.
+// entries and their permits' record, replies that make no sense, and an election's
+// value in its leader's node.
 #include "fault/proxy.hpp"
 #include "workers.hpp"
 #include "zookeeper/zookeeper_support.hpp"
@@ -1470,6 +1471,224 @@ TEST_CASE("zookeeper: a queue with a node named as an entry that reads as none, 
             REQUIRE_FALSE(got);
             CHECK(got.error() == dl::errc::protocol_error);
             CHECK(diag.server_message().find(c.said) != std::string_view::npos);
+            co_await s.close();
+            peer.stop();
+        });
+    }
+}
+
+// -- Elections ---------------------------------------------------------------------
+
+TEST_CASE("zookeeper: a holder's node's data: the mark alone, or the mark, a newline and the proclaimed value; "
+          "only at data version 1 or more",
+          "[zookeeper][input][election]")
+{
+    namespace zkd = zk::detail;
+    const std::string nul_value{"a\0b\n", 4};
+    CHECK(zkd::proclaimed_data(nul_value) == std::string{"held\na\0b\n", 9});
+    CHECK(zkd::proclaimed_data("") == "held\n");
+
+    CHECK(zkd::marks_holder("held", 1));
+    CHECK(zkd::marks_holder("held\n", 1));
+    CHECK(zkd::marks_holder(zkd::proclaimed_data(nul_value), 3));
+    CHECK_FALSE(zkd::marks_holder("held", 0));      // data as created: its creator's
+    CHECK_FALSE(zkd::marks_holder("held\nx", 0));
+    CHECK_FALSE(zkd::marks_holder("heldx", 1));     // no separator
+    CHECK_FALSE(zkd::marks_holder("hel", 1));
+    CHECK_FALSE(zkd::marks_holder("", 1));
+    CHECK_FALSE(zkd::marks_holder("10.0.0.1", 1)); // Curator's address
+    CHECK_FALSE(zkd::marks_holder("held", -1));
+
+    CHECK_FALSE(zkd::value_of("held", 1).value); // marked, not proclaimed
+    CHECK_FALSE(zkd::value_of("held", 1).unreadable);
+    CHECK(zkd::value_of("held\n", 1).value == std::string{});
+    CHECK(zkd::value_of(zkd::proclaimed_data(nul_value), 2).value == nul_value);
+    CHECK_FALSE(zkd::value_of(zkd::proclaimed_data(nul_value), 0).value);
+    CHECK_FALSE(zkd::value_of("heldfoo", 5).value);
+    const std::string largest(dl::max_leader_value_size, 'v');
+    CHECK(zkd::value_of(zkd::proclaimed_data(largest), 1).value == largest);
+    const auto oversized = zkd::value_of(zkd::proclaimed_data(largest + "v"), 1);
+    CHECK(oversized.unreadable);
+    CHECK_FALSE(oversized.value);
+}
+
+TEST_CASE("zookeeper: a leader's value lives in its node after the mark, with NUL bytes and up to 64 KiB; a new "
+          "grant never reports it; a lost term's proclaim is refused; too large a value is refused before any I/O",
+          "[zookeeper][election]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("elect");
+    asio::io_context io;
+    zk::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<zk::store> ma{a, "e"}, mb{b, "e"};
+        test::zk_client zc{server.port()};
+        const auto parent = zk::detail::resource_node(prefix, "e");
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        {
+            auto seen = co_await b.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == first->fence());
+            CHECK(seen->owner == first->owner().to_hex().substr(0, 8));
+            CHECK_FALSE(seen->value); // not proclaimed yet
+            CHECK_FALSE(seen->remaining);
+        }
+        std::string value{"\0lead\0", 6};
+        value.append(dl::max_leader_value_size - value.size(), 'x');
+        { const auto ok_ = co_await a.proclaim("e", first->owner(), first->fence(), value); REQUIRE(ok_); }
+        const auto nodes = queue_of(prefix, "e");
+        REQUIRE(nodes.size() == 1);
+        const auto st = zc.stat(parent + "/" + nodes[0]);
+        REQUIRE(st);
+        CHECK(st->czxid == static_cast<std::int64_t>(first->fence()));
+        CHECK(st->version >= 1);
+        CHECK(st->data_length == static_cast<std::int32_t>(5 + value.size())); // "held\n" + value
+        {
+            auto seen = co_await b.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == first->fence());
+            CHECK(seen->value == value);
+        }
+        // Proclaimed again: the node's data is replaced, the grant is the same.
+        { const auto ok_ = co_await a.proclaim("e", first->owner(), first->fence(), ""); REQUIRE(ok_); }
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->value == std::string{});
+        }
+        // Not this grant: another fence, another owner.
+        {
+            dl::diagnostics diag;
+            auto r = co_await a.proclaim("e", first->owner(), first->fence() + 1, "x", &diag);
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::condition::not_owner);
+            auto other = co_await a.proclaim("e", dl::owner_token::generate(), first->fence(), "x");
+            REQUIRE_FALSE(other);
+            CHECK(other.error() == dl::condition::not_owner);
+        }
+        // The next grant is another node: the value went with the first.
+        auto second = test::start(co_await asio::this_coro::executor, mb.lock());
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        { const bool came_ = co_await second.wait(); REQUIRE(came_); }
+        REQUIRE(second.get());
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == second.get()->fence());
+            CHECK(seen->epoch > first->fence());
+            CHECK_FALSE(seen->value);
+        }
+        {
+            auto late = co_await a.proclaim("e", first->owner(), first->fence(), "stale");
+            REQUIRE_FALSE(late);
+            CHECK(late.error() == dl::condition::not_owner);
+        }
+        // The waiter that came to hold marks its node; a proclaim before or after the
+        // mark keeps both (the mark is written only over the data as created).
+        { const auto ok_ = co_await b.proclaim("e", second.get()->owner(), second.get()->fence(), "b"); REQUIRE(ok_); }
+        (void)co_await test::eventually("b's node settled", [&] {
+            const auto s = zc.stat(parent + "/" + queue_of(prefix, "e").at(0));
+            return s && s->data_length == 6;
+        }, test::long_enough());
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->value == "b");
+        }
+        { const auto ok_ = co_await second.get()->unlock(); CHECK(ok_); }
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == 0);
+            CHECK(seen->owner.empty());
+            CHECK_FALSE(seen->value);
+        }
+        co_await a.close();
+        co_await b.close();
+    });
+
+    // Refused before any I/O: nothing listens where this store points.
+    asio::io_context io2;
+    zk::config nowhere;
+    nowhere.servers = {{"127.0.0.1", 1}};
+    zk::store lone{io2, nowhere};
+    test::run(io2, [&]() -> asio::awaitable<void> {
+        dl::diagnostics diag;
+        auto r = co_await lone.proclaim("e", dl::owner_token::generate(), 5,
+                                        std::string(dl::max_leader_value_size + 1, 'x'), &diag);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::invalid_argument);
+        CHECK(diag.client_message().find("65536") != std::string_view::npos);
+        auto empty_id = co_await lone.leader("");
+        REQUIRE_FALSE(empty_id);
+        CHECK(empty_id.error() == dl::condition::invalid_argument);
+        co_await lone.close();
+    });
+}
+
+namespace {
+// A getData answer: `data`, and a Stat with `czxid` and data version `version`.
+std::string node_bytes(const std::string& data, std::int64_t czxid, std::int32_t version)
+{
+    zk::proto::writer w;
+    w.bytes(data);
+    w.i64(czxid).i64(czxid).i64(0).i64(0).i32(version).i32(0).i32(0).i64(0x5eed).i32(0).i32(0).i64(czxid);
+    return w.take();
+}
+} // namespace
+
+TEST_CASE("zookeeper: leader() reads any holder's data: a value only when marked as proclaimed after the create; "
+          "an unreadable answer or an oversized value is a protocol error with the server's words",
+          "[zookeeper][input][election]")
+{
+    const std::string holder = "_c_" + zk::detail::owner_uuid(std::string(32, 'c')) + "-lock-0000000003";
+    struct case_ {
+        const char* name;
+        std::string data_reply;
+        bool error;
+        std::optional<std::string> value; // when no error
+        const char* said;                 // when an error
+    };
+    const std::vector<case_> cases{
+        {"Curator's address as created", node_bytes("10.0.0.1", 9, 0), false, std::nullopt, ""},
+        {"the mark's shape, but as created", node_bytes("held\nv", 9, 0), false, std::nullopt, ""},
+        {"the mark alone", node_bytes("held", 9, 1), false, std::nullopt, ""},
+        {"a value with NUL bytes", node_bytes(std::string{"held\n\0v", 7}, 9, 2), false, std::string{"\0v", 2}, ""},
+        {"data set later by another client", node_bytes("revoke", 9, 1), false, std::nullopt, ""},
+        {"a value no proclaim writes", node_bytes("held\n" + std::string(dl::max_leader_value_size + 1, 'v'), 9, 1),
+         true, std::nullopt, "leader's value"},
+        {"the Stat cut short", node_bytes("held\nv", 9, 1).substr(0, 20), true, std::nullopt, "getData"},
+        {"a trailing byte", node_bytes("held\nv", 9, 1) + "!", true, std::nullopt, "getData"},
+        {"czxid 0", node_bytes("held\nv", 0, 1), true, std::nullopt, "getData"},
+        {"a data length past the answer", std::string{"\x00\x10\x00\x00held", 8}, true, std::nullopt, "getData"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.name);
+        asio::io_context io;
+        scripted_zookeeper peer{io, [&](std::int32_t op, const std::string&) -> std::string {
+            if (op == static_cast<std::int32_t>(zk::proto::op::get_children2))
+                return children_bytes({"not-a-waiter", holder, std::string(32, 'd') + "-0000000007"});
+            return c.data_reply;
+        }};
+        zk::config cfg;
+        cfg.servers = {{"127.0.0.1", peer.port()}};
+        cfg.prefix = "/locks";
+        cfg.session_timeout = 2s;
+        zk::store s{io, cfg};
+        test::run(io, [&]() -> asio::awaitable<void> {
+            dl::diagnostics diag;
+            auto got = co_await s.leader("r", &diag);
+            if (c.error) {
+                REQUIRE_FALSE(got);
+                CHECK(got.error() == dl::errc::protocol_error);
+                CHECK(diag.server_message().find(c.said) != std::string_view::npos);
+            } else {
+                REQUIRE(got);
+                CHECK(got->epoch == 9);
+                CHECK(got->owner == "cccccccc");
+                CHECK(got->value == c.value);
+            }
             co_await s.close();
             peer.stop();
         });

@@ -39,12 +39,17 @@
 //    however many locks. Revoking deletes the holder's node once its czxid is seen to
 //    be the fence: the path names that grant and nothing else (revoked() says why
 //    reading first is still exact).
+//  - An election's value lives in its leader's node, after the holder's mark
+//    (detail/election.hpp): written with a setData conditional on the data version
+//    just read of the node found to be the lowest with the term's czxid, so it goes
+//    with the grant and a later grant's node never carries it.
 #pragma once
 
 #include <distlock/backend.hpp>
 #include <distlock/policy/queue.hpp>
 #include <distlock/policy/shared.hpp>
 #include <distlock/zookeeper/config.hpp>
+#include <distlock/zookeeper/detail/election.hpp>
 #include <distlock/zookeeper/detail/paths.hpp>
 #include <distlock/zookeeper/detail/session.hpp>
 #include <distlock/zookeeper/detail/shared.hpp>
@@ -63,10 +68,11 @@
 namespace distlock::zookeeper {
 
 /// A ZooKeeper ensemble used as a lock store. Models session_queue_store,
-/// shared_queue_store, inspectable_store, enumerable_store and revocable_store; its
-/// default acquisitions are acquire::session_queue and acquire::shared_queue, so
-/// `basic_distributed_mutex<zookeeper::store>` (and its shared mutex and semaphore)
-/// queues fairly, needs no watchdog, and its leases end with the store's session.
+/// shared_queue_store, inspectable_store, enumerable_store, revocable_store and
+/// electing_store; its default acquisitions are acquire::session_queue and
+/// acquire::shared_queue, so `basic_distributed_mutex<zookeeper::store>` (and its
+/// shared mutex and semaphore) queues fairly, needs no watchdog, and its leases end
+/// with the store's session.
 ///
 /// \par Thread safety
 /// Safe to use from several threads.
@@ -114,7 +120,11 @@ public:
     }
 
     /// For this store, `entry` is the sequence number of the node to wait for (the
-    /// predecessor enqueue() reported).
+    /// predecessor enqueue() reported), or a holder's fence (its czxid: what an
+    /// election's observer knows of its leader) when no node of the queue has that
+    /// sequence number: then the lowest node is waited for if it has that czxid, else
+    /// true at once. A predecessor this client saw is taken by its sequence number
+    /// first, so a waiter never waits for a node by a fence that happens to be equal.
     awaitable<bool> wait_gone(std::string_view resource, fence_token entry, time_point until)
     {
         if (validate_resource(resource) || entry > static_cast<fence_token>(INT64_MAX))
@@ -185,6 +195,45 @@ public:
         if (auto ec = validate_resource(resource))
             return backend::failed<lock_info>(ec);
         return inspected(session_, detail::resource_node(settings().root(), resource), diag);
+    }
+
+    // -- electing_store ----------------------------------------------------------------
+
+    /// Stores an election's `value` in the node of the grant `owner` holds on
+    /// `resource` with fence `epoch`, after its holder's mark (detail/election.hpp):
+    /// the queue and the node are read (the node must be the lowest, of `owner`, with
+    /// czxid `epoch`), then its data is set on the condition that its data version is
+    /// still the one read. Its path names that grant and nothing else (revoked() says
+    /// why), so the write lands on that grant's node while it holds, or not at all:
+    /// errc::not_owner once the node is gone or never was the holder. A value longer
+    /// than max_leader_value_size is refused before any I/O (errc::invalid_argument).
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<void>(ec);
+        if (value.size() > max_leader_value_size) {
+            if (diag)
+                diag->set_client_message("a leader's value is at most " + std::to_string(max_leader_value_size) +
+                                         " bytes, not " + std::to_string(value.size()));
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
+        if (epoch == 0 || epoch > static_cast<fence_token>(INT64_MAX)) // no node has that czxid
+            return backend::failed<void>(distlock::errc::not_owner);
+        return proclaimed(session_, detail::resource_node(settings().root(), resource), owner.to_hex(),
+                          static_cast<std::int64_t>(epoch), detail::proclaimed_data(value), diag);
+    }
+
+    /// The lowest node of `resource`'s queue (its fence, its owner as read() shows it)
+    /// and the value its data carries when that node proclaimed one (detail/election.hpp);
+    /// default leader_info when nothing is held. No time left is reported: the
+    /// holder's session keeps it. A value marked as proclaimed that no proclaim writes
+    /// (longer than max_leader_value_size) is errc::protocol_error.
+    awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<leader_info>(ec);
+        return led(session_, detail::resource_node(settings().root(), resource), diag);
     }
 
     // -- enumerable_store, revocable_store ---------------------------------------------
@@ -277,10 +326,12 @@ private:
         const auto x = s.next_xid();
         return {x, proto::encode_delete(x, path)};
     }
+    // Conditional on the data as created (version 0): a value the holder proclaimed
+    // meanwhile carries the mark already, and is never overwritten by it.
     static request mark(session& s, const std::string& path)
     {
         const auto x = s.next_xid();
-        return {x, proto::encode_set_data(x, path, holder_mark)};
+        return {x, proto::encode_set_data(x, path, detail::holder_mark, 0)};
     }
     static request watched_data(session& s, const std::string& path)
     {
@@ -521,8 +572,12 @@ private:
     static awaitable<bool> waited(std::shared_ptr<session> s, std::string parent, std::int64_t seq, time_point until)
     {
         auto name = s->predecessor(parent, seq);
+        // Waited for as a holder's fence (an election's observer), not as a predecessor:
+        // its going promotes none of this client's waiters.
+        bool by_fence = false;
         while (!name && clock::now() < until) {
-            // Not seen by this client's last look: find it by its sequence number.
+            // Not seen by this client's last look: find it by its sequence number, else
+            // as the holder whose czxid it is.
             auto got = co_await send(s, nullptr, children_of(*s, parent));
             if (got) {
                 const auto& r = got.value().front();
@@ -533,8 +588,20 @@ private:
                     for (const auto& c : children->names)
                         if (const auto w = detail::parse_waiter(c); w && w->sequence == seq)
                             name = c;
-                    if (!name)
-                        co_return true; // gone already
+                    if (!name) {
+                        const auto st = detail::stand(children->names, {}, {});
+                        if (st.holder.empty())
+                            co_return true; // gone already
+                        const auto holder_path = detail::child_path(parent, st.holder);
+                        auto look = co_await send(s, nullptr, exists(*s, holder_path, false));
+                        const auto stat = look && look.value().front().err == 0
+                                              ? proto::parse_stat(look.value().front().body)
+                                              : std::nullopt;
+                        if (!stat || stat->czxid != seq)
+                            co_return true; // gone already, or another grant holds now
+                        name = std::string{st.holder};
+                        by_fence = true;
+                    }
                     break;
                 }
             }
@@ -556,17 +623,20 @@ private:
                 const auto& r = got.value().front();
                 if (r.err == static_cast<int>(errc::no_node)) {
                     s->watches().remove(path, w);
-                    s->predecessor_deleted(parent, seq);
+                    if (!by_fence)
+                        s->predecessor_deleted(parent, seq);
                     co_return true;
                 }
                 if (r.err == 0) {
-                    if (const auto d = proto::parse_get_data(r.body); d && marks_holder(*d))
+                    if (const auto d = proto::parse_get_data(r.body); d && marks_holder(*d) && !by_fence)
                         s->predecessor_marked(parent, seq);
                     const bool woke = co_await w->wake.wait(until);
                     s->watches().remove(path, w);
-                    if (w->changed) // its data changed (the holder's mark?): read it, watch on
+                    // Its data changed: a waiter reads it (the holder's mark?) and watches
+                    // on; an observer of the holder is told (a new value, most likely).
+                    if (w->changed && !w->deleted && !by_fence)
                         continue;
-                    if (w->deleted)
+                    if (w->deleted && !by_fence)
                         s->predecessor_deleted(parent, seq);
                     co_return woke || w->fired;
                 }
@@ -1127,14 +1197,136 @@ private:
         co_return success();
     }
 
-    /// The data a holder's mark sets on its node.
-    static constexpr std::string_view holder_mark = "held";
+    // The lowest node of `parent`'s queue, and its data: the name, and the getData
+    // reply (or an error, or nullopt when nothing is queued). `known` is a node this
+    // client expects to be the lowest: its data is read with the queue, in one write.
+    struct holder_read {
+        std::string name;
+        std::optional<proto::node_data> node; ///< nullopt: nothing held, or the holder went meanwhile
+    };
+    static awaitable<result<holder_read>> holder_of(std::shared_ptr<session> s, std::string parent,
+                                                    std::optional<std::string> known, diagnostics* diag)
+    {
+        std::vector<request> reads;
+        reads.push_back(children_of(*s, parent));
+        if (known)
+            reads.push_back(data_of(*s, detail::child_path(parent, *known)));
+        auto got = co_await session::call(s, std::move(reads), diag);
+        if (!got)
+            co_return got.error();
+        const auto& r = got.value().front();
+        holder_read out;
+        if (r.err == static_cast<int>(errc::no_node))
+            co_return out;
+        if (r.err != 0)
+            co_return refused(r, parent, diag);
+        const auto children = proto::parse_get_children2(r.body);
+        if (!children)
+            co_return malformed(r, "getChildren2", parent, diag);
+        const auto st = detail::stand(children->names, {}, {});
+        if (st.holder.empty())
+            co_return out;
+        out.name = std::string{st.holder};
+        const auto path = detail::child_path(parent, out.name);
+        proto::reply data;
+        if (known && *known == out.name) {
+            data = std::move(got.value().back());
+        } else {
+            auto look = co_await send(s, diag, data_of(*s, path));
+            if (!look)
+                co_return look.error();
+            data = std::move(look.value().front());
+        }
+        if (data.err == static_cast<int>(errc::no_node)) // released in between
+            co_return out;
+        if (data.err != 0)
+            co_return refused(data, path, diag);
+        auto node = proto::parse_get_data(data.body);
+        if (!node || node->stat.czxid <= 0)
+            co_return malformed(data, "getData", path, diag);
+        out.node = std::move(*node);
+        co_return out;
+    }
+
+    static awaitable<result<void>> proclaimed(std::shared_ptr<session> s, std::string parent, std::string owner_hex,
+                                              std::int64_t czxid, std::string data, diagnostics* diag)
+    {
+        std::optional<std::string> known;
+        if (const auto mine = s->made_entry(parent, czxid))
+            known = mine->name;
+        for (int round = 0; round < 4; ++round) {
+            auto got = co_await holder_of(s, parent, known, diag);
+            if (!got)
+                co_return got.error();
+            const auto& h = got.value();
+            if (!h.node || h.node->stat.czxid != czxid) {
+                if (diag)
+                    diag->set_client_message(h.node ? "the lock is held under fence " +
+                                                          std::to_string(h.node->stat.czxid) + ", not " +
+                                                          std::to_string(czxid)
+                                                    : std::string{"the lock is not held"});
+                co_return distlock::errc::not_owner;
+            }
+            const auto w = detail::parse_waiter(h.name);
+            if (!w || w->owner != owner_hex) {
+                if (diag)
+                    diag->set_client_message("the lock's holder " + distlock::util::escape(h.name) +
+                                             " is not of this owner");
+                co_return distlock::errc::not_owner;
+            }
+            known = h.name;
+            const auto path = detail::child_path(parent, h.name);
+            auto wrote = co_await send(s, diag, write_record(*s, path, data, h.node->stat.version));
+            if (!wrote)
+                co_return wrote.error();
+            const auto& r = wrote.value().front();
+            if (r.err == 0)
+                co_return success();
+            if (r.err == static_cast<int>(errc::no_node))
+                co_return distlock::errc::not_owner;
+            if (r.err != static_cast<int>(errc::bad_version))
+                co_return refused(r, path, diag);
+            // The holder's mark, or another proclaim of this grant, came first: read again.
+        }
+        if (diag)
+            diag->set_client_message("the leader's node kept changing while its value was written");
+        co_return distlock::errc::store_unavailable;
+    }
+
+    static awaitable<result<leader_info>> led(std::shared_ptr<session> s, std::string parent, diagnostics* diag)
+    {
+        for (int round = 0; round < 3; ++round) {
+            auto got = co_await holder_of(s, parent, std::nullopt, diag);
+            if (!got)
+                co_return got.error();
+            const auto& h = got.value();
+            if (h.name.empty())
+                co_return leader_info{};
+            if (!h.node) // released between the two reads: look again
+                continue;
+            auto v = detail::value_of(h.node->data, h.node->stat.version);
+            if (v.unreadable) {
+                if (diag)
+                    diag->set_server_message("the data of " + detail::child_path(parent, h.name) + " is marked as a " +
+                                             std::to_string(h.node->data.size()) +
+                                             "-byte leader's value, longer than any proclaimed");
+                co_return distlock::errc::protocol_error;
+            }
+            leader_info info;
+            info.epoch = static_cast<fence_token>(h.node->stat.czxid);
+            info.owner = owner_shown(h.name);
+            info.value = std::move(v.value);
+            co_return info;
+        }
+        co_return leader_info{};
+    }
 
     // A node's data is its holder's mark only when set after its create (version 1 or
-    // more) to exactly the mark: other clients write data when they create their nodes
-    // (Curator its host's address, kazoo an identifier) and may set some later
-    // (Curator's revocation request), none of which says the node holds the lock.
-    static bool marks_holder(const proto::node_data& d) { return d.stat.version > 0 && d.data == holder_mark; }
+    // more) to the mark, alone or before a proclaimed value (detail/election.hpp):
+    // other clients write data when they create their nodes (Curator its host's
+    // address, kazoo an identifier) and may set some later (Curator's revocation
+    // request), none of which says the node holds the lock.
+    static bool marks_holder(const proto::node_data& d) { return detail::marks_holder(d.data, d.stat.version); }
 
     // The holder's owner as read() and list() report it: the first 8 hex digits of the
     // owner its name carries, else the name's first 8 characters.
@@ -1170,5 +1362,6 @@ static_assert(shared_queue_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
+static_assert(electing_store<store>);
 
 } // namespace distlock::zookeeper
