@@ -6,6 +6,8 @@
 #include "pending.hpp"
 #include "redis_support.hpp"
 
+#include <distlock/basic_leader_election.hpp>
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 
@@ -535,6 +537,37 @@ TEST_CASE("redis sentinel: the store finds the primary, follows a failover while
         const auto w = co_await (*waited)->unlock();
         CHECK(w);
     }, 90s);
+}
+
+TEST_CASE("redis sentinel: an election through the Sentinels: the value on the primary they name, observers woken "
+          "by the release",
+          "[redis][sentinel][election]")
+{
+    redis_sentinels set;
+    asio::io_context io;
+    dl::redis::store leader_store{io, set.config()}, observer_store{io, set.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        using election = dl::basic_leader_election<dl::redis::store, dl::retry::exponential_backoff>;
+        const dl::election_options opts{.term = {.ttl = 10s}, .poll = 5s};
+        election a{leader_store, "sentinel:vote", opts};
+        election watcher{observer_store, "sentinel:vote", opts};
+        auto t = co_await a.campaign("primary-side");
+        REQUIRE(t);
+        { const auto said_ = co_await leader_store.execute("GET", leader_store.leader_key("sentinel:vote"));
+          REQUIRE(said_);
+          CHECK(said_.value().text == std::to_string(t->epoch()) + ":primary-side"); }
+        auto seen = co_await watcher.observe();
+        REQUIRE(seen);
+        CHECK(seen->epoch == t->epoch());
+        CHECK(seen->value == "primary-side");
+        // The resignation's release notification wakes the observer long before its poll.
+        const auto resigned = dl::clock::now();
+        { const auto ok_ = co_await t->resign(); CHECK(ok_); }
+        auto gone = co_await watcher.observe_until(dl::clock::now() + 20s);
+        REQUIRE(gone);
+        CHECK_FALSE(*gone);
+        CHECK(dl::clock::now() - resigned < 4s);
+    }, 60s);
 }
 
 namespace {

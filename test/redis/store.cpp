@@ -2193,3 +2193,233 @@ TEST_CASE("redis plain: fair queues, shared grants, sets in one step and ids in 
         CHECK(std::chrono::steady_clock::now() - start < 5s);
     });
 }
+
+// -- Elections (electing_store): the value beside the lock ---------------------------
+
+TEST_CASE("redis election: proclaim writes \"<token>:<value>\" beside the lock, in its slot, only for the grant "
+          "that holds; leader() reads it for that grant only",
+          "[redis][election]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string name = "vote:1";
+        CHECK(store.leader_key(name) == "distlock:{#vote:1}:leader");
+        CHECK(hash_tag(store.leader_key("a{b}%")) == hash_tag(store.lock_key("a{b}%")));
+        // Free: nobody leads, nothing to proclaim with.
+        auto free = co_await store.leader(name);
+        REQUIRE(free);
+        CHECK(free->epoch == 0);
+        CHECK(free->owner.empty());
+        CHECK_FALSE(free->value);
+        const auto owner = dl::owner_token::generate();
+        auto none = co_await store.proclaim(name, owner, 1, "x");
+        CHECK(none.error() == dl::errc::not_owner);
+        { const auto said_ = co_await ask(store, "EXISTS", store.leader_key(name)); CHECK(said_.integer == 0); }
+
+        auto fence = co_await store.put_if_absent(name, owner, 10s);
+        REQUIRE(fence);
+        // Held, not proclaimed yet: the holder without a value.
+        auto unsaid = co_await store.leader(name);
+        REQUIRE(unsaid);
+        CHECK(unsaid->epoch == fence.value());
+        CHECK(unsaid->owner == owner.to_hex().substr(0, 8));
+        CHECK(unsaid->remaining);
+        CHECK_FALSE(unsaid->value);
+
+        // Any bytes, NUL included, up to the limit.
+        const std::string binary{"addr\0:10.0.0.7\xff", 15};
+        { const auto ok_ = co_await store.proclaim(name, owner, fence.value(), binary); CHECK(ok_); }
+        { const auto said_ = co_await ask(store, "GET", store.leader_key(name));
+          CHECK(said_.text == std::to_string(fence.value()) + ":" + binary); }
+        // One record per election, without a TTL: the lock's TTL is its own.
+        { const auto said_ = co_await ask(store, "PTTL", store.leader_key(name)); CHECK(said_.integer == -1); }
+        auto said = co_await store.leader(name);
+        REQUIRE(said);
+        CHECK(said->epoch == fence.value());
+        CHECK(said->owner == owner.to_hex().substr(0, 8));
+        REQUIRE(said->value);
+        CHECK(*said->value == binary);
+        CHECK(said->remaining > 9s);
+        const std::string largest(dl::max_leader_value_size, 'v');
+        { const auto ok_ = co_await store.proclaim(name, owner, fence.value(), largest); CHECK(ok_); }
+        said = co_await store.leader(name);
+        REQUIRE(said);
+        REQUIRE(said->value);
+        CHECK(*said->value == largest);
+        { const auto ok_ = co_await store.proclaim(name, owner, fence.value(), ""); CHECK(ok_); }
+        said = co_await store.leader(name);
+        REQUIRE(said);
+        CHECK(said->value == std::optional<std::string>{""});
+
+        // Another owner, or this owner with another token: refused, nothing written.
+        auto other = co_await store.proclaim(name, dl::owner_token::generate(), fence.value(), "other");
+        CHECK(other.error() == dl::errc::not_owner);
+        for (const dl::fence_token f : {dl::fence_token{0}, fence.value() - 1, fence.value() + 1}) {
+            auto wrong = co_await store.proclaim(name, owner, f, "wrong");
+            CHECK(wrong.error() == dl::errc::not_owner);
+        }
+        { const auto said_ = co_await ask(store, "GET", store.leader_key(name));
+          CHECK(said_.text == std::to_string(fence.value()) + ":"); }
+
+        // Released: nobody leads, and the next grant is not told the old value.
+        { const auto ok_ = co_await store.release(name, owner); CHECK(ok_); }
+        free = co_await store.leader(name);
+        REQUIRE(free);
+        CHECK(free->epoch == 0);
+        CHECK_FALSE(free->value);
+        const auto next_owner = dl::owner_token::generate();
+        auto next = co_await store.put_if_absent(name, next_owner, 10s);
+        REQUIRE(next);
+        auto fresh = co_await store.leader(name);
+        REQUIRE(fresh);
+        CHECK(fresh->epoch == next.value());
+        CHECK_FALSE(fresh->value);
+        // The earlier grant cannot proclaim over its successor.
+        auto late = co_await store.proclaim(name, owner, fence.value(), "late");
+        CHECK(late.error() == dl::errc::not_owner);
+        { const auto ok_ = co_await store.proclaim(name, next_owner, next.value(), "next"); CHECK(ok_); }
+        fresh = co_await store.leader(name);
+        REQUIRE(fresh);
+        CHECK(fresh->value == std::optional<std::string>{"next"});
+        { const auto ok_ = co_await store.release(name, next_owner); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("redis election: a value beyond the limit, an empty or oversized id are refused before any I/O",
+          "[redis][election][input]")
+{
+    asio::io_context io;
+    dl::redis::config nowhere;
+    nowhere.port = 1; // nothing listens: any request would fail as unavailable
+    for (const auto layout : {dl::redis::dialect::distlock, dl::redis::dialect::plain}) {
+        nowhere.dialect = layout;
+        dl::redis::store store{io, nowhere};
+        run(io, [&]() -> asio::awaitable<void> {
+            const auto owner = dl::owner_token::generate();
+            dl::diagnostics diag;
+            auto huge = co_await store.proclaim("vote", owner, 7, std::string(dl::max_leader_value_size + 1, 'x'), &diag);
+            REQUIRE_FALSE(huge);
+            CHECK(huge.error() == dl::errc::invalid_argument);
+            CHECK(diag.client_message().find("max_leader_value_size") != std::string::npos);
+            for (const auto& id : {std::string{}, std::string(dl::max_resource_size + 1, 'r')}) {
+                auto said = co_await store.proclaim(id, owner, 7, "v");
+                CHECK(said.error() == dl::errc::invalid_argument);
+                auto read = co_await store.leader(id);
+                CHECK(read.error() == dl::errc::invalid_argument);
+            }
+        });
+    }
+    // Under dialect::plain, ids in distlock's own keys too.
+    nowhere.dialect = dl::redis::dialect::plain;
+    dl::redis::store plain{io, nowhere};
+    run(io, [&]() -> asio::awaitable<void> {
+        auto said = co_await plain.proclaim("distlock:{x}", dl::owner_token::generate(), 7, "v");
+        CHECK(said.error() == dl::errc::invalid_argument);
+        auto read = co_await plain.leader("distlock:{x}");
+        CHECK(read.error() == dl::errc::invalid_argument);
+    });
+}
+
+TEST_CASE("redis election: records another client wrote: a value of another form or type is no value; a lock "
+          "without a token leads without one; a lock of another type fails with the server's words",
+          "[redis][election][input]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto fence = co_await store.put_if_absent("vote:2", owner, 10s);
+        REQUIRE(fence);
+        const auto token = std::to_string(fence.value());
+        const auto key = store.leader_key("vote:2");
+        for (const std::string& bad : {std::string{"garbage"}, token, token + "0:x", "0" + token + ":x", std::string{":x"},
+                                      std::to_string(fence.value() - 1) + ":x"}) {
+            INFO(bad);
+            (void)co_await ask(store, "SET", key, bad);
+            auto read = co_await store.leader("vote:2");
+            REQUIRE(read);
+            CHECK(read->epoch == fence.value());
+            CHECK_FALSE(read->value);
+        }
+        (void)co_await ask(store, "DEL", key);
+        (void)co_await ask(store, "HSET", key, "value", "x");
+        auto hashed = co_await store.leader("vote:2");
+        REQUIRE(hashed);
+        CHECK_FALSE(hashed->value);
+        // proclaim overwrites whatever the key held: it is the election's own.
+        { const auto ok_ = co_await store.proclaim("vote:2", owner, fence.value(), "mine"); CHECK(ok_); }
+        hashed = co_await store.leader("vote:2");
+        REQUIRE(hashed);
+        CHECK(hashed->value == std::optional<std::string>{"mine"});
+
+        // A lock key another client wrote without a token: held, epoch 0, no value,
+        // and no one proclaims with it.
+        (void)co_await ask(store, "SET", store.lock_key("vote:3"), "someone-else", "PX", "10000");
+        (void)co_await ask(store, "SET", store.leader_key("vote:3"), "0:x");
+        auto foreign = co_await store.leader("vote:3");
+        REQUIRE(foreign);
+        CHECK(foreign->epoch == 0);
+        CHECK(foreign->owner == "someone-"); // shortened, as read() does
+        CHECK_FALSE(foreign->value);
+        auto refused = co_await store.proclaim("vote:3", owner, 0, "v");
+        CHECK(refused.error() == dl::errc::not_owner);
+
+        // A lock key of another type: the server's refusal, nothing written.
+        (void)co_await ask(store, "HSET", store.lock_key("vote:4"), "f", "v");
+        dl::diagnostics diag;
+        auto wrong = co_await store.leader("vote:4", &diag);
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::errc::store_unavailable);
+        CHECK(diag.server_message().find("WRONGTYPE") != std::string::npos);
+        auto unwritten = co_await store.proclaim("vote:4", owner, fence.value(), "v");
+        CHECK(unwritten.error() == dl::errc::store_unavailable);
+        { const auto said_ = co_await ask(store, "EXISTS", store.leader_key("vote:4")); CHECK(said_.integer == 0); }
+        { const auto ok_ = co_await store.release("vote:2", owner); CHECK(ok_); }
+    });
+}
+
+TEST_CASE("redis plain: an election's value beside the id's lock, in its slot; a foreign holder leads no term",
+          "[redis][election][plain]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, plain_layout(server.config())};
+    run(io, [&]() -> asio::awaitable<void> {
+        for (const std::string id : {"vote:p", "{tag}x", "a{b}%"}) {
+            CHECK(dl::redis::detail::hash_slot(store.leader_key(id)) == dl::redis::detail::hash_slot(id));
+            CHECK(dl::redis::detail::key_layout{"distlock", false, true}.resource_beside(store.leader_key(id),
+                                                                                       "leader") == id);
+        }
+        const auto owner = dl::owner_token::generate();
+        auto fence = co_await store.put_if_absent("vote:p", owner, 10s);
+        REQUIRE(fence);
+        { const auto ok_ = co_await store.proclaim("vote:p", owner, fence.value(), std::string{"a\0b", 3}); CHECK(ok_); }
+        { const auto said_ = co_await ask(store, "GET", store.leader_key("vote:p"));
+          CHECK(said_.text == std::to_string(fence.value()) + ":" + std::string{"a\0b", 3}); }
+        auto said = co_await store.leader("vote:p");
+        REQUIRE(said);
+        CHECK(said->epoch == fence.value());
+        CHECK(said->owner == owner.to_hex().substr(0, 8));
+        CHECK(said->value == std::optional<std::string>{std::string{"a\0b", 3}});
+        auto wrong = co_await store.proclaim("vote:p", owner, fence.value() + 1, "v");
+        CHECK(wrong.error() == dl::errc::not_owner);
+        { const auto ok_ = co_await store.release("vote:p", owner); CHECK(ok_); }
+
+        // Another Redlock client takes the id: it holds, without a token or a value,
+        // and the value distlock's last grant left is not its.
+        (void)co_await ask(store, "SET", "vote:p", "0123456789abcdef0123456789abcdef", "PX", "10000");
+        auto theirs = co_await store.leader("vote:p");
+        REQUIRE(theirs);
+        CHECK(theirs->epoch == 0);
+        CHECK(theirs->owner == "01234567");
+        CHECK(theirs->remaining);
+        CHECK_FALSE(theirs->value);
+        // Its owner value with distlock's last token is still no grant of distlock's.
+        auto posing = co_await store.proclaim("vote:p", dl::owner_token::from_hex("0123456789abcdef0123456789abcdef"),
+                                              fence.value(), "v");
+        CHECK(posing.error() == dl::errc::not_owner);
+    });
+}

@@ -79,3 +79,25 @@ TEST_CASE("redis keys: a resource's shared holders and writer's intent live besi
     CHECK(key_layout{"distlock", false}.key("job", "sharers") == "distlock:{#job}:sharers");
     CHECK(key_layout{"distlock", false}.key("job", "intent") == "distlock:{#job}:intent");
 }
+
+TEST_CASE("redis keys: an election's value lives beside its lock, in its slot, in both layouts", "[redis_keys]")
+{
+    using distlock::redis::detail::hash_slot;
+    CHECK(key_layout{"distlock", false}.leader_key("vote") == "distlock:{#vote}:leader");
+    for (const bool tags : {false, true}) {
+        const key_layout keys{"app", tags};
+        const key_layout plain{"app", tags, true};
+        for (const std::string id : {"vote", "{user7}:cart", "a%{b}", "x{}y"}) {
+            const auto k = keys.leader_key(id);
+            CHECK(hash_slot(k) == hash_slot(keys.lock_key(id)));
+            CHECK(keys.resource_of(k, "leader") == id);
+            CHECK_FALSE(keys.resource_of(k, "lock"));
+            // Under the plain layout: beside the id's own key, in the id's slot.
+            const auto p = plain.leader_key(id);
+            CHECK(hash_slot(p) == hash_slot(id));
+            CHECK(plain.resource_beside(p, "leader") == id);
+            CHECK_FALSE(plain.resource_beside(p, "holder"));
+            CHECK(plain.reserved(p)); // no id can be it
+        }
+    }
+}

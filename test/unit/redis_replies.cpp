@@ -105,6 +105,45 @@ TEST_CASE("redis replies: inspect's {held, owner, pttl, token}", "[redis_replies
     CHECK(replies::inspected(array({integer(1), bulk("x"), integer(0)})).error() == dl::errc::protocol_error);
 }
 
+TEST_CASE("redis replies: the leader script's {0} and {1, owner, pttl, token[, value]}", "[redis_replies]")
+{
+    const auto free = replies::led(array({integer(0)})).value();
+    CHECK(free.epoch == 0);
+    CHECK(free.owner.empty());
+    CHECK_FALSE(free.value);
+    CHECK_FALSE(free.remaining);
+    const auto unsaid = replies::led(array({integer(1), bulk("0123456789abcdef"), integer(900), integer(5)})).value();
+    CHECK(unsaid.epoch == 5);
+    CHECK(unsaid.owner == "01234567");
+    CHECK(unsaid.remaining == std::chrono::milliseconds{900});
+    CHECK_FALSE(unsaid.value);
+    const std::string binary{"a\0b", 3};
+    const auto said =
+        replies::led(array({integer(1), bulk("0123456789abcdef"), integer(-1), integer(5), bulk(binary)})).value();
+    CHECK(said.value == std::optional<std::string>{binary});
+    CHECK_FALSE(said.remaining); // no TTL (-1): none to tell
+    // A holder without a token: held by someone, leading no term, with no value.
+    const auto foreign = replies::led(array({integer(1), bulk("someone"), integer(900), integer(0)})).value();
+    CHECK(foreign.epoch == 0);
+    CHECK(foreign.owner == "someone");
+    // Every other shape.
+    for (const auto& bad : {integer(0), bulk("x"), null(), error("ERR x"), array({}), array({bulk("0")}),
+                            array({integer(0), integer(0)}), array({integer(2), bulk("o"), integer(1), integer(5)}),
+                            array({integer(-1)}), array({integer(1), bulk("o"), integer(1)}),
+                            array({integer(1), integer(3), integer(1), integer(5)}),
+                            array({integer(1), bulk("o"), bulk("1"), integer(5)}),
+                            array({integer(1), bulk("o"), integer(1), integer(-5)}),
+                            array({integer(1), bulk("o"), integer(1), bulk("5")}),
+                            array({integer(1), bulk("o"), integer(1), integer(5), integer(7)}),
+                            array({integer(1), bulk("o"), integer(1), integer(5), null()}),
+                            array({integer(1), bulk("o"), integer(1), integer(0), bulk("v")}),
+                            array({integer(1), bulk("o"), integer(1), integer(5), bulk("v"), bulk("w")}),
+                            array({integer(1), bulk("o"), integer(1), integer(5), array({bulk("v")})})}) {
+        INFO(replies::described(bad));
+        CHECK(replies::led(bad).error() == dl::errc::protocol_error);
+    }
+}
+
 TEST_CASE("redis replies: sets, fenced writes, reads and WAIT", "[redis_replies]")
 {
     CHECK(replies::acquired_all(array({integer(1), integer(4)}), 3).value() == std::vector<dl::fence_token>{4, 4, 4});

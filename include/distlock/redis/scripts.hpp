@@ -25,6 +25,13 @@
 //                          its last holder, so N is kept exactly while anyone holds
 //   E(P):{#E(R)}:intent    shared grants only: a waiting writer's id, with its TTL;
 //                          while it lasts new readers are refused
+//   E(P):{#E(R)}:leader    an election on R only (basic_leader_election): the value
+//                          its leader proclaimed, "<fencing token>:<value>" (the
+//                          token of the grant that proclaimed it, in decimal, then
+//                          the value's bytes), without a TTL: one record per
+//                          election, which each term's proclaim overwrites. It is
+//                          read as the leader's value only while the lock is the
+//                          grant with that token
 //   E(P):{S}:fence         the last fencing token granted to a resource of the slot
 //                          whose tag is S (detail::slot_tags: '$' and up to three
 //                          letters or digits): an integer that only grows, without a
@@ -51,6 +58,9 @@
 //                              token; a lock with none is a foreign holder's
 //   E(P):{S}:released:E(R)     the channel a distlock release publishes on; other
 //                              clients publish nothing, so waiters also poll
+//   E(P):{S}:leader:E(R)       an election's value, as E(P):{#E(R)}:leader above:
+//                              proclaimed only by a distlock grant (its holder key
+//                              names its token), so never a foreign holder's
 //   E(P):{S}:fence             as above: the slot's last fencing token, shared with
 //                              the default layout's grants of the same prefix
 // Every one of these keys lies in R's slot, whether or not R has a hash tag of its
@@ -920,6 +930,81 @@ end
 return out
 )lua");
 
+// An election's value (basic_leader_election), kept as "<token>:<value>" under the
+// leader key: proclaim writes it only while the lock is the owner's grant with that
+// token, in the same script; leader reads it only when its token is the holder's.
+// So a value an earlier grant left behind is never the current leader's, and needs
+// no deleting when its grant ends: the next term's proclaim overwrites it.
+//
+// proclaimed(key, token): the value kept under `key` for the grant with token
+// `token` (1 or more); nil when there is none, when it is an earlier grant's, or
+// when the key holds something else (another type: read through pcall, as a
+// record someone else wrote, never an error).
+inline constexpr char proclaimed_lua[] = R"lua(
+local function proclaimed(key, token)
+  if token == 0 then
+    return nil
+  end
+  local entry = redis.pcall('GET', key)
+  local tag = string.format('%d', token) .. ':'
+  if type(entry) ~= 'string' or string.sub(entry, 1, #tag) ~= tag then
+    return nil
+  end
+  return string.sub(entry, #tag + 1)
+end
+)lua";
+
+inline constexpr auto proclaim = join(fence_lua, owns_lua, holder_lua, R"lua(
+local value = redis.call('GET', KEYS[1])
+if not owns(value, ARGV[1]) then
+  return 0
+end
+local _, token = holder_of(value)
+if token == 0 or string.format('%d', token) ~= ARGV[2] then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[2] .. ':' .. ARGV[3])
+return 1
+)lua");
+
+inline constexpr auto leader = join(fence_lua, holder_lua, proclaimed_lua, R"lua(
+local value = redis.call('GET', KEYS[1])
+if not value then
+  return {0}
+end
+local owner, token = holder_of(value)
+local out = {1, owner, redis.call('PTTL', KEYS[1]), token}
+out[5] = proclaimed(KEYS[2], token)
+return out
+)lua");
+
+// Only a distlock grant proclaims: the lock holds the owner alone and its holder key
+// names the token.
+inline constexpr auto proclaim_plain = join(fence_lua, holder_lua, plain_lua, R"lua(
+local value = lock_value(KEYS[1])
+if not value or value ~= ARGV[1] then
+  return 0
+end
+local token = holder_token(KEYS[2], value)
+if token == 0 or string.format('%d', token) ~= ARGV[2] then
+  return 0
+end
+redis.call('SET', KEYS[3], ARGV[2] .. ':' .. ARGV[3])
+return 1
+)lua");
+
+// A foreign holder is read as inspect_plain reads it (token 0), with no value.
+inline constexpr auto leader_plain = join(fence_lua, holder_lua, plain_lua, proclaimed_lua, R"lua(
+local value = lock_value(KEYS[1])
+if not value then
+  return {0}
+end
+local token = holder_token(KEYS[2], value)
+local out = {1, value, redis.call('PTTL', KEYS[1]), token}
+out[5] = proclaimed(KEYS[3], token)
+return out
+)lua");
+
 } // namespace detail
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms. {1, fence} when acquired; {0, pttl} when
@@ -1065,5 +1150,23 @@ inline constexpr std::string_view revoke_plain = detail::revoke_plain.view();
 /// redis::dialect::plain. KEYS: lock, holder of each resource. As survey (waiters 0),
 /// distlock's grants only: null for a lock its holder key does not name.
 inline constexpr std::string_view survey_plain = detail::survey_plain.view();
+
+/// electing_store. KEYS: lock, leader. ARGV: owner, token (decimal), value. Writes
+/// "<token>:<value>" under the leader key only while the lock is the owner's grant
+/// with that token: 1 when written, 0 when the grant is gone (nothing written).
+inline constexpr std::string_view proclaim = detail::proclaim.view();
+
+/// electing_store. KEYS: lock, leader. {0} when the lock is free; else {1, owner,
+/// pttl, token} as inspect reads the holder, with a fifth element, the value, when
+/// the leader key keeps one for that very token.
+inline constexpr std::string_view leader = detail::leader.view();
+
+/// redis::dialect::plain. KEYS: lock, holder, leader. ARGV and answer as proclaim,
+/// for distlock's grants only.
+inline constexpr std::string_view proclaim_plain = detail::proclaim_plain.view();
+
+/// redis::dialect::plain. KEYS: lock, holder, leader. As leader; the owner is the
+/// lock's value, the token 0 (and no value) for a holder that is not distlock's.
+inline constexpr std::string_view leader_plain = detail::leader_plain.view();
 
 } // namespace distlock::redis::scripts

@@ -58,9 +58,10 @@ namespace distlock::redis {
 /// errc::invalid_argument before any I/O.
 ///
 /// Models put_if_absent_store, owner_checked_store, fencing_counter_store,
-/// release_notifying_store, inspectable_store, enumerable_store, revocable_store and
+/// release_notifying_store, inspectable_store, enumerable_store, revocable_store,
 /// shared_lease_store (a shared mutex's readers and writers, a semaphore's permits,
-/// on one server, in a cluster and behind Sentinels alike).
+/// on one server, in a cluster and behind Sentinels alike) and electing_store (an
+/// election's value beside its lock, in every layout and topology).
 ///
 /// \par Thread safety
 /// Safe to use from several threads: all connection state lives on a strand.
@@ -135,6 +136,9 @@ public:
     /// intent (layout in redis/scripts.hpp): beside its lock key, in its slot.
     std::string sharers_key(std::string_view resource) const { return keys_.key(resource, "sharers"); }
     std::string intent_key(std::string_view resource) const { return keys_.key(resource, "intent"); }
+    /// Where an election on `resource` keeps its leader's value ("<token>:<value>"),
+    /// in its lock key's slot in either layout (scripts.hpp).
+    std::string leader_key(std::string_view resource) const { return keys_.leader_key(resource); }
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
 
@@ -311,6 +315,49 @@ public:
         return explained(eval(script::revoke, fair_queue_keys(resource),
                               strings(std::to_string(fence), channel(resource), sharded_flag()), diag, true),
                          &detail::replies::revoked, diag, "the revoke script answers 1 or 0");
+    }
+
+    // -- Elections (electing_store, basic_leader_election) ---------------------------
+
+    /// Keeps `value` as the value of the grant `owner` holds on `resource` with fencing
+    /// token `epoch`, in one script: the lock is checked to be that grant and the value
+    /// written under leader_key() tagged with the token, or nothing is written and the
+    /// answer is errc::not_owner. A value beyond max_leader_value_size, or an empty or
+    /// oversized resource, is errc::invalid_argument before any I/O.
+    /// The value has no TTL: one record per election, which the next term's proclaim
+    /// overwrites; leader() never reports it for another grant.
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (const auto ec = refused_election(resource, value, diag))
+            return backend::failed<void>(ec);
+        if (keys_.plain())
+            return explained(eval(script::proclaim_plain,
+                                  strings(lock_key(resource), holder_key(resource), leader_key(resource)),
+                                  strings(owner.to_hex(), std::to_string(epoch), value), diag),
+                             &detail::replies::owned, diag, "the proclaim script answers 1 or 0");
+        return explained(eval(script::proclaim, strings(lock_key(resource), leader_key(resource)),
+                              strings(owner.to_hex(), std::to_string(epoch), value), diag),
+                         &detail::replies::owned, diag, "the proclaim script answers 1 or 0");
+    }
+
+    /// Who holds the lock on `resource`, read as read() reads it (owner shortened,
+    /// time left, fencing token as epoch), with the value proclaimed for that very
+    /// grant (nullopt until it has), in one script. A free lock is leader_info{}; a
+    /// holder without a token (under redis::dialect::plain, another Redlock client's)
+    /// has epoch 0 and no value.
+    awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (const auto ec = refused_election(resource, {}, diag))
+            return backend::failed<leader_info>(ec);
+        if (keys_.plain())
+            return explained(eval(script::leader_plain,
+                                  strings(lock_key(resource), holder_key(resource), leader_key(resource)), {}, diag),
+                             &detail::replies::led, diag,
+                             "the leader script answers {0} or {1, owner, pttl, token[, value]}");
+        return explained(eval(script::leader, strings(lock_key(resource), leader_key(resource)), {}, diag),
+                         &detail::replies::led, diag,
+                         "the leader script answers {0} or {1, owner, pttl, token[, value]}");
     }
 
     /// Listens for releases of one resource, until destroyed.
@@ -734,7 +781,11 @@ private:
         release_raising_plain,
         inspect_plain,
         revoke_plain,
-        survey_plain
+        survey_plain,
+        proclaim,
+        leader,
+        proclaim_plain,
+        leader_plain
     };
 
     struct script_text {
@@ -744,7 +795,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 28> all{
+        static const std::array<script_text, 32> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -773,6 +824,10 @@ private:
             script_text{scripts::inspect_plain, detail::sha1_hex(scripts::inspect_plain)},
             script_text{scripts::revoke_plain, detail::sha1_hex(scripts::revoke_plain)},
             script_text{scripts::survey_plain, detail::sha1_hex(scripts::survey_plain)},
+            script_text{scripts::proclaim, detail::sha1_hex(scripts::proclaim)},
+            script_text{scripts::leader, detail::sha1_hex(scripts::leader)},
+            script_text{scripts::proclaim_plain, detail::sha1_hex(scripts::proclaim_plain)},
+            script_text{scripts::leader_plain, detail::sha1_hex(scripts::leader_plain)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -825,6 +880,23 @@ private:
                                      " begins as distlock's own keys do (key prefix, then \":{\"); choose another "
                                      "id or key_prefix");
         return errc::invalid_argument;
+    }
+
+    // An election's request that cannot be sent: an empty or oversized resource, a value
+    // beyond max_leader_value_size, or under redis::dialect::plain an id in distlock's
+    // own keys. Refused before any I/O, with why in `diag`.
+    std::error_code refused_election(std::string_view resource, std::string_view value, diagnostics* diag) const
+    {
+        if (const auto ec = validate_resource(resource))
+            return ec;
+        if (value.size() > max_leader_value_size) {
+            if (diag)
+                diag->set_client_message("an election's value of " + std::to_string(value.size()) +
+                                         " bytes is beyond max_leader_value_size (" +
+                                         std::to_string(max_leader_value_size) + ")");
+            return errc::invalid_argument;
+        }
+        return keys_.plain() ? refused_id(resource, diag) : std::error_code{};
     }
 
     // redis::dialect::plain: what the Redlock recipe has no form for is refused before
@@ -1233,5 +1305,6 @@ static_assert(clock_fenced_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(shared_lease_store<store>);
+static_assert(electing_store<store>);
 
 } // namespace distlock::redis

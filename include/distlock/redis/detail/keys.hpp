@@ -1,6 +1,7 @@
 // distlock/redis/detail/keys.hpp: the Redis store's key layout, without I/O: which
-// keys and channels a resource's lock, queue and fence live in. Pure functions over
-// strings, unit-tested and fuzzed for injectivity (test/fuzz/redis_keys.cpp).
+// keys and channels a resource's lock, queue, fence and election value live in. Pure
+// functions over strings, unit-tested and fuzzed for injectivity
+// (test/fuzz/key_layouts.cpp).
 #pragma once
 
 #include <distlock/redis/detail/cluster.hpp>
@@ -51,6 +52,15 @@ public:
         k.append(escaped_prefix_).append(":{").append(tag).append("}:").append(kind).push_back(':');
         append_escaped(k, resource);
         return k;
+    }
+
+    /// Where an election on `resource` keeps its leader's value (basic_leader_election):
+    /// key(resource, "leader"), or under the plain layout beside(resource, "leader"),
+    /// so that it lies in the lock key's hash slot in both (the scripts that check the
+    /// holder and write or read the value take both keys).
+    std::string leader_key(std::string_view resource) const
+    {
+        return plain_ ? beside(resource, "leader") : key(resource, "leader");
     }
 
     /// The resource whose `kind` key beside() built as `key`; nullopt for any other key.

@@ -171,6 +171,35 @@ inline result<lock_info> inspected(const resp::value& v)
     return info;
 }
 
+/// The leader script (electing_store::leader()): {0} free; {1, owner, pttl, token}
+/// held, with the value proclaimed for that grant as a fifth element when there is
+/// one. A holder without a token (0: another client's lock) leads no term of its own,
+/// so it has no value either; a value beside one makes no sense.
+inline result<leader_info> led(const resp::value& v)
+{
+    if (v.type != resp::type::array || v.elements.empty() || !integer_at(v, 0))
+        return errc::protocol_error;
+    if (v.elements[0].integer == 0) {
+        if (v.elements.size() != 1)
+            return errc::protocol_error;
+        return leader_info{};
+    }
+    if (v.elements[0].integer != 1 || (v.elements.size() != 4 && v.elements.size() != 5) ||
+        !v.elements[1].is_string() || !integer_at(v, 2) || !integer_at(v, 3) || v.elements[3].integer < 0)
+        return errc::protocol_error;
+    leader_info info;
+    info.epoch = static_cast<fence_token>(v.elements[3].integer);
+    info.owner = v.elements[1].text.substr(0, 8);
+    if (v.elements[2].integer > 0)
+        info.remaining = std::chrono::milliseconds{v.elements[2].integer};
+    if (v.elements.size() == 5) {
+        if (!v.elements[4].is_string() || info.epoch == 0)
+            return errc::protocol_error;
+        info.value = v.elements[4].text;
+    }
+    return info;
+}
+
 /// acquire_all: {1, fence} (the set's one token, for each of its `count` resources)
 /// or {0, ...} held.
 inline result<std::vector<fence_token>> acquired_all(const resp::value& v, std::size_t count)
