@@ -254,7 +254,7 @@ TEST_CASE("etcd: queue entries state their mode in the value; a value of no know
     }
     CHECK_FALSE(etcd::detail::entry_mode_of(owner + "+read").foreign);
     // A concurrency.Mutex's key is never marked.
-    CHECK(etcd::detail::carries_mark(etcd::detail::kv{"k", owner + "+held", 1, 1, 1}));
+    CHECK(etcd::detail::carries_mark(etcd::detail::kv{"p/r/" + owner, owner + "+held", 1, 1, 1}));
     CHECK_FALSE(etcd::detail::carries_mark(etcd::detail::kv{"k", "", 1, 1, 1}));
 }
 
@@ -623,7 +623,8 @@ TEST_CASE("etcd: a watch from a compacted revision recovers by reading the key",
                                                                       dl::clock::now() + 20s));
         co_await test::settle(300ms);
         CHECK_FALSE(waiting.ready());
-        (void)server.call("kv/put", {{"key", b64(alive)}, {"value", b64("v+held")}});
+        // A mark is the key's owner (its last part) followed by "+held".
+        (void)server.call("kv/put", {{"key", b64(alive)}, {"value", b64("alive+held")}});
         co_await test::settle(300ms);
         CHECK_FALSE(waiting.ready());
         (void)server.call("kv/deleterange", etcd::detail::range_request(alive));
@@ -1203,5 +1204,221 @@ TEST_CASE("etcd: the concurrency dialect: the id verbatim in the key, ids holdin
         co_await a.close();
         co_await b.close();
         co_await unreachable.close();
+    });
+}
+
+// -- Elections -------------------------------------------------------------------------
+
+TEST_CASE("etcd: elections: the value's layout in the leader's entry, read back in either dialect; hostile "
+          "leader reads are protocol errors",
+          "[etcd][input]")
+{
+    using etcd::key_dialect;
+    const std::string owner = "0123456789abcdef0123456789abcdef";
+    const std::string value{"a\0+held", 7};
+    const auto written = etcd::detail::proclaimed_entry_value(owner, value, key_dialect::distlock);
+    CHECK(written == owner + "+elect=" + value + "+held");
+    CHECK(etcd::detail::proclaimed_entry_value(owner, value, key_dialect::concurrency) == value);
+    // Every reader of entry values reads it as the holder's exclusive entry, marked.
+    const auto mode = etcd::detail::parse_entry_value(written);
+    REQUIRE(mode);
+    CHECK(mode->kind == etcd::detail::entry_kind::exclusive);
+    CHECK(etcd::detail::carries_mark(etcd::detail::kv{"p/r/" + owner, written, 1, 1, 1}));
+    CHECK(etcd::detail::parse_entry_value(owner + "+elect=+held"));
+    CHECK_FALSE(etcd::detail::parse_entry_value(owner + "+elect=x"));
+    CHECK_FALSE(etcd::detail::parse_entry_value(owner + "+elect+held"));
+    // The mark is the owner's: a value another program writes never carries it.
+    CHECK_FALSE(etcd::detail::carries_mark(etcd::detail::kv{"p/r/694d7c8a1b2c3d4e", "x+held", 1, 1, 1}));
+    CHECK_FALSE(etcd::detail::carries_mark(etcd::detail::kv{"p/r/" + owner, "+held", 1, 1, 1}));
+
+    using etcd::detail::proclaimed_in;
+    CHECK(proclaimed_in(owner, written) == value);
+    CHECK(proclaimed_in(owner, owner + "+elect=+held") == std::string{});
+    CHECK(proclaimed_in(owner, owner) == std::nullopt);           // not proclaimed yet
+    CHECK(proclaimed_in(owner, owner + "+held") == std::nullopt); // marked, not proclaimed
+    CHECK(proclaimed_in(owner, value) == value);                  // the concurrency dialect's form
+    CHECK(proclaimed_in(owner, "") == std::string{});
+    CHECK(proclaimed_in("694d7c8a1b2c3d4e", "") == std::string{}); // a Mutex's key
+    CHECK(proclaimed_in("694d7c8a1b2c3d4e", owner) == owner);      // a Go candidate's value, whatever it is
+    // Another owner's elect form in this owner's key is no proclaimed value of it.
+    CHECK(proclaimed_in(owner, "fedcba9876543210fedcba9876543210+elect=v+held") == std::nullopt);
+    CHECK(etcd::detail::reads_as_entry_value(owner));
+    CHECK(etcd::detail::reads_as_entry_value(owner + "+anything"));
+    CHECK_FALSE(etcd::detail::reads_as_entry_value(owner + "x"));
+    CHECK_FALSE(etcd::detail::reads_as_entry_value("0123456789ABCDEF0123456789ABCDEF"));
+    CHECK_FALSE(etcd::detail::reads_as_entry_value("leader-1"));
+
+    const std::string queue = "p/r/";
+    const auto request = etcd::detail::proclaim_request(queue, queue + owner, 42, written);
+    REQUIRE(request["compare"].size() == 2);
+    CHECK(request["compare"][0] == etcd::detail::create_compare(queue + owner, 42));
+    CHECK(request["compare"][1] == etcd::detail::created_since_compare(queue, 42));
+    const auto& put = request["success"][0]["request_put"];
+    CHECK(put["key"] == b64(queue + owner));
+    CHECK(put["value"] == b64(written));
+    CHECK(put["ignore_lease"] == true);
+    CHECK_FALSE(put.contains("lease"));
+
+    const auto one = [&](json k) { return json{{"kvs", json::array({std::move(k)})}, {"count", "1"}}; };
+    const json good = {{"key", b64(queue + owner)}, {"value", b64(written)}, {"create_revision", "42"},
+                       {"lease", "7"}};
+    {
+        const auto l = etcd::detail::decode_leader(one(good), queue, nullptr);
+        REQUIRE(l);
+        CHECK(l->held);
+        CHECK(l->owner == owner);
+        CHECK(l->entry == 42);
+        CHECK(l->lease == 7);
+        CHECK(l->value == value);
+        const auto empty = etcd::detail::decode_leader(json::object(), queue, nullptr);
+        REQUIRE(empty);
+        CHECK_FALSE(empty->held);
+    }
+    auto outside = good;
+    outside["key"] = b64("p/other/" + owner);
+    auto bare = good;
+    bare["key"] = b64(queue);
+    auto unborn = good;
+    unborn["create_revision"] = "0";
+    auto negative = good;
+    negative["lease"] = "-3";
+    auto not_text = good;
+    not_text["value"] = 12;
+    json two = one(good);
+    two["kvs"].push_back(good);
+    two["count"] = "2";
+    for (const auto& hostile : std::vector<json>{one(outside), one(bare), one(unborn), one(negative), one(not_text),
+                                                 two, json::array(), json{{"kvs", "x"}}, json{{"count", "x"}}}) {
+        INFO(hostile.dump());
+        dl::diagnostics diag;
+        const auto l = etcd::detail::decode_leader(hostile, queue, &diag);
+        REQUIRE_FALSE(l);
+        CHECK(l.error() == dl::errc::protocol_error);
+        CHECK_FALSE(diag.to_string().empty());
+    }
+}
+
+TEST_CASE("etcd: elections: the value lives in the leader's entry, written only while it holds; a new grant "
+          "reports none until it proclaims; bad values refused before any request",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("elect");
+    asio::io_context io;
+    auto go_cfg = server.config(prefix);
+    go_cfg.dialect = etcd::key_dialect::concurrency;
+    auto nowhere = server.config(test::fresh_prefix("nowhere"));
+    nowhere.members = {{"127.0.0.1", 1}}; // nothing listens: any request would fail
+    auto nowhere_go = nowhere;
+    nowhere_go.prefix = test::fresh_prefix("nowhere");
+    nowhere_go.dialect = etcd::key_dialect::concurrency;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)}, go{io, go_cfg},
+        unreachable{io, nowhere}, unreachable_go{io, nowhere_go};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto someone = dl::owner_token::generate();
+        {
+            auto big = co_await unreachable.proclaim("e", someone, 5, std::string(dl::max_leader_value_size + 1, 'x'));
+            REQUIRE_FALSE(big);
+            CHECK(big.error() == dl::errc::invalid_argument);
+            dl::diagnostics diag;
+            auto shaped = co_await unreachable_go.proclaim("e", someone, 5, someone.to_hex() + "+read", &diag);
+            REQUIRE_FALSE(shaped);
+            CHECK(shaped.error() == dl::errc::invalid_argument);
+            CHECK(diag.to_string().find("32 hex digits") != std::string::npos);
+        }
+
+        dl::basic_leader_election<etcd::store> ea{a, "e"}, eb{b, "e"};
+        const std::string with_nul{"a\0b", 3};
+        auto ta = co_await ea.campaign(with_nul);
+        REQUIRE(ta);
+        auto keys = queue_of(server, prefix, "e");
+        REQUIRE(keys.size() == 1);
+        CHECK(keys[0].key == prefix + "e/" + ta->owner().to_hex());
+        CHECK(keys[0].value == ta->owner().to_hex() + "+elect=" + with_nul + "+held");
+        CHECK(keys[0].lease == a.session_lease());
+        CHECK(static_cast<dl::fence_token>(keys[0].create_revision) == ta->epoch());
+        {
+            auto seen = co_await b.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == ta->epoch());
+            CHECK(seen->owner == ta->owner().to_hex().substr(0, 8));
+            CHECK(seen->value == with_nul);
+            CHECK(seen->remaining);
+        }
+        const std::string largest(dl::max_leader_value_size, '\0');
+        { const auto ok_ = co_await ea.proclaim(*ta, largest); REQUIRE(ok_); }
+        {
+            auto seen = co_await b.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->value == largest);
+        }
+        // Only the holder's own key, created at its epoch.
+        { const auto no_ = co_await b.proclaim("e", someone, ta->epoch(), "x"); CHECK(no_.error() == dl::errc::not_owner); }
+        { const auto no_ = co_await a.proclaim("e", ta->owner(), ta->epoch() + 1, "x"); CHECK(no_.error() == dl::errc::not_owner); }
+
+        // A waiter that comes to lead marks its key in the background: the mark never
+        // overwrites the value it proclaims.
+        auto next = test::start(co_await asio::this_coro::executor, eb.campaign("B"));
+        (void)co_await test::eventually("two keys", [&] { return queue_of(server, prefix, "e").size() == 2; },
+                                        test::long_enough());
+        const auto old_epoch = ta->epoch();
+        const auto old_owner = ta->owner();
+        { const auto ok_ = co_await ta->resign(); CHECK(ok_); }
+        { const bool came_ = co_await next.wait(); REQUIRE(came_); }
+        auto& tb = next.get();
+        REQUIRE(tb);
+        co_await dl::backend::sleep_until(dl::clock::now() + 300ms);
+        keys = queue_of(server, prefix, "e");
+        REQUIRE(keys.size() == 1);
+        CHECK(keys[0].value == tb->owner().to_hex() + "+elect=B+held");
+        // The term that ended writes nothing.
+        { const auto no_ = co_await a.proclaim("e", old_owner, old_epoch, "late"); CHECK(no_.error() == dl::errc::not_owner); }
+        { const auto ok_ = co_await tb->resign(); CHECK(ok_); }
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == 0);
+            CHECK_FALSE(seen->value);
+        }
+
+        // A grant that has not proclaimed has no value, whatever an earlier one said.
+        dl::basic_distributed_mutex<etcd::store> mb{b, "e"};
+        auto held = co_await mb.lock();
+        REQUIRE(held);
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->epoch == held->fence());
+            CHECK_FALSE(seen->value);
+        }
+        { const auto ok_ = co_await b.proclaim("e", held->owner(), held->fence(), ""); REQUIRE(ok_); }
+        {
+            auto seen = co_await a.leader("e");
+            REQUIRE(seen);
+            CHECK(seen->value == std::string{});
+        }
+        { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
+
+        // The concurrency dialect: the value is the key's whole value, as etcd's
+        // concurrency.Election writes a candidate's, and read so by every dialect.
+        dl::basic_leader_election<etcd::store> eg{go, "e"};
+        auto tg = co_await eg.campaign("10.0.0.7:80");
+        REQUIRE(tg);
+        keys = queue_of(server, prefix, "e", 0, etcd::key_dialect::concurrency);
+        REQUIRE(keys.size() == 1);
+        CHECK(keys[0].value == "10.0.0.7:80");
+        CHECK(keys[0].lease == go.session_lease());
+        {
+            auto seen = co_await a.leader("e"); // "e" needs no escaping: one queue for both dialects
+            REQUIRE(seen);
+            CHECK(seen->epoch == tg->epoch());
+            CHECK(seen->value == "10.0.0.7:80");
+        }
+        { const auto ok_ = co_await tg->resign(); CHECK(ok_); }
+        co_await a.close();
+        co_await b.close();
+        co_await go.close();
+        co_await unreachable.close();
+        co_await unreachable_go.close();
     });
 }

@@ -82,6 +82,7 @@ void decode_document(const json& doc)
         [&](dl::diagnostics* d) { return etcd_replies::decode_listing(doc, "locks/", "seat/", d); });
     run("etcd decode_presence",
         [&](dl::diagnostics* d) { return etcd_replies::decode_presence(doc, checked_keys, d); });
+    run("etcd decode_leader", [&](dl::diagnostics* d) { return etcd_replies::decode_leader(doc, "locks/a/", d); });
     run("etcd decode_lease_grant", [&](dl::diagnostics* d) { return etcd_replies::decode_lease_grant(doc, d); });
     run("etcd decode_keepalive", [&](dl::diagnostics* d) { return etcd_replies::decode_keepalive(doc, d); });
     run("etcd decode_time_to_live", [&](dl::diagnostics* d) { return etcd_replies::decode_time_to_live(doc, d); });

@@ -1,11 +1,14 @@
-// test/interop/etcd.cpp: distlock and etcd's own concurrency.Mutex on one member.
+// test/interop/etcd.cpp: distlock and etcd's own concurrency.Mutex and
+// concurrency.Election on one member.
 // The Mutex runs in `etcdctl lock NAME -- sh -c ...` (etcdctl 3.4): the command prints
 // "held <ETCD_LOCK_KEY> <ETCD_LOCK_REV>" once the Mutex holds, waits for a file to
 // appear (not for stdin: etcdctl hands its stdin to the command in non-blocking mode,
 // so a read there ends at once) or for etcdctl to die, prints "released" and ends, and
 // etcdctl unlocks. Until it holds, etcdctl prints nothing. Under the concurrency
 // dialect, the store's resource R and the Mutex on <prefix>R are one lock; under the
-// default dialect, the Mutex on <prefix><escaped R> is.
+// default dialect, the Mutex on <prefix><escaped R> is. `etcdctl elect` (Go's
+// Election, keys of the Mutex's layout valued with the candidate's proposal) and a
+// distlock election on R under the concurrency dialect elect one leader between them.
 #include "etcd/etcd_support.hpp"
 #include "process.hpp"
 
@@ -14,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -79,6 +83,38 @@ public:
 
 private:
     std::filesystem::path release_file_;
+    std::unique_ptr<test::child> proc_;
+};
+
+/// `etcdctl elect NAME PROPOSAL` (Go's concurrency.Election, its session's TTL 60 s):
+/// once it leads it prints its key and value, then waits; SIGTERM makes it resign.
+/// `etcdctl elect -l NAME` observes: it prints the leader's key and value at each change.
+class etcdctl_elect {
+public:
+    explicit etcdctl_elect(std::vector<std::string> args)
+    {
+        std::vector<std::string> argv{"etcdctl",
+                                      "--endpoints=http://127.0.0.1:" + std::to_string(test::shared_etcd().port()),
+                                      "elect"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        proc_ = std::make_unique<test::child>(std::move(argv));
+    }
+
+    /// The next leader it prints (key, value); nullopt when none came within `limit`.
+    asio::awaitable<std::optional<std::pair<std::string, std::string>>> next(std::chrono::milliseconds limit)
+    {
+        auto key = co_await proc_->next_line(limit);
+        if (!key)
+            co_return std::nullopt;
+        auto value = co_await proc_->next_line(5s);
+        REQUIRE(value);
+        co_return std::pair{std::move(*key), std::move(*value)};
+    }
+
+    void signal(int sig) { proc_->kill(sig); }
+    std::optional<int> wait(std::chrono::milliseconds limit) const { return proc_->wait(limit); }
+
+private:
     std::unique_ptr<test::child> proc_;
 };
 
@@ -311,6 +347,105 @@ TEST_CASE("etcd interop: under the default dialect the Mutex on <prefix><escaped
         auto l = co_await m.lock();
         REQUIRE(l);
         { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        co_await store.close();
+    });
+}
+
+TEST_CASE("etcd interop: `etcdctl elect` leads: a distlock campaign waits and observes its value, and leads once "
+          "etcdctl's session ends",
+          "[interop][etcd]")
+{
+    const auto prefix = test::fresh_prefix("interop");
+    asio::io_context io;
+    etcd::store store{io, in_concurrency_dialect(prefix)}, watcher{io, in_concurrency_dialect(prefix)};
+    etcdctl_elect go{{prefix + resource, "go-1"}};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto led = co_await go.next(15s);
+        REQUIRE(led);
+        CHECK(led->first.starts_with(prefix + resource + "/"));
+        CHECK(led->second == "go-1");
+        const auto go_epoch = static_cast<dl::fence_token>(created_at(led->first));
+        dl::basic_leader_election<etcd::store> candidate{store, resource}, observer{watcher, resource};
+        {
+            auto now = co_await observer.current();
+            REQUIRE(now);
+            CHECK(now->epoch == go_epoch);
+            CHECK(now->value == "go-1");
+            auto seen = co_await observer.observe_until(dl::clock::now() + 5s);
+            REQUIRE(seen);
+            CHECK(seen->value == "go-1");
+        }
+        auto campaign = test::start(co_await asio::this_coro::executor, candidate.campaign("dl-1"));
+        (void)co_await test::eventually("two keys", [&] { return queued_keys(prefix).size() == 2; },
+                                        test::long_enough());
+        CHECK_FALSE(campaign.ready());
+        // SIGKILLed, etcdctl resigns nothing: its session's lease ends (revoked here,
+        // as its TTL of 60 s would, later).
+        const auto go_lease = queued_keys(prefix).front().lease;
+        go.signal(SIGKILL);
+        (void)test::shared_etcd().call("lease/revoke", {{"ID", std::to_string(go_lease)}});
+        { const bool came_ = co_await campaign.wait(5000ms); REQUIRE(came_); }
+        auto& t = campaign.get();
+        REQUIRE(t);
+        CHECK(t->epoch() > go_epoch);
+        auto seen = co_await observer.observe_until(dl::clock::now() + 5s);
+        REQUIRE(seen);
+        CHECK(seen->epoch == t->epoch());
+        CHECK(seen->value == "dl-1");
+        { const auto ok_ = co_await t->resign(); CHECK(ok_); }
+        co_await store.close();
+        co_await watcher.close();
+    });
+}
+
+TEST_CASE("etcd interop: distlock leads: `etcdctl elect -l` prints its values; a waiting `etcdctl elect` leads "
+          "after distlock resigns",
+          "[interop][etcd]")
+{
+    const auto prefix = test::fresh_prefix("interop");
+    asio::io_context io;
+    etcd::store store{io, in_concurrency_dialect(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_leader_election<etcd::store> election{store, resource};
+        auto t = co_await election.campaign("dl-V");
+        REQUIRE(t);
+        etcdctl_elect listener{{"-l", prefix + resource}};
+        {
+            const auto seen = co_await listener.next(15s);
+            REQUIRE(seen);
+            CHECK(seen->first == prefix + resource + "/" + t->owner().to_hex());
+            CHECK(seen->second == "dl-V");
+        }
+        { const auto ok_ = co_await election.proclaim(*t, "dl-W"); REQUIRE(ok_); }
+        {
+            const auto seen = co_await listener.next(5s);
+            REQUIRE(seen);
+            CHECK(seen->second == "dl-W");
+        }
+        etcdctl_elect go{{prefix + resource, "go-2"}};
+        (void)co_await test::eventually("two keys", [&] { return queued_keys(prefix).size() == 2; },
+                                        test::long_enough());
+        { const auto early = co_await go.next(500ms); CHECK_FALSE(early); }
+        { const auto ok_ = co_await t->resign(); CHECK(ok_); }
+        {
+            const auto led = co_await go.next(5s);
+            REQUIRE(led);
+            CHECK(led->second == "go-2");
+            CHECK(static_cast<dl::fence_token>(created_at(led->first)) > t->epoch());
+        }
+        {
+            const auto seen = co_await listener.next(5s);
+            REQUIRE(seen);
+            CHECK(seen->second == "go-2");
+        }
+        auto now = co_await election.current();
+        REQUIRE(now);
+        CHECK(now->value == "go-2");
+        go.signal(SIGTERM); // resigns
+        CHECK(go.wait(5s) == 0);
+        CHECK(queued_keys(prefix).empty());
+        listener.signal(SIGTERM);
+        (void)listener.wait(5s);
         co_await store.close();
     });
 }

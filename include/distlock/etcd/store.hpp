@@ -66,8 +66,9 @@
 namespace distlock::etcd {
 
 /// An etcd cluster used as a lock store. Models session_queue_store,
-/// shared_queue_store, inspectable_store, enumerable_store and revocable_store; its
-/// default acquisition is acquire::session_queue, so `basic_distributed_mutex<etcd::store>`
+/// shared_queue_store, inspectable_store, enumerable_store, revocable_store and
+/// electing_store; its default acquisition is acquire::session_queue, so
+/// `basic_distributed_mutex<etcd::store>`
 /// queues fairly, needs no watchdog, and its leases end with the store's session; a
 /// shared mutex's and a semaphore's is acquire::shared_queue, in the same queue.
 ///
@@ -203,6 +204,51 @@ public:
         if (fence == 0 || fence > static_cast<fence_token>(INT64_MAX)) // no key was created there
             return backend::failed<void>(distlock::errc::not_owner);
         return revoked(client_, queue_of(resource), static_cast<std::int64_t>(fence), diag);
+    }
+
+    // -- electing_store ----------------------------------------------------------------
+
+    /// Writes `value` into the holder's entry of `resource` (keys.hpp: elections): one
+    /// txn that puts it, keeping the key's lease, only while `owner`'s key is the one
+    /// created at `epoch` and no key of the queue is older; errc::not_owner otherwise.
+    /// errc::invalid_argument before any request for a value over
+    /// max_leader_value_size, and under the concurrency dialect for one with the shape
+    /// of a distlock entry's value (32 lower-case hex digits, then nothing or '+'),
+    /// which would read as no value.
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (auto ec = checked_resource(resource, diag))
+            return backend::failed<void>(ec);
+        if (value.size() > max_leader_value_size) {
+            if (diag)
+                diag->set_client_message("etcd: a leader's value of " + std::to_string(value.size()) +
+                                         " bytes (at most " + std::to_string(max_leader_value_size) + ")");
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
+        const auto dialect = settings().dialect;
+        if (dialect == key_dialect::concurrency && detail::reads_as_entry_value(value)) {
+            if (diag)
+                diag->set_client_message("etcd: under the concurrency dialect a leader's value may not begin with "
+                                         "32 hex digits and then end or '+': it would read as a queue entry's mode");
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
+        if (epoch == 0 || epoch > static_cast<fence_token>(INT64_MAX)) // no key was created there
+            return backend::failed<void>(distlock::errc::not_owner);
+        const auto queue = queue_of(resource);
+        const auto txn = detail::proclaim_request(queue, queue + owner.to_hex(), static_cast<std::int64_t>(epoch),
+                                                  detail::proclaimed_entry_value(owner.to_hex(), value, dialect));
+        return proclaimed(client_, txn.dump(), diag);
+    }
+
+    /// The election's leader: the queue's oldest key (one range request), its owner
+    /// (the key's last part, shortened), fence and value (keys.hpp: proclaimed_in),
+    /// and its lease's time left; a default leader_info when the queue is empty.
+    awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        if (auto ec = checked_resource(resource, diag))
+            return backend::failed<leader_info>(ec);
+        return led(client_, queue_of(resource), diag);
     }
 
     // -- Beyond the concepts ----------------------------------------------------------
@@ -414,11 +460,13 @@ private:
     // waiter behind it then knows, when the key goes, that it is the oldest, with no
     // read. In the background: the grant does not wait for it, and a mark that fails
     // costs only that read.
+    // Its value must still be the one the entry was made with: a leader that
+    // proclaimed first keeps its value (which carries the mark already).
     static awaitable<void> marked(std::shared_ptr<detail::client> c, std::string key, std::string owner,
                                   std::int64_t lease, std::int64_t entry)
     {
         const json txn = {
-            {"compare", json::array({detail::create_compare(key, entry)})},
+            {"compare", json::array({detail::create_compare(key, entry), detail::value_compare(key, owner)})},
             {"success", json::array({json{
                             {"request_put", put_request(key, owner + std::string{detail::holder_mark}, lease)}}})}};
         (void)co_await detail::client::call(c, "kv/txn", txn.dump(), nullptr);
@@ -651,6 +699,48 @@ private:
         co_return success();
     }
 
+    static awaitable<result<void>> proclaimed(std::shared_ptr<detail::client> c, std::string txn,
+                                              diagnostics* diag)
+    {
+        auto got = co_await detail::client::call(c, "kv/txn", std::move(txn), diag);
+        if (!got)
+            co_return got.error();
+        const auto answer = detail::decode_txn(got.value(), diag);
+        if (!answer)
+            co_return answer.error();
+        if (!answer->succeeded)
+            co_return distlock::errc::not_owner;
+        co_return success();
+    }
+
+    static awaitable<result<leader_info>> led(std::shared_ptr<detail::client> c, std::string queue,
+                                              diagnostics* diag)
+    {
+        auto oldest = detail::queue_request(queue, "ASCEND", 1);
+        oldest.erase("keys_only");
+        auto got = co_await detail::client::call(c, "kv/range", oldest.dump(), diag);
+        if (!got)
+            co_return got.error();
+        auto entry = detail::decode_leader(got.value(), queue, diag);
+        if (!entry)
+            co_return entry.error();
+        leader_info info;
+        if (!entry->held)
+            co_return info;
+        info.epoch = static_cast<fence_token>(entry->entry);
+        info.owner = entry->owner.substr(0, 8);
+        info.value = std::move(entry->value);
+        if (entry->lease == 0)
+            co_return info;
+        const json ask = {{"ID", std::to_string(entry->lease)}};
+        if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask.dump(), nullptr)) {
+            // Best effort, as read()'s.
+            if (const auto seconds = detail::decode_time_to_live(ttl.value(), nullptr); seconds && seconds.value() >= 0)
+                info.remaining = std::chrono::seconds{seconds.value()};
+        }
+        co_return info;
+    }
+
     static awaitable<result<lock_info>> inspected(std::shared_ptr<detail::client> c, std::string queue,
                                                   diagnostics* diag)
     {
@@ -763,5 +853,6 @@ static_assert(shared_queue_store<store>);
 static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
+static_assert(electing_store<store>);
 
 } // namespace distlock::etcd

@@ -11,6 +11,8 @@
 //   <owner>+read               a shared mutex's reader
 //   <owner>+permits=N          a permit of a semaphore of N, not granted yet
 //   <owner>+permits=N+slot=S   a permit that holds slot S
+//   <owner>+elect=V+held       an election's leader (exclusive, holding) that
+//                              proclaimed V (keys.hpp: elections)
 // (N and S in decimal, without leading zeros). A mutex and a shared mutex's writer on
 // one resource are entries of one kind in one queue: they exclude each other, and the
 // readers, as two mutexes do. A shared entry never carries the holder's mark: a mark
@@ -132,6 +134,10 @@ inline std::optional<entry_mode> parse_entry_value(std::string_view value)
         return std::nullopt;
     auto rest = value.substr(owner_hex_digits);
     if (rest.empty() || rest == holder_mark)
+        return entry_mode{};
+    // A leader's entry with the value it proclaimed (keys.hpp: elections).
+    if (rest.size() >= elect_mark.size() + holder_mark.size() && rest.starts_with(elect_mark) &&
+        rest.ends_with(holder_mark))
         return entry_mode{};
     if (rest == reader_mark)
         return entry_mode{entry_kind::reader, 0, std::nullopt};

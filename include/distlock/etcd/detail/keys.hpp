@@ -141,6 +141,63 @@ inline std::optional<queue_key> parse_queue_key(std::string_view prefix, std::st
 /// it then needs no read when the key goes; see docs/etcd.md).
 inline constexpr std::string_view holder_mark = "+held";
 
+// -- Elections ---------------------------------------------------------------------------
+//
+// An election's leader is the holder of its queue; the value it proclaims lives in its
+// own entry's value, so it goes with the grant (released, expired, revoked) and a new
+// grant, a new key, starts without one. Under the default dialect the entry keeps the
+// form every reader of entry values knows (entries.hpp), the value between two marks:
+//   <owner>+elect=<value>+held
+// (only the holder proclaims, so the holder's mark is true, and a waiter that sees the
+// put as its predecessor's mark is right). Under key_dialect::concurrency the value is
+// the entry's whole value, as etcd's concurrency.Election writes a candidate's key
+// (Go's clientv3/concurrency, `etcdctl elect`), so that both read one leader's value.
+
+/// What comes before a proclaimed value in a default-dialect entry's value.
+inline constexpr std::string_view elect_mark = "+elect=";
+
+/// Whether `value` has the shape of a distlock entry's value: 32 lower-case hex digits
+/// (an owner token), then nothing or a '+'. Such a value is not proclaimed under the
+/// concurrency dialect: it would read as an entry's mode, not as a leader's value.
+inline bool reads_as_entry_value(std::string_view value) noexcept
+{
+    if (value.size() < owner_hex_digits || (value.size() > owner_hex_digits && value[owner_hex_digits] != '+'))
+        return false;
+    return std::all_of(value.begin(), value.begin() + owner_hex_digits,
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+/// The value the holder `owner_hex` writes into its entry to proclaim `value`.
+inline std::string proclaimed_entry_value(std::string_view owner_hex, std::string_view value, key_dialect dialect)
+{
+    if (dialect == key_dialect::concurrency)
+        return std::string{value};
+    std::string out{owner_hex};
+    out += elect_mark;
+    out += value;
+    out += holder_mark;
+    return out;
+}
+
+/// The value proclaimed in the entry whose key ends in `owner_part` and whose value is
+/// `entry_value`, in either dialect's form (the two dialects share a queue when the id
+/// needs no escaping): nullopt while a distlock entry (an owner token's key) has
+/// proclaimed none. Another program's entry (a concurrency.Election candidate, a
+/// Mutex's key valued "") has its value as its leader's, whatever it is.
+inline std::optional<std::string> proclaimed_in(std::string_view owner_part, std::string_view entry_value)
+{
+    const bool ours = owner_part.size() == owner_hex_digits && is_owner_part(owner_part);
+    if (!ours)
+        return std::string{entry_value};
+    const auto head = std::string{owner_part} + std::string{elect_mark};
+    if (entry_value.size() >= head.size() + holder_mark.size() && entry_value.starts_with(head) &&
+        entry_value.ends_with(holder_mark))
+        return std::string{entry_value.substr(head.size(), entry_value.size() - head.size() - holder_mark.size())};
+    if (reads_as_entry_value(entry_value))
+        return std::nullopt;
+    return std::string{entry_value};
+}
+
 // -- Requests --------------------------------------------------------------------------
 
 inline json range_request(std::string_view key, std::string_view end = {})
@@ -177,6 +234,15 @@ inline json create_compare(std::string_view key, std::int64_t revision)
             {"result", "EQUAL"},
             {"key", distlock::util::base64(key)},
             {"create_revision", std::to_string(revision)}};
+}
+
+/// Holds while the key's value is `value`.
+inline json value_compare(std::string_view key, std::string_view value)
+{
+    return {{"target", "VALUE"},
+            {"result", "EQUAL"},
+            {"key", distlock::util::base64(key)},
+            {"value", distlock::util::base64(value)}};
 }
 
 /// Holds when no key of the queue was created before `revision` (etcd applies a
@@ -223,6 +289,19 @@ inline json revoke_request(const std::string& queue, const std::string& holder, 
 {
     return {{"compare", json::array({create_compare(holder, entry), created_since_compare(queue, entry)})},
             {"success", json::array({json{{"request_delete_range", range_request(holder)}}})}};
+}
+
+/// Writes `entry_value` into the holder's key `holder` of `queue`, keeping its lease,
+/// only while it is the key created at `epoch` and no key of the queue is older (it
+/// still holds): the check and the put are one step on the server.
+inline json proclaim_request(const std::string& queue, const std::string& holder, std::int64_t epoch,
+                             std::string_view entry_value)
+{
+    json put = {{"key", distlock::util::base64(holder)},
+                {"value", distlock::util::base64(entry_value)},
+                {"ignore_lease", true}};
+    return {{"compare", json::array({create_compare(holder, epoch), created_since_compare(queue, epoch)})},
+            {"success", json::array({json{{"request_put", std::move(put)}}})}};
 }
 
 /// A key a lease is bound to, and the create revision it had (the lease's fence).

@@ -47,11 +47,16 @@ struct kv {
     std::int64_t lease = 0;
 };
 
-/// Whether the key's value carries its holder's mark (keys.hpp). A concurrency.Mutex's
-/// key (valued "") never does: the waiter behind it looks at its place again when it goes.
+/// Whether the key's value carries its holder's mark (keys.hpp): distlock's values
+/// begin with the owner its key ends in. A concurrency.Mutex's key (valued "") never
+/// does, nor a concurrency.Election candidate's, whatever value it campaigns with: the
+/// waiter behind it looks at its place again when it goes.
 inline bool carries_mark(const kv& k) noexcept
 {
-    return k.value.ends_with(holder_mark);
+    const auto slash = k.key.rfind('/');
+    const std::string_view owner = std::string_view{k.key}.substr(slash == std::string::npos ? 0 : slash + 1);
+    return !owner.empty() && k.value.size() >= owner.size() + holder_mark.size() && k.value.starts_with(owner) &&
+           k.value.ends_with(holder_mark);
 }
 
 /// A range answer: its keys and `count` (the number of keys in the range, which may
@@ -442,6 +447,49 @@ inline result<watch_response> decode_watch_line(std::string_view line, diagnosti
     }
     if (!reply.ok())
         return reply.fail(diag, context);
+    return out;
+}
+
+/// The leader of an election as the queue's oldest key says (decode_leader).
+struct leader_entry {
+    bool held = false;                ///< the queue has a key
+    std::string owner;                ///< its key's last part: an owner token, or a lease ID in hex
+    std::int64_t entry = 0;           ///< its create revision: the term's epoch
+    std::int64_t lease = 0;           ///< its lease (0: none)
+    std::optional<std::string> value; ///< what it proclaimed (keys.hpp: proclaimed_in)
+};
+
+/// The answer of a read of the queue `queue`'s oldest key with its value (limit 1,
+/// sorted by create revision): the leader and its value. errc::protocol_error for
+/// more than the one key asked for, a key outside the queue, a create revision that
+/// is not positive or a negative lease.
+inline result<leader_entry> decode_leader(const json& answer, std::string_view queue, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    const auto r = read_range_fields(root);
+    leader_entry out;
+    if (reply.ok() && r.kvs.size() > 1)
+        root.report("kvs", "at most the one key asked for");
+    else if (reply.ok() && !r.kvs.empty()) {
+        const auto& k = r.kvs.front();
+        const auto at = root.optional_array("kvs").at(0);
+        if (k.key.size() <= queue.size() || !k.key.starts_with(queue))
+            at.report("key", "a key of the queue \"" + std::string{queue} + "\"");
+        else if (k.create_revision <= 0)
+            at.report("create_revision", "a positive revision");
+        else if (k.lease < 0)
+            at.report("lease", "a lease ID (not negative)");
+        else {
+            out.held = true;
+            out.owner = k.key.substr(k.key.rfind('/') + 1);
+            out.entry = k.create_revision;
+            out.lease = k.lease;
+            out.value = proclaimed_in(out.owner, k.value);
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd leader read");
     return out;
 }
 
