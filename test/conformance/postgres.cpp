@@ -42,9 +42,10 @@ struct postgres_clients {
 
     backend& client(std::size_t i) { return *clients[i]; }
     bool held(std::string_view resource) { return advisory ? look.advisory_held(resource) : look.lease_held(resource); }
-    // As if the lease had run out: its expiry moves into the past (a shared grant's in
-    // the holders table), or (advisory) the server session holding its lock (a
-    // permit's: its slot's) ends.
+    // As if the lease had run out now: its expiry moves to the server's now (a shared
+    // grant's into the past, in the holders table), so that a lock-delay mark it
+    // carries starts its tombstone from this moment, as a natural expiry would; or
+    // (advisory) the server session holding its lock (a permit's: its slot's) ends.
     void end_lock(const dl::lease& l)
     {
         if constexpr (advisory) {
@@ -136,6 +137,11 @@ struct postgres_advisory : postgres_clients<pg::advisory_store> {
     // fence is bumped after it took the lock, so no one read pairs a holder with its
     // own fence and value (docs/postgres.md, Elections).
     static constexpr bool elects = false;
+    // No lock-delay on advisory locks (arm_delay is deleted there, so a mutex asking for
+    // one is refused before any I/O): the lock ends with its session, which no
+    // statement sees end, and a grant's fence is bumped after its lock is taken, so a
+    // mark left behind could not be paired with its own grant (docs/postgres.md).
+    static constexpr bool delays = false;
 };
 
 // The workers' settings: the cluster at PORT, table TABLE.

@@ -993,7 +993,7 @@ TEST_CASE("postgres: a lease table made by an earlier version works unchanged; t
         auto again = co_await m.lock();
         REQUIRE(again);
         CHECK(again->fence() > 43);
-        // The election's columns were added to it: its holder proclaims.
+        // The election's and the lock-delay's columns were added to it: its holder proclaims.
         { const auto ok_ = co_await store.proclaim("old:rw", again->owner(), again->fence(), "v"); CHECK(ok_); }
         auto led = co_await store.leader("old:rw");
         REQUIRE(led);
@@ -1004,7 +1004,7 @@ TEST_CASE("postgres: a lease table made by an earlier version works unchanged; t
         REQUIRE(made);
         co_await store.close();
     });
-    CHECK(columns(table) == before + ",value,value_fence");
+    CHECK(columns(table) == before + ",value,value_fence,delay_ms,delay_fence");
     CHECK(columns(pg::detail::holders_table(table)) == "resource,owner,mode,slot,permits,expires_at");
 }
 
@@ -1558,4 +1558,112 @@ TEST_CASE("postgres elections: a value too large, a bad id, or an advisory grant
         co_await store.close();
     });
     static_assert(!dl::electing_store<pg::advisory_store>);
+}
+
+TEST_CASE("postgres lock-delay: the mark in the lease row (delay_ms, delay_fence); a release clears it through the "
+          "owner; a tombstone ends by itself; hostile marks are held in range",
+          "[postgres][lock-delay]")
+{
+    const auto table = test::fresh_table("delay");
+    probe look{table};
+    asio::io_context io;
+    pg::store store{io, test::shared_postgres().config(table)};
+    const auto mark = [&](std::string_view r) {
+        auto row = look.query("SELECT delay_ms, delay_fence FROM " + look.table() + " WHERE resource = $1",
+                              {pg::param::bytes(r)});
+        return std::pair<std::int64_t, std::int64_t>{row.integer(0, 0).value_or(-1), row.integer(0, 1).value_or(-1)};
+    };
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        auto f = co_await store.put_if_absent("pd:a", owner, 10s);
+        REQUIRE(f);
+        // Owner- and fence-checked.
+        auto wrong = co_await store.arm_delay("pd:a", dl::owner_token::generate(), *f, 1s);
+        CHECK((!wrong && wrong.error() == dl::condition::not_owner));
+        auto stale = co_await store.arm_delay("pd:a", owner, *f + 1, 1s);
+        CHECK((!stale && stale.error() == dl::condition::not_owner));
+        auto armed = co_await store.arm_delay("pd:a", owner, *f, 1500ms);
+        REQUIRE(armed);
+        const auto written = mark("pd:a");
+        CHECK(written.first == 1500);
+        CHECK(written.second == static_cast<std::int64_t>(*f));
+        // A release skips the delay.
+        { const auto ok_ = co_await store.release("pd:a", owner); CHECK(ok_); }
+        auto next = co_await store.put_if_absent("pd:a", owner, 10s);
+        REQUIRE(next);
+
+        // An expiry leaves a tombstone for every acquisition path; it ends by itself.
+        { const auto ok_ = co_await store.arm_delay("pd:a", owner, *next, 1500ms); REQUIRE(ok_); }
+        look.expire_lease("pd:a");
+        auto refused = co_await store.put_if_absent_answer("pd:a", dl::owner_token::generate(), 10s);
+        REQUIRE(refused);
+        REQUIRE(refused->is_delayed());
+        CHECK(*refused->not_before() <= dl::clock::now() + 1500ms);
+        CHECK(*refused->not_before() > dl::clock::now() + 500ms);
+        auto fenced = co_await store.put_if_absent("pd:a", owner, 10s);
+        CHECK((!fenced && fenced.error() == dl::errc::lock_delayed));
+        const std::vector<std::string> one{"pd:a"}, two{"pd:b", "pd:a"};
+        auto all = co_await store.put_if_absent_all(one, owner, 10s);
+        CHECK((!all && all.error() == dl::errc::lock_delayed));
+        auto some = co_await store.put_if_absent_all(two, owner, 10s);
+        CHECK((!some && some.error() == dl::errc::lock_delayed));
+        CHECK_FALSE(look.lease_held("pd:b"));
+        auto reader = co_await store.put_shared("pd:a", dl::owner_token::generate(), 10s, 0);
+        CHECK((reader && reader->is_delayed()));
+        // The expired holder cannot release its way past the tombstone.
+        auto late = co_await store.release("pd:a", owner);
+        CHECK((!late && late.error() == dl::condition::not_owner));
+        co_await dl::backend::sleep_until(dl::clock::now() + 1600ms);
+        auto after = co_await store.put_if_absent("pd:a", owner, 10s);
+        REQUIRE(after);
+        CHECK(*after == *next + 1);
+        { const auto ok_ = co_await store.release("pd:a", owner); CHECK(ok_); }
+
+        // A revoke ends a marked grant as an expiry: the tombstone follows.
+        auto r = co_await store.put_if_absent("pd:r", owner, 10s);
+        REQUIRE(r);
+        { const auto ok_ = co_await store.arm_delay("pd:r", owner, *r, 2s); REQUIRE(ok_); }
+        { const auto ok_ = co_await store.revoke("pd:r", *r); REQUIRE(ok_); }
+        CHECK_FALSE(look.lease_held("pd:r"));
+        auto after_revoke = co_await store.put_if_absent_answer("pd:r", dl::owner_token::generate(), 10s);
+        CHECK((after_revoke && after_revoke->is_delayed()));
+
+        // Hostile marks: negative, huge, another grant's fence; none stays forever.
+        auto h = co_await store.put_if_absent("pd:h", owner, 10s);
+        REQUIRE(h);
+        look.query("UPDATE " + look.table() + " SET delay_ms = -5000, delay_fence = fence WHERE resource = $1",
+                   {pg::param::bytes("pd:h")});
+        look.expire_lease("pd:h");
+        auto negative = co_await store.put_if_absent("pd:h", owner, 10s);
+        REQUIRE(negative);
+        look.query("UPDATE " + look.table() + " SET delay_ms = 9223372036854775807, delay_fence = fence - 1 WHERE "
+                   "resource = $1",
+                   {pg::param::bytes("pd:h")});
+        look.expire_lease("pd:h");
+        auto other_fence = co_await store.put_if_absent("pd:h", owner, 10s);
+        REQUIRE(other_fence);
+        look.query("UPDATE " + look.table() + " SET delay_ms = 9223372036854775807, delay_fence = fence WHERE "
+                   "resource = $1",
+                   {pg::param::bytes("pd:h")});
+        look.expire_lease("pd:h");
+        auto huge = co_await store.put_if_absent_answer("pd:h", owner, 10s);
+        REQUIRE(huge);
+        CHECK(huge->is_delayed()); // held within max_wait: the statement still answers
+        co_await store.close();
+    });
+}
+
+TEST_CASE("postgres lock-delay: an advisory grant keeps none (refused before any I/O)", "[postgres][lock-delay]")
+{
+    static_assert(!dl::lock_delay_store<pg::advisory_store>);
+    const auto table = test::fresh_table("delay");
+    asio::io_context io;
+    pg::advisory_store store{io, test::shared_postgres().config(table)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> m{store, "pd:adv",
+                                                                          {.ttl = 10s, .lock_delay = 1s}};
+        auto l = co_await m.try_lock();
+        CHECK((!l && l.error() == dl::errc::invalid_argument));
+        co_await store.close();
+    });
 }

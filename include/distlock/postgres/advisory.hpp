@@ -305,6 +305,13 @@ public:
     awaitable<result<void>> proclaim(std::string_view, const owner_token&, fence_token, std::string_view,
                                      diagnostics* = nullptr) = delete;
     awaitable<result<leader_info>> leader(std::string_view, diagnostics* = nullptr) = delete;
+    // No lock-delay: an advisory lock ends with its session, which no statement sees
+    // end; the tombstone would be left to the next session that takes the lock, and
+    // the fence that session reads from the row is bumped after its lock is taken, so
+    // one grant's mark could be judged against another's (docs/postgres.md, Lock-delay).
+    // A mutex asking for one is refused with errc::invalid_argument before any I/O.
+    awaitable<result<void>> arm_delay(std::string_view, const owner_token&, fence_token, duration,
+                                      diagnostics* = nullptr) = delete;
 
 protected:
     ~basic_advisory_store() = default;
@@ -318,6 +325,7 @@ static_assert(!inspectable_store<advisory_store>);
 static_assert(!enumerable_store<advisory_store>);
 static_assert(!revocable_store<advisory_store>);
 static_assert(!electing_store<advisory_store>);
+static_assert(!lock_delay_store<advisory_store>);
 static_assert(shared_backend<advisory_store>);
 
 } // namespace distlock::postgres

@@ -133,7 +133,7 @@ struct session_pool {
 /// A PostgreSQL database used as a lock store. Models put_if_absent_store (answering),
 /// owner_checked_store, batch_put_if_absent_store, batch_release_store,
 /// release_notifying_store, inspectable_store, enumerable_store, revocable_store,
-/// electing_store (the lease table, the default policy acquire::setnx) and shared_lease_store (its
+/// electing_store, lock_delay_store (the lease table, the default policy acquire::setnx) and shared_lease_store (its
 /// shared grants, acquire::shared_setnx), and the advisory sessions of
 /// postgres::advisory (advisory.hpp).
 ///
@@ -296,6 +296,36 @@ public:
         detail::statement s{"dl_revoke", sql_->revoke,
                             params_of(param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
                                       param::text(cfg_.channel))};
+        return owned(prepared(), ensure(), std::move(s), diag);
+    }
+
+    // -- Lock-delays (lock_delay_store) ------------------------------------------------
+
+    /// Marks the live grant of `owner` with fence `fence` on `resource` for a lock-delay
+    /// of `delay` (its milliseconds, rounded up, in the row): one update, checked on the
+    /// owner, the fence and the expiry by the server's clock; else errc::not_owner. If
+    /// the grant then runs out (or is revoked) without a release, every acquisition of
+    /// the resource is refused until its expiry plus the delay. An advisory grant is
+    /// refused with errc::invalid_argument before any I/O (docs/postgres.md, Lock-delay).
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<void>(ec);
+        if (delay <= duration::zero() || delay > max_wait)
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        if (detail::session::holding_grant(resource, owner, lock_mode::exclusive) ||
+            detail::session::holding_grant(resource, owner, lock_mode::shared)) {
+            if (diag)
+                diag->set_client_message("an advisory lock keeps no lock-delay: its end is its session's, which no "
+                                         "statement sees happen");
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
+        if (fence == 0 || fence > static_cast<fence_token>(std::numeric_limits<std::int64_t>::max()))
+            return backend::failed<void>(distlock::errc::not_owner);
+        detail::statement s{"dl_arm_delay", sql_->arm_delay,
+                            params_of(param::bytes(resource), param::text(owner.to_hex()),
+                                      param::number(static_cast<std::int64_t>(fence)), param::number(millis(delay)))};
         return owned(prepared(), ensure(), std::move(s), diag);
     }
 
@@ -796,7 +826,7 @@ private:
         auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
         if (!got)
             co_return got.error();
-        co_return detail::answers::acquired(got.value().front(), clock::now());
+        co_return detail::answers::acquired(got.value().front(), clock::now(), true);
     }
 
     static awaitable<result<fence_token>> as_fence(awaitable<result<answer>> pending)
@@ -851,7 +881,7 @@ private:
         if (!got)
             co_return got.error();
         std::optional<std::int64_t> held_with;
-        auto out = detail::answers::shared_acquired(got.value().back(), clock::now(), permits, &held_with);
+        auto out = detail::answers::shared_acquired(got.value().back(), clock::now(), permits, &held_with, true);
         if (held_with && diag)
             diag->set_client_message(detail::answers::count_refusal(*held_with, permits, writer));
         co_return out;
@@ -905,6 +935,11 @@ private:
                 if (diag)
                     diag->clear();
                 co_return make_error_code(distlock::errc::contended);
+            }
+            if (got.error() == sqlstate("2201E")) { // some were taken, one is in its lock-delay: none were
+                if (diag)
+                    diag->clear();
+                co_return make_error_code(distlock::errc::lock_delayed);
             }
             co_return got.error();
         }
@@ -1031,5 +1066,6 @@ static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(shared_lease_store<store>);
 static_assert(electing_store<store>);
+static_assert(lock_delay_store<store>);
 
 } // namespace distlock::postgres

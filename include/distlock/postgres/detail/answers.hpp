@@ -35,10 +35,19 @@ concept table = requires(const R& r, int row, int col) {
     { r.affected() } -> std::convertible_to<std::uint64_t>;
 };
 
+/// Milliseconds a server counted, as a time of this process's clock from `at`, capped
+/// (a hostile count must not overflow the clock).
+inline time_point after(time_point at, std::int64_t ms)
+{
+    return at + std::chrono::milliseconds{std::min<std::int64_t>(ms, std::int64_t{1} << 40)};
+}
+
 /// The acquire statement's one row: (fence, null) granted, or (null, milliseconds
-/// left) held, counted from `at` (when the reply came).
+/// left) held, counted from `at` (when the reply came). With `delay_column`, a third
+/// column: the milliseconds left of the resource's lock-delay tombstone (NULL when
+/// none lasts), answered as answer::delayed.
 template <table R>
-result<answer> acquired(const R& r, time_point at)
+result<answer> acquired(const R& r, time_point at, bool delay_column = false)
 {
     if (r.count() != 1)
         return errc::protocol_error;
@@ -47,17 +56,26 @@ result<answer> acquired(const R& r, time_point at)
             return errc::protocol_error;
         return answer::granted(static_cast<fence_token>(*fence));
     }
+    if (delay_column && !r.null(0, 2)) {
+        const auto delay_left = r.integer(0, 2);
+        if (!delay_left)
+            return errc::protocol_error;
+        // Run out meanwhile: held, to be asked again at once.
+        if (*delay_left > 0)
+            return answer::delayed(after(at, *delay_left));
+    }
     const auto left = r.integer(0, 1);
     if (left && *left > 0)
         return answer::held(at + std::chrono::milliseconds{std::min<std::int64_t>(*left, std::int64_t{1} << 40)});
     return answer::held();
 }
 
-/// An answer as put_if_absent() reports it: the fence, or errc::contended.
+/// An answer as put_if_absent() reports it: the fence, or errc::contended (or
+/// errc::lock_delayed while the resource is in its lock-delay).
 inline result<fence_token> granted_fence(const answer& a)
 {
     if (!a.is_granted())
-        return errc::contended;
+        return a.is_delayed() ? errc::lock_delayed : errc::contended;
     return a.fence();
 }
 
@@ -67,9 +85,11 @@ inline result<fence_token> granted_fence(const answer& a)
 /// permit and none otherwise. Refused because the holders took another count: that
 /// count (0 for readers, else a semaphore's N) into `held_with`, and
 /// errc::invalid_argument. Else held, counted from `at` when the time left is known.
+/// With `delay_column`, a fifth column: the milliseconds left of the resource's
+/// lock-delay tombstone when that is what refused it (answer::delayed).
 template <table R>
 result<answer> shared_acquired(const R& r, time_point at, std::uint32_t permits,
-                               std::optional<std::int64_t>* held_with = nullptr)
+                               std::optional<std::int64_t>* held_with = nullptr, bool delay_column = false)
 {
     if (r.count() != 1)
         return errc::protocol_error;
@@ -92,6 +112,13 @@ result<answer> shared_acquired(const R& r, time_point at, std::uint32_t permits,
         if (held_with)
             *held_with = *count;
         return errc::invalid_argument;
+    }
+    if (delay_column && !r.null(0, 4)) {
+        const auto delay_left = r.integer(0, 4);
+        if (!delay_left)
+            return errc::protocol_error;
+        if (*delay_left > 0)
+            return answer::delayed(after(at, *delay_left));
     }
     if (r.null(0, 2))
         return answer::held();
@@ -141,13 +168,16 @@ result<std::vector<bool>> released_all(const R& r, const std::vector<std::string
     return released;
 }
 
-/// acquire_all: no row when some were held (none taken), else one (key, fence) row
-/// per resource of `keys`, each with a positive fence.
+/// acquire_all: no row when some were held (none taken), one (NULL, NULL) row when
+/// one of them is in its lock-delay (none taken), else one (key, fence) row per
+/// resource of `keys`, each with a positive fence.
 template <table R>
 result<std::vector<fence_token>> acquired_all(const R& r, const std::vector<std::string>& keys)
 {
     if (r.count() == 0)
         return errc::contended;
+    if (r.count() == 1 && r.null(0, 0) && r.null(0, 1))
+        return errc::lock_delayed;
     if (static_cast<std::size_t>(r.count()) != keys.size())
         return errc::protocol_error;
     std::vector<fence_token> fences(keys.size(), 0);

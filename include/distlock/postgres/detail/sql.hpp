@@ -86,6 +86,9 @@ inline std::string holders_table(std::string_view table)
 }
 
 struct sql_texts {
+    /// The longest lock-delay a mark keeps, in milliseconds (max_wait).
+    static constexpr long long max_wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count();
+
     sql_texts(std::string_view table, std::string_view channel, bool namespaced,
               advisory_key_function key_function = advisory_key_function::sha256)
         : table{detail::quoted(table)}, holders{detail::quoted(holders_table(table))}, channel{channel}
@@ -96,17 +99,47 @@ struct sql_texts {
         create = "CREATE TABLE IF NOT EXISTS " + t +
                  " (resource bytea PRIMARY KEY CHECK (octet_length(resource) BETWEEN 1 AND 1024),"
                  " owner text, expires_at timestamptz, fence bigint NOT NULL DEFAULT 0, value bytea, value_fence "
-                 "bigint)";
+                 "bigint, delay_ms bigint, delay_fence bigint)";
         // An election's value (value) and the fence of the grant that proclaimed it
         // (value_fence), added to a lease table made by an earlier version. Looked up
         // in the catalog first, so that a table that has them is not locked by an
         // ALTER at every start; a role that may not alter the table (not its owner)
         // keeps its locks working, and only proclaim() and leader() fail, naming the
-        // missing column. The locks' own statements never read these columns.
+        // missing column. The locks' own statements never read these two.
+        // The lock-delay mark is added the same way: the marked grant's delay in
+        // milliseconds (delay_ms) and its fence (delay_fence). Only arm_delay writes
+        // them; the other statements read them through the row as JSON (a missing
+        // column reads as NULL), so a table its role may not alter keeps its locks,
+        // and only arm_delay fails, naming the column.
         upgrade = "DO $distlock$ BEGIN IF (SELECT count(*) FROM pg_attribute WHERE attrelid = '" + t +
-                  "'::regclass AND attname IN ('value', 'value_fence') AND NOT attisdropped) < 2 THEN ALTER TABLE " +
-                  t + " ADD COLUMN IF NOT EXISTS value bytea, ADD COLUMN IF NOT EXISTS value_fence bigint; END IF; "
+                  "'::regclass AND attname IN ('value', 'value_fence', 'delay_ms', 'delay_fence') AND NOT "
+                  "attisdropped) < 4 THEN ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS value bytea, ADD COLUMN IF "
+                  "NOT EXISTS value_fence bigint, ADD COLUMN IF NOT EXISTS delay_ms bigint, ADD COLUMN IF NOT "
+                  "EXISTS delay_fence bigint; END IF; "
                   "EXCEPTION WHEN insufficient_privilege THEN NULL; END $distlock$";
+        // The delay a row's grant is marked with, as an interval, or NULL: a mark
+        // counts only for the grant whose fence it carries (every later grant bumps the
+        // fence, and a release clears the owner, so neither needs to erase it), and a
+        // mark out of range is held within [0, max_wait], so that a tombstone always
+        // ends.
+        const auto mark_of = [](const std::string& l) {
+            return "(CASE WHEN " + l + ".owner IS NOT NULL AND (to_jsonb(" + l + ") ->> 'delay_fence')::bigint = " +
+                   l + ".fence THEN least(greatest((to_jsonb(" + l + ") ->> 'delay_ms')::bigint, 0), " +
+                   std::to_string(max_wait_ms) + ") * interval '1 millisecond' END)";
+        };
+        // A row is free when nobody holds it, or its holder's time ran out and no
+        // tombstone lasts: a marked grant that ran out without a release refuses grants
+        // until its expiry plus its delay (the tombstone is the expired grant itself).
+        const auto free_row = [&](const std::string& l, const std::string& now) {
+            return "(" + l + ".owner IS NULL OR (" + l + ".expires_at <= " + now + " AND coalesce(" + l +
+                   ".expires_at + " + mark_of(l) + " <= " + now + ", true)))";
+        };
+        // A row whose tombstone lasts.
+        const auto tombstone_of = [&](const std::string& l, const std::string& now) {
+            return "(" + l + ".expires_at <= " + now + " AND " + l + ".expires_at + " + mark_of(l) + " > " + now +
+                   ")";
+        };
+        const auto tombstone_end = [&](const std::string& l) { return l + ".expires_at + " + mark_of(l); };
         // Shared holders, beside the lease table (whose row keeps the exclusive holder
         // and the one fence counter): one row per reader or permit ('s', with its slot
         // and the count it was taken with), per waiting writer's intent ('w'), and in
@@ -116,30 +149,43 @@ struct sql_texts {
                          " (resource bytea NOT NULL, owner text NOT NULL, mode \"char\" NOT NULL CHECK (mode IN "
                          "('s', 'w', 'n')), slot integer NOT NULL DEFAULT 0, permits integer NOT NULL DEFAULT 0,"
                          " expires_at timestamptz NOT NULL, PRIMARY KEY (resource, owner))";
-        // Granted when the row is absent, released or expired; the fence is incremented
-        // in the same statement. Refused: the holder's time left, by the server's clock.
+        // Granted when the row is absent, released or expired (and no tombstone lasts);
+        // the fence is incremented and the mark cleared in the same statement. Refused:
+        // the holder's time left, or the tombstone's, by the server's clock.
         acquire = "WITH granted AS (INSERT INTO " + t + " AS l (resource, owner, expires_at, fence) VALUES ($1, $2, " +
                   expiry +
                   ", 1) ON CONFLICT (resource) DO UPDATE SET owner = excluded.owner, expires_at = "
-                  "excluded.expires_at, fence = l.fence + 1 WHERE l.owner IS NULL OR l.expires_at <= "
-                  "clock_timestamp() RETURNING l.fence) SELECT (SELECT fence FROM granted), (SELECT "
+                  "excluded.expires_at, fence = l.fence + 1 WHERE " +
+                  free_row("l", "clock_timestamp()") +
+                  " RETURNING l.fence) SELECT (SELECT fence FROM granted), (SELECT "
                   "ceil(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000)::bigint FROM " +
-                  t + " h WHERE h.resource = $1 AND h.owner IS NOT NULL)";
+                  t + " h WHERE h.resource = $1 AND h.owner IS NOT NULL), (SELECT ceil(extract(epoch FROM " +
+                  tombstone_end("h") + " - clock_timestamp()) * 1000)::bigint FROM " +
+                  t + " h WHERE h.resource = $1 AND " + tombstone_of("h", "clock_timestamp()") + ")";
         // All or nothing: rows are taken in sorted order (no deadlock between two
         // multi-locks); when only some were granted, the division by zero fails the
         // statement, which rolls all of them back. None granted: no row, no error.
+        // While one of them is in its lock-delay: one row (NULL, NULL) when none was
+        // granted, and when some were, ln(0) fails the statement (2201E) instead.
         acquire_all = "WITH granted AS (INSERT INTO " + t + " AS l (resource, owner, expires_at, fence) SELECT r, $2, " +
                       expiry +
                       ", 1 FROM unnest($1::bytea[]) AS w(r) ORDER BY r ON CONFLICT (resource) DO UPDATE SET owner = "
-                      "excluded.owner, expires_at = excluded.expires_at, fence = l.fence + 1 WHERE l.owner IS "
-                      "NULL OR l.expires_at <= clock_timestamp() RETURNING l.resource, l.fence), counted AS "
-                      "(SELECT count(*) AS n FROM granted) SELECT encode(g.resource, 'hex'), CASE WHEN c.n = "
-                      "cardinality($1::bytea[]) THEN g.fence ELSE c.n / 0 END FROM granted g, counted c";
+                      "excluded.owner, expires_at = excluded.expires_at, fence = l.fence + 1 WHERE " +
+                      free_row("l", "clock_timestamp()") +
+                      " RETURNING l.resource, l.fence), counted AS (SELECT count(*) AS n FROM granted), delayed AS "
+                      "(SELECT count(*) AS n FROM " + t + " h WHERE h.resource = ANY($1::bytea[]) AND " +
+                      tombstone_of("h", "clock_timestamp()") +
+                      ") SELECT encode(g.resource, 'hex'), CASE WHEN c.n = cardinality($1::bytea[]) THEN g.fence "
+                      "WHEN d.n > 0 THEN ln((c.n - c.n)::numeric)::bigint ELSE c.n / 0 END FROM granted g, counted "
+                      "c, delayed d UNION ALL SELECT NULL, NULL FROM counted c, delayed d WHERE c.n = 0 AND d.n > 0";
         extend = "UPDATE " + t + " SET expires_at = " + expiry +
                  " WHERE resource = $1 AND owner = $2 AND expires_at > clock_timestamp()";
         // Keeps the row and its fence; the notification goes out when it commits.
+        // The mark goes with the owner; a marked grant that ran out is no longer its
+        // holder's to release (its tombstone stays).
         release = "WITH freed AS (UPDATE " + t +
-                  " SET owner = NULL, expires_at = NULL WHERE resource = $1 AND owner = $2 RETURNING resource) "
+                  " AS l SET owner = NULL, expires_at = NULL WHERE l.resource = $1 AND l.owner = $2 AND "
+                  "(l.expires_at > clock_timestamp() OR " + mark_of("l") + " IS NULL) RETURNING l.resource) "
                   "SELECT pg_notify($3, encode(resource, 'hex')) FROM freed";
         // A set's release: its rows locked in sorted order first (as acquire_all takes
         // them, so the two never wait on each other in a cycle), then freed and
@@ -147,7 +193,8 @@ struct sql_texts {
         release_all = "WITH mine AS MATERIALIZED (SELECT resource FROM " + t +
                       " WHERE resource = ANY($1::bytea[]) AND owner = $2 ORDER BY resource FOR UPDATE), freed AS "
                       "(UPDATE " + t + " AS l SET owner = NULL, expires_at = NULL FROM mine WHERE l.resource = "
-                      "mine.resource AND l.owner = $2 RETURNING l.resource) SELECT encode(resource, 'hex'), "
+                      "mine.resource AND l.owner = $2 AND (l.expires_at > clock_timestamp() OR " + mark_of("l") +
+                      " IS NULL) RETURNING l.resource) SELECT encode(resource, 'hex'), "
                       "pg_notify($3, encode(resource, 'hex')) FROM freed";
         read = "SELECT owner, fence, CASE WHEN owner IS NOT NULL THEN ceil(extract(epoch FROM expires_at - "
                "clock_timestamp()) * 1000)::bigint END FROM " +
@@ -163,10 +210,18 @@ struct sql_texts {
                "l.resource < $2) AND l.owner IS NOT NULL AND l.expires_at > c.now ORDER BY l.resource";
         // A release checked on the grant's fence instead of its owner, and on the lease
         // being live (an expired one is free: nothing to revoke), announced as a release is.
-        revoke = "WITH freed AS (UPDATE " + t +
-                 " SET owner = NULL, expires_at = NULL WHERE resource = $1 AND fence = $2 AND owner IS NOT NULL "
-                 "AND expires_at > clock_timestamp() RETURNING resource) SELECT pg_notify($3, encode(resource, "
-                 "'hex')) FROM freed";
+        // A grant marked for a lock-delay ends as an expiry would (its holder may still
+        // have writes in flight): it keeps its owner and mark and runs out now, so its
+        // tombstone follows.
+        revoke = "WITH freed AS (UPDATE " + t + " AS l SET owner = CASE WHEN " + mark_of("l") +
+                 " IS NULL THEN NULL ELSE l.owner END, expires_at = CASE WHEN " + mark_of("l") +
+                 " IS NULL THEN NULL ELSE clock_timestamp() END WHERE l.resource = $1 AND l.fence = $2 AND l.owner "
+                 "IS NOT NULL AND l.expires_at > clock_timestamp() RETURNING l.resource) SELECT pg_notify($3, "
+                 "encode(resource, 'hex')) FROM freed";
+        // The lock-delay mark ($4 milliseconds) on the live grant of owner $2 and fence
+        // $3: the check and the write are one update of the locked row.
+        arm_delay = "UPDATE " + t + " SET delay_ms = $4, delay_fence = $3 WHERE resource = $1 AND owner = $2 AND "
+                    "fence = $3 AND expires_at > clock_timestamp()";
         // An election's value, kept with the live grant of owner $2 and fence $3: the
         // check and the write are one update of the locked row. The row keeps one
         // value per resource, tagged with the fence of the grant that wrote it.
@@ -194,6 +249,10 @@ struct sql_texts {
         const std::string exclusive_until = "(SELECT l.expires_at FROM " + t +
                                             " l, c WHERE l.resource = $1 AND l.owner IS NOT NULL AND l.expires_at > "
                                             "c.now)";
+        // The end of the resource's tombstone, when one lasts: no grant of either mode
+        // until then.
+        const std::string delayed_until = "(SELECT " + tombstone_end("l") + " FROM " + t +
+                                          " l, c WHERE l.resource = $1 AND " + tombstone_of("l", "c.now") + ")";
         // Expired holders and other waiters' expired intents go (never the row the
         // statement writes: a row is changed once per statement).
         const std::string expired_go = "gone AS (DELETE FROM " + h +
@@ -218,8 +277,9 @@ struct sql_texts {
                      " AS held_until, EXISTS (SELECT 1 FROM live WHERE mode = 'w') AS writer_waits, (SELECT "
                      "count(*) FROM live WHERE mode = 's') AS sharers, (SELECT min(expires_at) FROM live WHERE "
                      "mode = 's') AS first_out, (SELECT min(n) FROM generate_series(0, $4::int - 1) n WHERE n NOT "
-                     "IN (SELECT slot FROM live WHERE mode = 's')) AS free_slot), ok AS MATERIALIZED (SELECT v.*, "
-                     "v.other_count IS NULL AND v.held_until IS NULL AND CASE WHEN $4::int = 0 THEN NOT "
+                     "IN (SELECT slot FROM live WHERE mode = 's')) AS free_slot, " + delayed_until +
+                     " AS delayed_until), ok AS MATERIALIZED (SELECT v.*, "
+                     "v.other_count IS NULL AND v.held_until IS NULL AND v.delayed_until IS NULL AND CASE WHEN $4::int = 0 THEN NOT "
                      "v.writer_waits ELSE v.sharers < $4::int END AS granted FROM v), bump AS (UPDATE " + t +
                      " l SET fence = l.fence + 1 FROM ok WHERE l.resource = $1 AND ok.granted RETURNING l.fence), " +
                      expired_go + ", added AS (INSERT INTO " + h +
@@ -228,18 +288,19 @@ struct sql_texts {
                      " FROM ok, c WHERE ok.granted) SELECT (SELECT fence FROM bump), CASE WHEN ok.granted AND "
                      "$4::int > 0 THEN ok.free_slot END, CASE WHEN NOT ok.granted AND ok.other_count IS NULL THEN " +
                      left_of("coalesce(ok.held_until, CASE WHEN $4::int > 0 THEN ok.first_out END)") +
-                     " END, ok.other_count FROM ok, c";
+                     " END, ok.other_count, CASE WHEN NOT ok.granted AND ok.other_count IS NULL AND ok.held_until IS "
+                     "NULL THEN " + left_of("ok.delayed_until") + " END FROM ok, c";
         // Granted when nobody holds and no other waiter's intent is live; else the
         // waiter ($2) takes the intent, or renews its own, unless another's is live. A
         // grant ends the waiter's intent. The answer as put_shared's (no slot).
         put_exclusive = "WITH " + now_and_live +
                         ", v AS MATERIALIZED (SELECT (SELECT min(permits) FROM live WHERE mode = 's' AND permits <> "
                         "0) AS other_count, " + exclusive_until +
-                        " AS held_until, EXISTS (SELECT 1 FROM live WHERE mode = 'w' AND owner <> $2::text) AS "
+                        " AS held_until, " + delayed_until + " AS delayed_until, EXISTS (SELECT 1 FROM live WHERE mode = 'w' AND owner <> $2::text) AS "
                         "other_waits, EXISTS (SELECT 1 FROM live WHERE mode = 's') AS shared), ok AS MATERIALIZED "
                         "(SELECT v.*, v.other_count IS NULL AND NOT v.other_waits AND NOT v.shared AND v.held_until "
-                        "IS NULL AS granted FROM v), took AS (UPDATE " + t + " l SET owner = $3::text, expires_at = " +
-                        shared_expiry("$4") +
+                        "IS NULL AND v.delayed_until IS NULL AS granted FROM v), took AS (UPDATE " + t +
+                        " l SET owner = $3::text, expires_at = " + shared_expiry("$4") +
                         ", fence = l.fence + 1 FROM ok, c WHERE l.resource = $1 AND ok.granted RETURNING l.fence), " +
                         expired_go + ", settled AS (DELETE FROM " + h +
                         " s USING ok WHERE ok.granted AND s.resource = $1 AND s.owner = $2::text AND s.mode = 'w'), "
@@ -249,7 +310,9 @@ struct sql_texts {
                         " FROM ok, c WHERE NOT ok.granted AND ok.other_count IS NULL AND NOT ok.other_waits ON "
                         "CONFLICT (resource, owner) DO UPDATE SET mode = 'w', expires_at = excluded.expires_at) "
                         "SELECT (SELECT fence FROM took), NULL::integer, CASE WHEN NOT ok.granted AND "
-                        "ok.other_count IS NULL THEN " + left_of("ok.held_until") + " END, ok.other_count FROM ok, c";
+                        "ok.other_count IS NULL THEN " + left_of("ok.held_until") + " END, ok.other_count, CASE "
+                        "WHEN NOT ok.granted AND ok.other_count IS NULL AND ok.held_until IS NULL THEN " +
+                        left_of("ok.delayed_until") + " END FROM ok, c";
         // A live holder of either mode: one row when extended.
         extend_shared = "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), mine AS (UPDATE " + t +
                         " l SET expires_at = " + shared_expiry("$3") +
@@ -261,8 +324,8 @@ struct sql_texts {
         // only takes away, so it needs no lock of the row before it: a grant decided
         // without seeing it happened before it.
         release_shared = "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), mine AS (UPDATE " + t +
-                         " l SET owner = NULL, expires_at = NULL FROM c WHERE l.resource = $1 AND l.owner = $2 AND "
-                         "l.expires_at > c.now RETURNING l.resource), ours AS (DELETE FROM " + h +
+                         " l SET owner = NULL, expires_at = NULL FROM c WHERE l.resource = $1 AND "
+                         "l.owner = $2 AND l.expires_at > c.now RETURNING l.resource), ours AS (DELETE FROM " + h +
                          " s USING c WHERE s.resource = $1 AND s.owner = $2 AND s.mode = 's' AND s.expires_at > "
                          "c.now RETURNING s.resource) SELECT pg_notify($3, encode(f.resource, 'hex')) FROM (SELECT "
                          "resource FROM mine UNION ALL SELECT resource FROM ours) f";
@@ -395,6 +458,7 @@ struct sql_texts {
 
     std::string table, holders, channel;
     std::string create, upgrade, create_holders, acquire, acquire_all, extend, release, release_all, read, list, revoke;
+    std::string arm_delay;
     std::string proclaim, leader;
     std::string take_row, find_row, put_shared, put_exclusive, extend_shared, release_shared, withdraw, downgrade;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
