@@ -758,3 +758,69 @@ TEST_CASE("faults: readers, a writer and permits whose replies are lost: no over
     });
     judge(h, faults);
 }
+
+TEST_CASE("faults: a leader paused past its term is replaced; its work is cancelled before its term is given up; "
+          "its late writes are refused",
+          "[fault][process][election]")
+{
+    ++fault::tally::get().scenarios;
+    redis_server server;
+    std::vector<op> h;
+    // Process 1 leads with a 400 ms term and writes with its epoch every 20 ms.
+    auto a = worker({"elect", "1", std::to_string(server.port()), "leader", "400"});
+    REQUIRE(read_until(*a, h, is(kind::acquire)));
+    REQUIRE(h.back().result == outcome::ok);
+    REQUIRE(read_until(*a, h, is(kind::write)));
+    a->kill(SIGSTOP); // the GC pause, past its term
+
+    // Process 2 is elected with a larger epoch and writes with it.
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    dl::basic_leader_election<dl::redis::store, backoff> election{store, "leader", {.term = {.ttl = 2s}},
+                                                                  backoff{.initial = 10ms, .max = 50ms}};
+    dl::term second;
+    run(io, [&]() -> asio::awaitable<void> {
+        const auto t = now_ns();
+        auto got = co_await election.campaign_until(dl::clock::now() + 10s, "2");
+        REQUIRE(got);
+        second = std::move(*got);
+        h.push_back(op{.process = 2, .kind = kind::acquire, .resource = "leader", .invoke = t, .complete = now_ns(),
+                       .result = outcome::ok, .fence = second.epoch(),
+                       .valid_until = second.valid_until().time_since_epoch().count()});
+        const auto w0 = now_ns();
+        auto w = co_await store.fenced_write("data:leader", second.epoch(), "2");
+        h.push_back(op{.process = 2, .kind = kind::write, .resource = "leader", .invoke = w0, .complete = now_ns(),
+                       .result = w ? outcome::ok : outcome::fail, .fence = second.epoch()});
+        CHECK(w);
+    });
+
+    // Process 1 resumes: it hears of the loss, its work is cancelled and returns, and
+    // its lead() ends; any write it still made carried the old epoch and was refused.
+    a->kill(SIGCONT);
+    REQUIRE(read_until(*a, h, is(kind::work_end)));
+    read_until(*a, h, [](const op&) { return false; }, std::chrono::seconds{10});
+    CHECK(a->wait(std::chrono::seconds{10}) == std::optional<int>{0});
+    CHECK(last(h, 1, kind::lost) != nullptr);
+    for (const auto& o : h)
+        if (o.process == 1 && o.kind == kind::write && o.invoke > last(h, 1, kind::lost)->complete)
+            CHECK(o.result == outcome::fail);
+
+    // Process 3 waits for process 2's resignation, leads, and resigns when told.
+    auto c = worker({"elect", "3", std::to_string(server.port()), "leader", "2000"});
+    run(io, [&]() -> asio::awaitable<void> {
+        co_await sleep_for(200ms);
+        const auto t = now_ns();
+        auto r = co_await second.resign();
+        h.push_back(op{.process = 2, .kind = kind::release, .resource = "leader", .invoke = t, .complete = now_ns(),
+                       .result = r ? outcome::ok : outcome::fail, .fence = second.epoch()});
+        CHECK(r);
+    });
+    REQUIRE(read_until(*c, h, is(kind::write)));
+    CHECK(last(h, 3, kind::acquire)->fence > second.epoch());
+    c->write_line("resign");
+    REQUIRE(read_until(*c, h, is(kind::release)));
+    CHECK(c->wait(std::chrono::seconds{10}) == std::optional<int>{0});
+    CHECK(last(h, 3, kind::release)->invoke >= last(h, 3, kind::work_end)->complete);
+    probe(h, server.config(), "leader");
+    judge(h, 1);
+}

@@ -6,6 +6,8 @@
 //   hold ID PORT RESOURCE TTL_MS WATCHDOG   lock, then obey "write" / "unlock" / "exit"
 //   contend ID PORT RESOURCE TTL_MS ROUNDS  fenced counter increments under the lock
 //   multi ID PORT TTL_MS ROUNDS             lock_all of random subsets of r0..r3
+//   elect ID PORT NAME TTL_MS               lead() once: the work writes with the epoch
+//                                           every 20 ms until "resign" or the term's loss
 #pragma once
 
 #include "history.hpp"
@@ -14,6 +16,8 @@
 #include <distlock/redis.hpp>
 
 #include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <asio/posix/stream_descriptor.hpp>
@@ -249,6 +253,83 @@ inline int run_multi(int id, std::uint16_t port, dl::duration ttl, int rounds)
     return status;
 }
 
+/// One term of the election NAME through lead(): the work records the term, writes
+/// to "data:NAME" with the epoch every 20 ms until "resign" comes on stdin or the term
+/// is lost (lead() cancels the work then), and records when it returned. The term's
+/// release and loss are recorded as the library reports them (its observer), so the
+/// checker sees whether the term was given up before the work returned.
+inline int run_elect(int id, std::uint16_t port, std::string name, dl::duration ttl)
+{
+    asio::io_context io;
+    dl::redis::store store{io, at(port)};
+    dl::fence_token epoch = 0;
+    dl::observe::callback observer{[&](const dl::event& e) {
+        const auto t = now_ns();
+        if (const auto* r = std::get_if<dl::renewal_event>(&e); r && !r->error && epoch != 0)
+            emit(op{.process = id, .kind = kind::extend, .resource = name, .invoke = t - r->latency.count(),
+                    .complete = t, .result = outcome::ok, .fence = epoch, .valid_until = ns(r->valid_until)});
+        if (const auto* r = std::get_if<dl::release_event>(&e); r && epoch != 0) {
+            // Reported once the release has been answered: it was sent no later.
+            if (!r->error)
+                emit(op{.process = id, .kind = kind::release, .resource = name, .invoke = t, .complete = t,
+                        .result = outcome::ok, .fence = epoch});
+            else if (r->error == dl::condition::lease_lost || r->error == dl::condition::session_lost)
+                emit(op{.process = id, .kind = kind::lost, .resource = name, .invoke = t, .complete = t,
+                        .result = outcome::ok, .fence = epoch});
+        }
+    }};
+    int status = 1;
+    asio::co_spawn(io, [&]() -> dl::awaitable<void> {
+        dl::basic_leader_election<dl::redis::store, backoff, dl::renew::watchdog, dl::observe::callback> election{
+            store, name, {.term = {.ttl = ttl}}, backoff{.initial = 5ms, .max = 50ms}, observer};
+        const auto invoke = now_ns();
+        auto led = co_await election.lead(std::to_string(id), [&](dl::term& t) -> dl::awaitable<void> {
+            epoch = t.epoch();
+            emit(op{.process = id, .kind = kind::acquire, .resource = name, .invoke = invoke, .complete = now_ns(),
+                    .result = outcome::ok, .fence = t.epoch(), .valid_until = ns(t.valid_until())});
+            auto ex = co_await asio::this_coro::executor;
+            asio::posix::stream_descriptor input{ex, ::dup(0)};
+            const auto writing = [&]() -> dl::awaitable<void> {
+                for (;;) {
+                    asio::steady_timer tick{co_await asio::this_coro::executor, 20ms};
+                    auto [ec] = co_await tick.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+                    if (ec)
+                        co_return; // cancelled: the term was lost
+                    const auto w0 = now_ns();
+                    auto w = co_await store.fenced_write("data:" + name, t.epoch(), std::to_string(id));
+                    emit(op{.process = id, .kind = kind::write, .resource = name, .invoke = w0,
+                            .complete = now_ns(), .result = w ? outcome::ok : outcome::fail, .fence = t.epoch()});
+                }
+            };
+            const auto until_resign = [&]() -> dl::awaitable<void> {
+                asio::streambuf buffer;
+                for (;;) {
+                    auto [ec, n] = co_await asio::async_read_until(input, buffer, '\n',
+                                                                   asio::experimental::as_tuple(asio::use_awaitable));
+                    if (ec)
+                        co_return;
+                    std::string line(asio::buffers_begin(buffer.data()), asio::buffers_begin(buffer.data()) + n - 1);
+                    buffer.consume(n);
+                    if (line == "resign")
+                        co_return;
+                }
+            };
+            using namespace asio::experimental::awaitable_operators;
+            co_await (writing() || until_resign());
+            const auto t1 = now_ns();
+            emit(op{.process = id, .kind = kind::work_end, .resource = name, .invoke = t1, .complete = t1,
+                    .result = outcome::ok, .fence = t.epoch()});
+        });
+        if (epoch == 0)
+            emit(op{.process = id, .kind = kind::acquire, .resource = name, .invoke = invoke, .complete = now_ns(),
+                    .result = outcome::fail});
+        status = led || led.error() == dl::condition::lease_lost ? 0 : 1;
+        store.disconnect();
+    }, asio::detached);
+    io.run();
+    return status;
+}
+
 } // namespace workers
 
 /// The entry point of a worker process; `argv` starts after --worker.
@@ -265,6 +346,8 @@ inline int worker_main(int argc, char** argv)
         return workers::run_contend(num(1), port(2), argv[3], ms(4), num(5));
     if (mode == "multi" && argc == 5)
         return workers::run_multi(num(1), port(2), ms(3), num(4));
+    if (mode == "elect" && argc == 5)
+        return workers::run_elect(num(1), port(2), argv[3], ms(4));
     std::fprintf(stderr, "unknown worker: %s\n", mode.c_str());
     return 2;
 }
