@@ -83,9 +83,18 @@ struct dynamodb_clients {
                            {{"TableName", "distlock_test"}, {"Key", lock_key(aws, resource)}, {"ConsistentRead", true}});
         REQUIRE(item);
         const auto found = item.value().find("Item");
+        if (found == item.value().end())
+            return false;
+        // As the store's rule counts a lease that ran out (end_lock()): in expiry_time
+        // mode an expiry past; in record_version mode a lease duration of zero.
         if constexpr (aws)
-            return found != item.value().end() && found->contains("ownerName") && !found->contains("isReleased");
-        return found != item.value().end() && found->contains("owner");
+            return found->contains("ownerName") && !found->contains("isReleased") &&
+                   ddb::detail::string(*found, "leaseDuration") != "0";
+        if constexpr (by_version)
+            return found->contains("owner") && ddb::detail::number(*found, "leaseDuration") != 0u;
+        const auto expires = ddb::detail::number(*found, "expiresAt");
+        return found->contains("owner") && expires &&
+               static_cast<std::int64_t>(*expires) >= ddb::detail::epoch_ms(std::chrono::system_clock::now());
     }
 
     // As if the lease had run out: in expiry_time mode its expiry moves into the
@@ -96,7 +105,10 @@ struct dynamodb_clients {
     // mode a lock whose lease ran out is lost to its holder only when a waiter takes
     // it over, so an exclusive lock also passes to an owner that never renews: the
     // holder's next heartbeat is refused, as after a takeover, and waiters take it
-    // over at once.
+    // over at once. A lock-delay mark stays, as a natural expiry leaves it: in
+    // expiry_time mode the expiry becomes "just over" for the clients (now less their
+    // clock skew margin) and the mark's end moves with it, so its tombstone lasts the
+    // delay from now; in record_version mode the waiters watch it for the delay.
     void end_lock(const dl::lease& l)
     {
         const char* attribute = Mode == ddb::lease_mode::expiry_time ? "expiresAt" : "leaseDuration";
@@ -105,6 +117,15 @@ struct dynamodb_clients {
                                   {"UpdateExpression", "SET #a = :zero"},
                                   {"ExpressionAttributeNames", {{"#a", attribute}}},
                                   {"ExpressionAttributeValues", {{":zero", {{aws ? "S" : "N", "0"}}}}}};
+        if (!by_version && !l.shared()) {
+            const auto over = ddb::detail::epoch_ms(std::chrono::system_clock::now()) -
+                              std::chrono::duration_cast<std::chrono::milliseconds>(ddb::config{}.clock_skew_margin)
+                                  .count() -
+                              1;
+            request["UpdateExpression"] = "SET #a = :zero, delayUntil = if_not_exists(lockDelay, :none) + :zero";
+            request["ExpressionAttributeValues"][":zero"] = {{"N", std::to_string(over)}};
+            request["ExpressionAttributeValues"][":none"] = {{"N", "0"}};
+        }
         if (by_version && !l.shared()) {
             request["UpdateExpression"] = "SET #a = :zero, #o = :gone";
             request["ExpressionAttributeNames"]["#o"] = aws ? "ownerName" : "owner";

@@ -1124,10 +1124,11 @@ TEST_CASE("dynamodb: a shared step's write is conditional on the whole state it 
     next.revision = 3;
     const auto u = shared::shared_update(read, next);
     CHECK(u["ConditionExpression"] == "#o = :was_o AND #f = :was_f AND attribute_not_exists(#e) AND #v = :was_v AND "
-                                      "#l = :was_l AND #n = :was_n");
+                                      "#l = :was_l AND #n = :was_n AND attribute_not_exists(#d) AND "
+                                      "attribute_not_exists(#du)");
     CHECK(u["ExpressionAttributeValues"][":was_o"] == nlohmann::json{{"S", "x"}});
     CHECK(u["ExpressionAttributeValues"][":was_n"] == nlohmann::json{{"N", "2"}});
-    CHECK(u["UpdateExpression"] == "SET #f = :f, #n = :n, #s = :s, #p = :p REMOVE #o, #e, #v, #l, #i");
+    CHECK(u["UpdateExpression"] == "SET #f = :f, #n = :n, #s = :s, #p = :p REMOVE #o, #e, #v, #l, #d, #du, #i");
     CHECK(u["ExpressionAttributeValues"][":s"]["M"]["x"]["M"]["recordVersion"] == nlohmann::json{{"S", "v"}});
     CHECK(u["ExpressionAttributeValues"][":s"]["M"]["x"]["M"]["slot"] == nlohmann::json{{"N", "0"}});
 
@@ -1135,7 +1136,8 @@ TEST_CASE("dynamodb: a shared step's write is conditional on the whole state it 
     const auto first = shared::shared_update({}, next);
     CHECK(first["ConditionExpression"] ==
           "attribute_not_exists(#o) AND attribute_not_exists(#f) AND attribute_not_exists(#e) AND "
-          "attribute_not_exists(#v) AND attribute_not_exists(#l) AND attribute_not_exists(#n)");
+          "attribute_not_exists(#v) AND attribute_not_exists(#l) AND attribute_not_exists(#n) AND "
+          "attribute_not_exists(#d) AND attribute_not_exists(#du)");
 }
 
 TEST_CASE("dynamodb: the item's shared attributes decode; of another shape they are protocol errors naming the "
@@ -1956,4 +1958,171 @@ TEST_CASE("dynamodb aws dialect: the leader's value is the AWS client's data; a 
         CHECK(diag.client_message().find("data") != std::string_view::npos);
         co_await store.close();
     });
+}
+
+TEST_CASE("dynamodb: lock-delay: arm_delay writes the mark beside the grant, a release clears it, a tombstone "
+          "ends by itself",
+          "[dynamodb][lock-delay]")
+{
+    const auto mode = GENERATE(ddb::lease_mode::expiry_time, ddb::lease_mode::record_version);
+    INFO((mode == ddb::lease_mode::expiry_time ? "expiry_time" : "record_version"));
+    test::dynalite_server server;
+    create_table(server);
+    auto cfg = server.config();
+    cfg.mode = mode;
+    cfg.clock_skew_margin = 0s;
+    asio::io_context io;
+    ddb::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        std::optional<ddb::sighting> seen;
+        auto first = co_await store.take("ddb:delay", owner, 10s, seen);
+        REQUIRE(first);
+        REQUIRE(first->is_granted());
+        const auto fence = first->fence();
+        const auto unarmed = lock_item_of(server, "ddb:delay");
+        auto armed = co_await store.arm_delay("ddb:delay", owner, fence, 1500ms);
+        REQUIRE(armed);
+        auto item = lock_item_of(server, "ddb:delay");
+        CHECK(ddb::detail::number(item, "lockDelay") == 1500u);
+        if (mode == ddb::lease_mode::expiry_time) {
+            CHECK(ddb::detail::number(item, "delayUntil") == *ddb::detail::number(item, "expiresAt") + 1500);
+            auto extended = co_await store.extend("ddb:delay", owner, 20s);
+            REQUIRE(extended);
+            item = lock_item_of(server, "ddb:delay");
+            CHECK(ddb::detail::number(item, "delayUntil") == *ddb::detail::number(item, "expiresAt") + 1500);
+        } else {
+            // A new version: a waiter watching the grant starts again, for lease + delay.
+            CHECK(ddb::detail::string(item, "recordVersion") != ddb::detail::string(unarmed, "recordVersion"));
+        }
+        // Another owner's or another fence's grant is not marked.
+        auto wrong = co_await store.arm_delay("ddb:delay", dl::owner_token::generate(), fence, 1s);
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+        wrong = co_await store.arm_delay("ddb:delay", owner, fence + 1, 1s);
+        REQUIRE_FALSE(wrong);
+        CHECK(wrong.error() == dl::condition::not_owner);
+
+        // A release clears the mark in its own write: the next grant is at once.
+        dl::diagnostics diag;
+        auto released = co_await store.release("ddb:delay", owner, &diag);
+        INFO(diag.to_string());
+        REQUIRE(released);
+        item = lock_item_of(server, "ddb:delay");
+        CHECK_FALSE(item.contains("lockDelay"));
+        CHECK_FALSE(item.contains("delayUntil"));
+        const auto next = dl::owner_token::generate();
+        std::optional<ddb::sighting> watched;
+        auto again = co_await store.take("ddb:delay", next, 10s, watched);
+        REQUIRE(again);
+        REQUIRE(again->is_granted());
+
+        // Marked, then revoked: the tombstone refuses grants for the delay, then ends by
+        // itself (in record_version mode, for a waiter that watched it that long).
+        REQUIRE(co_await store.arm_delay("ddb:delay", next, again->fence(), 1500ms));
+        auto revoked = co_await store.revoke("ddb:delay", again->fence(), &diag);
+        INFO(diag.to_string());
+        REQUIRE(revoked);
+        const auto revoked_at = dl::clock::now();
+        item = lock_item_of(server, "ddb:delay");
+        CHECK_FALSE(item.contains("owner"));
+        CHECK(ddb::detail::number(item, "lockDelay") == 1500u);
+        auto fenced = co_await store.conditional_write("ddb:delay", dl::owner_token::generate(), 10s, std::nullopt);
+        REQUIRE_FALSE(fenced);
+        CHECK(fenced.error() == dl::errc::lock_delayed);
+        const auto third = dl::owner_token::generate();
+        std::optional<ddb::sighting> waiting;
+        auto refused = co_await store.take("ddb:delay", third, 10s, waiting);
+        REQUIRE(refused);
+        REQUIRE(refused->is_delayed());
+        REQUIRE(refused->not_before());
+        CHECK(*refused->not_before() > dl::clock::now());
+        CHECK(*refused->not_before() <= dl::clock::now() + 1500ms + 100ms);
+        asio::steady_timer t{io, *refused->not_before() - dl::clock::now() + 20ms};
+        co_await t.async_wait(asio::use_awaitable);
+        auto taken = co_await store.take("ddb:delay", third, 10s, waiting);
+        REQUIRE(taken);
+        CHECK(taken->is_granted());
+        CHECK(dl::clock::now() - revoked_at >= 1400ms);
+        item = lock_item_of(server, "ddb:delay");
+        CHECK_FALSE(item.contains("lockDelay")); // the new grant is unmarked
+        co_await store.close();
+    });
+}
+
+TEST_CASE("dynamodb: lock-delay: bad delays are refused before any I/O; marks of another shape are protocol errors",
+          "[dynamodb][lock-delay][input]")
+{
+    asio::io_context io;
+    auto cfg = ddb::config{};
+    cfg.port = 1; // nothing listens: a request would fail otherwise
+    cfg.credentials = {"AKIDEXAMPLE", "secret", ""};
+    ddb::store store{io, cfg};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto owner = dl::owner_token::generate();
+        for (const auto bad : {dl::duration::zero(), dl::duration{-1ms}, dl::max_wait + 1ms}) {
+            auto r = co_await store.arm_delay("ddb:bad-delay", owner, 3, bad);
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::invalid_argument);
+        }
+        auto no_fence = co_await store.arm_delay("ddb:bad-delay", owner, 0, 1s);
+        REQUIRE_FALSE(no_fence);
+        CHECK(no_fence.error() == dl::errc::invalid_argument);
+        co_await store.close();
+    });
+    for (const auto* hostile : {R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "1"}, "lockDelay": {"S": "5"}}})",
+                                R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "1"}, "lockDelay": {"N": "-5"}}})",
+                                R"({"Item": {"owner": {"S": "ab"}, "fence": {"N": "1"}, "lockDelay": {"N": "1e99"}}})",
+                                R"({"Item": {"fence": {"N": "1"}, "lockDelay": {"N": "99999999999999999"}}})",
+                                R"({"Item": {"fence": {"N": "1"}, "lockDelay": {"N": "5"}, "delayUntil": {"B": ""}}})"}) {
+        INFO(hostile);
+        dl::diagnostics diag;
+        const auto r = ddb::detail::decode_lock_item(nlohmann::json::parse(hostile), &diag);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::protocol_error);
+        const auto shared = ddb::detail::decode_shared_item(nlohmann::json::parse(hostile), &diag);
+        REQUIRE_FALSE(shared);
+        CHECK(shared.error() == dl::errc::protocol_error);
+    }
+    const auto ok = ddb::detail::decode_lock_item(
+        nlohmann::json::parse(R"({"Item": {"fence": {"N": "1"}, "lockDelay": {"N": "2000"}, "delayUntil": {"N": "7"}}})"),
+        nullptr);
+    REQUIRE(ok);
+    REQUIRE(ok.value());
+    CHECK(ok.value()->lock_delay == 2000u);
+    CHECK(ok.value()->delay_until == 7u);
+}
+
+TEST_CASE("dynamodb: lock-delay: tombstones in shared steps: readers and writers are delayed until it ends",
+          "[dynamodb][lock-delay][shared]")
+{
+    ddb::detail::shared_item item;
+    item.lock.fence = 4;
+    item.lock.owner = "aa";
+    item.lock.expires_at = 1000;
+    item.lock.lock_delay = 2000;
+    item.lock.delay_until = 3000;
+    const auto now = dl::clock::now();
+    // The grant expired at 1000 (margin 0): its tombstone lasts until 3000.
+    const ddb::detail::step_clock c{ddb::lease_mode::expiry_time, 2000, 0, now, 10s};
+    const auto reader = ddb::detail::step_shared(item, "bb", 0, 1000, "v", c, {});
+    REQUIRE(reader.reply);
+    CHECK(reader.reply->is_delayed());
+    CHECK(reader.reply->not_before() == now + 1001ms);
+    CHECK_FALSE(reader.next);
+    const auto writer = ddb::detail::step_exclusive(item, "ww", "cc", 1000, "v", c, {});
+    REQUIRE(writer.reply);
+    CHECK(writer.reply->is_delayed());
+    CHECK_FALSE(writer.next); // no intent taken while the tombstone lasts
+    // Once over, the step's write drops the mark with the holder.
+    const ddb::detail::step_clock later{ddb::lease_mode::expiry_time, 3001, 0, now, 10s};
+    const auto granted = ddb::detail::step_exclusive(item, "ww", "cc", 1000, "v", later, {});
+    REQUIRE(granted.reply);
+    CHECK(granted.reply->is_granted());
+    REQUIRE(granted.next);
+    CHECK_FALSE(granted.next->lock.lock_delay);
+    CHECK_FALSE(granted.next->lock.delay_until);
+    const auto write = ddb::detail::shared_update(item, *granted.next);
+    CHECK(write["ConditionExpression"].get<std::string>().find("#d = :was_d") != std::string::npos);
+    CHECK(write["UpdateExpression"].get<std::string>().find("#d") != std::string::npos);
 }

@@ -15,11 +15,13 @@ namespace distlock::dynamodb {
 
 /// What a waiter saw of another owner's lock in lease_mode::record_version, and
 /// when: the lock may be taken over once the same version has been seen for a whole
-/// lease duration on this client's monotonic clock.
+/// lease duration on this client's monotonic clock, and, when its grant was marked
+/// for a lock-delay, for that delay more (the tombstone).
 struct sighting {
     std::string version; ///< the record version number seen
     time_point seen_at;  ///< when it was first seen (after the read that saw it)
     duration lease{};    ///< the lease duration its holder wrote
+    duration delay{};    ///< the lock-delay its grant was marked with (0: none)
 };
 
 /// The DynamoDB store's acquisition (its default policy): a conditional write per

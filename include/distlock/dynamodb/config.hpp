@@ -218,7 +218,8 @@ struct config {
                     return backend::refused(why, "key_attribute " + backend::quoted(pair.value) +
                                                      ": a key attribute name is 1 to 255 bytes and not one of the "
                                                      "lock's own attributes (ownerName, recordVersionNumber, "
-                                                     "leaseDuration, isReleased, data, fence, fenceOwner)");
+                                                     "leaseDuration, isReleased, data, fence, fenceOwner, leaderEpoch, "
+                                                     "lockDelay)");
                 c.key_attribute = pair.value;
                 key_attribute_given = true;
             } else {
@@ -246,7 +247,8 @@ struct config {
         if (name.empty() || name.size() > 255)
             return false;
         for (const std::string_view taken :
-             {"ownerName", "recordVersionNumber", "leaseDuration", "isReleased", "data", "fence", "fenceOwner"})
+             {"ownerName", "recordVersionNumber", "leaseDuration", "isReleased", "data", "fence", "fenceOwner",
+              "leaderEpoch", "lockDelay"})
             if (name == taken)
                 return false;
         return true;

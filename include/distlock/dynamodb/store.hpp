@@ -215,15 +215,22 @@ public:
         auto body = grant(resource, owner, ttl);
         auto& values = body["ExpressionAttributeValues"];
         if (expected_version) {
-            body["ConditionExpression"] = "fence = :f";
+            // A marked grant is not taken over by its fence while its tombstone would
+            // outlast it (in record_version mode: at all, nothing here watches it).
             values[":f"] = {{"N", std::to_string(*expected_version)}};
-        } else if (cfg_.mode == lease_mode::expiry_time) {
-            body["ConditionExpression"] = "attribute_not_exists(#o) OR expiresAt < :now";
-            values[":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now() - cfg_.clock_skew_margin))}};
+            if (cfg_.mode == lease_mode::expiry_time) {
+                body["ConditionExpression"] = "fence = :f AND (attribute_not_exists(lockDelay) OR delayUntil < :now)";
+                values[":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now() - cfg_.clock_skew_margin))}};
+            } else {
+                body["ConditionExpression"] = "fence = :f AND attribute_not_exists(lockDelay)";
+            }
         } else {
-            body["ConditionExpression"] = "attribute_not_exists(#o)";
+            set_free_condition(body);
         }
-        return acquired(call("UpdateItem", std::move(body), diag), diag);
+        return answered_fence(
+            written_or_refused(engine_, signer(), body.dump(), cfg_.table, std::string{resource}, cfg_.mode,
+                               cfg_.wall_clock, cfg_.clock_skew_margin, expected_version, diag),
+            diag);
     }
 
     /// One attempt of acquire_item: takes the lock if free (or taken over by the
@@ -237,12 +244,17 @@ public:
             return backend::failed<answer>(ec);
         if (cfg_.dialect == dialect::aws)
             return aws_take(resource, owner, ttl, &seen, diag);
-        if (cfg_.mode == lease_mode::expiry_time)
-            return as_answer(conditional_write(resource, owner, ttl, std::nullopt, diag));
+        if (cfg_.mode == lease_mode::expiry_time) {
+            auto body = grant(resource, owner, ttl);
+            set_free_condition(body);
+            return written_or_refused(engine_, signer(), body.dump(), cfg_.table, std::string{resource}, cfg_.mode,
+                                      cfg_.wall_clock, cfg_.clock_skew_margin, std::nullopt, diag);
+        }
         auto body = grant(resource, owner, ttl);
-        std::string condition = "attribute_not_exists(#o)";
-        if (seen && clock::now() - seen->seen_at >= seen->lease) {
-            // Unchanged for a whole lease duration: its holder stopped heartbeating.
+        std::string condition = "(attribute_not_exists(#o) AND attribute_not_exists(lockDelay))";
+        if (seen && clock::now() - seen->seen_at >= seen->lease + seen->delay) {
+            // Unchanged for a whole lease duration: its holder stopped heartbeating (and,
+            // marked, for its lock-delay more: its tombstone is over).
             condition += " OR #v = :seen";
             body["ExpressionAttributeValues"][":seen"] = {{"S", seen->version}};
         }
@@ -275,10 +287,13 @@ public:
         auto& values = body["ExpressionAttributeValues"];
         if (cfg_.mode == lease_mode::expiry_time) {
             const auto now = detail::epoch_ms(wall_now());
-            body["UpdateExpression"] = "SET expiresAt = :e";
+            // A marked grant's tombstone moves with its expiry (an unmarked one's
+            // delayUntil is its expiry, and means nothing without lockDelay).
+            body["UpdateExpression"] = "SET expiresAt = :e, delayUntil = if_not_exists(lockDelay, :zero) + :e";
             body["ConditionExpression"] = "#o = :o AND expiresAt >= :now";
             values[":e"] = {{"N", std::to_string(now + millis(ttl))}};
             values[":now"] = {{"N", std::to_string(now)}};
+            values[":zero"] = {{"N", "0"}};
         } else {
             // A new version: waiters watching the old one start watching again.
             body["UpdateExpression"] = "SET #v = :v, #l = :l";
@@ -302,7 +317,7 @@ public:
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
-            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l, leaderValue, leaderEpoch"},
+            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l, leaderValue, leaderEpoch, lockDelay, delayUntil"},
             {"ConditionExpression", "#o = :o"},
             {"ExpressionAttributeNames", {{"#o", "owner"}, {"#v", "recordVersion"}, {"#l", "leaseDuration"}}},
             {"ExpressionAttributeValues", {{":o", {{"S", owner.to_hex()}}}}},
@@ -395,19 +410,110 @@ public:
                   {"#on", detail::aws::owner_name}}},
                 {"ExpressionAttributeValues", {{":f", {{"N", std::to_string(fence)}}}}},
             };
-            return owned(call("DeleteItem", std::move(body), diag));
+            // An unmarked grant goes with its item. A marked one ends as an expiry: its
+            // holder's name and fence go (its heartbeats fail), the mark stays, and a new
+            // version of no lease is watched by distlock waiters for the delay (an AWS
+            // client takes it over at once: it knows no lock-delay).
+            auto unmarked = body;
+            unmarked["ConditionExpression"] = body["ConditionExpression"].get<std::string>() +
+                                              " AND attribute_not_exists(#d)";
+            unmarked["ExpressionAttributeNames"]["#d"] = detail::aws::lock_delay;
+            auto marked = std::move(body);
+            marked["ConditionExpression"] = marked["ConditionExpression"].get<std::string>() + " AND attribute_exists(#d)";
+            marked["UpdateExpression"] = "SET #on = :gone, #ld = :zero, #rvn = :v REMOVE #f, #fo, #data, #le";
+            auto& names = marked["ExpressionAttributeNames"];
+            names["#d"] = detail::aws::lock_delay;
+            names["#ld"] = detail::aws::lease_duration;
+            names["#rvn"] = detail::aws::record_version_number;
+            names["#data"] = detail::aws::data;
+            names["#le"] = detail::aws::leader_epoch;
+            auto& values = marked["ExpressionAttributeValues"];
+            values[":gone"] = {{"S", "revoked " + owner_token::generate().to_hex()}};
+            values[":zero"] = {{"S", "0"}};
+            values[":v"] = {{"S", new_record_version()}};
+            return revoked_either(call("DeleteItem", std::move(unmarked), diag),
+                                  call("UpdateItem", std::move(marked), diag), diag);
         }
+        // The grant ends as an expiry now would end it: an unmarked one is free at once;
+        // a marked one's mark stays as its tombstone (its holder may still have writes
+        // in flight), which ends a lock-delay from now, as the mode counts it.
         nlohmann::json body = {
             {"TableName", cfg_.table},
             {"Key", key(resource)},
-            {"UpdateExpression", "REMOVE #o, expiresAt, #v, #l, leaderValue, leaderEpoch"},
             {"ConditionExpression", "attribute_exists(#o) AND fence = :f"},
             {"ExpressionAttributeNames", {{"#o", "owner"}, {"#v", "recordVersion"}, {"#l", "leaseDuration"}}},
             {"ExpressionAttributeValues", {{":f", {{"N", std::to_string(fence)}}}}},
         };
+        auto& values = body["ExpressionAttributeValues"];
         if (cfg_.mode == lease_mode::expiry_time) {
+            const auto now = std::to_string(detail::epoch_ms(wall_now()));
+            body["UpdateExpression"] = "REMOVE #o, expiresAt, #v, #l, leaderValue, leaderEpoch SET delayUntil = "
+                                       "if_not_exists(lockDelay, :zero) + :now";
             body["ConditionExpression"] = "attribute_exists(#o) AND fence = :f AND expiresAt >= :now";
-            body["ExpressionAttributeValues"][":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now()))}};
+            values[":now"] = {{"N", now}};
+            values[":zero"] = {{"N", "0"}};
+        } else {
+            // A new version of no lease: waiters watch the tombstone for its delay.
+            body["UpdateExpression"] = "REMOVE #o, expiresAt, leaderValue, leaderEpoch SET #v = :v, #l = :zero";
+            values[":v"] = {{"S", owner_token::generate().to_hex()}};
+            values[":zero"] = {{"N", "0"}};
+        }
+        return owned(call("UpdateItem", std::move(body), diag));
+    }
+
+    // -- Lock-delays (lock_delay_store) ----------------------------------------------------
+
+    /// Marks the exclusive grant `owner` holds on `resource` with fence `fence` for a
+    /// lock-delay of `delay` (lock_delay_store): one UpdateItem of the lock item that
+    /// sets lockDelay (N, ms) under the owner, the fence and, in expiry_time mode, an
+    /// expiry not yet passed, as proclaim() checks. In expiry_time mode it also sets
+    /// delayUntil = expiresAt + lockDelay, which extensions move with the expiry; in
+    /// record_version mode it writes a new record version, so that a waiter watches the
+    /// marked grant afresh, for its lease and the delay. Under dialect::aws the mark is
+    /// the same attribute beside the AWS client's, under the owner, the stamped fence
+    /// and no isReleased. errc::not_owner when the grant is gone; a delay that is not
+    /// in (0, max_wait] is refused before any I/O.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay, diagnostics* diag = nullptr)
+    {
+        if (auto ec = check(resource, delay))
+            return backend::failed<void>(ec);
+        if (fence == 0)
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        const bool aws = cfg_.dialect == dialect::aws;
+        nlohmann::json body = {
+            {"TableName", cfg_.table},
+            {"Key", aws ? aws_key(detail::aws::lock_name(resource)) : key(resource)},
+            {"ExpressionAttributeNames", {{"#d", detail::aws::lock_delay}}},
+            {"ExpressionAttributeValues",
+             {{":o", {{"S", owner.to_hex()}}},
+              {":f", {{"N", std::to_string(fence)}}},
+              {":d", {{"N", std::to_string(millis(delay))}}}}},
+        };
+        auto& names = body["ExpressionAttributeNames"];
+        auto& values = body["ExpressionAttributeValues"];
+        if (aws) {
+            // A new version: an AWS client or a distlock waiter watching the old one
+            // starts again.
+            body["UpdateExpression"] = "SET #d = :d, #rvn = :v";
+            body["ConditionExpression"] = "#on = :o AND #fo = :o AND #f = :f AND attribute_not_exists(#ir)";
+            names["#rvn"] = detail::aws::record_version_number;
+            names["#on"] = detail::aws::owner_name;
+            names["#fo"] = detail::aws::fence_owner;
+            names["#f"] = detail::aws::fence;
+            names["#ir"] = detail::aws::is_released;
+            values[":v"] = {{"S", new_record_version()}};
+        } else if (cfg_.mode == lease_mode::expiry_time) {
+            body["UpdateExpression"] = "SET #d = :d, delayUntil = expiresAt + :d";
+            body["ConditionExpression"] = "#o = :o AND fence = :f AND expiresAt >= :now";
+            names["#o"] = "owner";
+            values[":now"] = {{"N", std::to_string(detail::epoch_ms(wall_now()))}};
+        } else {
+            body["UpdateExpression"] = "SET #d = :d, #v = :v";
+            body["ConditionExpression"] = "#o = :o AND fence = :f";
+            names["#o"] = "owner";
+            names["#v"] = "recordVersion";
+            values[":v"] = {{"S", owner_token::generate().to_hex()}};
         }
         return owned(call("UpdateItem", std::move(body), diag));
     }
@@ -819,11 +925,13 @@ private:
         auto& names = body["ExpressionAttributeNames"];
         auto& values = body["ExpressionAttributeValues"];
         if (cfg_.mode == lease_mode::expiry_time) {
-            body["UpdateExpression"] = "SET #o = :o, expiresAt = :e REMOVE leaderValue, leaderEpoch ADD fence :one";
+            body["UpdateExpression"] =
+                "SET #o = :o, expiresAt = :e REMOVE leaderValue, leaderEpoch, lockDelay, delayUntil ADD fence :one";
             values[":e"] = {{"N", std::to_string(detail::epoch_ms(wall_now()) + millis(ttl))}};
         } else {
             body["UpdateExpression"] =
-                "SET #o = :o, #v = :v, #l = :l REMOVE expiresAt, leaderValue, leaderEpoch ADD fence :one";
+                "SET #o = :o, #v = :v, #l = :l REMOVE expiresAt, leaderValue, leaderEpoch, lockDelay, delayUntil ADD "
+                "fence :one";
             names["#v"] = "recordVersion";
             names["#l"] = "leaseDuration";
             values[":v"] = {{"S", owner_token::generate().to_hex()}};
@@ -833,6 +941,23 @@ private:
     }
 
     static std::int64_t millis(duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
+
+    // The condition of an acquisition of a lock that is free by the mode's rule, with no
+    // tombstone in the way: record_version mode, no owner and no mark (a marked grant
+    // is taken over only by its version, once watched: take()); expiry_time mode, no
+    // owner or an expiry past, and no mark or its delayUntil past, each less the clock
+    // skew margin.
+    void set_free_condition(nlohmann::json& body) const
+    {
+        if (cfg_.mode == lease_mode::expiry_time) {
+            body["ConditionExpression"] = "(attribute_not_exists(#o) OR expiresAt < :now) AND "
+                                          "(attribute_not_exists(lockDelay) OR delayUntil < :now)";
+            body["ExpressionAttributeValues"][":now"] = {
+                {"N", std::to_string(detail::epoch_ms(wall_now() - cfg_.clock_skew_margin))}};
+        } else {
+            body["ConditionExpression"] = "attribute_not_exists(#o) AND attribute_not_exists(lockDelay)";
+        }
+    }
 
     // -- dialect::aws -------------------------------------------------------------------
 
@@ -905,7 +1030,7 @@ private:
         // The AWS client's three cases in one condition: no item; a released one; one
         // whose version this call has seen unchanged for its whole lease.
         std::string condition = "attribute_not_exists(#pk) OR #ir = :ir";
-        if (seen && *seen && clock::now() - (*seen)->seen_at >= (*seen)->lease) {
+        if (seen && *seen && clock::now() - (*seen)->seen_at >= (*seen)->lease + (*seen)->delay) {
             condition += " OR #rvn = :seen";
             put["ExpressionAttributeNames"]["#rvn"] = detail::aws::record_version_number;
             put["ExpressionAttributeValues"][":seen"] = {{"S", (*seen)->version}};
@@ -1013,11 +1138,16 @@ private:
                                                                                              1ULL << 40))},
                                                                  max_wait)
                                             : g.own_ttl;
+        const auto delay = record->lock_delay_ms
+                               ? duration{std::chrono::milliseconds{static_cast<std::int64_t>(*record->lock_delay_ms)}}
+                               : duration::zero();
         if (!seen || seen->version != version)
-            seen = sighting{std::move(version), clock::now(), lease};
-        else
+            seen = sighting{std::move(version), clock::now(), lease, delay};
+        else {
             seen->lease = lease;
-        co_return answer::held(seen->seen_at + seen->lease);
+            seen->delay = delay;
+        }
+        co_return watched_answer(*seen);
     }
 
     static awaitable<result<fence_token>> aws_acquired(awaitable<result<answer>> pending)
@@ -1289,14 +1419,75 @@ private:
         co_return fence.value();
     }
 
-    static awaitable<result<answer>> as_answer(awaitable<result<fence_token>> pending)
+    // A write that takes the lock when it is free (no watching): granted, or, when
+    // refused, the consistent read that says why: held (answer::held), in a tombstone
+    // (answer::delayed, until when by this process's clock: the read's reply is the
+    // moment its remaining time is counted from), or changed since (held, now: try
+    // again). With `expected_version` (a takeover by fence) a refusal is delayed only
+    // when that grant is marked. The operation owns its copies of the store's settings.
+    static awaitable<result<answer>> written_or_refused(engine_ptr engine, signing s, std::string write,
+                                                        std::string table, std::string resource, lease_mode mode,
+                                                        std::function<std::chrono::system_clock::time_point()> wall_clock,
+                                                        duration skew_margin,
+                                                        std::optional<fence_token> expected_version,
+                                                        diagnostics* diag)
+    {
+        const auto wall = [&wall_clock] { return wall_clock ? wall_clock() : std::chrono::system_clock::now(); };
+        auto wrote = co_await acquired(request(engine, s, std::string{"UpdateItem"}, std::move(write), diag), diag);
+        if (wrote)
+            co_return answer::granted(wrote.value());
+        if (wrote.error() != distlock::errc::contended)
+            co_return wrote.error();
+        if (diag)
+            diag->clear(); // the refusal is the answer, not a failure
+        nlohmann::json look = {{"TableName", std::move(table)}, {"Key", key(resource)}, {"ConsistentRead", true}};
+        s.date = wall();
+        auto got = co_await request(std::move(engine), std::move(s), std::string{"GetItem"}, look.dump(), diag);
+        if (!got) // the write was refused for certain; the next attempt reads again
+            co_return answer::held();
+        const auto found = detail::decode_lock_item(got.value(), diag);
+        if (!found)
+            co_return found.error();
+        if (!found.value())
+            co_return answer::held(clock::now()); // gone since: try again
+        const auto& item = *found.value();
+        const detail::step_clock c{mode, detail::epoch_ms(wall()), millis(skew_margin), clock::now(), {}};
+        if (expected_version) {
+            if (item.fence != expected_version || !item.lock_delay)
+                co_return answer::held();
+            co_return answer::delayed(detail::tombstone_until(item, c, {}).value_or(c.now));
+        }
+        if (mode == lease_mode::expiry_time) {
+            const auto held = item.owner && item.expires_at &&
+                              static_cast<std::int64_t>(std::min<std::uint64_t>(*item.expires_at, 1ULL << 50)) >=
+                                  c.wall_ms - c.skew_margin_ms;
+            if (held)
+                co_return answer::held();
+            if (const auto until = detail::tombstone_until(item, c, {}))
+                co_return answer::delayed(*until);
+            co_return answer::held(clock::now());
+        }
+        if (item.owner)
+            co_return answer::held();
+        if (item.lock_delay) // a revoked grant's tombstone: only a watching waiter ends it
+            co_return answer::delayed(detail::tombstone_until(item, c, {}).value_or(c.now));
+        co_return answer::held(clock::now());
+    }
+
+    // A fence-answering primitive's result: the fence, or the refusal as an error.
+    static awaitable<result<fence_token>> answered_fence(awaitable<result<answer>> pending, diagnostics* diag)
     {
         auto got = co_await std::move(pending);
-        if (got)
-            co_return answer::granted(got.value());
-        if (got.error() == distlock::errc::contended)
-            co_return answer::held();
-        co_return got.error();
+        if (!got)
+            co_return got.error();
+        if (got.value().is_granted())
+            co_return got.value().fence();
+        if (got.value().is_delayed()) {
+            if (diag && got.value().not_before())
+                diag->set_lock_delay_until(*got.value().not_before());
+            co_return make_error_code(distlock::errc::lock_delayed);
+        }
+        co_return make_error_code(distlock::errc::contended);
     }
 
     // record_version mode: the conditional write; when refused, the consistent read
@@ -1324,26 +1515,38 @@ private:
         auto found = detail::decode_lock_item(item.value(), diag);
         if (!found)
             co_return found.error();
-        const auto owner = found.value() ? found.value()->owner : std::optional<std::string>{};
-        if (!owner) { // released since the write was refused: try again at once
+        if (!found.value() || (!found.value()->owner && !found.value()->lock_delay)) {
+            // released since the write was refused: try again at once
             seen.reset();
             co_return answer::held(clock::now());
         }
-        // An item without a version was written in expiry_time mode (a misconfigured
-        // client): its owner and expiry stand in for the version, its lease is ours.
-        auto version = found.value()->record_version;
-        if (!version)
-            version = "owner " + *owner + " until " + std::to_string(found.value()->expires_at.value_or(0));
-        const auto declared = found.value()->lease_duration;
-        const auto lease = declared ? std::min<duration>(std::chrono::milliseconds{static_cast<std::int64_t>(
-                                                             std::min<std::uint64_t>(*declared, 1ULL << 40))},
-                                                         max_wait)
-                                    : own_ttl;
-        if (!seen || seen->version != *version)
-            seen = sighting{std::move(*version), clock::now(), lease};
-        else
+        // A marked grant (held, or revoked: its tombstone) is watched for its lease and
+        // its lock-delay. An item without a version was written in expiry_time mode (a
+        // misconfigured client): its owner and expiry stand in for the version, its
+        // lease is ours.
+        const auto& record = *found.value();
+        auto version = detail::holder_version(record);
+        const auto lease = detail::declared_lease(detail::holder_lease(record), own_ttl);
+        const auto delay = detail::marked_delay(record);
+        if (!seen || seen->version != version)
+            seen = sighting{std::move(version), clock::now(), lease, delay};
+        else {
             seen->lease = lease;
-        co_return answer::held(seen->seen_at + seen->lease);
+            seen->delay = delay;
+        }
+        co_return watched_answer(*seen);
+    }
+
+    // What a waiter answers while it watches a version: held for the holder's lease;
+    // then, for a marked grant, delayed for its lock-delay (its tombstone).
+    static answer watched_answer(const sighting& seen)
+    {
+        const auto now = clock::now();
+        const auto lease_end = seen.seen_at + seen.lease;
+        const auto end = lease_end + seen.delay;
+        if (now < lease_end || now >= end)
+            return answer::held(now < lease_end ? lease_end : end);
+        return answer::delayed(end);
     }
 
     // A shared step: the consistent read, the step computed from it, and its write
@@ -1407,6 +1610,21 @@ private:
         if (diag)
             diag->clear(); // not a sharer: the answer is the holder's
         co_return co_await std::move(holder);
+    }
+
+    // A revocation of one of two forms, each conditional on its own: the first, else
+    // (its condition failed) the second; not_owner when neither applies.
+    static awaitable<result<void>> revoked_either(awaitable<result<nlohmann::json>> first,
+                                                  awaitable<result<nlohmann::json>> second, diagnostics* diag)
+    {
+        auto got = co_await std::move(first);
+        if (got)
+            co_return success();
+        if (got.error() != distlock::errc::contended)
+            co_return got.error();
+        if (diag)
+            diag->clear();
+        co_return co_await owned(std::move(second));
     }
 
     // A withdrawal whose intent is gone already has nothing left to do.
@@ -1599,5 +1817,6 @@ static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(shared_lease_store<store>);
 static_assert(electing_store<store>);
+static_assert(lock_delay_store<store>);
 
 } // namespace distlock::dynamodb

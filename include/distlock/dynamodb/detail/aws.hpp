@@ -23,12 +23,14 @@
 #include <distlock/backend/json.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/error.hpp>
+#include <distlock/options.hpp>
 #include <distlock/util/base64.hpp>
 #include <distlock/util/result_type.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -55,6 +57,9 @@ inline constexpr const char* fence_owner = "fenceOwner";
 inline constexpr const char* data = "data";
 /// The fence of the grant that proclaimed `data` (N), written by distlock beside it.
 inline constexpr const char* leader_epoch = "leaderEpoch";
+/// A distlock grant's lock-delay mark (N, ms), which the AWS client keeps as an
+/// attribute it does not know and ignores; distlock's own dialect names it alike.
+inline constexpr const char* lock_delay = "lockDelay";
 
 /// Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates, nothing
 /// above U+10FFFF): what DynamoDB accepts in a String.
@@ -160,6 +165,7 @@ struct lock_record {
     bool released_as_written = false;          ///< ... and is the AWS client's "1"
     std::optional<std::uint64_t> fence;        ///< stamped by a distlock holder
     std::optional<std::string> fence_owner;    ///< whose fence it is
+    std::optional<std::uint64_t> lock_delay_ms; ///< a distlock grant's lock-delay mark
     std::string whole;                         ///< the item's JSON: a version for items without one
 
     /// The fence of the holder that stamped it, if the holder now is that one (an
@@ -221,6 +227,13 @@ inline lock_record read_lock_record(const backend::json_reader& item, const nloh
     out.released_as_written = text_attribute(item, is_released) == std::string{released_value};
     out.fence = decimal_attribute(item, fence);
     out.fence_owner = text_attribute(item, fence_owner);
+    out.lock_delay_ms = decimal_attribute(item, lock_delay);
+    // A mark is at most a TTL long: a longer one was not written by distlock, and is
+    // not honoured (the AWS client honours none).
+    if (out.lock_delay_ms &&
+        *out.lock_delay_ms > static_cast<std::uint64_t>(
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count()))
+        out.lock_delay_ms.reset();
     out.whole = whole.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     return out;
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <distlock/backend/json.hpp>
+#include <distlock/options.hpp>
 #include <distlock/util/result_type.hpp>
 #include <distlock/diagnostics.hpp>
 #include <distlock/dynamodb/error.hpp>
@@ -21,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -38,7 +40,20 @@ struct lock_item {
     std::optional<std::uint64_t> fence;          ///< the last acquisition's fence
     std::optional<std::uint64_t> expires_at;     ///< expiry_time mode, ms since the Unix epoch
     std::optional<std::uint64_t> lease_duration; ///< record_version mode, ms
+    /// The grant's lock-delay (ms), armed by arm_delay(): its unreleased end leaves a
+    /// tombstone. Kept after the grant ends (an expiry, a revocation) as that tombstone.
+    std::optional<std::uint64_t> lock_delay;
+    /// expiry_time mode: when the tombstone of a marked grant ends, ms since the Unix
+    /// epoch (its expiresAt + lockDelay, kept by every extension).
+    std::optional<std::uint64_t> delay_until;
 };
+
+/// The longest lock-delay an item may carry, in ms: a delay is at most a TTL, which is
+/// at most distlock::max_wait.
+inline std::uint64_t longest_lock_delay_ms()
+{
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count());
+}
 
 /// The string attribute `name` ({"S": "..."}) of the item `item`; nullopt when the
 /// item has none.
@@ -142,6 +157,14 @@ inline lock_item read_lock_item(const backend::json_reader& item)
     out.fence = number_attribute(item, "fence");
     out.expires_at = number_attribute(item, "expiresAt");
     out.lease_duration = number_attribute(item, "leaseDuration");
+    out.lock_delay = number_attribute(item, "lockDelay");
+    out.delay_until = number_attribute(item, "delayUntil");
+    // A mark longer than any TTL was not written by arm_delay(): honoured, it would keep
+    // the resource from every client for longer than any grant could have lasted.
+    if (item.ok() && out.lock_delay && *out.lock_delay > longest_lock_delay_ms())
+        item.report("lockDelay", "a lock-delay of at most " + std::to_string(longest_lock_delay_ms()) + " ms");
+    if (item.ok() && out.delay_until && *out.delay_until > (std::uint64_t{1} << 50))
+        item.report("delayUntil", "a time in ms since the Unix epoch");
     return out;
 }
 

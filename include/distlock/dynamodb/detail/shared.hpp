@@ -11,6 +11,7 @@
 //                  meaningful while any sharer holds
 //   intent (M)     a waiting writer's: waiter (S, hex) and the mode's lease
 //   revision (N)   one more with every change of sharers, permits or intent
+//   lockDelay (N), delayUntil (N): the exclusive holder's lock-delay mark (store.hpp)
 // A grant, an intent and a downgrade are steps: the store reads the item (consistent
 // GetItem), computes the next state here, and writes it with one UpdateItem whose
 // condition is the state it read, so that nothing changed in between: the revision,
@@ -24,7 +25,9 @@
 // expiry_time mode once its expiresAt is before the acquirer's clock less
 // clock_skew_margin; in record_version mode once this lock() call has seen the same
 // version for its whole lease duration on its monotonic clock (the sightings it keeps
-// across its attempts). A step drops what is over in the write it makes.
+// across its attempts). A step drops what is over in the write it makes. A marked
+// exclusive grant that is over leaves its tombstone (tombstone_until): every grant is
+// refused with answer::delayed until it is over too.
 #pragma once
 
 #include <distlock/claim.hpp>
@@ -83,24 +86,71 @@ inline duration declared_lease(const lease_record& lease, duration own_ttl)
     return std::min<duration>(std::chrono::milliseconds{ms}, max_wait);
 }
 
+/// The lock-delay a record's grant was marked with (0: none).
+inline duration marked_delay(const lock_item& lock)
+{
+    return lock.lock_delay ? duration{std::chrono::milliseconds{static_cast<std::int64_t>(*lock.lock_delay)}}
+                           : duration::zero();
+}
+
+/// The version the exclusive side of `lock` is watched by: its holder's, or, for a
+/// marked grant revoked (no holder, the mark kept), the tombstone's.
+inline std::string holder_version(const lock_item& lock)
+{
+    return lock.owner ? watched_version("owner", *lock.owner, holder_lease(lock))
+                      : watched_version("tombstone", "", holder_lease(lock));
+}
+
 /// Remembers, in record_version mode, the version of every grant and intent of `item`
 /// (its first sighting at `now`; one seen before keeps its first sighting) and
-/// forgets those no longer there.
+/// forgets those no longer there. The holder's sighting carries its lock-delay, and a
+/// marked grant's tombstone (a revocation leaves one without a holder) is watched as
+/// a holder is.
 inline void watch(std::vector<sighting>& seen, const shared_item& item, time_point now, duration own_ttl)
 {
     std::vector<sighting> next;
-    const auto see = [&](std::string version, const lease_record& lease) {
+    const auto see = [&](std::string version, const lease_record& lease, duration delay) {
         const auto before = std::find_if(seen.begin(), seen.end(), [&](const sighting& s) { return s.version == version; });
         const auto first = before == seen.end() ? now : before->seen_at;
-        next.push_back({std::move(version), first, declared_lease(lease, own_ttl)});
+        next.push_back({std::move(version), first, declared_lease(lease, own_ttl), delay});
     };
-    if (item.lock.owner)
-        see(watched_version("owner", *item.lock.owner, holder_lease(item.lock)), holder_lease(item.lock));
+    if (item.lock.owner || item.lock.lock_delay)
+        see(holder_version(item.lock), holder_lease(item.lock), marked_delay(item.lock));
     for (const auto& s : item.sharers)
-        see(watched_version("sharer", s.owner, s.lease), s.lease);
+        see(watched_version("sharer", s.owner, s.lease), s.lease, duration::zero());
     if (item.intent)
-        see(watched_version("intent", item.intent->waiter, item.intent->lease), item.intent->lease);
+        see(watched_version("intent", item.intent->waiter, item.intent->lease), item.intent->lease, duration::zero());
     seen = std::move(next);
+}
+
+/// Until when the tombstone of a marked grant of `lock` keeps the resource from every
+/// client, by this client's monotonic clock; nullopt when there is none (unmarked, or
+/// over). Only meaningful once the grant itself is over, as the mode says:
+///  - expiry_time: until delayUntil (its expiresAt + lockDelay) is before the clock less
+///    clock_skew_margin, as the acquisitions' condition says;
+///  - record_version: until the version has been seen unchanged for its lease and the
+///    delay (`seen`, as watch() keeps it).
+inline std::optional<time_point> tombstone_until(const lock_item& lock, const step_clock& c,
+                                                 const std::vector<sighting>& seen)
+{
+    if (!lock.lock_delay)
+        return std::nullopt;
+    if (c.mode == lease_mode::expiry_time) {
+        if (!lock.delay_until) // a mark without its end: the conditions never free it either
+            return c.now + max_wait;
+        constexpr std::int64_t far = std::int64_t{1} << 40;
+        const auto left = static_cast<std::int64_t>(*lock.delay_until) + 1 - (c.wall_ms - c.skew_margin_ms);
+        if (left <= 0)
+            return std::nullopt;
+        return c.now + std::chrono::milliseconds{std::min(left, far)};
+    }
+    const auto version = holder_version(lock);
+    for (const auto& s : seen)
+        if (s.version == version) {
+            const auto until = s.seen_at + s.lease + s.delay;
+            return until > c.now ? std::optional{until} : std::nullopt;
+        }
+    return c.now + declared_lease(holder_lease(lock), c.own_ttl) + marked_delay(lock); // not watched yet
 }
 
 /// When a record counts as over for this client: at or before `c.now`, it is;
@@ -131,15 +181,20 @@ inline bool is_over(std::string_view role, std::string_view holder, const lease_
     return at && *at <= c.now;
 }
 
-/// `item` without what is over: the exclusive holder (its fence stays), the sharers,
-/// the permit count when no sharer is left, the intent.
+/// `item` without what is over: the exclusive holder (its fence stays), a tombstone,
+/// the sharers, the permit count when no sharer is left, the intent.
 inline shared_item without_over(shared_item item, const step_clock& c, const std::vector<sighting>& seen)
 {
+    const bool tombstone = tombstone_until(item.lock, c, seen).has_value();
     if (item.lock.owner && is_over("owner", *item.lock.owner, holder_lease(item.lock), c, seen)) {
         item.lock.owner.reset();
         item.lock.record_version.reset();
         item.lock.expires_at.reset();
         item.lock.lease_duration.reset();
+    }
+    if (!item.lock.owner && !tombstone) { // a tombstone that is over goes with the write
+        item.lock.lock_delay.reset();
+        item.lock.delay_until.reset();
     }
     std::erase_if(item.sharers, [&](const sharer_entry& s) { return is_over("sharer", s.owner, s.lease, c, seen); });
     if (item.sharers.empty())
@@ -217,6 +272,7 @@ inline shared_step step_shared(const shared_item& item, const std::string& owner
                                const std::vector<sighting>& seen)
 {
     using namespace shared_detail;
+    const auto tombstone = tombstone_until(item.lock, c, seen);
     auto live = without_over(item, c, seen);
     shared_step out;
     if (!live.sharers.empty() && live.permits != permits) {
@@ -226,6 +282,10 @@ inline shared_step step_shared(const shared_item& item, const std::string& owner
     }
     if (live.lock.owner) {
         out.reply = answer::held(holder_over_at(live, c, seen));
+        return out;
+    }
+    if (tombstone) {
+        out.reply = answer::delayed(*tombstone);
         return out;
     }
     if (permits == 0 && live.intent) {
@@ -262,11 +322,16 @@ inline shared_step step_exclusive(const shared_item& item, const std::string& wa
                                   const std::vector<sighting>& seen)
 {
     using namespace shared_detail;
+    const auto tombstone = tombstone_until(item.lock, c, seen);
     auto live = without_over(item, c, seen);
     shared_step out;
     if (!live.sharers.empty() && live.permits != 0u) {
         out.reply = distlock::make_error_code(distlock::errc::invalid_argument);
         out.refusal = counts_differ(live.permits.value_or(0), 0);
+        return out;
+    }
+    if (!live.lock.owner && live.sharers.empty() && tombstone) {
+        out.reply = answer::delayed(*tombstone);
         return out;
     }
     const bool other_waits = live.intent && live.intent->waiter != waiter;
@@ -283,6 +348,8 @@ inline shared_step step_exclusive(const shared_item& item, const std::string& wa
         live.lock.expires_at = lease.expires_at;
         live.lock.record_version = lease.record_version;
         live.lock.lease_duration = lease.lease_duration;
+        live.lock.lock_delay.reset(); // a new grant, marked only if its lock() asks
+        live.lock.delay_until.reset();
         live.intent.reset(); // its own, or one that is over
         advance(live);
         out.reply = answer::granted(*live.lock.fence);
@@ -322,6 +389,9 @@ inline shared_step step_downgrade(const shared_item& item, const std::string& ow
     next.lock.record_version.reset();
     next.lock.expires_at.reset();
     next.lock.lease_duration.reset();
+    // Given up by its holder, as a release is: its mark goes, no tombstone follows.
+    next.lock.lock_delay.reset();
+    next.lock.delay_until.reset();
     next.revision = next.revision.value_or(0) + 1;
     out.reply = answer::granted(lock.fence.value_or(0));
     out.next = std::move(next);
@@ -353,7 +423,8 @@ inline nlohmann::json shared_update(const shared_item& read, const shared_item& 
     using namespace shared_detail;
     nlohmann::json names = {{"#o", "owner"},   {"#f", "fence"},   {"#e", "expiresAt"},
                             {"#v", "recordVersion"}, {"#l", "leaseDuration"}, {"#n", "revision"},
-                            {"#s", "sharers"}, {"#p", "permits"}, {"#i", "intent"}};
+                            {"#s", "sharers"}, {"#p", "permits"}, {"#i", "intent"},
+                            {"#d", "lockDelay"}, {"#du", "delayUntil"}};
     nlohmann::json values = nlohmann::json::object();
     std::vector<std::string> conditions, sets, removes;
     const auto compare = [&](const char* name, const char* placeholder, std::optional<nlohmann::json> was) {
@@ -385,6 +456,8 @@ inline nlohmann::json shared_update(const shared_item& read, const shared_item& 
     compare("#v", ":was_v", as_string(read.lock.record_version));
     compare("#l", ":was_l", as_number(read.lock.lease_duration));
     compare("#n", ":was_n", as_number(read.revision));
+    compare("#d", ":was_d", as_number(read.lock.lock_delay));
+    compare("#du", ":was_du", as_number(read.lock.delay_until));
 
     assign("#o", ":o", as_string(next.lock.owner));
     assign("#f", ":f", as_number(next.lock.fence));
@@ -392,6 +465,8 @@ inline nlohmann::json shared_update(const shared_item& read, const shared_item& 
     assign("#v", ":v", as_string(next.lock.record_version));
     assign("#l", ":l", as_number(next.lock.lease_duration));
     assign("#n", ":n", as_number(next.revision));
+    assign("#d", ":d", as_number(next.lock.lock_delay));
+    assign("#du", ":du", as_number(next.lock.delay_until));
     std::optional<nlohmann::json> sharers, permits, intent;
     if (!next.sharers.empty()) {
         nlohmann::json map = nlohmann::json::object();
