@@ -61,13 +61,18 @@ struct etcd_clients {
     {
         return std::make_unique<backend>(io, in_dialect(test::shared_etcd().config(prefix)));
     }
-    // As if the store had dropped the lock behind the holder's back: its entry's key
-    // (whatever its mode: the owner names the key) is deleted on the server. The
-    // holder's session hears of it at its next keepalive.
+    // As an unplanned loss ends the grant: the session that keeps its entry's key
+    // (whatever its mode: the owner names the key) ends, its lease revoked on the
+    // server, which deletes every key bound to it (a lock-delay mark has no lease: it
+    // stays, for the next head to find). The holder hears of it at its next keepalive.
     void end_lock(const dl::lease& l)
     {
         const auto key = etcd::detail::queue_prefix(prefix, l.resource(), Dialect) + l.owner().to_hex();
-        (void)test::shared_etcd().call("kv/deleterange", etcd::detail::range_request(key));
+        const auto r = etcd::detail::read_range(test::shared_etcd().call("kv/range", etcd::detail::range_request(key)));
+        REQUIRE(r);
+        REQUIRE(r->kvs.size() == 1);
+        REQUIRE(r->kvs.front().lease > 0);
+        (void)test::shared_etcd().call("lease/revoke", {{"ID", std::to_string(r->kvs.front().lease)}});
     }
     void lose_next_reply(std::size_t) { net.set(fault::direction::to_client, {.close_after = 0}); }
     void hold_replies(bool on) { net.set(fault::direction::to_client, {.blackhole = on}); }

@@ -1422,3 +1422,239 @@ TEST_CASE("etcd: elections: the value lives in the leader's entry, written only 
         co_await unreachable_go.close();
     });
 }
+
+// -- Lock-delays -----------------------------------------------------------------------
+
+TEST_CASE("etcd: lock-delay marks lie outside every queue in both dialects; hostile mark values are refused",
+          "[etcd][input]")
+{
+    const std::string owner = "0123456789abcdef0123456789abcdef";
+    const std::vector<std::string> ids{"a", "a!lock-delay", "a!lock-delay!lock-delay", "ab", "a0", "b", "a.b"};
+    for (const auto dialect : {etcd::key_dialect::distlock, etcd::key_dialect::concurrency})
+        for (const auto& id : ids) {
+            const auto mark = etcd::detail::delay_mark_key(etcd::detail::queue_prefix("p/", id, dialect));
+            CHECK(mark == "p/" + etcd::detail::id_in_key(id, dialect) + "!lock-delay");
+            // No queue's range (ours, or a concurrency.Mutex's on <prefix><id>) holds it,
+            // and a listing does not read it as a lock.
+            for (const auto& other : ids) {
+                const auto q = etcd::detail::queue_prefix("p/", other, dialect);
+                CHECK_FALSE((mark >= q && mark < etcd::detail::range_end(q)));
+                if (other != id)
+                    CHECK(mark != etcd::detail::delay_mark_key(q));
+            }
+            CHECK_FALSE(etcd::detail::parse_queue_key("p/", mark, dialect));
+        }
+
+    const auto value = etcd::detail::delay_mark_value(owner, 42, 1500);
+    CHECK(value == R"({"delay_ms":"1500","fence":"42","holder":")" + owner + R"("})");
+    const auto parsed = etcd::detail::parse_delay_mark(value);
+    REQUIRE(parsed);
+    CHECK(parsed->holder == owner);
+    CHECK(parsed->fence == 42);
+    CHECK(parsed->delay_ms == 1500);
+    const std::vector<std::string> hostiles{"", "null", "[]", "{}", "not json", R"({"delay_ms":1500,"fence":"42","holder":"abc"})",
+          R"({"delay_ms":"1500","fence":42,"holder":"abc"})", R"({"delay_ms":"0","fence":"42","holder":"abc"})",
+          R"({"delay_ms":"-5","fence":"42","holder":"abc"})", R"({"delay_ms":"015","fence":"42","holder":"abc"})",
+          R"({"delay_ms":"9000000000001","fence":"42","holder":"abc"})",
+          R"({"delay_ms":"99999999999999999999999","fence":"42","holder":"abc"})",
+          R"({"delay_ms":"1500","fence":"0","holder":"abc"})", R"({"delay_ms":"1500","fence":"42","holder":""})",
+          R"({"delay_ms":"1500","fence":"42","holder":"0abc"})", R"({"delay_ms":"1500","fence":"42","holder":"XYZ"})",
+          R"({"delay_ms":"1500","fence":"42","holder":"a/b"})", std::string{"{\"holder\":\"\xff\"}"},
+          std::string{"\0\0", 2}};
+    for (const auto& hostile : hostiles)
+        CHECK_FALSE(etcd::detail::parse_delay_mark(hostile));
+    // A concurrency.Mutex's lease ID names its key too.
+    CHECK(etcd::detail::parse_delay_mark(R"({"delay_ms":"1","fence":"7","holder":"694d7a1f5c3b2a01"})"));
+}
+
+namespace {
+
+using single_try = dl::basic_distributed_mutex<etcd::store, dl::retry::none>;
+
+std::optional<etcd::detail::kv> mark_of(const std::string& prefix, const std::string& resource,
+                                        etcd::key_dialect dialect = etcd::key_dialect::distlock)
+{
+    const auto key = etcd::detail::delay_mark_key(etcd::detail::queue_prefix(prefix, resource, dialect));
+    const auto r = etcd::detail::read_range(test::shared_etcd().call("kv/range", etcd::detail::range_request(key)));
+    REQUIRE(r);
+    if (r->kvs.empty())
+        return std::nullopt;
+    return r->kvs.front();
+}
+
+void end_session_of(etcd::store& s)
+{
+    const auto lease = s.session_lease();
+    REQUIRE(lease != 0);
+    (void)test::shared_etcd().call("lease/revoke", {{"ID", std::to_string(lease)}});
+}
+
+} // namespace
+
+TEST_CASE("etcd: lock-delay: the mark is put only for the grant that holds, beside the queue, without a lease; a "
+          "release deletes it in the same txn",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("delay-mark");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store> ma{a, "r/1", {.ttl = 10s, .lock_delay = 1500ms}};
+        single_try mb{b, "r/1", {.ttl = 10s}};
+        auto held = co_await ma.lock();
+        REQUIRE(held);
+        const auto mark = mark_of(prefix, "r/1");
+        REQUIRE(mark);
+        CHECK(mark->key == prefix + "r%2F1!lock-delay");
+        CHECK(mark->lease == 0);
+        const auto parsed = etcd::detail::parse_delay_mark(mark->value);
+        REQUIRE(parsed);
+        CHECK(parsed->holder == held->owner().to_hex());
+        CHECK(static_cast<dl::fence_token>(parsed->fence) == held->fence());
+        CHECK(parsed->delay_ms == 1500);
+        // The queue holds one key, and a listing one lock without waiters.
+        CHECK(queue_of(server, prefix, "r/1").size() == 1);
+        {
+            const auto locks = co_await b.list("");
+            REQUIRE(locks);
+            REQUIRE(locks->size() == 1);
+            CHECK(locks->front().resource == "r/1");
+            CHECK(locks->front().waiters == 0);
+        }
+        // Owner- and fence-checked: another owner, or another fence, marks nothing.
+        {
+            const auto other = co_await b.arm_delay("r/1", dl::owner_token::generate(), held->fence(), 1s);
+            REQUIRE_FALSE(other);
+            CHECK(other.error() == dl::errc::not_owner);
+            const auto stale = co_await b.arm_delay("r/1", held->owner(), held->fence() + 1, 1s);
+            REQUIRE_FALSE(stale);
+            CHECK(stale.error() == dl::errc::not_owner);
+            const auto free = co_await b.arm_delay("r/free", held->owner(), held->fence(), 1s);
+            REQUIRE_FALSE(free);
+            CHECK(free.error() == dl::errc::not_owner);
+            CHECK_FALSE(mark_of(prefix, "r/free"));
+            CHECK(mark_of(prefix, "r/1")->mod_revision == mark->mod_revision);
+        }
+        { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
+        CHECK_FALSE(mark_of(prefix, "r/1"));
+        auto next = co_await mb.try_lock();
+        REQUIRE(next);
+        { const auto ok_ = co_await next->unlock(); CHECK(ok_); }
+        co_await a.close();
+        co_await b.close();
+    });
+}
+
+TEST_CASE("etcd: lock-delay: the head that finds a lost holder's mark makes it a tombstone on a lease of the delay "
+          "rounded up; it expires by itself; a waiter's leaving keeps it",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("delay-tomb");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)}, b{io, server.config(prefix)}, c{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store> ma{a, "r", {.ttl = 10s, .lock_delay = 2300ms}};
+        single_try mb{b, "r", {.ttl = 10s}};
+        patient_mutex mc{c, "r", {.ttl = 10s}, dl::retry::exponential_backoff{.deadline = 20s}};
+        auto held = co_await ma.lock();
+        REQUIRE(held);
+        // A waiter that leaves (its deadline comes) deletes its own key only.
+        {
+            auto gave_up = co_await mc.lock_until(dl::clock::now() + 300ms);
+            REQUIRE_FALSE(gave_up);
+            REQUIRE(mark_of(prefix, "r"));
+        }
+        end_session_of(a);
+        (void)co_await test::eventually("the holder's key went", [&] { return queue_of(server, prefix, "r").empty(); },
+                                        test::long_enough());
+        const auto mark = mark_of(prefix, "r");
+        REQUIRE(mark); // no lease: it outlived the session
+        CHECK(mark->lease == 0);
+        dl::diagnostics diag;
+        const auto asked = dl::clock::now();
+        auto refused = co_await mb.try_lock(diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::lock_delayed);
+        REQUIRE(diag.lock_delay_until());
+        // 2.3 s rounded up to 3 s (etcd's minimum TTL is below that here).
+        CHECK(*diag.lock_delay_until() > asked + 2500ms);
+        CHECK(*diag.lock_delay_until() <= dl::clock::now() + 3s);
+        const auto tomb = mark_of(prefix, "r");
+        REQUIRE(tomb);
+        CHECK(tomb->value == mark->value);
+        CHECK(tomb->lease > 0);
+        const auto ttl = etcd::detail::integer(server.call("lease/timetolive", {{"ID", std::to_string(tomb->lease)}}),
+                                               "TTL");
+        REQUIRE(ttl);
+        CHECK(*ttl >= 2);
+        CHECK(*ttl <= 3);
+        // The refused try leaves nothing queued, and another client is refused until the
+        // same time (it reads the tombstone's lease).
+        (void)co_await test::eventually("the refused entry left",
+                                        [&] { return queue_of(server, prefix, "r").empty(); }, test::long_enough());
+        dl::diagnostics other;
+        auto also = co_await single_try{c, "r", {.ttl = 10s}}.try_lock(other);
+        REQUIRE_FALSE(also);
+        CHECK(also.error() == dl::errc::lock_delayed);
+        REQUIRE(other.lock_delay_until());
+        CHECK(*other.lock_delay_until() <= *diag.lock_delay_until() + 200ms);
+        CHECK(mark_of(prefix, "r")->mod_revision == tomb->mod_revision); // one tombstone
+        // Nobody asks: the tombstone goes with its lease.
+        (void)co_await test::eventually("the tombstone expired", [&] { return !mark_of(prefix, "r"); },
+                                        test::steps{.max = 200, .each = 50ms});
+        CHECK(dl::clock::now() >= *diag.lock_delay_until() - 100ms);
+        auto after = co_await mb.try_lock();
+        REQUIRE(after);
+        { const auto ok_ = co_await after->unlock(); CHECK(ok_); }
+        co_await a.close();
+        co_await b.close();
+        co_await c.close();
+    });
+}
+
+TEST_CASE("etcd: lock-delay: a mark of no known form is a protocol error naming it, for exclusive and shared "
+          "grants; a waiter and a listing are not disturbed",
+          "[etcd]")
+{
+    auto& server = test::shared_etcd();
+    const auto prefix = test::fresh_prefix("delay-hostile");
+    asio::io_context io;
+    etcd::store a{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const auto key = etcd::detail::delay_mark_key(etcd::detail::queue_prefix(prefix, "r"));
+        single_try m{a, "r", {.ttl = 10s}};
+        dl::basic_distributed_shared_mutex<etcd::store, dl::retry::none> sm{a, "r", {.ttl = 10s}};
+        for (const auto& hostile : {std::string{"garbage"}, std::string{R"({"holder":"x"})"},
+                                          std::string{"\xff\xfe"}}) {
+            (void)server.call("kv/put", {{"key", b64(key)}, {"value", b64(hostile)}});
+            dl::diagnostics diag;
+            auto r = co_await m.try_lock(diag);
+            REQUIRE_FALSE(r);
+            CHECK(r.error() == dl::errc::protocol_error);
+            CHECK(diag.to_string().find("!lock-delay") != std::string::npos);
+            auto s = co_await sm.try_lock_shared();
+            REQUIRE_FALSE(s);
+            CHECK(s.error() == dl::errc::protocol_error);
+            const auto locks = co_await a.list("");
+            REQUIRE(locks);
+            CHECK(locks->empty());
+        }
+        // A tombstone whose lease is gone holds nothing back.
+        const auto grant = server.call("lease/grant", {{"TTL", "60"}});
+        const auto id = etcd::detail::integer(grant, "ID");
+        REQUIRE(id);
+        (void)server.call("kv/put", {{"key", b64(key)},
+                                     {"value", b64(etcd::detail::delay_mark_value(std::string(32, 'a'), 5, 60000))},
+                                     {"lease", std::to_string(*id)}});
+        auto delayed = co_await m.try_lock();
+        REQUIRE_FALSE(delayed);
+        CHECK(delayed.error() == dl::errc::lock_delayed);
+        (void)server.call("lease/revoke", {{"ID", std::to_string(*id)}});
+        auto free = co_await m.try_lock();
+        REQUIRE(free);
+        { const auto ok_ = co_await free->unlock(); CHECK(ok_); }
+        co_await a.close();
+    });
+}

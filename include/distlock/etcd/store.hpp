@@ -42,6 +42,12 @@
 //    the oldest, a reader waits for it, and the key behind it watches it. config's
 //    dialect says which queue prefix a resource id gets (dialect.hpp): the escaped
 //    id by default, the id verbatim under key_dialect::concurrency.
+//  - Lock-delays (keys.hpp): a holder's mark is a key beside the queue, outside every
+//    queue's range, without a lease, put in a txn that checks the holder's key; a
+//    release deletes it in its own txn. etcd writes nothing when a lease expires, so
+//    the queue's next head, which reads the mark in the txns it sends anyway, turns a
+//    mark whose holder is gone into a tombstone bound to a lease of the delay, guarded
+//    by the mark's mod revision; the server deletes it when that lease expires.
 #pragma once
 
 #include <distlock/backend.hpp>
@@ -66,8 +72,8 @@
 namespace distlock::etcd {
 
 /// An etcd cluster used as a lock store. Models session_queue_store,
-/// shared_queue_store, inspectable_store, enumerable_store, revocable_store and
-/// electing_store; its default acquisition is acquire::session_queue, so
+/// shared_queue_store, inspectable_store, enumerable_store, revocable_store,
+/// electing_store and lock_delay_store; its default acquisition is acquire::session_queue, so
 /// `basic_distributed_mutex<etcd::store>`
 /// queues fairly, needs no watchdog, and its leases end with the store's session; a
 /// shared mutex's and a semaphore's is acquire::shared_queue, in the same queue.
@@ -136,8 +142,11 @@ public:
     {
         if (auto ec = checked_resource(resource, diag))
             return backend::failed<void>(ec);
-        auto key = queue_of(resource) + owner.to_hex();
+        const auto queue = queue_of(resource);
+        auto key = queue + owner.to_hex();
         session_->forget(key);
+        if (auto mark = session_->armed_mark(key)) // released: its lock-delay mark goes in the same txn
+            return released(client_, session_, std::move(key), detail::delay_mark_key(queue), std::move(*mark), diag);
         return deleted(client_, std::move(key), diag);
     }
 
@@ -146,6 +155,30 @@ public:
         if (entry > static_cast<fence_token>(INT64_MAX))
             return std::nullopt;
         return session_->bind(static_cast<std::int64_t>(entry), std::move(listener));
+    }
+
+    // -- lock_delay_store ----------------------------------------------------------------
+
+    /// Marks the exclusive grant `owner` holds on `resource` (its key created at
+    /// `fence`) for a lock-delay of `delay`, rounded up to whole milliseconds: one txn
+    /// that puts the mark (keys.hpp: lock-delays) only while that key still exists as
+    /// created at `fence`; errc::not_owner otherwise. If the key then goes without a
+    /// release (its session ends, it is revoked), the next head of the queue turns the
+    /// mark into a tombstone of the delay rounded up to whole seconds (docs/etcd.md).
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay, diagnostics* diag = nullptr)
+    {
+        if (auto ec = checked_resource(resource, diag))
+            return backend::failed<void>(ec);
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(delay).count();
+        if (delay <= duration::zero() || ms > detail::max_delay_mark_ms)
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        if (fence == 0 || fence > static_cast<fence_token>(INT64_MAX)) // no key was created there
+            return backend::failed<void>(distlock::errc::not_owner);
+        const auto queue = queue_of(resource);
+        const auto entry = static_cast<std::int64_t>(fence);
+        session_->arming(queue + owner.to_hex(), detail::delay_mark_value(owner.to_hex(), entry, ms));
+        return proclaimed(client_, detail::arm_delay_request(queue, owner.to_hex(), entry, ms).dump(), diag);
     }
 
     // -- shared_queue_store ----------------------------------------------------------
@@ -330,14 +363,23 @@ private:
                                                    std::shared_ptr<distlock::backend::lifetime> life, std::string queue,
                                                    std::string key, std::string owner, diagnostics* diag)
     {
+        const auto mark_key = detail::delay_mark_key(queue);
         for (int round = 0; round < 2; ++round) {
             auto lease = co_await detail::session::lease(s, diag);
             if (!lease)
                 co_return lease.error();
             if (const auto entry = s->promoted(key, lease.value())) {
                 // The key before it held the lock and is gone (its watch said so): this
-                // one is the oldest, with no read to confirm it.
-                co_return held_after_waiting(c, *s, *life, key, owner, lease.value(), *entry);
+                // one is the oldest, with no read of the queue to confirm it. Only the
+                // lock-delay mark is read: the key that went may have left one.
+                auto got = co_await detail::client::call(c, "kv/range", detail::range_request(mark_key).dump(), diag);
+                if (!got)
+                    co_return got.error();
+                auto mark = detail::decode_range(got.value(), diag);
+                if (!mark)
+                    co_return mark.error();
+                co_return co_await head(c, s, life, key, owner, lease.value(), *entry, mark_key,
+                                        std::move(mark.value()), true, diag);
             }
             if (s->made(key, lease.value())) {
                 // This call made its key under this session (it is trying again after a
@@ -346,26 +388,29 @@ private:
                 // and both answers from the same revision.
                 const json reads = {
                     {"success", json::array({json{{"request_range", detail::range_request(key)}},
-                                             json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}}})}};
+                                             json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}},
+                                             json{{"request_range", detail::range_request(mark_key)}}})}};
                 auto got = co_await detail::client::call(c, "kv/txn", reads.dump(), diag);
                 if (!got)
                     co_return got.error();
-                const auto read = detail::decode_txn(got.value(), diag, {0, 1});
+                const auto read = detail::decode_txn(got.value(), diag, {0, 1, 2});
                 if (!read)
                     co_return read.error();
                 const auto* mine = read->range(0);
                 const auto* oldest = read->range(1);
                 if (!mine->kvs.empty() && mine->kvs.front().lease == lease.value() && !oldest->kvs.empty())
                     co_return co_await placed(c, s, life, queue, key, owner, mine->kvs.front(), oldest->kvs.front(),
-                                              lease.value(), diag);
+                                              lease.value(), *read->range(2), diag);
                 s->forget(key); // gone: made again below, at the back
             }
             const json txn = {
                 {"compare", json::array({detail::create_compare(key, 0)})},
                 {"success", json::array({json{{"request_put", put_request(key, owner, lease.value())}},
-                                         json{{"request_range", detail::queue_request(queue, "DESCEND", 2)}}})},
+                                         json{{"request_range", detail::queue_request(queue, "DESCEND", 2)}},
+                                         json{{"request_range", detail::range_request(mark_key)}}})},
                 {"failure", json::array({json{{"request_range", detail::range_request(key)}},
-                                         json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}}})}};
+                                         json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}},
+                                         json{{"request_range", detail::range_request(mark_key)}}})}};
             auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
             if (!got) {
                 if (got.error() == errc::not_found) { // the lease expired: the session is over
@@ -374,8 +419,9 @@ private:
                 }
                 co_return got.error();
             }
-            // Succeeded: the put, then the queue's newest keys; failed: the key, then the oldest.
-            const auto answer = detail::decode_txn(got.value(), diag, {1}, {0, 1});
+            // Succeeded: the put, then the queue's newest keys; failed: the key, then the
+            // oldest; then the lock-delay mark (keys.hpp), in both.
+            const auto answer = detail::decode_txn(got.value(), diag, {1, 2}, {0, 1, 2});
             if (!answer)
                 co_return answer.error();
             const auto* first_range = answer->range(0);
@@ -386,10 +432,9 @@ private:
                     co_return distlock::errc::protocol_error;
                 const auto& mine = second_range->kvs.front();
                 s->remember(key, lease.value(), mine.create_revision);
-                if (second_range->count == 1 || second_range->kvs.size() < 2) {
-                    s->granted(mine.create_revision, lease.value(), key);
-                    co_return queue_place{static_cast<fence_token>(mine.create_revision), true, std::nullopt};
-                }
+                if (second_range->count == 1 || second_range->kvs.size() < 2)
+                    co_return co_await head(c, s, life, key, owner, lease.value(), mine.create_revision, mark_key,
+                                            *answer->range(2), false, diag);
                 // With two keys in the queue, the other one is the oldest: the holder.
                 const auto& before = second_range->kvs[1];
                 s->remember_predecessor(key, before.create_revision, second_range->count == 2);
@@ -412,7 +457,7 @@ private:
             }
             s->remember(key, lease.value(), mine.create_revision);
             co_return co_await placed(c, s, life, queue, key, owner, mine, second_range->kvs.front(), lease.value(),
-                                      diag);
+                                      *answer->range(2), diag);
         }
         co_return distlock::errc::session_lost;
     }
@@ -423,25 +468,155 @@ private:
                                                  std::shared_ptr<detail::session> s,
                                                  std::shared_ptr<distlock::backend::lifetime> life, std::string queue,
                                                  std::string key, std::string owner, detail::kv mine,
-                                                 detail::kv oldest, std::int64_t lease, diagnostics* diag)
+                                                 detail::kv oldest, std::int64_t lease, detail::range_answer mark,
+                                                 diagnostics* diag)
     {
+        const auto mark_key = detail::delay_mark_key(queue);
         if (oldest.key == key)
-            co_return held_after_waiting(c, *s, *life, key, owner, lease, mine.create_revision);
-        // Waiting: the newest key created before ours.
+            co_return co_await head(c, s, life, key, owner, lease, mine.create_revision, mark_key, std::move(mark),
+                                    true, diag);
+        // Waiting: the newest key created before ours; and the lock-delay mark again, in
+        // case the keys before ours went meanwhile (one read-only txn).
         auto before = detail::queue_request(queue, "DESCEND", 1);
         before["max_create_revision"] = std::to_string(mine.create_revision - 1);
-        auto pred = co_await detail::client::call(c, "kv/range", before.dump(), diag);
+        const json reads = {{"success", json::array({json{{"request_range", std::move(before)}},
+                                                     json{{"request_range", detail::range_request(mark_key)}}})}};
+        auto pred = co_await detail::client::call(c, "kv/txn", reads.dump(), diag);
         if (!pred)
             co_return pred.error();
-        const auto r = detail::decode_range(pred.value(), diag);
-        if (!r)
-            co_return r.error();
+        const auto read = detail::decode_txn(pred.value(), diag, {0, 1});
+        if (!read)
+            co_return read.error();
+        const auto* r = read->range(0);
         if (r->kvs.empty()) // the keys before ours went meanwhile
-            co_return held_after_waiting(c, *s, *life, key, owner, lease, mine.create_revision);
+            co_return co_await head(c, s, life, key, owner, lease, mine.create_revision, mark_key, *read->range(1),
+                                    true, diag);
         const auto& waits_for = r->kvs.front();
         s->remember_predecessor(key, waits_for.create_revision, waits_for.key == oldest.key);
         co_return queue_place{static_cast<fence_token>(mine.create_revision), false,
                               static_cast<fence_token>(waits_for.create_revision)};
+    }
+
+    // The key `key`, created at `entry`, is the oldest of its queue: the lock is this
+    // call's unless `mark` (the read of the queue's lock-delay mark) holds it back.
+    // `after_waiting`: made in an earlier attempt (see held_after_waiting).
+    static awaitable<result<queue_place>> head(std::shared_ptr<detail::client> c, std::shared_ptr<detail::session> s,
+                                               std::shared_ptr<distlock::backend::lifetime> life, std::string key,
+                                               std::string owner, std::int64_t lease, std::int64_t entry,
+                                               std::string mark_key, detail::range_answer mark, bool after_waiting,
+                                               diagnostics* diag)
+    {
+        if (!mark.kvs.empty()) {
+            const auto until = co_await delay_of(c, std::move(mark_key), std::move(mark), owner, entry, diag);
+            if (!until)
+                co_return until.error();
+            if (*until) // the entry keeps its place
+                co_return queue_place{static_cast<fence_token>(entry), false, std::nullopt, **until};
+        }
+        if (after_waiting)
+            co_return held_after_waiting(c, *s, *life, key, owner, lease, entry);
+        s->granted(entry, lease, key);
+        co_return queue_place{static_cast<fence_token>(entry), true, std::nullopt};
+    }
+
+    // What the queue's lock-delay mark, as `mark` read it (keys.hpp: lock-delays), means
+    // for the head entry of the owner `owner_hex` created at `entry`: nullopt when it
+    // may hold now, else until when (this process's clock) the resource is delayed.
+    //  - No mark, or the mark of this very entry's grant: nullopt.
+    //  - A tombstone (the mark with a lease): its lease's time left, in whole seconds,
+    //    rounded down by the server (never later than the truth); under a second left,
+    //    a short wait and a look again.
+    //  - A mark naming another key: that holder went without a release (its key would
+    //    be the head otherwise). A lease of the delay rounded up to whole seconds is
+    //    granted, and the mark put again bound to it, only if still unchanged since the
+    //    read: the first head that finds it starts the tombstone, the others read it.
+    // A value that is no mark, or a negative lease, is a protocol_error saying what the
+    // server holds.
+    static awaitable<result<std::optional<time_point>>> delay_of(std::shared_ptr<detail::client> c,
+                                                                 std::string mark_key, detail::range_answer mark,
+                                                                 std::string owner_hex, std::int64_t entry,
+                                                                 diagnostics* diag)
+    {
+        for (int tries = 0; tries < 4; ++tries) {
+            if (mark.kvs.empty())
+                co_return std::optional<time_point>{};
+            const auto k = mark.kvs.front();
+            const auto parsed = detail::parse_delay_mark(k.value);
+            if (mark.kvs.size() != 1 || k.key != mark_key || !parsed || k.lease < 0) {
+                if (diag)
+                    diag->set_client_message("etcd: the lock-delay mark \"" + mark_key + "\" reads as \"" +
+                                             k.key + "\" = \"" + k.value + "\" (lease " + std::to_string(k.lease) +
+                                             "), not a mark");
+                co_return distlock::errc::protocol_error;
+            }
+            if (k.lease > 0) {
+                const json ask = {{"ID", std::to_string(k.lease)}};
+                auto got = co_await detail::client::call(c, "lease/timetolive", ask.dump(), diag);
+                if (!got && got.error() == errc::not_found) // the lease, and the tombstone with it, is gone
+                    co_return std::optional<time_point>{};
+                if (!got)
+                    co_return got.error();
+                const auto now = clock::now();
+                const auto left = detail::decode_time_to_live(got.value(), diag);
+                if (!left)
+                    co_return left.error();
+                if (left.value() < 0)
+                    co_return std::optional<time_point>{};
+                if (left.value() == 0) // under a second left, or expired and not yet deleted
+                    co_return std::optional<time_point>{now + tombstone_poll};
+                co_return std::optional<time_point>{now + std::chrono::seconds{left.value()}};
+            }
+            if (parsed->holder == owner_hex && parsed->fence == entry)
+                co_return std::optional<time_point>{};
+            const auto seconds = (parsed->delay_ms + 999) / 1000;
+            const json grant = {{"TTL", std::to_string(seconds)}, {"ID", "0"}};
+            auto got = co_await detail::client::call(c, "lease/grant", grant.dump(), diag);
+            if (!got)
+                co_return got.error();
+            const auto granted_at = clock::now(); // the lease began before its answer
+            const auto lease = detail::decode_granted_lease(got.value(), diag);
+            if (!lease)
+                co_return lease.error();
+            auto put = co_await detail::client::call(
+                c, "kv/txn", detail::tombstone_request(mark_key, k.value, k.mod_revision, lease->id).dump(), diag);
+            if (!put)
+                co_return put.error(); // the lease, unused, expires with its TTL
+            const auto answer = detail::decode_txn(put.value(), diag, {}, {0});
+            if (!answer)
+                co_return answer.error();
+            if (answer->succeeded)
+                // The TTL the server granted: etcd raises one below its minimum.
+                co_return std::optional<time_point>{granted_at + std::chrono::seconds{lease->ttl}};
+            // Another head was first, or the mark went: what is there now decides.
+            const json drop = {{"ID", std::to_string(lease->id)}};
+            (void)co_await detail::client::call(c, "lease/revoke", drop.dump(), nullptr);
+            mark = *answer->range(0);
+        }
+        if (diag)
+            diag->set_client_message("etcd: the lock-delay mark \"" + mark_key + "\" changed under every attempt");
+        co_return distlock::errc::protocol_error;
+    }
+
+    // How long a head waits before it looks again at a tombstone with under a second left.
+    static constexpr auto tombstone_poll = std::chrono::milliseconds{200};
+
+    // Releases the holder key `key` and its lock-delay mark, if still the one this
+    // store armed (keys.hpp: release_request), in one txn.
+    static awaitable<result<void>> released(std::shared_ptr<detail::client> c, std::shared_ptr<detail::session> s,
+                                            std::string key, std::string mark_key, std::string mark_value,
+                                            diagnostics* diag)
+    {
+        auto got = co_await detail::client::call(
+            c, "kv/txn", detail::release_request(key, mark_key, mark_value).dump(), diag);
+        if (!got)
+            co_return got.error(); // the mark is remembered still: a dequeue again clears it
+        const auto n = detail::decode_txn_deleted(got.value(), 0, diag);
+        if (!n)
+            co_return n.error();
+        s->disarmed(key);
+        if (n.value() == 0)
+            co_return distlock::errc::not_owner;
+        co_return success();
     }
 
     // The key `key`, created at `entry` in an earlier attempt, is the oldest of its
@@ -479,6 +654,7 @@ private:
     {
         const auto value = detail::entry_value(owner, mode, permits);
         const auto entries = detail::queue_entries_request(queue);
+        const auto mark = detail::range_request(detail::delay_mark_key(queue));
         for (int round = 0; round < 2; ++round) {
             auto lease = co_await detail::session::lease(s, diag);
             if (!lease)
@@ -487,9 +663,9 @@ private:
                 {"compare", json::array({detail::create_compare(key, 0)})},
                 {"success",
                  json::array({json{{"request_put", put_request(key, value, lease.value())}},
-                              json{{"request_range", entries}}})},
-                {"failure",
-                 json::array({json{{"request_range", detail::range_request(key)}}, json{{"request_range", entries}}})}};
+                              json{{"request_range", entries}}, json{{"request_range", mark}}})},
+                {"failure", json::array({json{{"request_range", detail::range_request(key)}},
+                                         json{{"request_range", entries}}, json{{"request_range", mark}}})}};
             auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
             if (!got) {
                 if (got.error() == errc::not_found) { // the lease expired: the session is over
@@ -498,8 +674,9 @@ private:
                 }
                 co_return got.error();
             }
-            // Succeeded: the put, then the queue; failed: the key, then the queue.
-            const auto answer = detail::decode_txn(got.value(), diag, {1}, {0, 1});
+            // Succeeded: the put, then the queue; failed: the key, then the queue; then
+            // the lock-delay mark (keys.hpp), in both.
+            const auto answer = detail::decode_txn(got.value(), diag, {1, 2}, {0, 1, 2});
             if (!answer)
                 co_return answer.error();
             const auto at = detail::decode_revision(got.value(), diag);
@@ -526,19 +703,21 @@ private:
                 }
             }
             co_return co_await shared_placed(c, s, queue, key, owner, lease.value(), *answer->range(1), at.value(),
-                                             diag);
+                                             *answer->range(2), diag);
         }
         co_return distlock::errc::session_lost;
     }
 
-    // Where the entry `key` stands by `listing`, the whole queue read at `revision`; a
-    // permit that holds writes its slot first (entries.hpp).
+    // Where the entry `key` stands by `listing`, the whole queue read at `revision`
+    // with the lock-delay mark `mark`; a permit that holds writes its slot first
+    // (entries.hpp). An entry that would hold waits out a tombstone first (delay_of).
     static awaitable<result<shared_place>> shared_placed(std::shared_ptr<detail::client> c,
                                                          std::shared_ptr<detail::session> s, std::string queue,
                                                          std::string key, std::string owner, std::int64_t lease,
                                                          detail::range_answer listing, std::int64_t revision,
-                                                         diagnostics* diag)
+                                                         detail::range_answer mark, diagnostics* diag)
     {
+        const auto mark_key = detail::delay_mark_key(queue);
         // Each write of a slot that does not apply was beaten by a write to the queue:
         // the grant is retried from the read its txn returns, a bounded number of times,
         // then left to the next attempt.
@@ -569,6 +748,14 @@ private:
             }
             if (!d->granted)
                 co_return shared_place{static_cast<fence_token>(entry), false, std::nullopt};
+            if (!mark.kvs.empty()) {
+                const auto until = co_await delay_of(c, mark_key, std::move(mark), owner, entry, diag);
+                if (!until)
+                    co_return until.error();
+                if (*until) // the entry keeps its place
+                    co_return shared_place{static_cast<fence_token>(entry), false, std::nullopt, **until};
+                mark = {};
+            }
             if (!d->write_slot) {
                 s->granted(entry, lease, key);
                 co_return shared_place{static_cast<fence_token>(entry), true, d->slot};
@@ -578,11 +765,12 @@ private:
                 {"compare", json::array({detail::create_compare(key, entry),
                                          detail::unwritten_since_compare(queue, revision)})},
                 {"success", json::array({json{{"request_put", put_request(key, slotted, lease)}}})},
-                {"failure", json::array({json{{"request_range", detail::queue_entries_request(queue)}}})}};
+                {"failure", json::array({json{{"request_range", detail::queue_entries_request(queue)}},
+                                         json{{"request_range", detail::range_request(mark_key)}}})}};
             auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
             if (!got)
                 co_return got.error();
-            const auto answer = detail::decode_txn(got.value(), diag, {}, {0});
+            const auto answer = detail::decode_txn(got.value(), diag, {}, {0, 1});
             if (!answer)
                 co_return answer.error();
             if (answer->succeeded) {
@@ -593,6 +781,7 @@ private:
             if (!at)
                 co_return at.error();
             listing = *answer->range(0);
+            mark = *answer->range(1);
             revision = at.value();
             if (std::none_of(listing.kvs.begin(), listing.kvs.end(), [&](const detail::kv& k) {
                     return k.key == key && k.create_revision == entry;
@@ -854,5 +1043,6 @@ static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(electing_store<store>);
+static_assert(lock_delay_store<store>);
 
 } // namespace distlock::etcd

@@ -304,6 +304,127 @@ inline json proclaim_request(const std::string& queue, const std::string& holder
             {"success", json::array({json{{"request_put", std::move(put)}}})}};
 }
 
+// -- Lock-delays ---------------------------------------------------------------------------
+//
+// A holder that asks for a lock-delay puts a mark next to its queue:
+//   <queue prefix without its trailing '/'>!lock-delay
+// a key with no lease (it outlives the holder's session), valued
+//   {"holder":"<the last part of the holder's key>","fence":"<its create revision>","delay_ms":"<delay>"}
+// (the key's last part, an owner token's hex digits, names it within the queue, and is
+// plain ASCII whatever bytes the id has)
+// It lies outside every queue: after the store prefix it holds no '/' (an id in a key
+// holds none, in either dialect), and every queue is <prefix><id>/..., so no range or
+// watch over a queue (ours, a concurrency.Mutex's or Election's on <prefix><id>) ever
+// reads it as a waiter, and a listing skips it as a key of no lock. The suffix is
+// fixed, so two ids never share a mark. A release deletes it in the txn that deletes
+// the holder's key. The queue's head that finds it naming a key other than its own
+// (gone: it would be the head otherwise) puts it again with a fresh lease of the delay,
+// rounded up to whole seconds: the tombstone, which the server deletes when its lease
+// expires. A mark with a lease is a tombstone.
+
+/// What follows the queue's id in its lock-delay mark's key.
+inline constexpr std::string_view delay_mark_suffix = "!lock-delay";
+
+/// The key of the lock-delay mark of the queue `queue` (which ends with '/').
+inline std::string delay_mark_key(std::string_view queue)
+{
+    std::string out{queue.substr(0, queue.empty() ? 0 : queue.size() - 1)};
+    out += delay_mark_suffix;
+    return out;
+}
+
+/// The longest delay a mark may name: etcd's longest lease TTL (9 000 000 000 s).
+inline constexpr std::int64_t max_delay_mark_ms = 9'000'000'000'000;
+
+/// What a lock-delay mark (or tombstone) says.
+struct delay_mark {
+    std::string holder;        ///< the last part of the marked holder's key (its owner token)
+    std::int64_t fence = 0;    ///< its create revision
+    std::int64_t delay_ms = 0; ///< the lock-delay, in milliseconds (positive)
+};
+
+/// The value of the mark of the holder key ending in `holder` (an owner token's hex
+/// digits) created at `fence`.
+inline std::string delay_mark_value(std::string_view holder, std::int64_t fence, std::int64_t delay_ms)
+{
+    return json{{"holder", std::string{holder}}, {"fence", std::to_string(fence)}, {"delay_ms", std::to_string(delay_ms)}}
+        .dump();
+}
+
+/// The mark `value` describes; nullopt when it is not one (any other text, a field
+/// missing or out of range): the server's bytes are never trusted to be well-formed.
+inline std::optional<delay_mark> parse_delay_mark(std::string_view value)
+{
+    const auto j = json::parse(value.begin(), value.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return std::nullopt;
+    const auto text = [&](const char* name) -> const std::string* {
+        const auto it = j.find(name);
+        return it != j.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+    };
+    const auto number = [](const std::string* s, std::int64_t most) -> std::optional<std::int64_t> {
+        // At most 18 digits: the sum below cannot overflow.
+        if (!s || s->empty() || s->size() > 18 || (s->size() > 1 && s->front() == '0'))
+            return std::nullopt;
+        std::int64_t n = 0;
+        for (const char c : *s) {
+            if (c < '0' || c > '9')
+                return std::nullopt;
+            n = n * 10 + (c - '0');
+        }
+        if (n <= 0 || n > most)
+            return std::nullopt;
+        return n;
+    };
+    const auto* holder = text("holder");
+    const auto fence = number(text("fence"), INT64_MAX);
+    const auto delay = number(text("delay_ms"), max_delay_mark_ms);
+    if (!holder || !is_owner_part(*holder) || !fence || !delay)
+        return std::nullopt;
+    return delay_mark{*holder, *fence, *delay};
+}
+
+/// Marks the holder key `queue` + `owner_hex` created at `fence` for a lock-delay: the
+/// mark is put only while that key is still the one created there (it still holds),
+/// one txn.
+inline json arm_delay_request(const std::string& queue, std::string_view owner_hex, std::int64_t fence,
+                              std::int64_t delay_ms)
+{
+    const auto holder = queue + std::string{owner_hex};
+    json put = {{"key", distlock::util::base64(delay_mark_key(queue))},
+                {"value", distlock::util::base64(delay_mark_value(owner_hex, fence, delay_ms))}};
+    return {{"compare", json::array({create_compare(holder, fence)})},
+            {"success", json::array({json{{"request_put", std::move(put)}}})}};
+}
+
+/// Releases the holder key `key` and, in the same txn, its mark while the mark is still
+/// the one `mark_value` armed (a mark of an earlier holder, lost, must stay: it becomes
+/// a tombstone). The key's delete answers first in either branch.
+inline json release_request(std::string_view key, std::string_view mark_key, std::string_view mark_value)
+{
+    return {{"compare", json::array({value_compare(mark_key, mark_value)})},
+            {"success", json::array({json{{"request_delete_range", range_request(key)}},
+                                     json{{"request_delete_range", range_request(mark_key)}}})},
+            {"failure", json::array({json{{"request_delete_range", range_request(key)}}})}};
+}
+
+/// Turns the mark last written at `mod_revision` into a tombstone: the same key and
+/// value, bound to `lease`. Only the first head that finds the mark does (the compare);
+/// the others read what it wrote.
+inline json tombstone_request(std::string_view mark_key, std::string_view value, std::int64_t mod_revision,
+                              std::int64_t lease)
+{
+    json put = {{"key", distlock::util::base64(mark_key)},
+                {"value", distlock::util::base64(value)},
+                {"lease", std::to_string(lease)}};
+    return {{"compare", json::array({json{{"target", "MOD"},
+                                          {"result", "EQUAL"},
+                                          {"key", distlock::util::base64(mark_key)},
+                                          {"mod_revision", std::to_string(mod_revision)}}})},
+            {"success", json::array({json{{"request_put", std::move(put)}}})},
+            {"failure", json::array({json{{"request_range", range_request(mark_key)}}})}};
+}
+
 /// A key a lease is bound to, and the create revision it had (the lease's fence).
 struct bound_key {
     std::string key;

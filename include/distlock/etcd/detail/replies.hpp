@@ -365,6 +365,54 @@ inline result<std::optional<std::int64_t>> decode_lease_grant(const json& answer
     return ttl;
 }
 
+/// A lease the server chose the ID of: its ID and TTL (both positive).
+struct granted_lease {
+    std::int64_t id = 0;
+    std::int64_t ttl = 0;
+};
+
+/// The lease a lease/grant answer (of a request that left the ID to the server)
+/// states: errc::protocol_error unless both its ID and TTL are positive.
+inline result<granted_lease> decode_granted_lease(const json& answer, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    granted_lease out;
+    if (root.expect_object()) {
+        out.id = root.optional_int64("ID", int64_form).value_or(0);
+        out.ttl = root.optional_int64("TTL", int64_form).value_or(0);
+        if (reply.ok() && out.id <= 0)
+            root.report("ID", "a positive lease ID");
+        else if (reply.ok() && out.ttl <= 0)
+            root.report("TTL", "a positive TTL");
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd lease grant answer");
+    return out;
+}
+
+/// How many keys the delete at `index` of a txn's answer deleted.
+inline result<std::int64_t> decode_txn_deleted(const json& answer, std::size_t index, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(answer, backend::json_null::means_absent);
+    auto root = reply.root();
+    std::int64_t deleted = 0;
+    if (root.expect_object()) {
+        const auto responses = root.optional_array("responses");
+        const auto response = responses.at(index);
+        if (reply.ok() && response.expect_object()) {
+            const auto del = response.optional_object("response_delete_range");
+            if (reply.ok() && !del.present())
+                response.report("response_delete_range", "a delete's answer");
+            else if (reply.ok())
+                deleted = del.optional_int64("deleted", int64_form).value_or(0);
+        }
+    }
+    if (!reply.ok())
+        return reply.fail(diag, "etcd txn answer");
+    return deleted;
+}
+
 // The TTL of a keepalive or time-to-live answer (0 when absent).
 inline result<std::int64_t> decode_ttl(const json& answer, diagnostics* diag, std::string_view context)
 {

@@ -134,6 +134,32 @@ public:
         bound_.erase(key);
     }
 
+    /// The lock-delay mark `value` is being put for the holder key `key`: its release
+    /// deletes it in the same txn, if still that mark. Remembered before the put is
+    /// sent, so that a put whose answer was lost is cleared by the release too.
+    void arming(const std::string& key, std::string value)
+    {
+        std::lock_guard lock{mutex_};
+        armed_[key] = std::move(value);
+        while (armed_.size() > 4096) // grants never released through this store
+            armed_.erase(armed_.begin());
+    }
+    /// The mark armed for `key`, if any: its release deletes it too.
+    std::optional<std::string> armed_mark(const std::string& key) const
+    {
+        std::lock_guard lock{mutex_};
+        const auto it = armed_.find(key);
+        if (it == armed_.end())
+            return std::nullopt;
+        return it->second;
+    }
+    /// The release of `key` got its answer: its mark is settled.
+    void disarmed(const std::string& key)
+    {
+        std::lock_guard lock{mutex_};
+        armed_.erase(key);
+    }
+
     /// The key `key` waits for the key created at `predecessor`, which held the lock
     /// when it looked if `held`.
     void remember_predecessor(const std::string& key, std::int64_t predecessor, bool held)
@@ -562,6 +588,7 @@ private:
         bool promoted = false;
     };
     std::map<std::string, made_key> made_;
+    std::map<std::string, std::string> armed_; // holder key -> its lock-delay mark's value
     struct binding {
         std::int64_t entry = 0; // the key's create revision when bound: the lease's fence
         std::weak_ptr<session_listener> listener;
