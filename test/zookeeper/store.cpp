@@ -1694,3 +1694,216 @@ TEST_CASE("zookeeper: leader() reads any holder's data: a value only when marked
         });
     }
 }
+
+// -- Lock-delay --------------------------------------------------------------------
+
+namespace {
+
+// One request on a session of its own, straight to the server: what zk_client does not
+// send (getData, setData with data).
+std::optional<zk::proto::reply> raw_request(std::uint16_t port, const std::string& frame_bytes)
+{
+    const int fd = test::connect_loopback(port);
+    if (fd < 0)
+        return std::nullopt;
+    std::string in;
+    const auto next = [&]() -> std::optional<std::string> {
+        for (;;) {
+            if (in.size() >= 4) {
+                zk::proto::reader r{std::string_view{in}.substr(0, 4)};
+                const auto n = static_cast<std::size_t>(r.i32());
+                if (in.size() >= 4 + n) {
+                    auto payload = in.substr(4, n);
+                    in.erase(0, 4 + n);
+                    return payload;
+                }
+            }
+            const auto more = test::read_until(fd, [](const std::string& s) { return !s.empty(); }, 5s);
+            if (more.empty())
+                return std::nullopt;
+            in += more;
+        }
+    };
+    const auto hello = zk::proto::encode(zk::proto::connect_request{});
+    (void)!::write(fd, hello.data(), hello.size());
+    std::optional<zk::proto::reply> out;
+    if (next()) {
+        (void)!::write(fd, frame_bytes.data(), frame_bytes.size());
+        while (auto p = next()) {
+            auto r = zk::proto::parse_reply(*p);
+            if (r && r->xid != zk::proto::xid::notification) {
+                out = std::move(r);
+                break;
+            }
+        }
+        const auto bye = zk::proto::encode_close(2);
+        (void)!::write(fd, bye.data(), bye.size());
+        (void)next();
+    }
+    ::close(fd);
+    return out;
+}
+
+std::optional<zk::proto::node_data> data_at(const std::string& path)
+{
+    const auto r = raw_request(test::shared_zookeeper().port(), zk::proto::encode_get_data(1, path, false));
+    if (!r || r->err != 0)
+        return std::nullopt;
+    return zk::proto::parse_get_data(r->body);
+}
+
+int create_with(const std::string& path, const std::string& data)
+{
+    const auto r = raw_request(test::shared_zookeeper().port(),
+                               zk::proto::encode_create2(1, path, data, zk::proto::create_flags::persistent));
+    return r ? r->err : -4;
+}
+
+} // namespace
+
+TEST_CASE("zookeeper: the lock-delay mark's data: written and read strictly; no dialect reads its node as a waiter",
+          "[zookeeper][input][lock-delay]")
+{
+    const std::string holder = "_c_" + zk::detail::owner_uuid(std::string(32, 'a')) + "-lock-0000000007";
+    const zk::detail::delay_mark m{false, 2000, holder};
+    const auto data = zk::detail::delay_data(m);
+    CHECK(data == "distlock-delay armed 2000 " + holder);
+    const auto back = zk::detail::parse_delay(data);
+    REQUIRE(back);
+    CHECK_FALSE(back->ended);
+    CHECK(back->delay_ms == 2000);
+    CHECK(back->holder == holder);
+    CHECK(zk::detail::parse_delay("distlock-delay ended 5 " + holder)->ended);
+    for (const std::string& bad :
+         std::vector<std::string>{"", "distlock-delay armed", "distlock-delay armed 5", "distlock-delay armed x " + holder,
+                                  "distlock-delay armed -5 " + holder, "distlock-delay armed 5 foreign",
+                                  "distlock-delay armed 99999999999999999999 " + holder,
+                                  "distlock-delay armed 5 a/" + holder, "distlock-delay gone 5 " + holder,
+                                  std::string{"distlock-delay armed 5 \0", 24} + holder}) {
+        INFO(bad);
+        CHECK_FALSE(zk::detail::parse_delay(bad));
+    }
+    // The node: no sequence number, so no waiter in any dialect, and no resource's
+    // holder; it sorts after every sequence number by name too.
+    CHECK_FALSE(zk::detail::parse_waiter(zk::detail::delay_node));
+    const std::vector<std::string> children{std::string{zk::detail::delay_node}, holder};
+    CHECK(zk::detail::stand(children, {}, {}).holder == holder);
+    CHECK(zk::detail::stand(children, {}, {}).queued == 1);
+    CHECK(zk::detail::stand_shared(children, holder).granted);
+    CHECK(std::string{zk::detail::delay_node} > "9999999999");
+    for (const auto mark : {zk::detail::curator_mutex_mark, zk::detail::kazoo_lock_mark, zk::detail::kazoo_reader_mark,
+                            zk::detail::reader_mark, zk::detail::writer_mark, zk::detail::permit_mark})
+        CHECK(zk::detail::delay_node.find(mark) == std::string_view::npos);
+}
+
+TEST_CASE("zookeeper: lock-delay: the mark names the holder's node; a release deletes it with the node; a lost "
+          "session leaves a tombstone from the server's mtime that the next head honours, then removes",
+          "[zookeeper][lock-delay]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("delay");
+    asio::io_context io;
+    auto a = std::make_unique<zk::store>(io, server.config(prefix));
+    zk::store b{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const std::string resource = "delay/1";
+        const auto parent = zk::detail::resource_node(prefix, resource);
+        const auto mark_path = parent + "/" + std::string{zk::detail::delay_node};
+        const dl::lock_options delayed{.ttl = 10s, .lock_delay = 1500ms};
+        dl::basic_distributed_mutex<zk::store, dl::retry::none> ma{*a, resource, delayed};
+        dl::basic_distributed_mutex<zk::store, dl::retry::none> mb{b, resource, {.ttl = 10s}};
+        // 1. Marked, then released: the mark goes with the node.
+        auto first = co_await ma.lock();
+        REQUIRE(first);
+        const auto nodes = queue_of(prefix, resource);
+        REQUIRE(nodes.size() == 1);
+        const auto armed = data_at(mark_path);
+        REQUIRE(armed);
+        CHECK(armed->data == "distlock-delay armed 1500 " + nodes[0]);
+        CHECK(armed->stat.ephemeral_owner == 0); // persistent: it outlives the holder's session
+        { const auto ok_ = co_await first->unlock(); CHECK(ok_); }
+        CHECK_FALSE(data_at(mark_path));
+        // A mutex without a lock-delay writes none.
+        auto plain = co_await mb.try_lock();
+        REQUIRE(plain);
+        CHECK_FALSE(data_at(mark_path));
+        { const auto ok_ = co_await plain->unlock(); CHECK(ok_); }
+
+        // 2. The holder's session ends (closed without releasing): the next head turns
+        // the mark into a tombstone, and waits.
+        auto lost = co_await ma.lock();
+        REQUIRE(lost);
+        // Dropped without close(): the server expires the session (its timeout, 2 s),
+        // and the node goes with it; the lease cannot release it any more.
+        a.reset();
+        (void)co_await test::eventually("the session expired", [&] { return queue_of(prefix, resource).empty(); },
+                                        test::long_enough());
+        const auto ended = dl::clock::now();
+        REQUIRE(data_at(mark_path));
+        CHECK(data_at(mark_path)->data.starts_with("distlock-delay armed 1500 "));
+        dl::diagnostics diag;
+        auto refused = co_await mb.try_lock(diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::lock_delayed);
+        REQUIRE(diag.lock_delay_until());
+        CHECK(*diag.lock_delay_until() <= dl::clock::now() + 1500ms + 200ms);
+        CHECK(*diag.lock_delay_until() >= ended + 1000ms);
+        const auto tomb = data_at(mark_path);
+        REQUIRE(tomb);
+        CHECK(tomb->data.starts_with("distlock-delay ended 1500 "));
+        // The tombstone expires by itself: the next grant after it removes it.
+        dl::timer t{co_await asio::this_coro::executor, *diag.lock_delay_until()};
+        co_await t.async_wait(asio::use_awaitable);
+        auto after = co_await mb.try_lock();
+        REQUIRE(after);
+        CHECK_FALSE(data_at(mark_path));
+        { const auto ok_ = co_await after->unlock(); CHECK(ok_); }
+        CHECK(queue_of(prefix, resource).empty());
+    });
+}
+
+TEST_CASE("zookeeper: lock-delay: a hostile or malformed mark is a protocol error with the server's bytes; a passed "
+          "tombstone of any holder is removed by the next grant",
+          "[zookeeper][lock-delay][input]")
+{
+    auto& server = test::shared_zookeeper();
+    const auto prefix = test::fresh_zk_prefix("delay-bad");
+    asio::io_context io;
+    zk::store a{io, server.config(prefix)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        const std::string resource = "bad";
+        const auto parent = zk::detail::resource_node(prefix, resource);
+        const auto mark_path = parent + "/" + std::string{zk::detail::delay_node};
+        test::zk_client c{server.port()};
+        REQUIRE(c.create(prefix) == 0);
+        REQUIRE(c.create(parent) == 0);
+        REQUIRE(create_with(mark_path, "garbage\x01") == 0);
+        dl::basic_distributed_mutex<zk::store, dl::retry::none> m{a, resource, {.ttl = 10s}};
+        dl::diagnostics diag;
+        auto r = co_await m.try_lock(diag);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::protocol_error);
+        CHECK(diag.to_string().find("garbage%01") != std::string::npos);
+        REQUIRE(c.remove(mark_path) == 0);
+        // A tombstone written long ago (mtime now, delay 0): passed, removed by the grant.
+        const std::string ghost = std::string(32, 'f') + "-0000000001";
+        REQUIRE(create_with(mark_path, "distlock-delay ended 0 " + ghost) == 0);
+        // Past its end and the clocks' margin.
+        dl::timer t{co_await asio::this_coro::executor, 300ms};
+        co_await t.async_wait(asio::use_awaitable);
+        auto g = co_await m.try_lock();
+        REQUIRE(g);
+        CHECK_FALSE(c.stat(mark_path));
+        { const auto ok_ = co_await g->unlock(); CHECK(ok_); }
+        // A mark of a node that is gone: a tombstone of its delay, from now.
+        REQUIRE(create_with(mark_path, "distlock-delay armed 60000 " + ghost) == 0);
+        dl::diagnostics d2;
+        auto held_back = co_await m.try_lock(d2);
+        REQUIRE_FALSE(held_back);
+        CHECK(held_back.error() == dl::errc::lock_delayed);
+        REQUIRE(d2.lock_delay_until());
+        CHECK(*d2.lock_delay_until() <= dl::clock::now() + 60s + 200ms);
+        CHECK(*d2.lock_delay_until() > dl::clock::now() + 50s);
+        REQUIRE(c.remove(mark_path) == 0);
+    });
+}

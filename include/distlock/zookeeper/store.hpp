@@ -152,6 +152,33 @@ public:
                               std::move(listener));
     }
 
+    // -- lock_delay_store ------------------------------------------------------------
+
+    /// Marks the grant of the node with czxid `fence` (`owner`'s, the lowest) for a
+    /// lock-delay: the resource's lock-delay node (paths.hpp) is created, or set at the
+    /// version read, naming that node, in one multi with a check that the node is still
+    /// there (errc::not_owner when it is gone). Its release deletes the mark with the
+    /// node in one multi; the node gone any other way (its session ended, a revoke)
+    /// leaves the mark, which the next queue head turns into a tombstone (see
+    /// delay_in_force()). The delay is kept in whole milliseconds, rounded up.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<void>(ec);
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(delay).count();
+        if (ms < 0 || ms > detail::max_delay_ms) {
+            if (diag)
+                diag->set_client_message("a lock-delay is at least zero and at most " +
+                                         std::to_string(detail::max_delay_ms) + " ms");
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
+        if (fence == 0 || fence > static_cast<fence_token>(INT64_MAX)) // no node has that czxid
+            return backend::failed<void>(distlock::errc::not_owner);
+        return armed(session_, detail::resource_node(settings().root(), resource), owner.to_hex(),
+                     static_cast<std::int64_t>(fence), ms, acl(), diag);
+    }
+
     // -- shared_queue_store ----------------------------------------------------------
 
     /// enqueue() for shared grants: the call's node is named with its mode (paths.hpp),
@@ -321,10 +348,15 @@ private:
         const auto x = s.next_xid();
         return {x, proto::encode_set_data(x, path, data, version)};
     }
-    static request remove(session& s, const std::string& path)
+    static request remove(session& s, const std::string& path, std::int32_t version = -1)
     {
         const auto x = s.next_xid();
-        return {x, proto::encode_delete(x, path)};
+        return {x, proto::encode_delete(x, path, version)};
+    }
+    static request transaction(session& s, const std::vector<proto::multi_op>& ops)
+    {
+        const auto x = s.next_xid();
+        return {x, proto::encode_multi(x, ops)};
     }
     // Conditional on the data as created (version 0): a value the holder proclaimed
     // meanwhile carries the mark already, and is never overwritten by it.
@@ -409,6 +441,14 @@ private:
             if (known && known->czxid != 0 && known->session == sid && sid != 0) {
                 // The holder just before it is gone (its watch said so): it holds the lock.
                 if (known->promoted) {
+                    // No read of the queue, but the lock-delay node's: the holder that
+                    // went may have left a mark.
+                    auto delayed = co_await delay_in_force(s, parent, std::nullopt, known->name, diag);
+                    if (!delayed)
+                        co_return delayed.error();
+                    if (delayed.value())
+                        co_return queue_place{static_cast<fence_token>(known->czxid), false, std::nullopt,
+                                              *delayed.value()};
                     life->spawn(marked(s, detail::child_path(parent, known->name)));
                     co_return first_place(*s, parent, *known);
                 }
@@ -422,7 +462,7 @@ private:
                     const auto children = proto::parse_get_children2(r.body);
                     if (!children)
                         co_return malformed(r, "getChildren2", parent, diag);
-                    auto place = placed(*s, parent, prefix_path, children->names, owner_hex, *known);
+                    auto place = co_await head_placed(s, parent, prefix_path, children->names, owner_hex, *known, diag);
                     if (place && place.value().first)
                         life->spawn(marked(s, detail::child_path(parent, known->name)));
                     if (place || place.error() != condition::not_owner)
@@ -477,12 +517,247 @@ private:
             const auto children = proto::parse_get_children2(children_reply.body);
             if (!children)
                 co_return malformed(children_reply, "getChildren2", parent, diag);
-            auto place = placed(*s, parent, prefix_path, children->names, owner_hex, mine);
+            auto place = co_await head_placed(s, parent, prefix_path, children->names, owner_hex, mine, diag);
             if (place || place.error() != condition::not_owner)
                 co_return place;
             s->forget(prefix_path);
         }
         co_return distlock::errc::session_lost;
+    }
+
+    // placed(), and for the head of a queue with a lock-delay node, whether a lock-delay
+    // holds it back: then it keeps its place, not holding yet (delayed_until).
+    static awaitable<result<queue_place>> head_placed(std::shared_ptr<session> s, std::string parent,
+                                                      std::string prefix_path, std::vector<std::string> children,
+                                                      std::string owner_hex, session::made_node mine,
+                                                      diagnostics* diag)
+    {
+        if (detail::has_delay_node(children)) {
+            const auto st = detail::stand(children, owner_hex, mine.name);
+            if (st.found && st.first) {
+                auto delayed = co_await delay_in_force(s, parent, children, mine.name, diag);
+                if (!delayed)
+                    co_return delayed.error();
+                if (delayed.value()) {
+                    mine.predecessor = 0;
+                    mine.predecessor_held = false;
+                    s->remember(prefix_path, mine);
+                    co_return queue_place{static_cast<fence_token>(mine.czxid), false, std::nullopt,
+                                          *delayed.value()};
+                }
+            }
+        }
+        co_return placed(*s, parent, prefix_path, children, owner_hex, mine);
+    }
+
+    // The margin added to a tombstone's end for clocks of day that disagree a little
+    // (docs/zookeeper.md, "Lock-delay").
+    static constexpr std::int64_t delay_clock_margin_ms = 100;
+
+    // The end of a tombstone written at the server's `mtime` (ms of the leader's clock
+    // of day) for `delay_ms`, by this process's clock, through this host's clock of day.
+    // Never later than delay_ms (and the margin) from now: the tombstone was written in
+    // the past, whatever a clock ahead of this one says.
+    static time_point delay_end(std::int64_t mtime, std::int64_t delay_ms)
+    {
+        const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        const auto longest = delay_ms + delay_clock_margin_ms;
+        // Both within range: a mtime beyond ±2^62 would overflow the difference.
+        constexpr std::int64_t bound = std::int64_t{1} << 62;
+        std::int64_t left = longest;
+        if (mtime > -bound && mtime < bound)
+            left = std::min(longest, mtime + longest - now_ms);
+        return clock::now() + std::chrono::milliseconds{std::max<std::int64_t>(left, 0)};
+    }
+
+    // Whether the lock-delay of `parent` holds its head (the node `mine`) back: nullopt
+    // when it may hold, else until when. The lock-delay node's data is read: a mark
+    // whose node is gone (not among `children`, the queue as the head read it; read by
+    // an exists when not given) ended without a release, and is turned into a tombstone
+    // by a setData at the version read (the first head to write wins; the others read
+    // it again), whose mtime starts the delay. A passed tombstone is deleted at the
+    // version read. A mark of this very node, or of a node still queued, holds nobody
+    // back: its grant still stands or was this call's.
+    static awaitable<result<std::optional<time_point>>> delay_in_force(std::shared_ptr<session> s, std::string parent,
+                                                                       std::optional<std::vector<std::string>> children,
+                                                                       std::string mine, diagnostics* diag)
+    {
+        using until_type = std::optional<time_point>;
+        const auto path = detail::child_path(parent, detail::delay_node);
+        for (int round = 0; round < 4; ++round) {
+            auto got = co_await send(s, diag, data_of(*s, path));
+            if (!got)
+                co_return got.error();
+            const auto& r = got.value().front();
+            if (r.err == static_cast<int>(errc::no_node))
+                co_return until_type{};
+            if (r.err != 0)
+                co_return refused(r, path, diag);
+            const auto d = proto::parse_get_data(r.body);
+            if (!d)
+                co_return malformed(r, "getData", path, diag);
+            const auto m = detail::parse_delay(d->data);
+            if (!m) {
+                if (diag) {
+                    constexpr std::size_t shown = 64;
+                    const std::string_view data{d->data};
+                    diag->set_server_message("the data of " + path + " is no lock-delay mark (" +
+                                             std::to_string(data.size()) + " bytes: " +
+                                             distlock::util::escape(data.substr(0, shown)) +
+                                             (data.size() > shown ? "...)" : ")"));
+                }
+                co_return distlock::errc::protocol_error;
+            }
+            if (m->ended) {
+                const auto until = delay_end(d->stat.mtime, m->delay_ms);
+                if (until > clock::now())
+                    co_return until_type{until};
+                // Passed: gone with it (a newer mark, written since, stays).
+                auto gone = co_await send(s, diag, remove(*s, path, d->stat.version));
+                if (!gone)
+                    co_return gone.error();
+                const auto& g = gone.value().front();
+                if (g.err == 0 || g.err == static_cast<int>(errc::no_node))
+                    co_return until_type{};
+                if (g.err != static_cast<int>(errc::bad_version))
+                    co_return refused(g, path, diag);
+                continue;
+            }
+            if (m->holder == mine)
+                co_return until_type{};
+            bool standing = false;
+            if (children) {
+                standing = std::find(children->begin(), children->end(), m->holder) != children->end();
+            } else {
+                const auto holder = detail::child_path(parent, m->holder);
+                auto look = co_await send(s, diag, exists(*s, holder, false));
+                if (!look)
+                    co_return look.error();
+                const auto& e = look.value().front();
+                if (e.err != 0 && e.err != static_cast<int>(errc::no_node))
+                    co_return refused(e, holder, diag);
+                standing = e.err == 0;
+            }
+            if (standing)
+                co_return until_type{};
+            auto ended = *m;
+            ended.ended = true;
+            auto wrote = co_await send(s, diag, write_record(*s, path, detail::delay_data(ended), d->stat.version));
+            if (!wrote)
+                co_return wrote.error();
+            const auto& w = wrote.value().front();
+            if (w.err == 0) {
+                const auto stat = proto::parse_stat(w.body);
+                if (!stat)
+                    co_return malformed(w, "setData", path, diag);
+                co_return until_type{delay_end(stat->mtime, ended.delay_ms)};
+            }
+            if (w.err != static_cast<int>(errc::bad_version) && w.err != static_cast<int>(errc::no_node))
+                co_return refused(w, path, diag);
+            // Another head wrote it first, or it went: read it again.
+        }
+        if (diag)
+            diag->set_client_message("the lock-delay node " + path + " kept changing while it was read");
+        co_return distlock::errc::store_unavailable;
+    }
+
+    // A multi's answer: one result per operation sent (`count`), or the error that
+    // refused it whole.
+    static result<std::vector<proto::multi_result>> transacted(const proto::reply& r, std::size_t count,
+                                                               const std::string& path, diagnostics* diag)
+    {
+        if (r.err != 0 && r.body.empty())
+            return refused(r, path, diag);
+        auto results = proto::parse_multi(r.body);
+        if (!results || results->size() != count)
+            return malformed(r, "multi", path, diag);
+        return std::move(*results);
+    }
+
+    // The first operation of a multi that failed, and its error; nullopt when all went.
+    static std::optional<std::pair<std::size_t, int>> failed_op(const std::vector<proto::multi_result>& results)
+    {
+        for (std::size_t i = 0; i < results.size(); ++i)
+            if (results[i].err != 0 && results[i].err != static_cast<int>(errc::runtime_inconsistency))
+                return std::pair<std::size_t, int>{i, results[i].err};
+        return std::nullopt;
+    }
+
+    static awaitable<result<void>> armed(std::shared_ptr<session> s, std::string parent, std::string owner_hex,
+                                         std::int64_t czxid, std::int64_t ms, proto::acl a, diagnostics* diag)
+    {
+        const auto key = detail::child_path(parent, owner_hex, "-");
+        auto mine = s->made(key);
+        const auto sid = s->id();
+        if (!mine || mine->czxid != czxid || mine->session != sid || sid == 0) {
+            // Not this session's node: its release would not know of the mark, so no
+            // grant is marked but one this store made.
+            if (diag)
+                diag->set_client_message("no grant with fence " + std::to_string(czxid) +
+                                         " of this owner is known to this store's session");
+            co_return distlock::errc::not_owner;
+        }
+        const auto holder = detail::child_path(parent, mine->name);
+        const auto path = detail::child_path(parent, detail::delay_node);
+        const auto data = detail::delay_data({false, ms, mine->name});
+        std::optional<std::int32_t> over; // the version of a mark found there, else created
+        for (int round = 0; round < 4; ++round) {
+            std::vector<proto::multi_op> ops;
+            ops.push_back({proto::op::check, holder, -1});
+            if (over)
+                ops.push_back({proto::op::set_data, path, *over, data});
+            else
+                ops.push_back({proto::op::create, path, -1, data, proto::create_flags::persistent, a});
+            auto got = co_await send(s, diag, transaction(*s, ops));
+            if (!got)
+                co_return got.error();
+            auto results = transacted(got.value().front(), ops.size(), path, diag);
+            if (!results)
+                co_return results.error();
+            const auto failed = failed_op(results.value());
+            if (!failed) {
+                const auto& written = results.value().back();
+                if (over && !written.stat)
+                    co_return malformed(got.value().front(), "multi", path, diag);
+                mine->delay_mark = over ? written.stat->version : 0;
+                s->remember(key, *mine);
+                co_return success();
+            }
+            if (failed->first == 0) {
+                if (failed->second == static_cast<int>(errc::no_node))
+                    co_return distlock::errc::not_owner;
+                co_return refused(proto::reply{0, 0, failed->second, {}}, holder, diag);
+            }
+            if (failed->second == static_cast<int>(errc::node_exists) ||
+                failed->second == static_cast<int>(errc::bad_version)) {
+                // A mark left there (a passed tombstone): overwritten at its version.
+                auto look = co_await send(s, diag, exists(*s, path, false));
+                if (!look)
+                    co_return look.error();
+                const auto& e = look.value().front();
+                if (e.err == static_cast<int>(errc::no_node)) {
+                    over.reset();
+                    continue;
+                }
+                if (e.err != 0)
+                    co_return refused(e, path, diag);
+                const auto stat = proto::parse_stat(e.body);
+                if (!stat)
+                    co_return malformed(e, "exists", path, diag);
+                over = stat->version;
+                continue;
+            }
+            if (failed->second == static_cast<int>(errc::no_node) && over) {
+                over.reset();
+                continue;
+            }
+            co_return refused(proto::reply{0, 0, failed->second, {}}, path, diag);
+        }
+        if (diag)
+            diag->set_client_message("the lock-delay node " + path + " kept changing while it was written");
+        co_return distlock::errc::store_unavailable;
     }
 
     // A waiter that came to hold the lock marks its node (sets its data): its successor
@@ -793,6 +1068,16 @@ private:
             s->remember(key, mine);
             co_return shared_place{static_cast<fence_token>(mine.czxid), false, std::nullopt};
         }
+        if (detail::has_delay_node(children->names)) {
+            auto delayed = co_await delay_in_force(s, parent, children->names, mine.name, diag);
+            if (!delayed)
+                co_return delayed.error();
+            if (delayed.value()) {
+                mine.waits_for.clear();
+                s->remember(key, mine);
+                co_return shared_place{static_cast<fence_token>(mine.czxid), false, std::nullopt, *delayed.value()};
+            }
+        }
         std::optional<std::uint32_t> slot;
         if (permits > 0) {
             auto claimed = co_await slot_claimed(s, parent, mine.name, std::move(replies.front()), std::move(st), diag);
@@ -992,6 +1277,35 @@ private:
         }
         if (known)
             s->unbind(known->czxid);
+        if (known && known->delay_mark >= 0 && paths.size() == 1) {
+            // A marked grant: the mark goes with the node, in one multi, so that no
+            // tombstone follows a release.
+            const auto mark = detail::child_path(parent, detail::delay_node);
+            std::vector<proto::multi_op> ops;
+            ops.push_back({proto::op::remove, mark, known->delay_mark});
+            ops.push_back({proto::op::remove, paths.front(), -1});
+            auto multi = co_await send(s, diag, transaction(*s, ops));
+            if (!multi) {
+                if (backend::connection_error(multi.error()))
+                    s->delete_later(paths.front(), sid);
+                co_return multi.error();
+            }
+            auto results = transacted(multi.value().front(), ops.size(), mark, diag);
+            if (!results)
+                co_return results.error();
+            const auto failed = failed_op(results.value());
+            if (!failed) {
+                s->forget(prefix_path);
+                co_return success();
+            }
+            if (failed->first == 1) {
+                s->forget(prefix_path);
+                if (failed->second == static_cast<int>(errc::no_node))
+                    co_return distlock::errc::not_owner; // gone already: its mark stays a tombstone
+                co_return refused(proto::reply{0, 0, failed->second, {}}, paths.front(), diag);
+            }
+            // The mark is not the one written (gone, or rewritten): the node alone.
+        }
         auto got = co_await session::call(s, std::move(deletes), diag);
         if (!got) {
             if (backend::connection_error(got.error()))
@@ -1363,5 +1677,6 @@ static_assert(inspectable_store<store>);
 static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(electing_store<store>);
+static_assert(lock_delay_store<store>);
 
 } // namespace distlock::zookeeper

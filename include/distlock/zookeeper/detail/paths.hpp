@@ -324,4 +324,66 @@ inline standing stand(const std::vector<std::string>& children, std::string_view
     return s;
 }
 
+/// The child of a resource's node that keeps its lock-delay (store.hpp, "Lock-delay"
+/// in docs/zookeeper.md). Persistent and without a sequence number, so that no
+/// dialect's reader (nor Curator's or kazoo's, which sort it after every sequence
+/// number and never take it as a contender) reads it as a waiter; and a child, so
+/// that the container it is in is not reaped while it lasts.
+inline constexpr std::string_view delay_node = "__distlock_delay__";
+
+/// What the lock-delay node says: the grant of the node `holder` is marked (ended
+/// false: a release deletes the mark; the node gone otherwise ends the grant), or
+/// that grant ended without a release (ended true: a tombstone, from the server's
+/// mtime of the write that said so, for delay_ms).
+struct delay_mark {
+    bool ended = false;
+    std::int64_t delay_ms = 0;
+    std::string holder;
+};
+
+/// The longest delay a mark may carry (a lock's TTL is far shorter): larger ones are
+/// no mark this store writes.
+inline constexpr std::int64_t max_delay_ms = std::int64_t{1} << 40;
+
+inline constexpr std::string_view delay_armed_word = "distlock-delay armed ";
+inline constexpr std::string_view delay_ended_word = "distlock-delay ended ";
+
+/// The node's data: "distlock-delay armed|ended <ms> <holder's node name>".
+inline std::string delay_data(const delay_mark& m)
+{
+    std::string out{m.ended ? delay_ended_word : delay_armed_word};
+    return out.append(std::to_string(m.delay_ms)).append(1, ' ').append(m.holder);
+}
+
+/// The inverse of delay_data(); nullopt for data it never writes (a holder that is no
+/// waiter's name, a delay out of range).
+inline std::optional<delay_mark> parse_delay(std::string_view data)
+{
+    delay_mark m;
+    if (data.starts_with(delay_armed_word))
+        data.remove_prefix(delay_armed_word.size());
+    else if (data.starts_with(delay_ended_word)) {
+        data.remove_prefix(delay_ended_word.size());
+        m.ended = true;
+    } else
+        return std::nullopt;
+    const auto space = data.find(' ');
+    if (space == std::string_view::npos)
+        return std::nullopt;
+    const auto ms = name_parts::number<std::int64_t>(data.substr(0, space));
+    const auto holder = data.substr(space + 1);
+    const bool plain = std::all_of(holder.begin(), holder.end(), [](char c) { return c > ' ' && c != '/' && c != 0x7f; });
+    if (!ms || *ms > max_delay_ms || !plain || !parse_waiter(holder))
+        return std::nullopt;
+    m.delay_ms = *ms;
+    m.holder = std::string{holder};
+    return m;
+}
+
+/// Whether the lock-delay node is among `children`.
+inline bool has_delay_node(const std::vector<std::string>& children)
+{
+    return std::find(children.begin(), children.end(), delay_node) != children.end();
+}
+
 } // namespace distlock::zookeeper::detail

@@ -231,6 +231,9 @@ public:
         /// A shared mutex's or semaphore's entry that waits: the names of the nodes
         /// whose going may let it hold (empty: look again at once).
         std::vector<std::string> waits_for{};
+        /// The version of the lock-delay mark this node's grant wrote (store.hpp),
+        /// which its release deletes with the node; -1: none.
+        std::int32_t delay_mark = -1;
     };
 
     void remember(const std::string& prefix_path, made_node n)

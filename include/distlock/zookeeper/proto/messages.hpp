@@ -28,6 +28,8 @@ enum class op : std::int32_t {
     get_children = 8,
     ping = 11,
     get_children2 = 12,
+    check = 13,
+    multi = 14,
     create2 = 15,
     create_container = 19,
     auth = 100,
@@ -217,6 +219,43 @@ inline std::string encode_get_children2(std::int32_t x, std::string_view path, b
     return w.take_frame();
 }
 
+/// One operation of a multi (a transaction: all of them or none). `version` -1: any;
+/// `data`, `flags` and `a` are a create's, `data` a setData's too.
+struct multi_op {
+    op type = op::check;
+    std::string path;
+    std::int32_t version = -1;
+    std::string data{};
+    std::int32_t flags = create_flags::persistent;
+    acl a = acl::open;
+};
+
+/// multi: the operations, each after its header {type, done=false, err=-1}, then the
+/// closing header {-1, true, -1}. Only create, delete, setData and check are written.
+inline std::string encode_multi(std::int32_t x, const std::vector<multi_op>& ops)
+{
+    auto w = header(x, op::multi);
+    for (const auto& o : ops) {
+        w.i32(static_cast<std::int32_t>(o.type)).boolean(false).i32(-1);
+        switch (o.type) {
+        case op::create: {
+            const std::string_view scheme = o.a == acl::open ? "world" : "auth";
+            const std::string_view id = o.a == acl::open ? "anyone" : "";
+            w.bytes(o.path).bytes(o.data).i32(1).i32(31).bytes(scheme).bytes(id).i32(o.flags);
+            break;
+        }
+        case op::set_data:
+            w.bytes(o.path).bytes(o.data).i32(o.version);
+            break;
+        default: // delete, check
+            w.bytes(o.path).i32(o.version);
+            break;
+        }
+    }
+    w.i32(-1).boolean(true).i32(-1);
+    return w.take_frame();
+}
+
 inline std::string encode_ping() { return header(xid::ping, op::ping).take_frame(); }
 
 inline std::string encode_close(std::int32_t x) { return header(x, op::close_session).take_frame(); }
@@ -316,6 +355,60 @@ inline std::optional<children> parse_get_children2(std::string_view body)
     if (!r.ok() || !r.at_end())
         return std::nullopt;
     return c;
+}
+
+/// One operation's outcome in a multi's answer: err 0, or the failing operation's
+/// code (the ones the server rolled back answer 0 before it and runtime inconsistency
+/// after it); a setData's Stat.
+struct multi_result {
+    std::int32_t type = 0;
+    std::int32_t err = 0;
+    std::optional<proto::stat> stat{};
+};
+
+/// A multi's answer body: one result per operation, until the closing header. Types
+/// it does not know make the whole answer unreadable (nullopt).
+inline std::optional<std::vector<multi_result>> parse_multi(std::string_view body)
+{
+    reader r{body};
+    std::vector<multi_result> out;
+    for (;;) {
+        multi_result m;
+        m.type = r.i32();
+        const bool done = r.boolean();
+        const auto err = r.i32();
+        if (!r.ok() || out.size() > 64)
+            return std::nullopt;
+        if (done)
+            break;
+        switch (m.type) {
+        case -1: // an error result
+            m.err = r.i32();
+            break;
+        case static_cast<std::int32_t>(op::create):
+            (void)r.text();
+            break;
+        case static_cast<std::int32_t>(op::create2):
+            (void)r.text();
+            m.stat = read_stat(r);
+            break;
+        case static_cast<std::int32_t>(op::set_data):
+            m.stat = read_stat(r);
+            break;
+        case static_cast<std::int32_t>(op::remove):
+        case static_cast<std::int32_t>(op::check):
+            m.err = err == -1 ? 0 : err;
+            break;
+        default:
+            return std::nullopt;
+        }
+        if (!r.ok())
+            return std::nullopt;
+        out.push_back(m);
+    }
+    if (!r.ok() || !r.at_end())
+        return std::nullopt;
+    return out;
 }
 
 struct watch_event {
