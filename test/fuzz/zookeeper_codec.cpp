@@ -28,6 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)zk::parse_stat(d.message.body);
         (void)zk::parse_get_children2(d.message.body);
         (void)zk::parse_event(d.message.body);
+        // A multi's answer (a lock-delay's mark with its node): bounded, whatever comes.
+        if (const auto results = zk::parse_multi(d.message.body); results && results->size() > 64)
+            std::abort();
         if (const auto node = zk::parse_get_data(d.message.body)) {
             namespace zkd = distlock::zookeeper::detail;
             const auto v = zkd::value_of(node->data, node->stat.version);
