@@ -383,8 +383,11 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
 {
     if (diag)
         diag->clear();
-    if (auto ec = validate())
+    if (auto ec = validate()) {
+        if (diag && options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
+            diag->set_client_message("this store keeps no lock-delay (lock_delay_store)");
         co_return ec;
+    }
     const auto start = clock::now();
     // A deadline in the past, or beyond max_wait from now (time_point::max()
     // included), is refused before any I/O; checked without overflow.

@@ -16,7 +16,9 @@
 #include <distlock/etcd.hpp>
 #include <distlock/zookeeper.hpp>
 
+#include <cstdlib>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -149,6 +151,55 @@ TEST_CASE("cli: run, status, try and release on etcd and on ZooKeeper", "[cli][e
     const auto chroot = test::fresh_zk_prefix("cli");
     run_status_try_release("zk://127.0.0.1:" + std::to_string(test::shared_zookeeper().port()) + "?prefix=" + chroot,
                            "nightly");
+}
+
+TEST_CASE("cli: run --lock-delay on ZooKeeper: a holder killed without releasing keeps the lock from everyone for "
+          "the delay after its session ended; a normal exit does not",
+          "[cli][zookeeper]")
+{
+    const auto url = "zk://127.0.0.1:" + std::to_string(test::shared_zookeeper().port()) + "?prefix=" +
+                     test::fresh_zk_prefix("cli-delay") + "&timeout=2000";
+    const auto calm = tool({"run", "--store", url, "--ttl", "5s", "--lock-delay", "2s", "calm", "--", "true"});
+    INFO(calm.said);
+    CHECK(calm.exit == std::optional<int>{0});
+    CHECK(tool({"try", "--store", url, "calm"}).exit == std::optional<int>{0});
+
+    test::child holder{{"/bin/sh", "-c",
+                        quoted_for_shell(DISTLOCK_CLI_PATH) + " run --store " + quoted_for_shell(url) +
+                            " --ttl 5s --lock-delay 2s delayed -- sh -c 'echo holding; exec sleep 61.75' 2>&1"}};
+    REQUIRE(holder.read_line(20s) == std::optional<std::string>{"holding"});
+    holder.kill(SIGKILL); // distlock dies without releasing: its session ends within its timeout
+    (void)holder.wait(10s);
+    // Until the session ends the lock is held; then the lock-delay refuses everyone.
+    std::optional<outcome> delayed;
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < give_up) {
+        auto o = tool({"try", "--store", url, "delayed"});
+        if (o.said.find("lock-delay") != std::string::npos) {
+            delayed = std::move(o);
+            break;
+        }
+        REQUIRE(o.exit == std::optional<int>{3}); // held by the dead holder's session until then
+        std::this_thread::sleep_for(200ms);
+    }
+    REQUIRE(delayed);
+    INFO(delayed->said);
+    CHECK(delayed->exit == std::optional<int>{3});
+    const auto json = tool({"try", "--json", "--store", url, "delayed"});
+    INFO(json.said);
+    CHECK((json.said.find("\"lock_delay_ms\":") != std::string::npos || json.exit == std::optional<int>{0}));
+    // After the delay the lock is free again.
+    std::optional<int> last;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < until) {
+        last = tool({"try", "--store", url, "delayed"}).exit;
+        if (last == std::optional<int>{0})
+            break;
+        std::this_thread::sleep_for(200ms);
+    }
+    CHECK(last == std::optional<int>{0});
+    // The sleep the dead holder started goes too.
+    (void)std::system("pkill -KILL -f 'sleep 61.75' 2>/dev/null");
 }
 
 TEST_CASE("cli: run, status, try and release on a Redis Cluster and through a Sentinel", "[cli][redis][cluster]")
