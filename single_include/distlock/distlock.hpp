@@ -320,6 +320,7 @@ enum class errc {
     auth_failed,         ///< The store rejected the credentials (user name, password, certificate).
     session_lost,        ///< The store session that kept the lock ended (expired, closed, or in doubt).
     not_replicated,      ///< Granted by the primary, but fewer replicas than asked acknowledged it in time: given back.
+    lock_delayed,        ///< The resource is in its lock-delay after an unplanned loss: no grant before the time diagnostics::lock_delay_until() says.
 };
 
 /// What the core decides by. Every store's own error codes (distlock's errc, or a
@@ -397,6 +398,7 @@ public:
     {
         switch (static_cast<errc>(value)) {
         case errc::contended:
+        case errc::lock_delayed: // held back for a while: try again then
             return make_error_condition(condition::contended);
         case errc::store_unavailable:
         case errc::quorum_not_reached:
@@ -463,6 +465,9 @@ public:
         case errc::not_replicated:
             return "granted by the primary, but fewer replicas than asked acknowledged it in time: "
                    "a failover could lose it, so it was given back";
+        case errc::lock_delayed:
+            return "the resource is in its lock-delay: its last holder was lost without releasing it, and no "
+                   "grant is made before the delay has passed (the diagnostics say until when)";
         }
         return "unknown distlock error";
     }
@@ -882,6 +887,9 @@ using fence_token = std::uint64_t;
 /// NUL, spaces, newlines and braces, up to this length.
 inline constexpr std::size_t max_resource_size = 1024;
 
+/// Longest value an election's leader may proclaim, in bytes (any bytes, NUL included).
+inline constexpr std::size_t max_leader_value_size = 64 * 1024;
+
 /// The most permits a semaphore may have.
 inline constexpr std::uint32_t max_permits = 4096;
 
@@ -914,6 +922,14 @@ struct lock_options {
 
     /// Fixed part of the safety margin (timer and scheduling slack).
     duration drift_floor = std::chrono::milliseconds{2};
+
+    /// Lock-delay: after a grant ends without a release (its TTL ran out, its session
+    /// expired, its holder was killed), the resource refuses new grants for this long,
+    /// so that what the lost holder still had in flight drains first. Kept in the
+    /// store, so every client honours it; unlock() skips it. Zero: none. At most the
+    /// TTL. Needs a store that keeps lock-delays (lock_delay_store); exclusive grants
+    /// only (docs/lock_delay.md).
+    duration lock_delay{};
 
     /// The safety margin subtracted from every validity: ttl * drift_factor + drift_floor.
     /// Saturates to duration's range, so that even settings that validate_options()
@@ -950,7 +966,8 @@ inline std::error_code validate_resource(std::string_view resource) noexcept
 }
 
 /// Checks lock options: a TTL within [min_ttl, max_ttl], a finite drift_factor in
-/// [0, 1), a drift_floor in [0, ttl), and a margin that leaves some validity.
+/// [0, 1), a drift_floor in [0, ttl), a margin that leaves some validity, and a
+/// lock_delay in [0, ttl].
 /// Every bound is compared before anything is computed from it: a drift_floor near
 /// duration::max() must not overflow into a small margin that passes.
 inline std::error_code validate_options(const lock_options& o) noexcept
@@ -964,6 +981,8 @@ inline std::error_code validate_options(const lock_options& o) noexcept
         return errc::invalid_argument;
     // Both parts are now below ttl <= max_ttl (about 2^46 ns): the sum cannot overflow.
     if (o.drift() >= o.ttl)
+        return errc::invalid_argument;
+    if (o.lock_delay < duration::zero() || o.lock_delay > o.ttl)
         return errc::invalid_argument;
     return {};
 }
@@ -1204,6 +1223,14 @@ public:
     {
         return answer{false, 0, not_before, std::nullopt, {}};
     }
+    /// Nobody holds the lock, but the resource is in its lock-delay: its last holder
+    /// was lost without releasing it, and no grant is made before `until`.
+    static answer delayed(time_point until) noexcept
+    {
+        answer a{false, 0, until, std::nullopt, {}};
+        a.delayed_ = true;
+        return a;
+    }
 
     bool is_granted() const noexcept { return granted_; }
     fence_token fence() const noexcept { return fence_; }
@@ -1214,6 +1241,8 @@ public:
     const owner_token& holder() const noexcept { return holder_; }
     /// A permit's number, for a grant of a semaphore's permit.
     std::optional<std::uint32_t> slot() const noexcept { return slot_; }
+    /// Refused for the resource's lock-delay, until not_before().
+    bool is_delayed() const noexcept { return delayed_; }
 
 private:
     answer(bool g, fence_token f, std::optional<time_point> nb, std::optional<time_point> from,
@@ -1226,6 +1255,7 @@ private:
     std::optional<time_point> counted_from_;
     owner_token holder_;
     std::optional<std::uint32_t> slot_;
+    bool delayed_ = false;
 };
 
 /// How a session store reports the state of the session a lease is bound to.
@@ -1946,6 +1976,8 @@ private:
 // ---- begin distlock/diagnostics.hpp
 // distlock/diagnostics.hpp: the words beside an error code.
 
+
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -1979,21 +2011,28 @@ public:
     }
     bool empty() const noexcept { return server_.empty() && client_.empty(); }
 
+    /// For errc::lock_delayed: when the resource's lock-delay ends, by this process's
+    /// clock (distlock::clock), as the store said.
+    std::optional<time_point> lock_delay_until() const noexcept { return delay_until_; }
+
     void clear() noexcept
     {
         server_.clear();
         client_.clear();
+        delay_until_.reset();
     }
 
     // Set by stores.
     void set_server_message(std::string words) { server_ = std::move(words); }
     void set_client_message(std::string words) { client_ = std::move(words); }
+    void set_lock_delay_until(time_point until) noexcept { delay_until_ = until; }
 
     friend bool operator==(const diagnostics&, const diagnostics&) = default;
 
 private:
     std::string server_;
     std::string client_;
+    std::optional<time_point> delay_until_;
 };
 
 namespace detail {
@@ -2325,11 +2364,59 @@ concept revocable_store = store<S> && requires(S& s, std::string_view resource, 
     { s.revoke(resource, fence) } -> std::same_as<awaitable<result<void>>>;
 };
 
+/// A store that keeps lock-delays (lock_options::lock_delay, docs/lock_delay.md): after
+/// an exclusive grant ends without a release, the resource refuses new grants for the
+/// delay, whoever asks.
+///  - arm_delay(resource, owner, fence, delay): marks the exclusive grant `owner` holds
+///    on `resource` (its fence) so that, if it ends without a release (its TTL runs
+///    out, its session ends), no grant of the resource is made until `delay` after that
+///    end. Owner-checked in one step on the server: errc::not_owner when the grant is
+///    gone. The mark lasts as long as the grant (extensions keep it); a release of the
+///    grant removes it in the same step; a revoke ends the grant as an expiry does
+///    (its holder may still have writes in flight), so the tombstone follows. The
+///    tombstone expires by itself.
+///  - While a tombstone lasts, every acquisition of the resource (exclusive or shared)
+///    answers answer::delayed(until), or errc::lock_delayed from primitives that
+///    answer with a fence only; `until` by this process's clock.
+template <class S>
+concept lock_delay_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                                fence_token fence, duration delay) {
+    { s.arm_delay(resource, owner, fence, delay) } -> std::same_as<awaitable<result<void>>>;
+};
+
+/// Who leads an election now, as a store reads it (electing_store::leader()).
+struct leader_info {
+    fence_token epoch = 0;             ///< The leader's grant's fence; 0 when nobody holds the lock.
+    std::string owner;                 ///< The leader's owner token, shortened (8 hex digits).
+    std::optional<std::string> value;  ///< What the leader proclaimed for this grant; nullopt until it has.
+    std::optional<duration> remaining; ///< Time left of the grant, where the store keeps a TTL.
+};
+
+/// A store that keeps a value with a grant: what an election's terms stand on
+/// (basic_leader_election).
+///  - proclaim(resource, owner, epoch, value): stores `value` with the grant `owner`
+///    holds on `resource`, whose fence is `epoch`; the check that the grant is still
+///    held and the write are one atomic step on the server, so that a leader that lost
+///    its term never overwrites its successor's value: errc::not_owner then.
+///  - leader(resource): the holder of the lock on `resource` now, with the value
+///    proclaimed for that very grant (a value left from an earlier grant is never
+///    reported as the current leader's).
+template <class S>
+concept electing_store = store<S> && requires(S& s, std::string_view resource, const owner_token& owner,
+                                              fence_token epoch, std::string_view value) {
+    { s.proclaim(resource, owner, epoch, value) } -> std::same_as<awaitable<result<void>>>;
+    { s.leader(resource) } -> std::same_as<awaitable<result<leader_info>>>;
+};
+
 /// Where an entry of a resource's queue stands (see session_queue_store).
 struct queue_place {
     fence_token entry = 0;                  ///< The entry's creation sequence: its fencing token.
     bool first = false;                     ///< The oldest entry: its owner holds the lock.
     std::optional<fence_token> predecessor; ///< The entry just before it, when not first.
+    /// The oldest entry, which does not hold yet: the resource is in its lock-delay
+    /// (lock_delay_store) until then, by this process's clock. The entry keeps its
+    /// place; asked again at that time, it holds.
+    std::optional<time_point> delayed_until = std::nullopt;
 };
 
 /// A store with client sessions and a fair queue per resource (etcd leases and
@@ -2360,6 +2447,9 @@ struct shared_place {
     fence_token entry = 0;                 ///< The entry's creation sequence: its fencing token.
     bool granted = false;                  ///< The entry holds, by the rules of its mode.
     std::optional<std::uint32_t> slot;     ///< A granted permit's number.
+    /// The entry would hold, but the resource is in its lock-delay until then (see
+    /// queue_place); granted is false meanwhile.
+    std::optional<time_point> delayed_until = std::nullopt;
 };
 
 /// A session store whose queue entries take shared grants too (etcd, ZooKeeper, the
@@ -5490,6 +5580,9 @@ public:
         }
         if (!backend_.get_executor())
             return errc::invalid_argument;
+        // A lock-delay is kept by the store: one that keeps none cannot honour it.
+        if (options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
+            return errc::invalid_argument;
         return {};
     }
 
@@ -5511,6 +5604,16 @@ private:
         else
             static_assert(sizeof(T) == 0, "this argument is none of the mutex's policy types: add its type to "
                                           "the mutex's policy list, basic_distributed_mutex<Store, ..., ThatPolicy>");
+    }
+
+    // The mutex takes shared grants (a shared mutex's reader, a semaphore's permit):
+    // those are never marked for a lock-delay (docs/lock_delay.md).
+    bool shared_grants() const noexcept
+    {
+        if constexpr (requires { acquire_.mode; })
+            return acquire_.mode == lock_mode::shared;
+        else
+            return false;
     }
 
     static bool is_cancelled(const asio::cancellation_state& cs)
@@ -5630,8 +5733,11 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
 {
     if (diag)
         diag->clear();
-    if (auto ec = validate())
+    if (auto ec = validate()) {
+        if (diag && options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
+            diag->set_client_message("this store keeps no lock-delay (lock_delay_store)");
         co_return ec;
+    }
     const auto start = clock::now();
     // A deadline in the past, or beyond max_wait from now (time_point::max()
     // included), is refused before any I/O; checked without overflow.
@@ -5746,13 +5852,39 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                     co_await give_back(claim.hold());
                     failure = errc::validity_exhausted;
                 } else {
-                    r = make_lease(claim.hold(), fence, counted_from, store.get_executor(), a.value().slot());
-                    break;
+                    auto hold = claim.hold();
+                    // With a lock-delay, the grant is marked in the store before it is
+                    // handed out: a holder lost from then on leaves a tombstone.
+                    std::error_code unarmed;
+                    if constexpr (lock_delay_store<Backend>) {
+                        if (options_.lock_delay > duration::zero() && !shared_grants()) {
+                            auto armed = co_await DISTLOCK_DETAIL_DIAGNOSED(diag, backend_.arm_delay, resource_,
+                                                                            hold.owner(), fence, options_.lock_delay);
+                            if (!armed)
+                                unarmed = armed.error();
+                        }
+                    }
+                    if (!unarmed) {
+                        r = make_lease(std::move(hold), fence, counted_from, store.get_executor(), a.value().slot());
+                        break;
+                    }
+                    co_await give_back(std::move(hold));
+                    failure = unarmed;
                 }
             } else {
-                failure = a ? make_error_code(errc::contended) : a.error();
+                const bool delayed = a && a.value().is_delayed();
+                failure = a ? make_error_code(delayed ? errc::lock_delayed : errc::contended) : a.error();
                 observe(attempt_event{resource_, sent, t1 - t0, failure, 0});
                 history.held_until = a ? a.value().not_before() : std::nullopt;
+                if (delayed && diag && history.held_until) {
+                    diag->set_lock_delay_until(*history.held_until);
+                    diag->set_client_message(
+                        "lock-delay until " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*history.held_until -
+                                                                                               clock::now())
+                                           .count()) +
+                        " ms from now: the last holder was lost without releasing");
+                }
                 if (is_cancelled(cs)) {
                     r = errc::cancelled;
                     break;
@@ -5828,6 +5960,16 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
             // or a record version that must stay unchanged that long): no later.
             if (history.held_until && *history.held_until > clock::now())
                 until = std::min(until, *history.held_until);
+            // A lock-delay: every try before its end is refused, and the grant can be
+            // made at its end: wait exactly that long, or not at all when it ends
+            // after the deadline.
+            if (failure == errc::lock_delayed && history.held_until) {
+                until = std::max(*history.held_until, clock::now());
+                if (deadline && until > *deadline) {
+                    r = failure;
+                    break;
+                }
+            }
             if (deadline) {
                 if (clock::now() >= *deadline) {
                     r = give_up(failure, cs);
@@ -5995,6 +6137,8 @@ public:
         if (!got)
             co_return got.error();
         place_ = got.value();
+        if (place_.delayed_until)
+            co_return answer::delayed(*place_.delayed_until);
         if (place_.first)
             co_return answer::granted(place_.entry);
         co_return answer::held();
@@ -6185,6 +6329,8 @@ public:
         if (!got)
             co_return got.error();
         entry_ = got.value().entry;
+        if (const auto until = got.value().delayed_until)
+            co_return answer::delayed(*until);
         if (!got.value().granted) {
             waiting_ = true;
             co_return answer::held();
@@ -6595,6 +6741,393 @@ private:
 
 } // namespace distlock
 // ---- end distlock/basic_distributed_semaphore.hpp
+// ---- begin distlock/basic_leader_election.hpp
+// distlock/basic_leader_election.hpp: one leader at a time among the participants of
+// an election, each leadership a term whose epoch is a fencing token.
+
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/this_coro.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <concepts>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace distlock {
+
+/// Settings of an election.
+struct election_options {
+    /// The lease of each term: its TTL (how long the store keeps a leader that
+    /// vanished) and drift margin. Renewed while the term lasts (renew::watchdog,
+    /// unless the election names a renewal policy of its own).
+    lock_options term{};
+    /// How often observe() reads the leader when nothing wakes it sooner (the store's
+    /// release notifications, where it has them, wake it at once).
+    duration poll = std::chrono::milliseconds{200};
+};
+
+/// One leadership: the lease of the election's lock, and the value the leader
+/// proclaimed with it.
+///
+/// The **epoch** is the lease's fencing token: every later term of the election has a
+/// larger one. Pass it with every write the leader makes and have the data store
+/// refuse writes older than one it accepted: a leader that stalled past its term
+/// (GC, a partition) and goes on believing it leads is then harmless. The value is
+/// advisory: what observers are told (an address, an id), not a guarantee.
+///
+/// Move-only. Destroying a term that still holds gives it up in the background; call
+/// resign() to give it up and learn whether it stayed valid to the end.
+class term {
+public:
+    term() = default;
+    term(lease held, std::string value) noexcept : lease_{std::move(held)}, value_{std::move(value)} {}
+
+    /// False for an empty (default-constructed or moved-from) term.
+    explicit operator bool() const noexcept { return static_cast<bool>(lease_); }
+
+    /// The term's fencing token: larger than every earlier term's.
+    fence_token epoch() const { return lease_.fence(); }
+    /// What the leader proclaimed last.
+    const std::string& value() const noexcept { return value_; }
+    /// The election's resource id.
+    const std::string& resource() const { return lease_.resource(); }
+    const owner_token& owner() const { return lease_.owner(); }
+    /// The lease's fence, for fenced writes that take a fence_holder.
+    fence_token fence() const { return lease_.fence(); }
+
+    /// True while the term holds by this client's clock (lease::valid()).
+    bool valid() const { return lease_.valid(); }
+    time_point valid_until() const { return lease_.valid_until(); }
+
+    /// Emitted (cancellation_type::all) when the term is lost: bind the leader's
+    /// work to it.
+    asio::cancellation_slot lost_slot() { return lease_.lost_slot(); }
+    /// Completes when the term ends: errc::lease_lost when lost, errc::released after
+    /// resign().
+    awaitable<std::error_code> lost() { return lease_.lost(); }
+
+    /// Gives leadership up: the lock is released, and the next participant may lead.
+    /// errc::lease_lost when the term had not stayed valid to the end.
+    awaitable<result<void>> resign() { return lease_.unlock(); }
+
+    /// The lease underneath (for fenced writes of a store, multi-resource work).
+    lease& held() noexcept { return lease_; }
+    const lease& held() const noexcept { return lease_; }
+
+private:
+    template <store Backend, class... Policies>
+    friend class basic_leader_election;
+
+    lease lease_;
+    std::string value_;
+};
+
+/// Who leads, as observe() reports it.
+struct leader {
+    fence_token epoch = 0; ///< The term's epoch; 0 when nobody leads.
+    std::string value;     ///< What the leader proclaimed.
+    std::string owner;     ///< The leader's owner token, shortened (8 hex digits).
+
+    /// True when somebody leads.
+    explicit operator bool() const noexcept { return epoch != 0; }
+    friend bool operator==(const leader&, const leader&) = default;
+};
+
+namespace detail {
+
+template <class... P>
+struct policy_list {};
+
+// The election's mutex: the policies given, with renew::watchdog added when none
+// renews (a term lasts as long as its leader lives, not one TTL).
+template <class Backend, class... Policies>
+struct election_mutex {
+    using type = std::conditional_t<(count_kind<renew_policy_tag, Policies...> > 0),
+                                    basic_distributed_mutex<Backend, Policies...>,
+                                    basic_distributed_mutex<Backend, Policies..., renew::watchdog>>;
+};
+
+} // namespace detail
+
+/// An election on one resource of a store, shaped by the mutex's policies
+/// (basic_distributed_mutex): a leader holds the election's lock; its leadership is a
+/// term, whose epoch is the lock's fence. Needs a store that keeps a value with a
+/// grant (electing_store: every store of the library, not a Redlock quorum, nor
+/// PostgreSQL's advisory locks: postgres::advisory_store).
+///
+/// - `campaign(value)` waits until this participant leads, then proclaims `value`
+///   with the term, and returns the term (`campaign_until(deadline)` gives up at the
+///   deadline with errc::timeout). The term is renewed while it lasts.
+/// - `lead(value, work)` is the structured form, the one to prefer: it campaigns, runs
+///   `work(term&)` while leading, cancels the work when the term is lost, and gives
+///   the term up only after the work has returned, so that two leaders' work never
+///   overlaps by this client's doing (the epoch guards against the rest).
+/// - `proclaim(term, value)` changes the value without giving up the term;
+///   errc::not_owner when the term has ended.
+/// - `observe()` tells any participant, leader or not, who leads now: it returns when
+///   the leader (epoch and value) differs from what this object last reported, in
+///   epoch order (a report never goes back to an older epoch); `current()` reads it
+///   once. A leader that has not proclaimed within `poll` (the holder of a plain
+///   mutex on the same resource, a foreign client) is reported with an empty value.
+///   Reports come from reads of the store, made when a release notification
+///   wakes the observer (stores that send them) and every `poll` otherwise, so a
+///   leadership shorter than that may go unreported; every reported epoch is larger
+///   than the one before.
+///
+/// The election's lock is the resource's lock: a mutex on the same resource of the
+/// same store excludes its leaders, and `distlock list` shows the leader.
+template <store Backend, class... Policies>
+class basic_leader_election {
+    static_assert(!detail::is_quorum<Backend>::value,
+                  "an election is not offered on a Redlock quorum (distlock::quorum<Store>): its value would be "
+                  "kept by no majority in one step; use one store (a Redis Cluster, etcd, ZooKeeper, PostgreSQL "
+                  "or DynamoDB replicate themselves)");
+    static_assert(electing_store<Backend>,
+                  "an election needs a store that keeps a value with a grant (distlock::electing_store: "
+                  "proclaim() and leader())");
+
+public:
+    using backend_type = Backend;
+    using mutex_type = typename detail::election_mutex<Backend, Policies...>::type;
+
+    template <class... P>
+    explicit basic_leader_election(Backend& backend, std::string name, election_options options = {},
+                                   P&&... policies)
+        : mutex_{backend, std::move(name), options.term, std::forward<P>(policies)...}, poll_{options.poll}
+    {}
+
+    Backend& backend() const noexcept { return mutex_.backend(); }
+    const std::string& name() const noexcept { return mutex_.resource(); }
+    /// The mutex that takes the terms' locks.
+    const mutex_type& mutex() const noexcept { return mutex_; }
+
+    /// Waits until this participant leads, then proclaims `value`. Retries contended
+    /// and unavailable attempts as the retry policy says, for as long as it takes
+    /// (up to max_wait); errors other than the lock being held end it.
+    /// \par Per-Operation Cancellation
+    /// As the mutex's lock(): a cancelled campaign leaves nothing held.
+    awaitable<result<term>> campaign(std::string value)
+    {
+        return campaign_impl(mutex_, std::move(value), std::nullopt);
+    }
+    awaitable<result<term>> campaign_until(time_point deadline, std::string value)
+    {
+        return campaign_impl(mutex_, std::move(value), deadline);
+    }
+
+    /// Changes the value of a term of this election that still holds.
+    awaitable<result<void>> proclaim(term& t, std::string value)
+    {
+        return proclaim_impl(mutex_.backend(), t, std::move(value));
+    }
+
+    /// Campaigns with `value`, then runs `work(term&)` (a coroutine returning
+    /// awaitable<void>) while leading. The work is cancelled (cancellation_type::all:
+    /// its awaits fail with operation_aborted) when the term is lost, or when lead()
+    /// itself is cancelled; the term is given up after the work has returned, however
+    /// it returned. Completes with success when the work returned and the term held to
+    /// its end, errc::lease_lost when the term was lost (the work cancelled),
+    /// errc::cancelled when lead() was cancelled (the work cancelled, the term given
+    /// up), or the campaign's error; an exception thrown by the work is rethrown after
+    /// the term is given up.
+    template <class Work>
+        requires std::invocable<Work&, term&> &&
+                 std::same_as<std::invoke_result_t<Work&, term&>, awaitable<void>>
+    awaitable<result<void>> lead(std::string value, Work work)
+    {
+        return lead_impl(mutex_, std::move(value), std::move(work));
+    }
+
+    /// Who leads now, read once from the store.
+    awaitable<result<leader>> current() { return read_leader(mutex_.backend(), mutex_.resource()); }
+
+    /// Waits until the leader differs from what this object last reported, and
+    /// reports it (the first call reports the leader at once, or waits for one if
+    /// nobody leads). Epochs only grow from report to report.
+    awaitable<result<leader>> observe() { return observe_impl(std::nullopt); }
+    /// observe(), giving up at `deadline` with errc::timeout.
+    awaitable<result<leader>> observe_until(time_point deadline) { return observe_impl(deadline); }
+
+private:
+    static constexpr duration patient = max_wait - std::chrono::hours{24};
+
+    static std::error_code check_value(std::string_view value)
+    {
+        return value.size() > max_leader_value_size ? make_error_code(errc::invalid_argument) : std::error_code{};
+    }
+
+    static awaitable<result<term>> campaign_impl(mutex_type& m, std::string value,
+                                                 std::optional<time_point> deadline)
+    {
+        if (auto ec = check_value(value))
+            co_return ec;
+        for (;;) {
+            // One long wait: a queue store keeps the participant's place throughout.
+            const auto until = deadline ? *deadline : clock::now() + patient;
+            auto got = co_await m.lock_until(until);
+            if (!got) {
+                if (got.error() == errc::timeout && !deadline)
+                    continue;
+                co_return got.error();
+            }
+            term t{std::move(*got), std::string{}};
+            auto said = co_await proclaim_impl(m.backend(), t, std::move(value));
+            if (!said) {
+                // Lost before the value was kept: give it back, report why.
+                (void)co_await t.resign();
+                co_return said.error();
+            }
+            co_return t;
+        }
+    }
+
+    static awaitable<result<void>> proclaim_impl(Backend& backend, term& t, std::string value)
+    {
+        if (!t)
+            co_return errc::invalid_argument;
+        if (auto ec = check_value(value))
+            co_return ec;
+        if (!t.valid())
+            co_return errc::not_owner;
+        auto r = co_await backend.proclaim(t.resource(), t.owner(), t.epoch(), value);
+        if (r)
+            t.value_ = std::move(value);
+        co_return r;
+    }
+
+    template <class Work>
+    static awaitable<result<void>> lead_impl(mutex_type& m, std::string value, Work work)
+    {
+        auto elected = co_await campaign_impl(m, std::move(value), std::nullopt);
+        if (!elected)
+            co_return elected.error();
+        term t = std::move(*elected);
+        // The term must be given up however the work ends, a cancelled lead() included:
+        // turn off Asio's throw-on-cancelled until then, and restore the caller's.
+        const bool caller_throws = co_await asio::this_coro::throw_if_cancelled();
+        co_await asio::this_coro::throw_if_cancelled(false);
+        using namespace asio::experimental::awaitable_operators;
+        std::exception_ptr thrown;
+        bool lost = false;
+        try {
+            // Whichever ends first cancels the other, and both have ended when this
+            // returns: the work is over before the term is given up.
+            auto which = co_await (work(t) || wait_lost(t));
+            lost = which.index() == 1;
+        } catch (...) {
+            thrown = std::current_exception();
+        }
+        auto given_up = co_await t.resign();
+        const auto cs = co_await asio::this_coro::cancellation_state;
+        co_await asio::this_coro::throw_if_cancelled(caller_throws);
+        if (thrown)
+            std::rethrow_exception(thrown);
+        if (lost)
+            co_return errc::lease_lost;
+        if (cs.cancelled() != asio::cancellation_type::none)
+            co_return errc::cancelled;
+        co_return given_up;
+    }
+
+    static awaitable<void> wait_lost(term& t)
+    {
+        // Ends only when the term does: a cancelled wait (the work returned) ends too.
+        (void)co_await t.lost();
+    }
+
+    static awaitable<result<leader>> read_leader(Backend& store, const std::string& resource)
+    {
+        auto r = co_await store.leader(resource);
+        if (!r)
+            co_return r.error();
+        co_return leader{.epoch = r->epoch, .value = r->value.value_or(std::string{}), .owner = std::move(r->owner)};
+    }
+
+    awaitable<result<leader>> observe_impl(std::optional<time_point> deadline)
+    {
+        if (deadline)
+            if (auto ec = validate_deadline(*deadline, clock::now()))
+                co_return ec;
+        if (poll_ <= duration::zero() || poll_ > max_wait)
+            co_return errc::invalid_argument;
+        auto& store = mutex_.backend();
+        const auto& resource = mutex_.resource();
+        for (;;) {
+            auto cs = co_await asio::this_coro::cancellation_state;
+            if (cs.cancelled() != asio::cancellation_type::none)
+                co_return errc::cancelled;
+            auto seen = co_await store.leader(resource);
+            if (!seen)
+                co_return seen.error();
+            // A new leader is reported with its value: until it has proclaimed (one
+            // round trip after its grant) it is not reported, and the wait is short.
+            // One that has not proclaimed after a whole poll interval (a holder that
+            // is no participant: a plain mutex, a foreign client) is reported as it
+            // is, with an empty value.
+            bool pending = seen->epoch != 0 && !seen->value;
+            if (pending) {
+                if (pending_epoch_ != seen->epoch) {
+                    pending_epoch_ = seen->epoch;
+                    pending_since_ = clock::now();
+                } else if (clock::now() - pending_since_ >= poll_) {
+                    pending = false;
+                }
+            }
+            if (!pending) {
+                leader now{.epoch = seen->epoch, .value = seen->value.value_or(std::string{}),
+                           .owner = std::move(seen->owner)};
+                // Never back to an older epoch (a read from a lagging replica, or one
+                // made before a report that came from a later read).
+                const bool older = now.epoch != 0 && now.epoch < reported_.epoch;
+                const bool changed = !first_reported_ || now != reported_;
+                if (!older && changed && (now.epoch != 0 || first_reported_)) {
+                    first_reported_ = true;
+                    reported_ = now;
+                    co_return now;
+                }
+            }
+            const auto now = clock::now();
+            if (deadline && *deadline <= now)
+                co_return errc::timeout;
+            auto until = now + (pending ? std::min(poll_, duration{std::chrono::milliseconds{5}}) : poll_);
+            if (deadline)
+                until = std::min(until, *deadline);
+            if (!pending && seen->epoch != 0) {
+                // Woken by the leader's going where the store says so.
+                if constexpr (release_notifying_store<Backend>) {
+                    auto w = co_await store.watch(resource);
+                    // Listening now: a release between the read and the watch would
+                    // be missed without one more read.
+                    auto again = co_await store.leader(resource);
+                    if (again && again->epoch == seen->epoch)
+                        (void)co_await w.wait(until);
+                    continue;
+                } else if constexpr (session_queue_store<Backend>) {
+                    (void)co_await store.wait_gone(resource, seen->epoch, until);
+                    continue;
+                }
+            }
+            (void)co_await backend::sleep_until(until);
+        }
+    }
+
+    mutex_type mutex_;
+    duration poll_;
+    leader reported_{};
+    bool first_reported_ = false;
+    fence_token pending_epoch_ = 0; // a leader seen without its value, since pending_since_
+    time_point pending_since_{};
+};
+
+} // namespace distlock
+// ---- end distlock/basic_leader_election.hpp
 // ---- begin distlock/blocking.hpp
 // distlock/blocking.hpp: distlock for code that is not coroutine-based.
 
@@ -7174,9 +7707,10 @@ private:
             // One round trip for the whole set when nothing is held; under contention,
             // the per-resource path below waits in order.
             // A store may take only some sets in one step (a cluster: one hash slot).
-            bool batchable = true;
+            // A lock-delay marks each grant as the one-resource path takes it.
+            bool batchable = prototype_.options().lock_delay == duration::zero();
             if constexpr (requires(const Backend& b) { { b.batchable(ids) } -> std::convertible_to<bool>; })
-                batchable = prototype_.backend().batchable(ids);
+                batchable = batchable && prototype_.backend().batchable(ids);
             if (ids.size() > 1 && batchable) {
                 auto batch = co_await take_batch(ids);
                 if (batch || batch.error() != condition::contended)
@@ -7910,6 +8444,8 @@ public:
             auto& s = c->slot_for(resource);
             if (live(s))
                 return errc::contended;
+            if (tombstone(s))
+                return errc::lock_delayed;
             grant(s, owner, ttl);
             return s.fence;
         });
@@ -7923,6 +8459,8 @@ public:
             auto& s = c->slot_for(resource);
             if (live(s))
                 return answer::held(s.expires);
+            if (const auto until = tombstone(s))
+                return answer::delayed(*until);
             grant(s, owner, ttl);
             return answer::granted(s.fence);
         });
@@ -7938,6 +8476,8 @@ public:
                 const bool ok = expected_version ? s.fence == *expected_version : !live(s);
                 if (!ok)
                     return errc::contended;
+                if (tombstone(s))
+                    return errc::lock_delayed;
                 grant(s, owner, ttl);
                 return s.fence;
             });
@@ -8032,9 +8572,60 @@ public:
             auto* s = c->find(resource);
             if (!s || !live(*s) || s->fence != fence)
                 return errc::not_owner;
-            s->held = false;
+            // Ended as by an expiry: a holder that does not know yet may still have
+            // writes in flight, which a lock-delay it was marked for lets drain.
+            s->expires = clock::now();
             notify(*s);
             return success();
+        });
+    }
+
+    // -- lock_delay_store: a tombstone after an unplanned loss ----------------------
+
+    /// Marks `owner`'s grant of fence `fence` on `resource` for a lock-delay of `delay`.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner, fence, delay]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->owner != owner || s->fence != fence)
+                return errc::not_owner;
+            s->delay = delay;
+            return success();
+        });
+    }
+
+    // -- electing_store: an election's value beside its lock ------------------------
+
+    /// Stores `value` with `owner`'s grant of fence `epoch` on `resource`, if it still
+    /// holds it; else errc::not_owner.
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value)
+    {
+        return perform<void>(core_, [c = core_.get(), resource, owner, epoch, value]() -> result<void> {
+            auto* s = c->find(resource);
+            if (!s || !live(*s) || s->owner != owner || s->fence != epoch)
+                return errc::not_owner;
+            s->value.assign(value);
+            s->value_epoch = epoch;
+            return success();
+        });
+    }
+
+    /// The holder of `resource` and the value proclaimed for its grant.
+    awaitable<result<leader_info>> leader(std::string_view resource)
+    {
+        return perform<leader_info>(core_, [c = core_.get(), resource]() -> result<leader_info> {
+            leader_info info;
+            auto* s = c->find(resource);
+            if (!s || !live(*s))
+                return info;
+            info.epoch = s->fence;
+            info.owner = s->owner.to_hex().substr(0, 8);
+            info.remaining = s->expires - clock::now();
+            if (s->value_epoch == s->fence)
+                info.value = s->value;
+            return info;
         });
     }
 
@@ -8052,6 +8643,8 @@ public:
                 return errc::invalid_argument; // two clients disagree on the count
             if (live(s))
                 return answer::held(s.expires);
+            if (const auto until = tombstone(s))
+                return answer::delayed(*until);
             if (permits == 0) {
                 if (s.writer_waits(owner_token{}))
                     return answer::held();
@@ -8085,6 +8678,9 @@ public:
             if (shared && s.permits != 0)
                 return errc::invalid_argument; // a semaphore has no writers
             const bool other_waits = s.writer_waits(waiter);
+            if (!live(s) && !shared)
+                if (const auto until = tombstone(s))
+                    return answer::delayed(*until);
             if (!other_waits && !live(s) && !shared) {
                 if (s.intent == waiter)
                     s.intent = owner_token{};
@@ -8233,7 +8829,10 @@ public:
     {
         std::lock_guard lock{core_->mutex};
         if (auto* s = core_->find(resource); s && (s->held || !s->sharers.empty())) {
-            s->held = false;
+            // An exclusive grant runs out in place, so that a lock-delay it was marked
+            // for begins now, as after a real expiry.
+            if (s->held && clock::now() < s->expires)
+                s->expires = clock::now();
             s->sharers.clear();
             notify(*s);
         }
@@ -8248,6 +8847,8 @@ public:
             s.fence = 0;
             s.sharers.clear();
             s.intent = owner_token{};
+            s.value_epoch = 0;
+            s.delay = duration::zero();
             notify(s);
         }
     }
@@ -8322,6 +8923,9 @@ private:
         std::uint32_t permits = 0;  // a semaphore's count, kept while sharers hold
         owner_token intent;         // a waiting writer's, until intent_expires
         time_point intent_expires{};
+        duration delay{};           // the grant's lock-delay, once armed (a tombstone after an expiry)
+        std::string value;          // an election's value, proclaimed by the grant of fence value_epoch
+        fence_token value_epoch = 0;
         std::vector<std::shared_ptr<distlock::backend::wakeup>> watchers;
 
         // Drops the sharers whose TTL ran out; true when any holds.
@@ -8385,11 +8989,23 @@ private:
 
     static bool live(const slot& s) noexcept { return s.held && clock::now() < s.expires; }
 
+    // A marked grant that ran out without a release leaves the resource refusing
+    // grants until its expiry plus the delay: the tombstone is the expired grant
+    // itself, so it lies exactly a delay after the expiry and goes by itself.
+    static std::optional<time_point> tombstone(const slot& s) noexcept
+    {
+        if (!s.held || s.delay <= duration::zero())
+            return std::nullopt;
+        const auto until = s.expires + s.delay;
+        return clock::now() < until ? std::optional{until} : std::nullopt;
+    }
+
     static void grant(slot& s, const owner_token& owner, duration ttl)
     {
         s.owner = owner;
         s.expires = clock::now() + ttl;
         s.held = true;
+        s.delay = duration::zero();
         ++s.fence;
     }
 
@@ -8506,6 +9122,7 @@ struct queue_entry {
     lock_mode mode = lock_mode::exclusive;
     std::uint32_t permits = 0;          ///< a semaphore's count (shared entries)
     std::optional<std::uint32_t> slot;  ///< a permit's number, once it holds
+    std::optional<std::string> value;   ///< what an election's leader proclaimed with this entry
 };
 
 /// What a session server keeps. Thread-safe. It must outlive its clients.
@@ -8634,11 +9251,15 @@ private:
         }
         if (mine == q.end()) {
             const auto seq = ++revision_;
-            mine = q.emplace(seq, queue_entry{seq, owner, id}).first;
+            mine = q.emplace(seq, queue_entry{seq, owner, id, lock_mode::exclusive, 0, std::nullopt, std::nullopt}).first;
         }
         queue_place place{mine->first, mine == q.begin(), std::nullopt};
         if (!place.first)
             place.predecessor = std::prev(mine)->first;
+        else if (const auto until = tombstone(std::string{resource})) {
+            place.first = false; // it holds once the delay has passed
+            place.delayed_until = until;
+        }
         return place;
     }
 
@@ -8667,9 +9288,15 @@ private:
         }
         if (mine == q.end()) {
             const auto seq = ++revision_;
-            mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt}).first;
+            mine = q.emplace(seq, queue_entry{seq, owner, id, mode, permits, std::nullopt, std::nullopt}).first;
         }
         shared_place place{mine->first, holds(q, mine), std::nullopt};
+        if (place.granted)
+            if (const auto until = tombstone(std::string{resource})) {
+                place.granted = false;
+                place.delayed_until = until;
+                return place;
+            }
         if (place.granted && permits > 0) {
             if (!mine->second.slot) {
                 std::uint32_t n = 0;
@@ -8734,6 +9361,8 @@ private:
         const auto seq = mine->first;
         q.erase(mine);
         gone(std::string{resource}, seq);
+        if (const auto mark = delay_marks_.find(it->first); mark != delay_marks_.end() && mark->second.entry == seq)
+            delay_marks_.erase(mark); // released: no lock-delay
         if (q.empty())
             queues_.erase(it);
         return success();
@@ -8786,6 +9415,55 @@ private:
         return info;
     }
 
+    /// Marks `owner`'s holding entry `seq` for a lock-delay of `delay`.
+    result<void> arm_delay(const std::string& resource, const owner_token& owner, fence_token seq, duration delay)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return errc::not_owner;
+        const auto& first = it->second.begin()->second;
+        if (first.owner != owner || first.sequence != seq || first.mode != lock_mode::exclusive)
+            return errc::not_owner;
+        delay_marks_[resource] = delay_mark{seq, delay};
+        return success();
+    }
+
+    /// Stores an election's value with `owner`'s entry `epoch` while it holds (the
+    /// queue's oldest); else errc::not_owner.
+    result<void> proclaim(const std::string& resource, const owner_token& owner, fence_token epoch,
+                          std::string value)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return errc::not_owner;
+        auto& first = it->second.begin()->second;
+        if (first.owner != owner || first.sequence != epoch)
+            return errc::not_owner;
+        first.value = std::move(value);
+        return success();
+    }
+
+    /// The queue's oldest entry and the value it proclaimed.
+    leader_info leader(const std::string& resource)
+    {
+        std::lock_guard lock{mutex_};
+        reap();
+        leader_info info;
+        const auto it = queues_.find(resource);
+        if (it == queues_.end() || it->second.empty())
+            return info;
+        const auto& first = it->second.begin()->second;
+        info.epoch = first.sequence;
+        info.owner = first.owner.to_hex().substr(0, 8);
+        info.value = first.value;
+        info.remaining = sessions_.at(first.session).expires - clock::now();
+        return info;
+    }
+
     /// The locks held now under `prefix`, sorted by resource id: each queue's oldest
     /// entry, and how many wait behind it.
     std::vector<lock_listing> list(std::string_view prefix)
@@ -8824,6 +9502,7 @@ private:
             return errc::not_owner;
         it->second.erase(e);
         gone(it->first, seq);
+        ended_unreleased(it->first, seq, clock::now());
         if (it->second.empty())
             queues_.erase(it);
         return success();
@@ -8860,12 +9539,16 @@ private:
 
     void drop_session(std::uint64_t id)
     {
+        // When the session ended: its expiry, or now when it is ended early.
+        const auto found = sessions_.find(id);
+        const auto ended = found == sessions_.end() ? clock::now() : std::min(found->second.expires, clock::now());
         sessions_.erase(id);
         for (auto it = queues_.begin(); it != queues_.end();) {
             auto& q = it->second;
             for (auto e = q.begin(); e != q.end();) {
                 if (e->second.session == id) {
                     gone(it->first, e->first);
+                    ended_unreleased(it->first, e->first, ended);
                     e = q.erase(e);
                 } else {
                     ++e;
@@ -8873,6 +9556,30 @@ private:
             }
             it = q.empty() ? queues_.erase(it) : std::next(it);
         }
+    }
+
+    // A marked holder's entry went without a release (its session ended, it was
+    // revoked): the resource refuses grants until `ended` plus the delay.
+    void ended_unreleased(const std::string& resource, fence_token seq, time_point ended)
+    {
+        const auto mark = delay_marks_.find(resource);
+        if (mark == delay_marks_.end() || mark->second.entry != seq)
+            return;
+        tombstones_[resource] = ended + mark->second.delay;
+        delay_marks_.erase(mark);
+    }
+
+    // Until when `resource` is in its lock-delay, if it is; a passed one goes.
+    std::optional<time_point> tombstone(const std::string& resource)
+    {
+        const auto it = tombstones_.find(resource);
+        if (it == tombstones_.end())
+            return std::nullopt;
+        if (clock::now() >= it->second) {
+            tombstones_.erase(it);
+            return std::nullopt;
+        }
+        return it->second;
     }
 
     // Whether entry `e` of queue `q` holds, by the rules of its mode.
@@ -8907,6 +9614,14 @@ private:
     fence_token revision_ = 0;
     std::unordered_map<std::uint64_t, session> sessions_;
     std::map<std::string, std::map<fence_token, queue_entry>> queues_;
+    // Lock-delays: the holder entry marked per resource, and the tombstones its
+    // unreleased end left (until when the resource refuses grants).
+    struct delay_mark {
+        fence_token entry = 0;
+        duration delay{};
+    };
+    std::map<std::string, delay_mark> delay_marks_;
+    std::map<std::string, time_point> tombstones_;
     std::map<std::pair<std::string, fence_token>, std::vector<std::shared_ptr<distlock::backend::wakeup>>> watches_;
     std::map<std::string, std::vector<std::shared_ptr<distlock::backend::wakeup>>> resource_watches_;
 };
@@ -9048,6 +9763,35 @@ public:
             core_, [c = core_.get(), p = std::string{prefix}]() -> result<std::vector<lock_listing>> {
                 return c->server.list(p);
             });
+    }
+
+    /// Marks `owner`'s holding entry `fence` on `resource` for a lock-delay of `delay`
+    /// (lock_delay_store): if its session ends or it is revoked, the resource refuses
+    /// grants until that end plus `delay`.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, owner, fence, delay]() -> result<void> {
+            return c->server.arm_delay(r, owner, fence, delay);
+        });
+    }
+
+    /// Stores `value` with `owner`'s entry `epoch` while it holds (electing_store).
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value)
+    {
+        return send<void>(core_, [c = core_.get(), r = std::string{resource}, owner, epoch,
+                                  v = std::string{value}]() mutable -> result<void> {
+            return c->server.proclaim(r, owner, epoch, std::move(v));
+        });
+    }
+
+    /// The holder of `resource` and the value it proclaimed (electing_store).
+    awaitable<result<leader_info>> leader(std::string_view resource)
+    {
+        return send<leader_info>(core_, [c = core_.get(), r = std::string{resource}]() -> result<leader_info> {
+            return c->server.leader(r);
+        });
     }
 
     /// Deletes the holder's entry if it is still entry `fence` (revocable_store). Its
