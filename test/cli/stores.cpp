@@ -164,8 +164,9 @@ TEST_CASE("cli: run --lock-delay on ZooKeeper: a holder killed without releasing
     CHECK(calm.exit == std::optional<int>{0});
     CHECK(tool({"try", "--store", url, "calm"}).exit == std::optional<int>{0});
 
+    // exec: the SIGKILL below reaches distlock itself, not a shell above it.
     test::child holder{{"/bin/sh", "-c",
-                        quoted_for_shell(DISTLOCK_CLI_PATH) + " run --store " + quoted_for_shell(url) +
+                        "exec " + quoted_for_shell(DISTLOCK_CLI_PATH) + " run --store " + quoted_for_shell(url) +
                             " --ttl 5s --lock-delay 2s delayed -- sh -c 'echo holding; exec sleep 61.75' 2>&1"}};
     REQUIRE(holder.read_line(20s) == std::optional<std::string>{"holding"});
     holder.kill(SIGKILL); // distlock dies without releasing: its session ends within its timeout

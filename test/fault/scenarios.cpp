@@ -638,6 +638,9 @@ TEST_CASE("faults: sorted multi-locks under contention, with a resource held too
     REQUIRE(read_until(*workers[0], h, [](const op& o) { return o.kind == kind::acquire && o.result == outcome::ok; }));
     const auto killed = now_ns();
     workers[0]->kill(SIGKILL);
+    // What it printed before it died (it may have released that set, and taken another,
+    // before the signal landed) is history too: read to the end of its output.
+    read_until(*workers[0], h, [](const op&) { return false; }, std::chrono::seconds{5});
     for (const auto r : {"r0", "r1", "r2", "r3"})
         h.push_back(op{.process = 1, .kind = kind::crash, .resource = r, .invoke = killed, .complete = killed});
     std::this_thread::sleep_for(3500ms);

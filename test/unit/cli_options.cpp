@@ -89,7 +89,18 @@ TEST_CASE("cli: bad command lines say what is wrong", "[cli]")
 {
     CHECK(error_of({}).find("no command") != std::string::npos);
     CHECK(error_of({"lock", "x"}).find("unknown command 'lock'") != std::string::npos);
-    CHECK(error_of({"run", "x"}).find("needs a command") != std::string::npos);
+    CHECK(error_of({"run", "x"}).find("need a command after '--'") != std::string::npos);
+    CHECK(error_of({"elect", "x"}).find("need a command after '--'") != std::string::npos);
+    CHECK(error_of({"elect", "a", "b", "--", "true"}).find("one election name") != std::string::npos);
+    CHECK(error_of({"elect", "--store", "redis://h:1", "--store", "redis://h:2", "x", "--", "true"})
+              .find("elect needs one store") != std::string::npos);
+    CHECK(error_of({"run", "--value", "v", "x", "--", "true"}).find("only elect takes --value") != std::string::npos);
+    CHECK(error_of({"elect", "--value", std::string(64 * 1024 + 1, 'v'), "x", "--", "true"}).find("--value is at most") !=
+          std::string::npos);
+    CHECK(error_of({"run", "--ttl", "1s", "--lock-delay", "2s", "x", "--", "true"}).find("at most the --ttl") !=
+          std::string::npos);
+    CHECK(error_of({"try", "--lock-delay", "1s", "x"}).find("only run and elect take --lock-delay") !=
+          std::string::npos);
     CHECK(error_of({"run", "--", "true"}).find("no resource") != std::string::npos);
     CHECK(error_of({"run", "--ttl", "0s", "x", "--", "true"}).find("bad duration '0s'") != std::string::npos);
     CHECK(error_of({"run", "--ttl"}).find("needs a duration") != std::string::npos);
@@ -99,7 +110,7 @@ TEST_CASE("cli: bad command lines say what is wrong", "[cli]")
           std::string::npos);
     CHECK(error_of({"run", "", "--", "true"}).find("1 to 1024 bytes") != std::string::npos);
     CHECK(error_of({"run", std::string(1025, 'x'), "--", "true"}).find("1 to 1024 bytes") != std::string::npos);
-    CHECK(error_of({"try", "x", "--", "true"}).find("only run takes a command") != std::string::npos);
+    CHECK(error_of({"try", "x", "--", "true"}).find("only run and elect take a command") != std::string::npos);
     CHECK(error_of({"status", "a", "b"}).find("one resource") != std::string::npos);
     CHECK(error_of({"release", "a"}).find("needs --owner") != std::string::npos);
     CHECK(error_of({"try", "--owner", "ab", "a"}).find("only release and revoke take --owner") != std::string::npos);

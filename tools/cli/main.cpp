@@ -771,6 +771,13 @@ int perform(asio::io_context& io, Backend& backend, std::vector<Store*> nodes, c
             std::fprintf(stderr, "distlock: this store cannot %s\n", what);
         return cli::exit_code::usage;
     };
+    if constexpr (!dl::lock_delay_store<Backend>) {
+        if (o.lock_delay) {
+            std::fprintf(stderr, "distlock: --lock-delay: this store keeps no lock-delay (docs/lock_delay.md "
+                                 "lists the stores that do)\n");
+            return cli::exit_code::usage;
+        }
+    }
     if constexpr (!dl::shared_backend<Backend>) {
         if (o.shared || o.permits) {
             std::fprintf(stderr, "distlock: --shared and --permits: not on a Redlock quorum (a reader counted by one "
