@@ -128,7 +128,7 @@ private:
 
 // The names the decoders read: added where they were not, they reach fields that the
 // seeds leave out.
-constexpr std::array<const char*, 50> field_names{
+constexpr std::array<const char*, 49> field_names{
     "result", "error",     "code",          "grpc_code",   "message",  "Message",       "header",
     "revision", "count",   "kvs",           "key",         "value",    "create_revision", "mod_revision",
     "lease",  "succeeded", "responses",     "response_range", "deleted", "TTL",        "token",

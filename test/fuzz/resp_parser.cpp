@@ -9,14 +9,10 @@
 //    names one of its primaries;
 //  - the reader of a fair release's hand-over message takes any text and either
 //    refuses it or gives a try and a token from 1 and a time below 2^53 us that reads
-//    back as the same text;
-//  - the election's leader reply decoder takes any complete reply and either refuses
-//    it or gives a holder whose value, if any, belongs to a grant (epoch from 1), its
-//    owner shortened to 8 bytes.
+//    back as the same text.
 // Run by `./dev test` for a bounded time; longer runs: see docs/architecture.md.
 #include <distlock/redis/detail/cluster.hpp>
 #include <distlock/redis/detail/handover.hpp>
-#include <distlock/redis/detail/replies.hpp>
 #include <distlock/redis/resp/parser.hpp>
 
 #include <cstddef>
@@ -66,15 +62,6 @@ static void read_as_handover(std::string_view text)
         __builtin_trap();
 }
 
-static void read_as_leader_reply(const resp::value& v)
-{
-    const auto info = distlock::redis::detail::replies::led(v);
-    if (!info)
-        return;
-    if (info->owner.size() > 8 || (info->value && info->epoch == 0) || (info->remaining && info->remaining->count() <= 0))
-        __builtin_trap();
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     const std::string_view in{reinterpret_cast<const char*>(data), size};
@@ -86,7 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         __builtin_trap();
     const auto reply = in.substr(0, r.consumed);
     read_as_cluster_reply(r.value);
-    read_as_leader_reply(r.value);
     const auto again = resp::parse(reply);
     if (again.status != resp::status::complete || again.consumed != r.consumed)
         __builtin_trap();
