@@ -390,13 +390,18 @@ private:
     static std::error_code malformed(const proto::reply& r, std::string_view what, const std::string& path,
                                      diagnostics* diag)
     {
+        return unreadable("an unreadable " + std::string{what} + " reply for " + path, r.body, diag);
+    }
+
+    // errc::protocol_error, with `what` and the start of `bytes` (escaped, and their
+    // length) in the diagnostics.
+    static std::error_code unreadable(const std::string& what, std::string_view bytes, diagnostics* diag)
+    {
         if (diag) {
             constexpr std::size_t shown = 64;
-            const std::string_view body{r.body};
-            diag->set_server_message("an unreadable " + std::string{what} + " reply for " + path + " (" +
-                                     std::to_string(body.size()) + " bytes: " +
-                                     distlock::util::escape(body.substr(0, shown)) +
-                                     (body.size() > shown ? "...)" : ")"));
+            diag->set_server_message(what + " (" + std::to_string(bytes.size()) + " bytes: " +
+                                     distlock::util::escape(bytes.substr(0, shown)) +
+                                     (bytes.size() > shown ? "...)" : ")"));
         }
         return distlock::errc::protocol_error;
     }
@@ -599,17 +604,8 @@ private:
             if (!d)
                 co_return malformed(r, "getData", path, diag);
             const auto m = detail::parse_delay(d->data);
-            if (!m) {
-                if (diag) {
-                    constexpr std::size_t shown = 64;
-                    const std::string_view data{d->data};
-                    diag->set_server_message("the data of " + path + " is no lock-delay mark (" +
-                                             std::to_string(data.size()) + " bytes: " +
-                                             distlock::util::escape(data.substr(0, shown)) +
-                                             (data.size() > shown ? "...)" : ")"));
-                }
-                co_return distlock::errc::protocol_error;
-            }
+            if (!m)
+                co_return unreadable("the data of " + path + " is no lock-delay mark", d->data, diag);
             if (m->ended) {
                 const auto until = delay_end(d->stat.mtime, m->delay_ms);
                 if (until > clock::now())
@@ -1133,17 +1129,8 @@ private:
             if (!node)
                 co_return malformed(record, "getData", parent, diag);
             const auto recorded = detail::parse_slots(node->data);
-            if (!recorded) {
-                if (diag) {
-                    constexpr std::size_t shown = 64;
-                    const std::string_view data{node->data};
-                    diag->set_server_message("the data of " + parent + " is no permits' record (" +
-                                             std::to_string(data.size()) + " bytes: " +
-                                             distlock::util::escape(data.substr(0, shown)) +
-                                             (data.size() > shown ? "...)" : ")"));
-                }
-                co_return distlock::errc::protocol_error;
-            }
+            if (!recorded)
+                co_return unreadable("the data of " + parent + " is no permits' record", node->data, diag);
             const auto claim = detail::claim_slot(*recorded, st.live, st.sequence);
             if (!claim.record)
                 co_return std::optional<std::uint32_t>{claim.slot};
