@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -75,6 +76,10 @@ struct default_acquire<B> {
 /// a quorum and SET NX otherwise.
 template <class Backend>
 using default_acquire_policy = typename detail::default_acquire<Backend>::type;
+
+// An election campaigns through its mutex's private campaign_until().
+template <store Backend, class... Policies>
+class basic_leader_election;
 
 /// A lock on one resource of `Backend`, shaped by `Policies` given in any order, at
 /// most one of each kind; omitted kinds take defaults:
@@ -233,10 +238,33 @@ public:
         // A lock-delay is kept by the store: one that keeps none cannot honour it.
         if (options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
             return errc::invalid_argument;
+        if (options_.lock_delay > duration::zero() && !lock_delay_refusal().empty())
+            return errc::invalid_argument;
         return {};
     }
 
 private:
+    template <store B, class... P>
+    friend class basic_leader_election;
+
+    // Why the store, as configured, keeps no lock-delay although it is a
+    // lock_delay_store (a setting whose foreign clients could not honour one: it says
+    // so through lock_delay_refusal()); empty when it keeps them.
+    std::string_view lock_delay_refusal() const noexcept
+    {
+        if constexpr (requires { { backend_.lock_delay_refusal() } -> std::convertible_to<std::string_view>; })
+            return backend_.lock_delay_refusal();
+        else
+            return {};
+    }
+
+    // An election's campaign: lock_until() whose queue entry carries the candidate's
+    // value from its create where the store writes one there (claim_request::candidate).
+    awaitable<result<lease>> campaign_until(time_point deadline, std::string candidate)
+    {
+        return acquire_loop(deadline, false, nullptr, std::move(candidate));
+    }
+
     template <class P>
     void assign(P&& p)
     {
@@ -285,7 +313,8 @@ private:
     // translation unit from compiling it again (see "Compile a mutex type once" in
     // README.md).
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
-                                          diagnostics* diag = nullptr);
+                                          diagnostics* diag = nullptr,
+                                          std::optional<std::string> candidate = std::nullopt);
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not
     // end it before.
@@ -379,13 +408,16 @@ private:
 
 template <store Backend, class... Policies>
 awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_loop(std::optional<time_point> deadline,
-                                                                                  bool single, diagnostics* diag)
+                                                                                  bool single, diagnostics* diag,
+                                                                                  std::optional<std::string> candidate)
 {
     if (diag)
         diag->clear();
     if (auto ec = validate()) {
         if (diag && options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
             diag->set_client_message("this store keeps no lock-delay (lock_delay_store)");
+        else if (diag && options_.lock_delay > duration::zero() && !lock_delay_refusal().empty())
+            diag->set_client_message(std::string{lock_delay_refusal()});
         co_return ec;
     }
     const auto start = clock::now();
@@ -412,7 +444,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto cs = co_await asio::this_coro::cancellation_state;
     const backend::observer_ref observe{observer_};
-    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single});
+    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single, std::move(candidate)});
     using claim_type = decltype(claim);
     // What the retry policy is asked about. Its number counts failed attempts; the
     // try made at once after subscribing to release notifications (which closes

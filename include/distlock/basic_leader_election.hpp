@@ -229,8 +229,10 @@ private:
             co_return ec;
         for (;;) {
             // One long wait: a queue store keeps the participant's place throughout.
+            // The value goes with the campaign's queue entry where the store writes it
+            // there (claim_request::candidate), and is proclaimed once it holds.
             const auto until = deadline ? *deadline : clock::now() + patient;
-            auto got = co_await m.lock_until(until);
+            auto got = co_await m.campaign_until(until, value);
             if (!got) {
                 if (got.error() == errc::timeout && !deadline)
                     continue;

@@ -102,7 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (resource_a.size() == 10 && resource_a.find_first_not_of("0123456789") == std::string::npos) {
         const std::string owner = "0123456789abcdef0123456789abcdef";
         for (const auto d : {distlock::zookeeper::dialect::curator, distlock::zookeeper::dialect::kazoo,
-                             distlock::zookeeper::dialect::distlock}) {
+                             distlock::zookeeper::dialect::distlock, distlock::zookeeper::dialect::latch}) {
             const auto name = zkd::entry_prefix(d, owner, distlock::lock_mode::shared, 0).append(resource_a);
             const auto w = zkd::parse_waiter(name);
             check(!w || (w->owner == owner && w->mode == distlock::lock_mode::shared));

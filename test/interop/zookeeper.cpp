@@ -1,6 +1,8 @@
 // test/interop/zookeeper.cpp: distlock and the store's reference clients on one server:
 // Apache Curator's InterProcessMutex and InterProcessReadWriteLock (a Java program,
-// test/interop/zookeeper/CuratorLock.java) and kazoo's Lock (a Python script,
+// test/interop/zookeeper/CuratorLock.java), Curator's LeaderLatch against distlock's
+// elections in the latch dialect (test/interop/zookeeper/CuratorLatch.java) and
+// kazoo's Lock (a Python script,
 // test/interop/zookeeper/kazoo_lock.py), each a child process that takes commands on
 // stdin and prints a line per event. They queue on the node distlock uses for a
 // resource: the store's prefix, then the escaped resource id. Both take a 2 s session
@@ -9,13 +11,16 @@
 #include "zookeeper/zookeeper_support.hpp"
 
 #include <distlock/basic_distributed_shared_mutex.hpp>
+#include <distlock/basic_leader_election.hpp>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -25,6 +30,7 @@ using namespace test::zookeeper_tests;
 
 using quick_mutex = dl::basic_distributed_mutex<zk::store, dl::retry::fixed>;
 using quick_shared_mutex = dl::basic_distributed_shared_mutex<zk::store, dl::retry::fixed>;
+using election = dl::basic_leader_election<zk::store>;
 
 // lock() waits at most this long; a watch wakes it (the retry delay only bounds a
 // missed notification).
@@ -53,14 +59,18 @@ std::string kazoo_script()
 // A reference client holding (or waiting for) one lock, driven line by line.
 class foreign {
 public:
-    enum class kind { curator, kazoo };
+    // latch: Curator's LeaderLatch (CuratorLatch.java), the others lock recipes.
+    enum class kind { curator, kazoo, latch };
 
-    // `lock`: mutex, read or write.
+    // `lock`: mutex, read or write; for a latch, the participant's id.
     foreign(kind k, const std::string& path, const std::string& lock)
     {
         const auto connect = "127.0.0.1:" + std::to_string(test::shared_zookeeper().port());
         std::vector<std::string> argv;
-        if (k == kind::curator)
+        if (k == kind::latch)
+            argv = {"java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+                    "-cp", curator_classpath(), "CuratorLatch", connect, path, lock, session_ms};
+        else if (k == kind::curator)
             argv = {"java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
                     "-cp", curator_classpath(), "CuratorLock", connect, path, lock, session_ms};
         else
@@ -373,4 +383,233 @@ TEST_CASE("zookeeper interop: a node named as before dialects (<hex>-<seq>) is h
         co_await fresh.close();
         co_await old.close();
     }, 60s);
+}
+
+// -- Curator's LeaderLatch and distlock's elections (the latch dialect) -----------------
+
+namespace {
+
+// A time of CLOCK_MONOTONIC in nanoseconds, as Java's System.nanoTime() reads it on Linux.
+std::int64_t monotonic_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// "windows S:E S:E ..." as CuratorLatch prints them; an open window ends at -1.
+std::vector<std::pair<std::int64_t, std::int64_t>> windows_of(const std::string& said)
+{
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    std::istringstream in{said};
+    std::string word;
+    in >> word;
+    REQUIRE(word == "windows");
+    while (in >> word) {
+        const auto colon = word.find(':');
+        REQUIRE(colon != std::string::npos);
+        const auto end = word.substr(colon + 1);
+        out.emplace_back(std::stoll(word.substr(0, colon)), end == "-" ? -1 : std::stoll(end));
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("zookeeper interop: Curator's LeaderLatch leads first: distlock's observers read its id, a distlock "
+          "campaign (latch dialect) waits and leads once the Curator process is killed, with a larger epoch",
+          "[interop][zookeeper]")
+{
+    if (!have_curator())
+        return;
+    const auto prefix = test::fresh_zk_prefix("interop-latch");
+    const std::string resource = "scheduler";
+    foreign java{foreign::kind::latch, node_of(prefix, resource), "java-1"};
+    asio::io_context io;
+    zk::store s{io, settings(prefix, zk::dialect::latch)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        { const auto said_ = co_await java.line(); REQUIRE(said_ == "ready"); }
+        { const auto said_ = co_await java.ask("start"); REQUIRE(said_ == "started"); }
+        { const auto said_ = co_await java.ask("await 10000"); REQUIRE(said_ == "leader"); }
+        const auto java_fence = co_await java.fence();
+        election e{s, resource}, watcher{s, resource};
+        // The leader's value is the Curator participant's id, its epoch its node's czxid.
+        auto now = co_await e.current();
+        REQUIRE(now);
+        CHECK(now->value == "java-1");
+        CHECK(now->epoch == java_fence);
+        auto seen = co_await watcher.observe();
+        REQUIRE(seen);
+        CHECK(seen->value == "java-1");
+        auto campaign = test::start(co_await asio::this_coro::executor, e.campaign("cpp-1"));
+        (void)co_await test::eventually("distlock queued", [&] { return queue_of(prefix, resource).size() == 2; },
+                                        test::long_enough());
+        const auto names = queue_of(prefix, resource);
+        CHECK(names[1].starts_with("_c_"));
+        CHECK(names[1].find("-latch-") == names[1].size() - 17); // "-latch-" + ten digits
+        co_await test::settle(300ms);
+        CHECK_FALSE(campaign.ready());
+        { const auto said_ = co_await java.ask("leader"); CHECK(said_ == "leader-id java-1"); }
+        java.kill();
+        const auto killed = std::chrono::steady_clock::now();
+        { const bool came_ = co_await campaign.wait(10000ms); REQUIRE(came_); }
+        auto& led = campaign.get();
+        REQUIRE(led);
+        CHECK(std::chrono::steady_clock::now() - killed < 8s);
+        CHECK(led->epoch() > java_fence);
+        auto next = co_await watcher.observe();
+        REQUIRE(next);
+        CHECK(next->value == "cpp-1");
+        CHECK(next->epoch == led->epoch());
+        { const auto ok_ = co_await led->resign(); CHECK(ok_); }
+        co_await s.close();
+    }, 60s);
+}
+
+TEST_CASE("zookeeper interop: distlock leads (latch dialect): Curator's LeaderLatch waits and reads distlock's "
+          "value as the leader's id, a proclaim of another value is refused with nothing written, and Curator "
+          "leads once distlock resigns",
+          "[interop][zookeeper]")
+{
+    if (!have_curator())
+        return;
+    const auto prefix = test::fresh_zk_prefix("interop-latch2");
+    const std::string resource = "scheduler";
+    const auto parent = node_of(prefix, resource);
+    foreign java{foreign::kind::latch, parent, "java-2"};
+    asio::io_context io;
+    zk::store s{io, settings(prefix, zk::dialect::latch)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        { const auto said_ = co_await java.line(); REQUIRE(said_ == "ready"); }
+        election e{s, resource};
+        auto t = co_await e.campaign("cpp-leader");
+        REQUIRE(t);
+        // The node as LeaderLatch names its own, the value its data from the create,
+        // never written since (data version 0).
+        auto names = queue_of(prefix, resource);
+        REQUIRE(names.size() == 1);
+        CHECK(names[0].starts_with("_c_" + zk::detail::owner_uuid(t->owner().to_hex()) + "-latch-"));
+        test::zk_client zc{test::shared_zookeeper().port()};
+        auto st = zc.stat(parent + "/" + names[0]);
+        REQUIRE(st);
+        CHECK(st->version == 0);
+        CHECK(st->data_length == 10);
+        CHECK(st->czxid == static_cast<std::int64_t>(t->epoch()));
+        { const auto said_ = co_await java.ask("start"); REQUIRE(said_ == "started"); }
+        { const auto said_ = co_await java.ask("await 500"); CHECK(said_ == "waiting"); }
+        { const auto said_ = co_await java.ask("has"); CHECK(said_ == "has false"); }
+        { const auto said_ = co_await java.ask("leader"); CHECK(said_ == "leader-id cpp-leader"); }
+        // The value it stands with is confirmed; another is refused (a setData would spend
+        // the watch of Curator's participant behind it), and nothing is written.
+        { const auto ok_ = co_await e.proclaim(*t, "cpp-leader"); CHECK(ok_); }
+        auto other = co_await e.proclaim(*t, "another");
+        REQUIRE_FALSE(other);
+        CHECK(other.error() == dl::condition::invalid_argument);
+        dl::diagnostics why;
+        auto direct = co_await s.proclaim(resource, t->owner(), t->epoch(), "another", &why);
+        REQUIRE_FALSE(direct);
+        CHECK(std::string{why.client_message()}.find("latch") != std::string::npos);
+        CHECK(t->value() == "cpp-leader");
+        st = zc.stat(parent + "/" + names[0]);
+        REQUIRE(st);
+        CHECK(st->version == 0);
+        { const auto said_ = co_await java.ask("leader"); CHECK(said_ == "leader-id cpp-leader"); }
+        const auto epoch = t->epoch();
+        { const auto ok_ = co_await t->resign(); CHECK(ok_); }
+        // Curator's watch on distlock's node was not spent: the deletion makes it leader.
+        { const auto said_ = co_await java.ask("await 5000"); CHECK(said_ == "leader"); }
+        { const auto said_ = co_await java.ask("has"); CHECK(said_ == "has true"); }
+        auto now = co_await e.current();
+        REQUIRE(now);
+        CHECK(now->value == "java-2");
+        CHECK(now->epoch > epoch);
+        { const auto said_ = co_await java.ask("stop"); CHECK(said_ == "closed"); }
+        co_await s.close();
+    }, 60s);
+}
+
+TEST_CASE("zookeeper interop: Curator's LeaderLatch and distlock's elections (latch dialect) never lead at once, "
+          "leadership passing back and forth, epochs growing",
+          "[interop][zookeeper]")
+{
+    if (!have_curator())
+        return;
+    const auto prefix = test::fresh_zk_prefix("interop-latch3");
+    const std::string resource = "scheduler";
+    foreign java{foreign::kind::latch, node_of(prefix, resource), "java-3"};
+    asio::io_context io;
+    zk::store s{io, settings(prefix, zk::dialect::latch)};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        { const auto said_ = co_await java.line(); REQUIRE(said_ == "ready"); }
+        election e{s, resource};
+        std::vector<std::pair<std::int64_t, std::int64_t>> ours; // distlock's lead windows
+        auto t = co_await e.campaign("cpp");
+        REQUIRE(t);
+        auto began = monotonic_ns();
+        dl::fence_token last = t->epoch();
+        for (int round = 0; round < 3; ++round) {
+            // Curator joins behind distlock's leader and waits.
+            { const auto said_ = co_await java.ask("start"); REQUIRE(said_ == "started"); }
+            { const auto said_ = co_await java.ask("await 300"); CHECK(said_ == "waiting"); }
+            ours.emplace_back(began, monotonic_ns());
+            { const auto ok_ = co_await t->resign(); CHECK(ok_); }
+            { const auto said_ = co_await java.ask("await 5000"); REQUIRE(said_ == "leader"); }
+            const auto java_fence = co_await java.fence();
+            CHECK(java_fence > last);
+            // distlock campaigns behind Curator's leader, and leads once it closes its latch.
+            auto campaign = test::start(co_await asio::this_coro::executor, e.campaign("cpp"));
+            (void)co_await test::eventually("distlock queued",
+                                            [&] { return queue_of(prefix, resource).size() == 2; },
+                                            test::long_enough());
+            co_await test::settle(100ms);
+            CHECK_FALSE(campaign.ready());
+            { const auto said_ = co_await java.ask("stop"); REQUIRE(said_ == "closed"); }
+            { const bool came_ = co_await campaign.wait(5000ms); REQUIRE(came_); }
+            REQUIRE(campaign.get());
+            t = std::move(campaign.get());
+            began = monotonic_ns();
+            CHECK(t->epoch() > java_fence);
+            last = t->epoch();
+        }
+        ours.emplace_back(began, monotonic_ns());
+        { const auto ok_ = co_await t->resign(); CHECK(ok_); }
+        const auto theirs = windows_of(co_await java.ask("windows"));
+        CHECK(theirs.size() == 3);
+        for (const auto& [js, je] : theirs) {
+            CHECK(je >= js); // every Curator window ended (closed)
+            for (const auto& [cs, ce] : ours) {
+                INFO("Curator led " << js << ".." << je << ", distlock " << cs << ".." << ce);
+                CHECK((je <= cs || ce <= js));
+            }
+        }
+        co_await s.close();
+    }, 90s);
+}
+
+TEST_CASE("zookeeper interop: the latch dialect refuses a lock-delay before any I/O, saying why",
+          "[interop][zookeeper]")
+{
+    const auto prefix = test::fresh_zk_prefix("interop-latch-delay");
+    asio::io_context io;
+    zk::store s{io, settings(prefix, zk::dialect::latch)};
+    CHECK(zk::config::from_url("zk://127.0.0.1?dialect=latch")->dialect == zk::dialect::latch);
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<zk::store> m{s, "delayed", {.ttl = 10s, .lock_delay = 1s}};
+        CHECK(m.validate() == dl::condition::invalid_argument);
+        dl::diagnostics why;
+        auto refused = co_await m.lock(why);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::condition::invalid_argument);
+        CHECK(std::string{why.client_message()}.find("latch dialect keeps no lock-delay") != std::string::npos);
+        test::zk_client zc{test::shared_zookeeper().port()};
+        CHECK_FALSE(zc.children(node_of(prefix, "delayed"))); // nothing was made
+        // Without a lock-delay the same mutex locks, named as a latch participant.
+        dl::basic_distributed_mutex<zk::store> plain{s, "delayed"};
+        auto held = co_await plain.lock();
+        REQUIRE(held);
+        const auto names = queue_of(prefix, "delayed");
+        REQUIRE(names.size() == 1);
+        CHECK(names[0].find("-latch-") != std::string::npos);
+        { const auto ok_ = co_await held->unlock(); CHECK(ok_); }
+        co_await s.close();
+    }, 30s);
 }

@@ -142,8 +142,16 @@ TEST_CASE("zookeeper: the dialects' names: Curator's protected names, kazoo's, a
     CHECK(entry_prefix(dialect::distlock, hex, lock_mode::exclusive, 0) == hex + "-__WRIT__");
     CHECK(entry_prefix(dialect::distlock, hex, lock_mode::shared, 0) == hex + "-__READ__");
     CHECK(entry_prefix(dialect::distlock, hex, lock_mode::shared, 4) == hex + "-__PERM_4__");
+    // The latch dialect: LeaderLatch's participant names for a mutex, Curator's others.
+    CHECK(zk::detail::waiter_prefix(dl::owner_token::from_hex(hex), dialect::latch) == uuid + "latch-");
+    CHECK(entry_prefix(dialect::latch, hex, lock_mode::exclusive, 0) == uuid + "__WRIT__");
+    CHECK(entry_prefix(dialect::latch, hex, lock_mode::shared, 0) == uuid + "__READ__");
+    CHECK(entry_prefix(dialect::latch, hex, lock_mode::shared, 4) == uuid + "__PERM_4__");
+    CHECK(zk::detail::latch_entry(uuid + "latch-0000000042"));
+    CHECK_FALSE(zk::detail::latch_entry(uuid + "lock-0000000042"));
+    CHECK_FALSE(zk::detail::latch_entry(uuid + "latch-"));
     // Every name written reads back as its owner's, mode and count.
-    for (const auto d : {dialect::curator, dialect::kazoo, dialect::distlock})
+    for (const auto d : {dialect::curator, dialect::kazoo, dialect::distlock, dialect::latch})
         for (const auto& [mode, permits, mutex] : {std::tuple{lock_mode::exclusive, 0u, true},
                                                    std::tuple{lock_mode::exclusive, 0u, false},
                                                    std::tuple{lock_mode::shared, 0u, false},
@@ -163,7 +171,7 @@ TEST_CASE("zookeeper: the dialects' names: Curator's protected names, kazoo's, a
 TEST_CASE("zookeeper: the dialect in the URL and the settings", "[zookeeper][input][dialect]")
 {
     CHECK(zk::config{}.dialect == zk::dialect::curator);
-    for (const auto d : {zk::dialect::curator, zk::dialect::kazoo, zk::dialect::distlock}) {
+    for (const auto d : {zk::dialect::curator, zk::dialect::kazoo, zk::dialect::distlock, zk::dialect::latch}) {
         const auto c = zk::config::from_url("zk://127.0.0.1/app?dialect=" + std::string{zk::name_of(d)});
         REQUIRE(c);
         CHECK(c->dialect == d);
@@ -1510,6 +1518,13 @@ TEST_CASE("zookeeper: a holder's node's data: the mark alone, or the mark, a new
     const auto oversized = zkd::value_of(zkd::proclaimed_data(largest + "v"), 1);
     CHECK(oversized.unreadable);
     CHECK_FALSE(oversized.value);
+    // A LeaderLatch participant's value is its data as created, whatever it holds.
+    CHECK(zkd::latch_value_of("").value == std::string{});
+    CHECK(zkd::latch_value_of("held").value == "held");
+    CHECK(zkd::latch_value_of(nul_value).value == nul_value);
+    CHECK(zkd::latch_value_of(largest).value == largest);
+    CHECK(zkd::latch_value_of(largest + "v").unreadable);
+    CHECK_FALSE(zkd::latch_value_of(largest + "v").value);
 }
 
 TEST_CASE("zookeeper: a leader's value lives in its node after the mark, with NUL bytes and up to 64 KiB; a new "

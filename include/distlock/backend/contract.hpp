@@ -70,6 +70,11 @@ struct claim_request {
     /// The call waits when the lock is held (lock(), lock_until()); false for
     /// try_lock(), whose one try must leave nothing behind.
     bool waits = true;
+    /// The value an election's campaign stands with (nullopt for a plain lock() call),
+    /// for a store whose queue entry carries it from its create, where foreign
+    /// participants read it (ZooKeeper's Curator LeaderLatch dialect); other stores
+    /// keep the value with the grant once it holds (electing_store::proclaim).
+    std::optional<std::string> candidate = std::nullopt;
 };
 
 /// What a fenced write needs of the lock it is made under: the resource, the owner

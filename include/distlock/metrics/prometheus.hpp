@@ -45,15 +45,15 @@ inline std::string outcome_of(const std::error_code& ec)
 {
     if (!ec)
         return "ok";
-    for (const auto [c, name] : {std::pair{condition::contended, "contended"},
-                                 std::pair{condition::not_applied, "not_applied"},
-                                 std::pair{condition::maybe_applied, "maybe_applied"},
-                                 std::pair{condition::not_owner, "not_owner"},
-                                 std::pair{condition::session_lost, "session_lost"},
-                                 std::pair{condition::lease_lost, "lease_lost"},
-                                 std::pair{condition::invalid_argument, "invalid_argument"},
-                                 std::pair{condition::timeout, "timeout"},
-                                 std::pair{condition::cancelled, "cancelled"},
+    for (const auto& [c, name] : {std::pair{condition::contended, "contended"},
+                                  std::pair{condition::not_applied, "not_applied"},
+                                  std::pair{condition::maybe_applied, "maybe_applied"},
+                                  std::pair{condition::not_owner, "not_owner"},
+                                  std::pair{condition::session_lost, "session_lost"},
+                                  std::pair{condition::lease_lost, "lease_lost"},
+                                  std::pair{condition::invalid_argument, "invalid_argument"},
+                                  std::pair{condition::timeout, "timeout"},
+                                  std::pair{condition::cancelled, "cancelled"},
                                  std::pair{condition::denied, "denied"}})
         if (ec == c)
             return name;

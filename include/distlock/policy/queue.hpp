@@ -20,6 +20,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace distlock {
@@ -104,7 +105,8 @@ public:
     static constexpr bool fair = true;
 
     session_queue_claim(store_ref<S> store, claim_request r)
-        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()},
+          candidate_{std::move(r.candidate)}
     {}
 
     awaitable<result<answer>> attempt()
@@ -113,8 +115,7 @@ public:
         // deletes it unless the lease takes it over.
         queued_ = true;
         place_ = {}; // a failed attempt leaves no predecessor to wait for
-        auto got = co_await store_.call(
-            [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
+        auto got = co_await store_.call([&](S& s) { return entered(s); });
         if (!got)
             co_return got.error();
         place_ = got.value();
@@ -154,6 +155,18 @@ public:
     }
 
 private:
+    // The entry, made with the campaign's value where the store writes one with it
+    // (enqueue_candidate: the value is in the entry from its create).
+    awaitable<result<queue_place>> entered(S& s)
+    {
+        if constexpr (requires { s.enqueue_candidate(resource_, owner_, std::string_view{}); }) {
+            if (candidate_)
+                return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue_candidate, resource_, owner_,
+                                                 std::string_view{*candidate_});
+        }
+        return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_);
+    }
+
     static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
     {
         return dequeue_until_gone(std::move(store), std::move(resource), owner);
@@ -163,6 +176,7 @@ private:
     std::string resource_;
     diagnostics* diag_;
     owner_token owner_;
+    std::optional<std::string> candidate_;
     queue_place place_{};
     bool queued_ = false;
 };

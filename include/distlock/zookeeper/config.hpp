@@ -64,7 +64,7 @@ struct config {
     std::error_code validate() const noexcept
     {
         if (dialect != zookeeper::dialect::curator && dialect != zookeeper::dialect::kazoo &&
-            dialect != zookeeper::dialect::distlock)
+            dialect != zookeeper::dialect::distlock && dialect != zookeeper::dialect::latch)
             return errc::invalid_argument;
         const auto in_range = [](duration d) { return d > duration::zero() && d <= max_wait; };
         if (servers.empty())
@@ -112,7 +112,7 @@ struct config {
     }
 
     /// Parses `zk://[user[:password]@]host[:port][,host[:port]...][/chroot][?prefix=/P&timeout=MS&dialect=D]`
-    /// (port 2181 by default; a lone '/' is no chroot; D one of curator, kazoo, distlock). The grammar is in
+    /// (port 2181 by default; a lone '/' is no chroot; D one of curator, kazoo, distlock, latch). The grammar is in
     /// distlock/backend/url.hpp: IPv6 hosts in brackets, nothing percent-decoded. A URL
     /// that is malformed or whose settings fail validate() is errc::invalid_argument,
     /// with `*why` (when not null) saying what is wrong and where.
@@ -150,10 +150,10 @@ struct config {
                 c.prefix = pair.value;
             } else if (pair.key == "dialect") {
                 constexpr zookeeper::dialect dialects[] = {zookeeper::dialect::curator, zookeeper::dialect::kazoo,
-                                                           zookeeper::dialect::distlock};
+                                                           zookeeper::dialect::distlock, zookeeper::dialect::latch};
                 const auto chosen = backend::query_choice(pair,
                                                           {name_of(dialects[0]), name_of(dialects[1]),
-                                                           name_of(dialects[2])},
+                                                           name_of(dialects[2]), name_of(dialects[3])},
                                                           why);
                 if (!chosen)
                     return chosen.error();

@@ -22,9 +22,19 @@ enum class dialect {
     /// This store's names before dialects: `<owner hex>-<seq>`, `<owner hex>-__WRIT__<seq>`,
     /// `<owner hex>-__READ__<seq>`, the only ones clients of that release read.
     distlock,
+    /// Apache Curator's LeaderLatch: a mutex's entry (an election's campaign among
+    /// them) is `_c_<owner as a UUID>-latch-<seq>`, as LeaderLatch in protected mode
+    /// names its participants, and carries a campaign's value as its data from its
+    /// create (a latch participant's id), so that Curator's getLeader() reads it.
+    /// Entries are never written after their create (a setData would spend the data
+    /// watch of the LeaderLatch participant behind, which then misses the deletion):
+    /// no holder's mark, a proclaim only of the value the entry was made with, and no
+    /// lock-delay (Curator's latch would not honour it). Shared entries are named as
+    /// in the curator dialect.
+    latch,
 };
 
-/// The dialect's name in URLs ("curator", "kazoo", "distlock").
+/// The dialect's name in URLs ("curator", "kazoo", "distlock", "latch").
 constexpr std::string_view name_of(dialect d) noexcept
 {
     switch (d) {
@@ -34,6 +44,8 @@ constexpr std::string_view name_of(dialect d) noexcept
         return "kazoo";
     case dialect::distlock:
         return "distlock";
+    case dialect::latch:
+        return "latch";
     }
     return "?";
 }

@@ -42,7 +42,10 @@
 //  - An election's value lives in its leader's node, after the holder's mark
 //    (detail/election.hpp): written with a setData conditional on the data version
 //    just read of the node found to be the lowest with the term's czxid, so it goes
-//    with the grant and a later grant's node never carries it.
+//    with the grant and a later grant's node never carries it. In the latch dialect
+//    (Curator's LeaderLatch) the value is instead the node's data from its create
+//    (enqueue_candidate()), and no node is written after it: a write would spend the
+//    data watch of the LeaderLatch participant behind, which acts on a deletion only.
 #pragma once
 
 #include <distlock/backend.hpp>
@@ -116,7 +119,29 @@ public:
         if (auto ec = validate_resource(resource))
             return backend::failed<queue_place>(ec);
         return enqueued(session_, life_, settings().root(), detail::resource_node(settings().root(), resource),
-                        owner.to_hex(), settings().dialect, acl(), diag);
+                        owner.to_hex(), settings().dialect, acl(), {}, diag);
+    }
+
+    /// enqueue() for an election's campaign standing with `value`. In the latch dialect
+    /// the node is made with `value` as its data (a Curator LeaderLatch participant's
+    /// id, which Curator's getLeader() reads), and proclaim() then only confirms it; in
+    /// the other dialects the node is made empty, as by enqueue(), and the value is
+    /// proclaimed once it holds. A value longer than max_leader_value_size is refused
+    /// before any I/O (errc::invalid_argument).
+    awaitable<result<queue_place>> enqueue_candidate(std::string_view resource, const owner_token& owner,
+                                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (auto ec = validate_resource(resource))
+            return backend::failed<queue_place>(ec);
+        if (value.size() > max_leader_value_size) {
+            if (diag)
+                diag->set_client_message("a leader's value is at most " + std::to_string(max_leader_value_size) +
+                                         " bytes, not " + std::to_string(value.size()));
+            return backend::failed<queue_place>(distlock::errc::invalid_argument);
+        }
+        const bool latch = settings().dialect == zookeeper::dialect::latch;
+        return enqueued(session_, life_, settings().root(), detail::resource_node(settings().root(), resource),
+                        owner.to_hex(), settings().dialect, acl(), latch ? std::string{value} : std::string{}, diag);
     }
 
     /// For this store, `entry` is the sequence number of the node to wait for (the
@@ -166,6 +191,11 @@ public:
     {
         if (auto ec = validate_resource(resource))
             return backend::failed<void>(ec);
+        if (!lock_delay_refusal().empty()) {
+            if (diag)
+                diag->set_client_message(std::string{lock_delay_refusal()});
+            return backend::failed<void>(distlock::errc::invalid_argument);
+        }
         const auto ms = std::chrono::ceil<std::chrono::milliseconds>(delay).count();
         if (ms < 0 || ms > detail::max_delay_ms) {
             if (diag)
@@ -177,6 +207,18 @@ public:
             return backend::failed<void>(distlock::errc::not_owner);
         return armed(session_, detail::resource_node(settings().root(), resource), owner.to_hex(),
                      static_cast<std::int64_t>(fence), ms, acl(), diag);
+    }
+
+    /// Why this store keeps no lock-delay under its settings (the mutex refuses one
+    /// before any I/O, saying this); empty when it keeps them. The latch dialect keeps
+    /// none: Curator's LeaderLatch would not honour it, and its participants would read
+    /// the lock-delay node as one of theirs (getParticipants() lists every child).
+    std::string_view lock_delay_refusal() const noexcept
+    {
+        if (settings().dialect == zookeeper::dialect::latch)
+            return "the ZooKeeper store's latch dialect keeps no lock-delay: Curator's LeaderLatch would not "
+                   "honour it";
+        return {};
     }
 
     // -- shared_queue_store ----------------------------------------------------------
@@ -247,8 +289,11 @@ public:
         }
         if (epoch == 0 || epoch > static_cast<fence_token>(INT64_MAX)) // no node has that czxid
             return backend::failed<void>(distlock::errc::not_owner);
+        if (settings().dialect == zookeeper::dialect::latch)
+            return proclaimed(session_, detail::resource_node(settings().root(), resource), owner.to_hex(),
+                              static_cast<std::int64_t>(epoch), std::string{value}, true, diag);
         return proclaimed(session_, detail::resource_node(settings().root(), resource), owner.to_hex(),
-                          static_cast<std::int64_t>(epoch), detail::proclaimed_data(value), diag);
+                          static_cast<std::int64_t>(epoch), detail::proclaimed_data(value), false, diag);
     }
 
     /// The lowest node of `resource`'s queue (its fence, its owner as read() shows it)
@@ -328,10 +373,10 @@ private:
         return session::call(std::move(s), std::move(all), diag);
     }
 
-    static request create_waiter(session& s, const std::string& prefix_path, proto::acl a)
+    static request create_waiter(session& s, const std::string& prefix_path, proto::acl a, std::string_view data = {})
     {
         const auto x = s.next_xid();
-        return {x, proto::encode_create2(x, prefix_path, {}, proto::create_flags::ephemeral | proto::create_flags::sequential, a)};
+        return {x, proto::encode_create2(x, prefix_path, data, proto::create_flags::ephemeral | proto::create_flags::sequential, a)};
     }
     static request children_of(session& s, const std::string& parent)
     {
@@ -434,8 +479,12 @@ private:
     static awaitable<result<queue_place>> enqueued(std::shared_ptr<session> s,
                                                    std::shared_ptr<distlock::backend::lifetime> life, std::string root,
                                                    std::string parent, std::string owner_hex, zookeeper::dialect d,
-                                                   proto::acl a, diagnostics* diag)
+                                                   proto::acl a, std::string data, diagnostics* diag)
     {
+        // A latch participant's node is never written after its create: a setData would
+        // spend the data watch of Curator's LeaderLatch participant behind it, which
+        // acts on a deletion only and would then miss this node's going.
+        const bool marks = d != zookeeper::dialect::latch;
         // This call's node is remembered under its owner, whatever the dialect names it.
         const auto prefix_path = detail::child_path(parent, owner_hex, "-");
         const auto create_path =
@@ -454,7 +503,8 @@ private:
                     if (delayed.value())
                         co_return queue_place{static_cast<fence_token>(known->czxid), false, std::nullopt,
                                               *delayed.value()};
-                    life->spawn(marked(s, detail::child_path(parent, known->name)));
+                    if (marks)
+                        life->spawn(marked(s, detail::child_path(parent, known->name)));
                     co_return first_place(*s, parent, *known);
                 }
                 // This call's node, made under this session (it tries again after a
@@ -468,7 +518,7 @@ private:
                     if (!children)
                         co_return malformed(r, "getChildren2", parent, diag);
                     auto place = co_await head_placed(s, parent, prefix_path, children->names, owner_hex, *known, diag);
-                    if (place && place.value().first)
+                    if (place && place.value().first && marks)
                         life->spawn(marked(s, detail::child_path(parent, known->name)));
                     if (place || place.error() != condition::not_owner)
                         co_return place;
@@ -493,7 +543,7 @@ private:
             // Mark the create as sent before sending it: if its reply is lost, the next
             // try looks before it creates.
             s->remember(prefix_path, session::made_node{});
-            auto got = co_await send(s, diag, create_waiter(*s, create_path, a), children_of(*s, parent));
+            auto got = co_await send(s, diag, create_waiter(*s, create_path, a, data), children_of(*s, parent));
             if (!got)
                 co_return got.error();
             const auto& created_reply = got.value()[0];
@@ -1549,8 +1599,11 @@ private:
         co_return out;
     }
 
+    // `latch`: the node is a LeaderLatch participant's (the latch dialect), whose data is
+    // the value it was made with and is never written: the proclaim succeeds when that
+    // is `data` already, and is refused (errc::invalid_argument) otherwise.
     static awaitable<result<void>> proclaimed(std::shared_ptr<session> s, std::string parent, std::string owner_hex,
-                                              std::int64_t czxid, std::string data, diagnostics* diag)
+                                              std::int64_t czxid, std::string data, bool latch, diagnostics* diag)
     {
         std::optional<std::string> known;
         if (const auto mine = s->made_entry(parent, czxid))
@@ -1577,6 +1630,16 @@ private:
             }
             known = h.name;
             const auto path = detail::child_path(parent, h.name);
+            if (latch) {
+                if (h.node->data == data)
+                    co_return success();
+                if (diag)
+                    diag->set_client_message(
+                        "the latch dialect keeps a leader's value as its node was made (Curator's LeaderLatch "
+                        "participant id): changing it would spend the watch of the participant queued behind, "
+                        "which would then miss the leader's going; campaign again with the new value");
+                co_return distlock::errc::invalid_argument;
+            }
             auto wrote = co_await send(s, diag, write_record(*s, path, data, h.node->stat.version));
             if (!wrote)
                 co_return wrote.error();
@@ -1605,10 +1668,13 @@ private:
                 co_return leader_info{};
             if (!h.node) // released between the two reads: look again
                 continue;
-            auto v = detail::value_of(h.node->data, h.node->stat.version);
+            // A LeaderLatch participant's value is its data as made (its id).
+            const bool latch = detail::latch_entry(h.name);
+            auto v = latch ? detail::latch_value_of(h.node->data) : detail::value_of(h.node->data, h.node->stat.version);
             if (v.unreadable) {
                 if (diag)
-                    diag->set_server_message("the data of " + detail::child_path(parent, h.name) + " is marked as a " +
+                    diag->set_server_message("the data of " + detail::child_path(parent, h.name) +
+                                             (latch ? " is a " : " is marked as a ") +
                                              std::to_string(h.node->data.size()) +
                                              "-byte leader's value, longer than any proclaimed");
                 co_return distlock::errc::protocol_error;

@@ -16,6 +16,12 @@
 // Older readers of the mark took only "held" exactly: to them a node that proclaimed
 // is unmarked, so their waiter behind it reads the queue again when it goes (one more
 // read, the same outcome).
+//
+// A Curator LeaderLatch participant's node (`..latch-<seq>`, paths.hpp: latch_entry(),
+// written by Curator or by this store in the latch dialect) is read otherwise: its
+// data, whatever its version, is the participant's id, which is the leader's value
+// (Curator's getLeader() reads the lowest node's data so). Such a node is never
+// marked nor written after its create.
 #pragma once
 
 #include <distlock/options.hpp>
@@ -57,6 +63,15 @@ struct leader_value {
     /// The value proclaimed with this node's grant; nullopt when it has proclaimed none.
     std::optional<std::string> value;
 };
+
+/// The value a LeaderLatch participant's node (latch_entry()) carries: its data as it
+/// is, refused only when longer than any value this store keeps.
+inline leader_value latch_value_of(std::string_view data)
+{
+    if (data.size() > max_leader_value_size)
+        return {true, std::nullopt};
+    return {false, std::string{data}};
+}
 
 /// The value a holder's node's data (at `version`) carries. Data that is no mark, or
 /// the mark alone, carries none; nothing a node holds is refused but an oversized

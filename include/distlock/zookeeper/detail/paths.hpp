@@ -16,6 +16,9 @@
 // InterProcessMutex names its nodes `_c_<uuid>-lock-<seq>` in protected mode and
 // InterProcessReadWriteLock `_c_<uuid>-__WRIT__<seq>` / `_c_<uuid>-__READ__<seq>`;
 // kazoo's Lock `<uuid hex>__lock__<seq>` and ReadLock `<uuid hex>__rlock__<seq>`.
+// The latch dialect writes the curator dialect's names but for a mutex's entry,
+// `_c_<uuid>-latch-`, as Curator's LeaderLatch names its participants (their data is
+// the participant's id: see election.hpp).
 //
 // Reading is the same in every dialect, so that clients of all of them (and Curator's
 // and kazoo's) queue together: every child whose name ends in a sequence number is a
@@ -92,6 +95,7 @@ inline std::string resource_node(std::string_view root, std::string_view resourc
 inline constexpr std::string_view reader_mark = "__READ__";
 inline constexpr std::string_view writer_mark = "__WRIT__";
 inline constexpr std::string_view curator_mutex_mark = "lock-";
+inline constexpr std::string_view curator_latch_mark = "latch-";
 inline constexpr std::string_view kazoo_lock_mark = "__lock__";
 inline constexpr std::string_view kazoo_reader_mark = "__rlock__";
 inline constexpr std::string_view permit_mark = "__PERM_";
@@ -121,7 +125,7 @@ inline std::string entry_prefix(dialect d, std::string_view owner_hex, lock_mode
                                 bool mutex = false)
 {
     std::string out;
-    if (d == dialect::curator)
+    if (d == dialect::curator || d == dialect::latch)
         out.append(curator_protection).append(owner_uuid(owner_hex)).append(1, '-');
     else
         out.append(owner_hex);
@@ -132,6 +136,8 @@ inline std::string entry_prefix(dialect d, std::string_view owner_hex, lock_mode
     switch (d) {
     case dialect::curator:
         return out.append(mode == lock_mode::shared ? reader_mark : mutex ? curator_mutex_mark : writer_mark);
+    case dialect::latch:
+        return out.append(mode == lock_mode::shared ? reader_mark : mutex ? curator_latch_mark : writer_mark);
     case dialect::kazoo:
         return out.append(mode == lock_mode::shared ? kazoo_reader_mark : kazoo_lock_mark);
     case dialect::distlock:
@@ -260,6 +266,16 @@ inline std::optional<waiter_name> parse_waiter(std::string_view name)
     w.mode = lock_mode::shared;
     w.permits = *n;
     return w;
+}
+
+/// Whether `name` is a Curator LeaderLatch participant's (whoever made it: Curator, or
+/// this store in the latch dialect): `latch-` just before its sequence number. Its
+/// data as created is the participant's id (election.hpp).
+inline bool latch_entry(std::string_view name)
+{
+    if (!name_parts::sequence(name))
+        return false;
+    return name.substr(0, name.size() - sequence_digits).ends_with(curator_latch_mark);
 }
 
 /// A child named as a permit whose count does not read: the queue's shared entries
