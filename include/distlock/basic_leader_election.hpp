@@ -118,8 +118,7 @@ struct election_mutex {
 /// An election on one resource of a store, shaped by the mutex's policies
 /// (basic_distributed_mutex): a leader holds the election's lock; its leadership is a
 /// term, whose epoch is the lock's fence. Needs a store that keeps a value with a
-/// grant (electing_store: every store of the library, not a Redlock quorum, nor
-/// PostgreSQL's advisory locks: postgres::advisory_store).
+/// grant (electing_store: every store of the library, not a Redlock quorum).
 ///
 /// - `campaign(value)` waits until this participant leads, then proclaims `value`
 ///   with the term, and returns the term (`campaign_until(deadline)` gives up at the

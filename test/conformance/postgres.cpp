@@ -132,16 +132,6 @@ struct postgres_advisory : postgres_clients<pg::advisory_store> {
     static constexpr const char* name = "postgres_advisory";
     // The server ends a killed holder's session, and its lock, with its connection.
     static constexpr test::conformance::after_kill killed_holder_lock{.freed_at_once = true};
-    // No election on advisory locks (proclaim and leader are deleted there): the
-    // holder is known only from pg_locks, outside any statement's snapshot, and its
-    // fence is bumped after it took the lock, so no one read pairs a holder with its
-    // own fence and value (docs/postgres.md, Elections).
-    static constexpr bool elects = false;
-    // No lock-delay on advisory locks (arm_delay is deleted there, so a mutex asking for
-    // one is refused before any I/O): the lock ends with its session, which no
-    // statement sees end, and a grant's fence is bumped after its lock is taken, so a
-    // mark left behind could not be paired with its own grant (docs/postgres.md).
-    static constexpr bool delays = false;
 };
 
 // The workers' settings: the cluster at PORT, table TABLE.

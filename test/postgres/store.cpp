@@ -1234,15 +1234,26 @@ TEST_CASE("postgres advisory keys: the statements lock the key a foreign client 
           std::string::npos);
     CHECK(hashed.advisory_wait_shared.find("pg_advisory_lock_shared(hashtext(convert_from($1, 'UTF8'))::bigint)") !=
           std::string::npos);
-    CHECK(hashed.advisory_unlock == "SELECT pg_advisory_unlock(hashtext(convert_from($1, 'UTF8'))::bigint)");
+    CHECK(hashed.advisory_unlock.find("SELECT pg_advisory_unlock(hashtext(convert_from($1, 'UTF8'))::bigint)") !=
+          std::string::npos);
     const pg::detail::sql_texts big{"t", "c", false, advisory_key_function::bigint};
     CHECK(big.advisory_wait.find("pg_advisory_lock($2::bigint)") != std::string::npos);
-    CHECK(big.advisory_unlock == "SELECT pg_advisory_unlock($2::bigint) WHERE $1::bytea IS NOT NULL");
+    CHECK(big.advisory_unlock.find("SELECT pg_advisory_unlock($2::bigint)") != std::string::npos);
+    // pg_locks names the key by its lock tag: the bigint's halves with objsubid 1, the
+    // pair's two int4 with objsubid 2 (the record's holder is found there).
+    CHECK(big.advisory_leader.find("k.classid::bigint = (($2::bigint) >> 32) & 4294967295 AND k.objid::bigint = "
+                                   "($2::bigint) & 4294967295 AND k.objsubid = 1") != std::string::npos);
     const pg::detail::sql_texts pair{"t", "c", false, advisory_key_function::int4pair};
     CHECK(pair.advisory_try_shared.find("pg_try_advisory_lock_shared($2::int, $3::int)") != std::string::npos);
     CHECK(pair.advisory_unlock_shared == "SELECT pg_advisory_unlock_shared($2::int, $3::int) WHERE $1::bytea IS NOT "
                                          "NULL");
     CHECK(pair.advisory_downgrade.find("pg_advisory_lock_shared($2::int, $3::int)") != std::string::npos);
+    CHECK(pair.advisory_leader.find("k.classid::bigint = ($2::int)::bigint & 4294967295 AND k.objid::bigint = "
+                                    "($3::int)::bigint & 4294967295 AND k.objsubid = 2") != std::string::npos);
+    // An exclusive grant's owner is the parameter after the key's.
+    CHECK(pair.advisory_try.find("$4::text") != std::string::npos);
+    CHECK(big.advisory_try.find("$3::text") != std::string::npos);
+    CHECK(hashed.advisory_try.find("$2::text") != std::string::npos);
     // The fence is the id's row of the lease table, in every function.
     for (const auto* s : {&hashed, &big, &pair}) {
         CHECK(s->advisory_try.find("INSERT INTO \"t\" AS f (resource, fence) SELECT $1, 1") != std::string::npos);
@@ -1523,7 +1534,8 @@ TEST_CASE("postgres elections: a lease table without the election's columns (cre
     });
 }
 
-TEST_CASE("postgres elections: a value too large, a bad id, or an advisory grant is refused before any I/O",
+TEST_CASE("postgres elections: a value too large, a bad id, or an advisory grant through pg::store is refused before "
+          "any I/O",
           "[postgres][input]")
 {
     const auto table = test::fresh_table("elect");
@@ -1544,8 +1556,9 @@ TEST_CASE("postgres elections: a value too large, a bad id, or an advisory grant
         auto unreachable = co_await offline.leader("pg:e");
         CHECK((!unreachable && unreachable.error() != dl::condition::invalid_argument));
 
-        // An advisory grant taken through pg::store: its session is the lock, the row
-        // has no owner; proclaim says so before any statement.
+        // An advisory grant taken through pg::store: its session is the lock, and this
+        // store's leader() reads the lease table; proclaim says so before any statement
+        // (pg::advisory_store elects on advisory locks).
         dl::basic_distributed_mutex<pg::store, pg::advisory, dl::retry::none> m{store, "pg:e-adv", {.ttl = 10s}};
         auto l = co_await m.lock();
         REQUIRE(l);
@@ -1557,7 +1570,157 @@ TEST_CASE("postgres elections: a value too large, a bad id, or an advisory grant
         co_await offline.close();
         co_await store.close();
     });
-    static_assert(!dl::electing_store<pg::advisory_store>);
+}
+
+namespace {
+
+// The record of `resource`'s advisory grants beside the lease table: (pid, fence,
+// owner, value in hex, delay_ms, whether a tombstone's end is written), -1 / "" for NULL.
+struct advisory_record {
+    std::int64_t pid, fence;
+    std::string owner, value;
+    std::int64_t delay_ms;
+    bool tombstone;
+};
+advisory_record record_of(probe& look, const std::string& table, std::string_view resource)
+{
+    auto r = look.query("SELECT pid, fence, owner, encode(value, 'hex'), delay_ms, delayed_until IS NOT NULL FROM " +
+                            pg::detail::quoted(pg::detail::advisory_table(table)) + " WHERE resource = $1",
+                        {pg::param::bytes(resource)});
+    REQUIRE(r.count() == 1);
+    return {r.integer(0, 0).value_or(-1), r.integer(0, 1).value_or(-1), std::string{r.text(0, 2)},
+            std::string{r.text(0, 3)}, r.integer(0, 4).value_or(-1), r.integer(0, 5).value_or(0) == 1};
+}
+
+} // namespace
+
+TEST_CASE("postgres advisory elections: the holder's record (pid, fence, owner, value); proclaim by the holding "
+          "session only; leader() pairs pg_locks with the record; a holder the record does not name is pending",
+          "[postgres][election]")
+{
+    static_assert(dl::electing_store<pg::advisory_store>);
+    const auto table = test::fresh_table("aelect");
+    probe look{table};
+    asio::io_context io;
+    pg::advisory_store store{io, test::shared_postgres().config(table)};
+    pg::advisory_store other{io, test::shared_postgres().config(table)};
+    auto nowhere = test::shared_postgres().config(table);
+    nowhere.conninfo = "hostaddr=127.0.0.1 port=1 user=postgres dbname=postgres sslmode=disable connect_timeout=1";
+    nowhere.advisory_key = pg::advisory_key_function::bigint;
+    pg::advisory_store offline{io, nowhere};
+    const auto adv = pg::detail::quoted(pg::detail::advisory_table(table));
+    test::run(io, [&]() -> asio::awaitable<void> {
+        // Refused before any I/O: a bad id, an id that names no key, a value too large.
+        auto no_id = co_await offline.leader("");
+        CHECK((!no_id && no_id.error() == dl::errc::invalid_argument));
+        dl::diagnostics why;
+        auto no_key = co_await offline.leader("not-a-number", &why);
+        CHECK((!no_key && no_key.error() == dl::errc::invalid_argument));
+        CHECK_FALSE(why.to_string().empty());
+        auto huge = co_await offline.proclaim("42", dl::owner_token::generate(), 1,
+                                              std::string(dl::max_leader_value_size + 1, 'x'));
+        CHECK((!huge && huge.error() == dl::errc::invalid_argument));
+
+        auto free = co_await store.leader("pa:e");
+        REQUIRE(free);
+        CHECK(free->epoch == 0);
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> m{store, "pa:e", {.ttl = 10s}};
+        auto l = co_await m.lock();
+        REQUIRE(l);
+        REQUIRE(store.session_backends().size() == 1);
+        const auto holder_pid = store.session_backends().front();
+        auto rec = record_of(look, table, "pa:e");
+        CHECK(rec.pid == holder_pid);
+        CHECK(rec.fence == static_cast<std::int64_t>(l->fence()));
+        CHECK(rec.owner == l->owner().to_hex());
+        // Granted, not proclaimed: the holder with its fence, no value (another store
+        // object reads the same).
+        auto before = co_await other.leader("pa:e");
+        REQUIRE(before);
+        CHECK(before->epoch == l->fence());
+        CHECK(before->owner == l->owner().to_hex().substr(0, 8));
+        CHECK_FALSE(before->value);
+        CHECK_FALSE(before->remaining);
+
+        // Proclaim: only the grant's owner and fence, through the session that holds it.
+        auto wrong = co_await other.proclaim("pa:e", dl::owner_token::generate(), l->fence(), "x");
+        CHECK((!wrong && wrong.error() == dl::errc::not_owner));
+        auto stale = co_await store.proclaim("pa:e", l->owner(), l->fence() - 1, "x");
+        CHECK((!stale && stale.error() == dl::errc::not_owner));
+        const std::string value{"a\0b", 3};
+        { const auto ok_ = co_await other.proclaim("pa:e", l->owner(), l->fence(), value); REQUIRE(ok_); }
+        auto led = co_await other.leader("pa:e");
+        REQUIRE(led);
+        CHECK(led->epoch == l->fence());
+        CHECK(led->value == std::optional<std::string>{value});
+
+        // A holder the record does not name (a grant not recorded yet, a foreign
+        // client): pending, with the next fence and no value.
+        look.query("UPDATE " + adv + " SET pid = NULL WHERE resource = $1", {pg::param::bytes("pa:e")});
+        auto pending = co_await other.leader("pa:e");
+        REQUIRE(pending);
+        CHECK(pending->epoch == l->fence() + 1);
+        CHECK_FALSE(pending->value);
+        CHECK(pending->owner.empty());
+        // A record naming a live session that does not hold the lock is no leader either.
+        look.query("UPDATE " + adv + " SET pid = pg_backend_pid() WHERE resource = $1", {pg::param::bytes("pa:e")});
+        pending = co_await other.leader("pa:e");
+        REQUIRE(pending);
+        CHECK(pending->epoch == l->fence() + 1);
+        CHECK_FALSE(pending->value);
+        // ... and then the holding session cannot proclaim (its record is not its own).
+        auto unnamed = co_await store.proclaim("pa:e", l->owner(), l->fence(), "y");
+        CHECK((!unnamed && unnamed.error() == dl::errc::not_owner));
+        look.query("UPDATE " + adv + " SET pid = $2 WHERE resource = $1",
+                   {pg::param::bytes("pa:e"), pg::param::number(holder_pid)});
+        led = co_await other.leader("pa:e");
+        REQUIRE(led);
+        CHECK(led->value == std::optional<std::string>{value});
+
+        // A try that finds the lock held takes its own session's pid out of the
+        // record: a record naming it was left by an ended session whose pid this one
+        // has (its wait in the server could otherwise be read as that grant).
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> prober{other, "pa:e", {.ttl = 10s}};
+        auto refused = co_await prober.try_lock();
+        REQUIRE_FALSE(refused);
+        REQUIRE(other.session_backends().size() == 1);
+        const auto prober_pid = other.session_backends().front();
+        look.query("UPDATE " + adv + " SET pid = $2 WHERE resource = $1",
+                   {pg::param::bytes("pa:e"), pg::param::number(prober_pid)});
+        refused = co_await prober.try_lock(); // the same (kept) session
+        REQUIRE_FALSE(refused);
+        CHECK(record_of(look, table, "pa:e").pid == -1);
+        look.query("UPDATE " + adv + " SET pid = $2 WHERE resource = $1",
+                   {pg::param::bytes("pa:e"), pg::param::number(holder_pid)});
+
+        // Released: nobody leads; the term's proclaim is refused. The next grant starts
+        // without a value.
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        CHECK(record_of(look, table, "pa:e").pid == -1);
+        auto none = co_await other.leader("pa:e");
+        REQUIRE(none);
+        CHECK(none->epoch == 0);
+        auto late = co_await store.proclaim("pa:e", l->owner(), l->fence(), "late");
+        CHECK((!late && late.error() == dl::errc::not_owner));
+        auto next = co_await m.lock();
+        REQUIRE(next);
+        auto fresh = co_await other.leader("pa:e");
+        REQUIRE(fresh);
+        CHECK(fresh->epoch == next->fence());
+        CHECK_FALSE(fresh->value);
+
+        // Its session ended: the lock is gone from pg_locks, so nobody leads although
+        // the record still names the ended session's pid.
+        look.terminate_advisory_holder("pa:e");
+        (void)co_await test::eventually("the lock went with its session", [&] { return !look.advisory_held("pa:e"); });
+        CHECK(record_of(look, table, "pa:e").pid != -1);
+        none = co_await other.leader("pa:e");
+        REQUIRE(none);
+        CHECK(none->epoch == 0);
+        co_await store.close();
+        co_await other.close();
+        co_await offline.close();
+    });
 }
 
 TEST_CASE("postgres lock-delay: the mark in the lease row (delay_ms, delay_fence); a release clears it through the "
@@ -1653,17 +1816,108 @@ TEST_CASE("postgres lock-delay: the mark in the lease row (delay_ms, delay_fence
     });
 }
 
-TEST_CASE("postgres lock-delay: an advisory grant keeps none (refused before any I/O)", "[postgres][lock-delay]")
+TEST_CASE("postgres advisory lock-delay: the mark in the holder's record; a release clears it; a session that ends "
+          "leaves a tombstone from its first sighting, for tries and waits in the server; it ends by itself",
+          "[postgres][lock-delay]")
 {
-    static_assert(!dl::lock_delay_store<pg::advisory_store>);
-    const auto table = test::fresh_table("delay");
+    static_assert(dl::lock_delay_store<pg::advisory_store>);
+    const auto table = test::fresh_table("adelay");
+    probe look{table};
     asio::io_context io;
     pg::advisory_store store{io, test::shared_postgres().config(table)};
+    pg::advisory_store other{io, test::shared_postgres().config(table)};
     test::run(io, [&]() -> asio::awaitable<void> {
-        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> m{store, "pd:adv",
-                                                                          {.ttl = 10s, .lock_delay = 1s}};
-        auto l = co_await m.try_lock();
-        CHECK((!l && l.error() == dl::errc::invalid_argument));
+        const dl::lock_options marked{.ttl = 10s, .lock_delay = 1500ms};
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> holder{store, "pa:d", marked};
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::none> prober{other, "pa:d", {.ttl = 10s}};
+        auto l = co_await holder.lock();
+        REQUIRE(l);
+        auto rec = record_of(look, table, "pa:d");
+        CHECK(rec.delay_ms == 1500);
+        CHECK_FALSE(rec.tombstone);
+        // Owner- and fence-checked, through the session that holds the grant.
+        auto wrong = co_await store.arm_delay("pa:d", dl::owner_token::generate(), l->fence(), 1s);
+        CHECK((!wrong && wrong.error() == dl::condition::not_owner));
+        auto stale = co_await store.arm_delay("pa:d", l->owner(), l->fence() + 1, 1s);
+        CHECK((!stale && stale.error() == dl::condition::not_owner));
+        // A release skips the delay.
+        { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
+        CHECK(record_of(look, table, "pa:d").delay_ms == -1);
+        auto right_after = co_await prober.try_lock();
+        REQUIRE(right_after);
+        { const auto ok_ = co_await right_after->unlock(); CHECK(ok_); }
+
+        // The marked holder's session ends: nothing is written then (no statement sees
+        // it); the first session to take the lock finds the mark and starts the
+        // tombstone at that sighting, gives the lock back, and says until when.
+        l = co_await holder.lock();
+        REQUIRE(l);
+        const auto marked_fence = l->fence();
+        look.terminate_advisory_holder("pa:d");
+        (void)co_await test::eventually("the lock went with its session", [&] { return !look.advisory_held("pa:d"); });
+        CHECK_FALSE(record_of(look, table, "pa:d").tombstone);
+        co_await dl::backend::sleep_until(dl::clock::now() + 500ms);
+        dl::diagnostics diag;
+        const auto sighted = dl::clock::now();
+        auto refused = co_await prober.try_lock(diag);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error() == dl::errc::lock_delayed);
+        REQUIRE(diag.lock_delay_until());
+        const auto until = *diag.lock_delay_until();
+        CHECK(until >= sighted + 1400ms);
+        CHECK(until <= dl::clock::now() + 1500ms);
+        CHECK(record_of(look, table, "pa:d").tombstone);
+        CHECK_FALSE(look.advisory_held("pa:d")); // given back in the same statement
+        // Later sightings judge by the same end.
+        dl::diagnostics again;
+        auto refused_again = co_await prober.try_lock(again);
+        REQUIRE_FALSE(refused_again);
+        REQUIRE(again.lock_delay_until());
+        CHECK(*again.lock_delay_until() <= until + 100ms);
+        CHECK(*again.lock_delay_until() >= until - 100ms);
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::fixed> patient{
+            other, "pa:d", {.ttl = 10s}, dl::retry::fixed{.delay = 50ms}};
+        auto after = co_await patient.lock_until(dl::clock::now() + 10s);
+        const auto granted_at = dl::clock::now();
+        REQUIRE(after);
+        // Each refusal's end is its own reply's time plus the server's whole
+        // milliseconds left: two of them differ by up to a millisecond and the replies'
+        // way back.
+        CHECK(granted_at >= until - 2ms);
+        CHECK(after->fence() > marked_fence);
+        rec = record_of(look, table, "pa:d");
+        CHECK(rec.delay_ms == -1);
+        CHECK_FALSE(rec.tombstone);
+
+        // A waiter in the server's queue when a marked holder's session ends: its wait
+        // is granted, finds the mark, gives the lock back, and is granted after the
+        // delay.
+        { const auto ok_ = co_await after->unlock(); CHECK(ok_); }
+        l = co_await holder.lock();
+        REQUIRE(l);
+        dl::basic_distributed_mutex<pg::advisory_store, dl::retry::fixed> waiter{
+            other, "pa:d", {.ttl = 10s}, dl::retry::fixed{.delay = 5s}};
+        auto waiting = test::start(co_await asio::this_coro::executor, waiter.lock_until(dl::clock::now() + 20s));
+        co_await dl::backend::sleep_until(dl::clock::now() + 500ms);
+        CHECK_FALSE(waiting.ready());
+        const auto ended = dl::clock::now();
+        look.terminate_advisory_holder("pa:d");
+        { const bool came_ = co_await waiting.wait(); REQUIRE(came_); }
+        auto& waited = waiting.get();
+        REQUIRE(waited);
+        CHECK(dl::clock::now() >= ended + 1400ms);
+        CHECK(dl::clock::now() <= ended + 4s);
+        { const auto ok_ = co_await waited->unlock(); CHECK(ok_); }
+
+        // Through pg::store with pg::advisory, the grant is marked the same way.
+        pg::store table_store{io, test::shared_postgres().config(table)};
+        dl::basic_distributed_mutex<pg::store, pg::advisory, dl::retry::none> by_table{table_store, "pa:d2", marked};
+        auto t = co_await by_table.lock();
+        REQUIRE(t);
+        CHECK(record_of(look, table, "pa:d2").delay_ms == 1500);
+        { const auto ok_ = co_await t->unlock(); CHECK(ok_); }
+        co_await table_store.close();
         co_await store.close();
+        co_await other.close();
     });
 }

@@ -3,7 +3,7 @@
 //
 // One lock() call takes a connection of its own (detail/session.hpp) and keeps it for
 // all its attempts: pg_try_advisory_lock, with the fence taken from the lease table in
-// the same statement when the lock is granted. Waiting does not poll: the wait is
+// the same statement when the lock is granted (and the resource's record written). Waiting does not poll: the wait is
 // pg_advisory_lock in the server, bounded by lock_timeout (the retry policy's delay
 // or the deadline), so the waiter is granted the lock the moment its holder lets go.
 // A wait that is cut off (cancellation, the deadline's race) cannot be taken back
@@ -22,6 +22,15 @@
 // permit is the exclusive lock of one of N keys (detail/sql.hpp); it cannot be waited
 // for in the server (any of N), so its waits are the retry policy's.
 //
+// Each resource has a record beside the lease table (sql.hpp, advisory_row): the
+// backend pid of the session holding its exclusive grant, that grant's fence, owner
+// and election value, and its lock-delay mark or tombstone. A session writes it only
+// in the transaction that takes (or holds, or lets go of) the lock, after locking the
+// record's row, and decides a grant from it with a snapshot taken after that lock: a
+// mark still there when the lock is taken belongs to a grant that ended without a
+// release (with its session), whose tombstone then starts. leader() locks the row
+// and reads pg_locks after: a holder and its record are seen together or not at all.
+//
 // The key is the store's advisory_key function of the resource id (config.hpp): its
 // own hash by default, or the key a foreign client of the same database takes, so
 // that the two exclude each other. An id that names no key there, or a semaphore's
@@ -38,6 +47,7 @@
 #include <distlock/postgres/store.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -148,18 +158,25 @@ public:
         may_hold_ = true;
         if (permits_ > 0)
             co_return co_await take_permit();
-        auto got = mode_ == lock_mode::exclusive ? co_await session_->try_lock(resource_, diag_)
-                                                 : co_await session_->try_lock_shared(resource_, diag_);
-        if (!got)
-            co_return got.error(); // may hold: abandon() closes the session
-        may_hold_ = false;
-        if (!got.value()) {
-            waits_in_server_ = true;
-            co_return answer::held();
+        auto got = co_await session_->try_lock(resource_, owner_, mode_, diag_);
+        if (!got) {
+            // Whether it took the lock cannot be known (a session-level lock outlives
+            // the failed transaction that took it): the session goes, and with it
+            // whatever it took, so that no later try of it takes the lock twice.
+            drop_session();
+            co_return got.error();
         }
-        granted_ = *got.value();
-        may_hold_ = true;
-        co_return answer::granted(*granted_);
+        may_hold_ = false;
+        if (got.value().is_granted()) {
+            granted_ = got.value().fence();
+            may_hold_ = true;
+            co_return got.value();
+        }
+        // Held: this try also took this session's pid out of the resource's record,
+        // which a wait in the server may follow (only then: see wait()). Delayed: the
+        // lock was given back; the wait is the tombstone's.
+        waits_in_server_ = !got.value().is_delayed();
+        co_return got.value();
     }
 
     awaitable<bool> listen() { co_return false; }
@@ -169,28 +186,32 @@ public:
     bool waits_for_turn() const noexcept { return waits_in_server_ && session_ && !session_->ended(); }
 
     /// Waits in the server (pg_advisory_lock or pg_advisory_lock_shared with
-    /// lock_timeout) until `until`; a permit waits for `until`.
+    /// lock_timeout) until `until`; a permit waits for `until`, and so does a claim
+    /// whose last try did not answer held on this session. A wait in the server only
+    /// follows such a try, which took this session's pid out of the resource's record:
+    /// so the record cannot name this session for an ended one that had its pid while
+    /// the grant the wait brings is not recorded yet (docs/postgres.md, Elections).
     awaitable<bool> wait(time_point until)
     {
-        if (permits_ > 0 || !session_ || session_->ended() || until <= clock::now()) {
+        if (permits_ > 0 || !waits_in_server_ || !session_ || session_->ended() || until <= clock::now()) {
             co_await backend::sleep_until(until);
             co_return false;
         }
         may_hold_ = true;
-        auto got = co_await session_->wait_lock(resource_, until, diag_, mode_);
+        auto got = co_await session_->wait_lock(resource_, owner_, until, diag_, mode_);
         auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() != asio::cancellation_type::none)
             co_return false; // cut off: may_hold_ stays, abandon() closes the session
         if (!got) {
-            if (got.error() != condition::maybe_applied)
-                may_hold_ = false;
+            drop_session(); // as a failed try: what it took goes with it
             co_return false; // the next attempt reports what is wrong
         }
-        if (!got.value()) {
+        if (!got.value().is_granted()) {
             may_hold_ = false;
-            co_return false;
+            // A tombstone gave the lock back: the next attempt says until when.
+            co_return got.value().is_delayed();
         }
-        granted_ = *got.value();
+        granted_ = got.value().fence();
         co_return true;
     }
 
@@ -207,6 +228,15 @@ public:
     }
 
 private:
+    void drop_session()
+    {
+        session_->discard();
+        session_.reset();
+        granted_.reset();
+        may_hold_ = false;
+        waits_in_server_ = false;
+    }
+
     // The lowest free permit (session::try_permit). A refusal for another count took
     // nothing.
     awaitable<result<answer>> take_permit()
@@ -279,8 +309,9 @@ struct advisory {
 
 /// The PostgreSQL store with advisory locks as its default acquisition: the same
 /// connections and settings, for mutexes that name no acquisition policy. It does not
-/// read, list or revoke locks, nor hold elections: those statements see the lease
-/// table, not the advisory locks.
+/// read, list or revoke locks: those statements see the lease table, not the advisory
+/// locks. It holds elections and keeps lock-delays on its advisory locks, through each
+/// resource's record beside the lease table (docs/postgres.md, Mode 2).
 // Used through backend::store_shell (see there why stores are templates).
 template <class Unused = void>
 class basic_advisory_store : public basic_store<> {
@@ -298,20 +329,33 @@ public:
     // the statement's snapshot, so the fence checked and the session ended could
     // belong to different grants.
     awaitable<result<void>> revoke(std::string_view, fence_token, diagnostics* = nullptr) = delete;
-    // No election: leader() would name the holder from pg_locks, read outside the
-    // statement's snapshot, and its fence from the row, bumped in a later step of the
-    // statement that took the lock; a reply could pair one grant's holder with the
-    // previous grant's fence and value. Elect on the lease table (pg::store).
-    awaitable<result<void>> proclaim(std::string_view, const owner_token&, fence_token, std::string_view,
-                                     diagnostics* = nullptr) = delete;
-    awaitable<result<leader_info>> leader(std::string_view, diagnostics* = nullptr) = delete;
-    // No lock-delay: an advisory lock ends with its session, which no statement sees
-    // end; the tombstone would be left to the next session that takes the lock, and
-    // the fence that session reads from the row is bumped after its lock is taken, so
-    // one grant's mark could be judged against another's (docs/postgres.md, Lock-delay).
-    // A mutex asking for one is refused with errc::invalid_argument before any I/O.
-    awaitable<result<void>> arm_delay(std::string_view, const owner_token&, fence_token, duration,
-                                      diagnostics* = nullptr) = delete;
+
+    /// Keeps `value` with the exclusive advisory grant of `owner` whose fence is
+    /// `epoch`: one update of the resource's record by the session that holds the
+    /// grant, checked on its pid, fence and owner. errc::not_owner when no live session
+    /// of this process holds that grant (released, lost, or not an advisory grant).
+    awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
+                                     std::string_view value, diagnostics* diag = nullptr)
+    {
+        if (resource.empty() || resource.size() > max_resource_size || value.size() > max_leader_value_size)
+            return backend::failed<void>(errc::invalid_argument);
+        if (epoch == 0 || epoch > static_cast<fence_token>(std::numeric_limits<std::int64_t>::max()))
+            return backend::failed<void>(errc::not_owner);
+        auto held = detail::session::holding_grant(resource, owner, lock_mode::exclusive);
+        if (!held)
+            return backend::failed<void>(errc::not_owner);
+        return held->proclaim(std::string{resource}, owner, epoch, std::string{value}, diag);
+    }
+
+    /// The session that holds `resource`'s advisory lock exclusively now, when the
+    /// resource's record names it: the record's fence (its epoch), owner and value. A
+    /// holder the record does not name (a grant being recorded, a foreign client) is
+    /// a pending leader: the next fence, no value. Free: a default leader_info. One
+    /// round trip: the record's row locked, then pg_locks and the record read together.
+    awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
+    {
+        return this->advisory_leader(resource, diag);
+    }
 
 protected:
     ~basic_advisory_store() = default;
@@ -324,8 +368,8 @@ using advisory_store = backend::store_shell<basic_advisory_store<>>;
 static_assert(!inspectable_store<advisory_store>);
 static_assert(!enumerable_store<advisory_store>);
 static_assert(!revocable_store<advisory_store>);
-static_assert(!electing_store<advisory_store>);
-static_assert(!lock_delay_store<advisory_store>);
+static_assert(electing_store<advisory_store>);
+static_assert(lock_delay_store<advisory_store>);
 static_assert(shared_backend<advisory_store>);
 
 } // namespace distlock::postgres

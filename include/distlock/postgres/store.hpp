@@ -305,8 +305,10 @@ public:
     /// of `delay` (its milliseconds, rounded up, in the row): one update, checked on the
     /// owner, the fence and the expiry by the server's clock; else errc::not_owner. If
     /// the grant then runs out (or is revoked) without a release, every acquisition of
-    /// the resource is refused until its expiry plus the delay. An advisory grant is
-    /// refused with errc::invalid_argument before any I/O (docs/postgres.md, Lock-delay).
+    /// the resource is refused until its expiry plus the delay. An advisory grant
+    /// (pg::advisory) is marked by the session that holds it, in the resource's record
+    /// beside the lease table: its end without a release is then found by the next
+    /// session that takes the lock (docs/postgres.md, Lock-delay).
     awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
                                       duration delay, diagnostics* diag = nullptr)
     {
@@ -314,15 +316,10 @@ public:
             return backend::failed<void>(ec);
         if (delay <= duration::zero() || delay > max_wait)
             return backend::failed<void>(distlock::errc::invalid_argument);
-        if (detail::session::holding_grant(resource, owner, lock_mode::exclusive) ||
-            detail::session::holding_grant(resource, owner, lock_mode::shared)) {
-            if (diag)
-                diag->set_client_message("an advisory lock keeps no lock-delay: its end is its session's, which no "
-                                         "statement sees happen");
-            return backend::failed<void>(distlock::errc::invalid_argument);
-        }
         if (fence == 0 || fence > static_cast<fence_token>(std::numeric_limits<std::int64_t>::max()))
             return backend::failed<void>(distlock::errc::not_owner);
+        if (auto held = detail::session::holding_grant(resource, owner, lock_mode::exclusive))
+            return held->arm(std::string{resource}, owner, fence, millis(delay), diag);
         detail::statement s{"dl_arm_delay", sql_->arm_delay,
                             params_of(param::bytes(resource), param::text(owner.to_hex()),
                                       param::number(static_cast<std::int64_t>(fence)), param::number(millis(delay)))};
@@ -335,7 +332,9 @@ public:
     /// with the fence `epoch` of `owner`'s grant, if that grant is still the live one:
     /// one update, checked on the owner, the fence and the expiry by the server's
     /// clock; else errc::not_owner. An advisory grant is refused with
-    /// errc::invalid_argument before any I/O (docs/postgres.md, Elections).
+    /// errc::invalid_argument before any I/O: this store's leader() reads the lease
+    /// table, so elections on advisory locks are pg::advisory_store's
+    /// (docs/postgres.md, Elections).
     awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
                                      std::string_view value, diagnostics* diag = nullptr)
     {
@@ -346,8 +345,8 @@ public:
         if (detail::session::holding_grant(resource, owner, lock_mode::exclusive) ||
             detail::session::holding_grant(resource, owner, lock_mode::shared)) {
             if (diag)
-                diag->set_client_message("an advisory lock keeps no election value: its holder is known to the "
-                                         "server only by its session, which no statement can pair with a fence");
+                diag->set_client_message("an advisory grant's election value is kept by pg::advisory_store, whose "
+                                         "leader() reads it; this store's leader() reads the lease table");
             return backend::failed<void>(distlock::errc::invalid_argument);
         }
         // A fence is a bigint above 0: no grant carries any other.
@@ -970,6 +969,20 @@ private:
         co_return info;
     }
 
+    static awaitable<result<leader_info>> advisory_led(std::shared_ptr<detail::connection> c,
+                                                       std::shared_ptr<schema_state> schema,
+                                                       std::vector<detail::statement> s, diagnostics* diag)
+    {
+        auto got = co_await run(std::move(c), std::move(schema), std::move(s), diag);
+        if (!got)
+            co_return got.error();
+        std::string problem;
+        auto info = detail::answers::advisory_leader_read(got.value().back(), &problem);
+        if (!info && diag)
+            diag->set_client_message(problem);
+        co_return info;
+    }
+
     static awaitable<result<std::vector<lock_listing>>> enumerated(std::shared_ptr<detail::connection> c,
                                                                    std::shared_ptr<schema_state> schema,
                                                                    detail::statement s, diagnostics* diag)
@@ -1045,6 +1058,27 @@ private:
 
 protected:
     ~basic_store() = default;
+
+    /// Who leads on `resource`'s advisory lock (pg::advisory_store::leader()): its
+    /// record's row locked, then pg_locks and the record read in one statement
+    /// (sql_texts::advisory_leader). An id that names no key under the key function is
+    /// refused before any I/O.
+    awaitable<result<leader_info>> advisory_leader(std::string_view resource, diagnostics* diag)
+    {
+        if (auto ec = check(resource))
+            return backend::failed<leader_info>(ec);
+        if (const auto problem = detail::advisory_key_problem(cfg_.advisory_key, resource, 0); !problem.empty()) {
+            if (diag)
+                diag->set_client_message(problem);
+            return backend::failed<leader_info>(distlock::errc::invalid_argument);
+        }
+        std::vector<detail::statement> s;
+        s.push_back({"dl_adv_leader_lock", sql_->advisory_leader_lock, params_of(param::bytes(resource))});
+        s.push_back({"dl_adv_leader", sql_->advisory_leader,
+                     detail::advisory_key_params(std::string{resource}, cfg_.advisory_namespace, cfg_.advisory_key)});
+        return advisory_led(prepared(), ensure(), std::move(s), diag);
+    }
+
     void stop() noexcept
     {
         close_connections();

@@ -18,6 +18,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -302,6 +303,60 @@ result<leader_info> leader_read(const R& r, std::string* problem = nullptr)
         return info; // an earlier grant's value: this grant has not proclaimed yet
     if (r.null(0, 4))
         return refuse("the holder's grant proclaimed without a value");
+    const auto hex = r.text(0, 4);
+    if (hex.size() > 2 * max_leader_value_size)
+        return refuse("a value longer than an election's values may be");
+    auto value = from_hex(hex);
+    if (!value)
+        return refuse("a value that is not hex as encode() writes it");
+    info.value = std::move(*value);
+    return info;
+}
+
+/// advisory_leader: one row of (exclusive holders of the key in pg_locks, 1 when the
+/// resource's record names the holder's pid, the record's fence, owner and value in
+/// hex, the lease row's fence). No holder: nobody leads. A holder the record names:
+/// it leads, with the record's fence as its epoch and the value its grant proclaimed
+/// (a grant's record starts without one: nullopt until it proclaims). A holder the
+/// record does not name (a grant not recorded yet, a foreign client): pending, with
+/// the next fence as its epoch and no value. More than one exclusive holder, a named
+/// holder without a positive fence or an owner, or a value no proclaim writes, are
+/// replies no statement of the store makes. `problem` says what was wrong.
+template <table R>
+result<leader_info> advisory_leader_read(const R& r, std::string* problem = nullptr)
+{
+    const auto refuse = [&](const char* why) -> result<leader_info> {
+        if (problem)
+            *problem = std::string{"PostgreSQL advisory leader answer: "} + why;
+        return errc::protocol_error;
+    };
+    if (r.count() != 1)
+        return refuse("not one row for one resource");
+    const auto holders = r.integer(0, 0);
+    const auto named = r.integer(0, 1);
+    if (!holders || *holders < 0 || *holders > 1)
+        return refuse("not at most one exclusive holder of the key");
+    if (!named || (*named != 0 && *named != 1) || (*named == 1 && *holders == 0))
+        return refuse("a record that names a holder pg_locks does not show");
+    leader_info info;
+    if (*holders == 0)
+        return info;
+    if (*named == 0) {
+        const auto last = r.null(0, 5) ? std::optional<std::int64_t>{0} : r.integer(0, 5);
+        if (!last || *last < 0 || *last == std::numeric_limits<std::int64_t>::max())
+            return refuse("a lease row's fence that is not a number below the largest bigint");
+        info.epoch = static_cast<fence_token>(*last) + 1;
+        return info;
+    }
+    const auto fence = r.integer(0, 2);
+    if (!fence || *fence <= 0)
+        return refuse("a recorded grant without a positive fence");
+    if (r.null(0, 3) || r.text(0, 3).empty())
+        return refuse("a recorded grant without an owner");
+    info.epoch = static_cast<fence_token>(*fence);
+    info.owner = std::string{r.text(0, 3).substr(0, 8)};
+    if (r.null(0, 4))
+        return info; // not proclaimed yet
     const auto hex = r.text(0, 4);
     if (hex.size() > 2 * max_leader_value_size)
         return refuse("a value longer than an election's values may be");

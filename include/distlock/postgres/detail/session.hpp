@@ -47,6 +47,22 @@
 
 namespace distlock::postgres::detail {
 
+/// The parameters that name an advisory key in the statements (sql_texts): the
+/// resource, then the namespace or the key's integers (bigint, int4pair), for an id
+/// the caller checked before any I/O (an id that names none has none: its statement
+/// fails in the server).
+inline std::vector<param> advisory_key_params(const std::string& resource, std::optional<std::int32_t> ns,
+                                              advisory_key_function f)
+{
+    std::vector<param> p{param::bytes(resource)};
+    if (ns)
+        p.push_back(param::number(*ns));
+    if (const auto numbers = advisory_key_numbers(f, resource))
+        for (const auto n : *numbers)
+            p.push_back(param::number(n));
+    return p;
+}
+
 // A template only to be compiled where it is used (backend/store_shell.hpp says why).
 template <class Unused = void>
 class basic_session : public std::enable_shared_from_this<basic_session<Unused>> {
@@ -84,22 +100,21 @@ public:
 
     const std::shared_ptr<connection>& conn() const noexcept { return conn_; }
 
-    /// pg_try_advisory_lock and, when taken, the next fence: one round trip. The
-    /// fence, or nullopt when another session holds the lock.
-    awaitable<result<std::optional<fence_token>>> try_lock(std::string resource, diagnostics* diag)
+    /// pg_try_advisory_lock (`mode` exclusive) or pg_try_advisory_lock_shared (a
+    /// reader), and the grant decided under the record's row lock (sql_texts::advisory_row,
+    /// advisory_try): one round trip. Granted with the next fence; held when another
+    /// session holds the lock (a writer, for a reader: one that holds it or waits for
+    /// it); delayed while a tombstone lasts (the lock was given back).
+    awaitable<result<answer>> try_lock(std::string resource, const owner_token& owner, lock_mode mode,
+                                       diagnostics* diag)
     {
         std::vector<statement> s;
-        s.push_back({"dl_adv_try", settings_.sql->advisory_try, key_params(resource)});
-        return fenced(conn_->exec(std::move(s), diag));
-    }
-
-    /// pg_try_advisory_lock_shared (a reader) and, when taken, the next fence: one
-    /// round trip. The fence, or nullopt when a writer holds the lock or waits for it.
-    awaitable<result<std::optional<fence_token>>> try_lock_shared(std::string resource, diagnostics* diag)
-    {
-        std::vector<statement> s;
-        s.push_back({"dl_adv_try_sh", settings_.sql->advisory_try_shared, key_params(resource)});
-        return fenced(conn_->exec(std::move(s), diag));
+        s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
+        if (mode == lock_mode::exclusive)
+            s.push_back({"dl_adv_try", settings_.sql->advisory_try, key_params(resource, &owner)});
+        else
+            s.push_back({"dl_adv_try_sh", settings_.sql->advisory_try_shared, key_params(resource)});
+        return decided(conn_->exec(std::move(s), diag));
     }
 
     /// A permit of a semaphore of `permits`: the lowest free slot and the next fence,
@@ -119,21 +134,52 @@ public:
     }
 
     /// pg_advisory_lock (`mode` exclusive) or pg_advisory_lock_shared, waiting in the
-    /// server until `until` (lock_timeout): the fence once taken, nullopt when the wait
-    /// timed out.
-    awaitable<result<std::optional<fence_token>>> wait_lock(std::string resource, time_point until,
-                                                             diagnostics* diag, lock_mode mode = lock_mode::exclusive)
+    /// server until `until` (lock_timeout), then the grant decided as try_lock()'s:
+    /// granted, delayed (the lock given back), or held when the wait timed out. Only
+    /// after a try of this session answered held (advisory.hpp says why).
+    awaitable<result<answer>> wait_lock(std::string resource, const owner_token& owner, time_point until,
+                                        diagnostics* diag, lock_mode mode = lock_mode::exclusive)
     {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now());
         const auto wait = std::max<std::int64_t>(left.count(), 1);
         std::vector<statement> s;
         s.push_back({"", settings_.sql->wait_limits,
                      {param::text(std::to_string(wait) + "ms"), param::text(std::to_string(wait + 2000) + "ms")}});
-        if (mode == lock_mode::exclusive)
-            s.push_back({"dl_adv_wait", settings_.sql->advisory_wait, key_params(resource)});
+        const bool exclusive = mode == lock_mode::exclusive;
+        s.push_back({exclusive ? "dl_adv_wait" : "dl_adv_wait_sh",
+                     exclusive ? settings_.sql->advisory_wait : settings_.sql->advisory_wait_shared,
+                     key_params(resource)});
+        s.push_back({"dl_adv_unlimited", settings_.sql->wait_unlimited, {}});
+        s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
+        if (exclusive)
+            s.push_back({"dl_adv_granted", settings_.sql->advisory_granted, key_params(resource, &owner)});
         else
-            s.push_back({"dl_adv_wait_sh", settings_.sql->advisory_wait_shared, key_params(resource)});
+            s.push_back({"dl_adv_granted_sh", settings_.sql->advisory_granted_shared, key_params(resource)});
         return waited(conn_->exec(std::move(s), diag, std::chrono::milliseconds{wait} + settings_.statement_timeout));
+    }
+
+    /// Marks the exclusive grant this session holds (its fence) for a lock-delay of
+    /// `delay_ms`: one update of the record, which names this session's pid only while
+    /// it holds that grant. errc::not_owner otherwise.
+    awaitable<result<void>> arm(std::string resource, const owner_token& owner, fence_token fence,
+                                std::int64_t delay_ms, diagnostics* diag)
+    {
+        std::vector<statement> s;
+        s.push_back({"dl_adv_arm", settings_.sql->advisory_arm,
+                     {param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
+                      param::number(delay_ms), param::text(owner.to_hex())}});
+        return recorded(conn_->exec(std::move(s), diag));
+    }
+
+    /// Keeps `value` with the exclusive grant this session holds (its fence), as arm().
+    awaitable<result<void>> proclaim(std::string resource, const owner_token& owner, fence_token fence,
+                                     std::string value, diagnostics* diag)
+    {
+        std::vector<statement> s;
+        s.push_back({"dl_adv_proclaim", settings_.sql->advisory_proclaim,
+                     {param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
+                      param::bytes(std::move(value)), param::text(owner.to_hex())}});
+        return recorded(conn_->exec(std::move(s), diag));
     }
 
     /// What the session holds from now on (a lock() call's grant, as its lease).
@@ -278,46 +324,44 @@ private:
         });
     }
 
-    std::vector<param> key_params(const std::string& resource) const
+    // The key's parameters, and an exclusive grant's owner after them.
+    std::vector<param> key_params(const std::string& resource, const owner_token* owner = nullptr) const
     {
-        std::vector<param> p{param::bytes(resource)};
-        if (settings_.advisory_namespace)
-            p.push_back(param::number(*settings_.advisory_namespace));
-        // The key's integers (bigint, int4pair), for an id the claim checked before
-        // any I/O (an id that names none has none: its statement fails in the server).
-        if (const auto numbers = advisory_key_numbers(settings_.key_function, resource))
-            for (const auto n : *numbers)
-                p.push_back(param::number(n));
+        auto p = advisory_key_params(resource, settings_.advisory_namespace, settings_.key_function);
+        if (owner)
+            p.push_back(param::text(owner->to_hex()));
         return p;
     }
 
-    static awaitable<result<std::optional<fence_token>>> fenced(awaitable<result<replies>> pending)
+    static awaitable<result<answer>> decided(awaitable<result<replies>> pending)
     {
         auto got = co_await std::move(pending);
         if (!got)
             co_return got.error();
-        const auto& r = got.value().front();
-        if (r.count() == 0)
-            co_return std::optional<fence_token>{};
-        const auto f = r.integer(0, 0);
-        if (!f || *f <= 0)
-            co_return make_error_code(errc::protocol_error);
-        co_return std::optional<fence_token>{static_cast<fence_token>(*f)};
+        co_return answers::acquired(got.value().back(), clock::now(), true);
     }
 
-    static awaitable<result<std::optional<fence_token>>> waited(awaitable<result<replies>> pending)
+    static awaitable<result<answer>> waited(awaitable<result<replies>> pending)
     {
         auto got = co_await std::move(pending);
         if (!got) {
             if (got.error() == sqlstate("55P03")) // lock_timeout: still held by another session
-                co_return std::optional<fence_token>{};
+                co_return answer::held();
             co_return got.error();
         }
-        const auto& r = got.value().at(1);
-        const auto f = r.integer(0, 0);
-        if (r.count() != 1 || !f || *f <= 0)
+        auto a = answers::acquired(got.value().back(), clock::now(), true);
+        // The lock was taken: the answer is a grant, or a tombstone that gave it back.
+        if (a && !a.value().is_granted() && !a.value().is_delayed())
             co_return make_error_code(errc::protocol_error);
-        co_return std::optional<fence_token>{static_cast<fence_token>(*f)};
+        co_return a;
+    }
+
+    static awaitable<result<void>> recorded(awaitable<result<replies>> pending)
+    {
+        auto got = co_await std::move(pending);
+        if (!got)
+            co_return got.error();
+        co_return answers::owned(got.value().front());
     }
 
     static awaitable<result<answer>> permitted(awaitable<result<replies>> pending, std::uint32_t permits,

@@ -61,18 +61,17 @@ inline std::optional<std::string> prefix_end(std::string_view prefix)
     return end;
 }
 
-/// The table of a lease table's shared holders: its name with "_holders" added, and
-/// when that would pass PostgreSQL's 63 bytes (which would cut it back to the lease
-/// table's own name), a shortened name with a hash of the whole one, so that two long
-/// names still name two tables. Schema-qualified names keep their schema.
-inline std::string holders_table(std::string_view table)
+/// A table beside a lease table: its name with `suffix` added, and when that would
+/// pass PostgreSQL's 63 bytes (which would cut it back to the lease table's own name),
+/// a shortened name with a hash of the whole one, so that two long names still name
+/// two tables. Schema-qualified names keep their schema.
+inline std::string beside_table(std::string_view table, std::string_view suffix)
 {
     std::string schema;
     if (const auto dot = table.find('.'); dot != std::string_view::npos) {
         schema = std::string{table.substr(0, dot + 1)};
         table = table.substr(dot + 1);
     }
-    constexpr std::string_view suffix = "_holders";
     if (table.size() + suffix.size() <= 63)
         return schema + std::string{table} + std::string{suffix};
     std::uint32_t h = 2166136261u; // FNV-1a
@@ -85,13 +84,22 @@ inline std::string holders_table(std::string_view table)
     return schema + std::string{table.substr(0, 63 - suffix.size() - tag.size())} + tag + std::string{suffix};
 }
 
+/// The table of a lease table's shared holders: its name with "_holders" added.
+inline std::string holders_table(std::string_view table) { return beside_table(table, "_holders"); }
+
+/// The table beside a lease table that keeps the records of advisory grants (their
+/// session, fence, election value and lock-delay): its name with "_advisory" added,
+/// shortened as holders_table() does.
+inline std::string advisory_table(std::string_view table) { return beside_table(table, "_advisory"); }
+
 struct sql_texts {
     /// The longest lock-delay a mark keeps, in milliseconds (max_wait).
     static constexpr long long max_wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(max_wait).count();
 
     sql_texts(std::string_view table, std::string_view channel, bool namespaced,
               advisory_key_function key_function = advisory_key_function::sha256)
-        : table{detail::quoted(table)}, holders{detail::quoted(holders_table(table))}, channel{channel}
+        : table{detail::quoted(table)}, holders{detail::quoted(holders_table(table))}, channel{channel},
+          advisory{detail::quoted(advisory_table(table))}
     {
         const auto& t = this->table;
         const auto& h = this->holders;
@@ -351,53 +359,154 @@ struct sql_texts {
         // after the resource (detail/keys.hpp). The fence comes from the same table, in
         // the same statement, only when the lock was taken; its row is the id's, so
         // foreign holders, who do not write it, leave it as it was.
-        std::string key;
+        // The key's arguments: one bigint, or two int4 (the namespaced and int4pair
+        // forms); `after_key` is the first parameter number after them.
+        std::vector<std::string> key_args;
+        int after_key = 2;
         switch (key_function) {
         case advisory_key_function::sha256:
-            key = namespaced ? "$2::int, ('x' || substr(encode(sha256($1), 'hex'), 1, 8))::bit(32)::int"
-                             : "('x' || substr(encode(sha256($1), 'hex'), 1, 16))::bit(64)::bigint";
+            if (namespaced) {
+                key_args = {"$2::int", "('x' || substr(encode(sha256($1), 'hex'), 1, 8))::bit(32)::int"};
+                after_key = 3;
+            } else {
+                key_args = {"('x' || substr(encode(sha256($1), 'hex'), 1, 16))::bit(64)::bigint"};
+            }
             break;
         case advisory_key_function::hashtext:
-            key = "hashtext(convert_from($1, 'UTF8'))::bigint";
+            key_args = {"hashtext(convert_from($1, 'UTF8'))::bigint"};
             break;
         case advisory_key_function::bigint:
-            key = "$2::bigint";
+            key_args = {"$2::bigint"};
+            after_key = 3;
             break;
         case advisory_key_function::int4pair:
-            key = "$2::int, $3::int";
+            key_args = {"$2::int", "$3::int"};
+            after_key = 4;
             break;
         }
+        const std::string key = key_args.size() == 1 ? key_args[0] : key_args[0] + ", " + key_args[1];
+        // The same key as pg_locks shows it: the lock tag's two 32-bit halves (classid,
+        // objid) and objsubid 1 for the bigint form, 2 for the two-int4 form, in this
+        // database (advisory locks are per database).
+        const std::string tag_of_key =
+            key_args.size() == 1
+                ? "k.classid::bigint = ((" + key + ") >> 32) & 4294967295 AND k.objid::bigint = (" + key +
+                      ") & 4294967295 AND k.objsubid = 1"
+                : "k.classid::bigint = (" + key_args[0] + ")::bigint & 4294967295 AND k.objid::bigint = (" +
+                      key_args[1] + ")::bigint & 4294967295 AND k.objsubid = 2";
+        const std::string holders_of_key = "SELECT k.pid FROM pg_locks k WHERE k.locktype = 'advisory' AND "
+                                           "k.database = (SELECT oid FROM pg_database WHERE datname = "
+                                           "current_database()) AND " + tag_of_key +
+                                           " AND k.granted AND k.mode = 'ExclusiveLock'";
         // Every statement names the resource ($1), whose type the server must know even
         // where the key is made without it.
         const std::string id_named = key_function == advisory_key_function::bigint ||
                                              key_function == advisory_key_function::int4pair
                                          ? " WHERE $1::bytea IS NOT NULL"
                                          : "";
-        const std::string fence_of = " INSERT INTO " + t +
-                                     " AS f (resource, fence) SELECT $1, 1 FROM l ON CONFLICT (resource) DO UPDATE "
-                                     "SET fence = f.fence + 1 RETURNING f.fence";
-        advisory_try = "WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(" + key + ") AS got)" +
-                       " INSERT INTO " + t +
-                       " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO UPDATE "
-                       "SET fence = f.fence + 1 RETURNING f.fence";
-        advisory_wait = "WITH l AS MATERIALIZED (SELECT pg_advisory_lock(" + key + "))" + fence_of;
-        advisory_unlock = "SELECT pg_advisory_unlock(" + key + ")" + id_named;
+        // The record of the resource's advisory grants (docs/postgres.md, Mode 2): the
+        // backend process that holds the exclusive grant (pg_backend_pid(); NULL when
+        // none is recorded), that grant's fence and owner, the value it proclaimed, its
+        // lock-delay mark (delay_ms) and, once a marked grant was found ended without a
+        // release, its tombstone's end (delayed_until, by the server's clock). Written
+        // only by statements of the session that takes or holds the lock, each after
+        // the statement that locks this row (advisory_row) in its transaction, so that a
+        // reader that locks it (advisory_leader_lock) sees a grant's lock and its record
+        // together or neither.
+        const auto& a = this->advisory;
+        create_advisory = "CREATE TABLE IF NOT EXISTS " + a +
+                          " (resource bytea PRIMARY KEY, pid integer, fence bigint, owner text, value bytea, "
+                          "delay_ms bigint, delayed_until timestamptz)";
+        advisory_row = "INSERT INTO " + a + " AS s (resource) VALUES ($1) ON CONFLICT (resource) DO UPDATE SET pid = "
+                       "s.pid";
+        // A grant, decided by a session that has just taken the lock (`got`: a try's
+        // answer, or true after a wait), under the record's row lock and with a snapshot
+        // taken after it. A mark of the last grant (its fence still the lease row's:
+        // any later grant, a foreign one included, bumps it) that is still there was
+        // not released: that grant ended with its session, at a time no statement saw.
+        // Its tombstone ends at the first sighting (now) + the delay, written into the
+        // record, so that every later attempt judges by the same end; until then the
+        // lock is given back in this statement and the answer is the time left. Else
+        // the grant is recorded: the next fence, this session's pid (an exclusive
+        // grant's; a reader's none), the owner, no value, no mark. A session that did
+        // not get the lock takes its own pid out of the record: it holds nothing, so a
+        // record naming that pid was left by an ended session whose pid the system gave
+        // this one (a wait that follows then cannot be mistaken for that grant).
+        // One row: (fence when granted, NULL, milliseconds of the tombstone left).
+        const auto decide = [&](const std::string& got, bool exclusive) {
+            const std::string granted = "(d.got AND NOT d.delayed)";
+            const std::string unlock = exclusive ? "pg_advisory_unlock(" : "pg_advisory_unlock_shared(";
+            return "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), l AS MATERIALIZED (SELECT " + got +
+                   " AS got), r AS MATERIALIZED (SELECT CASE WHEN s.delay_ms IS NOT NULL AND s.fence = (SELECT "
+                   "f.fence FROM " + t + " f WHERE f.resource = $1) THEN coalesce(s.delayed_until, c.now + "
+                   "least(greatest(s.delay_ms, 0), " + std::to_string(max_wait_ms) +
+                   ") * interval '1 millisecond') END AS until FROM " + a +
+                   " s, c WHERE s.resource = $1), d AS MATERIALIZED (SELECT l.got, l.got AND coalesce(r.until > "
+                   "c.now, false) AS delayed, r.until FROM l CROSS JOIN c LEFT JOIN r ON true), bump AS (INSERT "
+                   "INTO " + t + " AS f (resource, fence) SELECT $1, 1 FROM d WHERE " + granted +
+                   " ON CONFLICT (resource) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence), w AS (UPDATE " +
+                   a + " s SET pid = CASE WHEN " + granted + " THEN " +
+                   (exclusive ? "pg_backend_pid()" : "NULL::integer") + " END, fence = CASE WHEN " + granted +
+                   " THEN (SELECT fence FROM bump) ELSE s.fence END, owner = CASE WHEN " + granted + " THEN " +
+                   (exclusive ? "$" + std::to_string(after_key) + "::text" : "NULL::text") +
+                   " ELSE s.owner END, value = CASE WHEN " + granted + " THEN NULL ELSE s.value END, delay_ms = "
+                   "CASE WHEN " + granted + " THEN NULL ELSE s.delay_ms END, delayed_until = CASE WHEN d.delayed "
+                   "THEN d.until WHEN d.got THEN NULL ELSE s.delayed_until END FROM d WHERE s.resource = $1 AND "
+                   "(d.got OR s.pid = pg_backend_pid()) RETURNING 1), u AS MATERIALIZED (SELECT " + unlock + key +
+                   ") FROM d WHERE d.delayed) SELECT (SELECT fence FROM bump), NULL::bigint, CASE WHEN d.delayed "
+                   "THEN ceil(extract(epoch FROM d.until - c.now) * 1000)::bigint END, (SELECT count(*) FROM u), "
+                   "(SELECT count(*) FROM w) FROM d, c";
+        };
+        advisory_try = decide("pg_try_advisory_lock(" + key + ")", true);
+        advisory_try_shared = decide("pg_try_advisory_lock_shared(" + key + ")", false);
+        advisory_granted = decide("true", true);
+        advisory_granted_shared = decide("true", false);
+        // The wait itself is a statement of its own: the grant is decided by the next
+        // ones, with a snapshot taken after the lock came (one taken before the wait
+        // would miss what its holder wrote meanwhile).
+        advisory_wait = "SELECT pg_advisory_lock(" + key + ")" + id_named;
         // A shared mutex's readers: the shared lock of the same key, which the
         // server's lock manager keeps from a reader while a writer holds the lock or
         // waits for it in the server (a new request waits behind a conflicting waiting
         // one, and a try is refused).
-        advisory_try_shared = "WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock_shared(" + key + ") AS got)" +
-                              " INSERT INTO " + t +
-                              " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO "
-                              "UPDATE SET fence = f.fence + 1 RETURNING f.fence";
-        advisory_wait_shared = "WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key + "))" + fence_of;
+        advisory_wait_shared = "SELECT pg_advisory_lock_shared(" + key + ")" + id_named;
         wait_limits = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)";
+        // After the wait: the row locks that follow wait without lock_timeout, so that
+        // the only lock_not_available the request can answer is the wait's own (a
+        // grant taken and then failed would otherwise read as "not taken").
+        wait_unlimited = "SELECT set_config('lock_timeout', '0', true)";
+        // A release takes the grant's record (its pid, and with it its mark) out before
+        // it lets go of the lock, in the same statement, so that the next holder, which
+        // decides under the record's lock, never finds a released grant's mark.
+        const std::string forget = "WITH w AS (UPDATE " + a +
+                                   " SET pid = NULL, delay_ms = NULL, delayed_until = NULL WHERE resource = $1 AND pid "
+                                   "= pg_backend_pid() RETURNING 1)";
+        advisory_unlock = forget + " SELECT pg_advisory_unlock(" + key + ") FROM (SELECT count(*) FROM w) x";
         advisory_unlock_shared = "SELECT pg_advisory_unlock_shared(" + key + ")" + id_named;
         // The session that holds the lock exclusively takes it shared too, then lets
         // the exclusive one go: a writer waiting in the server waits for the holder,
         // so the holder's request is granted ahead of it, and no writer comes between.
-        advisory_downgrade = "WITH s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
-                             ")) SELECT pg_advisory_unlock(" + key + ") FROM s" + id_named;
+        // The exclusive grant's record goes first, as in a release.
+        advisory_downgrade = forget + ", s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
+                             ") FROM (SELECT count(*) FROM w) x) SELECT pg_advisory_unlock(" + key + ") FROM s";
+        // The holder's own session marks its grant ($2 its fence, $3 the delay in
+        // milliseconds, $4 its owner) or keeps its value ($3): only a record this
+        // session wrote names its pid with that fence, and a release or a downgrade
+        // takes the pid out, so the check and the write are one update of the row.
+        advisory_arm = "UPDATE " + a + " SET delay_ms = $3, delayed_until = NULL WHERE resource = $1 AND pid = "
+                       "pg_backend_pid() AND fence = $2 AND owner = $4";
+        advisory_proclaim = "UPDATE " + a + " SET value = $3 WHERE resource = $1 AND pid = pg_backend_pid() AND "
+                            "fence = $2 AND owner = $4";
+        // Who leads: the record's row locked first (FOR SHARE: a grant being recorded
+        // is waited for, and none is recorded until this transaction ends), then, with a
+        // snapshot taken after that, the exclusive holders pg_locks shows and the
+        // record. One row: (holders, 1 when the record names the holder's pid, the
+        // record's fence, owner and value in hex, the lease row's fence).
+        advisory_leader_lock = "SELECT 1 FROM " + a + " WHERE resource = $1 FOR SHARE";
+        advisory_leader = "WITH h AS MATERIALIZED (" + holders_of_key +
+                          ") SELECT (SELECT count(*) FROM h), CASE WHEN s.pid IN (SELECT pid FROM h) THEN 1 ELSE 0 "
+                          "END, s.fence, s.owner, encode(s.value, 'hex'), (SELECT f.fence FROM " + t +
+                          " f WHERE f.resource = $1) FROM (SELECT 1) one LEFT JOIN " + a + " s ON s.resource = $1";
         // A semaphore's permits: permit k of N is the exclusive lock of a key of its own
         // (a hash of the resource and k, from other bits of SHA-256 than the mutex's
         // key), and each holder holds the shared lock of the count's key (the resource
@@ -454,13 +563,16 @@ struct sql_texts {
     }
 
     /// The tables, in the order they are created.
-    std::vector<std::string> creates() const { return {create, upgrade, create_holders}; }
+    std::vector<std::string> creates() const { return {create, upgrade, create_holders, create_advisory}; }
 
     std::string table, holders, channel;
     std::string create, upgrade, create_holders, acquire, acquire_all, extend, release, release_all, read, list, revoke;
     std::string arm_delay;
     std::string proclaim, leader;
     std::string take_row, find_row, put_shared, put_exclusive, extend_shared, release_shared, withdraw, downgrade;
+    std::string advisory;
+    std::string create_advisory, advisory_row, advisory_granted, advisory_granted_shared, wait_unlimited;
+    std::string advisory_arm, advisory_proclaim, advisory_leader_lock, advisory_leader;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
     std::string advisory_try_shared, advisory_wait_shared, advisory_unlock_shared, advisory_downgrade;
     std::string advisory_permit, advisory_unlock_permit;
