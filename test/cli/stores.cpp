@@ -1,7 +1,7 @@
 // The distlock tool against the servers of the store tests: the stores the shell test
 // (test/cli/run.sh: memory, Redis, a Redlock quorum, DynamoDB, PostgreSQL) does not
-// start: etcd, ZooKeeper, a Redis Cluster, a primary found through a Sentinel; and how
-// the tool fails: a store that does not answer (--store-timeout), a store that refuses
+// start: etcd, ZooKeeper, a Redis Cluster, a primary found through a Sentinel; elections
+// and lock-delays on PostgreSQL's advisory locks; and how the tool fails: a store that does not answer (--store-timeout), a store that refuses
 // (the server's words reach the terminal). Each store also lists its locks and has one
 // revoked. The tool runs as a child process; its
 // output (stdout and stderr together) is read whole.
@@ -16,6 +16,8 @@
 #include <distlock/etcd.hpp>
 #include <distlock/zookeeper.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <optional>
 #include <thread>
@@ -201,6 +203,65 @@ TEST_CASE("cli: run --lock-delay on ZooKeeper: a holder killed without releasing
     CHECK(last == std::optional<int>{0});
     // The sleep the dead holder started goes too.
     (void)std::system("pkill -KILL -f 'sleep 61.75' 2>/dev/null");
+}
+
+TEST_CASE("cli: elect and run --lock-delay on PostgreSQL advisory locks: the second campaigner leads once the "
+          "first's command exits; a holder killed without releasing keeps the next run out for the delay",
+          "[cli][postgres]")
+{
+    const auto url = test::shared_postgres().url() + "&table=" + test::fresh_table("cli_adv") + "&mode=advisory";
+    // The first leader's command runs until the test writes a line to it (its stdin is
+    // the child's pipe, through distlock).
+    test::child first{{"/bin/sh", "-c",
+                       quoted_for_shell(DISTLOCK_CLI_PATH) + " elect --store " + quoted_for_shell(url) +
+                           " --value one leader -- sh -c 'echo \"one $DISTLOCK_EPOCH\"; read stop' 2>&1"}};
+    const auto one = first.read_line(20s);
+    REQUIRE(one);
+    REQUIRE(one->starts_with("one "));
+    const auto first_epoch = std::stoull(one->substr(4));
+    CHECK(first_epoch >= 1);
+    test::child second{{"/bin/sh", "-c",
+                        quoted_for_shell(DISTLOCK_CLI_PATH) + " elect --store " + quoted_for_shell(url) +
+                            " --value two leader -- sh -c 'echo \"two $DISTLOCK_EPOCH\"' 2>&1"}};
+    // While the first leads, the second campaigns and prints nothing.
+    CHECK_FALSE(second.read_line(1500ms));
+    CHECK(second.running());
+    first.write_line("stop");
+    CHECK(first.wait(20s) == std::optional<int>{0});
+    const auto two = second.read_line(20s);
+    REQUIRE(two);
+    REQUIRE(two->starts_with("two "));
+    CHECK(std::stoull(two->substr(4)) > first_epoch);
+    CHECK(second.wait(20s) == std::optional<int>{0});
+
+    // A normal exit releases: no delay.
+    const auto calm = tool({"run", "--store", url, "--lock-delay", "1s", "calm", "--", "true"});
+    INFO(calm.said);
+    CHECK(calm.exit == std::optional<int>{0});
+    CHECK(tool({"try", "--store", url, "calm"}).exit == std::optional<int>{0});
+
+    // exec: the SIGKILL below reaches distlock itself, not a shell above it. The
+    // command prints its pid, so that the sleep left behind can be ended by it.
+    test::child holder{{"/bin/sh", "-c",
+                        "exec " + quoted_for_shell(DISTLOCK_CLI_PATH) + " run --store " + quoted_for_shell(url) +
+                            " --lock-delay 1s delayed -- sh -c 'echo holding $$; exec sleep 60' 2>&1"}};
+    const auto holding = holder.read_line(20s);
+    REQUIRE(holding);
+    REQUIRE(holding->starts_with("holding "));
+    const auto sleeper = static_cast<pid_t>(std::stol(holding->substr(8)));
+    holder.kill(SIGKILL); // distlock dies without releasing: its connection, and with it its session, ends
+    (void)holder.wait(10s);
+    // The next run finds the unreleased mark, starts the tombstone at that sighting and
+    // waits it out: its command runs about the delay later, not at once.
+    const auto started = std::chrono::steady_clock::now();
+    const auto next = tool({"run", "--store", url, "--lock-delay", "1s", "delayed", "--", "echo", "ran"}, 30s);
+    const auto took = std::chrono::steady_clock::now() - started;
+    INFO(next.said);
+    CHECK(next.exit == std::optional<int>{0});
+    CHECK(next.said.find("ran") != std::string::npos);
+    CHECK(took >= 950ms);
+    CHECK(took < 8s);
+    ::kill(sleeper, SIGKILL);
 }
 
 TEST_CASE("cli: run, status, try and release on a Redis Cluster and through a Sentinel", "[cli][redis][cluster]")

@@ -26,10 +26,12 @@
 
 namespace distlock::postgres::detail::answers {
 
-/// What the decoders read of a statement's result.
+/// What the decoders read of a statement's result. A cell past a row's end reads as
+/// NULL, so a decoder that must tell a missing column from a NULL one asks columns().
 template <class R>
 concept table = requires(const R& r, int row, int col) {
     { r.count() } -> std::convertible_to<int>;
+    { r.columns() } -> std::convertible_to<int>;
     { r.null(row, col) } -> std::convertible_to<bool>;
     { r.text(row, col) } -> std::convertible_to<std::string_view>;
     { r.integer(row, col) } -> std::same_as<std::optional<std::int64_t>>;
@@ -46,14 +48,16 @@ inline time_point after(time_point at, std::int64_t ms)
 /// The acquire statement's one row: (fence, null) granted, or (null, milliseconds
 /// left) held, counted from `at` (when the reply came). With `delay_column`, a third
 /// column: the milliseconds left of the resource's lock-delay tombstone (NULL when
-/// none lasts), answered as answer::delayed.
+/// none lasts), answered as answer::delayed. A fence or a time that is there but no
+/// number is no answer of the statement: it is not read as "no fence" (held).
 template <table R>
 result<answer> acquired(const R& r, time_point at, bool delay_column = false)
 {
-    if (r.count() != 1)
+    if (r.count() != 1 || r.columns() < (delay_column ? 3 : 2))
         return errc::protocol_error;
-    if (const auto fence = r.integer(0, 0)) {
-        if (*fence <= 0)
+    if (!r.null(0, 0)) {
+        const auto fence = r.integer(0, 0);
+        if (!fence || *fence <= 0)
             return errc::protocol_error;
         return answer::granted(static_cast<fence_token>(*fence));
     }
@@ -65,9 +69,13 @@ result<answer> acquired(const R& r, time_point at, bool delay_column = false)
         if (*delay_left > 0)
             return answer::delayed(after(at, *delay_left));
     }
+    if (r.null(0, 1))
+        return answer::held();
     const auto left = r.integer(0, 1);
-    if (left && *left > 0)
-        return answer::held(at + std::chrono::milliseconds{std::min<std::int64_t>(*left, std::int64_t{1} << 40)});
+    if (!left)
+        return errc::protocol_error;
+    if (*left > 0)
+        return answer::held(after(at, *left));
     return answer::held();
 }
 
@@ -332,6 +340,10 @@ result<leader_info> advisory_leader_read(const R& r, std::string* problem = null
     };
     if (r.count() != 1)
         return refuse("not one row for one resource");
+    // A short row would read its missing cells as NULL: a value or a lease row's
+    // fence that is not there would pass for one that is NULL.
+    if (r.columns() != 6)
+        return refuse("not the six columns of the statement");
     const auto holders = r.integer(0, 0);
     const auto named = r.integer(0, 1);
     if (!holders || *holders < 0 || *holders > 1)
