@@ -6,7 +6,8 @@
 # way; with a PostgreSQL URL (test/postgres/with_postgres.sh makes a private cluster),
 # against that database too.
 # Every wait is bounded (timeout(1) or a counted loop); nothing asserts on how long
-# something took, only on what happened and in which order.
+# something took, only on what happened and in which order, apart from the lock-delay,
+# whose point is a time (checked with a second of slack).
 set -uo pipefail
 
 distlock=$1
@@ -172,11 +173,40 @@ wait "$one"
 wait "$two"
 check "the second leads once the first exits, with a larger epoch" test "$(cat "$work/two")" -gt "$(cat "$work/one")"
 
-# --- --lock-delay: Redis keeps none (yet): refused before any I/O, saying why. The
-# tool's lock-delay end to end runs on ZooKeeper (test/cli/stores.cpp).
-err=$(dl run --store "$store" --ttl 1s --lock-delay 1s calm -- true 2>&1)
-check "--lock-delay on a store that keeps none is a usage error" test $? -eq 2
-check "... that says why" matches "$err" "keeps no lock-delay"
+# --- --lock-delay: a holder killed without releasing keeps the lock from everyone until
+# the delay after its lease ran out, and no longer; a normal exit releases at once.
+check "--lock-delay: a run that exits normally" dl run --store "$store" --ttl 2s --lock-delay 2s calm -- true
+check "... releases at once: the next try takes the lock" dl try --store "$store" calm
+"$distlock" run --store "$store" --ttl 2s --lock-delay 2s delayed -- \
+  sh -c 'echo $$ > "$0/delayed.pid"; exec sleep 61.5' "$work" &
+delayed=$!
+pids+=("$delayed")
+eventually test -s "$work/delayed.pid"
+pids+=("$(cat "$work/delayed.pid")")
+killed_at=$(date +%s%3N) # before the kill: the lease runs out no earlier
+kill -KILL "$delayed"     # distlock itself dies without releasing; the lock runs out in its TTL
+wait "$delayed" 2>/dev/null
+kill -KILL "$(cat "$work/delayed.pid")" 2>/dev/null
+dl try --store "$store" delayed 2>/dev/null
+check "right after the kill the lock is not free (held, then in its lock-delay)" test $? -eq 3
+json=""
+delay_ms=""
+for _ in $(seq 200); do # until the lease has run out and a try hears the delay
+  json=$(dl try --json --store "$store" delayed 2>/dev/null)
+  if [[ $json =~ \"lock_delay_ms\":([0-9]+) ]]; then
+    delay_ms=${BASH_REMATCH[1]}
+    break
+  fi
+  sleep 0.05
+done
+tombstone_end=$(($(date +%s%3N) + ${delay_ms:-0})) # no earlier than the server's end
+check "once the lease ran out, a try is refused for the lock-delay, saying how long" test -n "$delay_ms"
+check "... no longer than the delay" test "${delay_ms:-9999}" -le 2000
+dl run --store "$store" --wait 20s delayed -- sh -c 'date +%s%3N > "$0/granted"' "$work"
+check "a waiting run is granted" test $? -eq 0
+granted=$(cat "$work/granted" 2>/dev/null || echo 0)
+check "... not before the delay after the kill" test "$granted" -ge $((killed_at + 2000))
+check "... and within a second of the lock-delay's end" test "$granted" -le $((tombstone_end + 1000))
 
 # --- release --owner: an operator clears the lock of a holder that vanished.
 "$distlock" run --store "$store" -v --ttl 60s orphan -- sleep 61.25 2>"$work/orphan.err" &

@@ -25,15 +25,15 @@ namespace {
 using namespace std::chrono_literals;
 namespace dl = distlock;
 
-// Whether `server` keeps a key of `resource` alone: its lock, a fair queue's keys or
-// its shared holders and writer's intent (its fence key is its hash slot's, shared
-// by every resource of the slot).
+// Whether `server` keeps a key of `resource` alone: its lock, a fair queue's keys,
+// its shared holders and writer's intent, or a lock-delay's mark (its fence key is
+// its hash slot's, shared by every resource of the slot).
 bool remembers(const test::redis_server& server, std::string_view resource)
 {
     asio::io_context io;
     dl::redis::store probe{io, server.config()};
     for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource),
-                            probe.sharers_key(resource), probe.intent_key(resource)})
+                            probe.sharers_key(resource), probe.intent_key(resource), probe.delay_key(resource)})
         if (test::exists(io, server.config(), key))
             return true;
     return false;
@@ -229,7 +229,8 @@ struct redis_plain : redis_one_server {
         asio::io_context io;
         dl::redis::store probe{io, plain(server.config())};
         return test::exists(io, server.config(), std::string{resource}) ||
-               test::exists(io, server.config(), probe.holder_key(resource));
+               test::exists(io, server.config(), probe.holder_key(resource)) ||
+               test::exists(io, server.config(), probe.delay_key(resource));
     }
     void end_lock(const dl::lease& l)
     {
@@ -434,7 +435,7 @@ struct redis_cluster {
         asio::io_context probe_io;
         dl::redis::store probe{probe_io, cluster.config()};
         for (const auto& key : {probe.lock_key(resource), probe.queue_key(resource), probe.offers_key(resource),
-                                probe.sharers_key(resource), probe.intent_key(resource)})
+                                probe.sharers_key(resource), probe.intent_key(resource), probe.delay_key(resource)})
             if (test::exists(probe_io, cluster.config(), key))
                 return true;
         return false;

@@ -57,21 +57,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Redis: one key per (prefix, resource, kind), whatever the bytes.
     using distlock::redis::detail::key_layout;
     const key_layout a{prefix_a, in.hash_tags}, b{prefix_b, in.hash_tags};
-    for (const std::string_view kind : {"lock", "queue", "offers", "released", "sharers", "intent", "leader"})
+    for (const std::string_view kind : {"lock", "queue", "offers", "released", "sharers", "intent", "leader", "delay"})
         check(same == (a.key(resource_a, kind) == b.key(resource_b, kind)));
     check(a.key(resource_a, "lock") != b.key(resource_b, "queue"));
     check(same == (a.leader_key(resource_a) == b.leader_key(resource_b)));
     check(a.leader_key(resource_a) != b.lock_key(resource_b));
+    check(same == (a.delay_key(resource_a) == b.delay_key(resource_b)));
+    check(a.delay_key(resource_a) != b.lock_key(resource_b));
     // The plain layout's keys beside an id (an election's value among them): one per
     // (prefix, resource, kind), in the id's slot, and never an id distlock takes.
     const key_layout pa{prefix_a, in.hash_tags, true}, pb{prefix_b, in.hash_tags, true};
-    for (const std::string_view kind : {"holder", "released", "leader"})
+    for (const std::string_view kind : {"holder", "released", "leader", "delay"})
         check(same == (pa.beside(resource_a, kind) == pb.beside(resource_b, kind)));
     check(same == (pa.leader_key(resource_a) == pb.leader_key(resource_b)));
     check(pa.leader_key(resource_a) != pb.beside(resource_b, "holder"));
     check(pa.reserved(pa.leader_key(resource_a)));
     check(distlock::redis::detail::hash_slot(pa.leader_key(resource_a)) == distlock::redis::detail::hash_slot(resource_a));
     check(pa.resource_beside(pa.leader_key(resource_a), "leader") == std::optional<std::string>{resource_a});
+    check(pa.reserved(pa.delay_key(resource_a)));
+    check(distlock::redis::detail::hash_slot(pa.delay_key(resource_a)) == distlock::redis::detail::hash_slot(resource_a));
 
     // etcd: under one prefix, queue prefixes are distinct and none contains another.
     const auto qa = distlock::etcd::detail::queue_prefix(prefix_a, resource_a);

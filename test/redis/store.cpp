@@ -1,5 +1,6 @@
 // The Redis store against a real redis-server: locking, fencing, notifications,
 // bad input, one-round-trip multi-lock, fenced writes.
+#include "eventually.hpp"
 #include "redis_support.hpp"
 
 #include <algorithm>
@@ -2421,5 +2422,105 @@ TEST_CASE("redis plain: an election's value beside the id's lock, in its slot; a
         auto posing = co_await store.proclaim("vote:p", dl::owner_token::from_hex("0123456789abcdef0123456789abcdef"),
                                               fence.value(), "v");
         CHECK(posing.error() == dl::errc::not_owner);
+    });
+}
+
+namespace {
+// A key's PTTL on `store`'s server (-2: no such key).
+asio::awaitable<std::int64_t> pttl_of(dl::redis::store& store, std::string key)
+{
+    auto left = co_await store.execute("PTTL", key);
+    REQUIRE(left);
+    co_return left.value().integer;
+}
+} // namespace
+
+TEST_CASE("redis lock-delay: the mark beside the lock follows its lease, goes with a release, and is the tombstone "
+          "once the lock ran out or was revoked",
+          "[redis][lock-delay]")
+{
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string id = "ledger";
+        const auto owner = dl::owner_token::generate();
+        const auto other = dl::owner_token::generate();
+        // Only the grant itself is marked: not a free lock, another owner, another token.
+        auto unheld = co_await store.arm_delay(id, owner, 1, 1s);
+        CHECK(unheld.error() == dl::errc::not_owner);
+        auto fence = co_await store.put_if_absent(id, owner, 10s);
+        REQUIRE(fence);
+        auto foreign = co_await store.arm_delay(id, other, fence.value(), 1s);
+        CHECK(foreign.error() == dl::errc::not_owner);
+        auto stale = co_await store.arm_delay(id, owner, fence.value() - 1, 1s);
+        CHECK(stale.error() == dl::errc::not_owner);
+        auto zero = co_await store.arm_delay(id, owner, fence.value(), 0s);
+        CHECK(zero.error() == dl::errc::invalid_argument);
+        const auto no_mark = co_await pttl_of(store, store.delay_key(id));
+        CHECK(no_mark == -2);
+
+        // Marked: the mark ends the delay after the lock, and follows an extension.
+        auto armed = co_await store.arm_delay(id, owner, fence.value(), 1s);
+        REQUIRE(armed);
+        auto left = co_await pttl_of(store, store.delay_key(id));
+        CHECK(left > 10000);
+        CHECK(left <= 11000);
+        auto extended = co_await store.extend(id, owner, 600ms);
+        REQUIRE(extended);
+        left = co_await pttl_of(store, store.delay_key(id));
+        CHECK(left > 1000);
+        CHECK(left <= 1600);
+
+        // The lock runs out: every acquisition is refused until the delay has passed,
+        // answered with its end, by the server's clock.
+        (void)co_await eventually("the lock ran out", [&] { return !holds(server, id); }, long_enough());
+        const auto asked = dl::clock::now();
+        auto delayed = co_await store.put_if_absent_answer(id, other, 10s);
+        REQUIRE(delayed);
+        CHECK(delayed.value().is_delayed());
+        REQUIRE(delayed.value().not_before());
+        CHECK(*delayed.value().not_before() > asked);
+        CHECK(*delayed.value().not_before() <= asked + 1s);
+        auto refused = co_await store.put_if_absent(id, other, 10s);
+        CHECK(refused.error() == dl::errc::lock_delayed);
+        asio::steady_timer t{co_await asio::this_coro::executor,
+                             std::chrono::ceil<std::chrono::milliseconds>(*delayed.value().not_before() -
+                                                                          dl::clock::now())};
+        co_await t.async_wait(asio::use_awaitable);
+        // Measured from the request, the end comes no later than the server's: a try
+        // then may be told the few milliseconds left, and is granted after them.
+        auto next = co_await store.put_if_absent(id, other, 10s);
+        for (int tries = 0; !next && next.error() == dl::errc::lock_delayed && tries < 100; ++tries) {
+            CHECK(dl::clock::now() < *delayed.value().not_before() + 500ms);
+            asio::steady_timer again{co_await asio::this_coro::executor, 5ms};
+            co_await again.async_wait(asio::use_awaitable);
+            next = co_await store.put_if_absent(id, other, 10s);
+        }
+        REQUIRE(next);
+        CHECK(next.value() > fence.value());
+
+        // A release deletes the mark with the lock: no delay.
+        auto marked = co_await store.arm_delay(id, other, next.value(), 1s);
+        REQUIRE(marked);
+        auto released = co_await store.release(id, other);
+        REQUIRE(released);
+        const auto mark_gone = co_await pttl_of(store, store.delay_key(id));
+        CHECK(mark_gone == -2);
+        auto at_once = co_await store.put_if_absent(id, owner, 10s);
+        REQUIRE(at_once);
+
+        // A revoke ends a marked grant as an expiry does: the tombstone, from now.
+        auto marked_again = co_await store.arm_delay(id, owner, at_once.value(), 1s);
+        REQUIRE(marked_again);
+        auto revoked = co_await store.revoke(id, at_once.value());
+        REQUIRE(revoked);
+        CHECK_FALSE(holds(server, id));
+        left = co_await pttl_of(store, store.delay_key(id));
+        CHECK(left > 0);
+        CHECK(left <= 1000);
+        auto after_revoke = co_await store.put_if_absent_answer(id, other, 10s);
+        REQUIRE(after_revoke);
+        CHECK(after_revoke.value().is_delayed());
     });
 }

@@ -101,3 +101,24 @@ TEST_CASE("redis keys: an election's value lives beside its lock, in its slot, i
         }
     }
 }
+
+TEST_CASE("redis keys: a lock-delay's mark lives beside its lock, in its slot, in both layouts", "[redis_keys]")
+{
+    using distlock::redis::detail::hash_slot;
+    CHECK(key_layout{"distlock", false}.delay_key("ledger") == "distlock:{#ledger}:delay");
+    for (const bool tags : {false, true}) {
+        const key_layout keys{"app", tags};
+        const key_layout plain{"app", tags, true};
+        for (const std::string id : {"ledger", "{user7}:cart", "a%{b}", "x{}y"}) {
+            // The scripts name it in their arguments: only its slot makes it reachable.
+            const auto k = keys.delay_key(id);
+            CHECK(hash_slot(k) == hash_slot(keys.lock_key(id)));
+            CHECK(keys.resource_of(k, "delay") == id);
+            CHECK_FALSE(keys.resource_of(k, "lock"));
+            const auto p = plain.delay_key(id);
+            CHECK(hash_slot(p) == hash_slot(id));
+            CHECK(plain.resource_beside(p, "delay") == id);
+            CHECK(plain.reserved(p));
+        }
+    }
+}

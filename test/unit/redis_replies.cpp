@@ -200,3 +200,40 @@ TEST_CASE("redis replies: shared grants' {1, fence[, slot]}, {0, pttl} and {-1, 
                           array({integer(1), integer(7), integer(0), integer(0)})})
         CHECK(replies::answered_shared(v, sent, 3).error() == dl::errc::protocol_error);
 }
+
+TEST_CASE("redis replies: a lock-delay's {3, ms} from every acquiring script", "[redis_replies]")
+{
+    const auto sent = dl::clock::now();
+    // The fence-only primitive: errc::lock_delayed, and how long.
+    std::optional<dl::duration> delayed_for;
+    CHECK(replies::acquired(array({integer(3), integer(1200)}), nullptr, &delayed_for).error() ==
+          dl::errc::lock_delayed);
+    CHECK(delayed_for == std::chrono::milliseconds{1200});
+    // An answer: delayed until the tombstone's end, measured from the request, for a
+    // mutex, a fair waiter, a reader and a writer alike.
+    const auto owner = dl::owner_token::generate();
+    for (const auto& a : {replies::answered(array({integer(3), integer(1200)}), sent),
+                          replies::answered_fair(array({integer(3), integer(1200)}), sent, owner, std::chrono::seconds{10}),
+                          replies::answered_shared(array({integer(3), integer(1200)}), sent, 0),
+                          replies::answered_shared(array({integer(3), integer(1200)}), sent, 2)}) {
+        REQUIRE(a);
+        CHECK_FALSE(a.value().is_granted());
+        CHECK(a.value().is_delayed());
+        CHECK(a.value().not_before() == sent + std::chrono::milliseconds{1200});
+    }
+    // A set: {3, index, ms}, the index within the set.
+    CHECK(replies::acquired_all(array({integer(3), integer(2), integer(500)}), 3).error() == dl::errc::lock_delayed);
+    // Shapes no script answers: no time left, a time that is not an integer, an extra
+    // element; for a set, an index outside it or a missing time.
+    for (const auto& v : {array({integer(3), integer(0)}), array({integer(3), integer(-2)}),
+                          array({integer(3), bulk("1200")}), array({integer(3), integer(5), integer(1)}),
+                          array({integer(3)})}) {
+        CHECK(replies::acquired(v).error() == dl::errc::protocol_error);
+        CHECK(replies::answered(v, sent).error() == dl::errc::protocol_error);
+        CHECK(replies::answered_shared(v, sent, 0).error() == dl::errc::protocol_error);
+    }
+    for (const auto& v : {array({integer(3), integer(0), integer(500)}), array({integer(3), integer(4), integer(500)}),
+                          array({integer(3), integer(1), integer(0)}), array({integer(3), integer(1)}),
+                          array({integer(3), integer(1), bulk("500")})})
+        CHECK(replies::acquired_all(v, 3).error() == dl::errc::protocol_error);
+}

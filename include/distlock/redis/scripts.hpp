@@ -32,6 +32,11 @@
 //                          election, which each term's proclaim overwrites. It is
 //                          read as the leader's value only while the lock is the
 //                          grant with that token
+//   E(P):{#E(R)}:delay     a lock-delay's mark (lock_options::lock_delay), then its
+//                          tombstone: "<owner>:<fencing token>:<delay ms>" of the
+//                          grant it marks, expiring the delay after that grant's
+//                          lock (delay_lua below). Its name is passed as an
+//                          argument, never as a key
 //   E(P):{S}:fence         the last fencing token granted to a resource of the slot
 //                          whose tag is S (detail::slot_tags: '$' and up to three
 //                          letters or digits): an integer that only grows, without a
@@ -58,6 +63,8 @@
 //                              token; a lock with none is a foreign holder's
 //   E(P):{S}:released:E(R)     the channel a distlock release publishes on; other
 //                              clients publish nothing, so waiters also poll
+//   E(P):{S}:delay:E(R)        a lock-delay's mark, as E(P):{#E(R)}:delay above
+//                              (other Redlock clients do not honour it)
 //   E(P):{S}:leader:E(R)       an election's value, as E(P):{#E(R)}:leader above:
 //                              proclaimed only by a distlock grant (its holder key
 //                              names its token), so never a foreign holder's
@@ -211,6 +218,82 @@ local function deadline_of(entry)
 end
 )lua";
 
+// The lock-delay (docs/lock_delay.md). A grant asked for with one is marked right
+// after it is made (arm_delay): its mark, "<owner>:<token>:<delay ms>", expires the
+// delay after the grant's lock (PEXPIRE with the lock's time left plus the delay,
+// moved with each extension), and a release deletes it with the lock. So when the
+// lock key is gone without a release (its TTL ran out, it was revoked), what is left
+// of the mark is the tombstone, and every acquiring script that finds the lock free
+// refuses the grant while it lasts, answering the milliseconds left.
+//
+// The mark's key is in the lock's slot, but its name is an argument, never one of
+// KEYS: while a Redis Cluster slot migrates, a script that declares a key the node
+// does not have is refused (TRYAGAIN), and a resource usually has no mark. It is
+// read and written through redis.pcall: a node that no longer has it (moved to the
+// slot's new node mid-migration) answers an error, which reads as no mark, so a
+// tombstone can be missed while its slot migrates.
+//
+// tombstone_left(mark): the milliseconds left of the tombstone (call it once the
+// lock key is known to be gone), nil when none lasts. A mark with more than its
+// delay left (or no expiry) belongs to a grant whose lock went before its time
+// without a release (deleted by hand, evicted): its tombstone counts from now.
+// follow_lease(mark, owner, ttl): `owner`'s mark follows its lock extended to `ttl`
+// ms. drop_mark(mark): a release's, with its lock.
+inline constexpr char delay_lua[] = R"lua(
+local function mark_delay(entry)
+  return type(entry) == 'string' and tonumber(string.match(entry, '^%x+:%d+:(%d+)$')) or nil
+end
+local function tombstone_left(mark)
+  if not mark then
+    return nil
+  end
+  local delay = mark_delay(redis.pcall('GET', mark))
+  local left = delay and redis.pcall('PTTL', mark)
+  if type(left) ~= 'number' or left == -2 then
+    return nil
+  end
+  if left == -1 or left > delay then
+    if type(redis.pcall('PEXPIRE', mark, delay)) ~= 'number' then
+      return nil
+    end
+    left = delay
+  end
+  -- A PTTL of 0 is a key in its last millisecond, which still refuses.
+  return math.max(left, 1)
+end
+local function follow_lease(mark, owner, ttl)
+  local entry = redis.pcall('GET', mark)
+  local delay = mark_delay(entry)
+  if delay and string.sub(entry, 1, #owner + 1) == owner .. ':' then
+    redis.pcall('PEXPIRE', mark, tonumber(ttl) + delay)
+  end
+end
+local function drop_mark(mark)
+  redis.pcall('DEL', mark)
+end
+)lua";
+
+// arm(lock_key, mark, owner, token, delay): marks the grant whose lock is `lock_key`
+// (checked by the caller) for a lock-delay of `delay` ms; an error reply when the
+// mark cannot be written (the slot migrates), so that the grant is given back
+// rather than handed out unmarked. After fence_lua (quoted) and delay_lua.
+inline constexpr char arm_lua[] = R"lua(
+local function arm(lock_key, mark, owner, token, delay)
+  local pttl = redis.call('PTTL', lock_key)
+  local entry = owner .. ':' .. token .. ':' .. delay
+  local written
+  if pttl > 0 then
+    written = redis.pcall('SET', mark, entry, 'PX', pttl + tonumber(delay))
+  else
+    written = redis.pcall('SET', mark, entry)
+  end
+  if type(written) == 'table' and written.err then
+    return {err = 'ERR distlock: the lock-delay mark ' .. quoted(mark) .. ' was not written: ' .. quoted(written.err)}
+  end
+  return 1
+end
+)lua";
+
 // Commands over many keys of one slot, 1,000 keys a call (Lua's unpack() has a
 // limit): how the scripts over a set make a few calls instead of one per key.
 inline constexpr char set_lua[] = R"lua(
@@ -234,9 +317,13 @@ local function mget(keys)
 end
 )lua";
 
-inline constexpr auto acquire = join(fence_lua, R"lua(
+inline constexpr auto acquire = join(fence_lua, delay_lua, R"lua(
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
+end
+local delayed = tombstone_left(ARGV[3])
+if delayed then
+  return {3, delayed}
 end
 local fence, text = fences_after({KEYS[2]})
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
@@ -248,13 +335,19 @@ return {1, fence}
 // for the whole set, above every fence key the set hashes to, and one write per lock
 // plus one MSET of those keys: the locks of a set are granted together, so they share
 // their token (each resource's own tokens still grow).
-inline constexpr auto acquire_all = join(fence_lua, set_lua, R"lua(
+inline constexpr auto acquire_all = join(fence_lua, set_lua, delay_lua, R"lua(
 local n = tonumber(ARGV[3])
 if any_exists(KEYS, n) then
   for i = 1, n do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       return {0, i, redis.call('PTTL', KEYS[i])}
     end
+  end
+end
+for i = 1, n do
+  local delayed = tombstone_left(ARGV[3 + i])
+  if delayed then
+    return {3, i, delayed}
   end
 end
 local fence_keys = {}
@@ -277,7 +370,7 @@ return {1, fence}
 // A PUBLISH reaches only those subscribed as it runs, and the script runs whole, so
 // publishing only where the count finds a listener loses no one (distlock's waiters
 // subscribe to the channel itself, never by pattern, which the count would miss).
-inline constexpr auto release_all = join(owns_lua, set_lua, R"lua(
+inline constexpr auto release_all = join(owns_lua, set_lua, delay_lua, R"lua(
 local owners = mget(KEYS)
 local sharded = ARGV[2] == '1'
 local out, mine, channels = {}, {}, {}
@@ -285,6 +378,7 @@ for i = 1, #KEYS do
   if owns(owners[i], ARGV[1]) then
     mine[#mine + 1] = KEYS[i]
     channels[#channels + 1] = ARGV[i + 2]
+    drop_mark(ARGV[#KEYS + i + 2])
     out[i] = 1
   else
     out[i] = 0
@@ -311,9 +405,10 @@ store_fences({KEYS[1]}, text)
 return fence
 )lua");
 
-inline constexpr auto extend = join(owns_lua, R"lua(
+inline constexpr auto extend = join(owns_lua, delay_lua, R"lua(
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  follow_lease(ARGV[3], ARGV[1], ARGV[2])
   return 1
 end
 return 0
@@ -321,9 +416,10 @@ return 0
 
 // A Redis Cluster (ARGV[3] '1') publishes on a shard channel in the lock's slot, heard
 // by SSUBSCRIBE on the slot's primary only.
-inline constexpr auto release = join(owns_lua, R"lua(
+inline constexpr auto release = join(owns_lua, delay_lua, R"lua(
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1])
+  drop_mark(ARGV[4])
   redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
   return 1
 end
@@ -345,7 +441,9 @@ return 0
 // resource's channel, ':', the id of the head's store; the offer also holds its TTL,
 // try, and when), the token to hand it the lock with. A head that does not listen
 // (its process is gone, or lost its subscription) is not handed a lock it could not
-// learn of: it takes its turn by asking, or loses its place at its deadline.
+// learn of: it takes its turn by asking, or loses its place at its deadline. Nor is
+// a head handed the lock while `mark` (when given) is a lock-delay's tombstone: it
+// asks, and hears the delay.
 //
 // give_turn: hands the lock to that head (as owner: its id), taking it out of line,
 // and tells it on its store's channel: "<id>:<try>:<token>:<us since the try>", which
@@ -357,7 +455,7 @@ return 0
 // is published for whoever listens on the resource's channel (as the plain release
 // does); a head that does not listen is told nothing and takes its turn by asking.
 //
-// After fence_lua and offer_lua.
+// After fence_lua, offer_lua and delay_lua.
 inline constexpr char fair_queue_lua[] = R"lua(
 local lock_key, fence_key, queue, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local function clock_us()
@@ -385,12 +483,15 @@ local function live_head(now_ms)
     leave_line({head})
   end
 end
-local function next_turn(channel, sharded, now_us)
+local function next_turn(channel, sharded, now_us, mark)
   local head, entry = live_head(math.floor(now_us / 1000))
   if not head then
     return nil
   end
   local turn = {head = head}
+  if tombstone_left(mark) then
+    return turn
+  end
   local ttl, try, since, listener = string.match(entry, '^%d+:(%d+):(%d+):(%d+):(%x+)$')
   if ttl then
     turn.channel = channel .. ':' .. listener
@@ -427,24 +528,27 @@ end
 // when it joins): the queue is read only when the lock is free. A lock handed to the
 // waiter (its id as owner) is answered {2, token, pttl}. A waiter that joins after
 // its deadline passed queues again at the back, as one that was forgotten would.
-inline constexpr auto acquire_fair = join(fence_lua, owns_lua, offer_lua, fair_queue_lua, R"lua(
+inline constexpr auto acquire_fair = join(fence_lua, owns_lua, offer_lua, delay_lua, fair_queue_lua, R"lua(
 local waiter = ARGV[3]
 local value = redis.call('GET', lock_key)
 if owns(value, waiter) then
   return {2, tonumber(string.sub(value, #waiter + 2)) or 0, redis.call('PTTL', lock_key)}
 end
-local now_us
+local now_us, delayed
 if not value then
   now_us = clock_us()
   local head = live_head(math.floor(now_us / 1000))
   if head == nil or head == waiter then
-    local fence, text = fences_after({fence_key}, now_us)
-    if head then
-      leave_line({waiter})
+    delayed = tombstone_left(ARGV[8])
+    if not delayed then
+      local fence, text = fences_after({fence_key}, now_us)
+      if head then
+        leave_line({waiter})
+      end
+      redis.call('SET', lock_key, ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+      store_fences({fence_key}, text)
+      return {1, fence}
     end
-    redis.call('SET', lock_key, ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-    store_fences({fence_key}, text)
-    return {1, fence}
   end
 end
 if ARGV[6] == '1' then
@@ -458,13 +562,17 @@ if ARGV[6] == '1' then
   redis.call('PEXPIRE', queue, ARGV[4])
   redis.call('PEXPIRE', offers, ARGV[4])
 end
+if delayed then
+  return {3, delayed}
+end
 return {0, value and redis.call('PTTL', lock_key) or -2}
 )lua");
 
-inline constexpr auto release_fair = join(fence_lua, owns_lua, offer_lua, fair_queue_lua, R"lua(
+inline constexpr auto release_fair = join(fence_lua, owns_lua, offer_lua, delay_lua, fair_queue_lua, R"lua(
 if not owns(redis.call('GET', lock_key), ARGV[1]) then
   return 0
 end
+drop_mark(ARGV[4])
 free_lock(ARGV[2], ARGV[3])
 return 1
 )lua");
@@ -473,8 +581,11 @@ return 1
 // fence: exact for every token a grant carries (below 2^53); a token 0 (unknown)
 // names no grant, nor does a fence past 2^53. The rest is release_fair's, so that a
 // revoked lock's waiters hear exactly what a release tells them: on a resource no one
-// queues for, 'released' on its channel.
-inline constexpr auto revoke = join(fence_lua, holder_lua, offer_lua, fair_queue_lua, R"lua(
+// queues for, 'released' on its channel. A grant marked for a lock-delay ends as an
+// expiry would (its holder may still have writes in flight): its lock goes, its mark
+// is left as the tombstone (from now), no one is handed the lock, and the waiters on
+// the resource's channel are woken to hear the delay.
+inline constexpr auto revoke = join(fence_lua, holder_lua, offer_lua, delay_lua, fair_queue_lua, R"lua(
 local value = redis.call('GET', lock_key)
 if not value then
   return 0
@@ -483,18 +594,30 @@ local _, token = holder_of(value)
 if token == 0 or string.format('%d', token) ~= ARGV[1] then
   return 0
 end
+if mark_delay(redis.pcall('GET', ARGV[4])) then
+  redis.call('DEL', lock_key)
+  tombstone_left(ARGV[4])
+  redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
+  return 1
+end
 free_lock(ARGV[2], ARGV[3])
 return 1
 )lua");
 
-inline constexpr auto leave_queue = join(fence_lua, owns_lua, offer_lua, fair_queue_lua, R"lua(
+// A lock handed to the waiter and given back is released: its mark goes with it. A
+// head that leaves a free lock in its lock-delay passes nothing on: the next head
+// hears of the delay when it asks.
+inline constexpr auto leave_queue = join(fence_lua, owns_lua, offer_lua, delay_lua, fair_queue_lua, R"lua(
 local waiter = ARGV[1]
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 leave_line({waiter})
 local value = redis.call('GET', lock_key)
 local handed = owns(value, waiter)
 if handed or (head == waiter and not value) then
-  local turn = next_turn(ARGV[2], ARGV[3], clock_us())
+  if handed then
+    drop_mark(ARGV[4])
+  end
+  local turn = next_turn(ARGV[2], ARGV[3], clock_us(), ARGV[4])
   if handed then
     redis.call('DEL', lock_key)
   end
@@ -608,7 +731,7 @@ end
 // clients that disagree on N get an error, never a mix. An owner that holds already
 // (a try whose reply was lost, asked again) keeps its permit's number. A reader is
 // refused while a writer's intent lives; a permit is not (a semaphore has no writers).
-inline constexpr auto put_shared = join(fence_lua, shared_lua, R"lua(
+inline constexpr auto put_shared = join(fence_lua, delay_lua, shared_lua, R"lua(
 local owner, ttl, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now_us = clock_us()
 local now_ms = math.floor(now_us / 1000)
@@ -621,6 +744,11 @@ local pttl = redis.call('PTTL', lock_key)
 if pttl ~= -2 then
   tidy(s)
   return {0, pttl}
+end
+local delayed = tombstone_left(ARGV[4])
+if delayed then
+  tidy(s)
+  return {3, delayed}
 end
 local slot = 0
 if permits == 0 then
@@ -661,8 +789,9 @@ return {1, fence, slot}
 
 // Granted when no one holds and no other waiter's intent lives (the waiter's own
 // goes with the grant); else the waiter takes the intent, or renews its own, for the
-// TTL. A semaphore's holders ({-1, N}) are refused: it has no writers.
-inline constexpr auto put_exclusive = join(fence_lua, shared_lua, R"lua(
+// TTL. A semaphore's holders ({-1, N}) are refused: it has no writers. In the
+// resource's lock-delay the waiter takes the intent as when held, answered {3, ms}.
+inline constexpr auto put_exclusive = join(fence_lua, delay_lua, shared_lua, R"lua(
 local waiter, owner, ttl = ARGV[1], ARGV[2], ARGV[3]
 local now_us = clock_us()
 local s = sharers_at(math.floor(now_us / 1000))
@@ -673,27 +802,35 @@ end
 local waiting = redis.call('GET', intent)
 local other_waits = waiting and waiting ~= waiter
 local pttl = redis.call('PTTL', lock_key)
+local delayed
 if not other_waits and pttl == -2 and s.count == 0 then
-  local fence, text = fences_after({fence_key}, now_us)
-  tidy(s)
-  if waiting then
-    redis.call('DEL', intent)
+  delayed = tombstone_left(ARGV[4])
+  if not delayed then
+    local fence, text = fences_after({fence_key}, now_us)
+    tidy(s)
+    if waiting then
+      redis.call('DEL', intent)
+    end
+    redis.call('SET', lock_key, owner .. ':' .. text, 'PX', ttl)
+    store_fences({fence_key}, text)
+    return {1, fence}
   end
-  redis.call('SET', lock_key, owner .. ':' .. text, 'PX', ttl)
-  store_fences({fence_key}, text)
-  return {1, fence}
 end
 tidy(s)
 if not other_waits then
   redis.call('SET', intent, waiter, 'PX', ttl)
 end
+if delayed then
+  return {3, delayed}
+end
 return {0, pttl}
 )lua");
 
-inline constexpr auto extend_shared = join(owns_lua, shared_lua, R"lua(
+inline constexpr auto extend_shared = join(owns_lua, delay_lua, shared_lua, R"lua(
 local owner = ARGV[1]
 if owns(redis.call('GET', lock_key), owner) then
   redis.call('PEXPIRE', lock_key, ARGV[2])
+  follow_lease(ARGV[3], owner, ARGV[2])
   return 1
 end
 local now_ms = math.floor(clock_us() / 1000)
@@ -710,10 +847,11 @@ return 1
 )lua");
 
 // The last holder to go takes the count N with it (tidy).
-inline constexpr auto release_shared = join(owns_lua, shared_lua, R"lua(
+inline constexpr auto release_shared = join(owns_lua, delay_lua, shared_lua, R"lua(
 local owner = ARGV[1]
 if owns(redis.call('GET', lock_key), owner) then
   redis.call('DEL', lock_key)
+  drop_mark(ARGV[4])
   announce(ARGV[2], ARGV[3])
   return 1
 end
@@ -742,8 +880,9 @@ return 1
 )lua");
 
 // The writer becomes a reader with its token and its time left, in one step: no
-// writer comes between, and readers waiting are woken to come in beside it.
-inline constexpr auto downgrade = join(fence_lua, owns_lua, holder_lua, shared_lua, R"lua(
+// writer comes between, and readers waiting are woken to come in beside it. Its
+// exclusive grant ends by its owner's act, as by a release: its lock-delay mark goes.
+inline constexpr auto downgrade = join(fence_lua, owns_lua, holder_lua, delay_lua, shared_lua, R"lua(
 local owner = ARGV[1]
 local value = redis.call('GET', lock_key)
 if not owns(value, owner) then
@@ -755,6 +894,7 @@ local now_ms = math.floor(clock_us() / 1000)
 local s = sharers_at(now_ms)
 tidy(s)
 redis.call('DEL', lock_key)
+drop_mark(ARGV[4])
 s.live[owner] = {expires = now_ms + math.max(pttl, 0), slot = 0, token = string.format('%d', token)}
 redis.call('HSET', sharers, owner, entry_of(s.live[owner]), 'permits', '0')
 keep_until(s.live)
@@ -841,9 +981,13 @@ local function holder_token(holder_key, value)
 end
 )lua";
 
-inline constexpr auto acquire_plain = join(fence_lua, R"lua(
+inline constexpr auto acquire_plain = join(fence_lua, delay_lua, R"lua(
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
+end
+local delayed = tombstone_left(ARGV[3])
+if delayed then
+  return {3, delayed}
 end
 local fence, text = fences_after({KEYS[2]})
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -852,25 +996,27 @@ store_fences({KEYS[2]}, text)
 return {1, fence}
 )lua");
 
-inline constexpr auto extend_plain = R"lua(
+inline constexpr auto extend_plain = join(delay_lua, R"lua(
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  follow_lease(ARGV[3], ARGV[1], ARGV[2])
   return 1
 end
 return 0
-)lua";
+)lua");
 
 // The holder key goes with the lock: while the lock is the owner's, no other grant
 // of distlock can have written it.
-inline constexpr auto release_plain = R"lua(
+inline constexpr auto release_plain = join(delay_lua, R"lua(
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2])
+  drop_mark(ARGV[4])
   redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
   return 1
 end
 return 0
-)lua";
+)lua");
 
 inline constexpr auto release_raising_plain = join(fence_lua, raise_fence_lua, R"lua(
 local _, higher = raised(KEYS[2], ARGV[3])
@@ -896,8 +1042,9 @@ end
 return {1, value, redis.call('PTTL', KEYS[1]), holder_token(KEYS[3], value)}
 )lua");
 
-// Only a distlock grant has a token to name, so a foreign holder is never revoked.
-inline constexpr auto revoke_plain = join(fence_lua, holder_lua, plain_lua, R"lua(
+// Only a distlock grant has a token to name, so a foreign holder is never revoked. A
+// marked grant leaves its tombstone, as revoke's does.
+inline constexpr auto revoke_plain = join(fence_lua, holder_lua, plain_lua, delay_lua, R"lua(
 local value = lock_value(KEYS[1])
 if not value then
   return 0
@@ -907,6 +1054,7 @@ if token == 0 or string.format('%d', token) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1], KEYS[3])
+tombstone_left(ARGV[4])
 redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
 return 1
 )lua");
@@ -1005,24 +1153,43 @@ out[5] = proclaimed(KEYS[3], token)
 return out
 )lua");
 
+// arm_delay: the lock must be the owner's grant with that token ("<owner>:<token>";
+// under the plain layout the lock holds the owner and the holder key the rest).
+inline constexpr auto arm_delay = join(fence_lua, delay_lua, arm_lua, R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] .. ':' .. ARGV[2] then
+  return 0
+end
+return arm(KEYS[1], ARGV[4], ARGV[1], ARGV[2], ARGV[3])
+)lua");
+
+inline constexpr auto arm_delay_plain = join(fence_lua, delay_lua, arm_lua, R"lua(
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] or redis.pcall('GET', KEYS[2]) ~= ARGV[1] .. ':' .. ARGV[2] then
+  return 0
+end
+return arm(KEYS[1], ARGV[4], ARGV[1], ARGV[2], ARGV[3])
+)lua");
+
 } // namespace detail
 
-/// KEYS: lock, fence. ARGV: owner, ttl ms. {1, fence} when acquired; {0, pttl} when
-/// held by another.
+/// KEYS: lock, fence. ARGV: owner, ttl ms, the lock-delay mark's key (delay_lua).
+/// {1, fence} when acquired; {0, pttl} when held by another; {3, ms} when free but in
+/// its lock-delay for ms more (every acquiring script answers that shape).
 inline constexpr std::string_view acquire = detail::acquire.view();
 
 /// KEYS: fence. The next fencing token, without a lock.
 inline constexpr std::string_view next_fence = detail::next.view();
 
-/// KEYS: lock. ARGV: owner, ttl ms. 1 when extended, 0 when not the owner.
+/// KEYS: lock. ARGV: owner, ttl ms, mark. 1 when extended (the owner's lock-delay
+/// mark with it), 0 when not the owner.
 inline constexpr std::string_view extend = detail::extend.view();
 
-/// KEYS: lock. ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0'.
-/// 1 when released (and published), 0 when not the owner.
+/// KEYS: lock. ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0',
+/// mark. 1 when released (and published; its lock-delay mark deleted), 0 when not the
+/// owner.
 inline constexpr std::string_view release = detail::release.view();
 
 /// KEYS: the locks of a set. ARGV: owner, '1' for shard channels (a Redis Cluster)
-/// else '0', then each lock's channel. For each lock, in order, 1 when released (and
+/// else '0', then each lock's channel, then each lock's mark. For each lock, in order, 1 when released (and
 /// published) and 0 when not the owner: the release script over a set, in one step.
 inline constexpr std::string_view release_all = detail::release_all.view();
 
@@ -1037,33 +1204,36 @@ inline constexpr std::string_view raise_fence = detail::raise.view();
 inline constexpr std::string_view release_raising = detail::release_raising.view();
 
 /// KEYS: lock1 ... lockN, then the fence keys of their slots, each once. ARGV: owner,
-/// ttl ms, N. All or nothing: {1, fence} (the set's one token), or {0, index of the
-/// held one (1-based), pttl}.
+/// ttl ms, N, then each lock's mark. All or nothing: {1, fence} (the set's one token),
+/// {0, index of the held one (1-based), pttl}, or {3, index of one in its lock-delay,
+/// ms}.
 inline constexpr std::string_view acquire_all = detail::acquire_all.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: owner, ttl ms,
 /// waiter id, queue ttl ms, try number (from '1'), join ('1': take a place in line
 /// when not granted, or keep it until now + queue ttl, and offer to take the lock
 /// for ttl when a release hands it over), listener (hex: the id of the waiter's
-/// store, whose channel hears the hand-over). Granted only when the lock is free and
+/// store, whose channel hears the hand-over), mark. Granted only when the lock is free and
 /// no one waits or the waiter is the head: {1, fence}; a lock a release handed to the
-/// waiter (held with its id as owner): {2, fence, pttl}; else {0, pttl}.
+/// waiter (held with its id as owner): {2, fence, pttl}; the waiter's turn in the
+/// resource's lock-delay: {3, ms} (its place kept when it joins); else {0, pttl}.
 inline constexpr std::string_view acquire_fair = detail::acquire_fair.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: owner, channel,
-/// sharded ('1'). Releases the owner's lock and hands it to the head waiter when the
+/// sharded ('1'), mark. Releases the owner's lock and hands it to the head waiter when the
 /// head's store listens on the channel its offer names (channel:listener), telling it
 /// there; 1 when released, 0 when not the owner.
 inline constexpr std::string_view release_fair = detail::release_fair.view();
 
 /// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: waiter id,
-/// channel, sharded. Leaves the line and gives back a lock handed to the waiter; a
+/// channel, sharded, mark. Leaves the line and gives back a lock handed to the waiter; a
 /// head that leaves a free lock passes it on to the next waiter. Returns 1.
 inline constexpr std::string_view leave_queue = detail::leave_queue.view();
 
 /// KEYS: lock, fence, queue, offers. ARGV: fence, channel, sharded ('1' for a Redis
-/// Cluster's shard channels). Frees the lock only while it is the grant with that
-/// fencing token, and passes it on as release_fair does (a listening head of the
+/// Cluster's shard channels), mark. Frees the lock only while it is the grant with that
+/// fencing token (a grant marked for a lock-delay leaves its tombstone, and the lock
+/// is handed to no one), else passes it on as release_fair does (a listening head of the
 /// queue is handed it; no one queued, 'released' is published): 1 when revoked, 0
 /// when the lock is free or another grant's, untouched.
 inline constexpr std::string_view revoke = detail::revoke.view();
@@ -1074,25 +1244,28 @@ inline constexpr std::string_view revoke = detail::revoke.view();
 /// its queue with their place still kept (-1: the queue is not one).
 inline constexpr std::string_view survey = detail::survey.view();
 
-/// shared_lease_store. KEYS (every shared script): lock, fence, sharers, intent.
-/// ARGV: owner, ttl ms, permits (0: a shared mutex's reader; N: a semaphore of N).
+/// shared_lease_store. KEYS (every shared script): lock, fence, sharers, intent; the
+/// last ARGV of each is the mark. ARGV: owner, ttl ms, permits (0: a shared mutex's
+/// reader; N: a semaphore of N), mark.
 /// {1, fence} for a reader, {1, fence, slot} for a permit (the lowest number no live
 /// holder has); {0, pttl} held (pttl: the exclusive holder's, or the first permit's
 /// to run out; -2 when a writer's intent keeps a reader out); {-1, N} refused: the
-/// holders share another count N (-1 when the store does not say).
+/// holders share another count N (-1 when the store does not say); {3, ms} in the
+/// resource's lock-delay.
 inline constexpr std::string_view put_shared = detail::put_shared.view();
 
-/// ARGV: waiter id, owner, ttl ms. {1, fence} granted; {0, pttl} held (-2: by
-/// readers, or by another waiter's intent), the waiter's intent taken or renewed
-/// unless another's lives; {-1, N} refused: a semaphore's permits are held.
+/// ARGV: waiter id, owner, ttl ms, mark. {1, fence} granted; {0, pttl} held (-2: by
+/// readers, or by another waiter's intent), or {3, ms} in the resource's lock-delay,
+/// the waiter's intent taken or renewed unless another's lives; {-1, N} refused: a
+/// semaphore's permits are held.
 inline constexpr std::string_view put_exclusive = detail::put_exclusive.view();
 
-/// ARGV: owner, ttl ms. 1 when the owner's grant, exclusive or shared, was extended;
+/// ARGV: owner, ttl ms, mark. 1 when the owner's grant, exclusive or shared, was extended;
 /// 0 when it holds none.
 inline constexpr std::string_view extend_shared = detail::extend_shared.view();
 
-/// ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0'. 1 when
-/// the owner's grant, exclusive or shared, was released (and published); 0 when it
+/// ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0', mark. 1
+/// when the owner's grant, exclusive or shared, was released (and published); 0 when it
 /// holds none.
 inline constexpr std::string_view release_shared = detail::release_shared.view();
 
@@ -1100,7 +1273,7 @@ inline constexpr std::string_view release_shared = detail::release_shared.view()
 /// there (and publishes, so readers kept out come in). Returns 1.
 inline constexpr std::string_view withdraw = detail::withdraw.view();
 
-/// ARGV: owner, channel, sharded. The exclusive holder becomes a reader with its
+/// ARGV: owner, channel, sharded, mark. The exclusive holder becomes a reader with its
 /// token and time left (and it is published): 1; 0 when it does not hold.
 inline constexpr std::string_view downgrade = detail::downgrade.view();
 
@@ -1121,18 +1294,18 @@ return {1, last}
 inline constexpr std::string_view inspect = detail::inspect.view();
 
 /// redis::dialect::plain. KEYS: lock (the resource id), fence, holder. ARGV: owner,
-/// ttl ms. As acquire: {1, fence} when acquired (the lock holds the owner alone);
+/// ttl ms, mark. As acquire: {1, fence} when acquired (the lock holds the owner alone);
 /// {0, pttl} when held, by distlock or another Redlock client.
 inline constexpr std::string_view acquire_plain = detail::acquire_plain.view();
 
-/// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, ttl ms. 1 when extended
+/// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, ttl ms, mark. 1 when extended
 /// (compare-and-pexpire), 0 when not the owner.
-inline constexpr std::string_view extend_plain = detail::extend_plain;
+inline constexpr std::string_view extend_plain = detail::extend_plain.view();
 
 /// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, channel, '1' for a shard
-/// channel (a Redis Cluster) else '0'. Compare-and-delete: 1 when released (and
+/// channel (a Redis Cluster) else '0', mark. Compare-and-delete: 1 when released (and
 /// published), 0 when not the owner.
-inline constexpr std::string_view release_plain = detail::release_plain;
+inline constexpr std::string_view release_plain = detail::release_plain.view();
 
 /// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: owner, channel, floor,
 /// sharded. release_raising under this layout.
@@ -1143,8 +1316,8 @@ inline constexpr std::string_view release_raising_plain = detail::release_raisin
 /// key that is not a string), the token 0 for a holder that is not distlock's.
 inline constexpr std::string_view inspect_plain = detail::inspect_plain.view();
 
-/// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: fence, channel, sharded. As
-/// revoke, for distlock's grants only: 1 when revoked, else 0.
+/// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: fence, channel, sharded,
+/// mark. As revoke, for distlock's grants only: 1 when revoked, else 0.
 inline constexpr std::string_view revoke_plain = detail::revoke_plain.view();
 
 /// redis::dialect::plain. KEYS: lock, holder of each resource. As survey (waiters 0),
@@ -1168,5 +1341,13 @@ inline constexpr std::string_view proclaim_plain = detail::proclaim_plain.view()
 /// redis::dialect::plain. KEYS: lock, holder, leader. As leader; the owner is the
 /// lock's value, the token 0 (and no value) for a holder that is not distlock's.
 inline constexpr std::string_view leader_plain = detail::leader_plain.view();
+
+/// lock_delay_store. KEYS: lock. ARGV: owner, token (decimal), delay ms, mark. Marks
+/// the grant when the lock is the owner's with that token: 1; else 0, nothing
+/// written. An error reply when the mark cannot be written.
+inline constexpr std::string_view arm_delay = detail::arm_delay.view();
+
+/// redis::dialect::plain. KEYS: lock, holder. ARGV and answer as arm_delay.
+inline constexpr std::string_view arm_delay_plain = detail::arm_delay_plain.view();
 
 } // namespace distlock::redis::scripts

@@ -60,8 +60,10 @@ namespace distlock::redis {
 /// Models put_if_absent_store, owner_checked_store, fencing_counter_store,
 /// release_notifying_store, inspectable_store, enumerable_store, revocable_store,
 /// shared_lease_store (a shared mutex's readers and writers, a semaphore's permits,
-/// on one server, in a cluster and behind Sentinels alike) and electing_store (an
-/// election's value beside its lock, in every layout and topology).
+/// on one server, in a cluster and behind Sentinels alike), electing_store (an
+/// election's value beside its lock, in every layout and topology) and
+/// lock_delay_store (a mark beside the lock, in every layout and topology; not
+/// through distlock::quorum: docs/redis.md, Lock-delay).
 ///
 /// \par Thread safety
 /// Safe to use from several threads: all connection state lives on a strand.
@@ -139,6 +141,9 @@ public:
     /// Where an election on `resource` keeps its leader's value ("<token>:<value>"),
     /// in its lock key's slot in either layout (scripts.hpp).
     std::string leader_key(std::string_view resource) const { return keys_.leader_key(resource); }
+    /// Where a lock-delay's mark of a grant on `resource`, then its tombstone, lives
+    /// (scripts.hpp), in its lock key's slot in either layout.
+    std::string delay_key(std::string_view resource) const { return keys_.delay_key(resource); }
 
     // -- Store primitives (distlock/store.hpp) --------------------------------------
 
@@ -156,12 +161,13 @@ public:
                 return backend::failed<fence_token>(ec);
             return replicated(resource,
                               decoded(eval(script::acquire_plain, plain_keys(resource),
-                                           strings(owner.to_hex(), millis(ttl)), diag),
+                                           strings(owner.to_hex(), millis(ttl), delay_key(resource)), diag),
                                       [](const resp::value& v) { return detail::replies::acquired(v); }),
                               diag);
         }
         return replicated(resource,
-                          decoded(eval(script::acquire, lock_and_fence_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
+                          decoded(eval(script::acquire, lock_and_fence_keys(resource),
+                                       strings(owner.to_hex(), millis(ttl), delay_key(resource)), diag),
                                   [](const resp::value& v) { return detail::replies::acquired(v); }),
                           diag);
     }
@@ -176,7 +182,7 @@ public:
         return replicated(resource,
                           decoded(eval(keys_.plain() ? script::acquire_plain : script::acquire,
                                        keys_.plain() ? plain_keys(resource) : lock_and_fence_keys(resource),
-                                       strings(owner.to_hex(), millis(ttl)), diag),
+                                       strings(owner.to_hex(), millis(ttl), delay_key(resource)), diag),
                                   [sent = clock::now()](const resp::value& v) { return detail::replies::answered(v, sent); }),
                           diag);
     }
@@ -186,9 +192,11 @@ public:
     {
         if (keys_.plain())
             return decoded(eval(script::extend_plain, strings(lock_key(resource), holder_key(resource)),
-                                strings(owner.to_hex(), millis(ttl)), diag),
+                                strings(owner.to_hex(), millis(ttl), delay_key(resource)), diag),
                            &detail::replies::owned);
-        return decoded(eval(script::extend, strings(lock_key(resource)), strings(owner.to_hex(), millis(ttl)), diag), &detail::replies::owned);
+        return decoded(eval(script::extend, strings(lock_key(resource)),
+                            strings(owner.to_hex(), millis(ttl), delay_key(resource)), diag),
+                       &detail::replies::owned);
     }
 
     awaitable<result<void>> release(std::string_view resource, const owner_token& owner, diagnostics* diag = nullptr)
@@ -196,10 +204,11 @@ public:
         // A cluster publishes on the slot's shard (SPUBLISH), heard by SSUBSCRIBE.
         if (keys_.plain())
             return decoded(eval(script::release_plain, strings(lock_key(resource), holder_key(resource)),
-                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                                strings(owner.to_hex(), channel(resource), sharded_flag(), delay_key(resource)),
+                                diag),
                            &detail::replies::owned);
         return decoded(eval(script::release, strings(lock_key(resource)),
-                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                                strings(owner.to_hex(), channel(resource), sharded_flag(), delay_key(resource)), diag),
                        &detail::replies::owned);
     }
 
@@ -309,12 +318,51 @@ public:
             if (const auto ec = refused_id(resource, diag))
                 return backend::failed<void>(ec);
             return explained(eval(script::revoke_plain, plain_keys(resource),
-                                  strings(std::to_string(fence), channel(resource), sharded_flag()), diag, true),
+                                  strings(std::to_string(fence), channel(resource), sharded_flag(),
+                                          delay_key(resource)),
+                                  diag, true),
                              &detail::replies::revoked, diag, "the revoke script answers 1 or 0");
         }
         return explained(eval(script::revoke, fair_queue_keys(resource),
-                              strings(std::to_string(fence), channel(resource), sharded_flag()), diag, true),
+                              strings(std::to_string(fence), channel(resource), sharded_flag(), delay_key(resource)),
+                              diag, true),
                          &detail::replies::revoked, diag, "the revoke script answers 1 or 0");
+    }
+
+    // -- Lock-delays (lock_delay_store, docs/lock_delay.md) ---------------------------
+
+    /// Marks the grant `owner` holds on `resource` with fencing token `fence` for a
+    /// lock-delay of `delay` (its milliseconds, rounded up), in one script: the lock is
+    /// checked to be that grant and its mark written under delay_key(), expiring
+    /// `delay` after the lock (moved with each extension); else errc::not_owner,
+    /// nothing written. A release deletes the mark with the lock; when the lock goes
+    /// otherwise (its TTL ran out, a revoke, an eviction), what is left of the mark is
+    /// the tombstone, and every acquiring script refuses the resource while it lasts
+    /// (answer::delayed, errc::lock_delayed). A delay that is not positive or beyond
+    /// max_wait, or an empty or oversized resource, is errc::invalid_argument before
+    /// any I/O. A mark that cannot be written (its slot migrating in a Redis Cluster)
+    /// is an error reply, errc::store_unavailable: the grant is given back, not handed
+    /// out unmarked.
+    awaitable<result<void>> arm_delay(std::string_view resource, const owner_token& owner, fence_token fence,
+                                      duration delay, diagnostics* diag = nullptr)
+    {
+        if (const auto ec = validate_resource(resource))
+            return backend::failed<void>(ec);
+        if (delay <= duration::zero() || delay > max_wait)
+            return backend::failed<void>(errc::invalid_argument);
+        if (fence == 0 || fence >= token_limit)
+            return backend::failed<void>(errc::not_owner);
+        if (keys_.plain()) {
+            if (const auto ec = refused_id(resource, diag))
+                return backend::failed<void>(ec);
+            return explained(eval(script::arm_delay_plain, strings(lock_key(resource), holder_key(resource)),
+                                  strings(owner.to_hex(), std::to_string(fence), millis(delay), delay_key(resource)),
+                                  diag),
+                             &detail::replies::owned, diag, "the arm_delay script answers 1 or 0");
+        }
+        return explained(eval(script::arm_delay, strings(lock_key(resource)),
+                              strings(owner.to_hex(), std::to_string(fence), millis(delay), delay_key(resource)), diag),
+                         &detail::replies::owned, diag, "the arm_delay script answers 1 or 0");
     }
 
     // -- Elections (electing_store, basic_leader_election) ---------------------------
@@ -475,7 +523,7 @@ public:
                           decoded(eval(script::acquire_fair, fair_queue_keys(resource),
                                        strings(owner.to_hex(), millis(ttl), waiter.to_hex(), millis(cfg_.queue_ttl),
                                                std::to_string(std::max<std::uint64_t>(try_number, 1)),
-                                               join ? "1" : "0", listener_.to_hex()),
+                                               join ? "1" : "0", listener_.to_hex(), delay_key(resource)),
                                        diag),
                                   [sent = clock::now(), waiter, ttl](const resp::value& v) {
                                       return detail::replies::answered_fair(v, sent, waiter, ttl);
@@ -492,7 +540,8 @@ public:
         if (keys_.plain())
             return backend::failed<void>(plain_refusal("a fair queue (acquire::fair)", diag));
         return decoded(eval(script::release_fair, fair_queue_keys(resource),
-                                strings(owner.to_hex(), channel(resource), sharded_flag()), diag, true),
+                                strings(owner.to_hex(), channel(resource), sharded_flag(), delay_key(resource)), diag,
+                                true),
                        &detail::replies::owned);
     }
 
@@ -504,7 +553,7 @@ public:
         if (keys_.plain())
             return backend::failed<void>(plain_refusal("a fair queue (acquire::fair)", diag));
         return decoded(eval(script::leave_queue, fair_queue_keys(resource),
-                               strings(waiter.to_hex(), channel(resource), sharded_flag()), diag),
+                               strings(waiter.to_hex(), channel(resource), sharded_flag(), delay_key(resource)), diag),
                        &detail::replies::done);
     }
 
@@ -558,11 +607,13 @@ public:
             return backend::failed<answer>(plain_refusal("a shared grant (a reader, a permit)", diag));
         return replicated(resource,
                           explained(eval(script::put_shared, shared_keys(resource),
-                                         strings(owner.to_hex(), millis(ttl), std::to_string(permits)), diag),
+                                         strings(owner.to_hex(), millis(ttl), std::to_string(permits),
+                                                 delay_key(resource)),
+                                         diag),
                                     [sent = clock::now(), permits, diag](const resp::value& v) {
                                         return shared_answer(v, sent, permits, false, diag);
                                     },
-                                    diag, "the put_shared script answers {1, fence[, slot]}, {0, pttl} or {-1, count}"),
+                                    diag, "the put_shared script answers {1, fence[, slot]}, {0, pttl}, {3, ms} or {-1, count}"),
                           diag);
     }
 
@@ -577,11 +628,12 @@ public:
             return backend::failed<answer>(plain_refusal("a shared mutex's writer", diag));
         return replicated(resource,
                           explained(eval(script::put_exclusive, shared_keys(resource),
-                                         strings(waiter.to_hex(), owner.to_hex(), millis(ttl)), diag),
+                                         strings(waiter.to_hex(), owner.to_hex(), millis(ttl), delay_key(resource)),
+                                         diag),
                                     [sent = clock::now(), diag](const resp::value& v) {
                                         return shared_answer(v, sent, 0, true, diag);
                                     },
-                                    diag, "the put_exclusive script answers {1, fence}, {0, pttl} or {-1, count}"),
+                                    diag, "the put_exclusive script answers {1, fence}, {0, pttl}, {3, ms} or {-1, count}"),
                           diag);
     }
 
@@ -591,7 +643,8 @@ public:
     {
         if (keys_.plain())
             return backend::failed<void>(plain_refusal("a shared grant", diag));
-        return explained(eval(script::extend_shared, shared_keys(resource), strings(owner.to_hex(), millis(ttl)), diag),
+        return explained(eval(script::extend_shared, shared_keys(resource),
+                              strings(owner.to_hex(), millis(ttl), delay_key(resource)), diag),
                          &detail::replies::owned, diag, "the extend_shared script answers 1 or 0");
     }
 
@@ -603,7 +656,7 @@ public:
         if (keys_.plain())
             return backend::failed<void>(plain_refusal("a shared grant", diag));
         return explained(eval(script::release_shared, shared_keys(resource),
-                              strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                              strings(owner.to_hex(), channel(resource), sharded_flag(), delay_key(resource)), diag),
                          &detail::replies::owned, diag, "the release_shared script answers 1 or 0");
     }
 
@@ -627,7 +680,7 @@ public:
         if (keys_.plain())
             return backend::failed<void>(plain_refusal("a shared mutex's downgrade", diag));
         return explained(eval(script::downgrade, shared_keys(resource),
-                              strings(owner.to_hex(), channel(resource), sharded_flag()), diag),
+                              strings(owner.to_hex(), channel(resource), sharded_flag(), delay_key(resource)), diag),
                          &detail::replies::owned, diag, "the downgrade script answers 1 or 0");
     }
 
@@ -659,9 +712,12 @@ public:
         slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
         for (const auto slot : slots)
             keys.push_back(keys_.fence_key_of_slot(slot));
+        auto args = strings(owner.to_hex(), millis(ttl), std::to_string(resources.size()));
+        args.reserve(3 + resources.size());
+        for (const auto& r : resources)
+            args.push_back(delay_key(r));
         return replicated(resources.front(),
-                          decoded(eval(script::acquire_all, std::move(keys),
-                                       strings(owner.to_hex(), millis(ttl), std::to_string(resources.size())), diag),
+                          decoded(eval(script::acquire_all, std::move(keys), std::move(args), diag),
                                   [count = resources.size()](const resp::value& v) {
                                       return detail::replies::acquired_all(v, count);
                                   }),
@@ -683,11 +739,13 @@ public:
         std::vector<std::string> keys;
         std::vector<std::string> args{owner.to_hex(), sharded_flag()};
         keys.reserve(resources.size());
-        args.reserve(resources.size() + 2);
+        args.reserve(2 * resources.size() + 2);
         for (const auto& r : resources) {
             keys.push_back(lock_key(r));
             args.push_back(channel(r));
         }
+        for (const auto& r : resources)
+            args.push_back(delay_key(r));
         return decoded(eval(script::release_all, std::move(keys), std::move(args), diag),
                        [count = resources.size()](const resp::value& v) { return detail::replies::released_all(v, count); });
     }
@@ -785,7 +843,9 @@ private:
         proclaim,
         leader,
         proclaim_plain,
-        leader_plain
+        leader_plain,
+        arm_delay,
+        arm_delay_plain
     };
 
     struct script_text {
@@ -795,7 +855,7 @@ private:
 
     static const script_text& source(script s)
     {
-        static const std::array<script_text, 32> all{
+        static const std::array<script_text, 34> all{
             script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
             script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
             script_text{scripts::release, detail::sha1_hex(scripts::release)},
@@ -828,6 +888,8 @@ private:
             script_text{scripts::leader, detail::sha1_hex(scripts::leader)},
             script_text{scripts::proclaim_plain, detail::sha1_hex(scripts::proclaim_plain)},
             script_text{scripts::leader_plain, detail::sha1_hex(scripts::leader_plain)},
+            script_text{scripts::arm_delay, detail::sha1_hex(scripts::arm_delay)},
+            script_text{scripts::arm_delay_plain, detail::sha1_hex(scripts::arm_delay_plain)},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -1306,5 +1368,6 @@ static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(shared_lease_store<store>);
 static_assert(electing_store<store>);
+static_assert(lock_delay_store<store>);
 
 } // namespace distlock::redis

@@ -63,6 +63,16 @@ public:
         return plain_ ? beside(resource, "leader") : key(resource, "leader");
     }
 
+    /// Where a lock-delay mark of `resource`'s grant, then its tombstone, lives:
+    /// key(resource, "delay"), or under the plain layout beside(resource, "delay"), in
+    /// the lock key's hash slot in both. The scripts take its name as an argument, not
+    /// as a key (scripts.hpp: a declared key that does not exist is refused while a
+    /// Cluster slot migrates).
+    std::string delay_key(std::string_view resource) const
+    {
+        return plain_ ? beside(resource, "delay") : key(resource, "delay");
+    }
+
     /// The resource whose `kind` key beside() built as `key`; nullopt for any other key.
     std::optional<std::string> resource_beside(std::string_view key, std::string_view kind) const
     {

@@ -48,12 +48,21 @@ inline bool integer_at(const resp::value& v, std::size_t i)
 }
 
 /// The acquire script: {1, fence} granted, {0, pttl} held (pttl: -1 no TTL, -2 gone
-/// since; only a positive one says how long, into `held_for`).
-inline result<fence_token> acquired(const resp::value& v, std::optional<duration>* held_for = nullptr)
+/// since; only a positive one says how long, into `held_for`), {3, ms} free but in
+/// its lock-delay for ms more (1 or more, into `delayed_for`): errc::lock_delayed.
+inline result<fence_token> acquired(const resp::value& v, std::optional<duration>* held_for = nullptr,
+                                    std::optional<duration>* delayed_for = nullptr)
 {
     if (v.type != resp::type::array || v.elements.size() != 2 || !integer_at(v, 0) ||
         !integer_at(v, 1))
         return errc::protocol_error;
+    if (v.elements[0].integer == 3) {
+        if (v.elements[1].integer < 1)
+            return errc::protocol_error;
+        if (delayed_for)
+            *delayed_for = std::chrono::milliseconds{v.elements[1].integer};
+        return errc::lock_delayed;
+    }
     if (v.elements[0].integer != 1) {
         if (held_for && v.elements[1].integer > 0)
             *held_for = std::chrono::milliseconds{v.elements[1].integer};
@@ -65,14 +74,19 @@ inline result<fence_token> acquired(const resp::value& v, std::optional<duration
 }
 
 /// The acquire script's answer for a request sent at `sent`: granted, or held with
-/// when the holder's lock ends at the latest by this client's clock (measured from the
-/// request, so never later than the server's).
+/// when the holder's lock ends at the latest by this client's clock, or delayed until
+/// the lock-delay's tombstone ends, both measured from the request, so never later
+/// than the server's: whoever is told a time is never granted before it, and a try
+/// at that time that comes a little early is answered the little left.
 inline result<answer> answered(const resp::value& v, time_point sent)
 {
     std::optional<duration> held_for;
-    auto fence = acquired(v, &held_for);
+    std::optional<duration> delayed_for;
+    auto fence = acquired(v, &held_for, &delayed_for);
     if (fence)
         return answer::granted(fence.value());
+    if (fence.error() == errc::lock_delayed && delayed_for)
+        return answer::delayed(sent + *delayed_for);
     if (fence.error() != errc::contended)
         return fence.error();
     if (held_for)
@@ -99,7 +113,7 @@ inline result<answer> answered_fair(const resp::value& v, time_point sent, const
 /// put_shared's and put_exclusive's answer for a request sent at `sent`, asked with
 /// `permits` (0 for a reader or a writer, whose grant is {1, fence}; N for a permit,
 /// granted as {1, fence, slot} with a slot below N): held {0, pttl} as answered()
-/// reads it; {-1, count} is errc::invalid_argument, the holders' count (-1 when the
+/// reads it, and so is {3, ms}, the resource's lock-delay; {-1, count} is errc::invalid_argument, the holders' count (-1 when the
 /// store does not say) into `held_with`.
 inline result<answer> answered_shared(const resp::value& v, time_point sent, std::uint32_t permits,
                                       std::optional<std::int64_t>* held_with = nullptr)
@@ -119,7 +133,7 @@ inline result<answer> answered_shared(const resp::value& v, time_point sent, std
     }
     if (v.elements.size() != 2 || !integer_at(v, 1))
         return errc::protocol_error;
-    if (code == 0)
+    if (code == 0 || code == 3)
         return answered(v, sent);
     if (code != -1 || v.elements[1].integer < -1)
         return errc::protocol_error;
@@ -200,12 +214,20 @@ inline result<leader_info> led(const resp::value& v)
     return info;
 }
 
-/// acquire_all: {1, fence} (the set's one token, for each of its `count` resources)
-/// or {0, ...} held.
+/// acquire_all: {1, fence} (the set's one token, for each of its `count` resources),
+/// {0, ...} held, or {3, index, ms}: the index-th (from 1) is in its lock-delay,
+/// errc::lock_delayed.
 inline result<std::vector<fence_token>> acquired_all(const resp::value& v, std::size_t count)
 {
     if (v.type != resp::type::array || v.elements.empty() || !integer_at(v, 0))
         return errc::protocol_error;
+    if (v.elements[0].integer == 3) {
+        if (v.elements.size() != 3 || !integer_at(v, 1) || v.elements[1].integer < 1 ||
+            static_cast<std::uint64_t>(v.elements[1].integer) > count || !integer_at(v, 2) ||
+            v.elements[2].integer < 1)
+            return errc::protocol_error;
+        return errc::lock_delayed;
+    }
     if (v.elements[0].integer != 1)
         return errc::contended;
     if (v.elements.size() != 2 || !integer_at(v, 1) || v.elements[1].integer < 1)
