@@ -2124,6 +2124,11 @@ struct claim_request {
     /// The call waits when the lock is held (lock(), lock_until()); false for
     /// try_lock(), whose one try must leave nothing behind.
     bool waits = true;
+    /// The value an election's campaign stands with (nullopt for a plain lock() call),
+    /// for a store whose queue entry carries it from its create, where foreign
+    /// participants read it (ZooKeeper's Curator LeaderLatch dialect); other stores
+    /// keep the value with the grant once it holds (electing_store::proclaim).
+    std::optional<std::string> candidate = std::nullopt;
 };
 
 /// What a fenced write needs of the lock it is made under: the resource, the owner
@@ -5378,6 +5383,7 @@ bool retry_settings_valid(const P& p) noexcept
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -5425,6 +5431,10 @@ struct default_acquire<B> {
 /// a quorum and SET NX otherwise.
 template <class Backend>
 using default_acquire_policy = typename detail::default_acquire<Backend>::type;
+
+// An election campaigns through its mutex's private campaign_until().
+template <store Backend, class... Policies>
+class basic_leader_election;
 
 /// A lock on one resource of `Backend`, shaped by `Policies` given in any order, at
 /// most one of each kind; omitted kinds take defaults:
@@ -5583,10 +5593,33 @@ public:
         // A lock-delay is kept by the store: one that keeps none cannot honour it.
         if (options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
             return errc::invalid_argument;
+        if (options_.lock_delay > duration::zero() && !lock_delay_refusal().empty())
+            return errc::invalid_argument;
         return {};
     }
 
 private:
+    template <store B, class... P>
+    friend class basic_leader_election;
+
+    // Why the store, as configured, keeps no lock-delay although it is a
+    // lock_delay_store (a setting whose foreign clients could not honour one: it says
+    // so through lock_delay_refusal()); empty when it keeps them.
+    std::string_view lock_delay_refusal() const noexcept
+    {
+        if constexpr (requires { { backend_.lock_delay_refusal() } -> std::convertible_to<std::string_view>; })
+            return backend_.lock_delay_refusal();
+        else
+            return {};
+    }
+
+    // An election's campaign: lock_until() whose queue entry carries the candidate's
+    // value from its create where the store writes one there (claim_request::candidate).
+    awaitable<result<lease>> campaign_until(time_point deadline, std::string candidate)
+    {
+        return acquire_loop(deadline, false, nullptr, std::move(candidate));
+    }
+
     template <class P>
     void assign(P&& p)
     {
@@ -5635,7 +5668,8 @@ private:
     // translation unit from compiling it again (see "Compile a mutex type once" in
     // README.md).
     awaitable<result<lease>> acquire_loop(std::optional<time_point> deadline, bool single,
-                                          diagnostics* diag = nullptr);
+                                          diagnostics* diag = nullptr,
+                                          std::optional<std::string> candidate = std::nullopt);
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not
     // end it before.
@@ -5729,13 +5763,16 @@ private:
 
 template <store Backend, class... Policies>
 awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_loop(std::optional<time_point> deadline,
-                                                                                  bool single, diagnostics* diag)
+                                                                                  bool single, diagnostics* diag,
+                                                                                  std::optional<std::string> candidate)
 {
     if (diag)
         diag->clear();
     if (auto ec = validate()) {
         if (diag && options_.lock_delay > duration::zero() && !lock_delay_store<Backend>)
             diag->set_client_message("this store keeps no lock-delay (lock_delay_store)");
+        else if (diag && options_.lock_delay > duration::zero() && !lock_delay_refusal().empty())
+            diag->set_client_message(std::string{lock_delay_refusal()});
         co_return ec;
     }
     const auto start = clock::now();
@@ -5762,7 +5799,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     co_await asio::this_coro::throw_if_cancelled(false);
     const auto cs = co_await asio::this_coro::cancellation_state;
     const backend::observer_ref observe{observer_};
-    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single});
+    auto claim = acquire_.open(store, claim_request{resource_, options_, observe, diag, !single, std::move(candidate)});
     using claim_type = decltype(claim);
     // What the retry policy is asked about. Its number counts failed attempts; the
     // try made at once after subscribing to release notifications (which closes
@@ -6039,6 +6076,7 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace distlock {
@@ -6123,7 +6161,8 @@ public:
     static constexpr bool fair = true;
 
     session_queue_claim(store_ref<S> store, claim_request r)
-        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()}
+        : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()},
+          candidate_{std::move(r.candidate)}
     {}
 
     awaitable<result<answer>> attempt()
@@ -6132,8 +6171,7 @@ public:
         // deletes it unless the lease takes it over.
         queued_ = true;
         place_ = {}; // a failed attempt leaves no predecessor to wait for
-        auto got = co_await store_.call(
-            [&](S& s) { return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_); });
+        auto got = co_await store_.call([&](S& s) { return entered(s); });
         if (!got)
             co_return got.error();
         place_ = got.value();
@@ -6173,6 +6211,18 @@ public:
     }
 
 private:
+    // The entry, made with the campaign's value where the store writes one with it
+    // (enqueue_candidate: the value is in the entry from its create).
+    awaitable<result<queue_place>> entered(S& s)
+    {
+        if constexpr (requires { s.enqueue_candidate(resource_, owner_, std::string_view{}); }) {
+            if (candidate_)
+                return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue_candidate, resource_, owner_,
+                                                 std::string_view{*candidate_});
+        }
+        return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue, resource_, owner_);
+    }
+
     static awaitable<void> leave(store_ref<S> store, std::string resource, owner_token owner)
     {
         return dequeue_until_gone(std::move(store), std::move(resource), owner);
@@ -6182,6 +6232,7 @@ private:
     std::string resource_;
     diagnostics* diag_;
     owner_token owner_;
+    std::optional<std::string> candidate_;
     queue_place place_{};
     bool queued_ = false;
 };
@@ -6859,8 +6910,7 @@ struct election_mutex {
 /// An election on one resource of a store, shaped by the mutex's policies
 /// (basic_distributed_mutex): a leader holds the election's lock; its leadership is a
 /// term, whose epoch is the lock's fence. Needs a store that keeps a value with a
-/// grant (electing_store: every store of the library, not a Redlock quorum, nor
-/// PostgreSQL's advisory locks: postgres::advisory_store).
+/// grant (electing_store: every store of the library, not a Redlock quorum).
 ///
 /// - `campaign(value)` waits until this participant leads, then proclaims `value`
 ///   with the term, and returns the term (`campaign_until(deadline)` gives up at the
@@ -6970,8 +7020,10 @@ private:
             co_return ec;
         for (;;) {
             // One long wait: a queue store keeps the participant's place throughout.
+            // The value goes with the campaign's queue entry where the store writes it
+            // there (claim_request::candidate), and is proclaimed once it holds.
             const auto until = deadline ? *deadline : clock::now() + patient;
-            auto got = co_await m.lock_until(until);
+            auto got = co_await m.campaign_until(until, value);
             if (!got) {
                 if (got.error() == errc::timeout && !deadline)
                     continue;
