@@ -252,7 +252,7 @@ private:
     // so through lock_delay_refusal()); empty when it keeps them.
     std::string_view lock_delay_refusal() const noexcept
     {
-        if constexpr (requires { { backend_.lock_delay_refusal() } -> std::convertible_to<std::string_view>; })
+        if constexpr (lock_delay_refusing_store<Backend>)
             return backend_.lock_delay_refusal();
         else
             return {};

@@ -335,6 +335,14 @@ concept lock_delay_store = store<S> && requires(S& s, std::string_view resource,
     { s.arm_delay(resource, owner, fence, delay) } -> std::same_as<awaitable<result<void>>>;
 };
 
+/// A lock_delay_store whose setting may keep none (a dialect whose foreign clients
+/// could not honour one): lock_delay_refusal() says why, or is empty when it keeps
+/// them. A mutex asked for a lock-delay refuses it before any I/O, with that reason.
+template <class S>
+concept lock_delay_refusing_store = lock_delay_store<S> && requires(const S& s) {
+    { s.lock_delay_refusal() } -> std::convertible_to<std::string_view>;
+};
+
 /// Who leads an election now, as a store reads it (electing_store::leader()).
 struct leader_info {
     fence_token epoch = 0;             ///< The leader's grant's fence; 0 when nobody holds the lock.
@@ -390,6 +398,16 @@ concept session_queue_store =
         /// session is known alive (nullopt: it is gone). The listener hears of every
         /// change of the session's state.
         { s.bind(resource, entry, listener) } -> std::same_as<std::optional<time_point>>;
+    };
+
+/// A session queue store whose entries can carry an election candidate's value from
+/// their create (claim_request::candidate), for a layout where foreign participants
+/// read the value there (ZooKeeper's Curator LeaderLatch dialect). The session queue
+/// policy enqueues through it when a campaign names a value.
+template <class S>
+concept candidate_queue_store =
+    session_queue_store<S> && requires(S& s, std::string_view resource, const owner_token& owner, std::string_view value) {
+        { s.enqueue_candidate(resource, owner, value) } -> std::same_as<awaitable<result<queue_place>>>;
     };
 
 /// Where an entry of a resource's queue stands when entries take shared grants (see

@@ -159,7 +159,7 @@ private:
     // (enqueue_candidate: the value is in the entry from its create).
     awaitable<result<queue_place>> entered(S& s)
     {
-        if constexpr (requires { s.enqueue_candidate(resource_, owner_, std::string_view{}); }) {
+        if constexpr (candidate_queue_store<S>) {
             if (candidate_)
                 return DISTLOCK_DETAIL_DIAGNOSED(diag_, s.enqueue_candidate, resource_, owner_,
                                                  std::string_view{*candidate_});

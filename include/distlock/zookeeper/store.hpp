@@ -1731,5 +1731,7 @@ static_assert(enumerable_store<store>);
 static_assert(revocable_store<store>);
 static_assert(electing_store<store>);
 static_assert(lock_delay_store<store>);
+static_assert(lock_delay_refusing_store<store>);
+static_assert(candidate_queue_store<store>);
 
 } // namespace distlock::zookeeper
