@@ -277,10 +277,10 @@ int count_worker(const std::vector<std::string>& args)
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
 
-[[maybe_unused]] const bool workers_registered =
+[[maybe_unused]] const bool suite_workers_registered =
     test::register_worker("ddb-hold", hold_worker) && test::register_worker("ddb-count", count_worker);
 
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool suite_registered =
     test::conformance::register_suite<dynamodb_version, dynamodb_expiry, dynamodb_aws>("[dynamodb]");
 
 } // namespace

@@ -225,13 +225,13 @@ int count_worker(const std::vector<std::string>& args)
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
 
-[[maybe_unused]] const bool workers_registered =
+[[maybe_unused]] const bool suite_workers_registered =
     test::register_worker("etcd-hold", hold_worker) && test::register_worker("etcd-count", count_worker);
 
 // The default dialect. The concurrency dialect differs only in the queue prefix an id
 // gets (and refuses ids with '/', which the listing behaviour locks): its layout is
 // tested in test/etcd/store.cpp, and against etcdctl in test/interop/etcd.cpp.
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool suite_registered =
     test::conformance::register_suite<etcd_clients<etcd::key_dialect::distlock>>("[etcd]");
 
 } // namespace

@@ -69,6 +69,6 @@ struct memory_sessions {
     }
 };
 
-[[maybe_unused]] const bool registered = test::conformance::register_suite<memory_ttl, memory_sessions>("[memory]");
+[[maybe_unused]] const bool suite_registered = test::conformance::register_suite<memory_ttl, memory_sessions>("[memory]");
 
 } // namespace

@@ -212,10 +212,10 @@ int count_worker(const std::vector<std::string>& args)
     return count(store);
 }
 
-[[maybe_unused]] const bool workers_registered =
+[[maybe_unused]] const bool suite_workers_registered =
     test::register_worker("pg-hold", hold_worker) && test::register_worker("pg-count", count_worker);
 
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool suite_registered =
     test::conformance::register_suite<postgres_table, postgres_advisory>("[postgres]");
 
 } // namespace

@@ -564,12 +564,12 @@ int plain_count_worker(const std::vector<std::string>& args)
     return count_worker_in(args, dl::redis::dialect::plain);
 }
 
-[[maybe_unused]] const bool workers_registered =
+[[maybe_unused]] const bool suite_workers_registered =
     test::register_worker("redis-hold", hold_worker) && test::register_worker("redis-count", count_worker) &&
     test::register_worker("redis-plain-hold", plain_hold_worker) &&
     test::register_worker("redis-plain-count", plain_count_worker);
 
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool suite_registered =
     test::conformance::register_suite<redis_single, redis_pooled, redis_fair, redis_plain, redis_quorum,
                                       redis_cluster, redis_cluster_fair>("[redis]");
 

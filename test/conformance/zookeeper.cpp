@@ -238,13 +238,13 @@ int count_worker(const std::vector<std::string>& args)
     return test::conformance::count_under_lock(io, store, counter, *how);
 }
 
-[[maybe_unused]] const bool workers_registered =
+[[maybe_unused]] const bool suite_workers_registered =
     test::register_worker("zookeeper-hold", hold_worker) && test::register_worker("zookeeper-count", count_worker);
 
 // The default dialect (Curator's names). kazoo's and the earlier names differ only in
 // the names written, which every dialect reads alike: test/zookeeper/store.cpp checks
 // them, and test/interop/zookeeper.cpp runs kazoo and Curator beside distlock.
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool suite_registered =
     test::conformance::register_suite<zookeeper_clients<zk::dialect::curator>>("[zookeeper]");
 
 } // namespace

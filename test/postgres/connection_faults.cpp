@@ -51,7 +51,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace dl = distlock;
-namespace pg = distlock::postgres::detail;
+namespace pgd = distlock::postgres::detail;
 using test::postgres::answer;
 using test::postgres::fault;
 using test::postgres::scripted_server;
@@ -88,17 +88,17 @@ answer play(std::string_view sql, const std::vector<value>& params)
 // One request of a run, named by its first parameter (the server notes it).
 struct request_plan {
     std::string tag;
-    std::vector<pg::statement> statements;
+    std::vector<pgd::statement> statements;
     std::vector<std::string> echoes; // per statement: the value echoed, or "" for the UPDATE
     std::string sqlstate;            // the server fails it with this
 };
 
-pg::statement echo(std::string v, std::string name = {})
+pgd::statement echo(std::string v, std::string name = {})
 {
-    return {std::move(name), echo_sql, {pg::param::text(std::move(v))}};
+    return {std::move(name), echo_sql, {pgd::param::text(std::move(v))}};
 }
-pg::statement bump(std::string v) { return {"", bump_sql, {pg::param::text(std::move(v))}}; }
-pg::statement conflict(std::string v) { return {"", conflict_sql, {pg::param::text(std::move(v))}}; }
+pgd::statement bump(std::string v) { return {"", bump_sql, {pgd::param::text(std::move(v))}}; }
+pgd::statement conflict(std::string v) { return {"", conflict_sql, {pgd::param::text(std::move(v))}}; }
 
 const std::vector<request_plan>& plans()
 {
@@ -119,7 +119,7 @@ const std::vector<request_plan>& plans()
 // One exec() of a run.
 struct call {
     const request_plan* plan = nullptr;
-    std::optional<dl::result<pg::replies>> got;
+    std::optional<dl::result<pgd::replies>> got;
     dl::diagnostics diag;
     asio::cancellation_signal* cancel = nullptr; // its coroutine's
     std::size_t issued = 0;                      // the order exec() was called in (0: not yet)
@@ -196,15 +196,15 @@ public:
         {
             asio::io_context io{1};
             io_ = &io;
-            pg::connection::options o;
+            pgd::connection::options o;
             o.params = {{"connect_timeout", "1"}, {"application_name", "distlock"}, {"dbname", server_.conninfo()}};
-            o.setup = {{"", setup_sql, {pg::param::text("300ms")}}};
+            o.setup = {{"", setup_sql, {pgd::param::text("300ms")}}};
             o.connect_timeout = connect_timeout;
             o.request_timeout = request_timeout;
             o.peer = "scripted PostgreSQL";
-            auto conn = std::make_shared<pg::connection>(dl::backend::make_strand(io.get_executor()), std::move(o));
+            auto conn = std::make_shared<pgd::connection>(dl::backend::make_strand(io.get_executor()), std::move(o));
             conn->on_down([this](std::error_code, const std::string&) { ++record_.downs; });
-            std::weak_ptr<pg::connection> left = conn;
+            std::weak_ptr<pgd::connection> left = conn;
             asio::co_spawn(io, sequence(conn), [this](std::exception_ptr e) {
                 record_.finished = true;
                 error_ = e;
@@ -251,7 +251,7 @@ public:
     }
 
 private:
-    asio::awaitable<void> sequence(std::shared_ptr<pg::connection> conn)
+    asio::awaitable<void> sequence(std::shared_ptr<pgd::connection> conn)
     {
         const auto& p = plans();
         if (how_ == shape::connect_first)
@@ -269,7 +269,7 @@ private:
     // One coroutine per chain, all at once, each sending its requests one after another
     // (the next as it resumes with the answer to the one before); returns when all are
     // done.
-    asio::awaitable<void> each_in_turn(std::shared_ptr<pg::connection> conn,
+    asio::awaitable<void> each_in_turn(std::shared_ptr<pgd::connection> conn,
                                        const std::vector<std::vector<const request_plan*>>& chains)
     {
         const auto ex = co_await asio::this_coro::executor;
@@ -298,7 +298,7 @@ private:
         }
     }
 
-    asio::awaitable<void> in_turn(std::shared_ptr<pg::connection> conn, std::vector<call*> calls)
+    asio::awaitable<void> in_turn(std::shared_ptr<pgd::connection> conn, std::vector<call*> calls)
     {
         // A cancellation is meant for one call: the next ones of the chain go on.
         co_await asio::this_coro::throw_if_cancelled(false);
@@ -542,14 +542,14 @@ TEST_CASE("postgres connection: a request whose backend is terminated under it g
     }};
     server.answer_together(1, 2); // both requests on the wire before the backend ends
     asio::io_context io{1};
-    pg::connection::options o;
+    pgd::connection::options o;
     o.params = {{"connect_timeout", "1"}, {"dbname", server.conninfo()}};
-    o.setup = {{"", setup_sql, {pg::param::text("300ms")}}};
+    o.setup = {{"", setup_sql, {pgd::param::text("300ms")}}};
     o.connect_timeout = connect_timeout;
     o.request_timeout = request_timeout;
     o.peer = "scripted PostgreSQL";
-    auto conn = std::make_shared<pg::connection>(dl::backend::make_strand(io.get_executor()), std::move(o));
-    std::optional<dl::result<pg::replies>> doomed, behind;
+    auto conn = std::make_shared<pgd::connection>(dl::backend::make_strand(io.get_executor()), std::move(o));
+    std::optional<dl::result<pgd::replies>> doomed, behind;
     dl::diagnostics doomed_diag, behind_diag;
     asio::co_spawn(
         io,
@@ -560,14 +560,14 @@ TEST_CASE("postgres connection: a request whose backend is terminated under it g
             asio::co_spawn(
                 ex,
                 [&]() -> asio::awaitable<void> {
-                    std::vector<pg::statement> request{echo("doomed")};
+                    std::vector<pgd::statement> request{echo("doomed")};
                     doomed = co_await conn->exec(std::move(request), &doomed_diag);
                 },
                 asio::detached);
             asio::co_spawn(
                 ex,
                 [&]() -> asio::awaitable<void> {
-                    std::vector<pg::statement> request{echo("behind")};
+                    std::vector<pgd::statement> request{echo("behind")};
                     behind = co_await conn->exec(std::move(request), &behind_diag);
                 },
                 asio::detached);

@@ -19,7 +19,7 @@ namespace {
 using fair_mutex = dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff>;
 using fair_once = dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::none>;
 
-dl::retry::exponential_backoff patient()
+dl::retry::exponential_backoff slow_backoff()
 {
     return {.initial = 5s, .max = 5s, .deadline = 30s};
 }
@@ -72,7 +72,7 @@ TEST_CASE("redis fair: try_lock takes no place in line; a releaser that asks aga
     asio::io_context io;
     dl::redis::store a{io, server.config()}, b{io, server.config()};
     run(io, [&]() -> asio::awaitable<void> {
-        fair_mutex holder{a, "line", {.ttl = 10s}, patient()};
+        fair_mutex holder{a, "line", {.ttl = 10s}, slow_backoff()};
         auto first = co_await holder.lock();
         REQUIRE(first);
         fair_once probe{b, "line"};
@@ -81,7 +81,7 @@ TEST_CASE("redis fair: try_lock takes no place in line; a releaser that asks aga
         CHECK(refused.error() == dl::errc::contended);
         CHECK(in_line(server, "line") == 0);
 
-        fair_mutex waiter{b, "line", {.ttl = 10s}, patient()};
+        fair_mutex waiter{b, "line", {.ttl = 10s}, slow_backoff()};
         auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
         (void)co_await eventually("the waiter in line", [&] { return in_line(server, "line") == 1; });
         // The holder lets go and asks again at once: the waiter is served first.
@@ -110,7 +110,7 @@ TEST_CASE("redis fair: a waiter that vanished at the head holds up the line unti
     cfg.queue_ttl = 600ms;
     dl::redis::store store{io, cfg};
     run(io, [&]() -> asio::awaitable<void> {
-        fair_mutex holder{store, "line", {.ttl = 10s}, patient()};
+        fair_mutex holder{store, "line", {.ttl = 10s}, slow_backoff()};
         auto first = co_await holder.lock();
         REQUIRE(first);
         // A waiter that queues once and is never heard of again (a crashed process,
@@ -124,7 +124,7 @@ TEST_CASE("redis fair: a waiter that vanished at the head holds up the line unti
         test::recorder rec;
         dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
                                     dl::observe::callback>
-            waiter{store, "line", {.ttl = 10s}, patient(), rec.observer()};
+            waiter{store, "line", {.ttl = 10s}, slow_backoff(), rec.observer()};
         auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
         (void)co_await eventually("two in line", [&] { return in_line(server, "line") == 2; });
         // The release wakes the ghost, the head, which never comes: the waiter gets
@@ -151,7 +151,7 @@ TEST_CASE("redis fair: a release wakes the head waiter only; a cancelled head pa
     using observed = dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
                                                  dl::observe::callback>;
     run(io, [&]() -> asio::awaitable<void> {
-        fair_mutex holder{*stores[0], "line", {.ttl = 10s}, patient()};
+        fair_mutex holder{*stores[0], "line", {.ttl = 10s}, slow_backoff()};
         auto first = co_await holder.lock();
         REQUIRE(first);
         std::vector<test::recorder> recs(3);
@@ -161,7 +161,7 @@ TEST_CASE("redis fair: a release wakes the head waiter only; a cancelled head pa
         std::optional<dl::result<dl::lease>> head_result;
         for (std::size_t i = 0; i < 3; ++i) {
             waiters.push_back(std::make_unique<observed>(*stores[i + 1], "line", dl::lock_options{.ttl = 10s},
-                                                         patient(), recs[i].observer()));
+                                                         slow_backoff(), recs[i].observer()));
             if (i == 0)
                 asio::co_spawn(co_await asio::this_coro::executor, waiters[0]->lock(),
                                asio::bind_cancellation_slot(cancel_head.slot(),
@@ -362,13 +362,13 @@ TEST_CASE("redis fair: the head of the line takes a handed lock without a reques
     cfg.queue_ttl = 60s; // no refresh of the waiter's place within the case
     dl::redis::store a{io, cfg}, b{io, cfg};
     run(io, [&]() -> asio::awaitable<void> {
-        fair_mutex holder{a, "line", {.ttl = 30s}, patient()};
+        fair_mutex holder{a, "line", {.ttl = 30s}, slow_backoff()};
         auto first = co_await holder.lock();
         REQUIRE(first);
         test::recorder rec;
         dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
                                     dl::observe::callback>
-            waiter{b, "line", {.ttl = 30s}, patient(), rec.observer()};
+            waiter{b, "line", {.ttl = 30s}, slow_backoff(), rec.observer()};
         auto waiting = start(co_await asio::this_coro::executor, waiter.lock());
         (void)co_await eventually("the waiter in line", [&] { return in_line(server, "line") == 1; });
 
@@ -412,7 +412,7 @@ TEST_CASE("redis fair: with wait_replicas a handed lock counts only once a repli
                 break;
             co_await settle(25ms);
         }
-        fair_mutex holder{a, "replicated", {.ttl = 10s}, patient()};
+        fair_mutex holder{a, "replicated", {.ttl = 10s}, slow_backoff()};
         auto first = co_await holder.lock();
         REQUIRE(first);
         fair_mutex waiter{b, "replicated", {.ttl = 10s},
@@ -447,11 +447,11 @@ TEST_CASE("redis fair: a store still listening for a resource joins the line in 
     dl::redis::store h{io, cfg}, w{io, cfg};
     run(io, [&]() -> asio::awaitable<void> {
         const auto ex = co_await asio::this_coro::executor;
-        fair_mutex holder{h, "again", {.ttl = 30s}, patient()};
+        fair_mutex holder{h, "again", {.ttl = 30s}, slow_backoff()};
         test::recorder rec;
         dl::basic_distributed_mutex<dl::redis::store, dl::acquire::fair, dl::retry::exponential_backoff,
                                     dl::observe::callback>
-            waiter{w, "again", {.ttl = 30s}, patient(), rec.observer()};
+            waiter{w, "again", {.ttl = 30s}, slow_backoff(), rec.observer()};
         CHECK_FALSE(w.listening("again"));
 
         // The store does not listen yet: the first try only asks, and the waiter joins

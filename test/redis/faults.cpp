@@ -57,7 +57,7 @@ int hold(const std::vector<std::string>& args)
     return 0;
 }
 
-[[maybe_unused]] const bool workers_registered = register_worker("hold", hold);
+[[maybe_unused]] const bool fault_workers_registered = register_worker("hold", hold);
 
 } // namespace
 

@@ -894,14 +894,14 @@ int queue_worker(const std::vector<std::string>& args)
     return status;
 }
 
-[[maybe_unused]] const bool workers_registered = test::register_worker("zookeeper-queue", queue_worker);
+[[maybe_unused]] const bool queue_worker_registered = test::register_worker("zookeeper-queue", queue_worker);
 
 } // namespace
 
 TEST_CASE("zookeeper: waiters in separate processes are served in the order they queued", "[zookeeper][process]")
 {
-    REQUIRE(workers_registered);
-        auto& server = test::shared_zookeeper();
+    REQUIRE(queue_worker_registered);
+    auto& server = test::shared_zookeeper();
     const auto prefix = test::fresh_zk_prefix("process-order");
     asio::io_context io;
     zk::store s{io, server.config(prefix)};
