@@ -138,6 +138,44 @@ int main(int argc, char** argv)
                 "p50 us", "p90 us", "p99 us", "max us");
     test::etcd_cluster server{1};
     const std::string prefix = "bench/";
+    // Leader fail-over, next to etcd's Go election (bench/peers/etcd-election, built by
+    // ./dev bench) with the same session TTL, rounds alternating between the two.
+    const auto failover_rows = [&] {
+        int missed = 0;
+        const auto port = std::to_string(server.port());
+        const char* go_peer = std::getenv("DISTLOCK_ETCD_ELECTION");
+        result_row ours_row{"distlock: election fail-over, leader SIGKILLed (us)"};
+        result_row go_row{"etcd Go concurrency.Election: fail-over (us)"};
+        const auto wait_out = std::chrono::milliseconds{election_ttl_seconds * 1000};
+        for (int round = 0; round < 3; ++round) {
+            missed += bench::failovers(
+                ours_row,
+                [&](const std::string& role, const std::string& name) {
+                    return std::vector<std::string>{test::self_path(), "--elect", role, port, prefix + "elections/",
+                                                    name + "-" + std::to_string(round)};
+                },
+                2, wait_out);
+            if (go_peer && *go_peer)
+                missed += bench::failovers(
+                    go_row,
+                    [&](const std::string& role, const std::string& name) {
+                        return std::vector<std::string>{go_peer, "127.0.0.1:" + port,
+                                                        name + "-" + std::to_string(round), role,
+                                                        std::to_string(election_ttl_seconds)};
+                    },
+                    2, wait_out);
+        }
+        if (go_peer && *go_peer) {
+            bench::print_failover(go_row, wait_out);
+            bench::print_failover(ours_row, wait_out, &go_row);
+        } else {
+            bench::print_failover(ours_row, wait_out);
+            std::printf("(etcd's Go election not measured: DISTLOCK_ETCD_ELECTION names no program)\n");
+        }
+        return missed;
+    };
+    if (bench::only("failover"))
+        return failover_rows() != 0 ? 1 : 0;
     constexpr std::size_t count = 1000, warmup = 100;
     constexpr auto limit = 40s;
 
@@ -223,40 +261,7 @@ int main(int argc, char** argv)
     };
     long bad = bench::readers_and_writer("distlock", ours("reader", 40), 8, ours("writer", 20), rtt);
 
-    // Leader fail-over, next to etcd's Go election (bench/peers/etcd-election, built by
-    // ./dev bench) with the same session TTL, rounds alternating between the two.
-    {
-        const auto port = std::to_string(server.port());
-        const char* go_peer = std::getenv("DISTLOCK_ETCD_ELECTION");
-        result_row ours_row{"distlock: election fail-over, leader SIGKILLed (us)"};
-        result_row go_row{"etcd Go concurrency.Election: fail-over (us)"};
-        const auto wait_out = std::chrono::milliseconds{election_ttl_seconds * 1000};
-        for (int round = 0; round < 3; ++round) {
-            bad += bench::failovers(
-                ours_row,
-                [&](const std::string& role, const std::string& name) {
-                    return std::vector<std::string>{test::self_path(), "--elect", role, port, prefix + "elections/",
-                                                    name + "-" + std::to_string(round)};
-                },
-                2, wait_out);
-            if (go_peer && *go_peer)
-                bad += bench::failovers(
-                    go_row,
-                    [&](const std::string& role, const std::string& name) {
-                        return std::vector<std::string>{go_peer, "127.0.0.1:" + port,
-                                                        name + "-" + std::to_string(round), role,
-                                                        std::to_string(election_ttl_seconds)};
-                    },
-                    2, wait_out);
-        }
-        if (go_peer && *go_peer) {
-            bench::print_failover(go_row, wait_out);
-            bench::print_failover(ours_row, wait_out, &go_row);
-        } else {
-            bench::print_failover(ours_row, wait_out);
-            std::printf("(etcd's Go election not measured: DISTLOCK_ETCD_ELECTION names no program)\n");
-        }
-    }
+    bad += failover_rows();
     bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt);
     if (bad != 0)
         std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);

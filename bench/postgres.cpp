@@ -189,6 +189,21 @@ int main(int argc, char** argv)
             return 1;
         }
     }
+    // Leader fail-over on the lease table: the term's TTL is what the server waits out.
+    const auto failover_rows = [&] {
+        result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
+        const auto port = std::to_string(cluster.port());
+        const int missed = bench::failovers(
+            failover,
+            [&](const std::string& role, const std::string& name) {
+                return std::vector<std::string>{test::self_path(), "--elect", role, port, cfg.table, name};
+            },
+            6, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+        bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+        return missed;
+    };
+    if (bench::only("failover"))
+        return failover_rows() != 0 ? 1 : 0;
     constexpr std::size_t count = 2000, warmup = 100;
     constexpr auto limit = 30s;
     bool failed = false;
@@ -296,15 +311,6 @@ int main(int argc, char** argv)
     }
     const int shared = shared_workloads(cluster, cfg.table);
 
-    // Leader fail-over on the lease table: the term's TTL is what the server waits out.
-    result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
-    const auto port = std::to_string(cluster.port());
-    const int missed = bench::failovers(
-        failover,
-        [&](const std::string& role, const std::string& name) {
-            return std::vector<std::string>{test::self_path(), "--elect", role, port, cfg.table, name};
-        },
-        6, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
-    bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(failover_ttl));
+    const int missed = failover_rows();
     return shared != 0 || missed != 0 ? 1 : 0;
 }

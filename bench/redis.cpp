@@ -1200,7 +1200,7 @@ void compile_cost()
 
 // DISTLOCK_BENCH_ONLY=multi,redlock runs only those groups of workloads (pairs,
 // cluster, concurrent, threads, contended, redlock, peers, multi, watchdog, memory,
-// fences, compile; processes is the part of contended that runs across processes);
+// fences, compile, failover; processes is the part of contended that runs across processes);
 // unset, every group runs.
 bool wanted(const char* group)
 {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ struct result_row {
     double pct(double p) { return nearest_rank(us, p); }
     double rate() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
 };
+
+/// DISTLOCK_BENCH_ONLY=failover runs only a benchmark's leader fail-over rows (the
+/// Redis benchmark also knows its other groups by name: bench/redis.cpp).
+inline bool only(const char* group)
+{
+    const char* wanted = std::getenv("DISTLOCK_BENCH_ONLY");
+    return wanted && std::string{wanted} == group;
+}
 
 inline std::ofstream json; // opened by main() on the results file
 

@@ -194,6 +194,21 @@ int main(int argc, char** argv)
                 "p50 us", "p90 us", "p99 us", "max us");
     test::zookeeper_ensemble server{1};
     const std::string prefix = "/bench";
+    // Leader fail-over: the session timeout is what the ensemble waits out.
+    const auto failover_rows = [&] {
+        result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
+        const auto port = std::to_string(server.port());
+        const int missed = bench::failovers(
+            failover,
+            [&](const std::string& role, const std::string& name) {
+                return std::vector<std::string>{test::self_path(), "--elect", role, port, prefix + "/elections", name};
+            },
+            6, std::chrono::duration_cast<std::chrono::milliseconds>(election_timeout));
+        bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(election_timeout));
+        return missed;
+    };
+    if (bench::only("failover"))
+        return failover_rows() != 0 ? 1 : 0;
     constexpr std::size_t count = 1000, warmup = 100;
     constexpr auto limit = 40s;
 
@@ -268,15 +283,6 @@ int main(int argc, char** argv)
     const int handed = bench::handoffs(worker, 4, rtt);
     const int shared = shared_workloads(server.port(), prefix, rtt);
 
-    // Leader fail-over: the session timeout is what the ensemble waits out.
-    result_row failover{"distlock: election fail-over, leader SIGKILLed (us)"};
-    const auto port = std::to_string(server.port());
-    const int missed = bench::failovers(
-        failover,
-        [&](const std::string& role, const std::string& name) {
-            return std::vector<std::string>{test::self_path(), "--elect", role, port, prefix + "/elections", name};
-        },
-        6, std::chrono::duration_cast<std::chrono::milliseconds>(election_timeout));
-    bench::print_failover(failover, std::chrono::duration_cast<std::chrono::milliseconds>(election_timeout));
+    const int missed = failover_rows();
     return shared == 0 && missed == 0 ? handed : 1;
 }
