@@ -435,9 +435,10 @@ TEST_CASE("redis: replies to list() and revoke() that make no sense are protocol
         CHECK(unparsed.error() == dl::errc::protocol_error);
     });
     // The revoke script names the lock, its slot's fence key and its queue's keys,
-    // then the fence in decimal, the release channel and the channel kind.
+    // then the fence in decimal, the release channel, the channel kind and the
+    // lock-delay mark's key (an argument: see docs/redis.md, Lock-delay).
     const auto found = std::find_if(fake.server.s->received.rbegin(), fake.server.s->received.rend(),
-                                    [](const auto& c) { return c[0] == "EVALSHA" && c.size() == 10; });
+                                    [](const auto& c) { return c[0] == "EVALSHA" && c.size() == 11; });
     REQUIRE(found != fake.server.s->received.rend());
     const auto& last_revoke = *found;
     CHECK(last_revoke[2] == "4");
@@ -448,6 +449,7 @@ TEST_CASE("redis: replies to list() and revoke() that make no sense are protocol
     CHECK(last_revoke[7] == "42");
     CHECK(last_revoke[8] == "distlock:{#a}:released");
     CHECK(last_revoke[9] == "0");
+    CHECK(last_revoke[10] == store.delay_key("a"));
     store.disconnect();
     io.poll();
 }
