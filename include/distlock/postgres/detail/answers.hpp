@@ -244,6 +244,20 @@ inline std::optional<std::string> from_hex(std::string_view text)
     return out;
 }
 
+/// A proclaimed value as the statements keep it (hex, as encode() writes it), at most
+/// max_leader_value_size bytes; nullopt with `why` set when it is not one.
+inline std::optional<std::string> proclaimed_value(std::string_view hex, const char*& why)
+{
+    if (hex.size() > 2 * max_leader_value_size) {
+        why = "a value longer than an election's values may be";
+        return std::nullopt;
+    }
+    auto value = from_hex(hex);
+    if (!value)
+        why = "a value that is not hex as encode() writes it";
+    return value;
+}
+
 /// list: one (hex id, owner, fence, milliseconds left) row per live lock, ids in
 /// strictly increasing order; the statement passes only rows with an owner, a fence
 /// and time left.
@@ -311,12 +325,10 @@ result<leader_info> leader_read(const R& r, std::string* problem = nullptr)
         return info; // an earlier grant's value: this grant has not proclaimed yet
     if (r.null(0, 4))
         return refuse("the holder's grant proclaimed without a value");
-    const auto hex = r.text(0, 4);
-    if (hex.size() > 2 * max_leader_value_size)
-        return refuse("a value longer than an election's values may be");
-    auto value = from_hex(hex);
+    const char* why = nullptr;
+    auto value = proclaimed_value(r.text(0, 4), why);
     if (!value)
-        return refuse("a value that is not hex as encode() writes it");
+        return refuse(why);
     info.value = std::move(*value);
     return info;
 }
@@ -369,12 +381,10 @@ result<leader_info> advisory_leader_read(const R& r, std::string* problem = null
     info.owner = std::string{r.text(0, 3).substr(0, 8)};
     if (r.null(0, 4))
         return info; // not proclaimed yet
-    const auto hex = r.text(0, 4);
-    if (hex.size() > 2 * max_leader_value_size)
-        return refuse("a value longer than an election's values may be");
-    auto value = from_hex(hex);
+    const char* why = nullptr;
+    auto value = proclaimed_value(r.text(0, 4), why);
     if (!value)
-        return refuse("a value that is not hex as encode() writes it");
+        return refuse(why);
     info.value = std::move(*value);
     return info;
 }
