@@ -22,6 +22,7 @@
 #include <chrono>
 #include <concepts>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -92,10 +93,25 @@ public:
         start();
     }
 
+    // SIGSTOP lands asynchronously: a test that pauses the server and then sends to it
+    // must not race the server still reading. Waits (2 s at most) until the kernel
+    // reports the process stopped.
     void pause()
     {
-        if (process_)
-            process_->kill(SIGSTOP);
+        if (!process_)
+            return;
+        process_->kill(SIGSTOP);
+        const auto stat = "/proc/" + std::to_string(process_->pid()) + "/stat";
+        for (int i = 0; i < 2000; ++i) {
+            std::ifstream in{stat};
+            std::string line;
+            std::getline(in, line);
+            const auto close = line.rfind(')');
+            if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'T' ||
+                line[close + 2] == 't')
+                return;
+            std::this_thread::sleep_for(std::chrono::milliseconds{1});
+        }
     }
     void resume()
     {
