@@ -72,8 +72,9 @@ struct claim_request {
     bool waits = true;
     /// The value an election's campaign stands with (nullopt for a plain lock() call),
     /// for a store whose queue entry carries it from its create, where foreign
-    /// participants read it (ZooKeeper's Curator LeaderLatch dialect); other stores
-    /// keep the value with the grant once it holds (electing_store::proclaim).
+    /// participants read it (ZooKeeper's Curator LeaderLatch dialect), or whose grant
+    /// records it as it is taken (PostgreSQL's advisory locks); other stores keep the
+    /// value with the grant once it holds (electing_store::proclaim).
     std::optional<std::string> candidate = std::nullopt;
 };
 

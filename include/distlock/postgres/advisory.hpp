@@ -3,7 +3,7 @@
 //
 // One lock() call takes a connection of its own (detail/session.hpp) and keeps it for
 // all its attempts: pg_try_advisory_lock, with the fence taken from the lease table in
-// the same statement when the lock is granted (and the resource's record written). Waiting does not poll: the wait is
+// the same statement when the lock is granted. Waiting does not poll: the wait is
 // pg_advisory_lock in the server, bounded by lock_timeout (the retry policy's delay
 // or the deadline), so the waiter is granted the lock the moment its holder lets go.
 // A wait that is cut off (cancellation, the deadline's race) cannot be taken back
@@ -22,14 +22,15 @@
 // permit is the exclusive lock of one of N keys (detail/sql.hpp); it cannot be waited
 // for in the server (any of N), so its waits are the retry policy's.
 //
-// Each resource has a record beside the lease table (sql.hpp, advisory_row): the
-// backend pid of the session holding its exclusive grant, that grant's fence, owner
-// and election value, and its lock-delay mark or tombstone. A session writes it only
-// in the transaction that takes (or holds, or lets go of) the lock, after locking the
-// record's row, and decides a grant from it with a snapshot taken after that lock: a
-// mark still there when the lock is taken belongs to a grant that ended without a
-// release (with its session), whose tombstone then starts. leader() locks the row
-// and reads pg_locks after: a holder and its record are seen together or not at all.
+// A grant marked for a lock-delay carries its mark in the lease row, beside the fence
+// (sql.hpp, advisory_arm): the statement that takes the lock reads that row's latest
+// version as it bumps the fence, so a mark still there (its holder ended without a
+// release, with its session) starts the tombstone, and the lock is given back. An
+// election's grant is recorded beside the lease table (the backend pid of the session
+// holding it, its fence, owner and value), under the record's row lock, in the
+// transaction that takes the lock; leader() locks the row and reads pg_locks after: a
+// holder and its record are seen together or not at all. Plain grants and releases
+// write nothing but the fence.
 //
 // The key is the store's advisory_key function of the resource id (config.hpp): its
 // own hash by default, or the key a foreign client of the same database takes, so
@@ -122,8 +123,11 @@ public:
     advisory_claim(store_ref<S> store, claim_request r, lock_mode mode = lock_mode::exclusive,
                    std::uint32_t permits = 0)
         : store_{std::move(store)}, resource_{std::move(r.resource)}, diag_{r.diag}, owner_{owner_token::generate()},
-          mode_{mode}, permits_{permits}
-    {}
+          mode_{mode}, permits_{permits}, candidate_{std::move(r.candidate)}
+    {
+        if (mode_ != lock_mode::exclusive || permits_ > 0)
+            candidate_.reset(); // only an exclusive grant leads
+    }
 
     awaitable<result<answer>> attempt()
     {
@@ -158,7 +162,7 @@ public:
         may_hold_ = true;
         if (permits_ > 0)
             co_return co_await take_permit();
-        auto got = co_await session_->try_lock(resource_, owner_, mode_, diag_);
+        auto got = co_await session_->try_lock(resource_, owner_, mode_, diag_, candidate_);
         if (!got) {
             // Whether it took the lock cannot be known (a session-level lock outlives
             // the failed transaction that took it): the session goes, and with it
@@ -172,8 +176,7 @@ public:
             may_hold_ = true;
             co_return got.value();
         }
-        // Held: this try also took this session's pid out of the resource's record,
-        // which a wait in the server may follow (only then: see wait()). Delayed: the
+        // Held: a wait in the server may follow (only then: see wait()). Delayed: the
         // lock was given back; the wait is the tombstone's.
         waits_in_server_ = !got.value().is_delayed();
         co_return got.value();
@@ -187,10 +190,8 @@ public:
 
     /// Waits in the server (pg_advisory_lock or pg_advisory_lock_shared with
     /// lock_timeout) until `until`; a permit waits for `until`, and so does a claim
-    /// whose last try did not answer held on this session. A wait in the server only
-    /// follows such a try, which took this session's pid out of the resource's record:
-    /// so the record cannot name this session for an ended one that had its pid while
-    /// the grant the wait brings is not recorded yet (docs/postgres.md, Elections).
+    /// whose last try did not answer held on this session (a tombstone's wait is the
+    /// retry policy's, and a try that failed closed its session).
     awaitable<bool> wait(time_point until)
     {
         if (permits_ > 0 || !waits_in_server_ || !session_ || session_->ended() || until <= clock::now()) {
@@ -198,7 +199,7 @@ public:
             co_return false;
         }
         may_hold_ = true;
-        auto got = co_await session_->wait_lock(resource_, owner_, until, diag_, mode_);
+        auto got = co_await session_->wait_lock(resource_, owner_, until, diag_, mode_, candidate_);
         auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() != asio::cancellation_type::none)
             co_return false; // cut off: may_hold_ stays, abandon() closes the session
@@ -221,7 +222,7 @@ public:
 
     advisory_hold<S> hold()
     {
-        session_->record({resource_, owner_, mode_, permits_, slot_});
+        session_->record({resource_, owner_, mode_, permits_, slot_, candidate_.has_value()});
         granted_.reset();
         may_hold_ = false;
         return {store_, std::move(session_), resource_, owner_};
@@ -273,6 +274,7 @@ private:
     owner_token owner_;
     lock_mode mode_;
     std::uint32_t permits_;
+    std::optional<std::string> candidate_; // an election's value, recorded with the grant
     std::shared_ptr<session> session_;
     std::optional<fence_token> granted_;
     std::uint32_t slot_ = 0;
@@ -331,9 +333,11 @@ public:
     awaitable<result<void>> revoke(std::string_view, fence_token, diagnostics* = nullptr) = delete;
 
     /// Keeps `value` with the exclusive advisory grant of `owner` whose fence is
-    /// `epoch`: one update of the resource's record by the session that holds the
-    /// grant, checked on its pid, fence and owner. errc::not_owner when no live session
-    /// of this process holds that grant (released, lost, or not an advisory grant).
+    /// `epoch`: the resource's record rewritten by the session that holds the grant
+    /// (its pid, the fence, the owner, the value), while the lease row's fence is still
+    /// `epoch`. errc::not_owner when no live session of this process holds that grant
+    /// (released, lost, or not an advisory grant). An election's campaign records its
+    /// value with the grant already (claim_request::candidate).
     awaitable<result<void>> proclaim(std::string_view resource, const owner_token& owner, fence_token epoch,
                                      std::string_view value, diagnostics* diag = nullptr)
     {
@@ -348,10 +352,11 @@ public:
     }
 
     /// The session that holds `resource`'s advisory lock exclusively now, when the
-    /// resource's record names it: the record's fence (its epoch), owner and value. A
-    /// holder the record does not name (a grant being recorded, a foreign client) is
-    /// a pending leader: the next fence, no value. Free: a default leader_info. One
-    /// round trip: the record's row locked, then pg_locks and the record read together.
+    /// resource's record names it (its pid, with the lease row's current fence): the
+    /// record's fence (its epoch), owner and value. A holder the record does not name
+    /// (a plain lock's, a foreign client's) is a pending leader: the next fence, no
+    /// value. Free: a default leader_info. One round trip: the record's row locked,
+    /// then pg_locks and the record read together.
     awaitable<result<leader_info>> leader(std::string_view resource, diagnostics* diag = nullptr)
     {
         return this->advisory_leader(resource, diag);

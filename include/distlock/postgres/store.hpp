@@ -319,7 +319,7 @@ public:
         if (fence == 0 || fence > static_cast<fence_token>(std::numeric_limits<std::int64_t>::max()))
             return backend::failed<void>(distlock::errc::not_owner);
         if (auto held = detail::session::holding_grant(resource, owner, lock_mode::exclusive))
-            return held->arm(std::string{resource}, owner, fence, millis(delay), diag);
+            return held->arm(std::string{resource}, fence, millis(delay), diag);
         detail::statement s{"dl_arm_delay", sql_->arm_delay,
                             params_of(param::bytes(resource), param::text(owner.to_hex()),
                                       param::number(static_cast<std::int64_t>(fence)), param::number(millis(delay)))};

@@ -334,11 +334,11 @@ result<leader_info> leader_read(const R& r, std::string* problem = nullptr)
 }
 
 /// advisory_leader: one row of (exclusive holders of the key in pg_locks, 1 when the
-/// resource's record names the holder's pid, the record's fence, owner and value in
-/// hex, the lease row's fence). No holder: nobody leads. A holder the record names:
-/// it leads, with the record's fence as its epoch and the value its grant proclaimed
-/// (a grant's record starts without one: nullopt until it proclaims). A holder the
-/// record does not name (a grant not recorded yet, a foreign client): pending, with
+/// resource's record names the holder's pid with the lease row's fence, the record's
+/// fence, owner and value in hex, the lease row's fence). No holder: nobody leads. A
+/// holder the record names: it leads, with the record's fence as its epoch and the
+/// value recorded with its grant or proclaimed (nullopt when none was). A holder the
+/// record does not name (a plain lock's, a foreign client): pending, with
 /// the next fence as its epoch and no value. More than one exclusive holder, a named
 /// holder without a positive fence or an owner, or a value no proclaim writes, are
 /// replies no statement of the store makes. `problem` says what was wrong.

@@ -77,13 +77,17 @@ public:
     };
 
     /// A grant the session holds: whose, on which resource, in which mode; for a
-    /// permit (`permits` N > 0), its slot.
+    /// permit (`permits` N > 0), its slot. Whether its release must take something
+    /// out first: the election record a candidate's grant or a proclaim wrote
+    /// (`recorded`), a lock-delay mark (`marked`).
     struct holding {
         std::string resource;
         owner_token owner;
         lock_mode mode = lock_mode::exclusive;
         std::uint32_t permits = 0;
         std::uint32_t slot = 0;
+        bool recorded = false;
+        bool marked = false;
     };
 
     basic_session(std::shared_ptr<connection> c, settings s) : conn_{std::move(c)}, settings_{std::move(s)} {}
@@ -101,19 +105,25 @@ public:
     const std::shared_ptr<connection>& conn() const noexcept { return conn_; }
 
     /// pg_try_advisory_lock (`mode` exclusive) or pg_try_advisory_lock_shared (a
-    /// reader), and the grant decided under the record's row lock (sql_texts::advisory_row,
-    /// advisory_try): one round trip. Granted with the next fence; held when another
-    /// session holds the lock (a writer, for a reader: one that holds it or waits for
-    /// it); delayed while a tombstone lasts (the lock was given back).
+    /// reader), and the grant decided in the same statement (sql_texts::advisory_try):
+    /// one round trip. Granted with the next fence; held when another session holds
+    /// the lock (a writer, for a reader: one that holds it or waits for it); delayed
+    /// while a tombstone lasts (the lock was given back). An election's `candidate`
+    /// (exclusive) is recorded with the grant, under the record's row lock
+    /// (advisory_row, advisory_try_recording).
     awaitable<result<answer>> try_lock(std::string resource, const owner_token& owner, lock_mode mode,
-                                       diagnostics* diag)
+                                       diagnostics* diag, const std::optional<std::string>& candidate = std::nullopt)
     {
         std::vector<statement> s;
-        s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
-        if (mode == lock_mode::exclusive)
-            s.push_back({"dl_adv_try", settings_.sql->advisory_try, key_params(resource, &owner)});
-        else
+        if (candidate && mode == lock_mode::exclusive) {
+            s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
+            s.push_back({"dl_adv_try_rec", settings_.sql->advisory_try_recording,
+                         key_params(resource, &owner, &*candidate)});
+        } else if (mode == lock_mode::exclusive) {
+            s.push_back({"dl_adv_try", settings_.sql->advisory_try, key_params(resource)});
+        } else {
             s.push_back({"dl_adv_try_sh", settings_.sql->advisory_try_shared, key_params(resource)});
+        }
         return decided(conn_->exec(std::move(s), diag));
     }
 
@@ -138,7 +148,8 @@ public:
     /// granted, delayed (the lock given back), or held when the wait timed out. Only
     /// after a try of this session answered held (advisory.hpp says why).
     awaitable<result<answer>> wait_lock(std::string resource, const owner_token& owner, time_point until,
-                                        diagnostics* diag, lock_mode mode = lock_mode::exclusive)
+                                        diagnostics* diag, lock_mode mode = lock_mode::exclusive,
+                                        const std::optional<std::string>& candidate = std::nullopt)
     {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now());
         const auto wait = std::max<std::int64_t>(left.count(), 1);
@@ -150,31 +161,41 @@ public:
                      exclusive ? settings_.sql->advisory_wait : settings_.sql->advisory_wait_shared,
                      key_params(resource)});
         s.push_back({"dl_adv_unlimited", settings_.sql->wait_unlimited, {}});
-        s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
-        if (exclusive)
-            s.push_back({"dl_adv_granted", settings_.sql->advisory_granted, key_params(resource, &owner)});
-        else
+        if (candidate && exclusive) {
+            s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
+            s.push_back({"dl_adv_granted_rec", settings_.sql->advisory_granted_recording,
+                         key_params(resource, &owner, &*candidate)});
+        } else if (exclusive) {
+            s.push_back({"dl_adv_granted", settings_.sql->advisory_granted, key_params(resource)});
+        } else {
             s.push_back({"dl_adv_granted_sh", settings_.sql->advisory_granted_shared, key_params(resource)});
+        }
         return waited(conn_->exec(std::move(s), diag, std::chrono::milliseconds{wait} + settings_.statement_timeout));
     }
 
     /// Marks the exclusive grant this session holds (its fence) for a lock-delay of
-    /// `delay_ms`: one update of the record, which names this session's pid only while
-    /// it holds that grant. errc::not_owner otherwise.
-    awaitable<result<void>> arm(std::string resource, const owner_token& owner, fence_token fence,
-                                std::int64_t delay_ms, diagnostics* diag)
+    /// `delay_ms`: one update of the lease row, whose fence is that grant's while the
+    /// session holds the lock. errc::not_owner when the fence is another. From the
+    /// moment it is sent, the release takes the mark out first.
+    awaitable<result<void>> arm(std::string resource, fence_token fence, std::int64_t delay_ms, diagnostics* diag)
     {
+        bool was_marked = false;
+        note([&](holding& h) { was_marked = std::exchange(h.marked, true); });
         std::vector<statement> s;
         s.push_back({"dl_adv_arm", settings_.sql->advisory_arm,
                      {param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
-                      param::number(delay_ms), param::text(owner.to_hex())}});
-        return recorded(conn_->exec(std::move(s), diag));
+                      param::number(delay_ms)}});
+        return armed(this->shared_from_this(), recorded(conn_->exec(std::move(s), diag)), was_marked);
     }
 
-    /// Keeps `value` with the exclusive grant this session holds (its fence), as arm().
+    /// Keeps `value` with the exclusive grant this session holds (its fence): the
+    /// record rewritten while the lease row's fence is that grant's; else
+    /// errc::not_owner. From the moment it is sent, the release takes the record's
+    /// pid out first.
     awaitable<result<void>> proclaim(std::string resource, const owner_token& owner, fence_token fence,
                                      std::string value, diagnostics* diag)
     {
+        note([](holding& h) { h.recorded = true; });
         std::vector<statement> s;
         s.push_back({"dl_adv_proclaim", settings_.sql->advisory_proclaim,
                      {param::bytes(resource), param::number(static_cast<std::int64_t>(fence)),
@@ -237,6 +258,10 @@ public:
             s.push_back({"dl_adv_unlk_pm", settings_.sql->advisory_unlock_permit, std::move(p)});
         } else if (h->mode == lock_mode::shared) {
             s.push_back({"dl_adv_unlk_sh", settings_.sql->advisory_unlock_shared, std::move(p)});
+        } else if (h->marked) {
+            s.push_back({"dl_adv_unlk_mk", settings_.sql->advisory_unlock_marked, std::move(p)});
+        } else if (h->recorded) {
+            s.push_back({"dl_adv_unlk_rec", settings_.sql->advisory_unlock_recorded, std::move(p)});
         } else {
             s.push_back({"dl_adv_unlock", settings_.sql->advisory_unlock, std::move(p)});
         }
@@ -251,14 +276,19 @@ public:
     awaitable<result<void>> downgrade(diagnostics* diag)
     {
         std::string resource;
+        bool marked = false;
         {
             std::lock_guard lock{mutex_};
             if (!holding_ || holding_->mode != lock_mode::exclusive || ended_)
                 return backend::failed<void>(errc::not_owner);
             resource = holding_->resource;
+            marked = holding_->marked;
         }
         std::vector<statement> s;
-        s.push_back({"dl_adv_down", settings_.sql->advisory_downgrade, key_params(resource)});
+        if (marked)
+            s.push_back({"dl_adv_down_mk", settings_.sql->advisory_downgrade_marked, key_params(resource)});
+        else
+            s.push_back({"dl_adv_down", settings_.sql->advisory_downgrade, key_params(resource)});
         return downgraded(this->shared_from_this(), conn_->exec(std::move(s), diag));
     }
 
@@ -324,13 +354,25 @@ private:
         });
     }
 
-    // The key's parameters, and an exclusive grant's owner after them.
-    std::vector<param> key_params(const std::string& resource, const owner_token* owner = nullptr) const
+    // The key's parameters; a candidate's owner and value after them.
+    std::vector<param> key_params(const std::string& resource, const owner_token* owner = nullptr,
+                                  const std::string* value = nullptr) const
     {
         auto p = advisory_key_params(resource, settings_.advisory_namespace, settings_.key_function);
         if (owner)
             p.push_back(param::text(owner->to_hex()));
+        if (value)
+            p.push_back(param::bytes(*value));
         return p;
+    }
+
+    // Notes on the grant the session holds what its release must take out.
+    template <class F>
+    void note(F f)
+    {
+        std::lock_guard lock{mutex_};
+        if (holding_)
+            f(*holding_);
     }
 
     static awaitable<result<answer>> decided(awaitable<result<replies>> pending)
@@ -364,6 +406,17 @@ private:
         co_return answers::owned(got.value().front());
     }
 
+    // A mark the server refused (an error it sent, or no row: another fence) was not
+    // written: the release need not take it out, unless an earlier one was.
+    static awaitable<result<void>> armed(std::shared_ptr<basic_session> self, awaitable<result<void>> pending,
+                                         bool was_marked)
+    {
+        auto r = co_await std::move(pending);
+        if (!r && (r.error().category() == category() || r.error() == errc::not_owner))
+            self->note([&](holding& h) { h.marked = was_marked; });
+        co_return r;
+    }
+
     static awaitable<result<answer>> permitted(awaitable<result<replies>> pending, std::uint32_t permits,
                                                diagnostics* diag)
     {
@@ -394,8 +447,12 @@ private:
             co_return make_error_code(errc::protocol_error);
         }
         std::lock_guard lock{self->mutex_};
-        if (self->holding_)
+        if (self->holding_) {
+            // The statement took the exclusive grant's record and mark out with it.
             self->holding_->mode = lock_mode::shared;
+            self->holding_->recorded = false;
+            self->holding_->marked = false;
+        }
         co_return success();
     }
 

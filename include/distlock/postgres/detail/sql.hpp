@@ -404,66 +404,76 @@ struct sql_texts {
                                              key_function == advisory_key_function::int4pair
                                          ? " WHERE $1::bytea IS NOT NULL"
                                          : "";
-        // The record of the resource's advisory grants (docs/postgres.md, Mode 2): the
-        // backend process that holds the exclusive grant (pg_backend_pid(); NULL when
-        // none is recorded), that grant's fence and owner, the value it proclaimed, its
-        // lock-delay mark (delay_ms) and, once a marked grant was found ended without a
-        // release, its tombstone's end (delayed_until, by the server's clock). Written
-        // only by statements of the session that takes or holds the lock, each after
-        // the statement that locks this row (advisory_row) in its transaction, so that a
-        // reader that locks it (advisory_leader_lock) sees a grant's lock and its record
-        // together or neither.
+        // An advisory grant's lock-delay mark lives in the lease row, beside the fence
+        // that every distlock grant bumps there: the marked grant's delay (delay_ms) and
+        // its fence negated (delay_fence), so that the lease table's own marks (positive
+        // fences, on rows with an owner) and this one are never read for each other.
+        // The grant's own session writes it (advisory_arm) and takes it out in its
+        // release, before it lets go of the lock; a mark still there when the lock is
+        // next taken, with the fence unchanged since, belongs to a grant that ended
+        // without a release (with its session). Its tombstone starts then: the first
+        // sighting (the server's clock) + the delay, kept in expires_at (which rows
+        // without an owner do not otherwise use), so that every later attempt judges by
+        // the same end. Read through the row as JSON, as the lease table's marks are: a
+        // table without those columns keeps its locks, and only advisory_arm fails.
+        const std::string advisory_mark = "(f.owner IS NULL AND (to_jsonb(f) ->> 'delay_fence')::bigint = -f.fence AND "
+                                          "(to_jsonb(f) ->> 'delay_ms') IS NOT NULL)";
+        const std::string tombstone_until = "coalesce(f.expires_at, (SELECT now FROM c) + least(greatest((to_jsonb(f) "
+                                            "->> 'delay_ms')::bigint, 0), " + std::to_string(max_wait_ms) +
+                                            ") * interval '1 millisecond')";
+        const std::string in_tombstone = "(" + advisory_mark + " AND " + tombstone_until + " > (SELECT now FROM c))";
+        // The record of the resource's advisory election (docs/postgres.md, Elections):
+        // the backend process that holds the exclusive grant a candidate took
+        // (pg_backend_pid()), that grant's fence and owner and the value it proclaimed.
+        // A candidate's grant writes it in the transaction that takes the lock, after
+        // the statement that locks this row (advisory_row), so that a reader that locks
+        // it (advisory_leader_lock) sees the grant's lock and its record together or
+        // neither; a proclaim of the holder rewrites it. Plain locks never touch it.
         const auto& a = this->advisory;
         create_advisory = "CREATE TABLE IF NOT EXISTS " + a +
-                          " (resource bytea PRIMARY KEY, pid integer, fence bigint, owner text, value bytea, "
-                          "delay_ms bigint, delayed_until timestamptz)";
+                          " (resource bytea PRIMARY KEY, pid integer, fence bigint, owner text, value bytea)";
         advisory_row = "INSERT INTO " + a + " AS s (resource) VALUES ($1) ON CONFLICT (resource) DO UPDATE SET pid = "
                        "s.pid";
-        // A grant, decided by a session that has just taken the lock (`got`: a try's
-        // answer, or true after a wait), under the record's row lock and with a snapshot
-        // taken after it. A mark of the last grant (its fence still the lease row's:
-        // any later grant, a foreign one included, bumps it) that is still there was
-        // not released: that grant ended with its session, at a time no statement saw.
-        // Its tombstone ends at the first sighting (now) + the delay, written into the
-        // record, so that every later attempt judges by the same end; until then the
-        // lock is given back in this statement and the answer is the time left. Else
-        // the grant is recorded: the next fence, this session's pid (an exclusive
-        // grant's; a reader's none), the owner, no value, no mark. A session that did
-        // not get the lock takes its own pid out of the record: it holds nothing, so a
-        // record naming that pid was left by an ended session whose pid the system gave
-        // this one (a wait that follows then cannot be mistaken for that grant).
-        // One row: (fence when granted, NULL, milliseconds of the tombstone left).
-        const auto decide = [&](const std::string& got, bool exclusive) {
-            const std::string granted = "(d.got AND NOT d.delayed)";
+        // A grant, decided in the statement that takes the lock (`got`: a try's
+        // answer, or true after a wait): the lease row's next fence, unless that row
+        // holds the mark of a grant that ended unreleased and its tombstone lasts;
+        // then the lock is given back in this statement and the answer is the time
+        // left. The row is read through the upsert, which sees its latest version
+        // whatever the statement's snapshot (taken before the lock came): a mark its
+        // holder wrote before it ended is found however late it was written. With
+        // `recording` (an election's candidate, exclusive only), the grant is also
+        // recorded: this session's pid, the fence, the owner ($after_key) and the
+        // candidate's value ($after_key + 1). One row: (fence when granted, NULL,
+        // milliseconds of the tombstone left).
+        const auto decide = [&](const std::string& got, bool exclusive, bool recording) {
             const std::string unlock = exclusive ? "pg_advisory_unlock(" : "pg_advisory_unlock_shared(";
-            return "WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now), l AS MATERIALIZED (SELECT " + got +
-                   " AS got), r AS MATERIALIZED (SELECT CASE WHEN s.delay_ms IS NOT NULL AND s.fence = (SELECT "
-                   "f.fence FROM " + t + " f WHERE f.resource = $1) THEN coalesce(s.delayed_until, c.now + "
-                   "least(greatest(s.delay_ms, 0), " + std::to_string(max_wait_ms) +
-                   ") * interval '1 millisecond') END AS until FROM " + a +
-                   " s, c WHERE s.resource = $1), d AS MATERIALIZED (SELECT l.got, l.got AND coalesce(r.until > "
-                   "c.now, false) AS delayed, r.until FROM l CROSS JOIN c LEFT JOIN r ON true), bump AS (INSERT "
-                   "INTO " + t + " AS f (resource, fence) SELECT $1, 1 FROM d WHERE " + granted +
-                   " ON CONFLICT (resource) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence), w AS (UPDATE " +
-                   a + " s SET pid = CASE WHEN " + granted + " THEN " +
-                   (exclusive ? "pg_backend_pid()" : "NULL::integer") + " END, fence = CASE WHEN " + granted +
-                   " THEN (SELECT fence FROM bump) ELSE s.fence END, owner = CASE WHEN " + granted + " THEN " +
-                   (exclusive ? "$" + std::to_string(after_key) + "::text" : "NULL::text") +
-                   " ELSE s.owner END, value = CASE WHEN " + granted + " THEN NULL ELSE s.value END, delay_ms = "
-                   "CASE WHEN " + granted + " THEN NULL ELSE s.delay_ms END, delayed_until = CASE WHEN d.delayed "
-                   "THEN d.until WHEN d.got THEN NULL ELSE s.delayed_until END FROM d WHERE s.resource = $1 AND "
-                   "(d.got OR s.pid = pg_backend_pid()) RETURNING 1), u AS MATERIALIZED (SELECT " + unlock + key +
-                   ") FROM d WHERE d.delayed) SELECT (SELECT fence FROM bump), NULL::bigint, CASE WHEN d.delayed "
-                   "THEN ceil(extract(epoch FROM d.until - c.now) * 1000)::bigint END, (SELECT count(*) FROM u), "
-                   "(SELECT count(*) FROM w) FROM d, c";
+            std::string s = "WITH l AS MATERIALIZED (SELECT " + got +
+                            " AS got), c AS MATERIALIZED (SELECT clock_timestamp() AS now), g AS (INSERT INTO " + t +
+                            " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO UPDATE "
+                            "SET fence = f.fence + CASE WHEN " + in_tombstone + " THEN 0 ELSE 1 END, expires_at = CASE "
+                            "WHEN " + in_tombstone + " THEN " + tombstone_until +
+                            " ELSE f.expires_at END RETURNING f.fence, " + advisory_mark +
+                            " AND f.expires_at IS NOT NULL AS delayed, f.expires_at AS until), u AS MATERIALIZED (SELECT " +
+                            unlock + key + ") FROM g WHERE g.delayed)";
+            std::string counted = "(SELECT count(*) FROM u)";
+            if (recording) {
+                s += ", w AS (UPDATE " + a + " s SET pid = pg_backend_pid(), fence = g.fence, owner = $" +
+                     std::to_string(after_key) + "::text, value = $" + std::to_string(after_key + 1) +
+                     "::bytea FROM g WHERE s.resource = $1 AND NOT g.delayed RETURNING 1)";
+                counted += ", (SELECT count(*) FROM w)";
+            }
+            return s + " SELECT (SELECT fence FROM g WHERE NOT g.delayed), NULL::bigint, (SELECT ceil(extract(epoch "
+                       "FROM g.until - clock_timestamp()) * 1000)::bigint FROM g WHERE g.delayed), " + counted;
         };
-        advisory_try = decide("pg_try_advisory_lock(" + key + ")", true);
-        advisory_try_shared = decide("pg_try_advisory_lock_shared(" + key + ")", false);
-        advisory_granted = decide("true", true);
-        advisory_granted_shared = decide("true", false);
-        // The wait itself is a statement of its own: the grant is decided by the next
-        // ones, with a snapshot taken after the lock came (one taken before the wait
-        // would miss what its holder wrote meanwhile).
+        advisory_try = decide("pg_try_advisory_lock(" + key + ")", true, false);
+        advisory_try_shared = decide("pg_try_advisory_lock_shared(" + key + ")", false, false);
+        advisory_try_recording = decide("pg_try_advisory_lock(" + key + ")", true, true);
+        advisory_granted = decide("true", true, false);
+        advisory_granted_shared = decide("true", false, false);
+        advisory_granted_recording = decide("true", true, true);
+        // The wait itself is a statement of its own: the lock's wait is bounded by
+        // lock_timeout, and the upsert that decides the grant must not be (a timeout
+        // there would read as "not taken" while the session holds the lock).
         advisory_wait = "SELECT pg_advisory_lock(" + key + ")" + id_named;
         // A shared mutex's readers: the shared lock of the same key, which the
         // server's lock manager keeps from a reader while a writer holds the lock or
@@ -472,41 +482,61 @@ struct sql_texts {
         advisory_wait_shared = "SELECT pg_advisory_lock_shared(" + key + ")" + id_named;
         wait_limits = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)";
         // After the wait: the row locks that follow wait without lock_timeout, so that
-        // the only lock_not_available the request can answer is the wait's own (a
-        // grant taken and then failed would otherwise read as "not taken").
+        // the only lock_not_available the request can answer is the wait's own.
         wait_unlimited = "SELECT set_config('lock_timeout', '0', true)";
-        // A release takes the grant's record (its pid, and with it its mark) out before
-        // it lets go of the lock, in the same statement, so that the next holder, which
-        // decides under the record's lock, never finds a released grant's mark.
-        const std::string forget = "WITH w AS (UPDATE " + a +
-                                   " SET pid = NULL, delay_ms = NULL, delayed_until = NULL WHERE resource = $1 AND pid "
-                                   "= pg_backend_pid() RETURNING 1)";
-        advisory_unlock = forget + " SELECT pg_advisory_unlock(" + key + ") FROM (SELECT count(*) FROM w) x";
+        // A release lets go of the lock; a grant that was marked (or recorded) first
+        // takes its mark out of the lease row (its pid out of the record), in the same
+        // statement, so that the next holder never finds a released grant's mark. A
+        // session knows whether it marked or recorded its grant, so plain releases
+        // write nothing.
+        const std::string unmark = "m AS (UPDATE " + t +
+                                   " SET delay_ms = NULL, delay_fence = NULL WHERE resource = $1 AND owner IS NULL AND "
+                                   "delay_fence < 0 RETURNING 1)";
+        const std::string unrecord = "w AS (UPDATE " + a +
+                                     " SET pid = NULL WHERE resource = $1 AND pid = pg_backend_pid() RETURNING 1)";
+        advisory_unlock = "SELECT pg_advisory_unlock(" + key + ")" + id_named;
+        advisory_unlock_recorded =
+            "WITH " + unrecord + " SELECT pg_advisory_unlock(" + key + ") FROM (SELECT count(*) FROM w) x";
+        advisory_unlock_marked = "WITH " + unrecord + ", " + unmark + " SELECT pg_advisory_unlock(" + key +
+                                 ") FROM (SELECT (SELECT count(*) FROM w) + (SELECT count(*) FROM m)) x";
         advisory_unlock_shared = "SELECT pg_advisory_unlock_shared(" + key + ")" + id_named;
         // The session that holds the lock exclusively takes it shared too, then lets
         // the exclusive one go: a writer waiting in the server waits for the holder,
         // so the holder's request is granted ahead of it, and no writer comes between.
-        // The exclusive grant's record goes first, as in a release.
-        advisory_downgrade = forget + ", s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
+        // The exclusive grant's record and mark go first, as in a release.
+        advisory_downgrade = "WITH " + unrecord + ", s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
                              ") FROM (SELECT count(*) FROM w) x) SELECT pg_advisory_unlock(" + key + ") FROM s";
+        advisory_downgrade_marked = "WITH " + unrecord + ", " + unmark +
+                                    ", s AS MATERIALIZED (SELECT pg_advisory_lock_shared(" + key +
+                                    ") FROM (SELECT (SELECT count(*) FROM w) + (SELECT count(*) FROM m)) x) SELECT "
+                                    "pg_advisory_unlock(" + key + ") FROM s";
         // The holder's own session marks its grant ($2 its fence, $3 the delay in
-        // milliseconds, $4 its owner) or keeps its value ($3): only a record this
-        // session wrote names its pid with that fence, and a release or a downgrade
-        // takes the pid out, so the check and the write are one update of the row.
-        advisory_arm = "UPDATE " + a + " SET delay_ms = $3, delayed_until = NULL WHERE resource = $1 AND pid = "
-                       "pg_backend_pid() AND fence = $2 AND owner = $4";
-        advisory_proclaim = "UPDATE " + a + " SET value = $3 WHERE resource = $1 AND pid = pg_backend_pid() AND "
-                            "fence = $2 AND owner = $4";
-        // Who leads: the record's row locked first (FOR SHARE: a grant being recorded
-        // is waited for, and none is recorded until this transaction ends), then, with a
-        // snapshot taken after that, the exclusive holders pg_locks shows and the
-        // record. One row: (holders, 1 when the record names the holder's pid, the
-        // record's fence, owner and value in hex, the lease row's fence).
+        // milliseconds): while it holds the lock exclusively no other grant bumps the
+        // fence, so the fence names the grant. A lease row with an owner belongs to the
+        // lease table's own grants, never marked from here.
+        advisory_arm = "UPDATE " + t + " SET delay_ms = $3, delay_fence = -$2::bigint, expires_at = NULL WHERE "
+                       "resource = $1 AND fence = $2 AND owner IS NULL";
+        // The holder's own session keeps its value ($3) in the record with its pid,
+        // fence ($2) and owner ($4), while the lease row's fence is still its grant's.
+        advisory_proclaim = "INSERT INTO " + a + " AS s (resource, pid, fence, owner, value) SELECT $1, "
+                            "pg_backend_pid(), $2, $4, $3 FROM " + t + " f WHERE f.resource = $1 AND f.fence = $2 "
+                            "AND f.owner IS NULL ON CONFLICT (resource) DO UPDATE SET pid = excluded.pid, fence = "
+                            "excluded.fence, owner = excluded.owner, value = excluded.value";
+        // Who leads: the record's row locked first (FOR SHARE: a candidate's grant being
+        // recorded is waited for), then, with a snapshot taken after that, the exclusive
+        // holders pg_locks shows, the record and the lease row's fence. The record names
+        // the holder when its pid is the holder's and its fence still the lease row's
+        // (every distlock grant since would have bumped it, so a record left by an
+        // ended session is not taken for a later holder that has its pid). One row:
+        // (holders, 1 when the record names the holder, the record's fence, owner and
+        // value in hex, the lease row's fence).
         advisory_leader_lock = "SELECT 1 FROM " + a + " WHERE resource = $1 FOR SHARE";
         advisory_leader = "WITH h AS MATERIALIZED (" + holders_of_key +
-                          ") SELECT (SELECT count(*) FROM h), CASE WHEN s.pid IN (SELECT pid FROM h) THEN 1 ELSE 0 "
-                          "END, s.fence, s.owner, encode(s.value, 'hex'), (SELECT f.fence FROM " + t +
-                          " f WHERE f.resource = $1) FROM (SELECT 1) one LEFT JOIN " + a + " s ON s.resource = $1";
+                          "), lf AS MATERIALIZED (SELECT f.fence FROM " + t +
+                          " f WHERE f.resource = $1) SELECT (SELECT count(*) FROM h), CASE WHEN s.pid IN (SELECT pid "
+                          "FROM h) AND s.fence = (SELECT fence FROM lf) THEN 1 ELSE 0 END, s.fence, s.owner, "
+                          "encode(s.value, 'hex'), (SELECT fence FROM lf) FROM (SELECT 1) one LEFT JOIN " + a +
+                          " s ON s.resource = $1";
         // A semaphore's permits: permit k of N is the exclusive lock of a key of its own
         // (a hash of the resource and k, from other bits of SHA-256 than the mutex's
         // key), and each holder holds the shared lock of the count's key (the resource
@@ -572,8 +602,10 @@ struct sql_texts {
     std::string take_row, find_row, put_shared, put_exclusive, extend_shared, release_shared, withdraw, downgrade;
     std::string advisory;
     std::string create_advisory, advisory_row, advisory_granted, advisory_granted_shared, wait_unlimited;
+    std::string advisory_try_recording, advisory_granted_recording;
     std::string advisory_arm, advisory_proclaim, advisory_leader_lock, advisory_leader;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
+    std::string advisory_unlock_recorded, advisory_unlock_marked, advisory_downgrade_marked;
     std::string advisory_try_shared, advisory_wait_shared, advisory_unlock_shared, advisory_downgrade;
     std::string advisory_permit, advisory_unlock_permit;
 };
