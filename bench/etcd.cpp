@@ -9,7 +9,12 @@
 //    from one process's release to the next process's grant, on the machine's one
 //    monotonic clock, compared with one round trip of the floor client;
 //  - the shared workloads (bench/shared_workloads.hpp: eight readers beside a writer,
-//    a semaphore of 4 over 8 processes).
+//    a semaphore of 4 over 8 processes);
+//  - the `peers` group (bench/peer.hpp): etcd's Go concurrency.Mutex
+//    (bench/peers/etcd-go, built by ./dev bench) in the same two mutex workloads,
+//    pairs on fresh keys in rounds alternating with distlock's, and its hand-off
+//    across 4 processes before distlock's, each of distlock's rows with its ratio to
+//    the Go client's; skipped when DISTLOCK_ETCD_GO names no program.
 // Every workload is bounded in count and time. Prints a table; appends JSON lines to
 // the file named by the first argument.
 #include <distlock/distlock.hpp>
@@ -18,6 +23,7 @@
 #include "etcd_server.hpp"
 #include "failover.hpp"
 #include "handoff.hpp"
+#include "peer.hpp"
 #include "report.hpp"
 #include "shared_workloads.hpp"
 
@@ -31,6 +37,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace dl = distlock;
@@ -95,7 +102,7 @@ int worker(int argc, char** argv)
 }
 
 // --elect ROLE PORT PREFIX NAME: a participant of the fail-over rounds, its session
-// TTL that of the Go peer.
+// TTL that of the Go election.
 constexpr int election_ttl_seconds = 2;
 int elect(int argc, char** argv)
 {
@@ -123,6 +130,15 @@ int shared_worker(int argc, char** argv)
     return bench::shared_worker(io, store, argv[2], std::atoi(argv[5]));
 }
 
+// etcd's Go client (bench/peers/etcd-go), the reference client of the election and
+// mutex rows: the program DISTLOCK_ETCD_GO names, built by ./dev bench; empty when
+// there is none.
+std::string go_peer()
+{
+    const char* path = std::getenv("DISTLOCK_ETCD_GO");
+    return path && *path && ::access(path, X_OK) == 0 ? path : "";
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -138,12 +154,13 @@ int main(int argc, char** argv)
                 "p50 us", "p90 us", "p99 us", "max us");
     test::etcd_cluster server{1};
     const std::string prefix = "bench/";
-    // Leader fail-over, next to etcd's Go election (bench/peers/etcd-election, built by
+    const auto go = go_peer();
+    const auto endpoint = "127.0.0.1:" + std::to_string(server.port());
+    // Leader fail-over, next to etcd's Go election (bench/peers/etcd-go, built by
     // ./dev bench) with the same session TTL, rounds alternating between the two.
     const auto failover_rows = [&] {
         int missed = 0;
         const auto port = std::to_string(server.port());
-        const char* go_peer = std::getenv("DISTLOCK_ETCD_ELECTION");
         result_row ours_row{"distlock: election fail-over, leader SIGKILLed (us)"};
         result_row go_row{"etcd Go concurrency.Election: fail-over (us)"};
         const auto wait_out = std::chrono::milliseconds{election_ttl_seconds * 1000};
@@ -155,22 +172,21 @@ int main(int argc, char** argv)
                                                     name + "-" + std::to_string(round)};
                 },
                 2, wait_out);
-            if (go_peer && *go_peer)
+            if (!go.empty())
                 missed += bench::failovers(
                     go_row,
                     [&](const std::string& role, const std::string& name) {
-                        return std::vector<std::string>{go_peer, "127.0.0.1:" + port,
-                                                        name + "-" + std::to_string(round), role,
-                                                        std::to_string(election_ttl_seconds)};
+                        return std::vector<std::string>{go, "elect", endpoint, name + "-" + std::to_string(round),
+                                                        role, std::to_string(election_ttl_seconds)};
                     },
                     2, wait_out);
         }
-        if (go_peer && *go_peer) {
+        if (!go.empty()) {
             bench::print_failover(go_row, wait_out);
             bench::print_failover(ours_row, wait_out, &go_row);
         } else {
             bench::print_failover(ours_row, wait_out);
-            std::printf("(etcd's Go election not measured: DISTLOCK_ETCD_ELECTION names no program)\n");
+            std::printf("(etcd's Go election not measured: DISTLOCK_ETCD_GO names no program)\n");
         }
         return missed;
     };
@@ -178,83 +194,129 @@ int main(int argc, char** argv)
         return failover_rows() != 0 ? 1 : 0;
     constexpr std::size_t count = 1000, warmup = 100;
     constexpr auto limit = 40s;
+    const bool peers_only = bench::only("peers");
 
     raw_client raw{server.port()};
-    const auto granted = raw.call("lease/grant", R"({"TTL":"30"})");
-    const auto lease = granted.is_object() ? granted.value("ID", std::string{}) : std::string{};
-    if (lease.empty()) {
-        std::fprintf(stderr, "no lease granted\n");
-        return 1;
-    }
-    // The recipe's requests for an uncontended lock, as the store sends them.
-    const auto floor_request = [&](const dl::owner_token& owner) {
-        const auto queue = etcd::detail::queue_prefix(prefix, "bench:floor");
-        const auto key = queue + owner.to_hex();
-        const json txn = {
-            {"compare", json::array({etcd::detail::create_compare(key, 0)})},
-            {"success", json::array({json{{"request_put",
-                                           {{"key", dl::util::base64(key)},
-                                            {"value", dl::util::base64(owner.to_hex())},
-                                            {"lease", lease}}}},
-                                     json{{"request_range", etcd::detail::queue_request(queue, "DESCEND", 2)}}})},
-            {"failure", json::array({json{{"request_range", etcd::detail::range_request(key)}},
-                                     json{{"request_range", etcd::detail::queue_request(queue, "ASCEND", 1)}}})}};
-        return std::pair{txn.dump(), etcd::detail::range_request(key).dump()};
-    };
-
-    // Alternating rounds of the two, so that a noisy neighbour hits both alike.
-    result_row floor{"floor: raw client, txn create + deleterange"};
-    result_row lock{"distlock: lock() + unlock()"};
     result_row rtt{"floor: one kv/range round trip"};
-    asio::io_context io;
-    etcd::store store{io, server.config(prefix)};
-    dl::basic_distributed_mutex<etcd::store, dl::retry::none> m{store, "bench:lock"};
-    bool failed = false;
-    const auto start = steady::now();
-    asio::co_spawn(io, [&]() -> dl::awaitable<void> {
-        for (std::size_t round = 0; round < (warmup + count) / 50 && steady::now() - start < limit; ++round) {
-            for (int i = 0; i < 50; ++i) {
-                const auto [create, remove] = floor_request(dl::owner_token::generate());
-                const auto t0 = steady::now();
-                const auto a = raw.call("kv/txn", create);
-                const auto r = raw.call("kv/deleterange", remove);
-                if (!a.is_object() || !a.value("succeeded", false) || !r.is_object() || r.contains("error"))
-                    failed = true;
-                if (round * 50 >= warmup)
-                    floor.us.push_back(micros(steady::now() - t0));
-                const auto t1 = steady::now();
-                (void)raw.call("kv/range", remove);
-                if (round * 50 >= warmup)
-                    rtt.us.push_back(micros(steady::now() - t1));
-            }
-            for (int i = 0; i < 50; ++i) {
-                const auto t0 = steady::now();
-                auto l = co_await m.lock();
-                if (!l || !co_await l->unlock())
-                    failed = true;
-                if (round * 50 >= warmup)
-                    lock.us.push_back(micros(steady::now() - t0));
-            }
+    if (peers_only) {
+        // The round trip alone: the hand-offs are counted in it.
+        const auto absent = etcd::detail::range_request(prefix + "bench:absent").dump();
+        const auto start = steady::now();
+        for (std::size_t i = 0; i < warmup + count && steady::now() - start < limit; ++i) {
+            const auto t0 = steady::now();
+            (void)raw.call("kv/range", absent);
+            if (i >= warmup)
+                rtt.us.push_back(micros(steady::now() - t0));
         }
-        co_await store.close();
-    }, asio::detached);
-    io.run();
-    if (failed) {
-        std::fprintf(stderr, "a request failed\n");
-        return 1;
+        rtt.seconds = std::chrono::duration<double>(steady::now() - start).count();
+        rtt.operations = rtt.us.size();
+        bench::print(rtt);
+    } else {
+        const auto granted = raw.call("lease/grant", R"({"TTL":"30"})");
+        const auto lease = granted.is_object() ? granted.value("ID", std::string{}) : std::string{};
+        if (lease.empty()) {
+            std::fprintf(stderr, "no lease granted\n");
+            return 1;
+        }
+        // The recipe's requests for an uncontended lock, as the store sends them.
+        const auto floor_request = [&](const dl::owner_token& owner) {
+            const auto queue = etcd::detail::queue_prefix(prefix, "bench:floor");
+            const auto key = queue + owner.to_hex();
+            const json txn = {
+                {"compare", json::array({etcd::detail::create_compare(key, 0)})},
+                {"success", json::array({json{{"request_put",
+                                               {{"key", dl::util::base64(key)},
+                                                {"value", dl::util::base64(owner.to_hex())},
+                                                {"lease", lease}}}},
+                                         json{{"request_range", etcd::detail::queue_request(queue, "DESCEND", 2)}}})},
+                {"failure", json::array({json{{"request_range", etcd::detail::range_request(key)}},
+                                         json{{"request_range", etcd::detail::queue_request(queue, "ASCEND", 1)}}})}};
+            return std::pair{txn.dump(), etcd::detail::range_request(key).dump()};
+        };
+
+        // Alternating rounds of the two, so that a noisy neighbour hits both alike.
+        result_row floor{"floor: raw client, txn create + deleterange"};
+        result_row lock{"distlock: lock() + unlock()"};
+        asio::io_context io;
+        etcd::store store{io, server.config(prefix)};
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> m{store, "bench:lock"};
+        bool failed = false;
+        const auto start = steady::now();
+        asio::co_spawn(io, [&]() -> dl::awaitable<void> {
+            for (std::size_t round = 0; round < (warmup + count) / 50 && steady::now() - start < limit; ++round) {
+                for (int i = 0; i < 50; ++i) {
+                    const auto [create, remove] = floor_request(dl::owner_token::generate());
+                    const auto t0 = steady::now();
+                    const auto a = raw.call("kv/txn", create);
+                    const auto r = raw.call("kv/deleterange", remove);
+                    if (!a.is_object() || !a.value("succeeded", false) || !r.is_object() || r.contains("error"))
+                        failed = true;
+                    if (round * 50 >= warmup)
+                        floor.us.push_back(micros(steady::now() - t0));
+                    const auto t1 = steady::now();
+                    (void)raw.call("kv/range", remove);
+                    if (round * 50 >= warmup)
+                        rtt.us.push_back(micros(steady::now() - t1));
+                }
+                for (int i = 0; i < 50; ++i) {
+                    const auto t0 = steady::now();
+                    auto l = co_await m.lock();
+                    if (!l || !co_await l->unlock())
+                        failed = true;
+                    if (round * 50 >= warmup)
+                        lock.us.push_back(micros(steady::now() - t0));
+                }
+            }
+            co_await store.close();
+        }, asio::detached);
+        io.run();
+        if (failed) {
+            std::fprintf(stderr, "a request failed\n");
+            return 1;
+        }
+        floor.seconds = lock.seconds = rtt.seconds = std::chrono::duration<double>(steady::now() - start).count() / 2;
+        floor.operations = floor.us.size();
+        lock.operations = lock.us.size();
+        rtt.operations = rtt.us.size();
+        bench::print(floor);
+        bench::print(lock, &floor);
+        bench::print(rtt);
     }
-    floor.seconds = lock.seconds = rtt.seconds = std::chrono::duration<double>(steady::now() - start).count() / 2;
-    floor.operations = floor.us.size();
-    lock.operations = lock.us.size();
-    rtt.operations = rtt.us.size();
-    bench::print(floor);
-    bench::print(lock, &floor);
-    bench::print(rtt);
+
+    // The Go Mutex beside distlock: pairs on fresh keys in alternating rounds, then
+    // its hand-off, before distlock's.
+    bench::handoff_rows go_handoff;
+    long peer_bad = 0;
+    if (go.empty()) {
+        std::printf("peers: etcd's Go client not built (DISTLOCK_ETCD_GO names no program); its rows are skipped\n");
+    } else {
+        constexpr std::size_t per_round = 300;
+        const bool paired = bench::pairs_beside_peer(
+            "peer Go concurrency.Mutex: Lock + Unlock, fresh keys",
+            [&](int) { return std::vector<std::string>{go, "pair", endpoint, std::to_string(per_round)}; },
+            "distlock: lock() + unlock(), fresh keys",
+            [&](int round) {
+                return bench::fresh_pairs<etcd::store>(server.config(prefix),
+                                                       "peer-pairs:" + std::to_string(round) + ":", per_round);
+            },
+            3);
+        if (!paired) {
+            std::fprintf(stderr, "a request failed\n");
+            return 1;
+        }
+        const std::vector<std::string> contender{go, "contend", endpoint, "/bench/peer-contended", "50",
+                                                 bench::start_in(2s)};
+        peer_bad = bench::peer_outcome("peer Go concurrency.Mutex",
+                                       bench::handoffs(contender, 4, rtt, "peer Go concurrency.Mutex", nullptr,
+                                                       &go_handoff));
+    }
 
     // Contended hand-off across processes.
     const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
                                           prefix + "contended/", "50"};
-    const int handed = bench::handoffs(worker, 4, rtt);
+    const long handed = bench::handoffs(worker, 4, rtt, "distlock", go.empty() ? nullptr : &go_handoff);
+    if (peers_only)
+        return handed == 0 && peer_bad == 0 ? 0 : 1;
     const auto ours = [&](const char* role, int rounds) {
         return std::vector<std::string>{test::self_path(), "--shared-worker", role, std::to_string(server.port()),
                                         prefix + "shared/", std::to_string(rounds)};
@@ -265,5 +327,5 @@ int main(int argc, char** argv)
     bad += bench::semaphore_handoffs("distlock", ours("permit:4", 30), 8, 4, rtt);
     if (bad != 0)
         std::fprintf(stderr, "a shared workload failed or broke its lock (%ld)\n", bad);
-    return bad == 0 ? handed : 1;
+    return bad == 0 && handed == 0 && peer_bad == 0 ? 0 : 1;
 }

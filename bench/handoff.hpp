@@ -1,10 +1,11 @@
 // Hand-off across separate processes, for the session stores' benchmarks: copies of
-// the benchmark started as workers each take one lock in a loop and print every
-// critical section as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" on the machine's one
-// monotonic clock; the time from one process's release to the next process's grant is
-// the hand-off, compared with one round trip of the floor client of the same run. The
-// release's own time (unlock() called to returned) is reported beside it: what of the
-// hand-off is the releasing request.
+// the benchmark started as workers (or a reference client's program printing the
+// same lines) each take one lock in a loop and print every critical section as
+// "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" on the machine's one monotonic clock; the
+// time from one process's release to the next process's grant is the hand-off,
+// compared with one round trip of the floor client of the same run. The release's own
+// time (unlock() called to returned) is reported beside it: what of the hand-off is
+// the releasing request.
 #pragma once
 
 #include "process.hpp"
@@ -67,10 +68,19 @@ int handoff_worker(asio::io_context& io, Store& store, int rounds)
     return status;
 }
 
-/// Runs `processes` workers (`worker_argv` each), prints the hand-off row with its
-/// share of critical sections that changed hands and its p50 in round trips of `rtt`.
-/// Returns 0, or 1 when a worker failed or two critical sections overlapped.
-inline int handoffs(const std::vector<std::string>& worker_argv, int processes, result_row& rtt)
+/// A hand-off's two rows: release to the next process's grant, and the release alone.
+struct handoff_rows {
+    result_row handoff, release;
+};
+
+/// Runs `processes` workers (`worker_argv` each; `who` names their client in the rows),
+/// prints the hand-off row with its share of critical sections that changed hands and
+/// its p50 in round trips of `rtt`, and the release's row; with `base` (a reference
+/// client's rows of the same run), each with its ratio to the reference's. `out`
+/// receives the rows. Returns the number of critical sections that overlapped another
+/// (0 when the lock held), or -1 when a worker failed.
+inline long handoffs(const std::vector<std::string>& worker_argv, int processes, result_row& rtt,
+                     const std::string& who = "distlock", handoff_rows* base = nullptr, handoff_rows* out = nullptr)
 {
     std::vector<std::unique_ptr<test::child>> workers;
     for (int i = 0; i < processes; ++i)
@@ -87,13 +97,14 @@ inline int handoffs(const std::vector<std::string>& worker_argv, int processes, 
                 sections.push_back({a, r, u, i});
         }
         if (workers[i]->wait(std::chrono::seconds{30}) != std::optional<int>{0}) {
-            std::fprintf(stderr, "a worker failed\n");
-            return 1;
+            std::fprintf(stderr, "%s: a worker failed\n", who.c_str());
+            return -1;
         }
     }
     std::sort(sections.begin(), sections.end(), [](const auto& x, const auto& y) { return x.acquired < y.acquired; });
-    result_row handoff{"distlock: hand-off across " + std::to_string(processes) + " processes (release -> grant)"};
-    result_row release{"  of which the release: unlock() called to returned"};
+    result_row handoff{who + ": hand-off across " + std::to_string(processes) + " processes (release -> grant)"};
+    result_row release{who.starts_with("distlock") ? std::string{"  of which the release: unlock() called to returned"}
+                                         : "  of which the release: " + who + ", unlock called to returned"};
     for (const auto& s : sections)
         release.us.push_back(static_cast<double>(s.unlocked - s.released) / 1000.0);
     release.operations = release.us.size();
@@ -114,11 +125,15 @@ inline int handoffs(const std::vector<std::string>& worker_argv, int processes, 
     handoff.extra = ",\"changed_hands\":" + std::to_string(changed_share) + ",\"p50_round_trips\":" +
                     std::to_string(round_trips) + ",\"overlaps\":" + std::to_string(overlaps);
     release.seconds = handoff.seconds;
-    print(handoff);
-    print(release);
+    if (base && (base->handoff.operations == 0 || base->release.operations == 0))
+        base = nullptr;
+    print(handoff, base ? &base->handoff : nullptr);
+    print(release, base ? &base->release : nullptr);
     std::printf("  %zu critical sections, %.1f %% changed hands, hand-off p50 = %.2f round trips, %zu overlaps\n",
                 sections.size(), 100 * changed_share, round_trips, overlaps);
-    return overlaps == 0 ? 0 : 1;
+    if (out)
+        *out = {handoff, release};
+    return static_cast<long>(overlaps);
 }
 
 } // namespace bench

@@ -4,13 +4,22 @@
 // private cluster on loopback. The shared workloads (bench/shared_workloads.hpp: eight
 // readers beside a writer, a semaphore of 4 over 8 processes) run on advisory locks,
 // beside psycopg2 taking the same advisory locks (bench/peers/psycopg2) in the same
-// run. Every workload is bounded in count and time. Prints a table; appends JSON lines
-// to the file named by the first argument.
+// run. The `peers` group (bench/peer.hpp) sets psycopg2's hand-written locks
+// (bench/peers/psycopg2/lock.py) beside distlock's in rounds alternating between the
+// two: pg_advisory_lock + pg_advisory_unlock against advisory_store's lock() +
+// unlock(), a one-statement lease upsert and its DELETE against the lease table's, each
+// pair on a fresh key; then the hand-off across 4 processes, psycopg2's waiting in
+// pg_advisory_lock before advisory_store's (copies of this binary started with
+// --worker), each of distlock's rows with its ratio to psycopg2's; psycopg2's rows are
+// skipped when it is missing. Every workload is bounded in count and time. Prints a
+// table; appends JSON lines to the file named by the first argument.
 #include <distlock/distlock.hpp>
 #include <distlock/postgres.hpp>
 
 #include "postgres_server.hpp" // test/support: a private cluster on a free loopback port
 #include "failover.hpp"
+#include "handoff.hpp"
+#include "peer.hpp"
 #include "report.hpp"
 #include "shared_workloads.hpp"
 
@@ -92,6 +101,20 @@ result_row round_trips(const std::string& conninfo)
     return rtt;
 }
 
+// --worker PORT TABLE ROUNDS: ROUNDS critical sections of 1 ms on "contended" with
+// advisory locks, each printed as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS".
+int worker(int argc, char** argv)
+{
+    if (argc != 5)
+        return 2;
+    pg::config cfg;
+    cfg.conninfo = std::string{"hostaddr=127.0.0.1 port="} + argv[2] + " user=postgres dbname=postgres sslmode=disable";
+    cfg.table = argv[3];
+    asio::io_context io;
+    pg::advisory_store store{io, cfg};
+    return bench::handoff_worker(io, store, std::atoi(argv[4]));
+}
+
 // --shared-worker ROLE PORT TABLE ROUNDS: a worker of the shared workloads on
 // advisory locks (bench/shared_workloads.hpp).
 int shared_worker(int argc, char** argv)
@@ -110,11 +133,9 @@ int shared_worker(int argc, char** argv)
 // skipped when missing.
 bool have_psycopg2() { return std::system("/usr/bin/python3 -c 'import psycopg2' > /dev/null 2>&1") == 0; }
 
-// The shared workloads, distlock's rows then psycopg2's, with the floor's round trip.
-int shared_workloads(const test::postgres_server& cluster, const std::string& table)
+// The shared workloads, psycopg2's rows then distlock's, with the floor's round trip.
+int shared_workloads(const test::postgres_server& cluster, const std::string& table, result_row& rtt)
 {
-    auto rtt = round_trips(cluster.conninfo());
-    bench::print(rtt);
     const auto port = std::to_string(cluster.port());
     const auto ours = [&](const char* role, int rounds) {
         return std::vector<std::string>{test::self_path(), "--shared-worker", role, port, table,
@@ -169,6 +190,8 @@ int main(int argc, char** argv)
         return elect(argc, argv);
     if (argc > 1 && std::strcmp(argv[1], "--shared-worker") == 0)
         return shared_worker(argc, argv);
+    if (argc > 1 && std::strcmp(argv[1], "--worker") == 0)
+        return worker(argc, argv);
     bench::json.open(argc > 1 ? argv[1] : "bench/results.jsonl", std::ios::app);
     std::printf("%-58s %8s %10s %9s %9s %9s %10s\n", "workload (PostgreSQL 15 on loopback)", "ops", "ops/s", "p50 us",
                 "p90 us", "p99 us", "max us");
@@ -207,8 +230,9 @@ int main(int argc, char** argv)
     constexpr std::size_t count = 2000, warmup = 100;
     constexpr auto limit = 30s;
     bool failed = false;
+    const bool peers_only = bench::only("peers");
 
-    {
+    if (!peers_only) {
         // The two alternate pair by pair, so that a noisy neighbour hits both alike.
         result_row floor{"floor: raw libpq, prepared upsert + prepared release"};
         result_row lock{"distlock: lock() + unlock(), lease table"};
@@ -247,7 +271,7 @@ int main(int argc, char** argv)
         bench::print(lock, &floor);
     }
 
-    {
+    if (!peers_only) {
         // 64 workers on distinct resources: 64 blocking connections in 64 threads,
         // against 64 coroutines pipelined on one connection of one store.
         constexpr int workers = 64, per_worker = 40;
@@ -309,8 +333,62 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "a request failed\n");
         return 1;
     }
-    const int shared = shared_workloads(cluster, cfg.table);
+    auto rtt = round_trips(cluster.conninfo());
+    bench::print(rtt);
+
+    // psycopg2 beside distlock: pairs on fresh keys in alternating rounds, advisory
+    // locks then the lease table; then its hand-off, before advisory_store's.
+    const auto port = std::to_string(cluster.port());
+    const std::string psycopg2_lock = DISTLOCK_SOURCE_DIR "/bench/peers/psycopg2/lock.py";
+    const bool psycopg2 = have_psycopg2();
+    bench::handoff_rows psycopg2_handoff;
+    long peer_bad = 0;
+    if (!psycopg2) {
+        std::printf("peers: python3-psycopg2 missing; its rows are skipped\n");
+    } else {
+        constexpr std::size_t per_round = 500;
+        const auto peer = [&](const char* mode) {
+            return [&, mode](int) {
+                return std::vector<std::string>{"/usr/bin/python3", psycopg2_lock, mode, port,
+                                                std::to_string(per_round)};
+            };
+        };
+        const bool paired =
+            bench::pairs_beside_peer(
+                "peer psycopg2: pg_advisory_lock + pg_advisory_unlock", peer("advisory"),
+                "distlock: lock() + unlock(), advisory_store",
+                [&](int round) {
+                    return bench::fresh_pairs<pg::advisory_store>(
+                        cfg, "peer-pairs:advisory:" + std::to_string(round) + ":", per_round);
+                },
+                3) &&
+            bench::pairs_beside_peer(
+                "peer psycopg2: lease upsert + DELETE, one statement each", peer("lease"),
+                "distlock: lock() + unlock(), lease table, fresh keys",
+                [&](int round) {
+                    return bench::fresh_pairs<pg::store>(cfg, "peer-pairs:lease:" + std::to_string(round) + ":",
+                                                         per_round);
+                },
+                3);
+        if (!paired) {
+            std::fprintf(stderr, "a request failed\n");
+            return 1;
+        }
+        // The peer's advisory key: any 64-bit number no other workload uses.
+        const std::vector<std::string> contender{"/usr/bin/python3", psycopg2_lock, "contend", port, "434343", "50",
+                                                 bench::start_in(3s)};
+        peer_bad = bench::peer_outcome("peer psycopg2", bench::handoffs(contender, 4, rtt, "peer psycopg2", nullptr,
+                                                                        &psycopg2_handoff));
+    }
+    // Contended hand-off across processes, on advisory locks.
+    const std::vector<std::string> worker{test::self_path(), "--worker", port, cfg.table, "50"};
+    const long handed =
+        bench::handoffs(worker, 4, rtt, "distlock advisory_store", psycopg2 ? &psycopg2_handoff : nullptr);
+    if (peers_only)
+        return handed == 0 && peer_bad == 0 ? 0 : 1;
+
+    const int shared = shared_workloads(cluster, cfg.table, rtt);
 
     const int missed = failover_rows();
-    return shared != 0 || missed != 0 ? 1 : 0;
+    return shared != 0 || missed != 0 || handed != 0 || peer_bad != 0 ? 1 : 0;
 }

@@ -39,8 +39,10 @@ struct result_row {
     double rate() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
 };
 
-/// DISTLOCK_BENCH_ONLY=failover runs only a benchmark's leader fail-over rows (the
-/// Redis benchmark also knows its other groups by name: bench/redis.cpp).
+/// DISTLOCK_BENCH_ONLY=failover runs only a benchmark's leader fail-over rows, and
+/// DISTLOCK_BENCH_ONLY=peers only its reference client's rows with distlock's beside
+/// them (bench/peer.hpp); the Redis benchmark knows its own groups by name
+/// (bench/redis.cpp).
 inline bool only(const char* group)
 {
     const char* wanted = std::getenv("DISTLOCK_BENCH_ONLY");

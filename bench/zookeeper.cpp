@@ -10,7 +10,11 @@
 //    monotonic clock, compared with one round trip of the floor client;
 //  - the shared workloads (bench/shared_workloads.hpp: eight readers beside a writer,
 //    a semaphore of 4 over 8 processes), beside kazoo's ReadLock, WriteLock and
-//    Semaphore recipes (bench/peers/kazoo, Debian's python3-kazoo) in the same run.
+//    Semaphore recipes (bench/peers/kazoo, Debian's python3-kazoo) in the same run;
+//  - the `peers` group (bench/peer.hpp): kazoo's Lock recipe (bench/peers/kazoo/lock.py)
+//    in the same two mutex workloads, pairs on fresh lock paths in rounds alternating
+//    with distlock's, and its hand-off across 4 processes before distlock's, each of
+//    distlock's rows with its ratio to kazoo's; skipped when kazoo is missing.
 // Every workload is bounded in count and time. Prints a table; appends JSON lines to
 // the file named by the first argument.
 #include <distlock/distlock.hpp>
@@ -18,6 +22,7 @@
 
 #include "failover.hpp"
 #include "handoff.hpp"
+#include "peer.hpp"
 #include "report.hpp"
 #include "shared_workloads.hpp"
 #include "zookeeper_server.hpp"
@@ -211,6 +216,7 @@ int main(int argc, char** argv)
         return failover_rows() != 0 ? 1 : 0;
     constexpr std::size_t count = 1000, warmup = 100;
     constexpr auto limit = 40s;
+    const bool peers_only = bench::only("peers");
 
     raw_client raw{server.port()};
     const auto parent = zk::detail::resource_node(prefix, "bench:floor");
@@ -220,69 +226,118 @@ int main(int argc, char** argv)
         setup += proto::encode_create2(raw.next(), parent, {}, proto::create_flags::persistent);
         (void)raw.exchange(setup, 2);
     }
-    result_row floor{"floor: raw client, create + children, delete"};
-    result_row lock{"distlock: lock() + unlock()"};
     result_row rtt{"floor: one exists round trip"};
-    asio::io_context io;
-    zk::store store{io, server.config(prefix)};
-    dl::basic_distributed_mutex<zk::store, dl::retry::none> m{store, "bench:lock"};
-    bool failed = false;
-    const auto start = steady::now();
-    asio::co_spawn(io, [&]() -> dl::awaitable<void> {
-        // Alternating rounds of the two, so that a noisy neighbour hits both alike.
-        for (std::size_t round = 0; round < (warmup + count) / 50 && steady::now() - start < limit; ++round) {
-            for (int i = 0; i < 50; ++i) {
-                const auto owner = dl::owner_token::generate();
-                const auto t0 = steady::now();
-                auto create = proto::encode_create2(raw.next(), parent + "/" + zk::detail::waiter_prefix(owner), {},
-                                                    proto::create_flags::ephemeral | proto::create_flags::sequential);
-                create += proto::encode_get_children2(raw.next(), parent, false);
-                const auto made = raw.exchange(create, 2);
-                const auto created = made[0].err == 0 ? proto::parse_create2(made[0].body) : std::nullopt;
-                if (!created || made[1].err != 0) {
-                    failed = true;
-                    break;
-                }
-                const auto removed = raw.exchange(proto::encode_delete(raw.next(), created->path), 1);
-                if (removed[0].err != 0)
-                    failed = true;
-                if (round * 50 >= warmup)
-                    floor.us.push_back(micros(steady::now() - t0));
-                const auto t1 = steady::now();
-                (void)raw.exchange(proto::encode_exists(raw.next(), parent, false), 1);
-                if (round * 50 >= warmup)
-                    rtt.us.push_back(micros(steady::now() - t1));
-            }
-            for (int i = 0; i < 50; ++i) {
-                const auto t0 = steady::now();
-                auto l = co_await m.lock();
-                if (!l || !co_await l->unlock())
-                    failed = true;
-                if (round * 50 >= warmup)
-                    lock.us.push_back(micros(steady::now() - t0));
-            }
+    if (peers_only) {
+        // The round trip alone: the hand-offs are counted in it.
+        const auto start = steady::now();
+        for (std::size_t i = 0; i < warmup + count && steady::now() - start < limit; ++i) {
+            const auto t0 = steady::now();
+            (void)raw.exchange(proto::encode_exists(raw.next(), parent, false), 1);
+            if (i >= warmup)
+                rtt.us.push_back(micros(steady::now() - t0));
         }
-        co_await store.close();
-    }, asio::detached);
-    io.run();
-    if (failed) {
-        std::fprintf(stderr, "a request failed\n");
-        return 1;
+        rtt.seconds = std::chrono::duration<double>(steady::now() - start).count();
+        rtt.operations = rtt.us.size();
+        bench::print(rtt);
+    } else {
+        result_row floor{"floor: raw client, create + children, delete"};
+        result_row lock{"distlock: lock() + unlock()"};
+        asio::io_context io;
+        zk::store store{io, server.config(prefix)};
+        dl::basic_distributed_mutex<zk::store, dl::retry::none> m{store, "bench:lock"};
+        bool failed = false;
+        const auto start = steady::now();
+        asio::co_spawn(io, [&]() -> dl::awaitable<void> {
+            // Alternating rounds of the two, so that a noisy neighbour hits both alike.
+            for (std::size_t round = 0; round < (warmup + count) / 50 && steady::now() - start < limit; ++round) {
+                for (int i = 0; i < 50; ++i) {
+                    const auto owner = dl::owner_token::generate();
+                    const auto t0 = steady::now();
+                    auto create = proto::encode_create2(
+                        raw.next(), parent + "/" + zk::detail::waiter_prefix(owner), {},
+                        proto::create_flags::ephemeral | proto::create_flags::sequential);
+                    create += proto::encode_get_children2(raw.next(), parent, false);
+                    const auto made = raw.exchange(create, 2);
+                    const auto created = made[0].err == 0 ? proto::parse_create2(made[0].body) : std::nullopt;
+                    if (!created || made[1].err != 0) {
+                        failed = true;
+                        break;
+                    }
+                    const auto removed = raw.exchange(proto::encode_delete(raw.next(), created->path), 1);
+                    if (removed[0].err != 0)
+                        failed = true;
+                    if (round * 50 >= warmup)
+                        floor.us.push_back(micros(steady::now() - t0));
+                    const auto t1 = steady::now();
+                    (void)raw.exchange(proto::encode_exists(raw.next(), parent, false), 1);
+                    if (round * 50 >= warmup)
+                        rtt.us.push_back(micros(steady::now() - t1));
+                }
+                for (int i = 0; i < 50; ++i) {
+                    const auto t0 = steady::now();
+                    auto l = co_await m.lock();
+                    if (!l || !co_await l->unlock())
+                        failed = true;
+                    if (round * 50 >= warmup)
+                        lock.us.push_back(micros(steady::now() - t0));
+                }
+            }
+            co_await store.close();
+        }, asio::detached);
+        io.run();
+        if (failed) {
+            std::fprintf(stderr, "a request failed\n");
+            return 1;
+        }
+        floor.seconds = lock.seconds = rtt.seconds = std::chrono::duration<double>(steady::now() - start).count() / 2;
+        floor.operations = floor.us.size();
+        lock.operations = lock.us.size();
+        rtt.operations = rtt.us.size();
+        bench::print(floor);
+        bench::print(lock, &floor);
+        bench::print(rtt);
     }
-    floor.seconds = lock.seconds = rtt.seconds = std::chrono::duration<double>(steady::now() - start).count() / 2;
-    floor.operations = floor.us.size();
-    lock.operations = lock.us.size();
-    rtt.operations = rtt.us.size();
-    bench::print(floor);
-    bench::print(lock, &floor);
-    bench::print(rtt);
+
+    // kazoo's Lock beside distlock: pairs on fresh lock paths in alternating rounds,
+    // then its hand-off, before distlock's.
+    const auto port = std::to_string(server.port());
+    const std::string kazoo_lock = DISTLOCK_SOURCE_DIR "/bench/peers/kazoo/lock.py";
+    const bool kazoo = have_kazoo();
+    bench::handoff_rows kazoo_handoff;
+    long peer_bad = 0;
+    if (!kazoo) {
+        std::printf("peers: python3-kazoo missing; its rows are skipped\n");
+    } else {
+        constexpr std::size_t per_round = 300;
+        const bool paired = bench::pairs_beside_peer(
+            "peer kazoo Lock: acquire + release, fresh paths",
+            [&](int) {
+                return std::vector<std::string>{"/usr/bin/python3", kazoo_lock, "pair", port, "/kazoo-pairs",
+                                                std::to_string(per_round)};
+            },
+            "distlock: lock() + unlock(), fresh paths",
+            [&](int round) {
+                return bench::fresh_pairs<zk::store>(server.config(prefix),
+                                                     "peer-pairs:" + std::to_string(round) + ":", per_round);
+            },
+            3);
+        if (!paired) {
+            std::fprintf(stderr, "a request failed\n");
+            return 1;
+        }
+        const std::vector<std::string> contender{"/usr/bin/python3", kazoo_lock, "contend", port, "/kazoo-contended",
+                                                 "50", bench::start_in(3s)};
+        peer_bad = bench::peer_outcome("peer kazoo Lock", bench::handoffs(contender, 4, rtt, "peer kazoo Lock",
+                                                                          nullptr, &kazoo_handoff));
+    }
 
     // Contended hand-off across processes.
-    const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
-                                          prefix + "/contended", "50"};
-    const int handed = bench::handoffs(worker, 4, rtt);
+    const std::vector<std::string> worker{test::self_path(), "--worker", port, prefix + "/contended", "50"};
+    const long handed = bench::handoffs(worker, 4, rtt, "distlock", kazoo ? &kazoo_handoff : nullptr);
+    if (peers_only)
+        return handed == 0 && peer_bad == 0 ? 0 : 1;
     const int shared = shared_workloads(server.port(), prefix, rtt);
 
     const int missed = failover_rows();
-    return shared == 0 && missed == 0 ? handed : 1;
+    return shared == 0 && missed == 0 && handed == 0 && peer_bad == 0 ? 0 : 1;
 }
