@@ -86,11 +86,11 @@ private:
     std::string buffer_;
 };
 
-// --worker PORT PREFIX ROUNDS: ROUNDS critical sections of 1 ms on "contended", each
+// --worker PORT PREFIX ROUNDS [START_NS]: ROUNDS critical sections of 1 ms on "contended", each
 // printed as "held ACQUIRED_NS RELEASED_NS".
 int worker(int argc, char** argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return 2;
     etcd::config cfg;
     cfg.members = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[2]))}};
@@ -98,7 +98,7 @@ int worker(int argc, char** argv)
     const int rounds = std::atoi(argv[4]);
     asio::io_context io;
     etcd::store store{io, cfg};
-    return bench::handoff_worker(io, store, rounds);
+    return bench::handoff_worker(io, store, rounds, argc > 5 ? std::atoll(argv[5]) : 0);
 }
 
 // --elect ROLE PORT PREFIX NAME: a participant of the fail-over rounds, its session
@@ -313,7 +313,7 @@ int main(int argc, char** argv)
 
     // Contended hand-off across processes.
     const std::vector<std::string> worker{test::self_path(), "--worker", std::to_string(server.port()),
-                                          prefix + "contended/", "50"};
+                                          prefix + "contended/", "50", bench::start_in(1s)};
     const long handed = bench::handoffs(worker, 4, rtt, "distlock", go.empty() ? nullptr : &go_handoff);
     if (peers_only)
         return handed == 0 && peer_bad == 0 ? 0 : 1;

@@ -35,9 +35,12 @@ inline std::int64_t now_ns()
 }
 
 /// A worker's body: `rounds` critical sections of 1 ms on "contended" through `store`,
-/// each printed as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" once all are done.
+/// each printed as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" once all are done. With
+/// `start_ns` (an instant of the monotonic clock, start_at()), the first lock() waits
+/// for it, so that the workers contend from the same instant whatever each took to
+/// start, as the reference clients' programs do.
 template <class Store>
-int handoff_worker(asio::io_context& io, Store& store, int rounds)
+int handoff_worker(asio::io_context& io, Store& store, int rounds, std::int64_t start_ns = 0)
 {
     using namespace std::chrono_literals;
     int status = 1;
@@ -45,6 +48,10 @@ int handoff_worker(asio::io_context& io, Store& store, int rounds)
     asio::co_spawn(io, [&]() -> distlock::awaitable<void> {
         distlock::basic_distributed_mutex<Store, distlock::retry::exponential_backoff> m{
             store, "contended", {}, distlock::retry::exponential_backoff{.deadline = 60s}};
+        if (const auto wait = start_ns - now_ns(); start_ns > 0 && wait > 0 && wait < 60'000'000'000) {
+            distlock::timer t{co_await asio::this_coro::executor, std::chrono::nanoseconds{wait}};
+            co_await t.async_wait(asio::use_awaitable);
+        }
         for (int i = 0; i < rounds; ++i) {
             auto l = co_await m.lock();
             if (!l)

@@ -7,10 +7,12 @@
 // run. The `peers` group (bench/peer.hpp) sets psycopg2's hand-written locks
 // (bench/peers/psycopg2/lock.py) beside distlock's in rounds alternating between the
 // two: pg_advisory_lock + pg_advisory_unlock against advisory_store's lock() +
-// unlock(), a one-statement lease upsert and its DELETE against the lease table's, each
-// pair on a fresh key; then the hand-off across 4 processes, psycopg2's waiting in
-// pg_advisory_lock before advisory_store's (copies of this binary started with
-// --worker), each of distlock's rows with its ratio to psycopg2's; psycopg2's rows are
+// unlock(), the same with a fence counter incremented in the locking statement (the
+// least a fenced advisory lock writes), a one-statement lease upsert and its DELETE
+// against the lease table's, each pair on a fresh key; then the hand-off across 4
+// processes, psycopg2's waiting in pg_advisory_lock (plain, then fenced) before
+// advisory_store's (copies of this binary started with --worker), each of distlock's
+// rows with its ratio to psycopg2's; psycopg2's rows are
 // skipped when it is missing. Every workload is bounded in count and time. Prints a
 // table; appends JSON lines to the file named by the first argument.
 #include <distlock/distlock.hpp>
@@ -101,18 +103,18 @@ result_row round_trips(const std::string& conninfo)
     return rtt;
 }
 
-// --worker PORT TABLE ROUNDS: ROUNDS critical sections of 1 ms on "contended" with
+// --worker PORT TABLE ROUNDS [START_NS]: ROUNDS critical sections of 1 ms on "contended" with
 // advisory locks, each printed as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS".
 int worker(int argc, char** argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return 2;
     pg::config cfg;
     cfg.conninfo = std::string{"hostaddr=127.0.0.1 port="} + argv[2] + " user=postgres dbname=postgres sslmode=disable";
     cfg.table = argv[3];
     asio::io_context io;
     pg::advisory_store store{io, cfg};
-    return bench::handoff_worker(io, store, std::atoi(argv[4]));
+    return bench::handoff_worker(io, store, std::atoi(argv[4]), argc > 5 ? std::atoll(argv[5]) : 0);
 }
 
 // --shared-worker ROLE PORT TABLE ROUNDS: a worker of the shared workloads on
@@ -341,7 +343,7 @@ int main(int argc, char** argv)
     const auto port = std::to_string(cluster.port());
     const std::string psycopg2_lock = DISTLOCK_SOURCE_DIR "/bench/peers/psycopg2/lock.py";
     const bool psycopg2 = have_psycopg2();
-    bench::handoff_rows psycopg2_handoff;
+    bench::handoff_rows psycopg2_handoff, psycopg2_fenced_handoff;
     long peer_bad = 0;
     if (!psycopg2) {
         std::printf("peers: python3-psycopg2 missing; its rows are skipped\n");
@@ -362,6 +364,16 @@ int main(int argc, char** argv)
                         cfg, "peer-pairs:advisory:" + std::to_string(round) + ":", per_round);
                 },
                 3) &&
+            // The least any fenced advisory lock writes, from the same client: what of
+            // distlock's pair is the fence's write.
+            bench::pairs_beside_peer(
+                "peer psycopg2: pg_advisory_lock + fence upsert in one statement, unlock", peer("fenced"),
+                "distlock: lock() + unlock(), advisory_store",
+                [&](int round) {
+                    return bench::fresh_pairs<pg::advisory_store>(
+                        cfg, "peer-pairs:fenced:" + std::to_string(round) + ":", per_round);
+                },
+                3) &&
             bench::pairs_beside_peer(
                 "peer psycopg2: lease upsert + DELETE, one statement each", peer("lease"),
                 "distlock: lock() + unlock(), lease table, fresh keys",
@@ -379,11 +391,21 @@ int main(int argc, char** argv)
                                                  bench::start_in(3s)};
         peer_bad = bench::peer_outcome("peer psycopg2", bench::handoffs(contender, 4, rtt, "peer psycopg2", nullptr,
                                                                         &psycopg2_handoff));
+        auto fenced = contender;
+        fenced[6] = bench::start_in(3s);
+        fenced.push_back("fenced");
+        peer_bad += bench::peer_outcome("peer psycopg2, fenced",
+                                        bench::handoffs(fenced, 4, rtt, "peer psycopg2, fenced", nullptr,
+                                                        &psycopg2_fenced_handoff));
     }
     // Contended hand-off across processes, on advisory locks.
-    const std::vector<std::string> worker{test::self_path(), "--worker", port, cfg.table, "50"};
+    const std::vector<std::string> worker{test::self_path(), "--worker", port, cfg.table, "50", bench::start_in(1s)};
+    bench::handoff_rows ours;
     const long handed =
-        bench::handoffs(worker, 4, rtt, "distlock advisory_store", psycopg2 ? &psycopg2_handoff : nullptr);
+        bench::handoffs(worker, 4, rtt, "distlock advisory_store", psycopg2 ? &psycopg2_handoff : nullptr, &ours);
+    if (psycopg2 && psycopg2_fenced_handoff.handoff.operations > 0 && ours.handoff.operations > 0)
+        std::printf("  hand-off p50 x%.2f of psycopg2's fenced grant (the lock and its fence in one statement)\n",
+                    ours.handoff.pct(0.5) / psycopg2_fenced_handoff.handoff.pct(0.5));
     if (peers_only)
         return handed == 0 && peer_bad == 0 ? 0 : 1;
 

@@ -105,11 +105,11 @@ private:
     std::int32_t xid_ = 0;
 };
 
-// --worker PORT PREFIX ROUNDS: ROUNDS critical sections of 1 ms on "contended", each
+// --worker PORT PREFIX ROUNDS [START_NS]: ROUNDS critical sections of 1 ms on "contended", each
 // printed as "held ACQUIRED_NS RELEASED_NS".
 int worker(int argc, char** argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return 2;
     zk::config cfg;
     cfg.servers = {{"127.0.0.1", static_cast<std::uint16_t>(std::atoi(argv[2]))}};
@@ -117,7 +117,7 @@ int worker(int argc, char** argv)
     const int rounds = std::atoi(argv[4]);
     asio::io_context io;
     zk::store store{io, cfg};
-    return bench::handoff_worker(io, store, rounds);
+    return bench::handoff_worker(io, store, rounds, argc > 5 ? std::atoll(argv[5]) : 0);
 }
 
 // --shared-worker ROLE PORT PREFIX ROUNDS: a worker of the shared workloads.
@@ -332,7 +332,8 @@ int main(int argc, char** argv)
     }
 
     // Contended hand-off across processes.
-    const std::vector<std::string> worker{test::self_path(), "--worker", port, prefix + "/contended", "50"};
+    const std::vector<std::string> worker{test::self_path(), "--worker", port, prefix + "/contended", "50",
+                                          bench::start_in(1s)};
     const long handed = bench::handoffs(worker, 4, rtt, "distlock", kazoo ? &kazoo_handoff : nullptr);
     if (peers_only)
         return handed == 0 && peer_bad == 0 ? 0 : 1;

@@ -10,12 +10,17 @@ own workers. One connection, autocommit; every wait bounded by lock_timeout.
       resource and owner for each pair:
         INSERT ... ON CONFLICT (resource) DO UPDATE ... WHERE l.expires_at < now()
         DELETE ... WHERE resource = $1 AND owner = $2
-  Both: after 100 untimed pairs, at most COUNT timed pairs and 20 s; prints one line,
+  fenced PORT COUNT
+      the least a fenced advisory lock writes: pg_advisory_lock(k) and, in the same
+      statement, the key's fence counter incremented (a table of its own,
+      peer_fences), then pg_advisory_unlock(k); a fresh key k for each pair.
+  All three: after 100 untimed pairs, at most COUNT timed pairs and 20 s; prints one line,
   "us SECONDS US...": the timed pairs' seconds, then each pair's microseconds.
-  contend PORT KEY ROUNDS START_NS
+  contend PORT KEY ROUNDS START_NS [fenced]
       pg_advisory_lock(KEY), waiting in the server (bench/handoff.hpp): from START_NS on
       CLOCK_MONOTONIC on, ROUNDS critical sections of 1 ms, printed once all are done
-      as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" on CLOCK_MONOTONIC."""
+      as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" on CLOCK_MONOTONIC; with
+      "fenced", each grant increments the fence counter as the fenced pairs do."""
 import os
 import sys
 import time
@@ -32,6 +37,10 @@ ACQUIRE = ("INSERT INTO peer_leases AS l (resource, owner, expires_at) VALUES (%
            "ON CONFLICT (resource) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
            "WHERE l.expires_at < now() RETURNING l.owner")
 RELEASE = "DELETE FROM peer_leases WHERE resource = %s AND owner = %s"
+FENCE_TABLE = "CREATE TABLE IF NOT EXISTS peer_fences (key bigint PRIMARY KEY, fence bigint NOT NULL)"
+# The lock, then the fence, in one statement: the fence is taken only once the lock is.
+FENCED_LOCK = ("WITH l AS MATERIALIZED (SELECT pg_advisory_lock(%(k)s)) INSERT INTO peer_fences AS f (key, fence) "
+               "SELECT %(k)s, 1 FROM l ON CONFLICT (key) DO UPDATE SET fence = f.fence + 1 RETURNING f.fence")
 
 
 def monotonic_ns():
@@ -53,6 +62,8 @@ def pairs(cur, mode, count):
     pid = os.getpid()
     if mode == "lease":
         cur.execute(LEASE_TABLE)
+    if mode == "fenced":
+        cur.execute(FENCE_TABLE)
 
     def advisory(n):
         key = (pid << 32) + n
@@ -71,7 +82,16 @@ def pairs(cur, mode, count):
         if cur.rowcount != 1:
             sys.exit("psycopg2: the release deleted no lease")
 
-    once = advisory if mode == "advisory" else lease
+    def fenced(n):
+        key = (pid << 32) + n
+        cur.execute(FENCED_LOCK, {"k": key})
+        if cur.fetchone() is None:
+            sys.exit("psycopg2: a fenced grant returned no fence")
+        cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        if not cur.fetchone()[0]:
+            sys.exit("psycopg2: pg_advisory_unlock released nothing")
+
+    once = {"advisory": advisory, "lease": lease, "fenced": fenced}[mode]
     for i in range(WARMUP):
         once(i)
     us = []
@@ -87,7 +107,7 @@ def pairs(cur, mode, count):
     return 0
 
 
-def contend(cur, key, rounds, start_ns):
+def contend(cur, key, rounds, start_ns, fenced):
     # Connected first: the processes contend from the same instant, whatever each took
     # to start (an interpreter and its imports take a while).
     wait = start_ns - monotonic_ns()
@@ -97,7 +117,10 @@ def contend(cur, key, rounds, start_ns):
     status = 0
     for _ in range(rounds):
         try:
-            cur.execute("SELECT pg_advisory_lock(%s)", (key,))
+            if fenced:
+                cur.execute(FENCED_LOCK, {"k": key})
+            else:
+                cur.execute("SELECT pg_advisory_lock(%s)", (key,))
             cur.fetchone()
         except psycopg2.Error as e:
             print(f"psycopg2: {e}", file=sys.stderr)
@@ -117,12 +140,15 @@ def contend(cur, key, rounds, start_ns):
 
 def main():
     args = sys.argv[1:]
-    if not ((len(args) == 3 and args[0] in ("advisory", "lease")) or (len(args) == 5 and args[0] == "contend")):
+    if not ((len(args) == 3 and args[0] in ("advisory", "lease", "fenced")) or
+            (len(args) in (5, 6) and args[0] == "contend" and args[5:] in ([], ["fenced"]))):
         sys.exit(__doc__)
     conn, cur = connect(args[1])
     try:
         if args[0] == "contend":
-            status = contend(cur, int(args[2]), int(args[3]), int(args[4]))
+            if args[5:]:
+                cur.execute(FENCE_TABLE)
+            status = contend(cur, int(args[2]), int(args[3]), int(args[4]), bool(args[5:]))
         else:
             status = pairs(cur, args[0], int(args[2]))
     finally:

@@ -144,9 +144,10 @@ public:
     }
 
     /// pg_advisory_lock (`mode` exclusive) or pg_advisory_lock_shared, waiting in the
-    /// server until `until` (lock_timeout), then the grant decided as try_lock()'s:
-    /// granted, delayed (the lock given back), or held when the wait timed out. Only
-    /// after a try of this session answered held (advisory.hpp says why).
+    /// server until `until` (lock_timeout), and the grant decided as try_lock()'s in
+    /// the same statement (a candidate's in the statements after it): granted,
+    /// delayed (the lock given back), or held when the wait timed out. Only after a
+    /// try of this session answered held (advisory.hpp says why).
     awaitable<result<answer>> wait_lock(std::string resource, const owner_token& owner, time_point until,
                                         diagnostics* diag, lock_mode mode = lock_mode::exclusive,
                                         const std::optional<std::string>& candidate = std::nullopt)
@@ -157,18 +158,16 @@ public:
         s.push_back({"", settings_.sql->wait_limits,
                      {param::text(std::to_string(wait) + "ms"), param::text(std::to_string(wait + 2000) + "ms")}});
         const bool exclusive = mode == lock_mode::exclusive;
-        s.push_back({exclusive ? "dl_adv_wait" : "dl_adv_wait_sh",
-                     exclusive ? settings_.sql->advisory_wait : settings_.sql->advisory_wait_shared,
-                     key_params(resource)});
-        s.push_back({"dl_adv_unlimited", settings_.sql->wait_unlimited, {}});
         if (candidate && exclusive) {
+            s.push_back({"dl_adv_wait_plain", settings_.sql->advisory_wait_plain, key_params(resource)});
+            s.push_back({"dl_adv_unlimited", settings_.sql->wait_unlimited, {}});
             s.push_back({"dl_adv_row", settings_.sql->advisory_row, {param::bytes(resource)}});
             s.push_back({"dl_adv_granted_rec", settings_.sql->advisory_granted_recording,
                          key_params(resource, &owner, &*candidate)});
-        } else if (exclusive) {
-            s.push_back({"dl_adv_granted", settings_.sql->advisory_granted, key_params(resource)});
         } else {
-            s.push_back({"dl_adv_granted_sh", settings_.sql->advisory_granted_shared, key_params(resource)});
+            s.push_back({exclusive ? "dl_adv_wait" : "dl_adv_wait_sh",
+                         exclusive ? settings_.sql->advisory_wait : settings_.sql->advisory_wait_shared,
+                         key_params(resource)});
         }
         return waited(conn_->exec(std::move(s), diag, std::chrono::milliseconds{wait} + settings_.statement_timeout));
     }

@@ -444,14 +444,21 @@ struct sql_texts {
         // `recording` (an election's candidate, exclusive only), the grant is also
         // recorded: this session's pid, the fence, the owner ($after_key) and the
         // candidate's value ($after_key + 1). One row: (fence when granted, NULL,
-        // milliseconds of the tombstone left).
-        const auto decide = [&](const std::string& got, bool exclusive, bool recording) {
+        // milliseconds of the tombstone left, from the same reading of the clock as the
+        // decision, so never 0 when the lock was given back).
+        // `take` is the statement's first step, one row of `got`: a try's answer, true
+        // once a wait in the server has the lock, or true for a grant taken by an
+        // earlier statement. After a wait (`waited`), lock_timeout is turned off before
+        // anything else locks: the upsert must not time out as if the lock were not
+        // taken (the session would hold it while the answer said held).
+        const auto decide = [&](const std::string& take, bool exclusive, bool recording, bool waited = false) {
             const std::string unlock = exclusive ? "pg_advisory_unlock(" : "pg_advisory_unlock_shared(";
-            std::string s = "WITH l AS MATERIALIZED (SELECT " + got +
-                            " AS got), c AS MATERIALIZED (SELECT clock_timestamp() AS now), g AS (INSERT INTO " + t +
-                            " AS f (resource, fence) SELECT $1, 1 FROM l WHERE l.got ON CONFLICT (resource) DO UPDATE "
-                            "SET fence = f.fence + CASE WHEN " + in_tombstone + " THEN 0 ELSE 1 END, expires_at = CASE "
-                            "WHEN " + in_tombstone + " THEN " + tombstone_until +
+            std::string s = "WITH l AS MATERIALIZED (" + take + "), c AS MATERIALIZED (SELECT clock_timestamp() AS now" +
+                            (waited ? ", set_config('lock_timeout', '0', true) FROM l" : std::string{}) +
+                            "), g AS (INSERT INTO " + t +
+                            " AS f (resource, fence) SELECT $1, 1 FROM l, c WHERE l.got ON CONFLICT (resource) DO "
+                            "UPDATE SET fence = f.fence + CASE WHEN " + in_tombstone + " THEN 0 ELSE 1 END, expires_at = "
+                            "CASE WHEN " + in_tombstone + " THEN " + tombstone_until +
                             " ELSE f.expires_at END RETURNING f.fence, " + advisory_mark +
                             " AND f.expires_at IS NOT NULL AS delayed, f.expires_at AS until), u AS MATERIALIZED (SELECT " +
                             unlock + key + ") FROM g WHERE g.delayed)";
@@ -463,26 +470,27 @@ struct sql_texts {
                 counted += ", (SELECT count(*) FROM w)";
             }
             return s + " SELECT (SELECT fence FROM g WHERE NOT g.delayed), NULL::bigint, (SELECT ceil(extract(epoch "
-                       "FROM g.until - clock_timestamp()) * 1000)::bigint FROM g WHERE g.delayed), " + counted;
+                       "FROM g.until - c.now) * 1000)::bigint FROM g, c WHERE g.delayed), " + counted;
         };
-        advisory_try = decide("pg_try_advisory_lock(" + key + ")", true, false);
-        advisory_try_shared = decide("pg_try_advisory_lock_shared(" + key + ")", false, false);
-        advisory_try_recording = decide("pg_try_advisory_lock(" + key + ")", true, true);
-        advisory_granted = decide("true", true, false);
-        advisory_granted_shared = decide("true", false, false);
-        advisory_granted_recording = decide("true", true, true);
-        // The wait itself is a statement of its own: the lock's wait is bounded by
-        // lock_timeout, and the upsert that decides the grant must not be (a timeout
-        // there would read as "not taken" while the session holds the lock).
-        advisory_wait = "SELECT pg_advisory_lock(" + key + ")" + id_named;
-        // A shared mutex's readers: the shared lock of the same key, which the
-        // server's lock manager keeps from a reader while a writer holds the lock or
-        // waits for it in the server (a new request waits behind a conflicting waiting
-        // one, and a try is refused).
-        advisory_wait_shared = "SELECT pg_advisory_lock_shared(" + key + ")" + id_named;
+        const auto tried = [&](const std::string& function) { return "SELECT " + function + "(" + key + ") AS got"; };
+        const auto waited_for = [&](const std::string& function) {
+            return "SELECT true AS got FROM (SELECT " + function + "(" + key + ")) w";
+        };
+        advisory_try = decide(tried("pg_try_advisory_lock"), true, false);
+        advisory_try_shared = decide(tried("pg_try_advisory_lock_shared"), false, false);
+        advisory_try_recording = decide(tried("pg_try_advisory_lock"), true, true);
+        // A wait and its grant are one statement: the waiter's grant needs no step
+        // after the lock comes but the upsert.
+        advisory_wait = decide(waited_for("pg_advisory_lock"), true, false, true);
+        advisory_wait_shared = decide(waited_for("pg_advisory_lock_shared"), false, false, true);
+        // A candidate's wait is a statement of its own, then the record's row lock, then
+        // its grant (decided as after a try, with the lock already taken): the record
+        // must be locked before the lock is taken, for leader() to see both or neither.
+        advisory_wait_plain = "SELECT pg_advisory_lock(" + key + ")" + id_named;
+        advisory_granted_recording = decide("SELECT true AS got", true, true);
         wait_limits = "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)";
-        // After the wait: the row locks that follow wait without lock_timeout, so that
-        // the only lock_not_available the request can answer is the wait's own.
+        // After a candidate's wait: the row locks that follow wait without lock_timeout,
+        // so that the only lock_not_available the request can answer is the wait's own.
         wait_unlimited = "SELECT set_config('lock_timeout', '0', true)";
         // A release lets go of the lock; a grant that was marked (or recorded) first
         // takes its mark out of the lease row (its pid out of the record), in the same
@@ -601,8 +609,8 @@ struct sql_texts {
     std::string proclaim, leader;
     std::string take_row, find_row, put_shared, put_exclusive, extend_shared, release_shared, withdraw, downgrade;
     std::string advisory;
-    std::string create_advisory, advisory_row, advisory_granted, advisory_granted_shared, wait_unlimited;
-    std::string advisory_try_recording, advisory_granted_recording;
+    std::string create_advisory, advisory_row, wait_unlimited;
+    std::string advisory_try_recording, advisory_granted_recording, advisory_wait_plain;
     std::string advisory_arm, advisory_proclaim, advisory_leader_lock, advisory_leader;
     std::string advisory_try, advisory_wait, advisory_unlock, wait_limits;
     std::string advisory_unlock_recorded, advisory_unlock_marked, advisory_downgrade_marked;
