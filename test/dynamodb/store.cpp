@@ -1367,7 +1367,14 @@ TEST_CASE("dynamodb: a writer's and a reader's leases are renewed past their TTL
                 CHECK_FALSE(co_await probe.try_lock_shared());
                 { const auto ok_ = co_await w->unlock(); CHECK(ok_); }
             }
-            dl::result<dl::lease> r = kept_up ? co_await m.lock_shared() : co_await patient.lock_shared();
+            // Two statements, not one conditional expression: g++ 12 destroys a
+            // co_await's result in a conditional operator too early.
+            std::optional<dl::result<dl::lease>> got;
+            if (kept_up)
+                got.emplace(co_await m.lock_shared());
+            else
+                got.emplace(co_await patient.lock_shared());
+            auto& r = *got;
             REQUIRE(r);
             co_await test::settle(1000ms);
             if (r->valid()) {
