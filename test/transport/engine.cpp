@@ -106,8 +106,9 @@ TEST_CASE("transport engine: an idle connection writes a request at once; what t
         std::size_t try_limit;     // what the socket takes of one try_write()
         std::size_t taken_at_once; // bytes written at once, not by the writer
     };
-    // "b\n" always finds "hello\n" in flight, and goes through the writer.
-    for (const auto& c : {socket_case{"the socket takes all of it", std::string::npos, 6},
+    // "b\n" finds "hello\n" in flight, alone, and is written at once too when the socket
+    // took all of "hello\n"; else it waits behind its rest, and goes through the writer.
+    for (const auto& c : {socket_case{"the socket takes all of it", std::string::npos, 8},
                           socket_case{"the socket takes part of it: \"llo\\n\" follows, then \"b\\n\"", 2, 2},
                           socket_case{"the socket would block", 0, 0}}) {
         INFO(c.what);
@@ -129,6 +130,36 @@ TEST_CASE("transport engine: an idle connection writes a request at once; what t
         CHECK(played->tried_bytes == c.taken_at_once);
         CHECK(played->at == played->steps.size());
     }
+}
+
+TEST_CASE("transport engine: a lone request is written at once beside one request in flight; beside two, the "
+          "writer batches",
+          "[transport]")
+{
+    rig r;
+    auto played = r.add({{step::connect, {}}, {step::write, "a\nb\nc\nd\n"}, {step::read, "A\nB\nC\nD\n"}});
+    test::run(r.io, [&]() -> asio::awaitable<void> {
+        const auto ex = co_await asio::this_coro::executor;
+        { const auto up_ = co_await r.engine->connect(); REQUIRE_FALSE(up_); }
+        // "a" on an idle connection, "b" beside "a" (a Redlock node still answering the
+        // operation before): both at once. "c" and "d" find two in flight: the writer.
+        auto a = test::start(ex, r.engine->exec("a\n", 1));
+        auto b = test::start(ex, r.engine->exec("b\n", 1));
+        auto c = test::start(ex, r.engine->exec("c\n", 1));
+        auto d = test::start(ex, r.engine->exec("d\n", 1));
+        for (auto* p : {&a, &b, &c, &d}) {
+            const bool came = co_await p->wait();
+            REQUIRE(came);
+            REQUIRE(p->get());
+        }
+        CHECK(*a.get() == std::vector<std::string>{"A"});
+        CHECK(*b.get() == std::vector<std::string>{"B"});
+        CHECK(*c.get() == std::vector<std::string>{"C"});
+        CHECK(*d.get() == std::vector<std::string>{"D"});
+    });
+    CHECK(played->tried_bytes == 4);
+    CHECK(played->tries == 2);
+    CHECK(played->at == played->steps.size());
 }
 
 TEST_CASE("transport engine: a request the socket took in part when the connection failed may have been applied",

@@ -33,8 +33,9 @@ TEST_CASE("redis replies: an error reply is refused, credentials apart, with the
     CHECK(replies::checked(integer(1), &diag).value().integer == 1);
 }
 
-TEST_CASE("redis replies: the acquire script's {1, fence} and {0, pttl}", "[redis_replies]")
+TEST_CASE("redis replies: the acquire script's fence, the other scripts' {1, fence}, and {0, pttl}", "[redis_replies]")
 {
+    CHECK(replies::acquired(integer(42)).value() == 42);
     CHECK(replies::acquired(array({integer(1), integer(42)})).value() == 42);
     std::optional<dl::duration> held_for;
     CHECK(replies::acquired(array({integer(0), integer(1500)}), &held_for).error() == dl::errc::contended);
@@ -46,7 +47,8 @@ TEST_CASE("redis replies: the acquire script's {1, fence} and {0, pttl}", "[redi
     CHECK(replies::acquired(array({integer(1), integer(0)})).error() == dl::errc::protocol_error);
     CHECK(replies::acquired(array({integer(1), bulk("42")})).error() == dl::errc::protocol_error);
     CHECK(replies::acquired(array({integer(1)})).error() == dl::errc::protocol_error);
-    CHECK(replies::acquired(integer(1)).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired(integer(0)).error() == dl::errc::protocol_error);
+    CHECK(replies::acquired(integer(-1)).error() == dl::errc::protocol_error);
     CHECK(replies::acquired(null()).error() == dl::errc::protocol_error);
 }
 
@@ -57,6 +59,7 @@ TEST_CASE("redis replies: an answer measures the holder's time from the request"
     CHECK_FALSE(held.is_granted());
     CHECK(held.not_before() == sent + std::chrono::milliseconds{250});
     CHECK(replies::answered(array({integer(1), integer(7)}), sent).value().fence() == 7);
+    CHECK(replies::answered(integer(7), sent).value().fence() == 7);
     CHECK(replies::answered(array({bulk("1"), integer(7)}), sent).error() == dl::errc::protocol_error);
 }
 

@@ -317,18 +317,41 @@ local function mget(keys)
 end
 )lua";
 
-inline constexpr auto acquire = join(fence_lua, delay_lua, R"lua(
+// The grant of one resource and the release of a quorum's lease run on every lock
+// and on every node of a Redlock, so they define no helper on their common path:
+// Lua makes each function a script defines anew on every call, and making the
+// helpers these two scripts join costs the server about what one more redis.call()
+// does. The helpers are defined only on the rare paths (a lock-delay mark is there,
+// a fence key holds no token), which decide as the helpers always do: the same calls
+// in the same order, the same error replies. The grant answers with its token alone,
+// an integer: Redis writes an array reply in more steps than an integer.
+inline constexpr auto acquire = join(R"lua(
+local token_limit = 9007199254740992
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local delayed = tombstone_left(ARGV[3])
-if delayed then
-  return {3, delayed}
+if type(redis.pcall('GET', ARGV[3])) == 'string' then
+)lua", delay_lua, R"lua(
+  local delayed = tombstone_left(ARGV[3])
+  if delayed then
+    return {3, delayed}
+  end
 end
-local fence, text = fences_after({KEYS[2]})
+local stored = redis.call('GET', KEYS[2])
+local last = not stored and 0 or (#stored <= 16 and string.match(stored, '^%d+$') and tonumber(stored))
+if not last or last >= token_limit then
+)lua", fence_lua, R"lua(
+  as_token(stored, KEYS[2])
+end
+local clock = redis.call('TIME')
+local fence = math.max(last + 1, clock[1] * 1000000 + clock[2])
+if fence >= token_limit then
+  error({err = 'ERR distlock: fencing tokens have reached 2^53'})
+end
+local text = string.format('%d', fence)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-store_fences({KEYS[2]}, text)
-return {1, fence}
+redis.call('SET', KEYS[2], text)
+return fence
 )lua");
 
 // One EXISTS over the set (the per-lock look only when one is held), then one token
@@ -644,15 +667,26 @@ end
 return token
 )lua");
 
-inline constexpr auto release_raising = join(fence_lua, owns_lua, raise_fence_lua, R"lua(
-local _, higher = raised(KEYS[2], ARGV[3])
+// Without helpers on its common path, as acquire (above): raised() and owns() written
+// out, as_token() only for a token that does not read as one.
+inline constexpr auto release_raising = join(R"lua(
+local token_limit = 9007199254740992
+local stored = redis.call('GET', KEYS[2])
+local current = not stored and 0 or (#stored <= 16 and string.match(stored, '^%d+$') and tonumber(stored))
+local floor = #ARGV[3] <= 16 and string.match(ARGV[3], '^%d+$') and tonumber(ARGV[3])
+if not current or current >= token_limit or not floor or floor >= token_limit then
+)lua", fence_lua, R"lua(
+  as_token(stored or nil, KEYS[2])
+  as_token(ARGV[3], 'floor')
+end
 local released = 0
-if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+local value = redis.call('GET', KEYS[1])
+if value and string.sub(value, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   redis.call('DEL', KEYS[1])
   redis.call(ARGV[4] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
   released = 1
 end
-if higher then
+if floor > current then
   redis.call('SET', KEYS[2], ARGV[3])
 end
 return released
@@ -1172,8 +1206,9 @@ return arm(KEYS[1], ARGV[4], ARGV[1], ARGV[2], ARGV[3])
 } // namespace detail
 
 /// KEYS: lock, fence. ARGV: owner, ttl ms, the lock-delay mark's key (delay_lua).
-/// {1, fence} when acquired; {0, pttl} when held by another; {3, ms} when free but in
-/// its lock-delay for ms more (every acquiring script answers that shape).
+/// The fence (an integer) when acquired; {0, pttl} when held by another; {3, ms} when
+/// free but in its lock-delay for ms more (every acquiring script answers those two
+/// shapes; the others answer a grant as {1, fence}).
 inline constexpr std::string_view acquire = detail::acquire.view();
 
 /// KEYS: fence. The next fencing token, without a lock.
@@ -1294,7 +1329,7 @@ return {1, last}
 inline constexpr std::string_view inspect = detail::inspect.view();
 
 /// redis::dialect::plain. KEYS: lock (the resource id), fence, holder. ARGV: owner,
-/// ttl ms, mark. As acquire: {1, fence} when acquired (the lock holds the owner alone);
+/// ttl ms, mark. {1, fence} when acquired (the lock holds the owner alone); as acquire,
 /// {0, pttl} when held, by distlock or another Redlock client.
 inline constexpr std::string_view acquire_plain = detail::acquire_plain.view();
 

@@ -4,13 +4,17 @@
 //
 // Design note. Everything runs on one strand. A request is queued; the writer sends
 // whatever is queued in one write (pipelining) and moves the requests to the
-// in-flight list. On an idle connection (nothing in flight, the writer waiting) a
-// stream that can write without waiting (try_write: plain TCP and Unix sockets) takes
-// the request at once, and the writer sends only what the socket did not take: a
-// lone request leaves without two hand-offs through the scheduler, each a wake-up
-// that a sequential caller would pay on every request (bench/HISTORY.md), while a
-// busy connection still batches; the reader decodes messages, hands pushes to the
-// push handler and replies, in order, to the oldest request in flight.
+// in-flight list. On a connection that is not busy (the writer waiting, at most one
+// request in flight) a stream that can write without waiting (try_write: plain TCP
+// and Unix sockets) takes the request at once, and the writer sends only what the
+// socket did not take: a lone request leaves without two hand-offs through the
+// scheduler, each a wake-up that a sequential caller would pay on every request
+// (bench/HISTORY.md), while a busy connection still batches. The one request that
+// may be in flight is a Redlock node's answer to the operation before, which the
+// quorum did not wait for: the next operation's request to that node leaves with
+// those to the other nodes instead of after them. The reader decodes messages,
+// hands pushes to the push handler and replies, in order, to the oldest request in
+// flight.
 //
 // exec() is an asynchronous operation, not a coroutine spawned onto the strand: its
 // initiation reaches the strand by dispatch (at once when the strand is free on this
@@ -304,19 +308,19 @@ private:
     // Writes queued requests at once, from the front, through the stream's non-blocking
     // try_write(), when the writer waits: waking it would cost two hand-offs through
     // the scheduler (and, with the io_context on several threads, a wake-up of another
-    // thread) before the bytes leave. `whole_queue` false: only a lone request on an
-    // idle connection (nothing in flight), so that a busy connection still batches in
-    // the writer; true: everything queued, in one write (the reader, once the callers
-    // it resumed have queued their next requests). True when the writer has nothing
-    // to do: all of it left, or the socket refused all of it (the connection failed,
-    // and the requests, of which nothing was sent, with it). False when the writer
-    // must send the rest.
+    // thread) before the bytes leave. `whole_queue` false: only a lone request on a
+    // connection that is not busy (at most one request in flight, see the design
+    // note), so that a busy connection still batches in the writer; true: everything
+    // queued, in one write (the reader, once the callers it resumed have queued their
+    // next requests). True when the writer has nothing to do: all of it left, or the
+    // socket refused all of it (the connection failed, and the requests, of which
+    // nothing was sent, with it). False when the writer must send the rest.
     bool written_at_once(bool whole_queue = false)
     {
         if constexpr (requires(Stream& s, std::error_code& ec) { s.try_write(asio::const_buffer{}, ec); }) {
             if (state_ != state::ready || idle_writer_ != generation_ || queue_.empty())
                 return false;
-            if (!whole_queue && (!in_flight_.empty() || queue_.size() != 1))
+            if (!whole_queue && (in_flight_.size() > 1 || queue_.size() != 1))
                 return false;
             const std::string* bytes = &queue_.front()->payload;
             if (queue_.size() > 1) {

@@ -47,12 +47,18 @@ inline bool integer_at(const resp::value& v, std::size_t i)
     return v.elements.size() > i && v.elements[i].type == resp::type::integer;
 }
 
-/// The acquire script: {1, fence} granted, {0, pttl} held (pttl: -1 no TTL, -2 gone
-/// since; only a positive one says how long, into `held_for`), {3, ms} free but in
-/// its lock-delay for ms more (1 or more, into `delayed_for`): errc::lock_delayed.
+/// An acquiring script: the fence alone (the acquire script) or {1, fence} (the
+/// others) granted, {0, pttl} held (pttl: -1 no TTL, -2 gone since; only a positive
+/// one says how long, into `held_for`), {3, ms} free but in its lock-delay for ms
+/// more (1 or more, into `delayed_for`): errc::lock_delayed.
 inline result<fence_token> acquired(const resp::value& v, std::optional<duration>* held_for = nullptr,
                                     std::optional<duration>* delayed_for = nullptr)
 {
+    if (v.type == resp::type::integer) {
+        if (v.integer < 1)
+            return errc::protocol_error;
+        return static_cast<fence_token>(v.integer);
+    }
     if (v.type != resp::type::array || v.elements.size() != 2 || !integer_at(v, 0) ||
         !integer_at(v, 1))
         return errc::protocol_error;
