@@ -1,5 +1,5 @@
-// distlock/etcd/config.hpp: how to reach an etcd cluster (its JSON gateway), and the
-// session the store keeps there.
+// distlock/etcd/config.hpp: how to reach an etcd cluster (native gRPC, or its JSON
+// gateway), and the session the store keeps there.
 #pragma once
 
 #include <distlock/backend/url.hpp>
@@ -21,6 +21,12 @@ namespace distlock::etcd {
 /// One member's client URL (host and port).
 using member = backend::server_address<2379>;
 
+/// How the store speaks to the members (both on the client URL's port).
+enum class api {
+    grpc,    ///< etcd's native gRPC over HTTP/2: the default, and the faster
+    gateway, ///< etcd's JSON gateway over HTTP/1.1, where only HTTP/1.1 gets through
+};
+
 struct config {
     /// The cluster's members, tried in order: a request that could not be sent to one
     /// goes to the next, and the store stays with the one that answered.
@@ -31,6 +37,8 @@ struct config {
     /// How a resource id becomes its queue's key prefix (dialect.hpp): escaped (the
     /// default), or verbatim for etcd's concurrency.Mutex on `prefix + id`.
     key_dialect dialect = key_dialect::distlock;
+    /// gRPC, or the JSON gateway.
+    etcd::api api = etcd::api::grpc;
     /// The session's lease TTL: whole seconds, at least 2 (etcd's floor; a shorter
     /// grant comes back as 2 s, and the store uses the TTL the server granted). A
     /// crashed holder's lock is freed within this time.
@@ -79,6 +87,8 @@ struct config {
             return errc::invalid_argument;
         if (dialect != key_dialect::distlock && dialect != key_dialect::concurrency)
             return errc::invalid_argument;
+        if (api != etcd::api::grpc && api != etcd::api::gateway)
+            return errc::invalid_argument;
         if (session_ttl < std::chrono::seconds{2} || session_ttl > std::chrono::hours{24} ||
             session_ttl % std::chrono::seconds{1} != duration::zero())
             return errc::invalid_argument;
@@ -112,8 +122,9 @@ struct config {
     }
 
     /// Parses
-    /// `etcd://[user[:password]@]host[:port][,host[:port]...][?prefix=P&ttl=SECONDS&dialect=D]`
-    /// (port 2379 by default; D is `distlock` or `concurrency`, dialect.hpp), or
+    /// `etcd://[user[:password]@]host[:port][,host[:port]...][?prefix=P&ttl=SECONDS&dialect=D&api=A]`
+    /// (port 2379 by default; D is `distlock` or `concurrency`, dialect.hpp; A is
+    /// `grpc`, the default, or `gateway`), or
     /// `etcds://` for HTTPS, which also takes `ca=PATH` (the trusted CAs). The grammar is in distlock/backend/url.hpp: IPv6 hosts in
     /// brackets, nothing percent-decoded. A URL that is malformed or whose settings fail
     /// validate() is errc::invalid_argument, with `*why` (when not null) saying what is
@@ -125,7 +136,7 @@ struct config {
         rules.default_port = 2379;
         rules.several_hosts = true;
         rules.userinfo = true;
-        rules.query_keys = {"prefix", "ttl", "dialect", "ca"};
+        rules.query_keys = {"prefix", "ttl", "dialect", "api", "ca"};
         auto parsed = backend::parse_url(url, rules, why);
         if (!parsed)
             return parsed.error();
@@ -157,6 +168,14 @@ struct config {
                     return backend::refused(why, backend::quoted("dialect=" + pair.value) +
                                                      ": the dialect is 'distlock' or 'concurrency'");
                 c.dialect = *d;
+            } else if (pair.key == "api") {
+                if (pair.value == "grpc")
+                    c.api = etcd::api::grpc;
+                else if (pair.value == "gateway")
+                    c.api = etcd::api::gateway;
+                else
+                    return backend::refused(why, backend::quoted("api=" + pair.value) +
+                                                     ": the API is 'grpc' or 'gateway'");
             } else if (!c.tls) {
                 return backend::refused(why, "'ca=' is for etcds:// URLs (HTTPS)");
             } else {

@@ -178,7 +178,7 @@ public:
         const auto queue = queue_of(resource);
         const auto entry = static_cast<std::int64_t>(fence);
         session_->arming(queue + owner.to_hex(), detail::delay_mark_value(owner.to_hex(), entry, ms));
-        return proclaimed(client_, detail::arm_delay_request(queue, owner.to_hex(), entry, ms).dump(), diag);
+        return proclaimed(client_, detail::arm_delay_request(queue, owner.to_hex(), entry, ms), diag);
     }
 
     // -- shared_queue_store ----------------------------------------------------------
@@ -271,7 +271,7 @@ public:
         const auto queue = queue_of(resource);
         const auto txn = detail::proclaim_request(queue, queue + owner.to_hex(), static_cast<std::int64_t>(epoch),
                                                   detail::proclaimed_entry_value(owner.to_hex(), value, dialect));
-        return proclaimed(client_, txn.dump(), diag);
+        return proclaimed(client_, txn, diag);
     }
 
     /// The election's leader: the queue's oldest key (one range request), its owner
@@ -304,7 +304,7 @@ public:
         detail::json txn = {
             {"compare", detail::json::array({detail::create_compare(lock_key, static_cast<std::int64_t>(holder.fence()))})},
             {"success", detail::json::array({detail::json{{"request_put", std::move(put)}}})}};
-        return fenced(client_, txn.dump(), diag);
+        return fenced(client_, txn, diag);
     }
 
     /// One call of etcd's JSON gateway: `POST /v3/<path>` ("kv/range", "lease/grant",
@@ -313,7 +313,7 @@ public:
     {
         if (path.empty() || path.find_first_of(" \r\n?#") != std::string::npos)
             return backend::failed<detail::json>(distlock::errc::invalid_argument);
-        return detail::client::call(client_, std::move(path), body.dump(), diag);
+        return detail::client::call(client_, std::move(path), body, diag);
     }
 
     /// The session's lease now (0: none yet, or it ended), for tests and diagnostics.
@@ -372,7 +372,7 @@ private:
                 // The key before it held the lock and is gone (its watch said so): this
                 // one is the oldest, with no read of the queue to confirm it. Only the
                 // lock-delay mark is read: the key that went may have left one.
-                auto got = co_await detail::client::call(c, "kv/range", detail::range_request(mark_key).dump(), diag);
+                auto got = co_await detail::client::call(c, "kv/range", detail::range_request(mark_key), diag);
                 if (!got)
                     co_return got.error();
                 auto mark = detail::decode_range(got.value(), diag);
@@ -390,7 +390,7 @@ private:
                     {"success", json::array({json{{"request_range", detail::range_request(key)}},
                                              json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}},
                                              json{{"request_range", detail::range_request(mark_key)}}})}};
-                auto got = co_await detail::client::call(c, "kv/txn", reads.dump(), diag);
+                auto got = co_await detail::client::call(c, "kv/txn", reads, diag);
                 if (!got)
                     co_return got.error();
                 const auto read = detail::decode_txn(got.value(), diag, {0, 1, 2});
@@ -411,7 +411,7 @@ private:
                 {"failure", json::array({json{{"request_range", detail::range_request(key)}},
                                          json{{"request_range", detail::queue_request(queue, "ASCEND", 1)}},
                                          json{{"request_range", detail::range_request(mark_key)}}})}};
-            auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
+            auto got = co_await detail::client::call(c, "kv/txn", txn, diag);
             if (!got) {
                 if (got.error() == errc::not_found) { // the lease expired: the session is over
                     s->ended(lease.value(), session_state::lost);
@@ -450,7 +450,7 @@ private:
                 const json drop = {
                     {"compare", json::array({detail::create_compare(key, mine.create_revision)})},
                     {"success", json::array({json{{"request_delete_range", detail::range_request(key)}}})}};
-                auto dropped = co_await detail::client::call(c, "kv/txn", drop.dump(), diag);
+                auto dropped = co_await detail::client::call(c, "kv/txn", drop, diag);
                 if (!dropped)
                     co_return dropped.error();
                 continue;
@@ -481,7 +481,7 @@ private:
         before["max_create_revision"] = std::to_string(mine.create_revision - 1);
         const json reads = {{"success", json::array({json{{"request_range", std::move(before)}},
                                                      json{{"request_range", detail::range_request(mark_key)}}})}};
-        auto pred = co_await detail::client::call(c, "kv/txn", reads.dump(), diag);
+        auto pred = co_await detail::client::call(c, "kv/txn", reads, diag);
         if (!pred)
             co_return pred.error();
         const auto read = detail::decode_txn(pred.value(), diag, {0, 1});
@@ -551,7 +551,7 @@ private:
             }
             if (k.lease > 0) {
                 const json ask = {{"ID", std::to_string(k.lease)}};
-                auto got = co_await detail::client::call(c, "lease/timetolive", ask.dump(), diag);
+                auto got = co_await detail::client::call(c, "lease/timetolive", ask, diag);
                 if (!got && got.error() == errc::not_found) // the lease, and the tombstone with it, is gone
                     co_return std::optional<time_point>{};
                 if (!got)
@@ -570,7 +570,7 @@ private:
                 co_return std::optional<time_point>{};
             const auto seconds = (parsed->delay_ms + 999) / 1000;
             const json grant = {{"TTL", std::to_string(seconds)}, {"ID", "0"}};
-            auto got = co_await detail::client::call(c, "lease/grant", grant.dump(), diag);
+            auto got = co_await detail::client::call(c, "lease/grant", grant, diag);
             if (!got)
                 co_return got.error();
             const auto granted_at = clock::now(); // the lease began before its answer
@@ -578,7 +578,7 @@ private:
             if (!lease)
                 co_return lease.error();
             auto put = co_await detail::client::call(
-                c, "kv/txn", detail::tombstone_request(mark_key, k.value, k.mod_revision, lease->id).dump(), diag);
+                c, "kv/txn", detail::tombstone_request(mark_key, k.value, k.mod_revision, lease->id), diag);
             if (!put)
                 co_return put.error(); // the lease, unused, expires with its TTL
             const auto answer = detail::decode_txn(put.value(), diag, {}, {0});
@@ -589,7 +589,7 @@ private:
                 co_return std::optional<time_point>{granted_at + std::chrono::seconds{lease->ttl}};
             // Another head was first, or the mark went: what is there now decides.
             const json drop = {{"ID", std::to_string(lease->id)}};
-            (void)co_await detail::client::call(c, "lease/revoke", drop.dump(), nullptr);
+            (void)co_await detail::client::call(c, "lease/revoke", drop, nullptr);
             mark = *answer->range(0);
         }
         if (diag)
@@ -607,7 +607,7 @@ private:
                                             diagnostics* diag)
     {
         auto got = co_await detail::client::call(
-            c, "kv/txn", detail::release_request(key, mark_key, mark_value).dump(), diag);
+            c, "kv/txn", detail::release_request(key, mark_key, mark_value), diag);
         if (!got)
             co_return got.error(); // the mark is remembered still: a dequeue again clears it
         const auto n = detail::decode_txn_deleted(got.value(), 0, diag);
@@ -644,7 +644,7 @@ private:
             {"compare", json::array({detail::create_compare(key, entry), detail::value_compare(key, owner)})},
             {"success", json::array({json{
                             {"request_put", put_request(key, owner + std::string{detail::holder_mark}, lease)}}})}};
-        (void)co_await detail::client::call(c, "kv/txn", txn.dump(), nullptr);
+        (void)co_await detail::client::call(c, "kv/txn", txn, nullptr);
     }
 
     static awaitable<result<shared_place>> shared_enqueued(std::shared_ptr<detail::client> c,
@@ -666,7 +666,7 @@ private:
                               json{{"request_range", entries}}, json{{"request_range", mark}}})},
                 {"failure", json::array({json{{"request_range", detail::range_request(key)}},
                                          json{{"request_range", entries}}, json{{"request_range", mark}}})}};
-            auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
+            auto got = co_await detail::client::call(c, "kv/txn", txn, diag);
             if (!got) {
                 if (got.error() == errc::not_found) { // the lease expired: the session is over
                     s->ended(lease.value(), session_state::lost);
@@ -696,7 +696,7 @@ private:
                     const json drop = {
                         {"compare", json::array({detail::create_compare(key, mine->kvs.front().create_revision)})},
                         {"success", json::array({json{{"request_delete_range", detail::range_request(key)}}})}};
-                    auto dropped = co_await detail::client::call(c, "kv/txn", drop.dump(), diag);
+                    auto dropped = co_await detail::client::call(c, "kv/txn", drop, diag);
                     if (!dropped)
                         co_return dropped.error();
                     continue;
@@ -739,7 +739,7 @@ private:
                 const json drop = {
                     {"compare", json::array({detail::create_compare(key, entry)})},
                     {"success", json::array({json{{"request_delete_range", detail::range_request(key)}}})}};
-                (void)co_await detail::client::call(c, "kv/txn", drop.dump(), nullptr);
+                (void)co_await detail::client::call(c, "kv/txn", drop, nullptr);
                 s->forget(key);
                 if (diag)
                     diag->set_client_message("etcd: the queue of \"" + queue +
@@ -767,7 +767,7 @@ private:
                 {"success", json::array({json{{"request_put", put_request(key, slotted, lease)}}})},
                 {"failure", json::array({json{{"request_range", detail::queue_entries_request(queue)}},
                                          json{{"request_range", detail::range_request(mark_key)}}})}};
-            auto got = co_await detail::client::call(c, "kv/txn", txn.dump(), diag);
+            auto got = co_await detail::client::call(c, "kv/txn", txn, diag);
             if (!got)
                 co_return got.error();
             const auto answer = detail::decode_txn(got.value(), diag, {}, {0, 1});
@@ -798,7 +798,7 @@ private:
     {
         if (entry == 0 || entry > static_cast<fence_token>(INT64_MAX))
             co_return true;
-        const auto body = detail::queue_entries_request(queue).dump();
+        const auto body = detail::queue_entries_request(queue);
         while (clock::now() < until && !co_await distlock::backend::cancelled()) {
             auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
             const auto r = got ? detail::decode_range(got.value(), nullptr) : result<detail::range_answer>{got.error()};
@@ -837,7 +837,7 @@ private:
         find.erase("keys_only"); // its value says whether it holds the lock
         find["min_create_revision"] = std::to_string(created);
         find["max_create_revision"] = std::to_string(created);
-        const auto body = find.dump();
+        const auto body = find;
         while (clock::now() < until && !co_await distlock::backend::cancelled()) {
             auto got = co_await detail::client::call(c, "kv/range", body, nullptr);
             const auto r = got ? detail::decode_range(got.value(), nullptr) : result<detail::range_answer>{got.error()};
@@ -864,7 +864,7 @@ private:
 
     static awaitable<result<void>> deleted(std::shared_ptr<detail::client> c, std::string key, diagnostics* diag)
     {
-        auto got = co_await detail::client::call(c, "kv/deleterange", detail::range_request(key).dump(), diag);
+        auto got = co_await detail::client::call(c, "kv/deleterange", detail::range_request(key), diag);
         if (!got)
             co_return got.error();
         const auto n = detail::decode_deleted(got.value(), diag);
@@ -875,7 +875,7 @@ private:
         co_return success();
     }
 
-    static awaitable<result<void>> fenced(std::shared_ptr<detail::client> c, std::string txn, diagnostics* diag)
+    static awaitable<result<void>> fenced(std::shared_ptr<detail::client> c, detail::json txn, diagnostics* diag)
     {
         auto got = co_await detail::client::call(c, "kv/txn", std::move(txn), diag);
         if (!got)
@@ -888,7 +888,7 @@ private:
         co_return success();
     }
 
-    static awaitable<result<void>> proclaimed(std::shared_ptr<detail::client> c, std::string txn,
+    static awaitable<result<void>> proclaimed(std::shared_ptr<detail::client> c, detail::json txn,
                                               diagnostics* diag)
     {
         auto got = co_await detail::client::call(c, "kv/txn", std::move(txn), diag);
@@ -907,7 +907,7 @@ private:
     {
         auto oldest = detail::queue_request(queue, "ASCEND", 1);
         oldest.erase("keys_only");
-        auto got = co_await detail::client::call(c, "kv/range", oldest.dump(), diag);
+        auto got = co_await detail::client::call(c, "kv/range", oldest, diag);
         if (!got)
             co_return got.error();
         auto entry = detail::decode_leader(got.value(), queue, diag);
@@ -922,7 +922,7 @@ private:
         if (entry->lease == 0)
             co_return info;
         const json ask = {{"ID", std::to_string(entry->lease)}};
-        if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask.dump(), nullptr)) {
+        if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask, nullptr)) {
             // Best effort, as read()'s.
             if (const auto seconds = detail::decode_time_to_live(ttl.value(), nullptr); seconds && seconds.value() >= 0)
                 info.remaining = std::chrono::seconds{seconds.value()};
@@ -935,7 +935,7 @@ private:
     {
         auto oldest = detail::queue_request(queue, "ASCEND", 1);
         oldest.erase("keys_only");
-        auto got = co_await detail::client::call(c, "kv/range", oldest.dump(), diag);
+        auto got = co_await detail::client::call(c, "kv/range", oldest, diag);
         if (!got)
             co_return got.error();
         const auto r = detail::decode_range(got.value(), diag);
@@ -956,7 +956,7 @@ private:
         info.fence = static_cast<fence_token>(holder.create_revision);
         info.version = info.fence;
         const json ask = {{"ID", std::to_string(holder.lease)}};
-        if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask.dump(), nullptr)) {
+        if (auto ttl = co_await detail::client::call(c, "lease/timetolive", ask, nullptr)) {
             // Best effort, as the call: an answer this client cannot read leaves it unknown.
             if (const auto seconds = detail::decode_time_to_live(ttl.value(), nullptr); seconds && seconds.value() >= 0)
                 info.remaining = std::chrono::seconds{seconds.value()};
@@ -971,7 +971,7 @@ private:
         if (prefix.size() > max_resource_size || !detail::id_fits_dialect(prefix, dialect)) // no id begins with it
             co_return std::vector<lock_listing>{};
         auto got = co_await detail::client::call(c, "kv/range",
-                                                 detail::listing_request(store_prefix, prefix, dialect).dump(), diag);
+                                                 detail::listing_request(store_prefix, prefix, dialect), diag);
         if (!got)
             co_return got.error();
         auto queues = detail::decode_listing(got.value(), store_prefix, prefix, diag, dialect);
@@ -995,7 +995,7 @@ private:
     {
         // The holder's key has the owner's name, which the fence does not give: the
         // oldest key of the queue is read first. The txn alone decides.
-        auto got = co_await detail::client::call(c, "kv/range", detail::queue_request(queue, "ASCEND", 1).dump(), diag);
+        auto got = co_await detail::client::call(c, "kv/range", detail::queue_request(queue, "ASCEND", 1), diag);
         if (!got)
             co_return got.error();
         const auto oldest = detail::decode_range(got.value(), diag);
@@ -1004,7 +1004,7 @@ private:
         if (oldest->kvs.empty() || oldest->kvs.front().create_revision != entry)
             co_return distlock::errc::not_owner;
         auto done = co_await detail::client::call(
-            c, "kv/txn", detail::revoke_request(queue, oldest->kvs.front().key, entry).dump(), diag);
+            c, "kv/txn", detail::revoke_request(queue, oldest->kvs.front().key, entry), diag);
         if (!done)
             co_return done.error();
         const auto answer = detail::decode_txn(done.value(), diag);

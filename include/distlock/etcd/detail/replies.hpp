@@ -455,22 +455,9 @@ inline result<std::string> decode_auth_token(const json& answer, diagnostics* di
     return token;
 }
 
-/// One line of a watch stream: a watch response, or the error of an error line.
-inline result<watch_response> decode_watch_line(std::string_view line, diagnostics* diag)
+// A watch response's fields (the gateway's line's "result", or a gRPC message).
+inline watch_response read_watch_fields(const backend::json_reader& response)
 {
-    static constexpr std::string_view context = "etcd watch response";
-    auto reply = backend::json_reply::parse(line, backend::json_null::means_absent);
-    auto root = reply.root();
-    if (!root.expect_object())
-        return reply.fail(diag, context);
-    const auto response = root.optional_object("result");
-    if (!response.present()) {
-        if (reply.ok() && root.field("error").present())
-            return error_answer(reply, root, line, context, diag);
-        if (reply.ok())
-            root.report("result", "a watch response or an error");
-        return reply.fail(diag, context);
-    }
     watch_response out;
     out.revision = response.optional_object("header").optional_int64("revision", int64_form).value_or(0);
     out.created = response.optional_boolean("created").value_or(false);
@@ -489,13 +476,55 @@ inline result<watch_response> decode_watch_line(std::string_view line, diagnosti
             else
                 e.put = read_kv_fields(written);
         }
-        if (!reply.ok())
-            break;
         out.events.push_back(std::move(e));
     }
+    return out;
+}
+
+/// One line of a watch stream: a watch response, or the error of an error line.
+inline result<watch_response> decode_watch_line(std::string_view line, diagnostics* diag)
+{
+    static constexpr std::string_view context = "etcd watch response";
+    auto reply = backend::json_reply::parse(line, backend::json_null::means_absent);
+    auto root = reply.root();
+    if (!root.expect_object())
+        return reply.fail(diag, context);
+    const auto response = root.optional_object("result");
+    if (!response.present()) {
+        if (reply.ok() && root.field("error").present())
+            return error_answer(reply, root, line, context, diag);
+        if (reply.ok())
+            root.report("result", "a watch response or an error");
+        return reply.fail(diag, context);
+    }
+    auto out = read_watch_fields(response);
     if (!reply.ok())
         return reply.fail(diag, context);
     return out;
+}
+
+/// A watch response in its JSON form (a gRPC stream's message, decoded).
+inline result<watch_response> decode_watch(const json& response, diagnostics* diag)
+{
+    auto reply = backend::json_reply::view(response, backend::json_null::means_absent);
+    auto root = reply.root();
+    watch_response out;
+    if (root.expect_object())
+        out = read_watch_fields(root);
+    if (!reply.ok())
+        return reply.fail(diag, "etcd watch response");
+    return out;
+}
+
+/// The error of a gRPC call that ended with status `code` (not OK) and `message`,
+/// the server's words going to `diag`; as error_answer() says for the gateway.
+inline std::error_code status_error(int code, std::string_view message, diagnostics* diag)
+{
+    if (diag)
+        diag->set_server_message(std::string{message});
+    if (message.find("user name is empty") != std::string_view::npos)
+        return distlock::make_error_code(distlock::errc::auth_failed); // auth is on and no user was configured
+    return from_grpc(code);
 }
 
 /// The leader of an election as the queue's oldest key says (decode_leader).

@@ -261,7 +261,7 @@ public:
     static awaitable<void> revoke(std::shared_ptr<client> c, std::int64_t id)
     {
         const json body = {{"ID", std::to_string(id)}};
-        (void)co_await client::call(std::move(c), "lease/revoke", body.dump(), nullptr);
+        (void)co_await client::call(std::move(c), "lease/revoke", body, nullptr);
     }
 
     std::int64_t current_lease() const
@@ -320,11 +320,11 @@ private:
         const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(cfg_.session_ttl).count();
         const json body = {{"TTL", std::to_string(ttl)}, {"ID", std::to_string(id)}};
         const auto sent = clock::now();
-        auto got = co_await client::call(client_, "lease/grant", body.dump(), diag);
+        auto got = co_await client::call(client_, "lease/grant", body, diag);
         std::int64_t granted_ttl = ttl;
         if (!got && got.error() == distlock::errc::outcome_unknown) {
             // The answer was lost: the same ID again. "Already exists" is our grant.
-            got = co_await client::call(client_, "lease/grant", body.dump(), diag);
+            got = co_await client::call(client_, "lease/grant", body, diag);
             if (!got && got.error() == errc::failed_precondition) {
                 if (diag)
                     diag->clear();
@@ -393,7 +393,7 @@ private:
     awaitable<void> renew(std::int64_t id, time_point valid, duration every)
     {
         const json body = {{"ID", std::to_string(id)}};
-        const auto payload = body.dump();
+        const auto payload = body;
         for (;;) {
             const auto sent = clock::now();
             if (sent >= valid) {
@@ -506,7 +506,7 @@ private:
                 ++self->checks_;
             }
             auto got = co_await distlock::backend::within(
-                client::call(self->client_, "kv/txn", presence_request(part).dump(), nullptr), until);
+                client::call(self->client_, "kv/txn", presence_request(part), nullptr), until);
             if (!got || !*got)
                 break; // unanswered or refused: the next keepalive's check asks again
             const auto present = decode_presence(got->value(), part, nullptr);
