@@ -23,10 +23,11 @@ const char* dialect_name(etcd::key_dialect d)
     return d == etcd::key_dialect::concurrency ? "concurrency" : "distlock";
 }
 
-template <etcd::key_dialect Dialect>
+template <etcd::key_dialect Dialect, etcd::api Api = etcd::api::grpc>
 struct etcd_clients {
-    static constexpr const char* name =
-        Dialect == etcd::key_dialect::concurrency ? "etcd, concurrency dialect" : "etcd";
+    static constexpr const char* name = Api == etcd::api::gateway             ? "etcd, JSON gateway"
+                                        : Dialect == etcd::key_dialect::concurrency ? "etcd, concurrency dialect"
+                                                                                    : "etcd";
     using backend = etcd::store;
     static constexpr bool notifies = true; // each waiter watches its predecessor
     static constexpr bool quorum = false;
@@ -38,6 +39,7 @@ struct etcd_clients {
     static etcd::config in_dialect(etcd::config c)
     {
         c.dialect = Dialect;
+        c.api = Api;
         return c;
     }
 
@@ -228,10 +230,12 @@ int count_worker(const std::vector<std::string>& args)
 [[maybe_unused]] const bool suite_workers_registered =
     test::register_worker("etcd-hold", hold_worker) && test::register_worker("etcd-count", count_worker);
 
-// The default dialect. The concurrency dialect differs only in the queue prefix an id
-// gets (and refuses ids with '/', which the listing behaviour locks): its layout is
-// tested in test/etcd/store.cpp, and against etcdctl in test/interop/etcd.cpp.
+// The default dialect, over gRPC and over the JSON gateway. The concurrency dialect
+// differs only in the queue prefix an id gets (and refuses ids with '/', which the
+// listing behaviour locks): its layout is tested in test/etcd/store.cpp, and against
+// etcdctl in test/interop/etcd.cpp.
 [[maybe_unused]] const bool suite_registered =
-    test::conformance::register_suite<etcd_clients<etcd::key_dialect::distlock>>("[etcd]");
+    test::conformance::register_suite<etcd_clients<etcd::key_dialect::distlock>,
+                                      etcd_clients<etcd::key_dialect::distlock, etcd::api::gateway>>("[etcd]");
 
 } // namespace

@@ -356,6 +356,12 @@ TEST_CASE("url: etcd accepts its forms, refuses the rest with words", "[url][etc
     CHECK(s->tls);
     CHECK(s->tls_ca_file == "/etc/ca.pem");
     CHECK(s->members[0].port == 2379);
+    CHECK(e->api == dl::etcd::api::grpc);
+    auto g = dl::etcd::config::from_url("etcd://h?api=gateway");
+    REQUIRE(g);
+    CHECK(g->api == dl::etcd::api::gateway);
+    CHECK(dl::etcd::config::from_url("etcd://h?api=grpc")->api == dl::etcd::api::grpc);
+    CHECK(contains(refusal(etcd_url, "etcd://h?api=http"), "'api=http': the API is 'grpc' or 'gateway'"));
 
     CHECK(contains(refusal(etcd_url, "etcd://h:1,"), "empty entry in the host list 'h:1,'"));
     CHECK(contains(refusal(etcd_url, "etcd://h:1,,h:2"), "empty entry"));
