@@ -1,8 +1,8 @@
 // distlock on etcd, next to its floor in the same run, against a member it starts
 // (test/support/etcd_server.hpp, data in /dev/shm):
-//  - uncontended acquire + release: the floor is a minimal blocking client sending the
-//    requests the recipe needs (the creating txn with its range, the delete) over one
-//    keep-alive connection, with a session lease granted beforehand as distlock's
+//  - uncontended acquire + release: the floor is a minimal blocking gRPC client sending
+//    the requests the recipe needs (the creating txn with its range, the delete) over
+//    one HTTP/2 connection, with a session lease granted beforehand as distlock's
 //    session is;
 //  - contended hand-off across separate processes (copies of this binary started
 //    with --worker): every process takes the lock on one key in a loop; the time
@@ -50,40 +50,80 @@ using json = nlohmann::json;
 
 namespace {
 
-// One gateway call at a time on a blocking socket: the floor.
+// One gRPC call at a time on a blocking socket, through the HTTP/2 session and the
+// message schema the store uses but none of its engine, channel or lock logic: the
+// floor.
 class raw_client {
 public:
-    explicit raw_client(std::uint16_t port) : port_{port}, socket_{io_}
+    explicit raw_client(std::uint16_t port) : authority_{"127.0.0.1:" + std::to_string(port)}, socket_{io_}
     {
         socket_.connect({asio::ip::make_address("127.0.0.1"), port});
         socket_.set_option(asio::ip::tcp::no_delay{true});
+        flush();
     }
 
-    // The answer's JSON (null when there is none).
-    json call(const std::string& path, const std::string& body)
+    // The answer's JSON; {"error": ..., "code": N} for a status that is not OK; null
+    // when there is no answer.
+    json call(const std::string& path, const json& body)
     {
-        const std::vector<std::pair<std::string, std::string>> headers{
-            {"Host", "127.0.0.1:" + std::to_string(port_)}, {"Content-Type", "application/json"}};
-        asio::write(socket_, asio::buffer(dl::http::encode_request("POST", "/v3/" + path, headers, body)));
-        for (;;) {
-            const auto got = dl::http::parse_response(buffer_);
-            if (got.status == dl::transport::decode_status::malformed)
-                return nullptr;
-            if (got.status == dl::transport::decode_status::complete) {
-                buffer_.erase(0, got.consumed);
-                return json::parse(got.message.body, nullptr, false);
-            }
+        const auto* rpc = etcd::detail::messages::rpc_at(path);
+        const auto request = rpc ? dl::protobuf::encode(*rpc->request, body) : dl::result<std::string>{dl::errc::invalid_argument};
+        if (!request)
+            return nullptr;
+        const std::vector<dl::http2::header> headers{{":method", "POST"},          {":scheme", "http"},
+                                                      {":path", rpc->grpc_path},     {":authority", authority_},
+                                                      {"content-type", "application/grpc"}, {"te", "trailers"}};
+        answer a;
+        if (session_.submit(headers, dl::grpc::frame(request.value()), true, &a) <= 0)
+            return nullptr;
+        flush();
+        while (!a.closed) {
             char chunk[16384];
             const auto n = socket_.read_some(asio::buffer(chunk));
-            buffer_.append(chunk, n);
+            std::string why;
+            if (!session_.receive({chunk, n}, why))
+                return nullptr;
+            flush();
         }
+        if (a.status != 0)
+            return json{{"error", a.message}, {"code", a.status}};
+        std::string message;
+        std::string why;
+        if (a.body.next(message, why) != dl::grpc::deframer::status::message)
+            return nullptr;
+        auto doc = dl::protobuf::decode(*rpc->response, message);
+        return doc ? std::move(doc.value()) : json{};
     }
 
 private:
-    std::uint16_t port_;
+    struct answer final : dl::http2::stream_listener {
+        void on_header(std::string_view name, std::string_view value, bool) override
+        {
+            if (name == "grpc-status")
+                status = dl::grpc::parse_status(value).value_or(-1);
+            else if (name == "grpc-message")
+                message = value;
+        }
+        void on_data(std::string_view bytes) override { body.append(bytes); }
+        void on_close(std::uint32_t) override { closed = true; }
+        dl::grpc::deframer body;
+        int status = -1;
+        std::string message;
+        bool closed = false;
+    };
+
+    void flush()
+    {
+        std::string out;
+        session_.output(out);
+        if (!out.empty())
+            asio::write(socket_, asio::buffer(out));
+    }
+
+    std::string authority_;
     asio::io_context io_;
     asio::ip::tcp::socket socket_;
-    std::string buffer_;
+    dl::http2::client_session session_;
 };
 
 // --worker PORT PREFIX ROUNDS [START_NS]: ROUNDS critical sections of 1 ms on "contended", each
@@ -200,7 +240,7 @@ int main(int argc, char** argv)
     result_row rtt{"floor: one kv/range round trip"};
     if (peers_only) {
         // The round trip alone: the hand-offs are counted in it.
-        const auto absent = etcd::detail::range_request(prefix + "bench:absent").dump();
+        const auto absent = etcd::detail::range_request(prefix + "bench:absent");
         const auto start = steady::now();
         for (std::size_t i = 0; i < warmup + count && steady::now() - start < limit; ++i) {
             const auto t0 = steady::now();
@@ -212,7 +252,7 @@ int main(int argc, char** argv)
         rtt.operations = rtt.us.size();
         bench::print(rtt);
     } else {
-        const auto granted = raw.call("lease/grant", R"({"TTL":"30"})");
+        const auto granted = raw.call("lease/grant", json{{"TTL", "30"}});
         const auto lease = granted.is_object() ? granted.value("ID", std::string{}) : std::string{};
         if (lease.empty()) {
             std::fprintf(stderr, "no lease granted\n");
@@ -231,15 +271,20 @@ int main(int argc, char** argv)
                                          json{{"request_range", etcd::detail::queue_request(queue, "DESCEND", 2)}}})},
                 {"failure", json::array({json{{"request_range", etcd::detail::range_request(key)}},
                                          json{{"request_range", etcd::detail::queue_request(queue, "ASCEND", 1)}}})}};
-            return std::pair{txn.dump(), etcd::detail::range_request(key).dump()};
+            return std::pair{txn, etcd::detail::range_request(key)};
         };
 
         // Alternating rounds of the two, so that a noisy neighbour hits both alike.
         result_row floor{"floor: raw client, txn create + deleterange"};
         result_row lock{"distlock: lock() + unlock()"};
+        result_row lock_gateway{"distlock over the JSON gateway (api=gateway)"};
         asio::io_context io;
         etcd::store store{io, server.config(prefix)};
+        auto gateway_config = server.config(prefix);
+        gateway_config.api = etcd::api::gateway;
+        etcd::store gateway_store{io, gateway_config};
         dl::basic_distributed_mutex<etcd::store, dl::retry::none> m{store, "bench:lock"};
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> m_gateway{gateway_store, "bench:lock-gateway"};
         bool failed = false;
         const auto start = steady::now();
         asio::co_spawn(io, [&]() -> dl::awaitable<void> {
@@ -266,20 +311,32 @@ int main(int argc, char** argv)
                     if (round * 50 >= warmup)
                         lock.us.push_back(micros(steady::now() - t0));
                 }
+                for (int i = 0; i < 50; ++i) {
+                    const auto t0 = steady::now();
+                    auto l = co_await m_gateway.lock();
+                    if (!l || !co_await l->unlock())
+                        failed = true;
+                    if (round * 50 >= warmup)
+                        lock_gateway.us.push_back(micros(steady::now() - t0));
+                }
             }
             co_await store.close();
+            co_await gateway_store.close();
         }, asio::detached);
         io.run();
         if (failed) {
             std::fprintf(stderr, "a request failed\n");
             return 1;
         }
-        floor.seconds = lock.seconds = rtt.seconds = std::chrono::duration<double>(steady::now() - start).count() / 2;
+        floor.seconds = lock.seconds = lock_gateway.seconds = rtt.seconds =
+            std::chrono::duration<double>(steady::now() - start).count() / 3;
         floor.operations = floor.us.size();
         lock.operations = lock.us.size();
+        lock_gateway.operations = lock_gateway.us.size();
         rtt.operations = rtt.us.size();
         bench::print(floor);
         bench::print(lock, &floor);
+        bench::print(lock_gateway, &lock);
         bench::print(rtt);
     }
 

@@ -2,7 +2,8 @@
 """Checks that the include tree keeps its layers (docs/architecture.md, "Layout").
 
  - Store code (include/distlock/<store>/) includes the store authors' tier
-   (backend/), transport/, the codecs (http/, aws/, util/), its own folder, the
+   (backend/), transport/, the codecs (http/, http2/, grpc/, protobuf/, aws/,
+   util/), its own folder, the
    vocabulary headers and the public policies a store names as its default; never
    the core's internals (detail/, claims/ apart from the TTL claim a store's own
    policy opens, the mutex, leases), and it never names distlock::detail.
@@ -32,7 +33,8 @@ def includes(path):
 def store_may_include(store, target):
     if target in VOCABULARY or target == "backend.hpp":
         return True
-    if target.startswith((store + "/", "backend/", "transport/", "http/", "aws/", "util/", "policy/")):
+    if target.startswith((store + "/", "backend/", "transport/", "http/", "http2/", "grpc/", "protobuf/", "aws/",
+                          "util/", "policy/")):
         return True
     # A store's own acquisition policy opens the TTL claim, as any policy does.
     return target == "claims/ttl_claim.hpp"

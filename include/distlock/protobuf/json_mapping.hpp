@@ -21,7 +21,7 @@
 
 #include <distlock/error.hpp>
 #include <distlock/protobuf/wire.hpp>
-#include <distlock/result.hpp>
+#include <distlock/util/result_type.hpp>
 #include <distlock/util/base64.hpp>
 
 #include <nlohmann/json.hpp>
