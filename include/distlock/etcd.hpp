@@ -1,5 +1,5 @@
-// distlock/etcd.hpp: etcd (v3, through its JSON gateway) as a distlock store (link
-// distlock::etcd: nlohmann-json, and OpenSSL for TLS).
+// distlock/etcd.hpp: etcd (v3, over native gRPC or its JSON gateway) as a distlock
+// store (link distlock::etcd: nlohmann-json, nghttp2, and OpenSSL for TLS).
 #pragma once
 
 #include <distlock/detail/push_warnings.hpp>

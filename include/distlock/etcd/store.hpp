@@ -307,8 +307,10 @@ public:
         return fenced(client_, txn, diag);
     }
 
-    /// One call of etcd's JSON gateway: `POST /v3/<path>` ("kv/range", "lease/grant",
-    /// ...) with `body`; the answer's JSON, or the error its code says.
+    /// One call of etcd's API, named by its JSON gateway path ("kv/range",
+    /// "lease/grant", ...), with `body` in proto3's JSON form: the answer's JSON, or
+    /// the error its code says. Over gRPC, a call etcd/detail/messages.hpp does not
+    /// name is errc::invalid_argument.
     awaitable<result<detail::json>> execute(std::string path, detail::json body, diagnostics* diag = nullptr)
     {
         if (path.empty() || path.find_first_of(" \r\n?#") != std::string::npos)
