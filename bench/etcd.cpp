@@ -179,6 +179,23 @@ std::string go_peer()
     return path && *path && ::access(path, X_OK) == 0 ? path : "";
 }
 
+// 50 timed lock() + unlock() pairs of `m`, recorded in `row` when `record`; false
+// when one failed.
+template <class Mutex>
+dl::awaitable<bool> timed_pairs(Mutex& m, result_row& row, bool record)
+{
+    bool ok = true;
+    for (int i = 0; i < 50; ++i) {
+        const auto t0 = steady::now();
+        auto l = co_await m.lock();
+        if (!l || !co_await l->unlock())
+            ok = false;
+        if (record)
+            row.us.push_back(micros(steady::now() - t0));
+    }
+    co_return ok;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -303,22 +320,11 @@ int main(int argc, char** argv)
                     if (round * 50 >= warmup)
                         rtt.us.push_back(micros(steady::now() - t1));
                 }
-                for (int i = 0; i < 50; ++i) {
-                    const auto t0 = steady::now();
-                    auto l = co_await m.lock();
-                    if (!l || !co_await l->unlock())
-                        failed = true;
-                    if (round * 50 >= warmup)
-                        lock.us.push_back(micros(steady::now() - t0));
-                }
-                for (int i = 0; i < 50; ++i) {
-                    const auto t0 = steady::now();
-                    auto l = co_await m_gateway.lock();
-                    if (!l || !co_await l->unlock())
-                        failed = true;
-                    if (round * 50 >= warmup)
-                        lock_gateway.us.push_back(micros(steady::now() - t0));
-                }
+                const bool past_warmup = round * 50 >= warmup;
+                if (!co_await timed_pairs(m, lock, past_warmup))
+                    failed = true;
+                if (!co_await timed_pairs(m_gateway, lock_gateway, past_warmup))
+                    failed = true;
             }
             co_await store.close();
             co_await gateway_store.close();

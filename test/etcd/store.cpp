@@ -199,6 +199,70 @@ TEST_CASE("etcd: gateway answers are read strictly: int64 strings, base64, missi
     CHECK_FALSE(etcd::detail::header_revision(json{{"header", json::object()}}));
 }
 
+namespace {
+// A server on a free loopback port that answers every connection with `reply` and
+// closes it: what a member that does not speak the store's API looks like.
+class canned_server {
+public:
+    explicit canned_server(asio::io_context& io, std::string reply)
+        : acceptor_{io, {asio::ip::make_address("127.0.0.1"), 0}}, reply_{std::move(reply)}
+    {
+        asio::co_spawn(io, serve(), asio::detached);
+    }
+    std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+    void stop() { acceptor_.close(); }
+
+private:
+    asio::awaitable<void> serve()
+    {
+        for (;;) {
+            auto [ec, socket] = co_await acceptor_.async_accept(asio::experimental::as_tuple(asio::use_awaitable));
+            if (ec)
+                co_return;
+            char first[256];
+            (void)co_await socket.async_read_some(asio::buffer(first), asio::experimental::as_tuple(asio::use_awaitable));
+            (void)co_await asio::async_write(socket, asio::buffer(reply_), asio::experimental::as_tuple(asio::use_awaitable));
+            socket.close();
+        }
+    }
+    asio::ip::tcp::acceptor acceptor_;
+    std::string reply_;
+};
+} // namespace
+
+TEST_CASE("etcd over gRPC: a member that does not speak HTTP/2 is a protocol error quoting its words; the same "
+          "member over the gateway is read as HTTP/1.1",
+          "[etcd][input]")
+{
+    asio::io_context io;
+    canned_server http1{io, "HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\nConnection: close\r\n\r\nnot for you"};
+    etcd::config cfg;
+    cfg.members = {{"127.0.0.1", http1.port()}};
+    cfg.request_timeout = 2s;
+    auto gateway = cfg;
+    gateway.api = etcd::api::gateway;
+    etcd::store grpc_store{io, cfg}, gateway_store{io, gateway};
+    test::run(io, [&]() -> asio::awaitable<void> {
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> m{grpc_store, "r"};
+        dl::diagnostics diag;
+        auto r = co_await m.lock(diag);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == dl::errc::protocol_error);
+        INFO(diag.to_string());
+        CHECK(diag.to_string().find("does not speak HTTP/2") != std::string::npos);
+        CHECK(diag.to_string().find("HTTP/1.1 400") != std::string::npos);
+
+        dl::basic_distributed_mutex<etcd::store, dl::retry::none> g{gateway_store, "r"};
+        dl::diagnostics words;
+        auto over_gateway = co_await g.lock(words);
+        REQUIRE_FALSE(over_gateway);
+        CHECK(over_gateway.error() == dl::errc::protocol_error); // an HTTP answer, but not etcd's
+        http1.stop();
+        co_await grpc_store.close();
+        co_await gateway_store.close();
+    });
+}
+
 TEST_CASE("etcd: gRPC codes map to conditions", "[etcd][input]")
 {
     CHECK(etcd::from_grpc(5) == dl::condition::session_lost);

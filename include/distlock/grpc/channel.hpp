@@ -312,12 +312,20 @@ private:
             if (wec)
                 co_return make_error_code(errc::store_unavailable);
             char chunk[4096];
+            std::string seen; // the first bytes the server sent, for the words of a refusal
             while (!session.peer_settled()) {
                 auto [rec, n] = co_await s.read_some(asio::buffer(chunk));
-                if (rec)
-                    co_return make_error_code(errc::store_unavailable);
+                if (rec) {
+                    if (seen.empty())
+                        co_return make_error_code(errc::store_unavailable);
+                    // It answered, then closed, without HTTP/2's SETTINGS.
+                    words = "the server answered '" + seen + "' and closed the connection";
+                    co_return make_error_code(errc::protocol_error);
+                }
+                if (seen.size() < 64)
+                    seen.append(chunk, std::min<std::size_t>(n, 64 - seen.size()));
                 if (!session.receive(std::string_view{chunk, n}, words)) {
-                    words += " (" + std::string{std::string_view{chunk, std::min<std::size_t>(n, 64)}} + "...)";
+                    words += ": the server answered '" + seen + "'";
                     co_return make_error_code(errc::protocol_error);
                 }
             }

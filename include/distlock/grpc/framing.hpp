@@ -101,23 +101,15 @@ inline std::optional<int> parse_status(std::string_view value)
 /// digits is kept as it is.
 inline std::string percent_decoded(std::string_view in)
 {
-    const auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9')
-            return c - '0';
-        if (c >= 'a' && c <= 'f')
-            return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-            return c - 'A' + 10;
-        return -1;
-    };
     std::string out;
     out.reserve(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) {
+        unsigned byte = 0;
         if (in[i] == '%' && i + 2 < in.size()) {
-            const int hi = hex(in[i + 1]);
-            const int lo = hex(in[i + 2]);
-            if (hi >= 0 && lo >= 0) {
-                out.push_back(static_cast<char>(hi * 16 + lo));
+            const auto digits = in.substr(i + 1, 2);
+            const auto [end, ec] = std::from_chars(digits.data(), digits.data() + 2, byte, 16);
+            if (ec == std::errc{} && end == digits.data() + 2) {
+                out.push_back(static_cast<char>(byte));
                 i += 2;
                 continue;
             }
