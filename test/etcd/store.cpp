@@ -1711,6 +1711,8 @@ TEST_CASE("etcd: lock-delay: a mark of no known form is a protocol error naming 
             auto s = co_await sm.try_lock_shared();
             REQUIRE_FALSE(s);
             CHECK(s.error() == dl::errc::protocol_error);
+            (void)co_await test::eventually("the refused reader's entry gone",
+                                            [&] { return queue_of(server, prefix, "r").empty(); });
             const auto locks = co_await a.list("");
             REQUIRE(locks);
             CHECK(locks->empty());

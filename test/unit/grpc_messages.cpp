@@ -20,6 +20,7 @@ namespace msg = distlock::etcd::detail::messages;
 namespace etcd = distlock::etcd;
 using json = nlohmann::json;
 using namespace std::string_literals;
+using namespace std::string_view_literals;
 
 namespace {
 std::string varint(std::uint64_t v)
@@ -45,25 +46,25 @@ TEST_CASE("protobuf wire: varints round-trip at their limits and are refused pas
     CHECK(varint(static_cast<std::uint64_t>(std::int64_t{-1})).size() == 10); // proto3's negative int64
 
     std::uint64_t v = 0;
-    pb::reader truncated{"\x80\x80"s};
+    pb::reader truncated{"\x80\x80"sv};
     CHECK_FALSE(truncated.varint(v));
     CHECK(truncated.failed());
     CHECK_FALSE(truncated.varint(v)); // and stays failed
-    pb::reader eleven{"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"s};
+    pb::reader eleven{"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"sv};
     CHECK_FALSE(eleven.varint(v));
-    pb::reader past_64_bits{"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02"s};
+    pb::reader past_64_bits{"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02"sv};
     CHECK_FALSE(past_64_bits.varint(v));
 
     std::uint32_t field = 0;
     pb::wire_type type{};
-    pb::reader zero_field{"\x00"s};
+    pb::reader zero_field{"\x00"sv};
     CHECK_FALSE(zero_field.tag(field, type));
-    pb::reader type_six{"\x0e"s};
+    pb::reader type_six{"\x0e"sv};
     CHECK_FALSE(type_six.tag(field, type));
     std::string_view s;
-    pb::reader too_long{"\x05" "abc"s};
+    pb::reader too_long{"\x05" "abc"sv};
     CHECK_FALSE(too_long.bytes(s));
-    pb::reader group{"\x0b"s};
+    pb::reader group{"\x0b"sv};
     REQUIRE(group.tag(field, type));
     CHECK_FALSE(group.skip(type));
 }

@@ -60,6 +60,8 @@ inline void put_varint_field(std::string& out, std::uint32_t field, std::uint64_
 class reader {
 public:
     explicit reader(std::string_view bytes) noexcept : rest_{bytes} {}
+    /// A reader keeps a view: of a string that outlives it, never of a temporary.
+    explicit reader(std::string&&) = delete;
 
     bool at_end() const noexcept { return rest_.empty(); }
     bool failed() const noexcept { return failed_; }
