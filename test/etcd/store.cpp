@@ -1728,6 +1728,8 @@ TEST_CASE("etcd: lock-delay: a mark of no known form is a protocol error naming 
         REQUIRE_FALSE(delayed);
         CHECK(delayed.error() == dl::errc::lock_delayed);
         (void)server.call("lease/revoke", {{"ID", std::to_string(*id)}});
+        (void)co_await test::eventually("the delayed try's entry gone",
+                                        [&] { return queue_of(server, prefix, "r").empty(); });
         auto free = co_await m.try_lock();
         REQUIRE(free);
         { const auto ok_ = co_await free->unlock(); CHECK(ok_); }
