@@ -5,8 +5,9 @@
 // (distlock/distlock.hpp, distlock/memory.hpp, distlock/testing.hpp, each of which may be included
 // by its own name beside this file: CMake target distlock::single); the network stores
 // stay in include/: distlock/redis.hpp and distlock/dynamodb.hpp need OpenSSL,
-// distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json (and OpenSSL
-// for TLS), distlock/zookeeper.hpp OpenSSL (the shared transport's TLS). Each
+// distlock/postgres.hpp needs libpq, distlock/etcd.hpp nlohmann-json and nghttp2
+// (and OpenSSL for TLS), distlock/zookeeper.hpp OpenSSL (the shared transport's
+// TLS). Each
 // network store has a CMake target (distlock::redis, ::dynamodb, ::postgres,
 // ::etcd, ::zookeeper) that links what it needs.
 #pragma once
