@@ -4,6 +4,7 @@
 
 #include <distlock/util/config.hpp>
 #include <distlock/clock.hpp>
+#include <distlock/backend/auto_reset_event.hpp>
 #include <distlock/backend/cut_off.hpp>
 #include <distlock/detail/initiate.hpp>
 #include <distlock/detail/lease_state.hpp>
@@ -292,6 +293,36 @@ private:
             return acquire_.mode == lock_mode::shared;
         else
             return false;
+    }
+
+    // Failures the store answered (nothing of the attempt is in doubt): what a claim
+    // still holds then is given back in one more request that surely completes.
+    static bool answered(const std::error_code& ec)
+    {
+        return ec == condition::contended || ec == condition::invalid_argument || ec == condition::denied ||
+               ec == condition::not_owner;
+    }
+
+    // Sets its event when destroyed: when the work it was given to has ended, or when
+    // that work was dropped unstarted (the store closed first).
+    struct set_on_exit {
+        std::shared_ptr<backend::auto_reset_event> event;
+        set_on_exit(std::shared_ptr<backend::auto_reset_event> e) : event{std::move(e)} {}
+        set_on_exit(set_on_exit&& other) noexcept : event{std::move(other.event)} {}
+        set_on_exit(const set_on_exit&) = delete;
+        set_on_exit& operator=(const set_on_exit&) = delete;
+        set_on_exit& operator=(set_on_exit&&) = delete;
+        ~set_on_exit()
+        {
+            if (event)
+                event->set();
+        }
+    };
+
+    static awaitable<void> then_set(awaitable<void> work, set_on_exit done)
+    {
+        co_await std::move(work);
+        (void)done;
     }
 
     static bool is_cancelled(const asio::cancellation_state& cs)
@@ -673,10 +704,22 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                 break;
             }
         }
-    // What the claim may still hold (a grant whose reply was lost or cut off by the
-    // deadline) is given back as work owned by the store, not within this call.
-    if (claim.unsettled())
-        store.spawn(claim.abandon());
+    // What the claim may still hold is given back as work owned by the store, so that
+    // the caller's cancellation cannot cut it short. After an answer (a refused try's
+    // queue entry, a reader's key that met a writer) this call waits for it to end: the
+    // caller's next request must not find the entry still there, and on a store whose
+    // calls in flight together may be applied in either order (etcd over gRPC) it could.
+    // A grant in doubt (a reply lost or cut off by the deadline) is given back without
+    // the caller waiting: the store may be unreachable.
+    if (claim.unsettled()) {
+        if (!r && answered(r.error()) && !is_cancelled(cs) && store.takes_work()) {
+            auto done = std::make_shared<backend::auto_reset_event>(co_await asio::this_coro::executor);
+            store.spawn(then_set(claim.abandon(), set_on_exit{done}));
+            (void)co_await done->wait(); // cancellable: the clean-up goes on without the caller
+        } else {
+            store.spawn(claim.abandon());
+        }
+    }
     in_flight.reset();
     if (r && diag)
         diag->clear(); // the words of attempts that failed before one succeeded

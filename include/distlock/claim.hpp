@@ -18,9 +18,10 @@
 //  - hold(): after a grant, what the lease keeps: how to extend and release it, or
 //    the session it is bound to. Taking it settles the grant.
 //  - unsettled(): whether abandon() has anything to do (the common case has not).
-//  - abandon(): an awaitable, run as work owned by the store after the lock() call
-//    has ended, that gives back whatever the claim may still hold: grants whose
-//    replies were lost or cut off by the deadline, its place in a queue.
+//  - abandon(): an awaitable that gives back whatever the claim may still hold:
+//    grants whose replies were lost or cut off by the deadline, its place in a
+//    queue. It runs as work owned by the store, which the caller's cancellation
+//    cannot cut short; after a failure the store answered, lock() waits for it.
 // A claim on a store with a fair queue of its own (etcd, ZooKeeper) keeps one entry
 // across attempts and says so with `fair`; elsewhere the mutex keeps waiters of one
 // process in arrival order (detail/local_line.hpp). A claim whose wait() is woken

@@ -231,17 +231,32 @@ public:
 
 } // namespace distlock
 // ---- end distlock/clock.hpp
-// ---- begin distlock/backend/cut_off.hpp
-// distlock/backend/cut_off.hpp: an operation cut off at a point in time, and a result
-// carried out of a coroutine of another type.
+// ---- begin distlock/backend/auto_reset_event.hpp
+// distlock/backend/auto_reset_event.hpp: a flag that one coroutine waits for and any
+// thread sets.
 //
-// Why a race of its own rather than Asio's `op || timer`: the operator instantiates a
-// parallel group, a co_spawn per side, a variant of their results and their handlers
-// in every file that locks (bench/README.md, compile cost), and it runs the timer's wait as a coroutine of its own. Here the operation is one
-// co_spawn and the deadline a plain timer wait, both ending in one shared state that
-// completes the caller's wait once both are done. Every deadline of the library goes
-// through the one void form, with the result written through a reference, so a
-// translation unit compiles one race whatever its result types.
+// What the library needs from "wake me when X happened": a release notification for a
+// waiter, the last piece of background work ending for a store's close(), the replies
+// of a fan-out settling, and these guarantees:
+//  - set() may be called from any thread, also under the caller's own lock: it never
+//    runs the waiter inline, the waiter's completion is posted to its executor;
+//  - a set() before the wait starts is kept (one slot), so a signal that comes between
+//    a check and the wait is not lost;
+//  - the wait honours its caller's cancellation and a deadline, and keeps the waiter's
+//    executor from running out of work while it waits;
+//  - an io_context destroyed during a wait destroys the waiting coroutine without
+//    resuming it, as it does for any Asio operation (the coroutine often owns the
+//    event: the cycle must end there).
+// Asio's concurrent_channel offers all of this, at the price of its whole machinery in
+// every translation unit that includes the core. Here the waiting is a distlock::timer's
+// wait, which every coroutine with a deadline instantiates anyway: the timer expires at
+// the wait's deadline, set() cancels it, and the waiter then asks the flag. The flag is
+// the truth, the timer only the way to sleep: a wait ended by its deadline or its
+// caller's cancellation still reports a set() that came first.
+//
+// The event must outlive its waits (a member of what the waiting coroutine owns). The
+// timer is only touched under the event's mutex: Asio's I/O objects are not safe for
+// concurrent use, and set() comes from other threads.
 
 // ---- begin distlock/backend/deferred.hpp
 // distlock/backend/deferred.hpp: completion tokens whose type depends on a template
@@ -573,6 +588,96 @@ using awaitable = asio::awaitable<T>;
 } // namespace distlock
 // ---- end distlock/result.hpp
 
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+
+#include <mutex>
+#include <system_error>
+#include <utility>
+
+namespace distlock::backend {
+
+class auto_reset_event {
+public:
+    explicit auto_reset_event(asio::any_io_executor ex) : timer_{std::move(ex), time_point::max()} {}
+    auto_reset_event(const auto_reset_event&) = delete;
+    auto_reset_event& operator=(const auto_reset_event&) = delete;
+
+    /// Wakes the waiter, or the next wait if none is waiting now. Sets that come
+    /// before a wait takes them collapse into one.
+    void set()
+    {
+        std::lock_guard lock{mutex_};
+        signalled_ = true;
+        timer_.cancel(); // the wait's completion is posted, never run here
+    }
+
+    /// Takes a set() made since the last wait or take, without waiting.
+    bool try_take()
+    {
+        std::lock_guard lock{mutex_};
+        return std::exchange(signalled_, false);
+    }
+
+    /// True when set (taking the set); false when `until` came first or the caller's
+    /// cancellation ended the wait. One waiter at a time.
+    // A template so that it is compiled only where it is used (see backend/deferred.hpp).
+    template <class Unused = void>
+    awaitable<bool> wait(time_point until = time_point::max())
+    {
+        if (try_take())
+            co_return true;
+        (void)co_await async_wait(until, as_tuple_awaitable<Unused>());
+        co_return try_take();
+    }
+
+    /// The wait itself, without taking the set: completes with the timer's signature
+    /// when set(), at `until`, or on the caller's cancellation (a set() made before it
+    /// started completes it at once); the caller then asks try_take(). For a caller
+    /// that is itself a coroutine on a hot path: it saves wait()'s frame.
+    template <class Token>
+    auto async_wait(time_point until, Token&& token)
+    {
+        return asio::async_initiate<Token, void(std::error_code)>(start_wait{this, until}, token);
+    }
+
+private:
+    // Starts the timer's wait under the mutex, so that a set() cannot fall between
+    // the check of the flag and the wait.
+    struct start_wait {
+        auto_reset_event* self;
+        time_point until;
+        template <class Handler>
+        void operator()(Handler&& handler) const
+        {
+            std::lock_guard lock{self->mutex_};
+            self->timer_.expires_at(until);
+            self->timer_.async_wait(std::forward<Handler>(handler));
+            if (self->signalled_)
+                self->timer_.cancel();
+        }
+    };
+
+    std::mutex mutex_;
+    bool signalled_ = false;
+    timer timer_;
+};
+
+} // namespace distlock::backend
+// ---- end distlock/backend/auto_reset_event.hpp
+// ---- begin distlock/backend/cut_off.hpp
+// distlock/backend/cut_off.hpp: an operation cut off at a point in time, and a result
+// carried out of a coroutine of another type.
+//
+// Why a race of its own rather than Asio's `op || timer`: the operator instantiates a
+// parallel group, a co_spawn per side, a variant of their results and their handlers
+// in every file that locks (bench/README.md, compile cost), and it runs the timer's wait as a coroutine of its own. Here the operation is one
+// co_spawn and the deadline a plain timer wait, both ending in one shared state that
+// completes the caller's wait once both are done. Every deadline of the library goes
+// through the one void form, with the result written through a reference, so a
+// translation unit compiles one race whatever its result types.
+
+
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
@@ -845,9 +950,10 @@ auto initiate(asio::any_io_executor ex, Make make, Token&& token)
 //  - hold(): after a grant, what the lease keeps: how to extend and release it, or
 //    the session it is bound to. Taking it settles the grant.
 //  - unsettled(): whether abandon() has anything to do (the common case has not).
-//  - abandon(): an awaitable, run as work owned by the store after the lock() call
-//    has ended, that gives back whatever the claim may still hold: grants whose
-//    replies were lost or cut off by the deadline, its place in a queue.
+//  - abandon(): an awaitable that gives back whatever the claim may still hold:
+//    grants whose replies were lost or cut off by the deadline, its place in a
+//    queue. It runs as work owned by the store, which the caller's cancellation
+//    cannot cut short; after a failure the store answered, lock() waits for it.
 // A claim on a store with a fair queue of its own (etcd, ZooKeeper) keeps one entry
 // across attempts and says so with `fair`; elsewhere the mutex keeps waiters of one
 // process in arrival order (detail/local_line.hpp). A claim whose wait() is woken
@@ -1336,111 +1442,6 @@ concept claim = requires(C& c, time_point until) {
 // Taking part is all or nothing (managed_store in contract.hpp: lifetime(),
 // operation_timeout(), close()); backend::store_shell provides all three.
 
-// ---- begin distlock/backend/auto_reset_event.hpp
-// distlock/backend/auto_reset_event.hpp: a flag that one coroutine waits for and any
-// thread sets.
-//
-// What the library needs from "wake me when X happened": a release notification for a
-// waiter, the last piece of background work ending for a store's close(), the replies
-// of a fan-out settling, and these guarantees:
-//  - set() may be called from any thread, also under the caller's own lock: it never
-//    runs the waiter inline, the waiter's completion is posted to its executor;
-//  - a set() before the wait starts is kept (one slot), so a signal that comes between
-//    a check and the wait is not lost;
-//  - the wait honours its caller's cancellation and a deadline, and keeps the waiter's
-//    executor from running out of work while it waits;
-//  - an io_context destroyed during a wait destroys the waiting coroutine without
-//    resuming it, as it does for any Asio operation (the coroutine often owns the
-//    event: the cycle must end there).
-// Asio's concurrent_channel offers all of this, at the price of its whole machinery in
-// every translation unit that includes the core. Here the waiting is a distlock::timer's
-// wait, which every coroutine with a deadline instantiates anyway: the timer expires at
-// the wait's deadline, set() cancels it, and the waiter then asks the flag. The flag is
-// the truth, the timer only the way to sleep: a wait ended by its deadline or its
-// caller's cancellation still reports a set() that came first.
-//
-// The event must outlive its waits (a member of what the waiting coroutine owns). The
-// timer is only touched under the event's mutex: Asio's I/O objects are not safe for
-// concurrent use, and set() comes from other threads.
-
-
-#include <asio/any_io_executor.hpp>
-#include <asio/async_result.hpp>
-
-#include <mutex>
-#include <system_error>
-#include <utility>
-
-namespace distlock::backend {
-
-class auto_reset_event {
-public:
-    explicit auto_reset_event(asio::any_io_executor ex) : timer_{std::move(ex), time_point::max()} {}
-    auto_reset_event(const auto_reset_event&) = delete;
-    auto_reset_event& operator=(const auto_reset_event&) = delete;
-
-    /// Wakes the waiter, or the next wait if none is waiting now. Sets that come
-    /// before a wait takes them collapse into one.
-    void set()
-    {
-        std::lock_guard lock{mutex_};
-        signalled_ = true;
-        timer_.cancel(); // the wait's completion is posted, never run here
-    }
-
-    /// Takes a set() made since the last wait or take, without waiting.
-    bool try_take()
-    {
-        std::lock_guard lock{mutex_};
-        return std::exchange(signalled_, false);
-    }
-
-    /// True when set (taking the set); false when `until` came first or the caller's
-    /// cancellation ended the wait. One waiter at a time.
-    // A template so that it is compiled only where it is used (see backend/deferred.hpp).
-    template <class Unused = void>
-    awaitable<bool> wait(time_point until = time_point::max())
-    {
-        if (try_take())
-            co_return true;
-        (void)co_await async_wait(until, as_tuple_awaitable<Unused>());
-        co_return try_take();
-    }
-
-    /// The wait itself, without taking the set: completes with the timer's signature
-    /// when set(), at `until`, or on the caller's cancellation (a set() made before it
-    /// started completes it at once); the caller then asks try_take(). For a caller
-    /// that is itself a coroutine on a hot path: it saves wait()'s frame.
-    template <class Token>
-    auto async_wait(time_point until, Token&& token)
-    {
-        return asio::async_initiate<Token, void(std::error_code)>(start_wait{this, until}, token);
-    }
-
-private:
-    // Starts the timer's wait under the mutex, so that a set() cannot fall between
-    // the check of the flag and the wait.
-    struct start_wait {
-        auto_reset_event* self;
-        time_point until;
-        template <class Handler>
-        void operator()(Handler&& handler) const
-        {
-            std::lock_guard lock{self->mutex_};
-            self->timer_.expires_at(until);
-            self->timer_.async_wait(std::forward<Handler>(handler));
-            if (self->signalled_)
-                self->timer_.cancel();
-        }
-    };
-
-    std::mutex mutex_;
-    bool signalled_ = false;
-    timer timer_;
-};
-
-} // namespace distlock::backend
-// ---- end distlock/backend/auto_reset_event.hpp
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -5669,6 +5670,36 @@ private:
             return false;
     }
 
+    // Failures the store answered (nothing of the attempt is in doubt): what a claim
+    // still holds then is given back in one more request that surely completes.
+    static bool answered(const std::error_code& ec)
+    {
+        return ec == condition::contended || ec == condition::invalid_argument || ec == condition::denied ||
+               ec == condition::not_owner;
+    }
+
+    // Sets its event when destroyed: when the work it was given to has ended, or when
+    // that work was dropped unstarted (the store closed first).
+    struct set_on_exit {
+        std::shared_ptr<backend::auto_reset_event> event;
+        set_on_exit(std::shared_ptr<backend::auto_reset_event> e) : event{std::move(e)} {}
+        set_on_exit(set_on_exit&& other) noexcept : event{std::move(other.event)} {}
+        set_on_exit(const set_on_exit&) = delete;
+        set_on_exit& operator=(const set_on_exit&) = delete;
+        set_on_exit& operator=(set_on_exit&&) = delete;
+        ~set_on_exit()
+        {
+            if (event)
+                event->set();
+        }
+    };
+
+    static awaitable<void> then_set(awaitable<void> work, set_on_exit done)
+    {
+        co_await std::move(work);
+        (void)done;
+    }
+
     static bool is_cancelled(const asio::cancellation_state& cs)
     {
         return cs.cancelled() != asio::cancellation_type::none;
@@ -6048,10 +6079,22 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
                 break;
             }
         }
-    // What the claim may still hold (a grant whose reply was lost or cut off by the
-    // deadline) is given back as work owned by the store, not within this call.
-    if (claim.unsettled())
-        store.spawn(claim.abandon());
+    // What the claim may still hold is given back as work owned by the store, so that
+    // the caller's cancellation cannot cut it short. After an answer (a refused try's
+    // queue entry, a reader's key that met a writer) this call waits for it to end: the
+    // caller's next request must not find the entry still there, and on a store whose
+    // calls in flight together may be applied in either order (etcd over gRPC) it could.
+    // A grant in doubt (a reply lost or cut off by the deadline) is given back without
+    // the caller waiting: the store may be unreachable.
+    if (claim.unsettled()) {
+        if (!r && answered(r.error()) && !is_cancelled(cs) && store.takes_work()) {
+            auto done = std::make_shared<backend::auto_reset_event>(co_await asio::this_coro::executor);
+            store.spawn(then_set(claim.abandon(), set_on_exit{done}));
+            (void)co_await done->wait(); // cancellable: the clean-up goes on without the caller
+        } else {
+            store.spawn(claim.abandon());
+        }
+    }
     in_flight.reset();
     if (r && diag)
         diag->clear(); // the words of attempts that failed before one succeeded
@@ -8140,6 +8183,7 @@ private:
 
 } // namespace distlock
 // ---- end distlock/named_locks.hpp
+
 
 // ---- begin distlock/detail/pop_warnings.hpp
 // distlock/detail/pop_warnings.hpp: closes what detail/push_warnings.hpp opened. No
@@ -10282,6 +10326,7 @@ static_assert(inspectable_store<session_store>);
 
 } // namespace distlock::memory
 // ---- end distlock/memory/session_store.hpp
+
 
 // ---- begin distlock/detail/pop_warnings.hpp
 // distlock/detail/pop_warnings.hpp: closes what detail/push_warnings.hpp opened. No

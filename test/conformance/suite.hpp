@@ -530,6 +530,10 @@ void try_locks_leave_nothing()
             REQUIRE_FALSE(t.get());
             CHECK(t.get().error() == dl::condition::contended);
         }
+        // A refused try gives back what it took (an entry in a fair queue) before the
+        // refusal returns: the caller's next request cannot find it.
+        if constexpr (queues<F>::value)
+            CHECK(f.waiters("conf:tries") == 1);
         for (std::size_t i = 0; i < 3; ++i)
             co_await background_done(f.client(i));
         CHECK(f.held("conf:tries"));
