@@ -29,8 +29,16 @@ def expand(name, seen, out):
     if re.search(r"^\s*#\s*pragma\s+once", path.read_text(), re.M):
         seen.add(name)
     out.append(f"// ---- begin {name}\n")
+    separate = False
     for line in path.read_text().splitlines(keepends=True):
         if re.match(r"^\s*#\s*pragma\s+once", line):
+            continue
+        # Separate compilation's declarations (README.md) are left out: their
+        # definitions are in src.hpp headers, which the single header does not have.
+        if re.match(r"^\s*#\s*ifdef\s+DISTLOCK_SEPARATE_COMPILATION\b", line):
+            separate = True
+        if separate:
+            separate = not re.match(r"^\s*#\s*endif", line)
             continue
         m = INCLUDE.match(line)
         if m:

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Compiles each public header and each header of the store authors' tier alone (one
 translation unit that includes only it, -fsyntax-only), so that none depends on
-another being included first.
+another being included first; and each header of distlock/src/ alone with
+DISTLOCK_SEPARATE_COMPILATION, as the one file of a separately compiled program
+includes it (its entry header's `extern template` declarations, then the
+definitions).
   check_headers_alone.py <compiler> <include dir> [extra flags...]
 """
 import concurrent.futures
@@ -14,11 +17,16 @@ import tempfile
 def headers(root):
     top = sorted(p for p in (root / "distlock").glob("*.hpp"))
     tier = sorted((root / "distlock" / "backend").glob("*.hpp"))
-    return [p.relative_to(root).as_posix() for p in top + tier]
+    src = sorted((root / "distlock" / "src").glob("*.hpp"))
+    return [(p.relative_to(root).as_posix(), False) for p in top + tier] + \
+           [(p.relative_to(root).as_posix(), True) for p in src]
 
 
-def compile_alone(compiler, include, flags, header):
+def compile_alone(compiler, include, flags, entry):
+    header, separately = entry
     with tempfile.NamedTemporaryFile("w", suffix=".cpp", delete=False) as tu:
+        if separately:
+            tu.write("#define DISTLOCK_SEPARATE_COMPILATION\n")
         tu.write(f"#include <{header}>\n")
     r = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-I", include, *flags, tu.name],
                        capture_output=True, text=True)

@@ -30,4 +30,10 @@
 #include <distlock/result.hpp>
 #include <distlock/store.hpp>
 
+#ifdef DISTLOCK_SEPARATE_COMPILATION // compiled in the file that includes distlock/src/ (README.md)
+#define DISTLOCK_INSTANCE(...) extern template __VA_ARGS__;
+#include <distlock/instances/core.hpp>
+#undef DISTLOCK_INSTANCE
+#endif
+
 #include <distlock/detail/pop_warnings.hpp>

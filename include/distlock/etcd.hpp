@@ -10,4 +10,14 @@
 #include <distlock/etcd/error.hpp>
 #include <distlock/etcd/store.hpp>
 
+#ifdef DISTLOCK_SEPARATE_COMPILATION // compiled in the file that includes distlock/src/ (README.md)
+#include <distlock/distlock.hpp>
+#define DISTLOCK_INSTANCE(...) extern template __VA_ARGS__;
+#include <distlock/instances/core.hpp>
+#include <distlock/instances/transport.hpp>
+#include <distlock/instances/http.hpp>
+#include <distlock/instances/etcd.hpp>
+#undef DISTLOCK_INSTANCE
+#endif
+
 #include <distlock/detail/pop_warnings.hpp>

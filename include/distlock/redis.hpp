@@ -12,4 +12,13 @@
 #include <distlock/redis/scripts.hpp>
 #include <distlock/redis/store.hpp>
 
+#ifdef DISTLOCK_SEPARATE_COMPILATION // compiled in the file that includes distlock/src/ (README.md)
+#include <distlock/distlock.hpp>
+#define DISTLOCK_INSTANCE(...) extern template __VA_ARGS__;
+#include <distlock/instances/core.hpp>
+#include <distlock/instances/transport.hpp>
+#include <distlock/instances/redis.hpp>
+#undef DISTLOCK_INSTANCE
+#endif
+
 #include <distlock/detail/pop_warnings.hpp>

@@ -1,0 +1,12 @@
+// distlock/instances/etcd.hpp: the templates of the etcd store that a separately compiled
+// program compiles in one file (README.md, "Separate compilation"). Read twice, so it
+// has no include guard: as declarations (`extern template`) at the end of the
+// umbrella headers when DISTLOCK_SEPARATE_COMPILATION is defined, and as definitions
+// by the header in distlock/src/ that the one file includes.
+DISTLOCK_INSTANCE(class distlock::etcd::basic_store<void>)
+DISTLOCK_INSTANCE(class distlock::etcd::detail::basic_session<void>)
+DISTLOCK_INSTANCE(class distlock::etcd::detail::basic_client<void>)
+DISTLOCK_INSTANCE(class distlock::grpc::basic_channel<distlock::transport::stream>)
+DISTLOCK_INSTANCE(class distlock::transport::engine<distlock::http2::byte_codec>)
+DISTLOCK_INSTANCE(class distlock::transport::engine<distlock::http::stream_codec>)
+DISTLOCK_INSTANCE(class distlock::basic_distributed_mutex<distlock::etcd::store>)

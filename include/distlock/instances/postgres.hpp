@@ -1,0 +1,11 @@
+// distlock/instances/postgres.hpp: the templates of the PostgreSQL stores that a separately compiled
+// program compiles in one file (README.md, "Separate compilation"). Read twice, so it
+// has no include guard: as declarations (`extern template`) at the end of the
+// umbrella headers when DISTLOCK_SEPARATE_COMPILATION is defined, and as definitions
+// by the header in distlock/src/ that the one file includes.
+DISTLOCK_INSTANCE(class distlock::postgres::basic_store<void>)
+DISTLOCK_INSTANCE(class distlock::postgres::basic_advisory_store<void>)
+DISTLOCK_INSTANCE(class distlock::postgres::detail::basic_session<void>)
+DISTLOCK_INSTANCE(class distlock::postgres::detail::basic_connection<void>)
+DISTLOCK_INSTANCE(class distlock::basic_distributed_mutex<distlock::postgres::store>)
+DISTLOCK_INSTANCE(class distlock::basic_distributed_mutex<distlock::postgres::advisory_store>)

@@ -1,0 +1,11 @@
+// distlock/instances/redis.hpp: the templates of the Redis store that a separately compiled
+// program compiles in one file (README.md, "Separate compilation"). Read twice, so it
+// has no include guard: as declarations (`extern template`) at the end of the
+// umbrella headers when DISTLOCK_SEPARATE_COMPILATION is defined, and as definitions
+// by the header in distlock/src/ that the one file includes.
+DISTLOCK_INSTANCE(class distlock::redis::basic_store<void>)
+DISTLOCK_INSTANCE(class distlock::redis::detail::basic_router<void>)
+DISTLOCK_INSTANCE(class distlock::redis::detail::basic_subscriber<void>)
+DISTLOCK_INSTANCE(class distlock::redis::detail::basic_connection<void>)
+DISTLOCK_INSTANCE(class distlock::transport::engine<distlock::redis::resp::codec>)
+DISTLOCK_INSTANCE(class distlock::basic_distributed_mutex<distlock::redis::store>)

@@ -1,0 +1,6 @@
+// distlock/instances/transport.hpp: the templates of the transport engine's stream that a separately compiled
+// program compiles in one file (README.md, "Separate compilation"). Read twice, so it
+// has no include guard: as declarations (`extern template`) at the end of the
+// umbrella headers when DISTLOCK_SEPARATE_COMPILATION is defined, and as definitions
+// by the header in distlock/src/ that the one file includes.
+DISTLOCK_INSTANCE(class distlock::transport::basic_stream<void>)

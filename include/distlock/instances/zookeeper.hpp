@@ -1,0 +1,9 @@
+// distlock/instances/zookeeper.hpp: the templates of the ZooKeeper store that a separately compiled
+// program compiles in one file (README.md, "Separate compilation"). Read twice, so it
+// has no include guard: as declarations (`extern template`) at the end of the
+// umbrella headers when DISTLOCK_SEPARATE_COMPILATION is defined, and as definitions
+// by the header in distlock/src/ that the one file includes.
+DISTLOCK_INSTANCE(class distlock::zookeeper::basic_store<void>)
+DISTLOCK_INSTANCE(class distlock::zookeeper::detail::basic_session<void>)
+DISTLOCK_INSTANCE(class distlock::transport::engine<distlock::zookeeper::proto::codec>)
+DISTLOCK_INSTANCE(class distlock::basic_distributed_mutex<distlock::zookeeper::store>)

@@ -1,0 +1,18 @@
+// distlock/src/core.hpp: the core compiled once. In a program built with
+// DISTLOCK_SEPARATE_COMPILATION defined in every file, one file includes the
+// header of each store it uses (distlock/src/redis.hpp, ...), each of which
+// includes this one; every other file then compiles the declarations only
+// (README.md, "Separate compilation").
+#pragma once
+
+#ifndef DISTLOCK_SEPARATE_COMPILATION
+#error "the headers in distlock/src/ are for programs built with DISTLOCK_SEPARATE_COMPILATION defined in every file"
+#endif
+
+#include <distlock/distlock.hpp>
+
+#include <distlock/detail/push_warnings.hpp>
+#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
+#include <distlock/instances/core.hpp>
+#undef DISTLOCK_INSTANCE
+#include <distlock/detail/pop_warnings.hpp>

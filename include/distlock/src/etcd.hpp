@@ -1,0 +1,22 @@
+// distlock/src/etcd.hpp: the etcd store compiled once. In a program built with
+// DISTLOCK_SEPARATE_COMPILATION defined in every file, include it in exactly one
+// file (README.md, "Separate compilation"); every other file then compiles the
+// declarations only.
+#pragma once
+
+#include <distlock/etcd.hpp>
+#include <distlock/src/core.hpp>
+
+#include <distlock/detail/push_warnings.hpp>
+#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
+#ifndef DISTLOCK_TRANSPORT_COMPILED // shared with other stores: once per file
+#define DISTLOCK_TRANSPORT_COMPILED
+#include <distlock/instances/transport.hpp>
+#endif
+#ifndef DISTLOCK_HTTP_COMPILED // shared with other stores: once per file
+#define DISTLOCK_HTTP_COMPILED
+#include <distlock/instances/http.hpp>
+#endif
+#include <distlock/instances/etcd.hpp>
+#undef DISTLOCK_INSTANCE
+#include <distlock/detail/pop_warnings.hpp>

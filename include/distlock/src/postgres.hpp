@@ -1,0 +1,14 @@
+// distlock/src/postgres.hpp: the PostgreSQL stores compiled once. In a program built with
+// DISTLOCK_SEPARATE_COMPILATION defined in every file, include it in exactly one
+// file (README.md, "Separate compilation"); every other file then compiles the
+// declarations only.
+#pragma once
+
+#include <distlock/postgres.hpp>
+#include <distlock/src/core.hpp>
+
+#include <distlock/detail/push_warnings.hpp>
+#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
+#include <distlock/instances/postgres.hpp>
+#undef DISTLOCK_INSTANCE
+#include <distlock/detail/pop_warnings.hpp>

@@ -1,0 +1,18 @@
+// distlock/src/redis.hpp: the Redis store compiled once. In a program built with
+// DISTLOCK_SEPARATE_COMPILATION defined in every file, include it in exactly one
+// file (README.md, "Separate compilation"); every other file then compiles the
+// declarations only.
+#pragma once
+
+#include <distlock/redis.hpp>
+#include <distlock/src/core.hpp>
+
+#include <distlock/detail/push_warnings.hpp>
+#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
+#ifndef DISTLOCK_TRANSPORT_COMPILED // shared with other stores: once per file
+#define DISTLOCK_TRANSPORT_COMPILED
+#include <distlock/instances/transport.hpp>
+#endif
+#include <distlock/instances/redis.hpp>
+#undef DISTLOCK_INSTANCE
+#include <distlock/detail/pop_warnings.hpp>
