@@ -35,7 +35,7 @@ def expand(name, seen, out):
             continue
         # Separate compilation's declarations (README.md) are left out: their
         # definitions are in src.hpp headers, which the single header does not have.
-        if re.match(r"^\s*#\s*ifdef\s+DISTLOCK_SEPARATE_COMPILATION\b", line):
+        if re.match(r"^\s*#\s*if\s+defined\(DISTLOCK_SEPARATE_COMPILATION\)", line):
             separate = True
         if separate:
             separate = not re.match(r"^\s*#\s*endif", line)

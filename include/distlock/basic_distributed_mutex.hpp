@@ -295,8 +295,8 @@ private:
             return false;
     }
 
-    // Failures the store answered (nothing of the attempt is in doubt): what a claim
-    // still holds then is given back in one more request that surely completes.
+    // Failures the store answered: what the claim still holds then (a refused try's
+    // queue entry) is given back in one more request, which the call waits for.
     static bool answered(const std::error_code& ec)
     {
         return ec == condition::contended || ec == condition::invalid_argument || ec == condition::denied ||
@@ -304,20 +304,34 @@ private:
     }
 
     // Sets its event when destroyed: when the work it was given to has ended, or when
-    // that work was dropped unstarted (the store closed first).
+    // that work was dropped unstarted (the store closed first). Weak: the event (its
+    // timer on the caller's executor) goes with the caller, who may have stopped waiting.
     struct set_on_exit {
-        std::shared_ptr<backend::auto_reset_event> event;
-        set_on_exit(std::shared_ptr<backend::auto_reset_event> e) : event{std::move(e)} {}
+        std::weak_ptr<backend::auto_reset_event> event;
+        set_on_exit(const std::shared_ptr<backend::auto_reset_event>& e) : event{e} {}
         set_on_exit(set_on_exit&& other) noexcept : event{std::move(other.event)} {}
         set_on_exit(const set_on_exit&) = delete;
         set_on_exit& operator=(const set_on_exit&) = delete;
         set_on_exit& operator=(set_on_exit&&) = delete;
         ~set_on_exit()
         {
-            if (event)
-                event->set();
+            if (const auto e = event.lock())
+                e->set();
         }
     };
+
+    // How long a call waits for the clean-up after an answered failure: the store's
+    // request timeout (a connection lost meanwhile may keep the clean-up retrying far
+    // longer; it goes on as the store's work), never past the caller's deadline.
+    static time_point cleanup_until(const store_ref<Backend>& store, std::optional<time_point> deadline)
+    {
+        const auto asked = store.with([](Backend& b) { return detail::operation_bound(b); });
+        duration wait = std::chrono::seconds{1}; // a store that names no timeout answers in process
+        if (asked && *asked && **asked >= duration::zero() && **asked <= max_wait)
+            wait = **asked;
+        const auto until = clock::now() + wait;
+        return deadline ? std::min(until, *deadline) : until;
+    }
 
     static awaitable<void> then_set(awaitable<void> work, set_on_exit done)
     {
@@ -710,12 +724,14 @@ awaitable<result<lease>> basic_distributed_mutex<Backend, Policies...>::acquire_
     // caller's next request must not find the entry still there, and on a store whose
     // calls in flight together may be applied in either order (etcd over gRPC) it could.
     // A grant in doubt (a reply lost or cut off by the deadline) is given back without
-    // the caller waiting: the store may be unreachable.
+    // the caller waiting: the store may be unreachable. The wait is bounded too
+    // (cleanup_until).
     if (claim.unsettled()) {
         if (!r && answered(r.error()) && !is_cancelled(cs) && store.takes_work()) {
             auto done = std::make_shared<backend::auto_reset_event>(co_await asio::this_coro::executor);
             store.spawn(then_set(claim.abandon(), set_on_exit{done}));
-            (void)co_await done->wait(); // cancellable: the clean-up goes on without the caller
+            // Cancellable: the clean-up goes on without the caller.
+            (void)co_await done->wait(cleanup_until(store, deadline));
         } else {
             store.spawn(claim.abandon());
         }

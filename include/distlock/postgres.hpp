@@ -11,7 +11,9 @@
 #include <distlock/postgres/error.hpp>
 #include <distlock/postgres/store.hpp>
 
-#ifdef DISTLOCK_SEPARATE_COMPILATION // compiled in the file that includes distlock/src/ (README.md)
+// Separate compilation (README.md): these are compiled in the one file that includes
+// distlock/src/, which leaves these declarations out (they would follow the definitions).
+#if defined(DISTLOCK_SEPARATE_COMPILATION) && !defined(DISTLOCK_INSTANTIATING)
 #include <distlock/distlock.hpp>
 #define DISTLOCK_INSTANCE(...) extern template __VA_ARGS__;
 #include <distlock/instances/core.hpp>

@@ -12,7 +12,9 @@
 #include <distlock/redis/scripts.hpp>
 #include <distlock/redis/store.hpp>
 
-#ifdef DISTLOCK_SEPARATE_COMPILATION // compiled in the file that includes distlock/src/ (README.md)
+// Separate compilation (README.md): these are compiled in the one file that includes
+// distlock/src/, which leaves these declarations out (they would follow the definitions).
+#if defined(DISTLOCK_SEPARATE_COMPILATION) && !defined(DISTLOCK_INSTANTIATING)
 #include <distlock/distlock.hpp>
 #define DISTLOCK_INSTANCE(...) extern template __VA_ARGS__;
 #include <distlock/instances/core.hpp>

@@ -9,6 +9,10 @@
 #error "the headers in distlock/src/ are for programs built with DISTLOCK_SEPARATE_COMPILATION defined in every file"
 #endif
 
+// From here on the entry headers leave out their extern declarations: in this file
+// they would follow the definitions.
+#define DISTLOCK_INSTANTIATING
+
 #include <distlock/distlock.hpp>
 
 #include <distlock/detail/push_warnings.hpp>

@@ -4,6 +4,10 @@
 // declarations only.
 #pragma once
 
+// From here on the entry headers leave out their extern declarations: in this file
+// they would follow the definitions.
+#define DISTLOCK_INSTANTIATING
+
 #include <distlock/zookeeper.hpp>
 #include <distlock/src/core.hpp>
 
