@@ -1150,14 +1150,38 @@ TEST_CASE("etcd: permits waiting for a full semaphore are woken by any holder's 
         const auto ex = co_await asio::this_coro::executor;
         const dl::semaphore_options three{.permits = 3, .lease = {}};
         dl::basic_distributed_semaphore<etcd::store, dl::retry::fixed> holders{a, "pool", three, patient()};
-        dl::basic_distributed_semaphore<etcd::store, dl::retry::fixed> waiters{b, "pool", three, patient()};
+        // What the waiters did, said when one is late.
+        auto seen = std::make_shared<std::vector<std::string>>();
+        const auto t0 = dl::clock::now();
+        const dl::observe::callback log{[seen, t0](const dl::event& e) {
+            const auto ms = [](dl::duration d) {
+                return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+            };
+            std::string line = ms(dl::clock::now() - t0) + ": ";
+            if (const auto* a = std::get_if<dl::attempt_event>(&e))
+                line += "attempt " + std::to_string(a->number) + " took " + ms(a->latency) + ": " +
+                        (a->error ? a->error.message() : "granted");
+            else if (const auto* w = std::get_if<dl::wait_event>(&e))
+                line += "waits up to " + ms(w->planned);
+            else if (const auto* k = std::get_if<dl::wake_event>(&e))
+                line += "woke after " + ms(k->waited) + (k->notified ? ", notified" : "");
+            else
+                return;
+            seen->push_back(std::move(line));
+        }};
+        dl::basic_distributed_semaphore<etcd::store, dl::observe::callback, dl::retry::fixed> waiters{
+            b, "pool", three, log, patient()};
         std::vector<dl::lease> held;
         for (int i = 0; i < 3; ++i) {
             auto p = co_await holders.acquire();
             REQUIRE(p);
             held.push_back(std::move(p).value());
         }
+        // One after the other: two calls in flight may be applied in either order, and the
+        // test needs to know which entry is older.
         auto first = test::start(ex, waiters.acquire());
+        (void)co_await test::eventually("four entries", [&] { return queue_of(server, prefix, "pool").size() == 4; },
+                                        test::long_enough());
         auto second = test::start(ex, waiters.acquire());
         (void)co_await test::eventually("five entries", [&] { return queue_of(server, prefix, "pool").size() == 5; },
                                         test::long_enough());
@@ -1165,7 +1189,13 @@ TEST_CASE("etcd: permits waiting for a full semaphore are woken by any holder's 
         // (the retry delay is longer than the test).
         const auto freed = *held[2].slot();
         { const auto ok_ = co_await held[2].unlock(); CHECK(ok_); }
-        { const bool came_ = co_await first.wait(10000ms); REQUIRE(came_); }
+        {
+            const bool came_ = co_await first.wait(10000ms);
+            if (!came_)
+                for (const auto& line : *seen)
+                    UNSCOPED_INFO(line);
+            REQUIRE(came_);
+        }
         REQUIRE(first.get());
         CHECK(first.get()->slot() == freed);
         CHECK_FALSE(second.ready());
