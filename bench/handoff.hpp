@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace bench {
 
 inline std::int64_t now_ns()
@@ -38,7 +40,7 @@ inline std::int64_t now_ns()
 /// each printed as "held ACQUIRED_NS RELEASED_NS UNLOCKED_NS" once all are done. With
 /// `start_ns` (an instant of the monotonic clock, start_at()), the first lock() waits
 /// for it, so that the workers contend from the same instant whatever each took to
-/// start, as the reference clients' programs do.
+/// start and connect, as the reference clients' programs do.
 template <class Store>
 int handoff_worker(asio::io_context& io, Store& store, int rounds, std::int64_t start_ns = 0)
 {
@@ -48,6 +50,17 @@ int handoff_worker(asio::io_context& io, Store& store, int rounds, std::int64_t 
     asio::co_spawn(io, [&]() -> distlock::awaitable<void> {
         distlock::basic_distributed_mutex<Store, distlock::retry::exponential_backoff> m{
             store, "contended", {}, distlock::retry::exponential_backoff{.deadline = 60s}};
+        // Connected first, as the reference clients' programs are: one lock of a
+        // resource of its own taken and released. Else the first lock() of each process
+        // connects, which takes tens of milliseconds and more for some than others, and
+        // the first to connect runs its sections alone meanwhile.
+        {
+            distlock::basic_distributed_mutex<Store, distlock::retry::none> warm{
+                store, "warm:" + std::to_string(static_cast<long long>(::getpid()))};
+            auto l = co_await warm.lock();
+            if (!l || !co_await l->unlock())
+                co_return;
+        }
         if (const auto wait = start_ns - now_ns(); start_ns > 0 && wait > 0 && wait < 60'000'000'000) {
             distlock::timer t{co_await asio::this_coro::executor, std::chrono::nanoseconds{wait}};
             co_await t.async_wait(asio::use_awaitable);
