@@ -309,7 +309,7 @@ private:
     struct set_on_exit {
         std::weak_ptr<backend::auto_reset_event> event;
         set_on_exit(const std::shared_ptr<backend::auto_reset_event>& e) : event{e} {}
-        set_on_exit(set_on_exit&& other) noexcept : event{std::move(other.event)} {}
+        set_on_exit(set_on_exit&&) noexcept = default; // the moved-from one sets nothing
         set_on_exit(const set_on_exit&) = delete;
         set_on_exit& operator=(const set_on_exit&) = delete;
         set_on_exit& operator=(set_on_exit&&) = delete;
@@ -325,12 +325,21 @@ private:
     // longer; it goes on as the store's work), never past the caller's deadline.
     static time_point cleanup_until(const store_ref<Backend>& store, std::optional<time_point> deadline)
     {
-        const auto asked = store.with([](Backend& b) { return detail::operation_bound(b); });
-        duration wait = std::chrono::seconds{1}; // a store that names no timeout answers in process
-        if (asked && *asked && **asked >= duration::zero() && **asked <= max_wait)
-            wait = **asked;
-        const auto until = clock::now() + wait;
+        // A store that names no timeout answers in process.
+        const auto until = clock::now() + store_timeout(store).value_or(std::chrono::seconds{1});
         return deadline ? std::min(until, *deadline) : until;
+    }
+
+    // The longest one of the store's requests runs before the store ends it itself
+    // (detail::operation_bound), when it names one from zero to max_wait; nullopt
+    // when it names none, or the store is gone. Asked through the store's lifetime:
+    // the caller may have waited while the store was destroyed.
+    static std::optional<duration> store_timeout(const store_ref<Backend>& store)
+    {
+        const auto asked = store.with([](Backend& b) { return detail::operation_bound(b); });
+        if (asked && *asked && **asked >= duration::zero() && **asked <= max_wait)
+            return **asked;
+        return std::nullopt;
     }
 
     static awaitable<void> then_set(awaitable<void> work, set_on_exit done)
@@ -362,19 +371,14 @@ private:
                                           std::optional<std::string> candidate = std::nullopt);
 
     // The deadline an attempt must be cut off at, if the store's own timeout might not
-    // end it before.
-    // Asked through the store's lifetime: this call may have waited while the store
-    // was destroyed (the attempt then fails at once, without I/O).
+    // end it before. (A store destroyed meanwhile fails the attempt at once, without
+    // I/O.)
     static std::optional<time_point> attempt_bound(const store_ref<Backend>& store, std::optional<time_point> deadline)
     {
         if (!deadline)
             return std::nullopt;
-        const auto asked = store.with([](Backend& b) { return detail::operation_bound(b); });
-        if (asked && *asked) {
-            const auto bound = **asked;
-            if (bound >= duration::zero() && bound <= max_wait && clock::now() + bound < *deadline)
-                return std::nullopt;
-        }
+        if (const auto bound = store_timeout(store); bound && clock::now() + *bound < *deadline)
+            return std::nullopt;
         return deadline;
     }
 

@@ -152,7 +152,7 @@ TEST_CASE("cli: list takes an optional prefix; revoke one resource and one of --
     for (const std::string bad : {"0", "-1", "1x", "", "18446744073709551616"})
         CHECK(error_of({"revoke", "--fence", bad, "job"}) ==
               "--fence needs the grant's fencing token, a whole number above zero");
-    for (const std::string bad : {std::string{"abc"}, std::string{"abcdefg!"}, std::string(33, 'a')})
+    for (const std::string& bad : {std::string{"abc"}, std::string{"abcdefg!"}, std::string(33, 'a')})
         CHECK(error_of({"revoke", "--owner", bad, "job"}) ==
               "--owner must be 8 to 32 hex digits of an owner id (`distlock list` shows 8)");
     CHECK(error_of({"revoke", "--fence", "1", "a", "b"}) == "status, release and revoke take one resource");
@@ -169,7 +169,7 @@ TEST_CASE("cli: --shared and --permits N take one resource, for run and try", "[
     REQUIRE(std::holds_alternative<cli::options>(permit));
     CHECK(std::get<cli::options>(permit).permits == std::optional<std::uint32_t>{4});
     const std::string count = "--permits needs a count from 1 to " + std::to_string(distlock::max_permits);
-    for (const std::string bad : {std::string{"0"}, std::string{"-1"}, std::string{"4097"}, std::string{"2x"}})
+    for (const std::string& bad : {std::string{"0"}, std::string{"-1"}, std::string{"4097"}, std::string{"2x"}})
         CHECK(error_of({"try", "--permits", bad, "x"}) == count);
     CHECK(error_of({"try", "--shared", "a", "b"}) == "--shared and --permits take one resource");
     CHECK(error_of({"status", "--shared", "a"}) == "only run and try take --shared and --permits");

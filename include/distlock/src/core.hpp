@@ -15,8 +15,5 @@
 
 #include <distlock/distlock.hpp>
 
-#include <distlock/detail/push_warnings.hpp>
-#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
-#include <distlock/instances/core.hpp>
-#undef DISTLOCK_INSTANCE
-#include <distlock/detail/pop_warnings.hpp>
+#define DISTLOCK_INSTANCE_LIST <distlock/instances/core.hpp>
+#include <distlock/src/detail/instantiate.hpp>

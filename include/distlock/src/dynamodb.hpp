@@ -11,16 +11,7 @@
 #include <distlock/dynamodb.hpp>
 #include <distlock/src/core.hpp>
 
-#include <distlock/detail/push_warnings.hpp>
-#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
-#ifndef DISTLOCK_TRANSPORT_COMPILED // shared with other stores: once per file
-#define DISTLOCK_TRANSPORT_COMPILED
-#include <distlock/instances/transport.hpp>
-#endif
-#ifndef DISTLOCK_HTTP_COMPILED // shared with other stores: once per file
-#define DISTLOCK_HTTP_COMPILED
-#include <distlock/instances/http.hpp>
-#endif
-#include <distlock/instances/dynamodb.hpp>
-#undef DISTLOCK_INSTANCE
-#include <distlock/detail/pop_warnings.hpp>
+#include <distlock/src/detail/transport.hpp>
+#include <distlock/src/detail/http.hpp>
+#define DISTLOCK_INSTANCE_LIST <distlock/instances/dynamodb.hpp>
+#include <distlock/src/detail/instantiate.hpp>

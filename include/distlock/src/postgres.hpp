@@ -11,8 +11,5 @@
 #include <distlock/postgres.hpp>
 #include <distlock/src/core.hpp>
 
-#include <distlock/detail/push_warnings.hpp>
-#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
-#include <distlock/instances/postgres.hpp>
-#undef DISTLOCK_INSTANCE
-#include <distlock/detail/pop_warnings.hpp>
+#define DISTLOCK_INSTANCE_LIST <distlock/instances/postgres.hpp>
+#include <distlock/src/detail/instantiate.hpp>

@@ -11,12 +11,6 @@
 #include <distlock/zookeeper.hpp>
 #include <distlock/src/core.hpp>
 
-#include <distlock/detail/push_warnings.hpp>
-#define DISTLOCK_INSTANCE(...) template __VA_ARGS__;
-#ifndef DISTLOCK_TRANSPORT_COMPILED // shared with other stores: once per file
-#define DISTLOCK_TRANSPORT_COMPILED
-#include <distlock/instances/transport.hpp>
-#endif
-#include <distlock/instances/zookeeper.hpp>
-#undef DISTLOCK_INSTANCE
-#include <distlock/detail/pop_warnings.hpp>
+#include <distlock/src/detail/transport.hpp>
+#define DISTLOCK_INSTANCE_LIST <distlock/instances/zookeeper.hpp>
+#include <distlock/src/detail/instantiate.hpp>

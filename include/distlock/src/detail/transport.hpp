@@ -1,0 +1,7 @@
+// distlock/src/detail/transport.hpp: the transport engine's stream compiled once, for
+// every store of the file that speaks through it (Redis, etcd, ZooKeeper, DynamoDB).
+// Included after the store's entry header.
+#pragma once
+
+#define DISTLOCK_INSTANCE_LIST <distlock/instances/transport.hpp>
+#include <distlock/src/detail/instantiate.hpp>
