@@ -1618,19 +1618,8 @@ public:
     }
 
     /// The store's destructor: closed now; waits only for steps already entered.
-    void shut()
-    {
-        std::vector<std::weak_ptr<closing_listener>> told;
-        {
-            std::lock_guard lock{mutex_};
-            closed_.store(true);
-            told.swap(listeners_);
-        }
-        for (auto n = entered_.load(); n != 0; n = entered_.load())
-            entered_.wait(n);
-        tell(told);
-        idle_.set();
-    }
+    // Defined below the class, as the stores' stop() is (backend/store_shell.hpp says why).
+    void shut();
 
 private:
     explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex} {}
@@ -1677,6 +1666,21 @@ private:
     std::size_t swept_size_ = 0; // listeners_.size() after the last sweep of expired ones
     auto_reset_event idle_;
 };
+
+template <class Unused>
+void basic_lifetime<Unused>::shut()
+{
+    std::vector<std::weak_ptr<closing_listener>> told;
+    {
+        std::lock_guard lock{mutex_};
+        closed_.store(true);
+        told.swap(listeners_);
+    }
+    for (auto n = entered_.load(); n != 0; n = entered_.load())
+        entered_.wait(n);
+    tell(told);
+    idle_.set();
+}
 
 using lifetime = basic_lifetime<>;
 
@@ -8354,6 +8358,14 @@ private:
 // emits a header's non-template coroutines in every translation unit that includes
 // it; a class template's members are compiled only where they are used. The same
 // reason makes the library's other coroutine helpers templates.
+//
+// A store defines its constructor, stop() and finish() below its class, not inside
+// it. Every program reaches them (through this shell's constructor and destructor),
+// and a member defined inside a class is inline: at -O2 g++ compiles it in each
+// file that calls it even when the class is declared `extern template` (separate
+// compilation, README.md), and with it all it calls: the store's connections,
+// engine and sessions. Defined outside, they are compiled in the one file that
+// instantiates the store.
 
 
 #include <asio/any_io_executor.hpp>
@@ -8563,7 +8575,7 @@ class basic_store : public backend::store_base<backend::no_settings> {
     using base = backend::store_base<backend::no_settings>;
 
 public:
-    explicit basic_store(executor_type ex, backend::no_settings = {}) : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()} {}
+    explicit basic_store(executor_type ex, backend::no_settings = {});
 
     /// The longest an operation takes before the store completes it (the injected
     /// reply delay): attempts that surely end before a deadline need no timer.
@@ -9202,16 +9214,30 @@ private:
 protected:
     ~basic_store() = default;
     // Closing wakes the waiters (they find the store closed); nothing else runs.
-    void stop() noexcept { core_->wake_all(); }
-    awaitable<void> finish()
-    {
-        stop();
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 
 private:
     std::shared_ptr<core> core_;
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, backend::no_settings)
+    : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()}
+{}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    core_->wake_all();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    stop();
+    co_return;
+}
 
 /// The in-process store: see basic_store.
 using store = backend::store_shell<basic_store<>>;
@@ -9823,9 +9849,7 @@ public:
     using default_shared_acquire_policy = acquire::shared_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
-    basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
-        : base{std::move(ex), cfg, "distlock::memory::session_store"}, core_{std::make_shared<core>(ex_, server, cfg)}
-    {}
+    basic_session_store(executor_type ex, session_server& server, session_config cfg = {});
 
     /// No bound: the link's injected faults include requests never answered
     /// (blackholed), so every attempt keeps a timer of its own.
@@ -10326,16 +10350,30 @@ protected:
     ~basic_session_store() = default;
     // Destruction stops the keepalive and leaves the session to expire on the server;
     // close() ends it there first.
-    void stop() noexcept { core_->stop(false); }
-    awaitable<void> finish()
-    {
-        core_->stop(true);
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 
 private:
     std::shared_ptr<core> core_;
 };
+
+template <class Unused>
+basic_session_store<Unused>::basic_session_store(executor_type ex, session_server& server, session_config cfg)
+    : base{std::move(ex), cfg, "distlock::memory::session_store"}, core_{std::make_shared<core>(ex_, server, cfg)}
+{}
+
+template <class Unused>
+void basic_session_store<Unused>::stop() noexcept
+{
+    core_->stop(false);
+}
+
+template <class Unused>
+awaitable<void> basic_session_store<Unused>::finish()
+{
+    core_->stop(true);
+    co_return;
+}
 
 /// One client of a session_server: see basic_session_store.
 using session_store = backend::store_shell<basic_session_store<>>;

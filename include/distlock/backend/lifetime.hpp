@@ -211,19 +211,8 @@ public:
     }
 
     /// The store's destructor: closed now; waits only for steps already entered.
-    void shut()
-    {
-        std::vector<std::weak_ptr<closing_listener>> told;
-        {
-            std::lock_guard lock{mutex_};
-            closed_.store(true);
-            told.swap(listeners_);
-        }
-        for (auto n = entered_.load(); n != 0; n = entered_.load())
-            entered_.wait(n);
-        tell(told);
-        idle_.set();
-    }
+    // Defined below the class, as the stores' stop() is (backend/store_shell.hpp says why).
+    void shut();
 
 private:
     explicit basic_lifetime(asio::any_io_executor ex) : ex_{ex}, idle_{ex} {}
@@ -270,6 +259,21 @@ private:
     std::size_t swept_size_ = 0; // listeners_.size() after the last sweep of expired ones
     auto_reset_event idle_;
 };
+
+template <class Unused>
+void basic_lifetime<Unused>::shut()
+{
+    std::vector<std::weak_ptr<closing_listener>> told;
+    {
+        std::lock_guard lock{mutex_};
+        closed_.store(true);
+        told.swap(listeners_);
+    }
+    for (auto n = entered_.load(); n != 0; n = entered_.load())
+        entered_.wait(n);
+    tell(told);
+    idle_.set();
+}
 
 using lifetime = basic_lifetime<>;
 

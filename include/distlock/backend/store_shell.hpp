@@ -20,6 +20,14 @@
 // emits a header's non-template coroutines in every translation unit that includes
 // it; a class template's members are compiled only where they are used. The same
 // reason makes the library's other coroutine helpers templates.
+//
+// A store defines its constructor, stop() and finish() below its class, not inside
+// it. Every program reaches them (through this shell's constructor and destructor),
+// and a member defined inside a class is inline: at -O2 g++ compiles it in each
+// file that calls it even when the class is declared `extern template` (separate
+// compilation, README.md), and with it all it calls: the store's connections,
+// engine and sessions. Defined outside, they are compiled in the one file that
+// instantiates the store.
 #pragma once
 
 #include <distlock/backend/contract.hpp>

@@ -167,23 +167,7 @@ public:
 
     /// Throws std::system_error (errc::invalid_argument) when the TLS settings cannot
     /// be loaded; connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::dynamodb::store", true}
-    {
-        if (cfg_.credentials.empty())
-            cfg_.credentials = credentials::from_environment();
-        region_ = cfg_.effective_region();
-        auto tls = transport::make_tls_context(cfg_.endpoint());
-        if (!tls)
-            throw std::system_error{tls.error(), "distlock::dynamodb::store: TLS settings"};
-        engine_ = std::make_shared<engine_type>(
-            distlock::backend::make_strand(ex_), http::codec{},
-            // Node (dynalite) closes idle keep-alive sockets after 5 s; AWS after longer.
-            engine_type::options{cfg_.request_timeout, cfg_.endpoint().describe(), std::chrono::seconds{4}},
-            [endpoint = cfg_.endpoint(), ctx = tls.value()](transport::stream& s,
-                                                            std::string& diagnostic) -> awaitable<std::error_code> {
-                co_return co_await s.connect(endpoint, ctx.get(), diagnostic);
-            });
-    }
+    basic_store(executor_type ex, config cfg);
 
     duration operation_timeout() const noexcept { return saturating_add(cfg_.connect_timeout, cfg_.request_timeout); }
 
@@ -1796,16 +1780,42 @@ private:
 
 protected:
     ~basic_store() = default;
-    void stop() noexcept
-    {
-        engine_->close();
-    }
-    awaitable<void> finish()
-    {
-        engine_->close();
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, config cfg)
+    : base{std::move(ex), std::move(cfg), "distlock::dynamodb::store", true}
+{
+    if (cfg_.credentials.empty())
+        cfg_.credentials = credentials::from_environment();
+    region_ = cfg_.effective_region();
+    auto tls = transport::make_tls_context(cfg_.endpoint());
+    if (!tls)
+        throw std::system_error{tls.error(), "distlock::dynamodb::store: TLS settings"};
+    engine_ = std::make_shared<engine_type>(
+        distlock::backend::make_strand(ex_), http::codec{},
+        // Node (dynalite) closes idle keep-alive sockets after 5 s; AWS after longer.
+        engine_type::options{cfg_.request_timeout, cfg_.endpoint().describe(), std::chrono::seconds{4}},
+        [endpoint = cfg_.endpoint(), ctx = tls.value()](transport::stream& s,
+                                                        std::string& diagnostic) -> awaitable<std::error_code> {
+            co_return co_await s.connect(endpoint, ctx.get(), diagnostic);
+        });
+}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    engine_->close();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    engine_->close();
+    co_return;
+}
 
 /// The DynamoDB store. See basic_store for its documentation.
 using store = backend::store_shell<basic_store<>>;

@@ -100,20 +100,7 @@ public:
     /// files that cannot be loaded; connecting happens on first use.
     /// Also refused: a prefix that nests with one another store of this process uses
     /// on the same member ("app/" and "app/a/"): their resources would block each other.
-    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::etcd::store"}
-    {
-        std::vector<std::string> members;
-        for (const auto& m : cfg_.members)
-            members.push_back(backend::authority(m.host, m.port));
-        if (const auto other = detail::prefix_claims::claim(cfg_.prefix, members))
-            throw std::system_error{make_error_code(distlock::errc::invalid_argument),
-                                    "distlock::etcd::store: key prefix \"" + cfg_.prefix + "\" nests with \"" +
-                                        other->prefix + "\", used by another store of this process on " +
-                                        other->members.front() + ": their resources would block each other"};
-        prefix_.emplace(cfg_.prefix, std::move(members));
-        client_ = std::make_shared<detail::client>(ex_, cfg_);
-        session_ = std::make_shared<detail::session>(ex_, client_, operation_timeout());
-    }
+    basic_store(executor_type ex, config cfg);
 
     /// The longest one primitive runs: a lease grant, then up to two requests.
     duration operation_timeout() const noexcept
@@ -1023,18 +1010,41 @@ private:
 
 protected:
     ~basic_store() = default;
-    void stop() noexcept
-    {
-        session_->stop();
-        client_->close();
-    }
-    awaitable<void> finish()
-    {
-        if (const auto id = session_->stop())
-            co_await detail::session::revoke(client_, id);
-        client_->close();
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, config cfg)
+    : base{std::move(ex), std::move(cfg), "distlock::etcd::store"}
+{
+    std::vector<std::string> members;
+    for (const auto& m : cfg_.members)
+        members.push_back(backend::authority(m.host, m.port));
+    if (const auto other = detail::prefix_claims::claim(cfg_.prefix, members))
+        throw std::system_error{make_error_code(distlock::errc::invalid_argument),
+                                "distlock::etcd::store: key prefix \"" + cfg_.prefix + "\" nests with \"" +
+                                    other->prefix + "\", used by another store of this process on " +
+                                    other->members.front() + ": their resources would block each other"};
+    prefix_.emplace(cfg_.prefix, std::move(members));
+    client_ = std::make_shared<detail::client>(ex_, cfg_);
+    session_ = std::make_shared<detail::session>(ex_, client_, operation_timeout());
+}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    session_->stop();
+    client_->close();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    if (const auto id = session_->stop())
+        co_await detail::session::revoke(client_, id);
+    client_->close();
+}
 
 /// The etcd store. See basic_store for its documentation.
 using store = backend::store_shell<basic_store<>>;

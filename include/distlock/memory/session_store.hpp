@@ -613,9 +613,7 @@ public:
     using default_shared_acquire_policy = acquire::shared_queue;
 
     /// Throws std::system_error (errc::invalid_argument) for an invalid config.
-    basic_session_store(executor_type ex, session_server& server, session_config cfg = {})
-        : base{std::move(ex), cfg, "distlock::memory::session_store"}, core_{std::make_shared<core>(ex_, server, cfg)}
-    {}
+    basic_session_store(executor_type ex, session_server& server, session_config cfg = {});
 
     /// No bound: the link's injected faults include requests never answered
     /// (blackholed), so every attempt keeps a timer of its own.
@@ -1116,16 +1114,30 @@ protected:
     ~basic_session_store() = default;
     // Destruction stops the keepalive and leaves the session to expire on the server;
     // close() ends it there first.
-    void stop() noexcept { core_->stop(false); }
-    awaitable<void> finish()
-    {
-        core_->stop(true);
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 
 private:
     std::shared_ptr<core> core_;
 };
+
+template <class Unused>
+basic_session_store<Unused>::basic_session_store(executor_type ex, session_server& server, session_config cfg)
+    : base{std::move(ex), cfg, "distlock::memory::session_store"}, core_{std::make_shared<core>(ex_, server, cfg)}
+{}
+
+template <class Unused>
+void basic_session_store<Unused>::stop() noexcept
+{
+    core_->stop(false);
+}
+
+template <class Unused>
+awaitable<void> basic_session_store<Unused>::finish()
+{
+    core_->stop(true);
+    co_return;
+}
 
 /// One client of a session_server: see basic_session_store.
 using session_store = backend::store_shell<basic_session_store<>>;

@@ -73,7 +73,7 @@ class basic_store : public backend::store_base<backend::no_settings> {
     using base = backend::store_base<backend::no_settings>;
 
 public:
-    explicit basic_store(executor_type ex, backend::no_settings = {}) : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()} {}
+    explicit basic_store(executor_type ex, backend::no_settings = {});
 
     /// The longest an operation takes before the store completes it (the injected
     /// reply delay): attempts that surely end before a deadline need no timer.
@@ -712,16 +712,30 @@ private:
 protected:
     ~basic_store() = default;
     // Closing wakes the waiters (they find the store closed); nothing else runs.
-    void stop() noexcept { core_->wake_all(); }
-    awaitable<void> finish()
-    {
-        stop();
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 
 private:
     std::shared_ptr<core> core_;
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, backend::no_settings)
+    : base{std::move(ex), {}, "distlock::memory::store"}, core_{std::make_shared<core>()}
+{}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    core_->wake_all();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    stop();
+    co_return;
+}
 
 /// The in-process store: see basic_store.
 using store = backend::store_shell<basic_store<>>;

@@ -155,32 +155,7 @@ class basic_store : public backend::store_base<config> {
 public:
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::postgres::store"}
-    {
-        sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel, cfg_.advisory_namespace.has_value(),
-                                                         cfg_.advisory_key);
-        peer_ = describe_peer(cfg_.conninfo);
-        schema_->sql = sql_->creates();
-        schema_->create = cfg_.create_table;
-        for (std::size_t i = 0; i < cfg_.pool_size; ++i)
-            pool_.push_back(make_connection(setup(false)));
-        auto listen_setup = setup(false);
-        listen_setup.push_back({"", "LISTEN \"" + cfg_.channel + "\"", {}});
-        listener_ = make_connection(std::move(listen_setup));
-        watchers_ = std::make_shared<detail::watch_registry>();
-        listener_->on_notify([w = std::weak_ptr<detail::watch_registry>{watchers_},
-                              channel = cfg_.channel](std::string_view ch, std::string_view payload) {
-            if (ch != channel)
-                return;
-            if (auto r = w.lock())
-                r->notify(payload);
-        });
-        listener_->on_down([w = std::weak_ptr<detail::watch_registry>{watchers_}](std::error_code, const std::string&) {
-            if (auto r = w.lock())
-                r->wake_all();
-        });
-        sessions_ = std::make_shared<detail::session_pool>();
-    }
+    basic_store(executor_type ex, config cfg);
 
     duration operation_timeout() const noexcept
     {
@@ -1079,16 +1054,51 @@ protected:
         return advisory_led(prepared(), ensure(), std::move(s), diag);
     }
 
-    void stop() noexcept
-    {
-        close_connections();
-    }
-    awaitable<void> finish()
-    {
-        close_connections();
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, config cfg)
+    : base{std::move(ex), std::move(cfg), "distlock::postgres::store"}
+{
+    sql_ = std::make_shared<const detail::sql_texts>(cfg_.table, cfg_.channel, cfg_.advisory_namespace.has_value(),
+                                                     cfg_.advisory_key);
+    peer_ = describe_peer(cfg_.conninfo);
+    schema_->sql = sql_->creates();
+    schema_->create = cfg_.create_table;
+    for (std::size_t i = 0; i < cfg_.pool_size; ++i)
+        pool_.push_back(make_connection(setup(false)));
+    auto listen_setup = setup(false);
+    listen_setup.push_back({"", "LISTEN \"" + cfg_.channel + "\"", {}});
+    listener_ = make_connection(std::move(listen_setup));
+    watchers_ = std::make_shared<detail::watch_registry>();
+    listener_->on_notify([w = std::weak_ptr<detail::watch_registry>{watchers_},
+                          channel = cfg_.channel](std::string_view ch, std::string_view payload) {
+        if (ch != channel)
+            return;
+        if (auto r = w.lock())
+            r->notify(payload);
+    });
+    listener_->on_down([w = std::weak_ptr<detail::watch_registry>{watchers_}](std::error_code, const std::string&) {
+        if (auto r = w.lock())
+            r->wake_all();
+    });
+    sessions_ = std::make_shared<detail::session_pool>();
+}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    close_connections();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    close_connections();
+    co_return;
+}
 
 /// The PostgreSQL lease-table store. See basic_store for its documentation.
 using store = backend::store_shell<basic_store<>>;

@@ -84,14 +84,7 @@ class basic_store : public backend::store_base<config> {
 public:
     /// Fails (throws std::system_error with errc::invalid_argument) only when the TLS
     /// files in `cfg` cannot be loaded; connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::redis::store", true}
-    {
-        auto tls = transport::make_tls_context(cfg_.endpoint());
-        if (!tls)
-            throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
-        router_ = std::make_shared<detail::router>(distlock::backend::make_strand(ex_), cfg_, tls.value());
-        (void)detail::slot_tags::table(); // built here, once per process, not in a first request
-    }
+    basic_store(executor_type ex, config cfg);
 
     /// The longest a request takes before the store completes it itself (connecting
     /// first, then the request): attempts that surely end before a deadline need no
@@ -1342,16 +1335,33 @@ private:
 
 protected:
     ~basic_store() = default;
-    void stop() noexcept
-    {
-        router_->close();
-    }
-    awaitable<void> finish()
-    {
-        router_->close();
-        co_return;
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, config cfg)
+    : base{std::move(ex), std::move(cfg), "distlock::redis::store", true}
+{
+    auto tls = transport::make_tls_context(cfg_.endpoint());
+    if (!tls)
+        throw std::system_error{tls.error(), "distlock::redis::store: TLS settings"};
+    router_ = std::make_shared<detail::router>(distlock::backend::make_strand(ex_), cfg_, tls.value());
+    (void)detail::slot_tags::table(); // built here, once per process, not in a first request
+}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    router_->close();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    router_->close();
+    co_return;
+}
 
 /// The Redis store: one server, a cluster, or one node of a Redlock quorum. See
 /// basic_store for its documentation.

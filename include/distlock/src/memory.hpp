@@ -4,12 +4,10 @@
 // declarations only.
 #pragma once
 
-// From here on the entry headers leave out their extern declarations: in this file
-// they would follow the definitions.
-#define DISTLOCK_INSTANTIATING
-
-#include <distlock/memory.hpp>
+// The core first: it defines DISTLOCK_INSTANTIATING, so the store's entry header
+// leaves out its extern declarations (here they would follow the definitions).
 #include <distlock/src/core.hpp>
+#include <distlock/memory.hpp>
 
 #define DISTLOCK_INSTANCE_LIST <distlock/instances/memory.hpp>
 #include <distlock/src/detail/instantiate.hpp>

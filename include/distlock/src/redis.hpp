@@ -4,12 +4,10 @@
 // declarations only.
 #pragma once
 
-// From here on the entry headers leave out their extern declarations: in this file
-// they would follow the definitions.
-#define DISTLOCK_INSTANTIATING
-
-#include <distlock/redis.hpp>
+// The core first: it defines DISTLOCK_INSTANTIATING, so the store's entry header
+// leaves out its extern declarations (here they would follow the definitions).
 #include <distlock/src/core.hpp>
+#include <distlock/redis.hpp>
 
 #include <distlock/src/detail/transport.hpp>
 #define DISTLOCK_INSTANCE_LIST <distlock/instances/redis.hpp>

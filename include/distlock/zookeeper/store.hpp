@@ -97,11 +97,7 @@ public:
 
     /// Throws std::system_error (errc::invalid_argument) for invalid settings;
     /// connecting happens on first use.
-    basic_store(executor_type ex, config cfg) : base{std::move(ex), std::move(cfg), "distlock::zookeeper::store"}
-    {
-        session_ = std::make_shared<detail::session>(ex_, cfg_);
-        session_->open();
-    }
+    basic_store(executor_type ex, config cfg);
 
     /// The longest one primitive runs: a connect to each server, then up to four
     /// requests.
@@ -1709,17 +1705,31 @@ private:
 
 protected:
     ~basic_store() = default;
-    void stop() noexcept
-    {
-        session_->stop();
-        session_->drop();
-    }
-    awaitable<void> finish()
-    {
-        session_->stop();
-        co_await detail::session::close_session(session_);
-    }
+    void stop() noexcept;
+    awaitable<void> finish();
 };
+
+template <class Unused>
+basic_store<Unused>::basic_store(executor_type ex, config cfg)
+    : base{std::move(ex), std::move(cfg), "distlock::zookeeper::store"}
+{
+    session_ = std::make_shared<detail::session>(ex_, cfg_);
+    session_->open();
+}
+
+template <class Unused>
+void basic_store<Unused>::stop() noexcept
+{
+    session_->stop();
+    session_->drop();
+}
+
+template <class Unused>
+awaitable<void> basic_store<Unused>::finish()
+{
+    session_->stop();
+    co_await detail::session::close_session(session_);
+}
 
 /// The ZooKeeper store. See basic_store for its documentation.
 using store = backend::store_shell<basic_store<>>;
