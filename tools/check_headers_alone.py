@@ -3,8 +3,7 @@
 translation unit that includes only it, -fsyntax-only), so that none depends on
 another being included first; and each header of distlock/src/ alone with
 DISTLOCK_SEPARATE_COMPILATION, as the one file of a separately compiled program
-includes it (its entry header's `extern template` declarations, then the
-definitions).
+includes it.
   check_headers_alone.py <compiler> <include dir> [extra flags...]
 """
 import concurrent.futures
