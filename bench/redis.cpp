@@ -672,8 +672,8 @@ std::pair<double, double> script_server_us(std::uint16_t port, std::size_t size)
         freeReplyObject(r);
         return sha;
     };
-    const auto acquire_sha = load(dl::redis::scripts::acquire_all);
-    const auto release_sha = load(dl::redis::scripts::release_all);
+    const auto acquire_sha = load(dl::redis::scripts::acquire_all());
+    const auto release_sha = load(dl::redis::scripts::release_all());
     const std::string owner = dl::owner_token::generate().to_hex();
     std::vector<std::string> locks, channels, fences;
     for (std::size_t k = 0; k < size; ++k) {

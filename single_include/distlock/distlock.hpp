@@ -8346,8 +8346,9 @@ private:
 // two members how it stops:
 //  - `void stop() noexcept`: what destruction does once no call can start any more
 //    (close connections, stop keepers, wake waiters): never waits for I/O.
-//  - `awaitable<void> finish()`: what close() does once the pending releases are done
-//    and the leases still held are ended (revoke a session, then stop()).
+//  - `awaitable<void> finish()`, only where closing does more than stopping: what
+//    close() does once the pending releases are done and the leases still held are
+//    ended (revoke a session, then stop()). A store without one is stopped.
 // The public type is store_shell<Store>, which derives from the store. It is the most
 // derived class, so its destructor runs first: it shuts the lifetime (no call enters
 // the store any more, held leases are told) and then calls stop(), while every member
@@ -8489,10 +8490,16 @@ public:
     awaitable<void> close()
     {
         co_await this->life_->close();
-        co_await Store::finish();
+        if constexpr (finishes)
+            co_await Store::finish();
+        else
+            Store::stop();
     }
 
 private:
+    // Whether closing the store does more than stopping it (the design note above).
+    static constexpr bool finishes = requires(store_shell& s) { s.Store::finish(); };
+
     static void check() noexcept
     {
         static_assert(managed_store<store_shell>, "a store models managed_store: it defines operation_timeout()");
@@ -9215,7 +9222,6 @@ protected:
     ~basic_store() = default;
     // Closing wakes the waiters (they find the store closed); nothing else runs.
     void stop() noexcept;
-    awaitable<void> finish();
 
 private:
     std::shared_ptr<core> core_;
@@ -9230,13 +9236,6 @@ template <class Unused>
 void basic_store<Unused>::stop() noexcept
 {
     core_->wake_all();
-}
-
-template <class Unused>
-awaitable<void> basic_store<Unused>::finish()
-{
-    stop();
-    co_return;
 }
 
 /// The in-process store: see basic_store.

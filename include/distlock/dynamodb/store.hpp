@@ -1781,7 +1781,6 @@ private:
 protected:
     ~basic_store() = default;
     void stop() noexcept;
-    awaitable<void> finish();
 };
 
 template <class Unused>
@@ -1808,13 +1807,6 @@ template <class Unused>
 void basic_store<Unused>::stop() noexcept
 {
     engine_->close();
-}
-
-template <class Unused>
-awaitable<void> basic_store<Unused>::finish()
-{
-    engine_->close();
-    co_return;
 }
 
 /// The DynamoDB store. See basic_store for its documentation.

@@ -713,7 +713,6 @@ protected:
     ~basic_store() = default;
     // Closing wakes the waiters (they find the store closed); nothing else runs.
     void stop() noexcept;
-    awaitable<void> finish();
 
 private:
     std::shared_ptr<core> core_;
@@ -728,13 +727,6 @@ template <class Unused>
 void basic_store<Unused>::stop() noexcept
 {
     core_->wake_all();
-}
-
-template <class Unused>
-awaitable<void> basic_store<Unused>::finish()
-{
-    stop();
-    co_return;
 }
 
 /// The in-process store: see basic_store.

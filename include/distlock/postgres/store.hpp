@@ -1055,7 +1055,6 @@ protected:
     }
 
     void stop() noexcept;
-    awaitable<void> finish();
 };
 
 template <class Unused>
@@ -1091,13 +1090,6 @@ template <class Unused>
 void basic_store<Unused>::stop() noexcept
 {
     close_connections();
-}
-
-template <class Unused>
-awaitable<void> basic_store<Unused>::finish()
-{
-    close_connections();
-    co_return;
 }
 
 /// The PostgreSQL lease-table store. See basic_store for its documentation.

@@ -849,40 +849,40 @@ private:
     static const script_text& source(script s)
     {
         static const std::array<script_text, 34> all{
-            script_text{scripts::acquire, detail::sha1_hex(scripts::acquire)},
-            script_text{scripts::extend, detail::sha1_hex(scripts::extend)},
-            script_text{scripts::release, detail::sha1_hex(scripts::release)},
-            script_text{scripts::raise_fence, detail::sha1_hex(scripts::raise_fence)},
-            script_text{scripts::acquire_all, detail::sha1_hex(scripts::acquire_all)},
-            script_text{scripts::fenced_write, detail::sha1_hex(scripts::fenced_write)},
-            script_text{scripts::inspect, detail::sha1_hex(scripts::inspect)},
-            script_text{scripts::next_fence, detail::sha1_hex(scripts::next_fence)},
-            script_text{scripts::acquire_fair, detail::sha1_hex(scripts::acquire_fair)},
-            script_text{scripts::release_fair, detail::sha1_hex(scripts::release_fair)},
-            script_text{scripts::leave_queue, detail::sha1_hex(scripts::leave_queue)},
-            script_text{scripts::release_all, detail::sha1_hex(scripts::release_all)},
-            script_text{scripts::release_raising, detail::sha1_hex(scripts::release_raising)},
-            script_text{scripts::revoke, detail::sha1_hex(scripts::revoke)},
-            script_text{scripts::survey, detail::sha1_hex(scripts::survey)},
-            script_text{scripts::put_shared, detail::sha1_hex(scripts::put_shared)},
-            script_text{scripts::put_exclusive, detail::sha1_hex(scripts::put_exclusive)},
-            script_text{scripts::extend_shared, detail::sha1_hex(scripts::extend_shared)},
-            script_text{scripts::release_shared, detail::sha1_hex(scripts::release_shared)},
-            script_text{scripts::withdraw, detail::sha1_hex(scripts::withdraw)},
-            script_text{scripts::downgrade, detail::sha1_hex(scripts::downgrade)},
-            script_text{scripts::acquire_plain, detail::sha1_hex(scripts::acquire_plain)},
-            script_text{scripts::extend_plain, detail::sha1_hex(scripts::extend_plain)},
-            script_text{scripts::release_plain, detail::sha1_hex(scripts::release_plain)},
-            script_text{scripts::release_raising_plain, detail::sha1_hex(scripts::release_raising_plain)},
-            script_text{scripts::inspect_plain, detail::sha1_hex(scripts::inspect_plain)},
-            script_text{scripts::revoke_plain, detail::sha1_hex(scripts::revoke_plain)},
-            script_text{scripts::survey_plain, detail::sha1_hex(scripts::survey_plain)},
-            script_text{scripts::proclaim, detail::sha1_hex(scripts::proclaim)},
-            script_text{scripts::leader, detail::sha1_hex(scripts::leader)},
-            script_text{scripts::proclaim_plain, detail::sha1_hex(scripts::proclaim_plain)},
-            script_text{scripts::leader_plain, detail::sha1_hex(scripts::leader_plain)},
-            script_text{scripts::arm_delay, detail::sha1_hex(scripts::arm_delay)},
-            script_text{scripts::arm_delay_plain, detail::sha1_hex(scripts::arm_delay_plain)},
+            script_text{scripts::acquire(), detail::sha1_hex(scripts::acquire())},
+            script_text{scripts::extend(), detail::sha1_hex(scripts::extend())},
+            script_text{scripts::release(), detail::sha1_hex(scripts::release())},
+            script_text{scripts::raise_fence(), detail::sha1_hex(scripts::raise_fence())},
+            script_text{scripts::acquire_all(), detail::sha1_hex(scripts::acquire_all())},
+            script_text{scripts::fenced_write(), detail::sha1_hex(scripts::fenced_write())},
+            script_text{scripts::inspect(), detail::sha1_hex(scripts::inspect())},
+            script_text{scripts::next_fence(), detail::sha1_hex(scripts::next_fence())},
+            script_text{scripts::acquire_fair(), detail::sha1_hex(scripts::acquire_fair())},
+            script_text{scripts::release_fair(), detail::sha1_hex(scripts::release_fair())},
+            script_text{scripts::leave_queue(), detail::sha1_hex(scripts::leave_queue())},
+            script_text{scripts::release_all(), detail::sha1_hex(scripts::release_all())},
+            script_text{scripts::release_raising(), detail::sha1_hex(scripts::release_raising())},
+            script_text{scripts::revoke(), detail::sha1_hex(scripts::revoke())},
+            script_text{scripts::survey(), detail::sha1_hex(scripts::survey())},
+            script_text{scripts::put_shared(), detail::sha1_hex(scripts::put_shared())},
+            script_text{scripts::put_exclusive(), detail::sha1_hex(scripts::put_exclusive())},
+            script_text{scripts::extend_shared(), detail::sha1_hex(scripts::extend_shared())},
+            script_text{scripts::release_shared(), detail::sha1_hex(scripts::release_shared())},
+            script_text{scripts::withdraw(), detail::sha1_hex(scripts::withdraw())},
+            script_text{scripts::downgrade(), detail::sha1_hex(scripts::downgrade())},
+            script_text{scripts::acquire_plain(), detail::sha1_hex(scripts::acquire_plain())},
+            script_text{scripts::extend_plain(), detail::sha1_hex(scripts::extend_plain())},
+            script_text{scripts::release_plain(), detail::sha1_hex(scripts::release_plain())},
+            script_text{scripts::release_raising_plain(), detail::sha1_hex(scripts::release_raising_plain())},
+            script_text{scripts::inspect_plain(), detail::sha1_hex(scripts::inspect_plain())},
+            script_text{scripts::revoke_plain(), detail::sha1_hex(scripts::revoke_plain())},
+            script_text{scripts::survey_plain(), detail::sha1_hex(scripts::survey_plain())},
+            script_text{scripts::proclaim(), detail::sha1_hex(scripts::proclaim())},
+            script_text{scripts::leader(), detail::sha1_hex(scripts::leader())},
+            script_text{scripts::proclaim_plain(), detail::sha1_hex(scripts::proclaim_plain())},
+            script_text{scripts::leader_plain(), detail::sha1_hex(scripts::leader_plain())},
+            script_text{scripts::arm_delay(), detail::sha1_hex(scripts::arm_delay())},
+            script_text{scripts::arm_delay_plain(), detail::sha1_hex(scripts::arm_delay_plain())},
         };
         return all[static_cast<std::size_t>(s)];
     }
@@ -1336,7 +1336,6 @@ private:
 protected:
     ~basic_store() = default;
     void stop() noexcept;
-    awaitable<void> finish();
 };
 
 template <class Unused>
@@ -1354,13 +1353,6 @@ template <class Unused>
 void basic_store<Unused>::stop() noexcept
 {
     router_->close();
-}
-
-template <class Unused>
-awaitable<void> basic_store<Unused>::finish()
-{
-    router_->close();
-    co_return;
 }
 
 /// The Redis store: one server, a cluster, or one node of a Redlock quorum. See
