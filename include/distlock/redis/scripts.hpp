@@ -86,9 +86,9 @@ namespace detail {
 
 // A script is the Lua helpers it uses (the *_lua texts below), then its own body:
 // join() names the pieces at compile time, and the text a server is sent is joined
-// from them once, at run time, on its first use (joined()). Joining them at compile
-// time made g++ evaluate every script's characters in every file that includes this
-// header, which cost each such file about half a second (bench/README.md, compile).
+// from them once, at run time, on its first use (joined()). Joined at compile time,
+// every script's characters were evaluated by the compiler in every file that
+// includes this header (bench/README.md, "Compile cost").
 template <std::size_t K>
 struct pieces {
     std::array<std::string_view, K> parts;
