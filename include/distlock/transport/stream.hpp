@@ -1,6 +1,12 @@
 // distlock/transport/stream.hpp: one byte stream to a server: TCP, a Unix socket or
 // TLS over TCP, with a connect timeout. Protocol-free: the engine (engine.hpp) and the
 // stores' handshakes speak through it.
+//
+// The TLS types are only declared here; what uses them is defined in tls.hpp, which
+// this header includes at its end, except in a separately compiled file (README.md,
+// "Separate compilation"): such a file compiles none of the stream's members, and
+// <asio/ssl.hpp> with OpenSSL's headers is a large part of what it would parse.
+// distlock/src/ includes tls.hpp where the members are compiled.
 #pragma once
 
 #include <distlock/clock.hpp>
@@ -14,7 +20,6 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/read.hpp>
-#include <asio/ssl.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -26,6 +31,12 @@
 #include <tuple>
 #include <variant>
 #include <vector>
+
+namespace asio::ssl {
+class context;
+template <typename Stream>
+class stream;
+} // namespace asio::ssl
 
 namespace distlock::transport {
 
@@ -53,26 +64,19 @@ struct endpoint {
     }
 };
 
-/// Creates the TLS context an endpoint asks for (nullptr when it does not ask for TLS).
-inline result<std::shared_ptr<asio::ssl::context>> make_tls_context(const endpoint& c)
-{
-    if (!c.tls)
-        return std::shared_ptr<asio::ssl::context>{};
-    auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
-    std::error_code ec;
-    if (c.tls_ca_file.empty())
-        ctx->set_default_verify_paths(ec);
-    else
-        ctx->load_verify_file(c.tls_ca_file, ec);
-    if (!ec && !c.tls_cert_file.empty())
-        ctx->use_certificate_chain_file(c.tls_cert_file, ec);
-    if (!ec && !c.tls_key_file.empty())
-        ctx->use_private_key_file(c.tls_key_file, asio::ssl::context::pem, ec);
-    if (ec)
-        return errc::invalid_argument;
-    ctx->set_verify_mode(c.tls_verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
-    return ctx;
-}
+/// Creates the TLS context an endpoint asks for (nullptr when it does not ask for TLS);
+/// errc::invalid_argument when its files cannot be loaded. Defined in tls.hpp.
+template <class Unused = void>
+result<std::shared_ptr<asio::ssl::context>> make_tls_context(const endpoint& c);
+
+/// Makes `ctx` offer HTTP/2 by ALPN (a gRPC server over TLS chooses it so). Defined in
+/// tls.hpp.
+template <class Unused = void>
+void offer_http2(asio::ssl::context& ctx);
+
+/// The TLS steps of basic_stream::connect(), defined in tls.hpp.
+template <class Unused>
+struct tls_steps;
 
 // Design note: lifetimes. An ssl::stream must outlive every operation started on it:
 // Asio's SSL layer goes on using the OpenSSL objects when a read that already
@@ -138,12 +142,8 @@ public:
                     tcp::socket plain = std::move(socket);
                     auto& s = fresh->s.template emplace<tls_stream>(std::move(plain), *tls);
                     const auto& name = cfg.tls_server_name.empty() ? cfg.host : cfg.tls_server_name;
-                    SSL_set_tlsext_host_name(s.native_handle(), name.c_str());
-                    if (cfg.tls_verify_peer)
-                        s.set_verify_callback(asio::ssl::host_name_verification{name});
-                    ec = co_await within_timeout(
-                        s.async_handshake(asio::ssl::stream_base::client, distlock::backend::as_tuple_awaitable<Unused>()),
-                        cfg.connect_timeout);
+                    tls_steps<Unused>::name_server(s, name, cfg.tls_verify_peer);
+                    ec = co_await within_timeout(tls_steps<Unused>::handshake(s), cfg.connect_timeout);
                     if (sockets_ != fresh)
                         co_return closed_while_connecting(cfg, diagnostic);
                     if (ec) {
@@ -234,33 +234,8 @@ private:
         co_return r ? std::get<0>(*r) : make_error_code(asio::error::timed_out);
     }
 
-    struct socket_set {
-        std::variant<std::monostate, tcp::socket, unix_stream::socket, tls_stream> s;
-
-        bool is_open() const noexcept
-        {
-            if (auto* t = std::get_if<tls_stream>(&s))
-                return t->lowest_layer().is_open();
-            if (auto* u = std::get_if<unix_stream::socket>(&s))
-                return u->is_open();
-            if (auto* p = std::get_if<tcp::socket>(&s))
-                return p->is_open();
-            return false;
-        }
-
-        // Closes the lowest layer only: outstanding operations complete with an error
-        // while the objects they use stay alive.
-        void close() noexcept
-        {
-            std::error_code ignored;
-            if (auto* t = std::get_if<tls_stream>(&s))
-                t->lowest_layer().close(ignored);
-            else if (auto* u = std::get_if<unix_stream::socket>(&s))
-                u->close(ignored);
-            else if (auto* p = std::get_if<tcp::socket>(&s))
-                p->close(ignored);
-        }
-    };
+    // The socket: TCP, Unix or TLS (defined in tls.hpp, which names the TLS type).
+    struct socket_set;
 
     static std::tuple<std::error_code, std::size_t> not_open()
     {
@@ -280,3 +255,7 @@ private:
 using stream = basic_stream<>;
 
 } // namespace distlock::transport
+
+#if !defined(DISTLOCK_SEPARATE_COMPILATION) || defined(DISTLOCK_INSTANTIATING)
+#include <distlock/transport/tls.hpp>
+#endif

@@ -64,9 +64,8 @@ public:
                 throw std::system_error{tls.error(), "distlock::etcd::store: TLS settings"};
             tls_ = std::move(tls.value());
             // gRPC needs HTTP/2, which TLS servers choose by ALPN.
-            static constexpr unsigned char h2[] = {2, 'h', '2'};
             if (cfg_.api == api::grpc)
-                SSL_CTX_set_alpn_protos(tls_->native_handle(), h2, sizeof h2);
+                transport::offer_http2(*tls_);
         }
         for (std::size_t i = 0; i < cfg_.members.size(); ++i) {
             const auto peer = cfg_.endpoint(i).describe();

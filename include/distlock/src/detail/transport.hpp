@@ -3,5 +3,8 @@
 // Included after the store's entry header.
 #pragma once
 
+// The stream's TLS steps, which separately compiled files do not see.
+#include <distlock/transport/tls.hpp>
+
 #define DISTLOCK_INSTANCE_LIST <distlock/instances/transport.hpp>
 #include <distlock/src/detail/instantiate.hpp>
