@@ -789,6 +789,51 @@ script_stats scripts_since_reset(std::uint16_t port, bool reset_after)
     return out;
 }
 
+// The servers' work behind a client's pairs: each server's main thread's time on a
+// CPU (/proc/<pid>/schedstat, in ns) and its scripts' own time (INFO commandstats),
+// summed over the servers. A pair is two script calls on each server (the grant and
+// the release, for distlock and node-redlock alike), so the pairs are counted as
+// the script calls on all servers over twice the servers: the start-up's and the
+// warm-up's work is spread over the pairs the same way for both clients.
+struct server_work {
+    double cpu_us = 0, script_us = 0;
+    long long calls = 0; // script calls on all the servers
+    std::size_t servers = 0;
+
+    double per_pair(double total) const
+    {
+        return calls > 0 ? total / (static_cast<double>(calls) / (2.0 * static_cast<double>(servers))) : 0.0;
+    }
+};
+
+double main_thread_cpu_us(pid_t pid)
+{
+    std::ifstream in{"/proc/" + std::to_string(pid) + "/schedstat"};
+    double ns = 0;
+    in >> ns;
+    return ns / 1000.0;
+}
+
+template <class Client>
+server_work servers_behind(const std::vector<test::redis_server*>& servers, Client&& client)
+{
+    std::vector<double> cpu_before;
+    for (auto* s : servers) {
+        (void)scripts_since_reset(s->port(), true);
+        cpu_before.push_back(main_thread_cpu_us(s->pid()));
+    }
+    client();
+    server_work w;
+    w.servers = servers.size();
+    for (std::size_t i = 0; i < servers.size(); ++i) {
+        const auto stats = scripts_since_reset(servers[i]->port(), false);
+        w.cpu_us += main_thread_cpu_us(servers[i]->pid()) - cpu_before[i];
+        w.script_us += stats.us_per_call * static_cast<double>(stats.calls);
+        w.calls += stats.calls;
+    }
+    return w;
+}
+
 result_row contended_processes(std::uint16_t port, contention how, long sections, double rtt_us,
                                double* handoff_p50 = nullptr)
 {
@@ -1444,21 +1489,36 @@ int main(int argc, char** argv)
         // alternate between the two so that a drift of the machine's speed falls on
         // both. Each client's own ratio of n nodes to one is printed too.
         std::vector<result_row> ours, theirs;
+        std::vector<server_work> ours_work, theirs_work;
         for (std::size_t n : {1u, 3u, 5u}) {
             std::vector<std::uint16_t> ports;
-            for (std::size_t i = 0; i < n; ++i)
+            std::vector<test::redis_server*> behind;
+            for (std::size_t i = 0; i < n; ++i) {
                 ports.push_back(servers[i]->port());
+                behind.push_back(servers[i].get());
+            }
             ours.push_back(result_row{n == 1 ? std::string{"distlock: lock() + unlock(), one node"}
                                              : "distlock: Redlock over " + std::to_string(n) + " nodes"});
             theirs.push_back(result_row{"peer node-redlock: acquire + release over " + std::to_string(n) + " node(s)"});
+            ours_work.emplace_back();
+            theirs_work.emplace_back();
             dl::quorum<dl::redis::store> q{std::span<dl::redis::store* const>{nodes.data(), n}};
+            const auto add = [](server_work& to, const server_work& w) {
+                to.servers = w.servers;
+                to.cpu_us += w.cpu_us;
+                to.script_us += w.script_us;
+                to.calls += w.calls;
+            };
             for (int round = 0; round < 3; ++round) {
-                auto peer = peer_node_redlock(ports, count / 12);
+                result_row peer;
+                add(theirs_work.back(), servers_behind(behind, [&] { peer = peer_node_redlock(ports, count / 12); }));
                 if (peer.us.empty())
                     break;
                 merge(theirs.back(), std::move(peer));
-                merge(ours.back(), n == 1 ? sequential_pairs("", io, *nodes[0], count / 12)
-                                          : sequential_pairs("", io, q, count / 12));
+                add(ours_work.back(), servers_behind(behind, [&] {
+                        merge(ours.back(), n == 1 ? sequential_pairs("", io, *nodes[0], count / 12)
+                                                  : sequential_pairs("", io, q, count / 12));
+                    }));
             }
         }
         // Sets of 1 and 32 keys taken together on one node: lock_all's rows.
@@ -1479,9 +1539,24 @@ int main(int argc, char** argv)
                 std::printf("%s: no samples (the peer's run failed)\n", theirs[i].name.c_str());
                 continue;
             }
+            if (i < 3) {
+                for (auto* w : {&theirs_work[i], &ours_work[i]}) {
+                    auto& row = w == &ours_work[i] ? ours[i] : theirs[i];
+                    row.extra += ",\"server_cpu_us_per_pair\":" + std::to_string(w->per_pair(w->cpu_us)) +
+                                 ",\"server_script_us_per_pair\":" + std::to_string(w->per_pair(w->script_us));
+                }
+            }
             print(theirs[i], i == first ? nullptr : &theirs[first]);
             print(ours[i], i == first ? nullptr : &ours[first]);
             std::printf("    distlock p50 x%.2f of node-redlock's\n", ours[i].pct(0.5) / theirs[i].pct(0.5));
+            if (i < 3) {
+                std::printf("    the servers' work per pair, summed over the nodes: main thread on a CPU %.1f us against %.1f us "
+                            "(x%.2f), of which scripts %.1f us against %.1f us\n",
+                            ours_work[i].per_pair(ours_work[i].cpu_us), theirs_work[i].per_pair(theirs_work[i].cpu_us),
+                            ours_work[i].per_pair(ours_work[i].cpu_us) / theirs_work[i].per_pair(theirs_work[i].cpu_us),
+                            ours_work[i].per_pair(ours_work[i].script_us),
+                            theirs_work[i].per_pair(theirs_work[i].script_us));
+            }
         }
     }
 

@@ -344,32 +344,54 @@ end
 // a fence key holds no token), which decide as the helpers always do: the same calls
 // in the same order, the same error replies. The grant answers with its token alone,
 // an integer: Redis writes an array reply in more steps than an integer.
+//
+// The grant's common path is four calls. One EXISTS looks for the lock and its
+// lock-delay mark together (through pcall: the mark is not one of KEYS, and a node
+// that no longer has it answers an error, which takes the path that looks at each).
+// INCR reads the fence key as Redis parses integers, which is cheaper than Lua's
+// parsing of a 16-digit text, and writes the next token; when the server's clock is
+// ahead of it, as it nearly always is, one SET puts the clock's token there. A fence
+// key INCR refuses or takes out of range (no integer, negative, at 2^53) is put back
+// as it was (DECR) and read by the helpers, which refuse it as before, or accept
+// the texts they read and INCR does not (leading zeros): nothing is written before
+// a refusal.
 inline constexpr auto acquire = join(R"lua(
 local token_limit = 9007199254740992
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-if type(redis.pcall('GET', ARGV[3])) == 'string' then
+if redis.pcall('EXISTS', KEYS[1], ARGV[3]) ~= 0 then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return {0, redis.call('PTTL', KEYS[1])}
+  end
+  if type(redis.pcall('GET', ARGV[3])) == 'string' then
 )lua", delay_lua, R"lua(
-  local delayed = tombstone_left(ARGV[3])
-  if delayed then
-    return {3, delayed}
+    local delayed = tombstone_left(ARGV[3])
+    if delayed then
+      return {3, delayed}
+    end
   end
 end
-local stored = redis.call('GET', KEYS[2])
-local last = not stored and 0 or (#stored <= 16 and string.match(stored, '^%d+$') and tonumber(stored))
-if not last or last >= token_limit then
-)lua", fence_lua, R"lua(
-  as_token(stored, KEYS[2])
-end
 local clock = redis.call('TIME')
-local fence = math.max(last + 1, clock[1] * 1000000 + clock[2])
+local now = clock[1] * 1000000 + clock[2]
+local fence = redis.pcall('INCR', KEYS[2])
+local written = type(fence) == 'number' and fence >= 1 and fence < token_limit
+if not written then
+  if type(fence) == 'number' then
+    redis.call('DECR', KEYS[2])
+  end
+)lua", fence_lua, R"lua(
+  fence = as_token(redis.call('GET', KEYS[2]) or nil, KEYS[2]) + 1
+end
+if fence < now then
+  fence = now
+  written = false
+end
 if fence >= token_limit then
   error({err = 'ERR distlock: fencing tokens have reached 2^53'})
 end
 local text = string.format('%d', fence)
+if not written then
+  redis.call('SET', KEYS[2], text)
+end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
-redis.call('SET', KEYS[2], text)
 return fence
 )lua");
 
@@ -457,11 +479,16 @@ return 0
 )lua");
 
 // A Redis Cluster (ARGV[3] '1') publishes on a shard channel in the lock's slot, heard
-// by SSUBSCRIBE on the slot's primary only.
-inline constexpr auto release = join(owns_lua, delay_lua, R"lua(
-if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
-  redis.call('DEL', KEYS[1])
-  drop_mark(ARGV[4])
+// by SSUBSCRIBE on the slot's primary only. Without helpers, as acquire (above): owns()
+// and drop_mark() written out, the lock and its lock-delay mark deleted in one call
+// (through pcall, as drop_mark(): a node that no longer has the mark answers an
+// error, and then the lock alone is deleted).
+inline constexpr auto release = join(R"lua(
+local value = redis.call('GET', KEYS[1])
+if value and string.sub(value, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
+  if type(redis.pcall('DEL', KEYS[1], ARGV[4])) ~= 'number' then
+    redis.call('DEL', KEYS[1])
+  end
   redis.call(ARGV[3] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[2], 'released')
   return 1
 end
