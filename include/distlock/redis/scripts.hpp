@@ -86,7 +86,7 @@ namespace detail {
 
 // A script is the Lua helpers it uses (the *_lua texts below), then its own body:
 // join() names the pieces at compile time, and the text a server is sent is joined
-// from them once, at run time, on its first use (joined()). Joined at compile time,
+// from them once, at run time, on its first use (text_of()). Joined at compile time,
 // every script's characters were evaluated by the compiler in every file that
 // includes this header (bench/README.md, "Compile cost").
 template <std::size_t K>
@@ -114,7 +114,7 @@ constexpr pieces<sizeof...(N)> join(const char (&... parts)[N])
 
 // The text of a script, joined on its first use and kept for the program's life.
 template <const auto& script>
-std::string_view joined()
+std::string_view text_of()
 {
     static const std::string text = script.joined();
     return text;
@@ -1265,40 +1265,40 @@ return {1, last}
 /// The fence (an integer) when acquired; {0, pttl} when held by another; {3, ms} when
 /// free but in its lock-delay for ms more (every acquiring script answers those two
 /// shapes; the others answer a grant as {1, fence}).
-inline std::string_view acquire() { return detail::joined<detail::acquire>(); }
+inline std::string_view acquire() { return detail::text_of<detail::acquire>(); }
 
 /// KEYS: fence. The next fencing token, without a lock.
-inline std::string_view next_fence() { return detail::joined<detail::next>(); }
+inline std::string_view next_fence() { return detail::text_of<detail::next>(); }
 
 /// KEYS: lock. ARGV: owner, ttl ms, mark. 1 when extended (the owner's lock-delay
 /// mark with it), 0 when not the owner.
-inline std::string_view extend() { return detail::joined<detail::extend>(); }
+inline std::string_view extend() { return detail::text_of<detail::extend>(); }
 
 /// KEYS: lock. ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0',
 /// mark. 1 when released (and published; its lock-delay mark deleted), 0 when not the
 /// owner.
-inline std::string_view release() { return detail::joined<detail::release>(); }
+inline std::string_view release() { return detail::text_of<detail::release>(); }
 
 /// KEYS: the locks of a set. ARGV: owner, '1' for shard channels (a Redis Cluster)
 /// else '0', then each lock's channel, then each lock's mark. For each lock, in order, 1 when released (and
 /// published) and 0 when not the owner: the release script over a set, in one step.
-inline std::string_view release_all() { return detail::joined<detail::release_all>(); }
+inline std::string_view release_all() { return detail::text_of<detail::release_all>(); }
 
 /// KEYS: fence. ARGV: floor. Raises the token to at least floor (a quorum's lease
 /// token, which may come from a node whose clock runs ahead); returns its value.
-inline std::string_view raise_fence() { return detail::joined<detail::raise>(); }
+inline std::string_view raise_fence() { return detail::text_of<detail::raise>(); }
 
 /// KEYS: lock, fence. ARGV: owner, channel, floor, '1' for a shard channel (a Redis
 /// Cluster) else '0'. The release of a quorum's lease: release, and in the same step
 /// raise_fence to the lease's token (on every node, whether or not it still held the
 /// lock). 1 when released.
-inline std::string_view release_raising() { return detail::joined<detail::release_raising>(); }
+inline std::string_view release_raising() { return detail::text_of<detail::release_raising>(); }
 
 /// KEYS: lock1 ... lockN, then the fence keys of their slots, each once. ARGV: owner,
 /// ttl ms, N, then each lock's mark. All or nothing: {1, fence} (the set's one token),
 /// {0, index of the held one (1-based), pttl}, or {3, index of one in its lock-delay,
 /// ms}.
-inline std::string_view acquire_all() { return detail::joined<detail::acquire_all>(); }
+inline std::string_view acquire_all() { return detail::text_of<detail::acquire_all>(); }
 
 /// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: owner, ttl ms,
 /// waiter id, queue ttl ms, try number (from '1'), join ('1': take a place in line
@@ -1308,18 +1308,18 @@ inline std::string_view acquire_all() { return detail::joined<detail::acquire_al
 /// no one waits or the waiter is the head: {1, fence}; a lock a release handed to the
 /// waiter (held with its id as owner): {2, fence, pttl}; the waiter's turn in the
 /// resource's lock-delay: {3, ms} (its place kept when it joins); else {0, pttl}.
-inline std::string_view acquire_fair() { return detail::joined<detail::acquire_fair>(); }
+inline std::string_view acquire_fair() { return detail::text_of<detail::acquire_fair>(); }
 
 /// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: owner, channel,
 /// sharded ('1'), mark. Releases the owner's lock and hands it to the head waiter when the
 /// head's store listens on the channel its offer names (channel:listener), telling it
 /// there; 1 when released, 0 when not the owner.
-inline std::string_view release_fair() { return detail::joined<detail::release_fair>(); }
+inline std::string_view release_fair() { return detail::text_of<detail::release_fair>(); }
 
 /// acquire::fair. KEYS: lock, fence, queue, offers. ARGV: waiter id,
 /// channel, sharded, mark. Leaves the line and gives back a lock handed to the waiter; a
 /// head that leaves a free lock passes it on to the next waiter. Returns 1.
-inline std::string_view leave_queue() { return detail::joined<detail::leave_queue>(); }
+inline std::string_view leave_queue() { return detail::text_of<detail::leave_queue>(); }
 
 /// KEYS: lock, fence, queue, offers. ARGV: fence, channel, sharded ('1' for a Redis
 /// Cluster's shard channels), mark. Frees the lock only while it is the grant with that
@@ -1327,13 +1327,13 @@ inline std::string_view leave_queue() { return detail::joined<detail::leave_queu
 /// is handed to no one), else passes it on as release_fair does (a listening head of the
 /// queue is handed it; no one queued, 'released' is published): 1 when revoked, 0
 /// when the lock is free or another grant's, untouched.
-inline std::string_view revoke() { return detail::joined<detail::revoke>(); }
+inline std::string_view revoke() { return detail::text_of<detail::revoke>(); }
 
 /// KEYS: lock, queue, offers of each resource, in that order (in a Redis Cluster, of
 /// one hash slot). For each resource, in order: null when its lock is gone, else
 /// {owner, pttl, token, waiters}: the holder as read() reads it, and how many wait in
 /// its queue with their place still kept (-1: the queue is not one).
-inline std::string_view survey() { return detail::joined<detail::survey>(); }
+inline std::string_view survey() { return detail::text_of<detail::survey>(); }
 
 /// shared_lease_store. KEYS (every shared script): lock, fence, sharers, intent; the
 /// last ARGV of each is the mark. ARGV: owner, ttl ms, permits (0: a shared mutex's
@@ -1343,95 +1343,95 @@ inline std::string_view survey() { return detail::joined<detail::survey>(); }
 /// to run out; -2 when a writer's intent keeps a reader out); {-1, N} refused: the
 /// holders share another count N (-1 when the store does not say); {3, ms} in the
 /// resource's lock-delay.
-inline std::string_view put_shared() { return detail::joined<detail::put_shared>(); }
+inline std::string_view put_shared() { return detail::text_of<detail::put_shared>(); }
 
 /// ARGV: waiter id, owner, ttl ms, mark. {1, fence} granted; {0, pttl} held (-2: by
 /// readers, or by another waiter's intent), or {3, ms} in the resource's lock-delay,
 /// the waiter's intent taken or renewed unless another's lives; {-1, N} refused: a
 /// semaphore's permits are held.
-inline std::string_view put_exclusive() { return detail::joined<detail::put_exclusive>(); }
+inline std::string_view put_exclusive() { return detail::text_of<detail::put_exclusive>(); }
 
 /// ARGV: owner, ttl ms, mark. 1 when the owner's grant, exclusive or shared, was extended;
 /// 0 when it holds none.
-inline std::string_view extend_shared() { return detail::joined<detail::extend_shared>(); }
+inline std::string_view extend_shared() { return detail::text_of<detail::extend_shared>(); }
 
 /// ARGV: owner, channel, '1' for a shard channel (a Redis Cluster) else '0', mark. 1
 /// when the owner's grant, exclusive or shared, was released (and published); 0 when it
 /// holds none.
-inline std::string_view release_shared() { return detail::joined<detail::release_shared>(); }
+inline std::string_view release_shared() { return detail::text_of<detail::release_shared>(); }
 
 /// ARGV: waiter id, channel, sharded. Drops the waiter's intent when it is still
 /// there (and publishes, so readers kept out come in). Returns 1.
-inline std::string_view withdraw() { return detail::joined<detail::withdraw>(); }
+inline std::string_view withdraw() { return detail::text_of<detail::withdraw>(); }
 
 /// ARGV: owner, channel, sharded, mark. The exclusive holder becomes a reader with its
 /// token and time left (and it is published): 1; 0 when it does not hold.
-inline std::string_view downgrade() { return detail::joined<detail::downgrade>(); }
+inline std::string_view downgrade() { return detail::text_of<detail::downgrade>(); }
 
 /// KEYS: data. ARGV: value, fence. Writes the hash {value, fence} unless a newer
 /// fence has written: {1, previous fence} when written, {0, newest fence} when rejected.
-inline std::string_view fenced_write() { return detail::joined<detail::fenced_write>(); }
+inline std::string_view fenced_write() { return detail::text_of<detail::fenced_write>(); }
 
 /// KEYS: lock, fence. {held (1 or 0), owner, pttl, token}: read without taking the
 /// lock; the token is the holder's when held (0 when the lock does not say), else the
 /// last token stored under the fence key.
-inline std::string_view inspect() { return detail::joined<detail::inspect>(); }
+inline std::string_view inspect() { return detail::text_of<detail::inspect>(); }
 
 /// redis::dialect::plain. KEYS: lock (the resource id), fence, holder. ARGV: owner,
 /// ttl ms, mark. {1, fence} when acquired (the lock holds the owner alone); as acquire,
 /// {0, pttl} when held, by distlock or another Redlock client.
-inline std::string_view acquire_plain() { return detail::joined<detail::acquire_plain>(); }
+inline std::string_view acquire_plain() { return detail::text_of<detail::acquire_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, ttl ms, mark. 1 when extended
 /// (compare-and-pexpire), 0 when not the owner.
-inline std::string_view extend_plain() { return detail::joined<detail::extend_plain>(); }
+inline std::string_view extend_plain() { return detail::text_of<detail::extend_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, holder. ARGV: owner, channel, '1' for a shard
 /// channel (a Redis Cluster) else '0', mark. Compare-and-delete: 1 when released (and
 /// published), 0 when not the owner.
-inline std::string_view release_plain() { return detail::joined<detail::release_plain>(); }
+inline std::string_view release_plain() { return detail::text_of<detail::release_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: owner, channel, floor,
 /// sharded. release_raising under this layout.
-inline std::string_view release_raising_plain() { return detail::joined<detail::release_raising_plain>(); }
+inline std::string_view release_raising_plain() { return detail::text_of<detail::release_raising_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, fence, holder. As inspect: {held, owner, pttl,
 /// token}; the owner is the lock's value (a foreign client's own value; empty for a
 /// key that is not a string), the token 0 for a holder that is not distlock's.
-inline std::string_view inspect_plain() { return detail::joined<detail::inspect_plain>(); }
+inline std::string_view inspect_plain() { return detail::text_of<detail::inspect_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, fence, holder. ARGV: fence, channel, sharded,
 /// mark. As revoke, for distlock's grants only: 1 when revoked, else 0.
-inline std::string_view revoke_plain() { return detail::joined<detail::revoke_plain>(); }
+inline std::string_view revoke_plain() { return detail::text_of<detail::revoke_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, holder of each resource. As survey (waiters 0),
 /// distlock's grants only: null for a lock its holder key does not name.
-inline std::string_view survey_plain() { return detail::joined<detail::survey_plain>(); }
+inline std::string_view survey_plain() { return detail::text_of<detail::survey_plain>(); }
 
 /// electing_store. KEYS: lock, leader. ARGV: owner, token (decimal), value. Writes
 /// "<token>:<value>" under the leader key only while the lock is the owner's grant
 /// with that token: 1 when written, 0 when the grant is gone (nothing written).
-inline std::string_view proclaim() { return detail::joined<detail::proclaim>(); }
+inline std::string_view proclaim() { return detail::text_of<detail::proclaim>(); }
 
 /// electing_store. KEYS: lock, leader. {0} when the lock is free; else {1, owner,
 /// pttl, token} as inspect reads the holder, with a fifth element, the value, when
 /// the leader key keeps one for that very token.
-inline std::string_view leader() { return detail::joined<detail::leader>(); }
+inline std::string_view leader() { return detail::text_of<detail::leader>(); }
 
 /// redis::dialect::plain. KEYS: lock, holder, leader. ARGV and answer as proclaim,
 /// for distlock's grants only.
-inline std::string_view proclaim_plain() { return detail::joined<detail::proclaim_plain>(); }
+inline std::string_view proclaim_plain() { return detail::text_of<detail::proclaim_plain>(); }
 
 /// redis::dialect::plain. KEYS: lock, holder, leader. As leader; the owner is the
 /// lock's value, the token 0 (and no value) for a holder that is not distlock's.
-inline std::string_view leader_plain() { return detail::joined<detail::leader_plain>(); }
+inline std::string_view leader_plain() { return detail::text_of<detail::leader_plain>(); }
 
 /// lock_delay_store. KEYS: lock. ARGV: owner, token (decimal), delay ms, mark. Marks
 /// the grant when the lock is the owner's with that token: 1; else 0, nothing
 /// written. An error reply when the mark cannot be written.
-inline std::string_view arm_delay() { return detail::joined<detail::arm_delay>(); }
+inline std::string_view arm_delay() { return detail::text_of<detail::arm_delay>(); }
 
 /// redis::dialect::plain. KEYS: lock, holder. ARGV and answer as arm_delay.
-inline std::string_view arm_delay_plain() { return detail::joined<detail::arm_delay_plain>(); }
+inline std::string_view arm_delay_plain() { return detail::text_of<detail::arm_delay_plain>(); }
 
 } // namespace distlock::redis::scripts
