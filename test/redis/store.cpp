@@ -905,6 +905,54 @@ TEST_CASE("redis: a fence key that holds no token below 2^53 fails every script 
     });
 }
 
+TEST_CASE("redis: a grant reads every fence key the scripts accept, and one token short of 2^53 fails as it was",
+          "[redis][fencing][input]")
+{
+    // A grant's script takes the fence key's next value with INCR, which refuses some
+    // texts that are tokens to the other scripts (leading zeros) and takes 2^53 - 1
+    // to 2^53: such a key is read as the other scripts read it, and left as it was
+    // when the grant is refused.
+    redis_server server;
+    asio::io_context io;
+    dl::redis::store store{io, server.config()};
+    const auto get = [&](const std::string& key) -> asio::awaitable<std::string> {
+        auto r = co_await store.execute("GET", key);
+        REQUIRE(r);
+        co_return r.value().text;
+    };
+    run(io, [&]() -> asio::awaitable<void> {
+        const std::string id = "padded";
+        const auto key = store.fence_key(id);
+
+        // Leading zeros (a token to the scripts' helpers, up to 16 characters, so below
+        // the clock): the next token is the clock's, written plainly.
+        auto set = co_await store.execute("SET", key, "0000000000000005");
+        REQUIRE(set);
+        const auto before = now_us();
+        auto low = co_await store.put_if_absent(id, dl::owner_token::generate(), 10s);
+        REQUIRE(low);
+        CHECK(low.value() >= before);
+        CHECK(co_await get(key) == std::to_string(low.value()));
+        auto freed = co_await store.execute("DEL", store.lock_key(id));
+        REQUIRE(freed);
+
+        // The last token below 2^53: no next one. The grant is refused and the key
+        // holds what it held.
+        const std::string last = "9007199254740991";
+        set = co_await store.execute("SET", key, last);
+        REQUIRE(set);
+        dl::diagnostics diag;
+        auto full = co_await store.put_if_absent(id, dl::owner_token::generate(), 10s, &diag);
+        REQUIRE_FALSE(full);
+        CHECK(full.error() == dl::errc::store_unavailable);
+        CHECK(diag.server_message().find("2^53") != std::string_view::npos);
+        CHECK(co_await get(key) == last);
+        auto lock_left = co_await store.execute("EXISTS", store.lock_key(id));
+        REQUIRE(lock_left);
+        CHECK(lock_left.value().integer == 0);
+    });
+}
+
 TEST_CASE("redis: read() of a lock written by another client: the owner as stored, the token when it has one",
           "[redis][input]")
 {
