@@ -655,6 +655,13 @@ dl::fence_token now_us()
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count());
 }
+// The text a key holds (GET).
+asio::awaitable<std::string> text_at(dl::redis::store& store, const std::string& key)
+{
+    auto r = co_await store.execute("GET", key);
+    REQUIRE(r);
+    co_return r.value().text;
+}
 } // namespace
 
 TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of its slot", "[redis][fencing]")
@@ -662,11 +669,6 @@ TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of
     redis_server server;
     asio::io_context io;
     dl::redis::store store{io, server.config()};
-    const auto get = [&](const std::string& key) -> asio::awaitable<std::string> {
-        auto r = co_await store.execute("GET", key);
-        REQUIRE(r);
-        co_return r.value().text;
-    };
     const auto pttl = [&](const std::string& key) -> asio::awaitable<long long> {
         auto r = co_await store.execute("PTTL", key);
         REQUIRE(r);
@@ -677,13 +679,13 @@ TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of
         auto l = co_await m.lock();
         REQUIRE(l);
         const auto key = store.fence_key("kept");
-        CHECK(co_await get(key) == std::to_string(l->fence()));
+        CHECK(co_await text_at(store, key) == std::to_string(l->fence()));
         CHECK(co_await pttl(key) == -1); // no TTL: one key per slot, whatever was locked
         // An extension touches the lock alone.
         auto extended = co_await store.extend("kept", l->owner(), 60s);
         REQUIRE(extended);
         CHECK(co_await pttl(store.lock_key("kept")) > 10'000);
-        CHECK(co_await get(key) == std::to_string(l->fence()));
+        CHECK(co_await text_at(store, key) == std::to_string(l->fence()));
         { const auto ok_ = co_await l->unlock(); CHECK(ok_); }
 
         // A token raised above this server's clock (a quorum's, from a node whose clock
@@ -723,7 +725,7 @@ TEST_CASE("redis: the fence key has no TTL and only grows, for every resource of
             REQUIRE_FALSE(releasing);
             CHECK(releasing.error() == dl::errc::invalid_argument);
         }
-        CHECK(co_await get(key) == std::to_string(ahead + 2));
+        CHECK(co_await text_at(store, key) == std::to_string(ahead + 2));
     });
 }
 
@@ -915,11 +917,6 @@ TEST_CASE("redis: a grant reads every fence key the scripts accept, and one toke
     redis_server server;
     asio::io_context io;
     dl::redis::store store{io, server.config()};
-    const auto get = [&](const std::string& key) -> asio::awaitable<std::string> {
-        auto r = co_await store.execute("GET", key);
-        REQUIRE(r);
-        co_return r.value().text;
-    };
     run(io, [&]() -> asio::awaitable<void> {
         const std::string id = "padded";
         const auto key = store.fence_key(id);
@@ -932,7 +929,7 @@ TEST_CASE("redis: a grant reads every fence key the scripts accept, and one toke
         auto low = co_await store.put_if_absent(id, dl::owner_token::generate(), 10s);
         REQUIRE(low);
         CHECK(low.value() >= before);
-        CHECK(co_await get(key) == std::to_string(low.value()));
+        CHECK(co_await text_at(store, key) == std::to_string(low.value()));
         auto freed = co_await store.execute("DEL", store.lock_key(id));
         REQUIRE(freed);
 
@@ -946,7 +943,7 @@ TEST_CASE("redis: a grant reads every fence key the scripts accept, and one toke
         REQUIRE_FALSE(full);
         CHECK(full.error() == dl::errc::store_unavailable);
         CHECK(diag.server_message().find("2^53") != std::string_view::npos);
-        CHECK(co_await get(key) == last);
+        CHECK(co_await text_at(store, key) == last);
         auto lock_left = co_await store.execute("EXISTS", store.lock_key(id));
         REQUIRE(lock_left);
         CHECK(lock_left.value().integer == 0);
