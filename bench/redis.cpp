@@ -804,6 +804,20 @@ struct server_work {
     {
         return calls > 0 ? total / (static_cast<double>(calls) / (2.0 * static_cast<double>(servers))) : 0.0;
     }
+    // Another round's work on the same servers.
+    void add(const server_work& round)
+    {
+        servers = round.servers;
+        cpu_us += round.cpu_us;
+        script_us += round.script_us;
+        calls += round.calls;
+    }
+    // Its two per-pair figures, among a row's JSON fields.
+    void record(result_row& row) const
+    {
+        row.extra += ",\"server_cpu_us_per_pair\":" + std::to_string(per_pair(cpu_us)) +
+                     ",\"server_script_us_per_pair\":" + std::to_string(per_pair(script_us));
+    }
 };
 
 double main_thread_cpu_us(pid_t pid)
@@ -1503,22 +1517,16 @@ int main(int argc, char** argv)
             ours_work.emplace_back();
             theirs_work.emplace_back();
             dl::quorum<dl::redis::store> q{std::span<dl::redis::store* const>{nodes.data(), n}};
-            const auto add = [](server_work& to, const server_work& w) {
-                to.servers = w.servers;
-                to.cpu_us += w.cpu_us;
-                to.script_us += w.script_us;
-                to.calls += w.calls;
-            };
             for (int round = 0; round < 3; ++round) {
                 result_row peer;
-                add(theirs_work.back(), servers_behind(behind, [&] { peer = peer_node_redlock(ports, count / 12); }));
+                theirs_work.back().add(servers_behind(behind, [&] { peer = peer_node_redlock(ports, count / 12); }));
                 if (peer.us.empty())
                     break;
                 merge(theirs.back(), std::move(peer));
-                add(ours_work.back(), servers_behind(behind, [&] {
-                        merge(ours.back(), n == 1 ? sequential_pairs("", io, *nodes[0], count / 12)
-                                                  : sequential_pairs("", io, q, count / 12));
-                    }));
+                ours_work.back().add(servers_behind(behind, [&] {
+                    merge(ours.back(), n == 1 ? sequential_pairs("", io, *nodes[0], count / 12)
+                                              : sequential_pairs("", io, q, count / 12));
+                }));
             }
         }
         // Sets of 1 and 32 keys taken together on one node: lock_all's rows.
@@ -1540,11 +1548,8 @@ int main(int argc, char** argv)
                 continue;
             }
             if (i < 3) {
-                for (auto* w : {&theirs_work[i], &ours_work[i]}) {
-                    auto& row = w == &ours_work[i] ? ours[i] : theirs[i];
-                    row.extra += ",\"server_cpu_us_per_pair\":" + std::to_string(w->per_pair(w->cpu_us)) +
-                                 ",\"server_script_us_per_pair\":" + std::to_string(w->per_pair(w->script_us));
-                }
+                theirs_work[i].record(theirs[i]);
+                ours_work[i].record(ours[i]);
             }
             print(theirs[i], i == first ? nullptr : &theirs[first]);
             print(ours[i], i == first ? nullptr : &ours[first]);

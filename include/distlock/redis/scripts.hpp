@@ -345,7 +345,7 @@ end
 // in the same order, the same error replies. The grant answers with its token alone,
 // an integer: Redis writes an array reply in more steps than an integer.
 //
-// The grant's common path is four calls. One EXISTS looks for the lock and its
+// The grant's common path is five calls. One EXISTS looks for the lock and its
 // lock-delay mark together (through pcall: the mark is not one of KEYS, and a node
 // that no longer has it answers an error, which takes the path that looks at each).
 // INCR reads the fence key as Redis parses integers, which is cheaper than Lua's
